@@ -1,0 +1,9 @@
+"""tuner: measured tuning of training settings and speed techniques for timm models."""
+
+from __future__ import annotations
+
+from tuner.config import TrainConfig, load_config_file, make_config
+from tuner.errors import TunerError
+
+__all__ = ["TrainConfig", "TunerError", "load_config_file", "make_config"]
+__version__ = "0.1.0"

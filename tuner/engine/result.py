@@ -1,0 +1,88 @@
+"""The typed result of one training run: what the engine measured, ready for JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["MemoryKind", "RunResult", "RunStatus"]
+
+RunStatus = Literal["ok", "oom", "diverged", "error"]
+# Which number peak_memory_bytes is: CUDA's reserved (what the process holds on the device,
+# the number a memory budget must use) or, on CPU, the growth of the process's peak RSS.
+MemoryKind = Literal["cuda_max_memory_reserved", "cpu_peak_rss_growth"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """One run's measurements. ``None`` means "not measured" (e.g. the run failed first)."""
+
+    status: RunStatus
+    error: str | None = None
+
+    # Throughput over steady-state steps only (warm-up and compile excluded).
+    images_per_second: float | None = None
+    images_per_second_windows: list[float] = field(default_factory=list)  # per window: spread
+    data_wait_fraction: float | None = None  # of measured step time spent waiting for a batch
+    step_time_s: float | None = None  # mean steady-state step time
+    measured_steps: int = 0
+
+    # Memory.
+    peak_memory_bytes: int | None = None
+    memory_kind: MemoryKind | None = None
+    peak_memory_allocated_bytes: int | None = None  # CUDA max_memory_allocated
+    peak_memory_reserved_bytes: int | None = None  # CUDA max_memory_reserved
+
+    # Quality.
+    val_accuracy: float | None = None
+    val_loss: float | None = None
+    train_loss: float | None = None  # mean over the last logging window
+    train_loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, loss)
+    time_to_target_s: float | None = None  # training seconds until val_accuracy >= target
+
+    # Progress.
+    steps: int = 0
+    epochs: float = 0.0
+    images_seen: int = 0
+    train_time_s: float = 0.0  # wall time of the training loop, evaluation excluded
+    wall_time_s: float = 0.0  # the whole run: build, compile, train, evaluate
+    warmup_time_s: float | None = None  # wall time of the excluded warm-up steps
+
+    # What actually ran (a technique that cannot run here falls back and says so).
+    effective: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    # Environment.
+    device: str = "cpu"
+    device_name: str = ""
+    torch_version: str = ""
+    cuda_version: str | None = None
+    timm_version: str = ""
+    num_parameters: int | None = None
+
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (non-finite floats become ``None``)."""
+        return _json_safe(dataclasses.asdict(self))
+
+    def to_json(self) -> str:
+        """One line of JSON, as ``tuner train --json`` prints it."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
