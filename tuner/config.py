@@ -82,7 +82,7 @@ class TrainConfig:
     gn_groups: int = 32
 
     # Budget: the run stops at whichever given limit comes first (at least one is required).
-    epochs: int | None = 1
+    epochs: int | None = 6  # the default model reaches ~98% val accuracy on digits in 6 epochs
     steps: int | None = None
     time_budget_s: float | None = None
 

@@ -1,14 +1,209 @@
-"""``tuner search``: placeholder until its stage lands (replace this file whole)."""
+"""``tuner search SPACE``: Ray Tune trials driven by Optuna, under a memory budget."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
+
+from tuner.errors import TunerError
+from tuner.search.options import (
+    OBJECTIVES,
+    SAMPLERS,
+    WORKLOAD_CHOICES,
+    SearchOptions,
+    parse_memory_size,
+)
+
+_EPILOG = """\
+workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
+realistic 'gpu' one; --workload auto picks 'gpu' when trials get a GPU. The override flags
+(--model, --data, --image-size, --steps, --epochs, --time-per-trial, --set KEY=VALUE) replace
+single fields of the chosen workload, e.g.:
+  python -m tuner search vit_space
+  python -m tuner search vit_space --workload gpu --data imagefolder:/data/imagenette
+  python -m tuner search resnet_space --max-memory 20GiB --num-samples 60 --objective pareto
+  python -m tuner search my_space.py --time-budget 3600 --sampler gp
+  python -m tuner search --resume --name vit_space-20250101-120000
+"""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("search", help="(not built yet)")
+    parser = subparsers.add_parser(
+        "search",
+        help="search training settings with Ray Tune + Optuna (throughput vs accuracy)",
+        description="Run a Ray Tune search in which every trial is a real training run, "
+        "driven by Optuna's samplers, for the best throughput/accuracy trade-off that fits "
+        "a memory budget. Prints the best configurations and where the results are.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "space", nargs="?", help="space name (python -m tuner spaces) or path to a .py file"
+    )
+    _add_budget_flags(parser.add_argument_group("budget and objective"))
+    _add_workload_flags(parser.add_argument_group("workload (what each trial trains)"))
+    _add_resource_flags(parser.add_argument_group("resources and cluster"))
+    _add_experiment_flags(parser.add_argument_group("experiment"))
     parser.set_defaults(run=run)
 
 
+def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--num-samples", type=int, help="number of trials (default: the space's)")
+    group.add_argument(
+        "--time-budget", type=float, metavar="SECONDS", help="stop starting trials after this long"
+    )
+    group.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="pareto",
+        help="pareto: maximize throughput and accuracy (default)",
+    )
+    group.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler")
+    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--max-memory",
+        type=_memory_size,
+        metavar="SIZE",
+        help="memory budget per trial, e.g. 20GiB (a constraint for Optuna)",
+    )
+    group.add_argument(
+        "--no-early-stopping",
+        action="store_true",
+        help="run every trial to its end (single-objective searches use ASHA)",
+    )
+
+
+def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--workload",
+        choices=WORKLOAD_CHOICES,
+        default="auto",
+        help="which declared workload: auto = gpu if trials get a GPU",
+    )
+    group.add_argument("--model", help="timm model name")
+    group.add_argument("--data", help="digits | synthetic | imagefolder:PATH | cifar10:PATH")
+    group.add_argument("--image-size", type=int, dest="img_size")
+    group.add_argument("--epochs", type=int, help="epochs per trial")
+    group.add_argument("--steps", type=int, help="training steps per trial")
+    group.add_argument(
+        "--time-per-trial",
+        type=float,
+        dest="time_budget_s",
+        metavar="SECONDS",
+        help="training time limit per trial",
+    )
+    group.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other TrainConfig field (JSON value), repeatable",
+    )
+    group.add_argument(
+        "--probe-steps",
+        type=int,
+        default=5,
+        help="steps of the memory/speed probe before each trial",
+    )
+
+
+def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--concurrency", type=int, help="max parallel trials (default: #GPUs, or 1 per node on CPU)"
+    )
+    group.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        help="default 1 where GPUs exist; a fraction shares GPUs (reported)",
+    )
+    group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
+    group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
+    group.add_argument(
+        "--max-failures",
+        type=int,
+        default=2,
+        help="retries of a crashed trial (from its checkpoint)",
+    )
+
+
+def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--name", help="experiment name (default: SPACE-DATE-TIME)")
+    group.add_argument(
+        "--storage",
+        default="experiments",
+        help="folder or URI (s3://...) for experiments (default: experiments)",
+    )
+    group.add_argument("--reports-dir", default="reports", help="reports go to DIR/NAME")
+    group.add_argument(
+        "--resume", action="store_true", help="continue the interrupted experiment --name"
+    )
+    group.add_argument(
+        "--remeasure-top",
+        type=int,
+        default=3,
+        help="re-measure this many top candidates after the search",
+    )
+    group.add_argument("--remeasure-repeats", type=int, default=3)
+    group.add_argument("--no-report", action="store_true", help="skip writing the report")
+    group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
+
+
+def _memory_size(text: str) -> int:
+    try:
+        return parse_memory_size(text)
+    except TunerError as exc:  # argparse prints ArgumentTypeError as one usage line
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def options_from_args(args: argparse.Namespace) -> SearchOptions:
+    """The CLI flags as :class:`SearchOptions` (one to one)."""
+    if not args.space and not args.resume:
+        raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
+    return SearchOptions(
+        space=args.space or "",
+        name=args.name,
+        storage=args.storage,
+        reports_dir=args.reports_dir,
+        num_samples=args.num_samples,
+        time_budget_s=args.time_budget,
+        objective=args.objective,
+        sampler=args.sampler,
+        seed=args.seed,
+        max_memory_bytes=args.max_memory,
+        concurrency=args.concurrency,
+        gpus_per_trial=args.gpus_per_trial,
+        cpus_per_trial=args.cpus_per_trial,
+        address=args.address,
+        resume=args.resume,
+        max_failures=args.max_failures,
+        workload=args.workload,
+        overrides=_overrides(args),
+        probe_steps=args.probe_steps,
+        early_stopping=not args.no_early_stopping,
+        remeasure_top=args.remeasure_top,
+        remeasure_repeats=args.remeasure_repeats,
+        report=not args.no_report,
+        verbose=args.verbose,
+    )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    fields = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
+    overrides = {key: getattr(args, key) for key in fields if getattr(args, key) is not None}
+    for item in args.set:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise TunerError(f"--set {item!r} must look like KEY=VALUE, e.g. --set lr=0.001.")
+        try:
+            overrides[key] = json.loads(text)
+        except json.JSONDecodeError:
+            overrides[key] = text  # a bare string such as --set amp=bf16
+    return overrides
+
+
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("tuner search is not built yet")
+    from tuner.search.run import run_search
+
+    outcome = run_search(options_from_args(args))
+    return 0 if outcome.state == "finished" else 130

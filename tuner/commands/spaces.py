@@ -1,4 +1,4 @@
-"""``tuner spaces``: placeholder until its stage lands (replace this file whole)."""
+"""``tuner spaces``: list the search spaces, one line each."""
 
 from __future__ import annotations
 
@@ -6,9 +6,25 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("spaces", help="(not built yet)")
+    parser = subparsers.add_parser(
+        "spaces",
+        help="list the search spaces (search_spaces/*.py), one line each",
+        description="List the built-in search spaces. `tuner search` also takes a path to "
+        "your own .py space file (see tuner/spaces.py for what it must define).",
+    )
+    parser.add_argument("--verbose", "-v", action="store_true", help="also show workloads")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("tuner spaces is not built yet")
+    from tuner.spaces import list_spaces
+
+    spaces = list_spaces()
+    width = max(len(space.name) for space in spaces)
+    for space in spaces:
+        print(f"{space.name:<{width}}  {space.summary}")
+        if args.verbose:
+            for kind, workload in space.workloads.items():
+                described = ", ".join(f"{k}={v}" for k, v in workload.items())
+                print(f"{'':<{width}}    {kind}: {described}")
+    return 0

@@ -1,0 +1,61 @@
+"""ResNet: BatchNorm vs GroupNorm(groups), lr, batch, loader and speed techniques.
+
+Workloads:
+- ``cpu``: ``resnet10t`` at 32 px on the embedded digits, about 20 s per trial.
+- ``gpu``: ``resnet50`` at 224 px, 400 steps per trial (``--data imagefolder:PATH`` for real
+  images; the default embedded digits run anywhere).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "cpu": {
+        "model": "resnet10t",
+        "data": "digits",
+        "img_size": 32,
+        "epochs": None,
+        "steps": 120,
+        "time_budget_s": 20.0,
+        "eval_every_steps": 40,
+        "warmup_steps": 3,
+    },
+    "gpu": {
+        "model": "resnet50",
+        "data": "digits",
+        "img_size": 224,
+        "epochs": None,
+        "steps": 400,
+        "time_budget_s": 300.0,
+        "eval_every_steps": 100,
+        "warmup_steps": 20,
+    },
+}
+NUM_SAMPLES = {"cpu": 8, "gpu": 48}
+
+
+def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
+    """Norm and its group count, lr per reference batch, loader and speed switches."""
+    norm = trial.suggest_categorical("norm", ["batch", "group"])
+    params: dict[str, Any] = {"norm": norm}
+    if norm == "group":
+        # Every ResNet width (24..2048 channels) is divisible by these.
+        params["gn_groups"] = trial.suggest_categorical("gn_groups", [1, 4, 8])
+    batch_sizes = [64, 128, 256] if cuda else [32, 64, 128]
+    params["batch_size"] = trial.suggest_categorical("batch_size", batch_sizes)
+    base_lr = trial.suggest_float("base_lr", 3e-4, 1e-2, log=True)
+    params["lr"] = base_lr * params["batch_size"] / 256
+    params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
+    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
+    params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
+    if cuda:
+        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16", "fp16"])
+        params["pin_memory"] = trial.suggest_categorical("pin_memory", [False, True])
+        if params["pin_memory"]:
+            params["non_blocking"] = trial.suggest_categorical("non_blocking", [False, True])
+        params["prefetch"] = trial.suggest_categorical("prefetch", ["off", "cuda_stream"])
+        params["compile"] = trial.suggest_categorical("compile", ["off", "default"])
+    return params

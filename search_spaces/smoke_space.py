@@ -1,0 +1,36 @@
+"""Smoke test: a one-block hybrid ViT at 16 px, a few steps per trial (about a minute on 2 CPUs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+_TINY_VIT = {
+    "model": "vit_tiny_r_s16_p8_224",
+    "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    "data": "digits",
+    "img_size": 16,
+    "epochs": None,
+    "steps": 12,
+    "eval_every_steps": 6,
+    "max_eval_batches": 2,
+    "warmup_steps": 2,
+}
+WORKLOADS: dict[str, dict[str, Any]] = {"cpu": _TINY_VIT, "gpu": _TINY_VIT}
+NUM_SAMPLES = {"cpu": 4, "gpu": 4}
+
+
+def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
+    """Norm (and groups), batch size and lr per reference batch."""
+    norm = trial.suggest_categorical("norm", ["batch", "group"])
+    params: dict[str, Any] = {"norm": norm}
+    if norm == "group":
+        params["gn_groups"] = trial.suggest_categorical("gn_groups", [4, 16])
+    params["batch_size"] = trial.suggest_categorical("batch_size", [16, 64])
+    base_lr = trial.suggest_float("base_lr", 3e-4, 3e-3, log=True)
+    params["lr"] = base_lr * params["batch_size"] / 256
+    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
+    if cuda:
+        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16"])
+    return params

@@ -1,0 +1,69 @@
+"""Hybrid ViT (conv stem): BatchNorm vs GroupNorm(groups), lr, batch, loader and speed techniques.
+
+Workloads:
+- ``cpu`` (a fresh laptop or CI box): a 2-block hybrid ViT at 32 px on the embedded digits,
+  at most 100 steps or 12 s of training per trial, 8 trials: a few minutes on 2 cores.
+- ``gpu``: ``vit_small_r26_s32_224`` (ResNet-26 stem + ViT-S) at 224 px, 400 steps per trial.
+  Its data defaults to the embedded digits so it runs anywhere; point it at real images with
+  ``--data imagefolder:PATH``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "cpu": {
+        "model": "vit_tiny_r_s16_p8_224",
+        # The stem downsamples 4x; patch 2 gives 4x4 tokens at 32 px.
+        "model_kwargs": {"patch_size": 2, "embed_dim": 64, "depth": 2, "num_heads": 2},
+        "data": "digits",
+        "img_size": 32,
+        "epochs": None,
+        "steps": 100,
+        "time_budget_s": 12.0,
+        "eval_every_steps": 50,
+        "warmup_steps": 3,
+    },
+    "gpu": {
+        "model": "vit_small_r26_s32_224",
+        "data": "digits",
+        "img_size": 224,
+        "epochs": None,
+        "steps": 400,
+        "time_budget_s": 300.0,
+        "eval_every_steps": 100,
+        "warmup_steps": 20,
+    },
+}
+NUM_SAMPLES = {"cpu": 8, "gpu": 48}
+
+
+def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
+    """Norm and its group count, lr per reference batch, loader and speed switches."""
+    norm = trial.suggest_categorical("norm", ["batch", "group"])
+    params: dict[str, Any] = {"norm": norm}
+    if norm == "group":
+        # The ResNet stem has 64 channels: every choice divides it.
+        params["gn_groups"] = trial.suggest_categorical("gn_groups", [1, 4, 16, 32])
+    batch_sizes = [64, 128, 256, 512] if cuda else [32, 64, 128, 256]
+    params["batch_size"] = trial.suggest_categorical("batch_size", batch_sizes)
+    # lr is searched per 256 images so it carries over when memory forces another batch size.
+    base_lr = trial.suggest_float("base_lr", 1e-4, 3e-3, log=True)
+    params["lr"] = base_lr * params["batch_size"] / 256
+    params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
+    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
+    params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
+    if cuda:
+        # fp16 implies a GradScaler (the engine enables it); bf16 needs none.
+        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16", "fp16"])
+        params["pin_memory"] = trial.suggest_categorical("pin_memory", [False, True])
+        if params["pin_memory"]:
+            params["non_blocking"] = trial.suggest_categorical("non_blocking", [False, True])
+        params["prefetch"] = trial.suggest_categorical("prefetch", ["off", "cuda_stream"])
+        params["compile"] = trial.suggest_categorical("compile", ["off", "default"])
+    else:
+        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16"])
+    return params

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from engine_helpers import tiny
+from PIL import Image
+
+from tuner.engine.data import build_data, normalize
+from tuner.errors import TunerError
+
+CPU = torch.device("cpu")
+
+
+def test_digits_is_a_fixed_uint8_split_resized_to_img_size() -> None:
+    a = build_data(tiny(img_size=24, seed=0), CPU)
+    b = build_data(tiny(img_size=24, seed=1), CPU)
+    images, labels = next(iter(a.train_loader))
+    assert images.dtype == torch.uint8 and images.shape == (32, 3, 24, 24)
+    assert torch.equal(images[:, 0], images[:, 1])  # grey replicated to 3 channels
+    assert a.num_classes == 10 and labels.max() < 10
+    assert a.train_size == 1797 - 359 and len(a.val_loader.dataset) == 359
+    # The split does not depend on the seed: runs with different seeds compare on one val set.
+    assert torch.equal(a.val_loader.dataset.tensors[0], b.val_loader.dataset.tensors[0])
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_loader_honours_batch_size_and_drop_last(drop_last: bool) -> None:
+    data = build_data(tiny(batch_size=100, drop_last=drop_last), CPU)
+    sizes = [labels.shape[0] for _, labels in data.train_loader]
+    assert all(s == 100 for s in sizes[:-1])
+    assert (sizes[-1] == 100) if drop_last else (sizes[-1] == data.train_size % 100)
+
+
+def test_loader_with_workers_yields_the_same_batches_shapes() -> None:
+    data = build_data(tiny(num_workers=1, persistent_workers=True, batch_size=256), CPU)
+    assert data.train_loader.num_workers == 1 and data.train_loader.persistent_workers
+    assert sum(labels.shape[0] for _, labels in data.train_loader) == 5 * 256
+
+
+def test_batch_larger_than_the_train_split_is_one_clear_error() -> None:
+    with pytest.raises(TunerError, match=r"batch_size=5000 is larger than the 1438 training"):
+        build_data(tiny(batch_size=5000), CPU)
+
+
+def test_synthetic_lives_on_the_device_with_the_asked_size() -> None:
+    data = build_data(tiny(data="synthetic", synthetic_size=96, num_classes=7), CPU)
+    batches = list(data.train_loader)
+    assert len(batches) == 3 and data.on_device and data.num_classes == 7
+    assert batches[0][0].dtype == torch.uint8 and int(batches[0][1].max()) < 7
+
+
+def test_normalize_is_the_same_math_in_every_path() -> None:
+    images = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
+    mean, std = torch.full((1, 3, 1, 1), 0.5), torch.full((1, 3, 1, 1), 0.25)
+    x = normalize(images, mean, std, channels_last=True)
+    torch.testing.assert_close(x, (images.float() / 255 - 0.5) / 0.25)
+    assert x.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("data", ["imagefolder:{tmp}/missing", "cifar10:{tmp}", "mnist", "nope:x"])
+def test_missing_or_unknown_data_is_one_clear_error(data: str, tmp_path: Path) -> None:
+    with pytest.raises(TunerError) as info:
+        build_data(tiny(data=data.format(tmp=tmp_path)), CPU)
+    assert "\n" not in str(info.value)
+
+
+def _write_image_folder(root: Path, classes: int = 2, per_class: int = 4) -> None:
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c in range(classes):
+            folder = root / split / f"class{c}"
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{i}.png")
+
+
+def test_imagefolder_reads_train_and_val_as_uint8(tmp_path: Path) -> None:
+    _write_image_folder(tmp_path)
+    data = build_data(tiny(data=f"imagefolder:{tmp_path}", batch_size=4, img_size=16), CPU)
+    images, _labels = next(iter(data.train_loader))
+    assert data.num_classes == 2 and images.shape == (4, 3, 16, 16)
+    assert images.dtype == torch.uint8
+    val_images, _ = next(iter(data.val_loader))
+    assert val_images.shape[1:] == (3, 16, 16)
+
+
+def test_imagefolder_without_classes_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "train").mkdir()
+    (tmp_path / "val").mkdir()
+    with pytest.raises(TunerError, match="malformed"):
+        build_data(tiny(data=f"imagefolder:{tmp_path}"), CPU)
+
+
+def _write_cifar(root: Path, n: int = 8) -> None:
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"labels": rng.integers(0, 10, n).tolist(),
+        }
+        (root / name).write_bytes(pickle.dumps(batch))
+
+
+def test_cifar10_reads_the_python_batches(tmp_path: Path) -> None:
+    _write_cifar(tmp_path)
+    data = build_data(tiny(data=f"cifar10:{tmp_path}", batch_size=8, img_size=32), CPU)
+    assert data.train_size == 40 and len(data.val_loader.dataset) == 8
+    images, _ = next(iter(data.train_loader))
+    assert images.shape == (8, 3, 32, 32) and images.dtype == torch.uint8
+
+
+def test_malformed_cifar10_batch_is_a_clear_error(tmp_path: Path) -> None:
+    _write_cifar(tmp_path)
+    (tmp_path / "data_batch_3").write_bytes(b"not a pickle")
+    with pytest.raises(TunerError, match="data_batch_3 is not a CIFAR-10 python batch"):
+        build_data(tiny(data=f"cifar10:{tmp_path}"), CPU)

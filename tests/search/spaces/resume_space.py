@@ -1,0 +1,28 @@
+"""Resume test space: tiny ViT trials of a few seconds each, sampled by TPE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "cpu": {
+        "model": "vit_tiny_r_s16_p8_224",
+        "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+        "data": "digits",
+        "img_size": 16,
+        "epochs": None,
+        "steps": 20,
+        "eval_every_steps": 10,
+        "max_eval_batches": 2,
+        "warmup_steps": 2,
+    },
+}
+NUM_SAMPLES = {"cpu": 3}
+
+
+def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
+    batch_size = trial.suggest_categorical("batch_size", [8, 16])
+    base_lr = trial.suggest_float("base_lr", 1e-4, 1e-2, log=True)
+    return {"batch_size": batch_size, "lr": base_lr * batch_size / 256}

@@ -1,0 +1,116 @@
+"""Options, memory sizes and the CLI flags that map onto them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.cli import build_parser
+from tuner.commands.search import options_from_args
+from tuner.errors import TunerError
+from tuner.search import SearchOptions, format_bytes, parse_memory_size
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("20GiB", 20 * 2**30),
+        ("512MiB", 512 * 2**20),
+        ("1.5GB", 1_500_000_000),
+        ("300 mib", 300 * 2**20),
+        ("4096", 4096),
+        ("2KiB", 2048),
+    ],
+)
+def test_memory_sizes_parse(text: str, size: int) -> None:
+    assert parse_memory_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "20 GiBs", "-1GiB", "0MiB", "twenty", "1e3MB"])
+def test_bad_memory_size_is_one_clear_error(text: str) -> None:
+    with pytest.raises(TunerError, match=r"Memory size|must be positive"):
+        parse_memory_size(text)
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(1.5 * 2**30) == "1.50 GiB"
+    assert format_bytes(None) == "n/a"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"objective": "speed"}, "--objective"),
+        ({"sampler": "cmaes"}, "--sampler"),
+        ({"workload": "tpu"}, "--workload"),
+        ({"num_samples": 0}, "--num-samples"),
+        ({"gpus_per_trial": 1.5}, "whole number"),
+        ({"resume": True}, "--resume needs --name"),
+        ({"name": "a/b"}, "no slashes"),
+    ],
+)
+def test_impossible_options_are_one_clear_error(changes: dict, message: str) -> None:
+    with pytest.raises(TunerError, match=message):
+        SearchOptions(space="smoke_space", **changes)
+
+
+def test_cli_flags_map_to_options() -> None:
+    args = build_parser().parse_args(
+        [
+            "search", "vit_space", "--max-memory", "20GiB", "--objective", "accuracy",
+            "--sampler", "gp", "--num-samples", "12", "--time-budget", "600", "--workload",
+            "gpu", "--model", "vit_small_r26_s32_224", "--image-size", "224",
+            "--time-per-trial", "90", "--set", "amp=bf16", "--set", "warmup_steps=10",
+            "--gpus-per-trial", "0.5", "--concurrency", "4", "--name", "run1",
+        ]
+    )  # fmt: skip
+    options = options_from_args(args)
+    assert options.max_memory_bytes == 20 * 2**30
+    assert (options.objective, options.sampler, options.num_samples) == ("accuracy", "gp", 12)
+    assert options.time_budget_s == 600 and options.workload == "gpu"
+    assert options.overrides == {
+        "model": "vit_small_r26_s32_224",
+        "img_size": 224,
+        "time_budget_s": 90.0,
+        "amp": "bf16",
+        "warmup_steps": 10,
+    }
+    assert options.gpus_per_trial == 0.5 and options.concurrency == 4
+
+
+def test_bad_set_flag_is_one_clear_error() -> None:
+    args = build_parser().parse_args(["search", "vit_space", "--set", "lr"])
+    with pytest.raises(TunerError, match="KEY=VALUE"):
+        options_from_args(args)
+
+
+def test_search_help_shows_the_workload_override(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["search", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--workload", "--model", "--data", "--image-size", "--time-per-trial"):
+        assert flag in text
+
+
+def test_resuming_an_unknown_experiment_is_one_clear_error(tmp_path) -> None:
+    from tuner.search import run_search
+
+    options = SearchOptions(space="", name="nothing", storage=str(tmp_path), resume=True)
+    with pytest.raises(TunerError, match="No experiment 'nothing'"):
+        run_search(options)
+
+
+def test_reusing_an_experiment_name_without_resume_is_one_clear_error(tmp_path) -> None:
+    from tuner.search import run_search
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "tuner_experiment.json").write_text("{}")
+    options = SearchOptions(space="smoke_space", name="taken", storage=str(tmp_path))
+    with pytest.raises(TunerError, match=r"already exists.*--resume"):
+        run_search(options)
+
+
+def test_bad_max_memory_flag_is_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["search", "vit_space", "--max-memory", "20GB/s"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "argument --max-memory: Memory size '20GB/s' is not understood" in err[-1]

@@ -1,0 +1,59 @@
+"""Resources and workload decided before a search starts (no cluster needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.errors import TunerError
+from tuner.search import SearchOptions
+from tuner.search.plan import check_space, make_plan
+from tuner.spaces import get_space
+
+VIT = get_space("vit_space")
+
+
+def _plan(node_cpus: list[float], gpus: float, **options):
+    return make_plan(SearchOptions(space="vit_space", **options), VIT, node_cpus=node_cpus,
+                     total_gpus=gpus)  # fmt: skip
+
+
+def test_gpu_machine_gets_one_whole_gpu_per_trial_and_the_gpu_workload() -> None:
+    plan = _plan([16.0], 4.0)
+    assert plan.gpus_per_trial == 1 and plan.concurrency == 4 and not plan.gpus_shared
+    assert plan.cpus_per_trial == 4 and plan.torch_threads == 4
+    assert plan.cuda and plan.workload_kind == "gpu"
+    assert plan.workload["model"] == "vit_small_r26_s32_224"
+
+
+def test_fractional_gpus_are_shared_only_when_asked() -> None:
+    plan = _plan([16.0], 1.0, gpus_per_trial=0.5)
+    assert plan.gpus_shared and plan.concurrency == 2
+
+
+def test_cpu_machine_runs_one_trial_per_node_on_all_its_cores() -> None:
+    plan = _plan([2.0], 0.0)
+    assert (plan.concurrency, plan.cpus_per_trial, plan.gpus_per_trial) == (1, 2.0, 0.0)
+    assert plan.torch_threads == 1  # one core left to the loader and Ray
+    assert not plan.cuda and plan.workload_kind == "cpu" and plan.trial_device == "cpu"
+    assert plan.num_samples == VIT.num_samples["cpu"]
+
+
+def test_overrides_replace_workload_fields_and_bad_ones_fail_in_one_line() -> None:
+    plan = _plan([2.0], 0.0, overrides={"img_size": 48, "steps": 7})
+    assert plan.workload["img_size"] == 48 and plan.workload["steps"] == 7
+    with pytest.raises(TunerError, match="Unknown run setting"):
+        _plan([2.0], 0.0, overrides={"imgsize": 48})
+
+
+def test_asking_for_gpus_the_cluster_lacks_is_one_clear_error() -> None:
+    with pytest.raises(TunerError, match="has 0 GPU"):
+        _plan([2.0], 0.0, gpus_per_trial=1)
+
+
+def test_time_budget_alone_runs_until_it_ends() -> None:
+    assert _plan([2.0], 0.0, time_budget_s=60).num_samples == -1
+
+
+@pytest.mark.parametrize("cuda_gpus", [0.0, 1.0])
+def test_check_space_builds_samples_for_the_planned_device(cuda_gpus: float) -> None:
+    check_space(VIT, _plan([8.0], cuda_gpus))

@@ -1,0 +1,98 @@
+"""The command line: flags generated from TrainConfig, one-line errors, the --json contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuner.cli import build_parser, main
+from tuner.commands.train import FIELD_HELP, config_from_args
+from tuner.config import TrainConfig
+
+TINY_FLAGS = [
+    "--model-kwargs", '{"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2}',
+    "--img-size", "32", "--batch-size", "32", "--epochs", "none", "--steps", "3",
+    "--warmup-steps", "1", "--max-eval-batches", "2", "--device", "cpu",
+]  # fmt: skip
+REQUIRED_KEYS = {
+    "status", "images_per_second", "data_wait_fraction", "peak_memory_bytes", "memory_kind",
+    "val_accuracy", "val_loss", "device", "config",
+}  # fmt: skip
+
+
+def _parse(*argv: str):
+    return build_parser().parse_args(["train", *argv])
+
+
+def test_every_config_field_is_a_documented_flag() -> None:
+    text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    for f in dataclasses.fields(TrainConfig):
+        assert "--" + f.name.replace("_", "-") in text
+        assert f.name in FIELD_HELP
+
+
+def test_flags_override_the_config_file_and_unset_flags_do_not(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"lr": 0.01, "amp": "bf16", "steps": 9}))
+    config = config_from_args(_parse("--config", str(path), "--steps", "4", "--no-drop-last"))
+    assert (config.lr, config.amp, config.steps, config.drop_last) == (0.01, "bf16", 4, False)
+    assert config_from_args(_parse()) == TrainConfig()
+
+
+def test_typed_flags_parse_booleans_optionals_and_json() -> None:
+    config = config_from_args(
+        _parse("--channels-last", "--grad-clip-norm", "none", "--model-kwargs", '{"depth": 1}')
+    )
+    assert config.channels_last and config.grad_clip_norm is None
+    assert dict(config.model_kwargs) == {"depth": 1}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--no-such-flag"],
+        ["train", "--amp", "fp8"],
+        ["train", "--batch-size", "many"],
+        ["train", "--model-kwargs", "{oops"],
+    ],
+)
+def test_bad_flags_exit_2_with_an_error_line(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("tuner")
+
+
+def test_impossible_setting_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"batchsize": 8}))
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: Unknown run setting(s) batchsize")
+    assert main(["train", "--norm", "group", "--gn-groups", "5", *TINY_FLAGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gn_groups=5 does not divide" in err[0]
+
+
+def test_json_result_is_the_last_stdout_line() -> None:
+    child = subprocess.run(
+        [sys.executable, "-m", "tuner", "train", *TINY_FLAGS, "--amp", "bf16", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-2000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result.keys() >= REQUIRED_KEYS
+    assert result["status"] == "ok" and result["config"]["amp"] == "bf16"
+    assert result["config"]["steps"] == 3 and result["memory_kind"] == "cpu_peak_rss_growth"
+
+
+def test_failed_run_prints_the_status_and_exits_nonzero(capsys) -> None:
+    code = main(["train", *TINY_FLAGS, "--lr", "1e30", "--warmup-fraction", "0"])
+    captured = capsys.readouterr()
+    assert code == 1 and "status            diverged" in captured.out
+    assert captured.err.strip().splitlines()[-1].startswith("error: run diverged")

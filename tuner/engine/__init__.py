@@ -1,0 +1,12 @@
+"""The engine: one measured training run of a timm model, with every speed technique a switch.
+
+No Ray here: the search's trainable wraps :func:`train`.
+"""
+
+from __future__ import annotations
+
+from tuner.engine.loop import evaluate, probe, train
+from tuner.engine.result import RunResult
+from tuner.engine.state import Progress
+
+__all__ = ["Progress", "RunResult", "evaluate", "probe", "train"]

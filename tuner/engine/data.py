@@ -1,0 +1,244 @@
+"""Datasets and loaders: digits (the default), synthetic, imagefolder:PATH and cifar10:PATH.
+
+Every loader yields ``(images, labels)`` with images as **uint8** ``[B, 3, H, W]``: the host
+moves bytes, and :func:`normalize` turns them into float model input on the device (in the loop,
+or in the CUDA prefetcher). The math is the same either way, so accuracy is comparable across
+the ``prefetch`` switch.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+
+__all__ = ["DataBundle", "SyntheticLoader", "build_data", "normalize"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+DIGITS_MEAN = (0.2, 0.2, 0.2)  # mostly dark 8x8 strokes; 0.5 would also train, this is closer
+DIGITS_STD = (0.35, 0.35, 0.35)
+VAL_FRACTION = 0.2
+
+
+@dataclass
+class DataBundle:
+    """What the loop needs from the data stage."""
+
+    train_loader: Any  # iterable of (uint8 images, labels); has len()
+    val_loader: Any
+    num_classes: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    train_size: int
+    on_device: bool = False  # batches are already on the run's device (synthetic)
+    generator: torch.Generator | None = None  # the train shuffle's RNG (checkpointed)
+
+
+def normalize(
+    images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, *, channels_last: bool = False
+) -> torch.Tensor:
+    """uint8 ``[B, 3, H, W]`` -> normalized float32 on the images' device."""
+    x = images.float().div_(255.0).sub_(mean).div_(std)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
+    """Build the train/val loaders that ``config.data`` names.
+
+    Raises:
+        TunerError: unknown data name, missing/malformed folder, or an impossible batch size.
+    """
+    kind, _, path = config.data.partition(":")
+    if kind == "synthetic":
+        return _synthetic(config, device)
+    if kind == "digits":
+        train, val, classes = _digits(config.img_size)
+        mean, std = DIGITS_MEAN, DIGITS_STD
+    elif kind == "cifar10" and path:
+        train, val, classes = _cifar10(Path(path), config.img_size)
+        mean, std = CIFAR10_MEAN, CIFAR10_STD
+    elif kind == "imagefolder" and path:
+        train, val, classes = _imagefolder(Path(path), config.img_size)
+        mean, std = IMAGENET_MEAN, IMAGENET_STD
+    else:
+        raise TunerError(
+            f"data={config.data!r} is not known; use digits, synthetic, imagefolder:PATH "
+            "or cifar10:PATH."
+        )
+    _check_batch_size(config, len(train))
+    generator = torch.Generator().manual_seed(config.seed)
+    pin = config.pin_memory and device.type == "cuda"
+    common: dict[str, Any] = dict(
+        batch_size=config.batch_size,
+        num_workers=config.num_workers,
+        pin_memory=pin,
+        persistent_workers=config.persistent_workers,
+    )
+    train_loader = DataLoader(
+        train, shuffle=True, drop_last=config.drop_last, generator=generator, **common
+    )
+    val_loader = DataLoader(val, shuffle=False, drop_last=False, **common)
+    return DataBundle(train_loader, val_loader, classes, mean, std, len(train), False, generator)
+
+
+def _check_batch_size(config: TrainConfig, train_size: int) -> None:
+    if config.drop_last and config.batch_size > train_size:
+        raise TunerError(
+            f"batch_size={config.batch_size} is larger than the {train_size} training images "
+            f"of {config.data!r}, so drop_last leaves zero steps; use batch_size <= {train_size}."
+        )
+
+
+# ---- digits: scikit-learn's embedded 8x8 handwritten digits ----------------------------------
+
+
+def _digits(img_size: int) -> tuple[Dataset, Dataset, int]:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = torch.from_numpy(digits.images).float().unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
+    images = F.interpolate(images, size=(img_size, img_size), mode="bilinear", align_corners=False)
+    images = (images.clamp(0, 1) * 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
+    labels = torch.from_numpy(digits.target).long()
+    # A fixed split, independent of config.seed (which only shuffles training order): every run
+    # is scored on the same 359 validation images, so runs compare.
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(1234))
+    n_val = int(len(labels) * VAL_FRACTION)
+    val_idx, train_idx = order[:n_val], order[n_val:]
+    train = TensorDataset(images[train_idx], labels[train_idx])
+    val = TensorDataset(images[val_idx], labels[val_idx])
+    return train, val, 10
+
+
+# ---- cifar10:PATH: the python-pickle batches, no download ------------------------------------
+
+
+def _cifar10(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
+    root = path / "cifar-10-batches-py" if (path / "cifar-10-batches-py").is_dir() else path
+    names = [f"data_batch_{i}" for i in range(1, 6)]
+    missing = [n for n in [*names, "test_batch"] if not (root / n).is_file()]
+    if missing:
+        raise TunerError(
+            f"cifar10 folder {root} lacks {', '.join(missing)}; point cifar10:PATH at the "
+            "extracted cifar-10-batches-py folder (python version)."
+        )
+    train = _cifar_batches([root / n for n in names], img_size)
+    val = _cifar_batches([root / "test_batch"], img_size)
+    return train, val, 10
+
+
+def _cifar_batches(files: list[Path], img_size: int) -> TensorDataset:
+    images, labels = [], []
+    for file in files:
+        try:
+            with file.open("rb") as f:
+                batch = pickle.load(f, encoding="bytes")
+            images.append(torch.as_tensor(batch[b"data"], dtype=torch.uint8))
+            labels.append(torch.as_tensor(batch[b"labels"], dtype=torch.long))
+        except (pickle.UnpicklingError, KeyError, EOFError, TypeError, ValueError) as exc:
+            raise TunerError(
+                f"{file} is not a CIFAR-10 python batch ({type(exc).__name__}); "
+                "re-extract cifar-10-python.tar.gz."
+            ) from None
+    x = torch.cat(images).view(-1, 3, 32, 32)
+    if img_size != 32:
+        x = F.interpolate(x.float(), size=(img_size, img_size), mode="bilinear")
+        x = x.clamp(0, 255).round().to(torch.uint8)
+    return TensorDataset(x, torch.cat(labels))
+
+
+# ---- imagefolder:PATH: PATH/train/<class>/*.jpg and PATH/val/<class>/*.jpg -------------------
+
+
+def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
+    from torchvision import datasets, transforms
+
+    for split in ("train", "val"):
+        if not (path / split).is_dir():
+            raise TunerError(
+                f"imagefolder {path} has no {split}/ folder; expected {path}/train/<class>/* "
+                f"and {path}/val/<class>/*."
+            )
+    train_tf = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(img_size),
+            transforms.RandomHorizontalFlip(),
+            transforms.PILToTensor(),
+        ]
+    )
+    val_tf = transforms.Compose(
+        [
+            transforms.Resize(round(img_size / 0.875)),
+            transforms.CenterCrop(img_size),
+            transforms.PILToTensor(),
+        ]
+    )
+    try:
+        train = datasets.ImageFolder(str(path / "train"), transform=_Rgb(train_tf))
+        val = datasets.ImageFolder(str(path / "val"), transform=_Rgb(val_tf))
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise TunerError(f"imagefolder {path} is malformed: {exc}".rstrip(".") + ".") from None
+    if train.classes != val.classes:
+        raise TunerError(
+            f"imagefolder {path}: train/ and val/ have different class folders "
+            f"({len(train.classes)} vs {len(val.classes)}); use the same class names in both."
+        )
+    return train, val, len(train.classes)
+
+
+class _Rgb:
+    """Convert to RGB before the transform (grayscale/RGBA files become 3 channels)."""
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        return self.transform(image.convert("RGB"))
+
+
+# ---- synthetic: random images generated on the device ----------------------------------------
+
+
+class SyntheticLoader:
+    """``len(self)`` batches of one fixed random uint8 batch that lives on the device.
+
+    As timm's benchmark does: no host work at all, so the loop measures the model alone.
+    """
+
+    def __init__(self, batches: int, images: torch.Tensor, labels: torch.Tensor) -> None:
+        self.batches, self.images, self.labels = batches, images, labels
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for _ in range(self.batches):
+            yield self.images, self.labels
+
+
+def _synthetic(config: TrainConfig, device: torch.device) -> DataBundle:
+    if config.batch_size > config.synthetic_size:
+        raise TunerError(
+            f"batch_size={config.batch_size} is larger than synthetic_size="
+            f"{config.synthetic_size}, so an epoch has zero steps; raise synthetic_size."
+        )
+    classes = config.num_classes or 1000
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    shape = (config.batch_size, 3, config.img_size, config.img_size)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, device=device, generator=gen)
+    labels = torch.randint(0, classes, (config.batch_size,), device=device, generator=gen)
+    train = SyntheticLoader(config.synthetic_size // config.batch_size, images, labels)
+    val = SyntheticLoader(1, images, labels)
+    return DataBundle(train, val, classes, IMAGENET_MEAN, IMAGENET_STD, config.synthetic_size, True)

@@ -1,0 +1,279 @@
+"""The training loop: ``train(config) -> RunResult`` and the search's feasibility ``probe``.
+
+Read it top to bottom: build the run, then per step fetch a batch (timed as data wait), set the
+lr, forward/backward under one autocast context, unscale + clip, step, zero the grads; every
+window flush the losses (NaN/inf -> diverged) and, at each epoch end or ``eval_every_steps``,
+evaluate and call ``on_eval``. A failing run (OOM, divergence, crash) returns a result.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tuner.config import TrainConfig
+from tuner.engine.build import Run, build_run, lr_at, resolve_device
+from tuner.engine.data import normalize
+from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, ThroughputMeter, environment
+from tuner.engine.result import RunResult
+from tuner.engine.state import Progress, load_state, make_state
+from tuner.errors import TunerError
+
+__all__ = ["probe", "train"]
+
+OnEval = Callable[[Progress], Any]
+
+
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+def train(
+    config: TrainConfig,
+    *,
+    on_eval: OnEval | None = None,
+    resume_state: dict[str, Any] | None = None,
+    progress_bar: bool = False,
+) -> RunResult:
+    """Run one measured training run of ``config``.
+
+    Args:
+        config: the run's settings.
+        on_eval: called with a :class:`Progress` after each evaluation; returning ``True``
+            stops the run early (status stays ``ok``).
+        resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
+        progress_bar: show a tqdm bar on stderr.
+
+    Returns:
+        The run's :class:`RunResult`; OOM / NaN / crashes come back as its ``status``.
+
+    Raises:
+        TunerError: bad input, found before training starts.
+    """
+    return _execute(config, on_eval, resume_state, progress_bar, evaluate=True)
+
+
+def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
+    """Run ``config.warmup_steps + steps`` training steps, no evaluation: memory and speed.
+
+    Raises:
+        TunerError: bad input.
+    """
+    if steps < 1:
+        raise TunerError(f"probe steps={steps} must be at least 1.")
+    only_steps = config.replace(
+        steps=config.warmup_steps + steps, epochs=None, time_budget_s=None, eval_every_steps=None
+    )
+    return _execute(only_steps, None, None, False, evaluate=False)
+
+
+def _execute(
+    config: TrainConfig,
+    on_eval: OnEval | None,
+    resume_state: dict[str, Any] | None,
+    progress_bar: bool,
+    *,
+    evaluate: bool,
+) -> RunResult:
+    started = time.perf_counter()
+    device = resolve_device(config.device)
+    memory = MemoryMeter(device)
+    run: Run | None = None
+    status, error = "ok", None
+    try:
+        run = build_run(config, device)
+        run.memory, run.throughput = memory, ThroughputMeter(device, run.warmup_steps)
+        if resume_state is not None:
+            load_state(run, resume_state)
+        _loop(run, on_eval, progress_bar, evaluate=evaluate)
+    except TunerError:
+        memory.close()
+        raise
+    except Exception as exc:  # a failing run is a result; the traceback is dropped here
+        status, error = _classify(exc)
+    result = _result(run, status, error, started, device, memory)
+    memory.close()
+    if status != "ok":
+        del run  # the failed step's tensors went with the exception; now the model and optimizer
+        _release()
+    return result
+
+
+def _loop(run: Run, on_eval: OnEval | None, bar: bool, *, evaluate: bool) -> None:
+    from tqdm.auto import tqdm
+
+    with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
+        batches, losses = _batches(run), []
+        run.throughput.start()
+        while not run.finished():
+            tick = time.perf_counter()
+            images, labels = next(batches)
+            waited = time.perf_counter() - tick
+            losses.append(_step(run, images, labels))
+            run.step += 1
+            run.throughput.step(labels.shape[0], waited)
+            run.train_time_s += time.perf_counter() - tick
+            progress.update(1)
+            if len(losses) >= WINDOW_STEPS:
+                _flush(run, losses, progress)
+            if evaluate and _eval_due(run):
+                _flush(run, losses, progress)
+                if _evaluate_and_report(run, on_eval):
+                    break
+        _flush(run, losses, progress)
+        run.throughput.pause()
+    if evaluate and (run.val_accuracy is None or not _eval_due(run)):
+        _evaluate_and_report(run, on_eval)
+
+
+def _batches(run: Run) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Batches forever; a new pass over the loader starts at each epoch boundary."""
+    while True:
+        remaining = run.steps_per_epoch - run.step % run.steps_per_epoch
+        for i, batch in enumerate(run.train_batches):
+            yield batch
+            if i + 1 >= remaining:
+                break
+
+
+def _step(run: Run, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    cfg = run.config
+    x, y = _to_input(run, images, labels)
+    lr = lr_at(cfg, run.progress(ahead=1))
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    with run.autocast():
+        loss = run.criterion(run.forward(x), y)
+    run.scaler.scale(loss).backward()
+    if cfg.grad_clip_norm is not None:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip_norm)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=cfg.set_to_none)
+    return loss.detach()
+
+
+def _to_input(run: Run, images: torch.Tensor, labels: torch.Tensor):
+    if images.is_floating_point():  # the prefetcher already moved and normalized it
+        return images, labels
+    non_blocking = bool(run.effective["non_blocking"])
+    images = images.to(run.device, non_blocking=non_blocking)
+    labels = labels.to(run.device, non_blocking=non_blocking)
+    x = normalize(images, run.mean, run.std, channels_last=run.config.channels_last)
+    return x, labels
+
+
+def _flush(run: Run, losses: list[torch.Tensor], progress: Any) -> None:
+    """Move the window's losses to the host (one sync); NaN/inf means the run diverged."""
+    if not losses:
+        return
+    values = torch.stack(losses).float().tolist()
+    losses.clear()
+    mean = sum(values) / len(values)
+    if not all(v == v and abs(v) != float("inf") for v in values):
+        raise Diverged(f"training loss became {mean} by step {run.step}; lower lr or clip grads.")
+    run.loss_curve.append((run.step, mean))
+    progress.set_postfix(loss=f"{mean:.3f}", refresh=False)
+
+
+def _eval_due(run: Run) -> bool:
+    every = run.config.eval_every_steps or run.steps_per_epoch
+    return run.step % every == 0
+
+
+def _evaluate_and_report(run: Run, on_eval: OnEval | None) -> bool:
+    run.throughput.pause()
+    run.val_accuracy, run.val_loss = evaluate(run)
+    target = run.config.target_accuracy
+    if target is not None and run.time_to_target_s is None and run.val_accuracy >= target:
+        run.time_to_target_s = run.train_time_s
+    stop = False
+    if on_eval is not None:
+        partial = _result(run, "ok", None, None, run.device, run.memory)
+        stop = bool(on_eval(Progress(run.step, run.epoch, partial, lambda: make_state(run))))
+    run.throughput.resume()
+    return stop
+
+
+@torch.no_grad()
+def evaluate(run: Run) -> tuple[float, float]:
+    """Top-1 accuracy and mean cross-entropy (no label smoothing) on the validation split.
+
+    Uses the uncompiled model (evaluation speed is not measured; this avoids recompiles).
+    """
+    run.model.eval()
+    correct, loss_sum, seen = 0, torch.zeros((), device=run.device), 0
+    for i, (images, labels) in enumerate(run.data.val_loader):
+        if run.config.max_eval_batches is not None and i >= run.config.max_eval_batches:
+            break
+        x, y = _to_input(run, images, labels)
+        with run.autocast():
+            logits = run.model(x)
+        loss_sum += F.cross_entropy(logits.float(), y, reduction="sum")
+        correct += int((logits.argmax(dim=1) == y).sum())
+        seen += y.shape[0]
+    run.model.train()
+    return correct / max(seen, 1), float(loss_sum) / max(seen, 1)
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
+    if isinstance(exc, Diverged):
+        return "diverged", str(exc)
+    text = str(exc).lower()
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError) or (
+        "out of memory" in text or "can't allocate memory" in text
+    ):
+        return "oom", message
+    return "error", message
+
+
+def _release() -> None:
+    """Return a failed run's memory: collect cycles, then CUDA's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _result(
+    run: Run | None,
+    status: str,
+    error: str | None,
+    started: float | None,
+    device: torch.device,
+    memory: MemoryMeter,
+) -> RunResult:
+    fields: dict[str, Any] = dict(status=status, error=error, **environment(device))
+    fields.update(memory.read())
+    if started is not None:
+        fields["wall_time_s"] = time.perf_counter() - started
+    if run is not None:
+        if run.throughput is not None:
+            fields.update(run.throughput.summary())
+        fields.update(_run_fields(run))
+    return RunResult(**fields)
+
+
+def _run_fields(run: Run) -> dict[str, Any]:
+    curve = list(run.loss_curve)
+    return {
+        "val_accuracy": run.val_accuracy,
+        "val_loss": run.val_loss,
+        "train_loss": curve[-1][1] if curve else None,
+        "train_loss_curve": curve,
+        "time_to_target_s": run.time_to_target_s,
+        "steps": run.step,
+        "epochs": run.epoch,
+        "images_seen": run.step * run.config.batch_size,
+        "train_time_s": run.train_time_s,
+        "effective": dict(run.effective, warmup_steps=run.warmup_steps),
+        "notes": list(run.notes),
+        "num_parameters": sum(p.numel() for p in run.model.parameters()),
+        "config": run.config.to_dict(),
+    }

@@ -1,0 +1,134 @@
+"""The model stage: timm's factory, then the ``norm`` knob that swaps convolutional norm layers.
+
+``norm=batch | group | layer`` replaces every norm layer that normalizes 2-D feature maps
+(``BatchNorm2d``, ``GroupNorm``, timm's ``LayerNorm2d`` and their ``*Act`` variants, e.g. the
+``GroupNormAct`` of a hybrid ViT's ResNetV2 stem or every ``BatchNorm2d`` of a ResNet). Token
+norms (plain ``nn.LayerNorm`` in transformer blocks) are not convolutional and stay. A norm+act
+layer keeps its own activation module; per-channel affine parameters are copied over, so an
+initialization such as a ResNet's zero-initialized last BN survives the swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import timm
+import torch
+from timm.layers import BatchNormAct2d, GroupNormAct, LayerNorm2d, LayerNormAct2d
+from torch import nn
+
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+
+__all__ = ["CONV_NORM_TYPES", "build_model", "conv_norm_layers", "swap_norms"]
+
+# What counts as a convolutional norm layer (the *Act variants subclass these).
+CONV_NORM_TYPES: tuple[type[nn.Module], ...] = (nn.BatchNorm2d, nn.GroupNorm, LayerNorm2d,
+                                                LayerNormAct2d)  # fmt: skip
+
+# norm name -> (plain layer, norm+act layer), each built as f(channels, groups, apply_act).
+_PLAIN: dict[str, Callable[[int, int], nn.Module]] = {
+    "batch": lambda c, g: nn.BatchNorm2d(c),
+    "group": lambda c, g: nn.GroupNorm(g, c),
+    "layer": lambda c, g: LayerNorm2d(c),
+}
+_WITH_ACT: dict[str, Callable[[int, int], nn.Module]] = {
+    "batch": lambda c, g: BatchNormAct2d(c, apply_act=False),
+    "group": lambda c, g: GroupNormAct(c, num_groups=g, apply_act=False),
+    "layer": lambda c, g: LayerNormAct2d(c, apply_act=False),
+}
+
+
+def build_model(config: TrainConfig, num_classes: int) -> nn.Module:
+    """Build ``config.model`` with timm (no pretrained weights) and apply the norm knob.
+
+    ``img_size`` is passed to models that take it (ViTs); convolutional nets such as ResNets
+    accept any input size and are built without it.
+
+    Raises:
+        TunerError: unknown model name, bad ``model_kwargs``, or groups that do not divide.
+    """
+    if not timm.is_model(config.model):
+        close = timm.list_models(f"*{config.model.split('_')[0]}*")[:5]
+        hint = f" (similar: {', '.join(close)})" if close else ""
+        raise TunerError(
+            f"model={config.model!r} is not a timm model{hint}; see timm.list_models()."
+        )
+    kwargs = dict(config.model_kwargs)
+    try:
+        model = _create(config.model, num_classes, config.img_size, kwargs)
+    except TypeError as exc:
+        raise TunerError(f"model_kwargs {kwargs} do not fit {config.model}: {exc}") from None
+    if config.norm != "native":
+        swap_norms(model, config.norm, config.gn_groups)
+    return model
+
+
+def _create(name: str, num_classes: int, img_size: int, kwargs: dict) -> nn.Module:
+    try:
+        return timm.create_model(name, num_classes=num_classes, img_size=img_size, **kwargs)
+    except TypeError as exc:
+        if "img_size" not in str(exc):
+            raise
+    return timm.create_model(name, num_classes=num_classes, **kwargs)
+
+
+def conv_norm_layers(model: nn.Module) -> dict[str, nn.Module]:
+    """Every convolutional norm layer of ``model`` by qualified name."""
+    return {n: m for n, m in model.named_modules() if isinstance(m, CONV_NORM_TYPES)}
+
+
+def swap_norms(model: nn.Module, norm: str, groups: int) -> int:
+    """Replace every convolutional norm layer of ``model`` in place; return how many.
+
+    Raises:
+        TunerError: unknown norm, or ``groups`` does not divide some layer's channels.
+    """
+    if norm not in _PLAIN:
+        raise TunerError(f"norm={norm!r} cannot be swapped in; use one of {', '.join(_PLAIN)}.")
+    layers = conv_norm_layers(model)
+    if norm == "group":
+        for name, layer in layers.items():
+            _check_groups(name, _channels(layer), groups)
+    for name, layer in layers.items():
+        _set_module(model, name, _replacement(layer, norm, groups))
+    return len(layers)
+
+
+def _replacement(old: nn.Module, norm: str, groups: int) -> nn.Module:
+    channels = _channels(old)
+    act = getattr(old, "act", None)
+    if isinstance(act, nn.Module):
+        new = _WITH_ACT[norm](channels, groups)
+        new.act, new.drop = act, old.drop
+    else:
+        new = _PLAIN[norm](channels, groups)
+    weight, bias = getattr(old, "weight", None), getattr(old, "bias", None)
+    if weight is not None and bias is not None and new.weight is not None:
+        with torch.no_grad():
+            new.weight.copy_(weight)
+            new.bias.copy_(bias)
+    return new
+
+
+def _channels(layer: nn.Module) -> int:
+    if isinstance(layer, nn.BatchNorm2d):
+        return layer.num_features
+    if isinstance(layer, nn.GroupNorm):
+        return layer.num_channels
+    return int(layer.normalized_shape[0])
+
+
+def _check_groups(name: str, channels: int, groups: int) -> None:
+    if channels % groups:
+        valid = [g for g in range(1, channels + 1) if channels % g == 0]
+        raise TunerError(
+            f"gn_groups={groups} does not divide the {channels} channels of layer {name!r}; "
+            f"use one of {', '.join(map(str, valid))} (or a common divisor of all layers)."
+        )
+
+
+def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, module)

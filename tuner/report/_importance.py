@@ -1,0 +1,77 @@
+"""Parameter importance per objective with Optuna's evaluators.
+
+The stored study gives the parameters' distributions; each objective gets its own
+single-objective study built from the trials table (finished trials with a finite value), so
+importance is computed for throughput and accuracy alike, whatever the search optimised, and
+failed trials (no value) do not distort it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["param_importances"]
+
+MIN_TRIALS = 3
+
+
+def param_importances(
+    study: Any, trials: pd.DataFrame, metrics: list[str], *, seed: int = 0
+) -> dict[str, dict[str, float] | str]:
+    """metric -> {parameter: importance} (sums to 1), or a sentence saying why there is none."""
+    if study is None:
+        return {m: "no readable Optuna study (study.db) in the experiment folder" for m in metrics}
+    distributions = _distributions(study)
+    return {m: _importance(distributions, trials, m, seed) for m in metrics}
+
+
+def _distributions(study: Any) -> dict[str, Any]:
+    distributions: dict[str, Any] = {}
+    for trial in study.get_trials(deepcopy=False):
+        distributions.update(trial.distributions)
+    return distributions
+
+
+def _importance(
+    distributions: dict[str, Any], trials: pd.DataFrame, metric: str, seed: int
+) -> dict[str, float] | str:
+    import optuna
+
+    ok = trials[(trials["status"] == "ok") & pd.to_numeric(trials[metric], errors="coerce").notna()]
+    study = optuna.create_study(direction="maximize")
+    for _, row in ok.iterrows():
+        params = _params(row, distributions)
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions={k: distributions[k] for k in params},
+                value=float(row[metric]),
+            )
+        )
+    if len(ok) < MIN_TRIALS:
+        return f"too few finished trials ({len(ok)}; at least {MIN_TRIALS} needed)"
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=seed)
+    try:
+        found = optuna.importance.get_param_importances(study, evaluator=evaluator)
+        return {name: float(value) for name, value in found.items()}
+    except (ValueError, RuntimeError) as exc:
+        return f"not computable: {exc}"
+
+
+def _params(row: pd.Series, distributions: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for name, distribution in distributions.items():
+        value = row.get(f"param_{name}")
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue  # a conditional parameter this trial did not sample
+        if hasattr(distribution, "choices"):
+            value = next((c for c in distribution.choices if str(c) == str(value)), None)
+            if value is None:
+                continue
+        elif isinstance(value, float) and hasattr(distribution, "step") and distribution.step:
+            value = type(distribution.low)(value)
+        params[name] = value.item() if hasattr(value, "item") else value
+    return params

@@ -1,0 +1,397 @@
+"""Experiment folder -> pandas: one row per trial, read from files only (never Ray, never pickle).
+
+An experiment folder (``<storage>/<name>/``, see ``docs/architecture.md``) holds Ray Tune's
+per-trial folders (``params.json``, ``result.json`` JSON lines), ``experiment_state-*.json``,
+``study.db`` (Optuna), ``tuner_experiment.json`` and, after a finished search, ``remeasure.csv``.
+Only JSON, CSV and the SQLite study are read: pickles (``error.pkl``, checkpoints) are never
+loaded, so a report can be made from an experiment someone else sent you.
+
+Columns of :func:`load_trials` (see :data:`TRIAL_COLUMNS`) come first, then every other scalar
+metric the trainable reported, then ``param_<name>`` for each searched or derived setting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.errors import TunerError
+
+__all__ = [
+    "METADATA_FILE",
+    "TRIAL_COLUMNS",
+    "Experiment",
+    "load_experiment",
+    "load_study",
+    "load_trials",
+    "resolve_experiment",
+]
+
+METADATA_FILE = "tuner_experiment.json"
+DEFAULT_STORAGE = Path("experiments")
+
+TRIAL_COLUMNS: dict[str, str] = {
+    "trial_id": "Ray Tune's trial id",
+    "status": "ok | oom | diverged | error (engine), or incomplete | pending (no final result)",
+    "feasible": "finished ok and within the memory budget (only feasible trials can be chosen)",
+    "infeasible_reason": "why not feasible ('' when feasible)",
+    "images_per_second": "steady-state training throughput (warm-up and compile excluded)",
+    "data_wait_fraction": "share of measured step time spent waiting for the next batch",
+    "val_accuracy": "top-1 accuracy on the validation split at the trial's last evaluation",
+    "val_loss": "validation loss at the last evaluation",
+    "peak_memory_bytes": "peak memory the run held (see memory_kind)",
+    "memory_kind": "cuda_max_memory_reserved or cpu_peak_rss_growth",
+    "node": "host name (or IP) of the node that ran the trial",
+    "wall_time_s": "the trial's whole wall time (Ray's time_total_s; else the engine's)",
+    "error": "error text of a failed trial ('' when none)",
+    "ray_status": "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING) or ''",
+    "reports": "how many results the trial reported (evaluations)",
+    "trial_dir": "the trial's folder name inside the experiment folder",
+}
+# Ray's bookkeeping keys in result.json that are not metrics.
+_RAY_KEYS = {
+    "timestamp",
+    "checkpoint_dir_name",
+    "done",
+    "training_iteration",
+    "trial_id",
+    "date",
+    "time_this_iter_s",
+    "time_total_s",
+    "pid",
+    "hostname",
+    "node_ip",
+    "config",
+    "time_since_restore",
+    "iterations_since_restore",
+    "experiment_tag",
+    "should_checkpoint",
+}
+_UNFINISHED_RAY = {"RUNNING", "PENDING", "PAUSED"}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment folder, read: its metadata, trials table and re-measurements."""
+
+    name: str
+    path: Path
+    metadata: dict[str, Any]
+    trials: pd.DataFrame
+    configs: dict[str, dict[str, Any]]  # trial_id -> the trial's params.json
+    param_names: list[str]  # searched and derived settings, i.e. the param_<name> columns
+    searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
+    remeasure: pd.DataFrame | None = None
+
+    @property
+    def study_path(self) -> Path | None:
+        path = self.path / "study.db"
+        return path if path.is_file() else None
+
+
+def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
+    """The experiment folder for a path, or for a name under ``storage``.
+
+    Raises:
+        TunerError: neither exists or the folder holds no experiment.
+    """
+    candidates = [Path(name_or_path), Path(storage) / str(name_or_path)]
+    for path in candidates:
+        if path.is_dir():
+            if not _looks_like_experiment(path):
+                raise TunerError(
+                    f"{path} is not an experiment folder (no {METADATA_FILE}, study.db or trial "
+                    "folders); give the folder that `tuner search --name` created."
+                )
+            return path.resolve()
+    raise TunerError(
+        f"No experiment {str(name_or_path)!r}: neither {candidates[0]} nor {candidates[1]} "
+        "exists; give its path or its name under --storage."
+    )
+
+
+def load_experiment(experiment_dir: str | Path) -> Experiment:
+    """Read an experiment folder, finished, interrupted or still running.
+
+    Raises:
+        TunerError: the folder is missing or its metadata is not valid JSON.
+    """
+    path = resolve_experiment(experiment_dir)
+    metadata = _read_metadata(path)
+    configs, trials = _read_trials(path)
+    searched = _searched_names(path, metadata)
+    params = _param_names(configs, metadata, searched)
+    frame = _trials_frame(trials, configs, params)
+    return Experiment(
+        name=str(metadata.get("name") or path.name),
+        path=path,
+        metadata=metadata,
+        trials=frame,
+        configs=configs,
+        param_names=params,
+        searched_names=searched,
+        remeasure=_read_remeasure(path),
+    )
+
+
+def load_trials(experiment_dir: str | Path) -> pd.DataFrame:
+    """One row per trial: the columns of :data:`TRIAL_COLUMNS`, metrics, ``param_<name>``."""
+    return load_experiment(experiment_dir).trials
+
+
+def load_study(study_db: Path, study_name: str) -> Any:
+    """The stored Optuna study, loaded from a temporary copy (the experiment is never written).
+
+    Returns ``None`` when there is no readable study (no file, or another study name).
+    """
+    if not study_db.is_file():
+        return None
+    import optuna  # here, so reading a trials table needs no optuna import
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "study.db"
+        shutil.copyfile(study_db, copy)
+        storage = optuna.storages.InMemoryStorage()
+        try:
+            names = optuna.get_all_study_names(f"sqlite:///{copy}")
+            name = study_name if study_name in names else (names[0] if len(names) == 1 else None)
+            if name is None:
+                return None
+            optuna.copy_study(
+                from_study_name=name, from_storage=f"sqlite:///{copy}", to_storage=storage
+            )
+        except Exception:  # a half-written or foreign database: report without it
+            return None
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def _looks_like_experiment(path: Path) -> bool:
+    if (path / METADATA_FILE).is_file() or (path / "study.db").is_file():
+        return True
+    return any(path.glob("*/params.json")) or any(path.glob("experiment_state-*.json"))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise TunerError(
+            f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}); the experiment folder "
+            "is corrupt, restore the file or re-run the search."
+        ) from None
+
+
+def _read_metadata(path: Path) -> dict[str, Any]:
+    file = path / METADATA_FILE
+    data = _read_json(file) if file.is_file() else {}
+    if not isinstance(data, dict):
+        raise TunerError(f"{file} must hold a JSON object; re-run the search.")
+    return data
+
+
+def _read_remeasure(path: Path) -> pd.DataFrame | None:
+    file = path / "remeasure.csv"
+    if not file.is_file() or file.stat().st_size == 0:
+        return None
+    frame = pd.read_csv(file)
+    if "trial_id" in frame:
+        frame["trial_id"] = frame["trial_id"].astype(str)
+    return frame
+
+
+def _ray_states(path: Path) -> dict[str, dict[str, Any]]:
+    """trial_id -> {status, relative_logdir, error_filename} from the newest experiment state.
+
+    The state file is JSON; its pickled fields are hex strings that are never unpickled.
+    """
+    files = sorted(path.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        return {}
+    try:
+        data = json.loads(files[-1].read_text())
+    except json.JSONDecodeError:
+        return {}  # written while we read it: the trial folders still tell the story
+    states: dict[str, dict[str, Any]] = {}
+    for entry in data.get("trial_data", []):
+        try:
+            state, meta = json.loads(entry[0]), json.loads(entry[1])
+        except (json.JSONDecodeError, IndexError, TypeError):
+            continue
+        states[str(state.get("trial_id"))] = {
+            "status": str(state.get("status", "")),
+            "relative_logdir": state.get("relative_logdir") or "",
+            "error_filename": meta.get("error_filename"),
+        }
+    return states
+
+
+def _last_result(trial_dir: Path) -> tuple[dict[str, Any], int]:
+    """The last complete JSON line of result.json and how many lines there were."""
+    file = trial_dir / "result.json"
+    if not file.is_file():
+        return {}, 0
+    last: dict[str, Any] = {}
+    count = 0
+    for line in file.read_text().splitlines():
+        try:
+            row = json.loads(line)  # Python's json reads NaN, as Ray writes it
+        except json.JSONDecodeError:
+            continue  # a line cut off by an interruption
+        if isinstance(row, dict):
+            last, count = row, count + 1
+    return last, count
+
+
+def _read_trials(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    states = _ray_states(path)
+    dirs = {p.parent.name: p.parent for p in path.glob("*/params.json")}
+    by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
+    configs: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    for name in sorted(dirs, key=_trial_order):
+        trial_dir = dirs[name]
+        result, reports = _last_result(trial_dir)
+        trial_id = str(result.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
+        config = _read_json(trial_dir / "params.json")
+        configs[trial_id] = config if isinstance(config, dict) else {}
+        state = states.pop(trial_id, {})
+        rows.append(_trial_row(trial_id, name, trial_dir, result, reports, state))
+    for trial_id, state in states.items():  # known to Ray, but no folder yet
+        rows.append(_trial_row(trial_id, "", None, {}, 0, state))
+    return configs, rows
+
+
+def _trial_order(dirname: str) -> tuple[int, str]:
+    parts = dirname.split("_")
+    number = next((int(p) for p in parts[2:3] if p.isdigit()), 0)
+    return number, dirname
+
+
+def _id_from_dirname(dirname: str) -> str:
+    parts = dirname.split("_")
+    return parts[1] if len(parts) > 1 else dirname
+
+
+def _trial_row(
+    trial_id: str,
+    dirname: str,
+    trial_dir: Path | None,
+    result: Mapping[str, Any],
+    reports: int,
+    state: Mapping[str, Any],
+) -> dict[str, Any]:
+    ray_status = str(state.get("status", ""))
+    metrics = {k: v for k, v in result.items() if k not in _RAY_KEYS and _is_scalar(v)}
+    status = _status(metrics, reports, ray_status)
+    error = str(metrics.get("error") or "") or _error_text(trial_dir, status)
+    feasible = bool(metrics.get("feasible", status == "ok")) and status == "ok"
+    reason = "" if feasible else _infeasible_reason(metrics, status)
+    wall = result.get("time_total_s", metrics.get("wall_time_s", metrics.get("engine_time_s")))
+    node = metrics.get("node") or result.get("hostname") or result.get("node_ip") or ""
+    return {
+        **metrics,
+        "trial_id": trial_id,
+        "status": status,
+        "feasible": feasible,
+        "infeasible_reason": reason,
+        "node": str(node),
+        "wall_time_s": _float(wall),
+        "error": error,
+        "ray_status": ray_status,
+        "reports": reports,
+        "trial_dir": dirname,
+    }
+
+
+def _status(metrics: Mapping[str, Any], reports: int, ray_status: str) -> str:
+    if ray_status == "ERROR" and metrics.get("status") in (None, "ok"):
+        return "error"  # the trainable crashed after (or before) its last report
+    if ray_status in _UNFINISHED_RAY and metrics.get("status") in (None, "ok"):
+        return "pending" if reports == 0 and ray_status == "PENDING" else "incomplete"
+    if not reports:
+        return "incomplete"
+    return str(metrics.get("status") or "incomplete")
+
+
+def _infeasible_reason(metrics: Mapping[str, Any], status: str) -> str:
+    reason = str(metrics.get("infeasible_reason") or "")
+    if reason:
+        return reason
+    if status in ("incomplete", "pending"):
+        return f"{status}: no final result"
+    return f"status={status}"
+
+
+def _error_text(trial_dir: Path | None, status: str) -> str:
+    if trial_dir is None or status != "error":
+        return ""
+    file = trial_dir / "error.txt"  # text only; error.pkl is never unpickled
+    if not file.is_file():
+        return ""
+    lines = [line for line in file.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _searched_names(path: Path, metadata: Mapping[str, Any]) -> list[str]:
+    """The Optuna distributions' names, from the stored study (read from a copy)."""
+    study = load_study(path / "study.db", str(metadata.get("name") or path.name))
+    if study is None:
+        return list(metadata.get("searched_params", []))
+    names: dict[str, None] = {}
+    for trial in study.get_trials(deepcopy=False):
+        names.update(dict.fromkeys(trial.distributions))
+    return list(names)
+
+
+def _param_names(
+    configs: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], searched: list[str]
+) -> list[str]:
+    """Searched names plus the settings the space derived from them (e.g. lr from base_lr)."""
+    workload = metadata.get("workload")
+    names = dict.fromkeys(searched)
+    keys = dict.fromkeys(k for config in configs.values() for k in config)
+    for key in keys:
+        values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs.values()}
+        fixed = len(values) <= 1 or (isinstance(workload, Mapping) and key in workload)
+        if not fixed:
+            names[key] = None
+    return list(names)
+
+
+def _trials_frame(
+    rows: list[dict[str, Any]], configs: Mapping[str, Mapping[str, Any]], params: list[str]
+) -> pd.DataFrame:
+    for row in rows:
+        config = configs.get(row["trial_id"], {})
+        for name in params:
+            value = config.get(name)
+            row[f"param_{name}"] = value if _is_scalar(value) else json.dumps(value)
+    frame = pd.DataFrame(rows)
+    leading = list(TRIAL_COLUMNS)
+    param_cols = [f"param_{n}" for n in params]
+    rest = sorted(c for c in frame if c not in leading and c not in param_cols)
+    frame = frame.reindex(columns=leading + rest + param_cols)
+    for column in ("images_per_second", "val_accuracy", "val_loss", "peak_memory_bytes"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame["feasible"] = frame["feasible"].fillna(False).astype(bool)
+    return frame.reset_index(drop=True)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

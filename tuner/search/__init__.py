@@ -1,0 +1,38 @@
+"""The search: Ray Tune trials driven by Optuna's samplers, under a memory budget.
+
+``run_search(SearchOptions(space="vit_space", ...))`` runs (or resumes) one experiment. The
+heavy parts (ray, torch) load on first use, so importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tuner.search.options import (
+    OBJECTIVES,
+    SAMPLERS,
+    SearchOptions,
+    format_bytes,
+    parse_memory_size,
+)
+
+if TYPE_CHECKING:
+    from tuner.search.run import SearchOutcome, run_search
+
+__all__ = [
+    "OBJECTIVES",
+    "SAMPLERS",
+    "SearchOptions",
+    "SearchOutcome",
+    "format_bytes",
+    "parse_memory_size",
+    "run_search",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("run_search", "SearchOutcome"):
+        from tuner.search import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'tuner.search' has no attribute {name!r}")

@@ -1,0 +1,305 @@
+"""Connecting the search to Ray: a loopback-only local instance, or an existing cluster.
+
+A local run (no ``address`` and no ``RAY_ADDRESS``) starts Ray with its node address on
+127.0.0.1, which makes Ray 2.60 bind its GCS, raylet, worker and agent servers to loopback
+only, with the dashboard off (or on 127.0.0.1). A cluster run connects to ``host:port`` or
+``"auto"``, reports an unreachable address or a refused token in one line, and warns when the
+cluster can be reached from other hosts while Ray's token authentication
+(``RAY_AUTH_MODE=token``) is off. Ray Client (``ray://``) is refused: see ``docs/cluster.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import TunerError
+
+__all__ = [
+    "ClusterInfo",
+    "auth_mode",
+    "connect",
+    "is_loopback_address",
+    "node_address",
+    "shutdown",
+]
+
+logger = logging.getLogger(__name__)
+
+LOCALHOST = "127.0.0.1"
+LOOPBACK_HOSTS = frozenset({LOCALHOST, "::1", "localhost"})
+CLIENT_PREFIX = "ray://"
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterInfo:
+    """What :func:`connect` connected to.
+
+    Attributes:
+        address: the cluster's GCS address (``host:port``), or the ``ray://`` address.
+        is_local: ``True`` when this process started the Ray instance (and owns its shutdown).
+        loopback_only: ``True`` when the cluster's address is 127.0.0.1 (or ::1), the one
+            case where Ray listens on loopback only, unreachable from other hosts.
+        nodes: alive nodes in the cluster.
+        total_cpus: CPUs over all alive nodes.
+        total_gpus: GPUs over all alive nodes.
+        auth_mode: this driver's Ray authentication mode: ``"token"`` or ``"disabled"``.
+        dashboard_url: the dashboard's address, or ``""`` when it is off.
+    """
+
+    address: str
+    is_local: bool
+    loopback_only: bool
+    nodes: int
+    total_cpus: float
+    total_gpus: float
+    auth_mode: str
+    dashboard_url: str
+
+
+def connect(
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    dashboard: bool = False,
+) -> ClusterInfo:
+    """Start a local loopback-only Ray instance or connect to a cluster.
+
+    Calling it again while connected returns the current connection's info.
+
+    Args:
+        address: ``host:port`` of a cluster's head, ``"auto"`` (the cluster started on this
+            machine by ``ray start``), or ``None``: ``RAY_ADDRESS`` if set, else a new local
+            instance.
+        num_cpus: CPUs of a local instance (``None``: all). Not allowed with an address.
+        num_gpus: GPUs of a local instance (``None``: all visible). Not allowed with an address.
+        dashboard: start the dashboard of a local instance, bound to 127.0.0.1.
+
+    Returns:
+        The connection's :class:`ClusterInfo`.
+
+    Raises:
+        TunerError: the address is malformed or unreachable, the cluster refused this
+            driver's token, or local-only settings were given with an address.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return _cluster_info(is_local=_started_here())
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is None or address == "local":
+        return _start_local(num_cpus=num_cpus, num_gpus=num_gpus, dashboard=dashboard)
+    if num_cpus is not None or num_gpus is not None:
+        raise TunerError(
+            f"num_cpus/num_gpus apply to a local run, not to the cluster at {address}; "
+            "set a node's resources with `ray start --num-cpus/--num-gpus` instead."
+        )
+    return _join(address)
+
+
+def shutdown() -> None:
+    """Disconnect from Ray; a local instance started by :func:`connect` stops with it."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def auth_mode() -> str:
+    """This process's Ray authentication mode: ``"token"`` or ``"disabled"``."""
+    from ray._private.authentication.authentication_utils import get_authentication_mode_name
+    from ray._raylet import get_authentication_mode
+
+    return get_authentication_mode_name(get_authentication_mode())
+
+
+def node_address() -> str:
+    """The IP address of the Ray node this process runs on (a trial's ``node`` metric)."""
+    import ray
+
+    return ray.util.get_node_ip_address()
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether Ray at ``host:port`` (or a bare host) listens on loopback only.
+
+    Ray binds its servers to loopback only when the node address is exactly 127.0.0.1 (or
+    ::1); any other address, 127.0.0.2 included, makes it listen on all interfaces.
+    """
+    return _host_of(address) in LOOPBACK_HOSTS
+
+
+def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool) -> ClusterInfo:
+    import ray
+    from ray._private.utils import get_dashboard_dependency_error
+
+    if dashboard and get_dashboard_dependency_error() is not None:
+        raise TunerError(
+            "The Ray dashboard needs Ray's optional packages: pip install 'ray[default]', "
+            "or run without the dashboard."
+        )
+    with _loopback_node_ip():
+        ray.init(
+            address="local",
+            _node_ip_address=LOCALHOST,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            include_dashboard=dashboard,
+            dashboard_host=LOCALHOST,
+            configure_logging=False,
+        )
+    info = _cluster_info(is_local=True)
+    if not info.loopback_only:
+        logger.warning(
+            "Ray bound to %s, not loopback: this Ray version ignores the loopback request; "
+            "keep RAY_AUTH_MODE=token (Ray's default for local runs) on.",
+            info.address,
+        )
+    return info
+
+
+def _join(address: str) -> ClusterInfo:
+    import ray
+
+    if address.startswith(CLIENT_PREFIX):
+        raise TunerError(
+            f"Ray Client addresses ({address}) are not supported: the search's driver and its "
+            "Optuna study must run inside the cluster; run `tuner search` on the head node or "
+            "submit it with `ray job submit` (docs/cluster.md)."
+        )
+    gcs_address = _resolve(address)
+    _check_reachable(gcs_address)
+    _check_token(gcs_address)
+    try:
+        ray.init(address=gcs_address, configure_logging=False)
+    except Exception as exc:  # Ray raises several types for one cause; all mean "not joined".
+        raise _unreachable(address, exc) from None
+    info = _cluster_info(is_local=False)
+    if not info.loopback_only and info.auth_mode != "token":
+        logger.warning(
+            "The Ray cluster at %s is reachable from other hosts and token authentication is "
+            "off: anyone on the network can run code on it; set RAY_AUTH_MODE=token "
+            "(docs/cluster.md).",
+            info.address,
+        )
+    return info
+
+
+def _resolve(address: str) -> str:
+    """``host:port`` of the cluster's GCS (``"auto"``: the cluster started on this machine)."""
+    from ray._private import services
+
+    try:
+        resolved = services.canonicalize_bootstrap_address(address)
+    except ConnectionError as exc:  # "auto" found no running cluster
+        raise _unreachable(address, exc) from None
+    except ValueError:
+        raise TunerError(f"Ray address {address!r} is malformed; use host:port or auto.") from None
+    if resolved is None:
+        raise TunerError(f"Ray address {address!r} names no cluster; use host:port or auto.")
+    return resolved
+
+
+def _check_reachable(gcs_address: str) -> None:
+    # Ray's own client retries for ~40 s on a dead address; a plain TCP connect fails at once.
+    host, port = gcs_address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        raise _unreachable(gcs_address, exc) from None
+
+
+def _check_token(gcs_address: str) -> None:
+    """One authenticated request, so a refused token is reported as such (and in ms)."""
+    from ray._private.ray_constants import KV_NAMESPACE_SESSION
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    try:
+        GcsClient(address=gcs_address).internal_kv_get(
+            b"session_name", KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
+        )
+    except AuthenticationError:
+        raise TunerError(
+            f"The Ray cluster at {gcs_address} refused this driver's authentication token; "
+            "set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or "
+            "RAY_AUTH_TOKEN_PATH (docs/cluster.md)."
+        ) from None
+    except Exception as exc:  # timeouts and RPC errors: the GCS does not answer
+        raise _unreachable(gcs_address, exc) from None
+
+
+def _unreachable(address: str, exc: BaseException) -> TunerError:
+    lines = str(exc).strip().splitlines()
+    reason = lines[0][:200] if lines else type(exc).__name__
+    return TunerError(
+        f"Could not connect to the Ray cluster at {address} ({reason}); check that "
+        "`ray start --head` runs there and that the address and port are right."
+    )
+
+
+def _cluster_info(*, is_local: bool) -> ClusterInfo:
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    resources: dict[str, Any] = ray.cluster_resources()
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    return ClusterInfo(
+        address=address,
+        is_local=is_local,
+        loopback_only=is_loopback_address(address),
+        nodes=len(nodes),
+        total_cpus=float(resources.get("CPU", 0.0)),
+        total_gpus=float(resources.get("GPU", 0.0)),
+        auth_mode=auth_mode(),
+        dashboard_url=_dashboard_url(),
+    )
+
+
+def _dashboard_url() -> str:
+    from ray._private import worker
+
+    node = worker._global_node
+    return (node.webui_url or "") if node is not None else ""
+
+
+def _started_here() -> bool:
+    from ray._private import worker
+
+    node = worker._global_node
+    return node is not None and node.head and worker.global_worker.mode == worker.SCRIPT_MODE
+
+
+@contextlib.contextmanager
+def _loopback_node_ip() -> Iterator[None]:
+    """Keep 127.0.0.1 as the node address while a local instance starts.
+
+    On Linux Ray replaces a loopback node address by the host's routable IP (so other nodes
+    could join) and then binds its servers to all interfaces. With the multi-node switch off
+    (the switch Ray applies on macOS and Windows) it keeps 127.0.0.1 and binds to loopback.
+    """
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _host_of(address: str) -> str:
+    address = address.removeprefix(CLIENT_PREFIX)
+    if address.startswith("["):  # [::1]:6379
+        return address[1:].split("]", 1)[0]
+    if address.count(":") == 1:
+        return address.rsplit(":", 1)[0]
+    return address

@@ -1,0 +1,146 @@
+"""What one search is asked to do: :class:`SearchOptions`, plus parsing of memory sizes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from tuner.errors import TunerError
+
+__all__ = [
+    "OBJECTIVES",
+    "SAMPLERS",
+    "WORKLOAD_CHOICES",
+    "Objective",
+    "SamplerName",
+    "SearchOptions",
+    "format_bytes",
+    "parse_memory_size",
+]
+
+Objective = Literal["pareto", "accuracy", "throughput"]
+SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+SAMPLERS: tuple[str, ...] = get_args(SamplerName)
+WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    """Everything ``tuner search`` takes; the CLI flags map to these fields one to one."""
+
+    space: str  # registry name or path to a .py file
+    name: str | None = None  # experiment name; default <space>-<timestamp>
+    storage: str = "experiments"  # local folder or a URI Ray accepts (s3://, gs://, ...)
+    reports_dir: str = "reports"
+    # Budgets: the search stops at whichever comes first (None: the space's default samples).
+    num_samples: int | None = None
+    time_budget_s: float | None = None
+    objective: Objective = "pareto"
+    sampler: SamplerName = "tpe"
+    seed: int = 0
+    max_memory_bytes: int | None = None
+    # Resources: None picks 1 GPU per trial where GPUs exist, else the cores split by concurrency.
+    concurrency: int | None = None
+    gpus_per_trial: float | None = None
+    cpus_per_trial: float | None = None
+    address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
+    resume: bool = False
+    max_failures: int = 2
+    # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
+    workload: str = "auto"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    probe_steps: int = 5
+    early_stopping: bool = True  # ASHA, single-objective only
+    remeasure_top: int = 3
+    remeasure_repeats: int = 3
+    report: bool = True
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`TunerError` naming the first impossible option."""
+        if self.objective not in OBJECTIVES:
+            raise TunerError(
+                f"--objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}."
+            )
+        if self.sampler not in SAMPLERS:
+            raise TunerError(f"--sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}.")
+        if self.workload not in WORKLOAD_CHOICES:
+            raise TunerError(
+                f"--workload {self.workload!r} is not one of {', '.join(WORKLOAD_CHOICES)}."
+            )
+        for flag, value in (
+            ("--num-samples", self.num_samples),
+            ("--time-budget", self.time_budget_s),
+            ("--max-memory", self.max_memory_bytes),
+            ("--concurrency", self.concurrency),
+            ("--cpus-per-trial", self.cpus_per_trial),
+            ("--probe-steps", self.probe_steps),
+        ):
+            if value is not None and not value > 0:
+                raise TunerError(f"{flag} {value} must be positive.")
+        if self.gpus_per_trial is not None and self.gpus_per_trial < 0:
+            raise TunerError(f"--gpus-per-trial {self.gpus_per_trial} must be 0 or more.")
+        gpus = self.gpus_per_trial
+        if gpus is not None and gpus > 1 and gpus != int(gpus):
+            raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
+        if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
+            raise TunerError(
+                "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."
+            )
+        if self.resume and not self.name:
+            raise TunerError("--resume needs --name of the experiment to continue.")
+        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
+            raise TunerError(
+                f"--name {self.name!r} must be letters, digits, '_', '.', '-' (no slashes)."
+            )
+
+    @property
+    def multi_objective(self) -> bool:
+        return self.objective == "pareto"
+
+
+def parse_memory_size(text: str) -> int:
+    """``"20GiB"`` -> bytes. Accepts B, KB/MB/GB/TB (powers of 10) and KiB/MiB/GiB/TiB.
+
+    Raises:
+        TunerError: the text is not a positive number with a known unit.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise TunerError(
+            f"Memory size {text!r} is not understood; write e.g. 20GiB, 512MiB or 1.5GB."
+        )
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise TunerError(f"Memory size {text!r} must be positive.")
+    return size
+
+
+def format_bytes(size: float | None) -> str:
+    """``1536 * 2**20`` -> ``"1.50 GiB"``; ``None`` -> ``"n/a"``."""
+    if size is None or size != size:
+        return "n/a"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(size) >= scale:
+            return f"{size / scale:.2f} {unit}"
+    return f"{int(size)} B"

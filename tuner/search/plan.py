@@ -1,0 +1,120 @@
+"""From options, space and cluster to a concrete plan: workload, resources, budgets."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from tuner.errors import TunerError
+from tuner.search.options import SearchOptions
+from tuner.spaces import SearchSpace
+
+__all__ = ["SearchPlan", "check_space", "make_plan"]
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What the search will run, decided once before it starts (and saved for --resume)."""
+
+    workload_kind: str
+    workload: dict[str, Any]  # the fixed TrainConfig fields every trial shares
+    cuda: bool  # whether trials get a GPU (decides the space's GPU-only choices)
+    num_samples: int  # -1: until the time budget ends
+    concurrency: int
+    cpus_per_trial: float
+    gpus_per_trial: float
+
+    @property
+    def gpus_shared(self) -> bool:
+        return 0 < self.gpus_per_trial < 1
+
+    @property
+    def trial_device(self) -> str:
+        return "auto" if self.gpus_per_trial > 0 else "cpu"
+
+    @property
+    def torch_threads(self) -> int:
+        """Intra-op threads per trial. A CPU trial leaves one of its cores to its data loader
+        and Ray's own processes: on a small machine, OpenMP threads fighting for
+        oversubscribed cores run several times slower than one fewer thread."""
+        cores = max(1, int(self.cpus_per_trial))
+        return cores if self.gpus_per_trial > 0 else max(1, cores - 1)
+
+
+def make_plan(
+    options: SearchOptions, space: SearchSpace, *, node_cpus: list[float], total_gpus: float
+) -> SearchPlan:
+    """Decide resources (one whole GPU per trial by default) and the workload.
+
+    Raises:
+        TunerError: resources that no node can give, or a workload override that is invalid.
+    """
+    gpus = options.gpus_per_trial
+    if gpus is None:
+        gpus = 1.0 if total_gpus >= 1 else 0.0
+    if gpus > total_gpus:
+        raise TunerError(
+            f"--gpus-per-trial {gpus:g} but the cluster has {total_gpus:g} GPU(s); "
+            "use --gpus-per-trial 0 for CPU trials."
+        )
+    concurrency = options.concurrency or _default_concurrency(gpus, total_gpus, node_cpus)
+    cpus = options.cpus_per_trial or _default_cpus(gpus, total_gpus, node_cpus, concurrency)
+    if cpus > max(node_cpus):
+        raise TunerError(
+            f"--cpus-per-trial {cpus:g} is more than any node has ({max(node_cpus):g}); lower it."
+        )
+    cuda = gpus > 0
+    kind = space.workload(options.workload, cuda=cuda)
+    workload = {**space.workloads[kind], **options.overrides}
+    space.build_config(workload, {})  # a bad override fails here, in one line
+    return SearchPlan(
+        workload_kind=kind,
+        workload=workload,
+        cuda=cuda,
+        num_samples=_num_samples(options, space, kind),
+        concurrency=concurrency,
+        cpus_per_trial=cpus,
+        gpus_per_trial=gpus,
+    )
+
+
+def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 16) -> None:
+    """Sample the space a few times (random sampler, throwaway study) and build every config.
+
+    Raises:
+        TunerError: the space returns something the engine cannot build.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(samples):
+        space.build_config(plan.workload, space.sample(study.ask(), cuda=plan.cuda))
+
+
+def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
+    if options.num_samples is not None:
+        return options.num_samples
+    if options.sampler == "grid" and space.grid:
+        return math.prod(len(values) for values in space.grid.values())
+    if options.time_budget_s is not None:
+        return -1
+    return space.num_samples[kind]
+
+
+def _default_concurrency(gpus: float, total_gpus: float, node_cpus: list[float]) -> int:
+    if gpus > 0:
+        return max(1, int(total_gpus // gpus))
+    return len(node_cpus)  # CPU trials: one per node, so trials do not share cores
+
+
+def _default_cpus(
+    gpus: float, total_gpus: float, node_cpus: list[float], concurrency: int
+) -> float:
+    smallest = min(node_cpus)
+    if gpus > 0:
+        per_node = max(1, math.ceil(total_gpus / len(node_cpus) / gpus))
+        return max(1.0, float(smallest // per_node))
+    per_node = max(1, math.ceil(concurrency / len(node_cpus)))
+    return max(1.0, float(smallest // per_node))

@@ -1,0 +1,77 @@
+"""Optuna samplers by name, seeded, each learning the memory constraint where it can.
+
+Optuna >= 5 reads constraints that the searcher sets on each trial (``Trial.set_constraint``)
+before telling it; older Optuna gets the same value through ``constraints_func``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from tuner.errors import TunerError
+from tuner.search.metrics import MEMORY_VIOLATION_KEY
+
+__all__ = ["CONSTRAINED_SAMPLERS", "SETS_CONSTRAINTS", "make_sampler", "memory_constraint"]
+
+CONSTRAINED_SAMPLERS = ("tpe", "gp", "nsga2")  # random and grid sample blind by design
+SETS_CONSTRAINTS = hasattr(optuna.trial.Trial, "set_constraint")  # Optuna >= 5
+
+
+def memory_constraint(trial: FrozenTrial) -> Sequence[float]:
+    """Optuna ``constraints_func``: the trial's measured memory violation (> 0: infeasible).
+
+    The searcher attaches it as a user attribute before telling the trial; a trial told
+    without one (it crashed before measuring) counts as feasible so it does not bias the model.
+    """
+    return (float(trial.user_attrs.get(MEMORY_VIOLATION_KEY, -1.0)),)
+
+
+def make_sampler(
+    name: str,
+    *,
+    seed: int,
+    budget: int | None,
+    concurrency: int,
+    grid: Mapping[str, Sequence[Any]] | None,
+) -> optuna.samplers.BaseSampler:
+    """A seeded sampler. ``budget`` (trials, if known) sizes the random start-up phase.
+
+    Raises:
+        TunerError: ``grid`` was asked for a space that declares no ``GRID``.
+    """
+    startup = 10 if budget is None else max(2, min(10, budget // 3))
+    constraints = None if SETS_CONSTRAINTS else memory_constraint
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=startup,
+            multivariate=True,
+            group=True,  # conditional parameters (gn_groups) get their own groups
+            constant_liar=concurrency > 1,
+            constraints_func=constraints,
+        )
+    if name == "gp":
+        return optuna.samplers.GPSampler(
+            seed=seed, n_startup_trials=startup, constraints_func=constraints
+        )
+    if name == "nsga2":
+        population = 50 if budget is None else max(4, min(50, budget // 3))
+        return optuna.samplers.NSGAIISampler(
+            seed=seed, population_size=population, constraints_func=constraints
+        )
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        if not grid:
+            raise TunerError(
+                "--sampler grid needs a space that declares GRID (e.g. tiny_grid_space); "
+                "use --sampler tpe or random for this space."
+            )
+        return optuna.samplers.GridSampler(dict(grid), seed=seed)
+    raise TunerError(f"Unknown sampler {name!r}; use tpe, gp, nsga2, random or grid.")

@@ -1,0 +1,230 @@
+"""Search-space registry: the spaces in ``search_spaces/`` by name, or any ``.py`` file by path.
+
+A space file declares the fixed workload and a define-by-run function over an Optuna trial::
+
+    \"\"\"One line shown by ``tuner spaces``.\"\"\"
+
+    WORKLOADS = {"cpu": {...}, "gpu": {...}}   # fixed TrainConfig fields per kind of machine
+    NUM_SAMPLES = {"cpu": 8, "gpu": 48}          # optional: default trial budget per workload
+    GRID = {"batch_size": [32, 64], ...}         # optional: enables ``--sampler grid``
+
+    def space(trial: optuna.Trial, *, cuda: bool) -> dict:
+        ...  # only trial.suggest_* calls; returns TrainConfig params
+
+Suggested names that the returned dict does not contain (such as ``base_lr``) are kept as
+search-only parameters: the report shows them next to the config they produced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tuner.config import TrainConfig, make_config
+from tuner.errors import TunerError
+
+__all__ = [
+    "WORKLOAD_KINDS",
+    "SearchSpace",
+    "SpaceSampler",
+    "get_space",
+    "list_spaces",
+    "load_space_file",
+    "register_spaces",
+]
+
+WORKLOAD_KINDS = ("cpu", "gpu")
+DEFAULT_NUM_SAMPLES = 10
+_PACKAGE = "search_spaces"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """A loaded search space: its fixed workloads and its define-by-run function."""
+
+    name: str
+    summary: str
+    source: str  # module name (built-in) or file path (user space)
+    workloads: Mapping[str, Mapping[str, Any]]
+    define: Callable[..., dict[str, Any]]
+    num_samples: Mapping[str, int]
+    grid: Mapping[str, Sequence[Any]] | None
+
+    @property
+    def ref(self) -> str:
+        """What :func:`get_space` takes to load this space again: its name or its file."""
+        return self.source if self.source.endswith(".py") else self.name
+
+    def workload(self, kind: str, *, cuda: bool) -> str:
+        """The workload to use: ``kind`` itself, or for ``auto`` the one matching the device."""
+        if kind == "auto":
+            kind = "gpu" if cuda and "gpu" in self.workloads else "cpu"
+        if kind not in self.workloads:
+            raise TunerError(
+                f"Space {self.name} has no {kind!r} workload; "
+                f"use --workload {' or '.join(self.workloads)}."
+            )
+        return kind
+
+    def sample(self, trial: Any, *, cuda: bool) -> dict[str, Any]:
+        """Call the define-by-run function and check that it returned a dict of settings."""
+        params = self.define(trial, cuda=cuda)
+        if not isinstance(params, dict):
+            raise TunerError(
+                f"Space {self.name}: space() returned {type(params).__name__}; "
+                "it must return a dict of TrainConfig settings."
+            )
+        unknown = sorted(set(params) - _config_fields())
+        if unknown:
+            raise TunerError(
+                f"Space {self.name} returns setting(s) the engine does not know: "
+                f"{', '.join(unknown)}; use TrainConfig field names."
+            )
+        return params
+
+    def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
+        """The run config of one sample: the fixed workload, then the sampled settings."""
+        return make_config({**workload, **params})
+
+
+@dataclass(frozen=True)
+class SpaceSampler:
+    """The picklable define-by-run function handed to Ray's ``OptunaSearch``.
+
+    It holds the space's source, not the loaded module, so Ray can pickle the searcher and a
+    resumed experiment loads the same file again.
+    """
+
+    ref: str  # SearchSpace.ref
+    cuda: bool
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        return get_space(self.ref).sample(trial, cuda=self.cuda)
+
+
+def list_spaces() -> list[SearchSpace]:
+    """Every space in the ``search_spaces`` package, sorted by name.
+
+    Raises:
+        TunerError: two space files declare the same name.
+    """
+    package = importlib.import_module(_PACKAGE)
+    modules = [
+        importlib.import_module(f"{_PACKAGE}.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.name.startswith("_")
+    ]
+    spaces = register_spaces(_from_module(module) for module in modules)
+    return [spaces[name] for name in sorted(spaces)]
+
+
+def register_spaces(spaces: Iterable[SearchSpace]) -> dict[str, SearchSpace]:
+    """Index spaces by name.
+
+    Raises:
+        TunerError: two spaces share a name.
+    """
+    registry: dict[str, SearchSpace] = {}
+    for space in spaces:
+        if space.name in registry:
+            raise TunerError(
+                f"Two search spaces are named {space.name!r} ({registry[space.name].source} "
+                f"and {space.source}); rename one."
+            )
+        registry[space.name] = space
+    return registry
+
+
+def get_space(name_or_path: str) -> SearchSpace:
+    """A space by registry name (``vit_space``) or by path to a ``.py`` file.
+
+    Raises:
+        TunerError: the name is unknown, the file is missing, or it does not define a space.
+    """
+    if name_or_path.endswith(".py") or "/" in name_or_path or "\\" in name_or_path:
+        return load_space_file(name_or_path)
+    spaces = {space.name: space for space in list_spaces()}
+    if name_or_path not in spaces:
+        raise TunerError(
+            f"Unknown search space {name_or_path!r}; choose one of {', '.join(spaces)} "
+            "(python -m tuner spaces) or give a path to a .py file."
+        )
+    return spaces[name_or_path]
+
+
+def load_space_file(path: str | Path) -> SearchSpace:
+    """Load a space from a user's ``.py`` file.
+
+    Raises:
+        TunerError: the file does not exist or does not define ``WORKLOADS`` and ``space``.
+    """
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise TunerError(f"Search space file {path} does not exist; check the path.")
+    module_name = f"_tuner_space_{path.stem}_{abs(hash(str(path)))}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise TunerError(f"Search space file {path} cannot be imported as Python.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[module_name]
+            raise TunerError(f"Search space file {path} failed to import: {exc}") from exc
+    return _from_module(sys.modules[module_name], source=str(path))
+
+
+def _from_module(module: ModuleType, source: str | None = None) -> SearchSpace:
+    source = source or module.__name__
+    workloads = getattr(module, "WORKLOADS", None)
+    define = getattr(module, "space", None)
+    if not isinstance(workloads, Mapping) or not callable(define):
+        raise TunerError(
+            f"Search space {source} must define WORKLOADS (a dict of workloads) and "
+            "space(trial, *, cuda) -> dict."
+        )
+    for kind, workload in workloads.items():
+        _check_workload(source, kind, workload)
+    name = getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1])
+    if name.startswith("_tuner_space_"):
+        name = Path(source).stem
+    num_samples = getattr(module, "NUM_SAMPLES", {})
+    doc = (module.__doc__ or "").strip()
+    return SearchSpace(
+        name=name,
+        summary=doc.splitlines()[0] if doc else "(no description)",
+        source=source,
+        workloads=workloads,
+        define=define,
+        num_samples={kind: int(num_samples.get(kind, DEFAULT_NUM_SAMPLES)) for kind in workloads},
+        grid=getattr(module, "GRID", None),
+    )
+
+
+def _check_workload(source: str, kind: str, workload: Any) -> None:
+    if kind not in WORKLOAD_KINDS:
+        raise TunerError(
+            f"Search space {source}: workload {kind!r} is not one of {', '.join(WORKLOAD_KINDS)}."
+        )
+    if not isinstance(workload, Mapping):
+        raise TunerError(f"Search space {source}: WORKLOADS[{kind!r}] must be a dict.")
+    unknown = sorted(set(workload) - _config_fields())
+    if unknown:
+        raise TunerError(
+            f"Search space {source}: WORKLOADS[{kind!r}] has setting(s) the engine does not "
+            f"know: {', '.join(unknown)}; use TrainConfig field names."
+        )
+
+
+def _config_fields() -> set[str]:
+    return {f.name for f in dataclasses.fields(TrainConfig)}
