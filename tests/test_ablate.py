@@ -47,6 +47,15 @@ def test_ladder_keeps_every_earlier_change() -> None:
         assert step.config.replace(norm="native", gn_groups=32) == TINY  # techniques off
 
 
+def test_norm_comparison_can_run_on_another_model() -> None:
+    steps = ablate.plan_ablation(TINY, amp="bf16", groups=(4,), norm_model="resnet18")
+    ladder, norms = steps[: len(LADDER_NAMES)], steps[len(LADDER_NAMES) :]
+    assert {s.config.model for s in ladder} == {TINY.model}
+    assert {s.config.model for s in norms} == {"resnet18"}
+    assert all(not s.config.model_kwargs for s in norms)  # the ladder's kwargs fit another model
+    assert ablate.default_norm_model(cuda=True) == "vit_small_r26_s32_224"
+
+
 @pytest.mark.parametrize("skipped", ["amp", "non_blocking", "compile", "norm"])
 def test_skip(skipped: str) -> None:
     names = [s.name for s in ablate.plan_ablation(TINY, amp="bf16", skip=[skipped])]

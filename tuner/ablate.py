@@ -86,9 +86,19 @@ class AblationStep:
     baseline: str | None = None  # the step all of its kind are compared with
 
 
+# ViT-B/16 has no convolutional norm layer, so on GPU the norm comparison runs on a hybrid ViT
+# whose ResNet-26 backbone has them; on CPU the ladder's tiny hybrid ViT already does.
+_GPU_NORM_MODEL = "vit_small_r26_s32_224"
+
+
 def default_config(*, cuda: bool) -> TrainConfig:
     """The baseline workload: the ladder's first step (every technique off)."""
     return TrainConfig(**(_GPU_DEFAULT if cuda else _CPU_DEFAULT))
+
+
+def default_norm_model(*, cuda: bool) -> str | None:
+    """The model of the norm comparison (``None``: the ladder's own model)."""
+    return _GPU_NORM_MODEL if cuda else None
 
 
 def plan_ablation(
@@ -97,8 +107,12 @@ def plan_ablation(
     amp: str,
     groups: Sequence[int] = (8, 16, 32),
     skip: Iterable[str] = (),
+    norm_model: str | None = None,
 ) -> list[AblationStep]:
     """The ladder, then the norm comparison (BatchNorm, then GroupNorm per group count).
+
+    ``norm_model`` runs the norm comparison on another model (with its default kwargs), for a
+    ladder model without convolutional norm layers such as ViT-B/16.
 
     Raises:
         TunerError: an unknown name in ``skip``, or a bad ``amp``.
@@ -113,7 +127,8 @@ def plan_ablation(
         raise TunerError(f"--amp {amp!r} must be bf16 or fp16.")
     steps = _ladder(base, amp, skip)
     if "norm" not in skip:
-        steps += _norm_steps(base, groups)
+        norm_base = base.replace(model=norm_model, model_kwargs={}) if norm_model else base
+        steps += _norm_steps(norm_base, groups)
     return steps
 
 

@@ -112,9 +112,10 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
                     "folders); give the folder that `tuner search --name` created."
                 )
             return path.resolve()
+    tried = " nor ".join(dict.fromkeys(str(path) for path in candidates))
     raise TunerError(
-        f"No experiment {str(name_or_path)!r}: neither {candidates[0]} nor {candidates[1]} "
-        "exists; give its path or its name under --storage."
+        f"No experiment {str(name_or_path)!r}: {tried} does not exist; "
+        "give its path or its name under --storage."
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from engine_helpers import TINY_RESNET, tiny
 
-from tuner.engine import Progress, RunResult, probe, train
+from tuner.engine import Progress, RunResult, probe, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 
 # One switch at a time, then a sample of combinations: each must run and record what ran.
@@ -134,8 +134,8 @@ def test_resume_continues_from_the_checkpoint_step(tmp_path: Path) -> None:
         return lambda p: states[name].__setitem__(p.step, p.state_dict())
 
     full = train(config, on_eval=keep("full"))
-    torch.save(states["full"][5], tmp_path / "ckpt.pt")
-    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    write_state_file(states["full"][5], tmp_path / "ckpt.pt")
+    state = read_state_file(tmp_path / "ckpt.pt")
     assert state["step"] == 5 and state["epoch"] == 1.0
     resumed = train(config, resume_state=state, on_eval=keep("resumed"))
     assert list(states["resumed"]) == [10] and resumed.steps == full.steps == 10
@@ -143,6 +143,20 @@ def test_resume_continues_from_the_checkpoint_step(tmp_path: Path) -> None:
     for key, value in states["full"][10]["model"].items():
         torch.testing.assert_close(states["resumed"][10]["model"][key], value)
     assert resumed.val_accuracy == pytest.approx(full.val_accuracy)
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04truncated"])
+def test_a_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "ckpt.pt"
+    path.write_bytes(content)
+    with pytest.raises(TunerError, match=r"unreadable.*delete it"):
+        read_state_file(path)
+
+
+def test_a_checkpoint_that_holds_no_state_is_refused(tmp_path: Path) -> None:
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(TunerError, match="no training state"):
+        read_state_file(tmp_path / "other.pt")
 
 
 def test_checkpoint_of_a_compiled_or_channels_last_model_is_the_plain_state(tmp_path: Path) -> None:

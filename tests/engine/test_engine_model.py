@@ -66,6 +66,14 @@ def test_group_count_that_does_not_divide_channels_is_a_clear_error() -> None:
     assert "1, 2, 4, 8, 16, 32, 64" in message and "\n" not in message
 
 
+def test_a_norm_swap_on_a_model_without_conv_norms_is_a_clear_error() -> None:
+    # A plain ViT has a patch-embedding conv but no norm on feature maps: nothing to swap.
+    plain_vit = {"model": "vit_tiny_patch16_224", "model_kwargs": {"depth": 1}}
+    build_model(tiny(**plain_vit), 10)  # norm=native is fine
+    with pytest.raises(TunerError, match="has no convolutional norm layers"):
+        build_model(tiny(**plain_vit, norm="group", gn_groups=4), 10)
+
+
 def test_img_size_is_passed_only_to_models_that_take_it() -> None:
     vit = build_model(tiny(img_size=48), 10)
     assert vit.patch_embed.img_size == (48, 48)

@@ -31,6 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--repeats", type=int, default=3, help="runs per step (default 3)")
     parser.add_argument("--groups", default="8,16,32", help="GroupNorm group counts (8,16,32)")
+    parser.add_argument(
+        "--norm-model",
+        help="model for the norm comparison (default: --model; on GPU without --model, "
+        "vit_small_r26_s32_224, since ViT-B/16 has no convolutional norm layers)",
+    )
     parser.add_argument("--amp", choices=["bf16", "fp16"], help="default: fp16 on CUDA, else bf16")
     parser.add_argument(
         "--skip",
@@ -56,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         amp=args.amp or ("fp16" if cuda else "bf16"),
         groups=_groups(args.groups),
         skip=[s.strip() for s in args.skip.split(",") if s.strip()],
+        norm_model=args.norm_model
+        or (None if args.model else ablate.default_norm_model(cuda=cuda)),
     )
     total = len(steps) * args.repeats
     runs = ablate.run_ablation(steps, repeats=args.repeats, on_run=_progress(total))

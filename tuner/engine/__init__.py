@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from tuner.engine.loop import evaluate, probe, train
 from tuner.engine.result import RunResult
-from tuner.engine.state import Progress
+from tuner.engine.state import Progress, read_state_file, write_state_file
 
-__all__ = ["Progress", "RunResult", "evaluate", "probe", "train"]
+__all__ = [
+    "Progress",
+    "RunResult",
+    "evaluate",
+    "probe",
+    "read_state_file",
+    "train",
+    "write_state_file",
+]

@@ -87,6 +87,12 @@ def swap_norms(model: nn.Module, norm: str, groups: int) -> int:
     if norm not in _PLAIN:
         raise TunerError(f"norm={norm!r} cannot be swapped in; use one of {', '.join(_PLAIN)}.")
     layers = conv_norm_layers(model)
+    if not layers:
+        raise TunerError(
+            f"norm={norm!r} changes nothing: {type(model).__name__} has no convolutional norm "
+            "layers; use norm=native, or a model with a conv stem or backbone "
+            "(e.g. vit_small_r26_s32_224, resnet50)."
+        )
     if norm == "group":
         for name, layer in layers.items():
             _check_groups(name, _channels(layer), groups)

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from tuner.engine.build import Run
 from tuner.engine.result import RunResult
+from tuner.errors import TunerError
 
-__all__ = ["CHECKPOINT_VERSION", "Progress", "load_state", "make_state"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Progress",
+    "load_state",
+    "make_state",
+    "read_state_file",
+    "write_state_file",
+]
 
 CHECKPOINT_VERSION = 1
 
@@ -68,6 +77,29 @@ def make_state(run: Run) -> dict[str, Any]:
         "val_loss": run.val_loss,
     }
     return _cpu_copy(state)
+
+
+def write_state_file(state: dict[str, Any], path: Path) -> None:
+    """Save a :meth:`Progress.state_dict` to ``path``."""
+    torch.save(state, path)
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    """Read a checkpoint without executing code (``weights_only=True``).
+
+    Raises:
+        TunerError: the file is missing, truncated, or holds something other than a state.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise TunerError(
+            f"Checkpoint {path} is unreadable ({type(exc).__name__}); delete it to start that "
+            "run afresh."
+        ) from None
+    if not isinstance(state, dict) or "model" not in state or "step" not in state:
+        raise TunerError(f"Checkpoint {path} holds no training state; delete it.")
+    return state
 
 
 def load_state(run: Run, state: dict[str, Any]) -> None:

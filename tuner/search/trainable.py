@@ -22,6 +22,7 @@ import torch
 from ray import tune
 
 from tuner.config import TrainConfig, make_config
+from tuner.engine import Progress, probe, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.search.metrics import trial_metrics
 
@@ -74,8 +75,6 @@ class _TrialRun:
         self.node = _node()
 
     def run(self, config: dict[str, Any]) -> None:
-        from tuner.engine import probe, train
-
         train_config = train_config_of(config, device=self.context.device)
         state, meta = _restore()
         self.engine_time_s = meta.get("engine_time_s", 0.0)
@@ -103,10 +102,10 @@ class _TrialRun:
         tune.report(self._metrics(failed, phase="setup", final=True))
 
     def _on_eval(self, start: float) -> Any:
-        def on_eval(progress: Any) -> None:
+        def on_eval(progress: Progress) -> None:
             elapsed = self.engine_time_s + time.perf_counter() - start
             metrics = trial_metrics(
-                {"status": "ok", **_progress_metrics(progress)},
+                {"status": "ok", **progress.metrics},
                 max_memory_bytes=self.context.max_memory_bytes,
                 phase="train",
                 node=self.node,
@@ -140,7 +139,7 @@ class _TrialRun:
             meta["final_metrics"] = metrics
         with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
             if state is not None:
-                torch.save(state, Path(folder) / STATE_FILE)
+                write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
@@ -152,18 +151,9 @@ def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
         return None, {}
     with checkpoint.as_directory() as folder:
         state_path, meta_path = Path(folder) / STATE_FILE, Path(folder) / META_FILE
-        state = torch.load(state_path, weights_only=True) if state_path.exists() else None
+        state = read_state_file(state_path) if state_path.exists() else None
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     return state, meta
-
-
-def _progress_metrics(progress: Any) -> dict[str, Any]:
-    metrics = getattr(progress, "metrics", None)
-    if isinstance(metrics, dict):
-        return metrics
-    if dataclasses.is_dataclass(progress):
-        return {f.name: getattr(progress, f.name) for f in dataclasses.fields(progress)}
-    return dict(vars(progress))
 
 
 def _node() -> str:
