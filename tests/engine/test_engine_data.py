@@ -114,6 +114,21 @@ def test_cifar10_reads_the_python_batches(tmp_path: Path) -> None:
     assert images.shape == (8, 3, 32, 32) and images.dtype == torch.uint8
 
 
+class _RunsCode:
+    def __reduce__(self) -> tuple:
+        return (print, ("this must never run",))
+
+
+def test_a_cifar10_batch_that_would_run_code_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    _write_cifar(tmp_path)
+    (tmp_path / "data_batch_2").write_bytes(pickle.dumps({b"data": _RunsCode(), b"labels": []}))
+    with pytest.raises(TunerError, match="data_batch_2 is not a CIFAR-10 python batch"):
+        build_data(tiny(data=f"cifar10:{tmp_path}"), CPU)
+    assert "must never run" not in capsys.readouterr().out
+
+
 def test_malformed_cifar10_batch_is_a_clear_error(tmp_path: Path) -> None:
     _write_cifar(tmp_path)
     (tmp_path / "data_batch_3").write_bytes(b"not a pickle")

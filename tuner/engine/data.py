@@ -125,6 +125,24 @@ def _digits(img_size: int) -> tuple[Dataset, Dataset, int]:
 # ---- cifar10:PATH: the python-pickle batches, no download ------------------------------------
 
 
+class _BatchUnpickler(pickle.Unpickler):
+    """Rebuilds plain containers and numpy arrays only: a batch file cannot run code."""
+
+    ALLOWED = frozenset(
+        {
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+        }
+    )
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a batch file")
+        return super().find_class(module, name)
+
+
 def _cifar10(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
     root = path / "cifar-10-batches-py" if (path / "cifar-10-batches-py").is_dir() else path
     names = [f"data_batch_{i}" for i in range(1, 6)]
@@ -144,7 +162,7 @@ def _cifar_batches(files: list[Path], img_size: int) -> TensorDataset:
     for file in files:
         try:
             with file.open("rb") as f:
-                batch = pickle.load(f, encoding="bytes")
+                batch = _BatchUnpickler(f, encoding="bytes").load()
             images.append(torch.as_tensor(batch[b"data"], dtype=torch.uint8))
             labels.append(torch.as_tensor(batch[b"labels"], dtype=torch.long))
         except (pickle.UnpicklingError, KeyError, EOFError, TypeError, ValueError) as exc:
