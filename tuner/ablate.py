@@ -343,7 +343,7 @@ def _plot(summary: pd.DataFrame, path: Path) -> Path:
     )
     right.set(ylabel="peak memory, MiB", title="Peak memory per step")
     for ax in (left, right):
-        ax.tick_params(axis="x", rotation=45)
+        plt.setp(ax.get_xticklabels(), rotation=40, ha="right", rotation_mode="anchor")
         ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
