@@ -12,6 +12,8 @@ from typing import Any
 
 import optuna
 
+from tuner.spaces import suggest_loader_and_techniques
+
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
         "model": "resnet10t",
@@ -48,14 +50,5 @@ def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     params["batch_size"] = trial.suggest_categorical("batch_size", batch_sizes)
     base_lr = trial.suggest_float("base_lr", 3e-4, 1e-2, log=True)
     params["lr"] = base_lr * params["batch_size"] / 256
-    params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
-    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
-    params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
-    if cuda:
-        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16", "fp16"])
-        params["pin_memory"] = trial.suggest_categorical("pin_memory", [False, True])
-        if params["pin_memory"]:
-            params["non_blocking"] = trial.suggest_categorical("non_blocking", [False, True])
-        params["prefetch"] = trial.suggest_categorical("prefetch", ["off", "cuda_stream"])
-        params["compile"] = trial.suggest_categorical("compile", ["off", "default"])
+    params.update(suggest_loader_and_techniques(trial, cuda=cuda))
     return params

@@ -17,6 +17,7 @@ from tuner.spaces import (
     list_spaces,
     load_space_file,
     register_spaces,
+    suggest_loader_and_techniques,
 )
 
 SPACES = [space.name for space in list_spaces()]
@@ -142,3 +143,16 @@ def test_spaces_command_lists_one_line_each() -> None:
     ).stdout.splitlines()
     assert len(out) == len(SPACES)
     assert [line.split()[0] for line in out] == SPACES
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_technique_helper_searches_cuda_switches_only_with_a_gpu(cuda: bool) -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    cuda_only = {"pin_memory", "non_blocking", "prefetch", "compile"}
+    seen: set[str] = set()
+    for _ in range(30):
+        params = suggest_loader_and_techniques(study.ask(), cuda=cuda)
+        seen |= set(params)
+        assert "non_blocking" not in params or params["pin_memory"]
+        assert cuda or params["amp"] in ("off", "bf16")
+    assert (seen >= cuda_only) if cuda else not (seen & cuda_only)

@@ -11,6 +11,9 @@ A space file declares the fixed workload and a define-by-run function over an Op
     def space(trial: optuna.Trial, *, cuda: bool) -> dict:
         ...  # only trial.suggest_* calls; returns TrainConfig params
 
+``suggest_loader_and_techniques(trial, cuda=cuda)`` suggests the usual loader and speed switches
+for a space that wants them all (``vit_space`` and ``resnet_space`` use it).
+
 Suggested names that the returned dict does not contain (such as ``base_lr``) are kept as
 search-only parameters: the report shows them next to the config they produced.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "list_spaces",
     "load_space_file",
     "register_spaces",
+    "suggest_loader_and_techniques",
 ]
 
 WORKLOAD_KINDS = ("cpu", "gpu")
@@ -93,6 +97,29 @@ class SearchSpace:
     def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
         """The run config of one sample: the fixed workload, then the sampled settings."""
         return make_config({**workload, **params})
+
+
+def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
+    """The loader and speed-technique switches most spaces search (a helper for space files).
+
+    On CPU only what can differ there is searched; the CUDA-only switches (fp16, pinned
+    memory, non_blocking, the prefetcher, compile) only where trials get a GPU.
+    """
+    params: dict[str, Any] = {}
+    params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
+    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
+    params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
+    if not cuda:
+        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16"])
+        return params
+    # fp16 implies a GradScaler (the engine enables it); bf16 needs none.
+    params["amp"] = trial.suggest_categorical("amp", ["off", "bf16", "fp16"])
+    params["pin_memory"] = trial.suggest_categorical("pin_memory", [False, True])
+    if params["pin_memory"]:
+        params["non_blocking"] = trial.suggest_categorical("non_blocking", [False, True])
+    params["prefetch"] = trial.suggest_categorical("prefetch", ["off", "cuda_stream"])
+    params["compile"] = trial.suggest_categorical("compile", ["off", "default"])
+    return params
 
 
 @dataclass(frozen=True)
