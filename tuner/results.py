@@ -294,8 +294,10 @@ def _trial_row(
     metrics = {k: v for k, v in result.items() if k not in _RAY_KEYS and _is_scalar(v)}
     status = _status(metrics, reports, ray_status)
     error = str(metrics.get("error") or "") or _error_text(trial_dir, status)
-    feasible = bool(metrics.get("feasible", status == "ok")) and status == "ok"
-    reason = "" if feasible else _infeasible_reason(metrics, status)
+    # A trial stopped early (ASHA) reported only intermediate results: not a candidate.
+    finished = bool(metrics.get("final", True))
+    feasible = bool(metrics.get("feasible", status == "ok")) and status == "ok" and finished
+    reason = "" if feasible else _infeasible_reason(metrics, status, finished=finished)
     wall = result.get("time_total_s", metrics.get("wall_time_s", metrics.get("engine_time_s")))
     node = metrics.get("node") or result.get("hostname") or result.get("node_ip") or ""
     return {
@@ -323,12 +325,14 @@ def _status(metrics: Mapping[str, Any], reports: int, ray_status: str) -> str:
     return str(metrics.get("status") or "incomplete")
 
 
-def _infeasible_reason(metrics: Mapping[str, Any], status: str) -> str:
+def _infeasible_reason(metrics: Mapping[str, Any], status: str, *, finished: bool) -> str:
     reason = str(metrics.get("infeasible_reason") or "")
     if reason:
         return reason
     if status in ("incomplete", "pending"):
         return f"{status}: no final result"
+    if not finished:
+        return "stopped early: no final result at the full budget"
     return f"status={status}"
 
 

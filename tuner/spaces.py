@@ -107,6 +107,8 @@ def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     """
     params: dict[str, Any] = {}
     params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
+    # Workers that restart every epoch would put their start-up inside the measured window.
+    params["persistent_workers"] = params["num_workers"] > 0
     params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
     params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
     if not cuda:

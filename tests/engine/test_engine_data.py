@@ -8,6 +8,7 @@ import pytest
 import torch
 from engine_helpers import tiny
 from PIL import Image
+from torch.utils.data import TensorDataset
 
 from tuner.engine.data import build_data, normalize
 from tuner.errors import TunerError
@@ -134,3 +135,19 @@ def test_malformed_cifar10_batch_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "data_batch_3").write_bytes(b"not a pickle")
     with pytest.raises(TunerError, match="data_batch_3 is not a CIFAR-10 python batch"):
         build_data(tiny(data=f"cifar10:{tmp_path}"), CPU)
+
+
+def test_large_sets_resize_per_image_instead_of_all_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tuner.engine import data as data_module
+
+    images = torch.randint(0, 256, (10, 3, 8, 8), dtype=torch.uint8)
+    labels = torch.arange(10)
+    eager = data_module._resized(images, labels, 24)
+    monkeypatch.setattr(data_module, "_PRESIZE_LIMIT_BYTES", 0)  # as if the set were huge
+    lazy = data_module._resized(images, labels, 24)
+    assert isinstance(eager, TensorDataset) and not isinstance(lazy, TensorDataset)
+    for i in (0, 9):  # the same pixels either way
+        assert torch.equal(eager[i][0], lazy[i][0]) and eager[i][0].shape == (3, 24, 24)
+        assert eager[i][1] == lazy[i][1] == i

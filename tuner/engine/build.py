@@ -22,7 +22,7 @@ from tuner.engine.model import build_model
 from tuner.engine.prefetch import CudaPrefetcher
 from tuner.errors import TunerError
 
-__all__ = ["Run", "build_run", "lr_at", "resolve_device"]
+__all__ = ["COMPILE_WARMUP_STEPS", "Run", "build_run", "lr_at", "resolve_device"]
 
 
 @dataclass
@@ -159,10 +159,15 @@ def _planned_steps(config: TrainConfig, steps_per_epoch: int) -> int | None:
     return min(limits) if limits else None
 
 
+COMPILE_WARMUP_STEPS = 3  # compile on step 1; max-autotune's CUDA graphs record on 2-3
+
+
 def _warmup_steps(config: TrainConfig, notes: list[str]) -> int:
-    if config.compile != "off" and config.warmup_steps == 0:
-        notes.append("warmup_steps raised to 1 so torch.compile time is not measured.")
-        return 1
+    if config.compile != "off" and config.warmup_steps < COMPILE_WARMUP_STEPS:
+        notes.append(
+            f"warmup_steps raised to {COMPILE_WARMUP_STEPS} so torch.compile time is not measured."
+        )
+        return COMPILE_WARMUP_STEPS
     return config.warmup_steps
 
 
@@ -225,8 +230,10 @@ def _train_batches(
     config: TrainConfig, data: DataBundle, device: torch.device, effective: dict, notes: list[str]
 ) -> Any:
     cuda = device.type == "cuda"
-    effective["pin_memory"] = config.pin_memory and cuda
-    effective["non_blocking"] = config.non_blocking and cuda
+    effective["pin_memory"] = config.pin_memory and cuda and not data.on_device
+    effective["non_blocking"] = config.non_blocking and cuda and not data.on_device
+    if cuda and data.on_device and (config.pin_memory or config.non_blocking):
+        notes.append("pin_memory/non_blocking have nothing to copy: synthetic data is on the GPU.")
     effective["set_to_none"] = config.set_to_none
     if config.pin_memory and not cuda:
         notes.append("pin_memory has no effect without CUDA; loader not pinned.")

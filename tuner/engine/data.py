@@ -108,18 +108,51 @@ def _digits(img_size: int) -> tuple[Dataset, Dataset, int]:
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    images = torch.from_numpy(digits.images).float().unsqueeze(1) / 16.0  # [N, 1, 8, 8] in [0, 1]
-    images = F.interpolate(images, size=(img_size, img_size), mode="bilinear", align_corners=False)
-    images = (images.clamp(0, 1) * 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
+    gray = (torch.from_numpy(digits.images) * (255 / 16)).round().to(torch.uint8)  # 0..16 levels
+    images = gray.unsqueeze(1).expand(-1, 3, -1, -1).contiguous()  # [N, 3, 8, 8]
     labels = torch.from_numpy(digits.target).long()
     # A fixed split, independent of config.seed (which only shuffles training order): every run
     # is scored on the same 359 validation images, so runs compare.
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(1234))
     n_val = int(len(labels) * VAL_FRACTION)
     val_idx, train_idx = order[:n_val], order[n_val:]
-    train = TensorDataset(images[train_idx], labels[train_idx])
-    val = TensorDataset(images[val_idx], labels[val_idx])
+    train = _resized(images[train_idx], labels[train_idx], img_size)
+    val = _resized(images[val_idx], labels[val_idx], img_size)
     return train, val, 10
+
+
+# ---- resizing in-memory uint8 images (digits, cifar10) ---------------------------------------
+
+_PRESIZE_LIMIT_BYTES = 1 << 30  # resize once up front when the result fits; else per image
+
+
+def _resized(images: torch.Tensor, labels: torch.Tensor, size: int) -> Dataset:
+    """uint8 ``[N, 3, h, w]`` images served at ``size``: resized once if small, else lazily.
+
+    CIFAR-10 at 224 px would be 7.5 GB of uint8 (and 4x that as one float interpolation), so
+    large sets resize each image as the loader asks for it, in its workers.
+    """
+    if images.shape[-1] == size and images.shape[-2] == size:
+        return TensorDataset(images, labels)
+    if images.shape[0] * images.shape[1] * size * size > _PRESIZE_LIMIT_BYTES:
+        return _LazyResize(images, labels, size)
+    return TensorDataset(torch.cat([_resize(c, size) for c in images.split(256)]), labels)
+
+
+def _resize(images: torch.Tensor, size: int) -> torch.Tensor:
+    x = F.interpolate(images.float(), size=(size, size), mode="bilinear", align_corners=False)
+    return x.clamp(0, 255).round().to(torch.uint8)
+
+
+class _LazyResize(Dataset):
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, size: int) -> None:
+        self.images, self.labels, self.size = images, labels, size
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return _resize(self.images[index : index + 1], self.size)[0], self.labels[index]
 
 
 # ---- cifar10:PATH: the python-pickle batches, no download ------------------------------------
@@ -157,7 +190,7 @@ def _cifar10(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
     return train, val, 10
 
 
-def _cifar_batches(files: list[Path], img_size: int) -> TensorDataset:
+def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
     images, labels = [], []
     for file in files:
         try:
@@ -170,11 +203,7 @@ def _cifar_batches(files: list[Path], img_size: int) -> TensorDataset:
                 f"{file} is not a CIFAR-10 python batch ({type(exc).__name__}); "
                 "re-extract cifar-10-python.tar.gz."
             ) from None
-    x = torch.cat(images).view(-1, 3, 32, 32)
-    if img_size != 32:
-        x = F.interpolate(x.float(), size=(img_size, img_size), mode="bilinear")
-        x = x.clamp(0, 255).round().to(torch.uint8)
-    return TensorDataset(x, torch.cat(labels))
+    return _resized(torch.cat(images).view(-1, 3, 32, 32), torch.cat(labels), img_size)
 
 
 # ---- imagefolder:PATH: PATH/train/<class>/*.jpg and PATH/val/<class>/*.jpg -------------------

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from tuner.config import TrainConfig
-from tuner.engine.build import Run, build_run, lr_at, resolve_device
+from tuner.engine.build import COMPILE_WARMUP_STEPS, Run, build_run, lr_at, resolve_device
 from tuner.engine.data import normalize
 from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, ThroughputMeter, environment
 from tuner.engine.result import RunResult
@@ -66,8 +66,9 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     """
     if steps < 1:
         raise TunerError(f"probe steps={steps} must be at least 1.")
+    warmup = max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
     only_steps = config.replace(
-        steps=config.warmup_steps + steps, epochs=None, time_budget_s=None, eval_every_steps=None
+        steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
     )
     return _execute(only_steps, None, None, False, evaluate=False)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import platform
 import re
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -103,13 +102,6 @@ class ThroughputMeter:
             "measured_steps": steps,
             "warmup_time_s": self.warmup_time_s,
         }
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """Median, min, max and relative IQR-free spread ((max-min)/median) of some measurements."""
-    median = statistics.median(values)
-    return {"median": median, "min": min(values), "max": max(values),
-            "rel_spread": (max(values) - min(values)) / median if median else 0.0}  # fmt: skip
 
 
 class MemoryMeter:

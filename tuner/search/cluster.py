@@ -156,6 +156,12 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
             configure_logging=False,
         )
     info = _cluster_info(is_local=True)
+    if not info.loopback_only and info.auth_mode != "token":
+        ray.shutdown()  # listening on the network with no authentication: refuse to run
+        raise TunerError(
+            f"Local Ray bound to {info.address}, not loopback, with token authentication off; "
+            "unset RAY_AUTH_MODE=disabled (token auth is Ray's local default) and retry."
+        )
     if not info.loopback_only:
         logger.warning(
             "Ray bound to %s, not loopback: this Ray version ignores the loopback request; "

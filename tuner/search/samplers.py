@@ -16,9 +16,8 @@ from optuna.trial import FrozenTrial
 from tuner.errors import TunerError
 from tuner.search.metrics import MEMORY_VIOLATION_KEY
 
-__all__ = ["CONSTRAINED_SAMPLERS", "SETS_CONSTRAINTS", "make_sampler", "memory_constraint"]
+__all__ = ["SETS_CONSTRAINTS", "make_sampler", "memory_constraint"]
 
-CONSTRAINED_SAMPLERS = ("tpe", "gp", "nsga2")  # random and grid sample blind by design
 SETS_CONSTRAINTS = hasattr(optuna.trial.Trial, "set_constraint")  # Optuna >= 5
 
 

@@ -105,7 +105,7 @@ class _TrialRun:
         def on_eval(progress: Progress) -> None:
             elapsed = self.engine_time_s + time.perf_counter() - start
             metrics = trial_metrics(
-                {"status": "ok", **progress.metrics},
+                progress.metrics,
                 max_memory_bytes=self.context.max_memory_bytes,
                 phase="train",
                 node=self.node,
