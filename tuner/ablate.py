@@ -326,22 +326,14 @@ def _plot(summary: pd.DataFrame, path: Path) -> Path:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     colors = ["tab:blue" if k == "ladder" else "tab:purple" for k in summary["kind"]]
-    left.bar(
-        summary["step"],
-        summary["images_per_second"],
-        yerr=summary["images_per_second_std"],
-        color=colors,
-        capsize=3,
+    panels = (
+        (left, "images_per_second", "images/s (mean ± std)", "Throughput per step"),
+        (right, "peak_memory_mib", "peak memory, MiB", "Peak memory per step"),
     )
-    left.set(ylabel="images/s (mean ± std)", title="Throughput per step")
-    right.bar(
-        summary["step"],
-        summary["peak_memory_mib"],
-        yerr=summary["peak_memory_mib_std"],
-        color=colors,
-        capsize=3,
-    )
-    right.set(ylabel="peak memory, MiB", title="Peak memory per step")
+    for ax, column, ylabel, title in panels:
+        ax.bar(summary["step"], summary[column], yerr=summary[f"{column}_std"], color=colors,
+               capsize=3)  # fmt: skip
+        ax.set(ylabel=ylabel, title=title)
     for ax in (left, right):
         plt.setp(ax.get_xticklabels(), rotation=40, ha="right", rotation_mode="anchor")
         ax.grid(alpha=0.3, axis="y")
