@@ -1,18 +1,23 @@
-"""The one frozen, typed run config. Every stage builds it with ``TrainConfig(**params)``.
+"""The one frozen, typed run config. Every stage builds it with ``TrainConfig.from_params``.
 
-A misspelled key fails at construction (``TypeError`` -> :class:`TunerError` through
-:func:`make_config`), and every combination rule lives in :meth:`TrainConfig.validate`.
-Each speed technique is a switch whose default is off, so ``TrainConfig()`` is the plain loop.
+A misspelled key, a value of the wrong type and an impossible combination each fail at
+construction with one :class:`TunerError` line. Each field's help text lives in its metadata
+(the CLI flags are generated from it); each speed technique is a switch whose default is off,
+so ``TrainConfig()`` is the plain loop. What a technique *is* (its on values, whether it changes
+the maths of training) is declared in :mod:`tuner.techniques`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import math
+import types
+import typing
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 from tuner.errors import TunerError
 
@@ -26,6 +31,8 @@ __all__ = [
     "Norm",
     "Prefetch",
     "TrainConfig",
+    "config_fields",
+    "field_help",
     "load_config_file",
     "make_config",
 ]
@@ -42,72 +49,92 @@ COMPILE_MODES: tuple[str, ...] = get_args(Compile)
 NORMS: tuple[str, ...] = get_args(Norm)
 
 
+def _field(default: Any, help: str) -> Any:
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: dict(default), metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Everything one training run needs. Defaults are the plain fp32 loop on ``digits``."""
 
     # Workload: what is trained, on what.
-    model: str = "vit_tiny_r_s16_p8_224"
-    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    data: str = "digits"  # digits | synthetic | imagefolder:PATH | cifar10:PATH
-    img_size: int = 32
-    synthetic_size: int = 2048  # images per epoch for data=synthetic
-    num_classes: int | None = None  # None: taken from the data
+    model: str = _field("vit_tiny_r_s16_p8_224", "timm model name (timm.list_models())")
+    model_kwargs: Mapping[str, Any] = _field(
+        {}, "JSON object of extra timm.create_model kwargs, e.g. '{\"depth\": 4}'"
+    )
+    data: str = _field("digits", "digits | synthetic | imagefolder:PATH | cifar10:PATH")
+    img_size: int = _field(32, "input image side in pixels (data is resized to it)")
+    synthetic_size: int = _field(2048, "images per epoch for --data synthetic")
+    num_classes: int | None = _field(None, "classifier outputs ('none': taken from the data)")
 
     # Loader.
-    batch_size: int = 64
-    num_workers: int = 0
-    pin_memory: bool = False
-    persistent_workers: bool = False
-    drop_last: bool = True
+    batch_size: int = _field(64, "training batch size")
+    num_workers: int = _field(0, "DataLoader worker processes")
+    pin_memory: bool = _field(False, "page-locked host batches (CUDA only)")
+    persistent_workers: bool = _field(False, "keep DataLoader workers alive across epochs")
+    drop_last: bool = _field(True, "drop the last incomplete training batch")
 
     # Optimization.
-    lr: float = 1e-3
-    weight_decay: float = 0.05
-    warmup_fraction: float = 0.05  # of the run's planned steps; linear warmup, then cosine
-    label_smoothing: float = 0.0
-    grad_clip_norm: float | None = None
-    fused_adamw: bool = False
+    lr: float = _field(1e-3, "peak learning rate (AdamW)")
+    weight_decay: float = _field(0.05, "AdamW weight decay on weight matrices/kernels")
+    warmup_fraction: float = _field(
+        0.05, "fraction of the budget spent in linear lr warm-up before cosine decay"
+    )
+    label_smoothing: float = _field(0.0, "cross-entropy label smoothing")
+    grad_clip_norm: float | None = _field(
+        None, "clip the gradient norm to this ('none': no clipping)"
+    )
+    fused_adamw: bool = _field(False, "fused AdamW kernel where available")
 
     # Speed techniques: each off by default.
-    amp: Amp = "off"
-    set_to_none: bool = False
-    non_blocking: bool = False
-    prefetch: Prefetch = "off"
-    channels_last: bool = False
-    compile: Compile = "off"
+    amp: Amp = _field(
+        "off", "mixed precision: off | bf16 | fp16 (fp16 uses a GradScaler; CPU runs bf16)"
+    )
+    set_to_none: bool = _field(False, "zero_grad(set_to_none=True)")
+    non_blocking: bool = _field(False, "non_blocking host-to-device copies (with --pin-memory)")
+    prefetch: Prefetch = _field(
+        "off", "off | cuda_stream: copy + normalize the next batch on a side CUDA stream"
+    )
+    channels_last: bool = _field(False, "channels-last memory format for model and input")
+    compile: Compile = _field("off", "torch.compile: off | default | max-autotune")
 
     # Normalization of the convolutional layers.
-    norm: Norm = "native"
-    gn_groups: int = 32
+    norm: Norm = _field("native", "convolutional norm layers: native | batch | group | layer")
+    gn_groups: int = _field(32, "groups for --norm group (must divide every layer's channels)")
 
     # Budget: the run stops at whichever given limit comes first (at least one is required).
-    epochs: int | None = 6  # the default model reaches ~98% val accuracy on digits in 6 epochs
-    steps: int | None = None
-    time_budget_s: float | None = None
+    # The default model reaches ~98% val accuracy on digits in 6 epochs.
+    epochs: int | None = _field(6, "stop after this many epochs ('none': no epoch limit)")
+    steps: int | None = _field(None, "stop after this many steps ('none': no step limit)")
+    time_budget_s: float | None = _field(
+        None, "stop after this many training seconds ('none': no time limit)"
+    )
 
     # Measurement.
-    warmup_steps: int = 5  # steps excluded from throughput (warm-up and compile)
-    target_accuracy: float | None = None  # report time to reach this val top-1 accuracy
-    eval_every_steps: int | None = None  # None: evaluate at the end of each epoch
-    max_eval_batches: int | None = None  # None: the whole validation split
+    warmup_steps: int = _field(5, "steps excluded from throughput (warm-up and compile)")
+    target_accuracy: float | None = _field(
+        None, "report the training time to reach this val accuracy"
+    )
+    eval_every_steps: int | None = _field(
+        None, "evaluate every N steps ('none': at each epoch end)"
+    )
+    max_eval_batches: int | None = _field(None, "evaluate on at most N val batches ('none': all)")
 
-    seed: int = 0
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    seed: int = _field(0, "random seed")
+    device: str = _field("auto", "auto | cpu | cuda | cuda:N")
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = _checked_type(f.name, getattr(self, f.name), _HINTS[f.name])
+            object.__setattr__(self, f.name, value)
         self.validate()
 
     def validate(self) -> None:
         """Raise :class:`TunerError` naming the first impossible setting or combination."""
-        _check_choice("amp", self.amp, AMP_MODES)
-        _check_choice("prefetch", self.prefetch, PREFETCH_MODES)
-        _check_choice("compile", self.compile, COMPILE_MODES)
-        _check_choice("norm", self.norm, NORMS)
-        _check_positive("img_size", self.img_size)
-        _check_positive("batch_size", self.batch_size)
-        _check_positive("gn_groups", self.gn_groups)
-        _check_positive("synthetic_size", self.synthetic_size)
+        for name in ("img_size", "batch_size", "gn_groups", "synthetic_size"):
+            _check_positive(name, getattr(self, name))
         if self.num_workers < 0:
             raise TunerError(f"num_workers={self.num_workers} is negative; use 0 or more.")
         if self.persistent_workers and self.num_workers == 0:
@@ -122,40 +149,60 @@ class TrainConfig:
             raise TunerError(f"label_smoothing={self.label_smoothing} must be in [0, 1).")
         if self.epochs is None and self.steps is None and self.time_budget_s is None:
             raise TunerError("The run has no budget: give epochs, steps or time_budget_s.")
-        for name in ("epochs", "steps", "time_budget_s"):
+        for name in ("epochs", "steps", "time_budget_s", "eval_every_steps", "max_eval_batches"):
             value = getattr(self, name)
             if value is not None and not value > 0:
-                raise TunerError(f"{name}={value} must be positive (or None for no limit).")
+                raise TunerError(f"{name}={value} must be positive (or none for no limit).")
         if self.warmup_steps < 0:
             raise TunerError(f"warmup_steps={self.warmup_steps} is negative; use 0 or more.")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise TunerError(f"target_accuracy={self.target_accuracy} must be in (0, 1].")
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, ignore: Collection[str] = ()) -> TrainConfig:
+        """Build a config from a mapping; the keys in ``ignore`` are dropped on purpose
+        (search-only parameters such as ``base_lr``), any other unknown key is an error.
+
+        Raises:
+            TunerError: an unknown key, a value of the wrong type, or an impossible value.
+        """
+        known = config_fields()
+        kept = {k: v for k, v in params.items() if k not in ignore or k in known}
+        unknown = sorted(set(kept) - known)
+        if unknown:
+            raise TunerError(
+                f"Unknown run setting(s) {', '.join(unknown)}; "
+                f"known settings are: {', '.join(sorted(known))}."
+            )
+        return cls(**kept)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict that ``TrainConfig(**d)`` turns back into this config."""
+        """A JSON-ready dict that ``TrainConfig.from_params(d)`` turns back into this config."""
         d = dataclasses.asdict(self)
         d["model_kwargs"] = dict(self.model_kwargs)
         return d
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (and validated)."""
-        return make_config({**self.to_dict(), **changes})
+        return TrainConfig.from_params({**self.to_dict(), **changes})
+
+
+_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
+
+
+def config_fields() -> frozenset[str]:
+    """The names of every :class:`TrainConfig` field."""
+    return frozenset(_HINTS)
+
+
+def field_help(name: str) -> str:
+    """The help text of one :class:`TrainConfig` field (its metadata)."""
+    return next(f.metadata["help"] for f in dataclasses.fields(TrainConfig) if f.name == name)
 
 
 def make_config(params: Mapping[str, Any]) -> TrainConfig:
-    """Build a config from a mapping, turning unknown keys into one clear error line.
-
-    Raises:
-        TunerError: a key is not a ``TrainConfig`` field, or a value is impossible.
-    """
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise TunerError(
-            f"Unknown run setting(s) {', '.join(unknown)}; "
-            f"known settings are: {', '.join(sorted(known))}."
-        )
-    return TrainConfig(**params)
+    """``TrainConfig.from_params(params)``: kept for callers of the first release."""
+    return TrainConfig.from_params(params)
 
 
 def load_config_file(path: str | Path) -> TrainConfig:
@@ -168,6 +215,8 @@ def load_config_file(path: str | Path) -> TrainConfig:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise TunerError(f"Config file {path} does not exist; check the path.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TunerError(f"Config file {path} cannot be read ({exc}).") from None
     except json.JSONDecodeError as exc:
         raise TunerError(
             f"Config file {path} is not valid JSON ({exc.msg}, line {exc.lineno})."
@@ -176,12 +225,50 @@ def load_config_file(path: str | Path) -> TrainConfig:
         data = data["config"]
     if not isinstance(data, dict):
         raise TunerError(f"Config file {path} must hold a JSON object of run settings.")
-    return make_config(data)
+    return TrainConfig.from_params(data)
 
 
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
+def _checked_type(name: str, value: Any, hint: Any) -> Any:
+    """``value`` if it fits the field's type (an int is taken where a float is expected).
+
+    Raises:
+        TunerError: naming the setting, the value and the type it needs.
+    """
+    args = [a for a in get_args(hint) if a is not type(None)]
+    optional = get_origin(hint) in (typing.Union, types.UnionType) and type(None) in get_args(hint)
+    base = args[0] if optional and len(args) == 1 else hint
+    if value is None and optional:
+        return None
+    if get_origin(base) is Literal:
+        choices = get_args(base)
+        if value in choices and isinstance(value, str):
+            return value
         raise TunerError(f"{name}={value!r} is not one of {', '.join(choices)}.")
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        return _type_error(name, value, "true or false")
+    if base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return _type_error(name, value, "an integer" + (" or none" if optional else ""))
+    if base is float:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        return _type_error(name, value, "a finite number" + (" or none" if optional else ""))
+    if base is str:
+        if isinstance(value, str):
+            return value
+        return _type_error(name, value, "a string")
+    if isinstance(value, Mapping):  # model_kwargs
+        return dict(value)
+    return _type_error(name, value, "a JSON object")
+
+
+def _type_error(name: str, value: Any, expected: str) -> Any:
+    raise TunerError(f"{name}={value!r} is a {type(value).__name__}; {name} must be {expected}.")
 
 
 def _check_positive(name: str, value: int) -> None:

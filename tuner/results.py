@@ -1,10 +1,8 @@
 """Experiment folder -> pandas: one row per trial, read from files only (never Ray, never pickle).
 
-An experiment folder (``<storage>/<name>/``, see ``docs/architecture.md``) holds Ray Tune's
-per-trial folders (``params.json``, ``result.json`` JSON lines), ``experiment_state-*.json``,
-``study.db`` (Optuna), ``tuner_experiment.json`` and, after a finished search, ``remeasure.csv``.
-Only JSON, CSV and the SQLite study are read: pickles (``error.pkl``, checkpoints) are never
-loaded, so a report can be made from an experiment someone else sent you.
+What the folder holds is declared in :mod:`tuner.experiment_files`. Only JSON, CSV and the
+SQLite study are read: pickles (``error.pkl``, checkpoints) are never loaded, so a report can be
+made from an experiment someone else sent you.
 
 Columns of :func:`load_trials` (see :data:`TRIAL_COLUMNS`) come first, then every other scalar
 metric the trainable reported, then ``param_<name>`` for each searched or derived setting.
@@ -24,9 +22,19 @@ from typing import Any
 import pandas as pd
 
 from tuner.errors import TunerError
+from tuner.experiment_files import (
+    EFFECTS_FILE,
+    ERROR_FILE,
+    METADATA_FILE,
+    PARAMS_FILE,
+    RAY_STATE_GLOB,
+    REMEASURE_FILE,
+    RESULT_FILE,
+    STUDY_FILE,
+)
+from tuner.objectives import usable
 
 __all__ = [
-    "METADATA_FILE",
     "TRIAL_COLUMNS",
     "Experiment",
     "load_experiment",
@@ -35,13 +43,12 @@ __all__ = [
     "resolve_experiment",
 ]
 
-METADATA_FILE = "tuner_experiment.json"
 DEFAULT_STORAGE = Path("experiments")
 
 TRIAL_COLUMNS: dict[str, str] = {
     "trial_id": "Ray Tune's trial id",
     "status": "ok | oom | diverged | error (engine), or incomplete | pending (no final result)",
-    "feasible": "finished ok and within the memory budget (only feasible trials can be chosen)",
+    "feasible": "finished ok, ran to its end, within the memory budget (only these are chosen)",
     "infeasible_reason": "why not feasible ('' when feasible)",
     "images_per_second": "steady-state training throughput (warm-up and compile excluded)",
     "data_wait_fraction": "share of measured step time spent waiting for the next batch",
@@ -55,6 +62,8 @@ TRIAL_COLUMNS: dict[str, str] = {
     "ray_status": "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING) or ''",
     "reports": "how many results the trial reported (evaluations)",
     "trial_dir": "the trial's folder name inside the experiment folder",
+    "effective_<field>": "what actually ran for each technique (a fallback shows here)",
+    "notes": "the engine's notes on fallbacks, ' | '-separated",
 }
 # Ray's bookkeeping keys in result.json that are not metrics.
 _RAY_KEYS = {
@@ -90,11 +99,8 @@ class Experiment:
     param_names: list[str]  # searched and derived settings, i.e. the param_<name> columns
     searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
     remeasure: pd.DataFrame | None = None
-
-    @property
-    def study_path(self) -> Path | None:
-        path = self.path / "study.db"
-        return path if path.is_file() else None
+    effects: pd.DataFrame | None = None  # effects.csv: one row per measurement of each arm
+    study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
@@ -108,8 +114,8 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
         if path.is_dir():
             if not _looks_like_experiment(path):
                 raise TunerError(
-                    f"{path} is not an experiment folder (no {METADATA_FILE}, study.db or trial "
-                    "folders); give the folder that `tuner search --name` created."
+                    f"{path} is not an experiment folder (no {METADATA_FILE}, {STUDY_FILE} or "
+                    "trial folders); give the folder that `tuner search --name` created."
                 )
             return path.resolve()
     tried = " nor ".join(dict.fromkeys(str(path) for path in candidates))
@@ -128,7 +134,8 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
     path = resolve_experiment(experiment_dir)
     metadata = _read_metadata(path)
     configs, trials = _read_trials(path)
-    searched = _searched_names(path, metadata)
+    study = load_study(path / STUDY_FILE, str(metadata.get("name") or path.name))
+    searched = _searched_names(study, metadata)
     params = _param_names(configs, metadata, searched)
     frame = _trials_frame(trials, configs, params)
     return Experiment(
@@ -139,7 +146,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         configs=configs,
         param_names=params,
         searched_names=searched,
-        remeasure=_read_remeasure(path),
+        remeasure=_read_csv(path / REMEASURE_FILE),
+        effects=_read_csv(path / EFFECTS_FILE),
+        study=study,
     )
 
 
@@ -159,7 +168,7 @@ def load_study(study_db: Path, study_name: str) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "study.db"
+        copy = Path(tmp) / STUDY_FILE
         shutil.copyfile(study_db, copy)
         storage = optuna.storages.InMemoryStorage()
         try:
@@ -176,9 +185,9 @@ def load_study(study_db: Path, study_name: str) -> Any:
 
 
 def _looks_like_experiment(path: Path) -> bool:
-    if (path / METADATA_FILE).is_file() or (path / "study.db").is_file():
+    if (path / METADATA_FILE).is_file() or (path / STUDY_FILE).is_file():
         return True
-    return any(path.glob("*/params.json")) or any(path.glob("experiment_state-*.json"))
+    return any(path.glob(f"*/{PARAMS_FILE}")) or any(path.glob(RAY_STATE_GLOB))
 
 
 def _read_json(path: Path) -> Any:
@@ -199,8 +208,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_remeasure(path: Path) -> pd.DataFrame | None:
-    file = path / "remeasure.csv"
+def _read_csv(file: Path) -> pd.DataFrame | None:
     if not file.is_file() or file.stat().st_size == 0:
         return None
     frame = pd.read_csv(file)
@@ -214,7 +222,7 @@ def _ray_states(path: Path) -> dict[str, dict[str, Any]]:
 
     The state file is JSON; its pickled fields are hex strings that are never unpickled.
     """
-    files = sorted(path.glob("experiment_state-*.json"), key=lambda p: p.stat().st_mtime)
+    files = sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.stat().st_mtime)
     if not files:
         return {}
     try:
@@ -237,7 +245,7 @@ def _ray_states(path: Path) -> dict[str, dict[str, Any]]:
 
 def _last_result(trial_dir: Path) -> tuple[dict[str, Any], int]:
     """The last complete JSON line of result.json and how many lines there were."""
-    file = trial_dir / "result.json"
+    file = trial_dir / RESULT_FILE
     if not file.is_file():
         return {}, 0
     last: dict[str, Any] = {}
@@ -254,7 +262,7 @@ def _last_result(trial_dir: Path) -> tuple[dict[str, Any], int]:
 
 def _read_trials(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     states = _ray_states(path)
-    dirs = {p.parent.name: p.parent for p in path.glob("*/params.json")}
+    dirs = {p.parent.name: p.parent for p in path.glob(f"*/{PARAMS_FILE}")}
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
@@ -262,7 +270,7 @@ def _read_trials(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, 
         trial_dir = dirs[name]
         result, reports = _last_result(trial_dir)
         trial_id = str(result.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
-        config = _read_json(trial_dir / "params.json")
+        config = _read_json(trial_dir / PARAMS_FILE)
         configs[trial_id] = config if isinstance(config, dict) else {}
         state = states.pop(trial_id, {})
         rows.append(_trial_row(trial_id, name, trial_dir, result, reports, state))
@@ -294,9 +302,9 @@ def _trial_row(
     metrics = {k: v for k, v in result.items() if k not in _RAY_KEYS and _is_scalar(v)}
     status = _status(metrics, reports, ray_status)
     error = str(metrics.get("error") or "") or _error_text(trial_dir, status)
-    # A trial stopped early (ASHA) reported only intermediate results: not a candidate.
+    # A trial stopped early reported only intermediate results: not a candidate.
     finished = bool(metrics.get("final", True))
-    feasible = bool(metrics.get("feasible", status == "ok")) and status == "ok" and finished
+    feasible = usable({**metrics, "status": status}, ray_status=ray_status)
     reason = "" if feasible else _infeasible_reason(metrics, status, finished=finished)
     wall = result.get("time_total_s", metrics.get("wall_time_s", metrics.get("engine_time_s")))
     node = metrics.get("node") or result.get("hostname") or result.get("node_ip") or ""
@@ -339,16 +347,15 @@ def _infeasible_reason(metrics: Mapping[str, Any], status: str, *, finished: boo
 def _error_text(trial_dir: Path | None, status: str) -> str:
     if trial_dir is None or status != "error":
         return ""
-    file = trial_dir / "error.txt"  # text only; error.pkl is never unpickled
+    file = trial_dir / ERROR_FILE  # text only; error.pkl is never unpickled
     if not file.is_file():
         return ""
     lines = [line for line in file.read_text(errors="replace").splitlines() if line.strip()]
     return lines[-1].strip() if lines else ""
 
 
-def _searched_names(path: Path, metadata: Mapping[str, Any]) -> list[str]:
+def _searched_names(study: Any, metadata: Mapping[str, Any]) -> list[str]:
     """The Optuna distributions' names, from the stored study (read from a copy)."""
-    study = load_study(path / "study.db", str(metadata.get("name") or path.name))
     if study is None:
         return list(metadata.get("searched_params", []))
     names: dict[str, None] = {}

@@ -11,8 +11,8 @@ A space file declares the fixed workload and a define-by-run function over an Op
     def space(trial: optuna.Trial, *, cuda: bool) -> dict:
         ...  # only trial.suggest_* calls; returns TrainConfig params
 
-``suggest_loader_and_techniques(trial, cuda=cuda)`` suggests the usual loader and speed switches
-for a space that wants them all (``vit_space`` and ``resnet_space`` use it).
+``suggest_loader_and_techniques(trial, cuda=cuda)`` lets Optuna search the speed switches of the
+technique registry too, for a space that wants that instead of the search's speed probes.
 
 Suggested names that the returned dict does not contain (such as ``base_lr``) are kept as
 search-only parameters: the report shows them next to the config they produced.
@@ -20,7 +20,6 @@ search-only parameters: the report shows them next to the config they produced.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import importlib.util
 import pkgutil
@@ -31,8 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tuner.config import TrainConfig, make_config
+from tuner.config import TrainConfig, config_fields
 from tuner.errors import TunerError
+from tuner.techniques import knob, speed_knobs
 
 __all__ = [
     "WORKLOAD_KINDS",
@@ -86,7 +86,7 @@ class SearchSpace:
                 f"Space {self.name}: space() returned {type(params).__name__}; "
                 "it must return a dict of TrainConfig settings."
             )
-        unknown = sorted(set(params) - _config_fields())
+        unknown = sorted(set(params) - config_fields())
         if unknown:
             raise TunerError(
                 f"Space {self.name} returns setting(s) the engine does not know: "
@@ -96,31 +96,22 @@ class SearchSpace:
 
     def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
         """The run config of one sample: the fixed workload, then the sampled settings."""
-        return make_config({**workload, **params})
+        return TrainConfig.from_params({**workload, **params})
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
-    """The loader and speed-technique switches most spaces search (a helper for space files).
+    """Let Optuna search the speed techniques too (a helper for space files).
 
-    On CPU only what can differ there is searched; the CUDA-only switches (fp16, pinned
-    memory, non_blocking, the prefetcher, compile) only where trials get a GPU.
+    From the technique registry: AMP and every accuracy-neutral knob worth trying on this kind
+    of device (:func:`tuner.techniques.speed_knobs`), each with what its value implies (workers
+    persist, non_blocking copies come from pinned memory). By default the search settles
+    accuracy-neutral knobs with short probes instead; a space that suggests one pins it.
     """
     params: dict[str, Any] = {}
-    params["num_workers"] = trial.suggest_categorical("num_workers", [2, 4, 8] if cuda else [0, 1])
-    # Workers that restart every epoch would put their start-up inside the measured window.
-    params["persistent_workers"] = params["num_workers"] > 0
-    params["set_to_none"] = trial.suggest_categorical("set_to_none", [False, True])
-    params["channels_last"] = trial.suggest_categorical("channels_last", [False, True])
-    if not cuda:
-        params["amp"] = trial.suggest_categorical("amp", ["off", "bf16"])
-        return params
-    # fp16 implies a GradScaler (the engine enables it); bf16 needs none.
-    params["amp"] = trial.suggest_categorical("amp", ["off", "bf16", "fp16"])
-    params["pin_memory"] = trial.suggest_categorical("pin_memory", [False, True])
-    if params["pin_memory"]:
-        params["non_blocking"] = trial.suggest_categorical("non_blocking", [False, True])
-    params["prefetch"] = trial.suggest_categorical("prefetch", ["off", "cuda_stream"])
-    params["compile"] = trial.suggest_categorical("compile", ["off", "default"])
+    for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
+        value = trial.suggest_categorical(entry.field, entry.choices(cuda=cuda))
+        params.update({k: v for k, v in entry.settings(value).items()
+                       if k not in params or v != knob(k).off})  # fmt: skip
     return params
 
 
@@ -247,13 +238,9 @@ def _check_workload(source: str, kind: str, workload: Any) -> None:
         )
     if not isinstance(workload, Mapping):
         raise TunerError(f"Search space {source}: WORKLOADS[{kind!r}] must be a dict.")
-    unknown = sorted(set(workload) - _config_fields())
+    unknown = sorted(set(workload) - config_fields())
     if unknown:
         raise TunerError(
             f"Search space {source}: WORKLOADS[{kind!r}] has setting(s) the engine does not "
             f"know: {', '.join(unknown)}; use TrainConfig field names."
         )
-
-
-def _config_fields() -> set[str]:
-    return {f.name for f in dataclasses.fields(TrainConfig)}

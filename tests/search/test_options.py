@@ -7,7 +7,8 @@ import pytest
 from tuner.cli import build_parser
 from tuner.commands.search import options_from_args
 from tuner.errors import TunerError
-from tuner.search import SearchOptions, format_bytes, parse_memory_size
+from tuner.search import SearchOptions
+from tuner.units import format_bytes, parse_memory_size
 
 
 @pytest.mark.parametrize(
@@ -32,8 +33,9 @@ def test_bad_memory_size_is_one_clear_error(text: str) -> None:
 
 
 def test_format_bytes() -> None:
-    assert format_bytes(1.5 * 2**30) == "1.50 GiB"
-    assert format_bytes(None) == "n/a"
+    assert format_bytes(1.5 * 2**30) == "1.5 GiB"
+    assert format_bytes(300 * 2**20) == "300.0 MiB"
+    assert format_bytes(None) == "n/a" and format_bytes(float("nan")) == "n/a"
 
 
 @pytest.mark.parametrize(

@@ -1,46 +1,43 @@
-"""Choosing the candidates to re-measure, and the spread of the re-measured numbers."""
+"""Choosing the candidates (objectives), and when re-measured candidates count as separated."""
 
 from __future__ import annotations
 
-import math
-
+import pandas as pd
 import pytest
 
-from tuner.search.remeasure import TrialRecord, pareto_front, pick_candidates, summarize
+from tuner.objectives import objectives_of, pareto_front, rank_candidates
+from tuner.search.remeasure import separated
 
 
-def _trial(tid: str, ips: float, acc: float, *, feasible: bool = True, final: bool = True):
-    metrics = {"images_per_second": ips, "val_accuracy": acc, "feasible": feasible, "final": final}
-    return TrialRecord(trial_id=tid, config={}, metrics=metrics, ray_status="TERMINATED")
+def _trials() -> pd.DataFrame:
+    rows = [
+        ("fast", 1000, 0.5, True),
+        ("accurate", 200, 0.9, True),
+        ("balanced", 600, 0.8, True),
+        ("dominated", 500, 0.7, True),  # beaten by "balanced" on both
+        ("over_budget", 5000, 0.99, False),
+        ("stopped_early", 4000, 0.95, False),  # a trials table marks it not feasible
+    ]
+    return pd.DataFrame(rows, columns=["trial_id", "images_per_second", "val_accuracy", "feasible"])
 
 
-TRIALS = [
-    _trial("fast", 1000, 0.5),
-    _trial("accurate", 200, 0.9),
-    _trial("balanced", 600, 0.8),
-    _trial("dominated", 500, 0.7),  # beaten by "balanced" on both
-    _trial("over_budget", 5000, 0.99, feasible=False),
-    _trial("stopped_early", 4000, 0.95, final=False),
-]
-
-
-def test_pareto_front_skips_dominated_infeasible_and_unfinished_trials() -> None:
-    assert [r.trial_id for r in pareto_front(TRIALS)] == ["accurate", "balanced", "fast"]
+def test_pareto_front_skips_dominated_and_unusable_trials() -> None:
+    front = pareto_front(_trials(), objectives_of("pareto"))
+    assert list(front["trial_id"]) == ["fast", "balanced", "accurate"]
 
 
 def test_candidates_fill_from_the_next_front() -> None:
-    picked = pick_candidates(TRIALS, objective="pareto", top=4)
-    assert [r.trial_id for r in picked] == ["accurate", "balanced", "fast", "dominated"]
+    picked = rank_candidates(_trials(), objectives_of("pareto"), top=4)
+    assert list(picked["trial_id"]) == ["accurate", "balanced", "fast", "dominated"]
 
 
 @pytest.mark.parametrize(("objective", "first"), [("throughput", "fast"), ("accuracy", "accurate")])
 def test_single_objective_candidates(objective: str, first: str) -> None:
-    assert pick_candidates(TRIALS, objective=objective, top=1)[0].trial_id == first
+    assert rank_candidates(_trials(), objectives_of(objective), top=1)["trial_id"].iloc[0] == first
 
 
-def test_summary_has_mean_and_sample_std() -> None:
-    rows = [{"trial_id": "a", "images_per_second": v} for v in (90.0, 100.0, 110.0)]
-    rows.append({"trial_id": "b", "images_per_second": 50.0})
-    stats = summarize(rows)
-    assert stats["a"]["mean"] == pytest.approx(100.0) and stats["a"]["std"] == pytest.approx(10.0)
-    assert stats["b"]["n"] == 1 and math.isnan(stats["b"]["std"])
+def test_separated_needs_every_adjacent_pair_apart() -> None:
+    apart = [[100.0, 104.0, 98.0], [200.0, 190.0, 210.0]]
+    assert separated(apart)
+    close = [[100.0, 104.0, 98.0], [101.0, 99.0, 103.0], [200.0, 190.0, 210.0]]
+    assert not separated(close)

@@ -8,16 +8,17 @@ import optuna
 import pytest
 
 from tuner.errors import TunerError
-from tuner.search.metrics import OBJECTIVE_KEYS, objective_metrics
+from tuner.search.metrics import objective_metrics
 from tuner.search.samplers import make_sampler
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.spaces import SpaceSampler
 
-THROUGHPUT, ACCURACY = OBJECTIVE_KEYS["throughput"], OBJECTIVE_KEYS["accuracy"]
+THROUGHPUT, ACCURACY = objective_metrics("pareto")
 
 
 def _searcher(tmp_path: Path, sampler: str = "tpe") -> ConstrainedOptunaSearch:
     return ConstrainedOptunaSearch(
+        study_attrs={"space": "smoke_space", "hardware": {"host": "h"}},
         space=SpaceSampler("smoke_space", False),
         metric=objective_metrics("pareto"),
         mode=["max", "max"],
@@ -27,10 +28,10 @@ def _searcher(tmp_path: Path, sampler: str = "tpe") -> ConstrainedOptunaSearch:
     )
 
 
-def _result(*, violation: float, feasible: bool) -> dict:
+def _result(*, violation: float, feasible: bool, ips: float = 100.0, acc: float = 0.5) -> dict:
     return {
-        THROUGHPUT: 100.0 if feasible else 0.0,
-        ACCURACY: 0.5 if feasible else 0.0,
+        THROUGHPUT: ips,
+        ACCURACY: acc,
         "memory_violation": violation,
         "feasible": feasible,
         "peak_memory_bytes": 123.0,
@@ -38,20 +39,46 @@ def _result(*, violation: float, feasible: bool) -> dict:
     }
 
 
-def test_infeasible_trial_reaches_optuna_complete_with_its_violation(tmp_path: Path) -> None:
+def _stored(tmp_path: Path) -> optuna.Study:
+    return optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'study.db'}")
+
+
+def test_infeasible_trial_is_told_with_its_measurement_and_its_violation(tmp_path: Path) -> None:
     searcher = _searcher(tmp_path)
     config = searcher.suggest("ray-a")
     assert config is not None and "batch_size" in config and "lr" in config
-    searcher.on_trial_complete("ray-a", result=_result(violation=0.7, feasible=False))
-    (trial,) = optuna.load_study(
-        study_name="unit", storage=f"sqlite:///{tmp_path / 'study.db'}"
-    ).trials
+    searcher.on_trial_complete("ray-a", result=_result(violation=0.7, feasible=False, ips=900.0))
+    study = _stored(tmp_path)
+    (trial,) = study.trials
     assert trial.state == optuna.trial.TrialState.COMPLETE
-    assert trial.values == [0.0, 0.0]
+    assert trial.values == [900.0, 0.5]  # the truth, not a made-up 0
     assert trial.user_attrs["ray_trial_id"] == "ray-a"
     assert trial.user_attrs["memory_violation"] == 0.7 and trial.user_attrs["feasible"] is False
-    if hasattr(trial, "constraints"):  # Optuna >= 5 reads constraints from the trial
-        assert list(trial.constraints.values()) == [0.7]
+    assert trial.system_attrs["constraints"] == [0.7]  # where optuna-dashboard reads it
+    assert all(v == 0.7 for v in trial.constraints.values())  # where Optuna 5 reads it
+    assert study.metric_names == [THROUGHPUT, ACCURACY]
+    assert study.user_attrs["space"] == "smoke_space"
+    assert study.best_trials == []  # the only trial is infeasible
+
+
+def test_oom_without_a_measurement_is_complete_at_the_worst_corner(tmp_path: Path) -> None:
+    searcher = _searcher(tmp_path)
+    searcher.suggest("ray-o")
+    oom = {"status": "oom", THROUGHPUT: float("nan"), ACCURACY: float("nan"),
+           "memory_violation": 1.0, "feasible": False}  # fmt: skip
+    searcher.on_trial_complete("ray-o", result=oom)
+    (trial,) = _stored(tmp_path).trials
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.values == [0.0, 0.0]
+    assert trial.system_attrs["constraints"] == [1.0]
+
+
+def test_a_trial_with_nothing_measured_is_failed(tmp_path: Path) -> None:
+    searcher = _searcher(tmp_path)
+    searcher.suggest("ray-c")
+    crashed = {"status": "error", THROUGHPUT: float("nan"), ACCURACY: float("nan")}
+    searcher.on_trial_complete("ray-c", result=crashed)
+    (trial,) = _stored(tmp_path).trials
+    assert trial.state == optuna.trial.TrialState.FAIL
 
 
 def test_errored_trial_is_failed_even_after_reporting_objectives(tmp_path: Path) -> None:

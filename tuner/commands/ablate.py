@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
+from tuner.techniques import ladder_knobs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ablate",
-        help="controlled ablation: baseline -> +amp -> ... -> +compile, and BatchNorm vs GroupNorm",
+        help="controlled ablation: plain -> +amp -> ... -> +compile, and BatchNorm vs GroupNorm",
         description="Run the technique ladder and the norm comparison on one workload, each "
         "step repeated with the same seed (interleaved), and write reports/<name>/ablation.*. "
         "Defaults: a tiny hybrid ViT on digits (CPU) or ViT-B/16 at 224 on synthetic data (GPU).",
@@ -40,8 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma list of: amp, set_to_none, "
-        "non_blocking, prefetch, channels_last, compile, norm",
+        help=f"comma list of: {', '.join(k.field for k in ladder_knobs())}, norm",
     )
     parser.add_argument("--name", default="ablation", help="report folder name (ablation)")
     parser.add_argument("--out", default="reports", help="reports root (default: reports)")
@@ -53,31 +53,36 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from tuner import ablate
+    from tuner.compare import check_repeats
 
+    check_repeats(args.repeats)
     cuda = torch.cuda.is_available() and args.device != "cpu"
     base = ablate.default_config(cuda=cuda).replace(**_overrides(args))
-    steps = ablate.plan_ablation(
+    arms, left_out = ablate.plan_ablation(
         base,
+        cuda=cuda,
         amp=args.amp or ("fp16" if cuda else "bf16"),
         groups=_groups(args.groups),
         skip=[s.strip() for s in args.skip.split(",") if s.strip()],
         norm_model=args.norm_model
         or (None if args.model else ablate.default_norm_model(cuda=cuda)),
     )
-    total = len(steps) * args.repeats
-    runs = ablate.run_ablation(steps, repeats=args.repeats, on_run=_progress(total))
-    summary = ablate.summarize(runs, steps)
+    for line in left_out:
+        print(f"left out: {line}", file=sys.stderr)
+    total = len(arms) * args.repeats
+    runs = ablate.run_ablation(arms, repeats=args.repeats, on_run=_progress(total))
+    summary = ablate.summarize(runs, arms)
     out = ablate.write_ablation(
         summary,
         runs,
         out_dir=Path(args.out) / args.name,
         title=f"Technique ablation: {args.name}",
-        about=_about(base, runs, args),
+        about=_about(base, runs, args) + [f"left out on this device: {x}" for x in left_out],
     )
     if args.json:
         print(summary.to_json(orient="records", lines=True))
     else:
-        print(_terminal_table(summary))
+        print(ablate.terminal_table(summary))
     print(f"report: {out / 'ablation.html'}")
     return 0
 
@@ -142,22 +147,5 @@ def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
         f"{base.warmup_steps} steps excluded from throughput (warm-up, compile)",
         f"{args.repeats} repeats per step, seed {base.seed}, run round-robin across steps",
         f"device: {device}; torch {torch.__version__}, timm {timm.__version__}",
-        "epoch_time_s = images per epoch / measured images/s (training only, no evaluation)",
         f"memory: {runs['memory_kind'].iloc[0] if len(runs) else '?'}",
     ]
-
-
-def _terminal_table(summary: Any) -> str:
-    columns = [
-        "step",
-        "repeats_ok",
-        "images_per_second",
-        "images_per_second_std",
-        "throughput_vs_baseline_pct",
-        "throughput_vs_previous_pct",
-        "peak_memory_mib",
-        "memory_vs_baseline_pct",
-        "val_accuracy",
-        "fell_back",
-    ]
-    return summary[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}")

@@ -10,15 +10,17 @@ import argparse
 import json
 from pathlib import Path
 
+from tuner.techniques import ladder_knobs
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="benchmark the speed techniques against the plain loop",
-        description="Probe the plain fp32 loop and each technique added in turn (amp, "
-        "set_to_none, non_blocking+pinned, prefetch, channels_last, fused AdamW, compile), "
-        "interleaved and repeated; report images/s, ratios, peak memory and MFU. On a GPU the "
-        "workload is ViT-B/16 at 224 on synthetic data; on CPU a small hybrid ViT.",
+        description="Probe the plain fp32 loop and each technique of the ladder added in turn "
+        f"({', '.join(k.field for k in ladder_knobs())}), interleaved and repeated; report "
+        "images/s with intervals, paired ratios, peak memory and MFU. On a GPU the workload is "
+        "ViT-B/16 at 224 on synthetic data; on CPU a small hybrid ViT.",
     )
     parser.add_argument("--steps", type=int, default=20, help="measured steps per probe")
     parser.add_argument("--warmup-steps", type=int, default=5, help="excluded steps per probe")
@@ -27,13 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--workload", type=json.loads, default=None, metavar="JSON",
         help='run settings that replace the default workload, e.g. \'{"batch_size": 128}\'',
     )  # fmt: skip
-    parser.add_argument("--skip", nargs="*", default=[], metavar="RUNG", help="rungs to leave out")
+    parser.add_argument(
+        "--skip", nargs="*", default=[], metavar="KNOB",
+        help="ladder knobs to leave out, e.g. compile fused_adamw",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"), help="output dir")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.engine.benchmark import run_benchmark, to_markdown
+    from tuner.benchmark import run_benchmark, to_markdown
 
     report = run_benchmark(
         workload=args.workload,

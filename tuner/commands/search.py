@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
-from tuner.search.options import (
-    OBJECTIVES,
-    SAMPLERS,
-    WORKLOAD_CHOICES,
-    SearchOptions,
-    parse_memory_size,
-)
+from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.units import parse_memory_size
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
@@ -144,7 +140,25 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         default=3,
         help="re-measure this many top candidates after the search",
     )
-    group.add_argument("--remeasure-repeats", type=int, default=3)
+    group.add_argument(
+        "--remeasure-repeats",
+        type=int,
+        default=3,
+        help="interleaved repeats of the re-measurement, at least (default 3)",
+    )
+    group.add_argument(
+        "--remeasure-max-repeats",
+        type=int,
+        default=6,
+        help="go on up to this many repeats while candidates cannot be told apart (default 6)",
+    )
+    group.add_argument(
+        "--effects-repeats",
+        type=int,
+        default=3,
+        help="repeats of the controlled technique effects around the recommended config "
+        "(0: skip them; default 3)",
+    )
     group.add_argument("--no-report", action="store_true", help="skip writing the report")
     group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
 
@@ -183,7 +197,8 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         early_stopping=not args.no_early_stopping,
         remeasure_top=args.remeasure_top,
         remeasure_repeats=args.remeasure_repeats,
-        report=not args.no_report,
+        remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
+        effects_repeats=args.effects_repeats,
         verbose=args.verbose,
     )
 
@@ -203,7 +218,24 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     from tuner.search.run import run_search
 
     outcome = run_search(options_from_args(args))
-    return 0 if outcome.state == "finished" else 130
+    if outcome.state != "finished":
+        return 130
+    if not args.no_report:
+        _write_report(outcome.experiment_dir, Path(args.reports_dir) / outcome.experiment_dir.name)
+    return 0 if outcome.usable else 1
+
+
+def _write_report(experiment_dir: Path, out_dir: Path) -> None:
+    from tuner.report import write_report
+
+    try:
+        write_report(experiment_dir, out_dir=out_dir.resolve())
+    except Exception as exc:  # the search's results stand even when the report fails
+        print(f"warning: the report failed ({type(exc).__name__}: {exc}); "
+              f"run `python -m tuner report {experiment_dir}` to retry.")  # fmt: skip
+        return
+    print(f"Report:            {out_dir.resolve() / 'report.html'}")

@@ -15,46 +15,10 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from tuner.config import TrainConfig
+from tuner.config import TrainConfig, config_fields, field_help
+from tuner.units import format_bytes
 
-__all__ = ["FIELD_HELP", "add_config_flags", "config_from_args", "register", "run"]
-
-FIELD_HELP: dict[str, str] = {
-    "model": "timm model name (timm.list_models())",
-    "model_kwargs": "JSON object of extra timm.create_model kwargs, e.g. '{\"depth\": 4}'",
-    "data": "digits | synthetic | imagefolder:PATH | cifar10:PATH",
-    "img_size": "input image side in pixels (data is resized to it)",
-    "synthetic_size": "images per epoch for --data synthetic",
-    "num_classes": "classifier outputs ('none': taken from the data)",
-    "batch_size": "training batch size",
-    "num_workers": "DataLoader worker processes",
-    "pin_memory": "page-locked host batches (CUDA only)",
-    "persistent_workers": "keep DataLoader workers alive across epochs",
-    "drop_last": "drop the last incomplete training batch",
-    "lr": "peak learning rate (AdamW)",
-    "weight_decay": "AdamW weight decay on weight matrices/kernels",
-    "warmup_fraction": "fraction of the budget spent in linear lr warm-up before cosine decay",
-    "label_smoothing": "cross-entropy label smoothing",
-    "grad_clip_norm": "clip the gradient norm to this ('none': no clipping)",
-    "fused_adamw": "fused AdamW kernel where available",
-    "amp": "mixed precision: off | bf16 | fp16 (fp16 uses a GradScaler; CPU runs bf16)",
-    "set_to_none": "zero_grad(set_to_none=True)",
-    "non_blocking": "non_blocking host-to-device copies (with --pin-memory)",
-    "prefetch": "off | cuda_stream: copy + normalize the next batch on a side CUDA stream",
-    "channels_last": "channels-last memory format for model and input",
-    "compile": "torch.compile: off | default | max-autotune",
-    "norm": "convolutional norm layers: native | batch | group | layer",
-    "gn_groups": "groups for --norm group (must divide every layer's channels)",
-    "epochs": "stop after this many epochs ('none': no epoch limit)",
-    "steps": "stop after this many steps ('none': no step limit)",
-    "time_budget_s": "stop after this many training seconds ('none': no time limit)",
-    "warmup_steps": "steps excluded from throughput (warm-up and compile)",
-    "target_accuracy": "report the training time to reach this val accuracy",
-    "eval_every_steps": "evaluate every N steps ('none': at each epoch end)",
-    "max_eval_batches": "evaluate on at most N val batches ('none': all)",
-    "seed": "random seed",
-    "device": "auto | cpu | cuda | cuda:N",
-}
+__all__ = ["add_config_flags", "config_from_args", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,7 +45,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, f.name)
         shown = json.dumps(dict(default)) if f.name == "model_kwargs" else default
         kwargs = _flag_kwargs(hints[f.name])
-        kwargs["help"] = f"{FIELD_HELP.get(f.name, f.name)} (default: {shown})"
+        kwargs["help"] = f"{field_help(f.name)} (default: {shown})"
         flag = "--" + f.name.replace("_", "-")
         group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, **kwargs)
 
@@ -92,12 +56,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     Raises:
         TunerError: unreadable file, unknown setting or impossible value.
     """
-    from tuner.config import load_config_file, make_config
+    from tuner.config import load_config_file
 
     base = load_config_file(args.config).to_dict() if getattr(args, "config", None) else {}
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    flags = {k: v for k, v in vars(args).items() if k in names}
-    return make_config({**base, **flags})
+    flags = {k: v for k, v in vars(args).items() if k in config_fields()}
+    return TrainConfig.from_params({**base, **flags})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,18 +87,31 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"model             {cfg.get('model')} on {cfg.get('data')} at {cfg.get('img_size')} px, "
         f"{result.num_parameters or 0:,} params",
         f"device            {result.device} ({result.device_name})",
-        f"val accuracy      {fmt(result.val_accuracy, '.4f')}   "
+        f"val accuracy      {fmt(result.val_accuracy, '.4f')}{_accuracy_interval(result)}   "
         f"val loss {fmt(result.val_loss, '.4f')}",
-        f"images/s          {fmt(result.images_per_second, ',.1f')} over "
+        f"images/s          {fmt(result.images_per_second, ',.1f')}{_spread(result)} over "
         f"{result.measured_steps} steady-state steps",
         f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time",
-        f"peak memory       {fmt((result.peak_memory_bytes or 0) / 2**20, ',.1f')} MiB "
-        f"({result.memory_kind})",
+        f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
         f"steps / epochs    {result.steps} / {result.epochs:.2f} in {result.train_time_s:.1f} s",
         f"effective         {json.dumps(result.effective, sort_keys=True)}",
     ]
     lines += [f"note              {note}" for note in result.notes]
     print("\n".join(lines), file=file, flush=True)
+
+
+def _spread(result: Any) -> str:
+    low, high = result.images_per_second_low, result.images_per_second_high
+    return "" if low is None or high is None else f" [{low:,.1f}-{high:,.1f} over windows]"
+
+
+def _accuracy_interval(result: Any) -> str:
+    from tuner.stats import wilson_interval
+
+    if result.val_accuracy is None or not result.val_images:
+        return ""
+    low, high = wilson_interval(round(result.val_accuracy * result.val_images), result.val_images)
+    return f" [{low:.4f}-{high:.4f}, {result.val_images} images]"
 
 
 def _flag_kwargs(hint: Any) -> dict[str, Any]:

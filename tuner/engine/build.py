@@ -52,6 +52,7 @@ class Run:
     time_to_target_s: float | None = None
     val_accuracy: float | None = None
     val_loss: float | None = None
+    val_images: int = 0
     throughput: Any = None  # ThroughputMeter, set by the loop
     memory: Any = None  # MemoryMeter, set by the loop
 
@@ -235,6 +236,8 @@ def _train_batches(
     if cuda and data.on_device and (config.pin_memory or config.non_blocking):
         notes.append("pin_memory/non_blocking have nothing to copy: synthetic data is on the GPU.")
     effective["set_to_none"] = config.set_to_none
+    effective["num_workers"] = 0 if data.on_device else config.num_workers
+    effective["persistent_workers"] = config.persistent_workers and not data.on_device
     if config.pin_memory and not cuda:
         notes.append("pin_memory has no effect without CUDA; loader not pinned.")
     if config.non_blocking and not cuda:

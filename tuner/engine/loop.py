@@ -110,12 +110,14 @@ def _loop(run: Run, on_eval: OnEval | None, bar: bool, *, evaluate: bool) -> Non
 
     with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
         batches, losses = _batches(run), []
+        count_at, taken = _memory_step(run), 0
         run.throughput.start()
         while not run.finished():
             tick = time.perf_counter()
             images, labels = next(batches)
             waited = time.perf_counter() - tick
-            losses.append(_step(run, images, labels))
+            taken += 1
+            losses.append(_step(run, images, labels, count_memory=taken == count_at))
             run.step += 1
             run.throughput.step(labels.shape[0], waited)
             run.train_time_s += time.perf_counter() - tick
@@ -132,6 +134,12 @@ def _loop(run: Run, on_eval: OnEval | None, bar: bool, *, evaluate: bool) -> Non
         _evaluate_and_report(run, on_eval)
 
 
+def _memory_step(run: Run) -> int:
+    """Which step of this run counts memory: the last warm-up step (never past the run's end)."""
+    left = run.planned_steps - run.step if run.planned_steps else run.warmup_steps
+    return max(1, min(run.warmup_steps, left))
+
+
 def _batches(run: Run) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Batches forever; a new pass over the loader starts at each epoch boundary."""
     while True:
@@ -142,13 +150,15 @@ def _batches(run: Run) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
                 break
 
 
-def _step(run: Run, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def _step(
+    run: Run, images: torch.Tensor, labels: torch.Tensor, *, count_memory: bool = False
+) -> torch.Tensor:
     cfg = run.config
     x, y = _to_input(run, images, labels)
     lr = lr_at(cfg, run.progress(ahead=1))
     for group in run.optimizer.param_groups:
         group["lr"] = lr
-    with run.autocast():
+    with run.autocast(), run.memory.activations(run.model, enabled=count_memory):
         loss = run.criterion(run.forward(x), y)
     run.scaler.scale(loss).backward()
     if cfg.grad_clip_norm is not None:
@@ -157,6 +167,8 @@ def _step(run: Run, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     run.scaler.step(run.optimizer)
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=cfg.set_to_none)
+    if count_memory:
+        run.memory.record_state(run.model, run.optimizer, keeps_grads=not cfg.set_to_none)
     return loss.detach()
 
 
@@ -190,7 +202,7 @@ def _eval_due(run: Run) -> bool:
 
 def _evaluate_and_report(run: Run, on_eval: OnEval | None) -> bool:
     run.throughput.pause()
-    run.val_accuracy, run.val_loss = evaluate(run)
+    run.val_accuracy, run.val_loss, run.val_images = evaluate(run)
     target = run.config.target_accuracy
     if target is not None and run.time_to_target_s is None and run.val_accuracy >= target:
         run.time_to_target_s = run.train_time_s
@@ -203,8 +215,9 @@ def _evaluate_and_report(run: Run, on_eval: OnEval | None) -> bool:
 
 
 @torch.no_grad()
-def evaluate(run: Run) -> tuple[float, float]:
-    """Top-1 accuracy and mean cross-entropy (no label smoothing) on the validation split.
+def evaluate(run: Run) -> tuple[float, float, int]:
+    """Top-1 accuracy, mean cross-entropy (no label smoothing) and the number of images, on the
+    validation split.
 
     Uses the uncompiled model (evaluation speed is not measured; this avoids recompiles).
     """
@@ -220,7 +233,7 @@ def evaluate(run: Run) -> tuple[float, float]:
         correct += int((logits.argmax(dim=1) == y).sum())
         seen += y.shape[0]
     run.model.train()
-    return correct / max(seen, 1), float(loss_sum) / max(seen, 1)
+    return correct / max(seen, 1), float(loss_sum) / max(seen, 1), seen
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
@@ -266,6 +279,7 @@ def _run_fields(run: Run) -> dict[str, Any]:
     return {
         "val_accuracy": run.val_accuracy,
         "val_loss": run.val_loss,
+        "val_images": run.val_images,
         "train_loss": curve[-1][1] if curve else None,
         "train_loss_curve": curve,
         "time_to_target_s": run.time_to_target_s,

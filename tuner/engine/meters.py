@@ -3,28 +3,22 @@
 Throughput is measured over windows of steps whose edges synchronize the device, so the clock
 covers the GPU work that was queued, not just the Python that queued it. The first
 ``warmup_steps`` steps of a run (and of a resumed run: compile happens again) are excluded.
-
-Peak memory on CUDA is ``max_memory_reserved`` (what the process holds: the number a memory
-budget must use) with ``max_memory_allocated`` beside it. On CPU it is the growth of the
-process's peak RSS over the run: the kernel's high-water mark ``VmHWM`` is reset at the start
-(``/proc/self/clear_refs`` = 5, Linux >= 4.0), so a peak from earlier work in the same process
-does not hide this run's. Where that reset is not allowed, a thread samples ``VmRSS`` every 5 ms
-instead (it can miss peaks shorter than that). Freed memory the allocator keeps from an earlier
-run in the same process is reused, so a second run in one process reads lower; DataLoader worker
-processes are not counted.
+Memory: see :class:`MemoryMeter` (CUDA's reserved peak; on CPU the counted training state).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import math
 import platform
-import re
-import threading
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from tuner.stats import median_interval
 
 __all__ = ["MemoryMeter", "ThroughputMeter", "environment", "synchronize"]
 
@@ -94,8 +88,13 @@ class ThroughputMeter:
         if not steps or seconds <= 0:
             return {"measured_steps": 0, "warmup_time_s": self.warmup_time_s}
         full = [w[1] / w[2] for w in self.windows if w[0] >= WINDOW_STEPS // 2 and w[2] > 0]
+        # Steady state is the median window (robust to one hiccup); the interval is its spread.
+        spread = median_interval(full)
+        overall = sum(w[1] for w in self.windows) / seconds
         return {
-            "images_per_second": sum(w[1] for w in self.windows) / seconds,
+            "images_per_second": spread.median if spread.n >= 2 else overall,
+            "images_per_second_low": None if math.isnan(spread.low) else spread.low,
+            "images_per_second_high": None if math.isnan(spread.high) else spread.high,
             "images_per_second_windows": full,
             "data_wait_fraction": sum(w[3] for w in self.windows) / seconds,
             "step_time_s": seconds / steps,
@@ -105,75 +104,93 @@ class ThroughputMeter:
 
 
 class MemoryMeter:
-    """Peak memory of one run: CUDA reserved/allocated, or CPU peak RSS growth."""
+    """Peak memory of one run, a number that does not depend on what ran before it.
+
+    On CUDA: ``max_memory_reserved`` (what the process holds on the device: what a budget must
+    use), after freeing the cache and resetting the peak counters, with ``max_memory_allocated``.
+
+    On CPU, the process's resident size says little about one run (the allocator keeps what an
+    earlier run freed, and Python, torch and the data share it), so the run's **training state**
+    is counted instead, on one step (the last warm-up step): the bytes of the parameters, of the
+    optimizer state, of the activations autograd saves for backward (every distinct storage
+    packed by ``saved_tensors_hooks``, parameters excluded) and of the gradients. The peak is
+    ``parameters + optimizer state + max(activations + kept gradients, gradients)``: with
+    ``zero_grad(set_to_none=False)`` the gradients stay allocated through the next forward, with
+    ``set_to_none=True`` they are freed before it. It is exact for what it counts, the same in a
+    short probe and a full run, after a checkpoint restore and in any process; it leaves out
+    transient buffers, the data and DataLoader workers. The breakdown is reported beside it.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._sampler: _RssSampler | None = None
+        self._saved: dict[int, int] = {}
+        self._state: dict[str, int] | None = None
         if device.type == "cuda":
             gc.collect()  # blocks an earlier run left cached would otherwise count as this run's
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
+
+    @contextlib.contextmanager
+    def activations(self, model: torch.nn.Module, *, enabled: bool) -> Iterator[None]:
+        """Count the storages autograd saves for backward inside this block (when enabled)."""
+        if not enabled:
+            yield
             return
-        self.baseline = _status_kib("VmRSS") * 1024
-        if not _reset_rss_peak():
-            self._sampler = _RssSampler()
+        own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self._saved = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in own:
+                self._saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
+            yield
+
+    def record_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, keeps_grads: bool
+    ) -> None:
+        """After the counted step: parameters, gradients and optimizer state, in bytes."""
+        params = list(model.parameters())
+        grads = sum(_nbytes(p) for p in params if p.requires_grad)
+        state = sum(_nbytes(t) for s in optimizer.state.values() for t in s.values()
+                    if isinstance(t, torch.Tensor))  # fmt: skip
+        activations = sum(self._saved.values())
+        self._state = {
+            "memory_parameters_bytes": sum(_nbytes(p) for p in params),
+            "memory_gradients_bytes": grads,
+            "memory_optimizer_bytes": state,
+            "memory_activations_bytes": activations,
+            "training_state_bytes": sum(_nbytes(p) for p in params)
+            + state
+            + max(activations + (grads if keeps_grads else 0), grads),
+        }
 
     def read(self) -> dict[str, Any]:
+        fields: dict[str, Any] = dict(self._state or {})
+        peak_state = fields.pop("training_state_bytes", None)
         if self.device.type == "cuda":
             reserved = torch.cuda.max_memory_reserved(self.device)
             return {
+                **fields,
                 "peak_memory_bytes": reserved,
                 "memory_kind": "cuda_max_memory_reserved",
                 "peak_memory_reserved_bytes": reserved,
                 "peak_memory_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
             }
-        peak = self._sampler.read() if self._sampler is not None else _status_kib("VmHWM") * 1024
-        return {"peak_memory_bytes": max(0, peak - self.baseline),
-                "memory_kind": "cpu_peak_rss_growth"}  # fmt: skip
+        return {**fields, "peak_memory_bytes": peak_state, "memory_kind": "cpu_training_state"}
 
     def close(self) -> None:
-        """Stop the RSS sampling thread, if one runs."""
-        if self._sampler is not None:
-            self._sampler.stop()
+        """Nothing to stop (kept so callers need not know the device)."""
 
 
-def _status_kib(key: str) -> int:
-    try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    match = re.search(rf"^{key}:\s+(\d+) kB", text, re.MULTILINE)
-    return int(match.group(1)) if match else 0
+def _unpack(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
 
 
-def _reset_rss_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-class _RssSampler:
-    def __init__(self, interval_s: float = 0.005) -> None:
-        self.peak = _status_kib("VmRSS") * 1024
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(interval_s,), daemon=True)
-        self._thread.start()
-
-    def _run(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
-            self.peak = max(self.peak, _status_kib("VmRSS") * 1024)
-
-    def read(self) -> int:
-        return max(self.peak, _status_kib("VmRSS") * 1024)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def environment(device: torch.device) -> dict[str, Any]:

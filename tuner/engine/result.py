@@ -12,8 +12,9 @@ __all__ = ["MemoryKind", "RunResult", "RunStatus"]
 
 RunStatus = Literal["ok", "oom", "diverged", "error"]
 # Which number peak_memory_bytes is: CUDA's reserved (what the process holds on the device,
-# the number a memory budget must use) or, on CPU, the growth of the process's peak RSS.
-MemoryKind = Literal["cuda_max_memory_reserved", "cpu_peak_rss_growth"]
+# the number a memory budget must use) or, on CPU, the counted training state (parameters,
+# optimizer state, saved activations, gradients; see tuner.engine.meters.MemoryMeter).
+MemoryKind = Literal["cuda_max_memory_reserved", "cpu_training_state"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,8 +25,11 @@ class RunResult:
     error: str | None = None
 
     # Throughput over steady-state steps only (warm-up and compile excluded).
-    images_per_second: float | None = None
-    images_per_second_windows: list[float] = field(default_factory=list)  # per window: spread
+    images_per_second: float | None = None  # images over seconds of every measured step
+    # The interval of the median per-window rate (tuner.stats.median_interval): the spread.
+    images_per_second_low: float | None = None
+    images_per_second_high: float | None = None
+    images_per_second_windows: list[float] = field(default_factory=list)  # per window
     data_wait_fraction: float | None = None  # of measured step time spent waiting for a batch
     step_time_s: float | None = None  # mean steady-state step time
     measured_steps: int = 0
@@ -35,10 +39,16 @@ class RunResult:
     memory_kind: MemoryKind | None = None
     peak_memory_allocated_bytes: int | None = None  # CUDA max_memory_allocated
     peak_memory_reserved_bytes: int | None = None  # CUDA max_memory_reserved
+    # The training state, counted on one step (any device): what the peak is made of.
+    memory_parameters_bytes: int | None = None
+    memory_gradients_bytes: int | None = None
+    memory_optimizer_bytes: int | None = None
+    memory_activations_bytes: int | None = None  # saved for backward
 
     # Quality.
     val_accuracy: float | None = None
     val_loss: float | None = None
+    val_images: int = 0  # images the accuracy was measured on (its binomial interval's n)
     train_loss: float | None = None  # mean over the last logging window
     train_loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, loss)
     time_to_target_s: float | None = None  # training seconds until val_accuracy >= target

@@ -75,6 +75,7 @@ def make_state(run: Run) -> dict[str, Any]:
         "time_to_target_s": run.time_to_target_s,
         "val_accuracy": run.val_accuracy,
         "val_loss": run.val_loss,
+        "val_images": run.val_images,
     }
     return _cpu_copy(state)
 
@@ -113,6 +114,7 @@ def load_state(run: Run, state: dict[str, Any]) -> None:
     run.loss_curve = [(int(s), float(v)) for s, v in state.get("loss_curve", [])]
     run.time_to_target_s = state.get("time_to_target_s")
     run.val_accuracy, run.val_loss = state.get("val_accuracy"), state.get("val_loss")
+    run.val_images = int(state.get("val_images") or 0)
     rng = state.get("rng", {})
     if "torch" in rng:
         torch.set_rng_state(rng["torch"])

@@ -1,112 +1,158 @@
-"""Technique effects, observational: trials with a switch on vs off, medians and counts.
+"""What each technique does: the controlled effects table, and an observational appendix.
 
-This is not a controlled experiment (other settings vary between the two groups); the
-controlled comparison is ``tuner ablate``. Every row says how many trials support it.
+The controlled table summarizes ``effects.csv`` (:mod:`tuner.search.effects`): each arm is the
+recommended config with one knob switched, measured interleaved with it, so its change is a
+paired ratio (images/s) or difference (peak memory) with a 95 % interval. An interval that
+contains "no change" reads "no measurable effect"; an arm whose setting did not run here reads
+"fell back". The plain loop's row says what the recommendation buys over it.
+
+The appendix counts, per registry knob, the trials that *ran* with it on and off (the
+``effective_<field>`` columns, so a CUDA-only switch that fell back on a CPU counts as off), with
+their median images/s: observational, since everything else varies between the groups.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["TECHNIQUES", "technique_effects"]
+from tuner.compare import PLAIN, REFERENCE, summarize
+from tuner.report.document import change_text, estimate_text
+from tuner.techniques import KNOBS
 
-# Switch -> the value that means "off" (the baseline of the comparison).
-TECHNIQUES: dict[str, object] = {
-    "amp": "off",
-    "set_to_none": False,
-    "non_blocking": False,
-    "pin_memory": False,
-    "prefetch": "off",
-    "channels_last": False,
-    "compile": "off",
-    "norm": "batch",
-}
-METRICS = ("images_per_second", "peak_memory_bytes", "val_accuracy")
-COLUMNS = [
-    "technique",
-    "setting",
-    "baseline",
-    "trials_on",
-    "trials_off",
-    "images_per_second_on",
-    "images_per_second_off",
-    "throughput_change_pct",
-    "peak_memory_bytes_on",
-    "peak_memory_bytes_off",
-    "memory_change_pct",
-    "val_accuracy_on",
-    "val_accuracy_off",
-    "accuracy_change_points",
+__all__ = [
+    "controlled_effects",
+    "effects_table",
+    "not_tried",
+    "observed_techniques",
+    "plain_loop_gain",
+    "verdict",
 ]
 
 
-def technique_effects(trials: pd.DataFrame) -> pd.DataFrame:
-    """One row per (switch, non-baseline value) among the searched switches.
-
-    Only trials that finished (status ``ok``) count; medians are over those trials.
-    GroupNorm rows are split by group count when ``gn_groups`` was searched.
-    """
-    done = trials[trials["status"] == "ok"]
-    rows: list[dict[str, object]] = []
-    for name, off in TECHNIQUES.items():
-        column = f"param_{name}"
-        if column not in done or done[column].nunique(dropna=True) < 1:
-            continue
-        values = done[column]
-        base = done[_equals(values, off)]
-        for setting in sorted({v for v in values.dropna() if not _same(v, off)}, key=str):
-            rows.extend(_rows_for(name, setting, off, done[_equals(values, setting)], base))
-    return pd.DataFrame(rows, columns=COLUMNS)
+def controlled_effects(effects: pd.DataFrame | None) -> pd.DataFrame:
+    """``compare.summarize`` of the effects runs (empty when there were none)."""
+    if effects is None or effects.empty:
+        return pd.DataFrame()
+    return summarize(effects)
 
 
-def _rows_for(
-    name: str, setting: object, off: object, on: pd.DataFrame, base: pd.DataFrame
-) -> list[dict[str, object]]:
-    groups = [(str(setting), on)]
-    if name == "norm" and setting == "group" and "param_gn_groups" in on:
-        groups += [
-            (f"group, {int(g)} groups", on[on["param_gn_groups"] == g])
-            for g in sorted(on["param_gn_groups"].dropna().unique())
-        ]
-    return [_row(name, label, off, subset, base) for label, subset in groups]
+def verdict(row: pd.Series) -> str:
+    """In words: faster/slower beyond noise, no measurable effect, fell back, failed."""
+    if row.get("failed") and not _finite(row.get("images_per_second")):
+        return f"failed ({row['failed']})"
+    if row.get("fell_back"):
+        return "fell back: " + str(row["fell_back"])
+    ratio = _num(row.get("throughput_ratio_vs_reference"))
+    if math.isnan(ratio):
+        return "not measured"
+    speed = (
+        "no measurable effect on speed"
+        if row.get("throughput_ratio_vs_reference_tie")
+        else ("faster" if ratio > 1 else "slower")
+    )
+    memory = _num(row.get("memory_change_bytes_vs_reference"))
+    if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
+        speed += ", " + ("more" if memory > 0 else "less") + " memory"
+    return speed
 
 
-def _row(
-    name: str, setting: str, off: object, on: pd.DataFrame, base: pd.DataFrame
-) -> dict[str, object]:
-    row: dict[str, object] = {
-        "technique": name,
-        "setting": setting,
-        "baseline": str(off),
-        "trials_on": len(on),
-        "trials_off": len(base),
+def effects_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The report's table: one row per arm, the recommended config first."""
+    rows = []
+    for _, row in summary.iterrows():
+        is_reference = row["arm"] == REFERENCE
+        rows.append(
+            {
+                "change from the recommended config": "(none: the recommended config)"
+                if is_reference
+                else row["arm"],
+                "images/s": estimate_text(row, "images_per_second", ",.0f"),
+                "speed vs recommended": ""
+                if is_reference
+                else change_text(row, "throughput_ratio_vs_reference"),
+                "peak memory": estimate_text(row, "peak_memory_bytes", "bytes"),
+                "memory vs recommended": ""
+                if is_reference
+                else change_text(row, "memory_change_bytes_vs_reference"),
+                "verdict": "" if is_reference else verdict(row),
+                "repeats ok": row["repeats_ok"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:
+    """What the recommendation buys over the plain loop: recommended / plain, with interval."""
+    if summary.empty or PLAIN not in set(summary["arm"]):
+        return None
+    row = summary[summary["arm"] == PLAIN].iloc[0]
+    ratio = _num(row.get("throughput_ratio_vs_reference"))  # plain / recommended
+    if math.isnan(ratio) or ratio <= 0:
+        return None
+    low, high = (
+        _num(row.get("throughput_ratio_vs_reference_low")),
+        _num(row.get("throughput_ratio_vs_reference_high")),
+    )
+    return {
+        "ratio": 1 / ratio,
+        "low": 1 / high if high > 0 else math.nan,
+        "high": 1 / low if low > 0 else math.nan,
+        "tie": bool(row.get("throughput_ratio_vs_reference_tie")),
+        "plain_images_per_second": _num(row.get("images_per_second")),
+        "memory_change_bytes": -_num(row.get("memory_change_bytes_vs_reference")),
     }
-    for metric in METRICS:
-        row[f"{metric}_on"] = _median(on, metric)
-        row[f"{metric}_off"] = _median(base, metric)
-    row["throughput_change_pct"] = _pct(row["images_per_second_on"], row["images_per_second_off"])
-    row["memory_change_pct"] = _pct(row["peak_memory_bytes_on"], row["peak_memory_bytes_off"])
-    acc_on, acc_off = row["val_accuracy_on"], row["val_accuracy_off"]
-    row["accuracy_change_points"] = 100 * (acc_on - acc_off)  # type: ignore[operator]
-    return row
 
 
-def _median(frame: pd.DataFrame, metric: str) -> float:
-    values = pd.to_numeric(frame[metric], errors="coerce").dropna()
-    return float(values.median()) if len(values) else math.nan
+def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per registry knob and value: trials that ran with it (effective), median images/s."""
+    done = trials[trials["status"] == "ok"]
+    rows = []
+    for entry in KNOBS:
+        column = f"effective_{entry.field}"
+        if column not in done or entry.companion:
+            continue
+        values = done[column].dropna().astype(str)
+        values = values[values != ""]
+        if values.nunique() < 1:
+            continue
+        for value, group in done.loc[values.index].groupby(values):
+            ips = pd.to_numeric(group["images_per_second"], errors="coerce").dropna()
+            rows.append(
+                {
+                    "technique": entry.label,
+                    "ran with": f"{entry.field}={value}",
+                    "trials": len(group),
+                    "median images/s": float(ips.median()) if len(ips) else math.nan,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
-def _pct(on: object, off: object) -> float:
-    if not isinstance(on, float) or not isinstance(off, float) or not off:
+def not_tried(
+    trials: pd.DataFrame, searched: list[str], distributions: dict[str, Any]
+) -> list[str]:
+    """Searched categorical values no finished trial ran (named, never compared)."""
+    missing = []
+    done = trials[trials["status"] == "ok"]
+    for name, distribution in distributions.items():
+        choices = getattr(distribution, "choices", None)
+        column = f"param_{name}"
+        if choices is None or column not in done or name not in searched:
+            continue
+        seen = {str(v) for v in done[column].dropna()}
+        missing += [f"{name}={c}" for c in choices if str(c) not in seen]
+    return missing
+
+
+def _finite(value: Any) -> bool:
+    return not math.isnan(_num(value))
+
+
+def _num(value: Any) -> float:
+    try:
+        return math.nan if value is None or value is pd.NA else float(value)
+    except (TypeError, ValueError):
         return math.nan
-    return 100.0 * (on / off - 1.0)
-
-
-def _same(a: object, b: object) -> bool:
-    return str(a) == str(b)
-
-
-def _equals(values: pd.Series, target: object) -> pd.Series:
-    return values.map(lambda v: _same(v, target)).astype(bool) & values.notna()

@@ -13,9 +13,12 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["param_importances"]
+from tuner.experiment_files import STUDY_FILE
 
-MIN_TRIALS = 3
+__all__ = ["MIN_TRIALS", "distributions", "param_importances"]
+
+# fANOVA fits a random forest to the trials: from a handful of points its ranking is noise.
+MIN_TRIALS = 20
 
 
 def param_importances(
@@ -23,36 +26,42 @@ def param_importances(
 ) -> dict[str, dict[str, float] | str]:
     """metric -> {parameter: importance} (sums to 1), or a sentence saying why there is none."""
     if study is None:
-        return {m: "no readable Optuna study (study.db) in the experiment folder" for m in metrics}
-    distributions = _distributions(study)
-    return {m: _importance(distributions, trials, m, seed) for m in metrics}
+        return {
+            m: f"no readable Optuna study ({STUDY_FILE}) in the experiment folder" for m in metrics
+        }
+    found = distributions(study)
+    return {m: _importance(found, trials, m, seed) for m in metrics}
 
 
-def _distributions(study: Any) -> dict[str, Any]:
-    distributions: dict[str, Any] = {}
-    for trial in study.get_trials(deepcopy=False):
-        distributions.update(trial.distributions)
-    return distributions
+def distributions(study: Any) -> dict[str, Any]:
+    """Every parameter's distribution over the study's trials (``{}`` without a study)."""
+    found: dict[str, Any] = {}
+    for trial in study.get_trials(deepcopy=False) if study is not None else ():
+        found.update(trial.distributions)
+    return found
 
 
 def _importance(
-    distributions: dict[str, Any], trials: pd.DataFrame, metric: str, seed: int
+    dists: dict[str, Any], trials: pd.DataFrame, metric: str, seed: int
 ) -> dict[str, float] | str:
     import optuna
 
     ok = trials[(trials["status"] == "ok") & pd.to_numeric(trials[metric], errors="coerce").notna()]
+    if len(ok) < MIN_TRIALS:
+        return (
+            f"not shown: {len(ok)} finished trial(s), and a ranking from fewer than "
+            f"{MIN_TRIALS} is noise; run a longer search (--num-samples) to see it"
+        )
     study = optuna.create_study(direction="maximize")
     for _, row in ok.iterrows():
-        params = _params(row, distributions)
+        params = _params(row, dists)
         study.add_trial(
             optuna.trial.create_trial(
                 params=params,
-                distributions={k: distributions[k] for k in params},
+                distributions={k: dists[k] for k in params},
                 value=float(row[metric]),
             )
         )
-    if len(ok) < MIN_TRIALS:
-        return f"too few finished trials ({len(ok)}; at least {MIN_TRIALS} needed)"
     evaluator = optuna.importance.FanovaImportanceEvaluator(seed=seed)
     try:
         found = optuna.importance.get_param_importances(study, evaluator=evaluator)

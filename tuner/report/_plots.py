@@ -1,4 +1,8 @@
-"""The report's PNG plots (matplotlib, Agg backend: no display needed)."""
+"""The report's PNG plots (matplotlib, Agg backend: no display needed).
+
+Every point a plot states carries its interval where one exists (error bars); memory is in MiB;
+batch-size axes are labelled with the batch sizes themselves.
+"""
 
 from __future__ import annotations
 
@@ -10,53 +14,76 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FixedLocator, NullLocator
 
-__all__ = ["importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
+from tuner.objectives import Objective
+from tuner.units import MIB
 
-Objective = tuple[str, str]
+__all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
 
 
 def pareto_plot(
     trials: pd.DataFrame, front: pd.DataFrame, objs: list[Objective], path: Path
 ) -> Path:
-    """Objective 1 vs objective 2: feasible, Pareto front, infeasible and failed distinctly."""
+    """Objective 1 vs objective 2 with intervals: candidates, front, over budget, failed."""
     (x, _), (y, _) = objs[0], objs[1]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    xs, ys = _num(trials, x), _num(trials, y)
+    fig, ax = plt.subplots(figsize=(6.6, 4.4))
     feasible = trials["feasible"].astype(bool)
     failed = ~feasible & (trials["status"] != "ok")
-    floor = np.nanmin(ys) if np.isfinite(ys).any() else 0.0
-    ax.scatter(xs[feasible], ys[feasible], c="tab:blue", label="feasible", zorder=2)
-    infeasible = ~feasible & ~failed
+    _errorbars(ax, trials[feasible], x, y, fmt="o", color="tab:blue", label="feasible")
+    over = trials[~feasible & ~failed]
     ax.scatter(
-        xs[infeasible],
-        ys[infeasible],
+        _num(over, x),
+        _num(over, y),
         marker="x",
         c="tab:orange",
-        label="infeasible (over budget)",
+        label="over budget / stopped early",
         zorder=2,
     )
+    ys = _num(trials, y)
+    floor = np.nanmin(ys) if np.isfinite(ys).any() else 0.0
+    bad = trials[failed]
     ax.scatter(
-        xs[failed],
-        np.where(np.isfinite(ys[failed]), ys[failed], floor),
+        _num(bad, x),
+        np.where(np.isfinite(_num(bad, y)), _num(bad, y), floor),
         marker="v",
         c="tab:red",
         label="failed (oom / error / diverged)",
         zorder=2,
     )
     if not front.empty:
-        ax.plot(
-            _num(front, x),
-            _num(front, y),
-            "-o",
-            c="black",
-            mfc="none",
-            ms=11,
+        ordered = front.sort_values(x)
+        ax.plot(_num(ordered, x), _num(ordered, y), "-", c="black", lw=1, zorder=1)
+        ax.scatter(
+            _num(ordered, x),
+            _num(ordered, y),
+            s=130,
+            facecolors="none",
+            edgecolors="black",
             label="Pareto front",
             zorder=3,
         )
-    ax.set(xlabel=x, ylabel=y, title="Trials (failed trials without a value sit at the bottom)")
+    ax.set(
+        xlabel=f"{x} (median, interval)",
+        ylabel=f"{y} (95% interval)",
+        title="Trials: failed ones without a value sit at the bottom",
+    )
     return _save(fig, ax, path)
+
+
+def _errorbars(ax: plt.Axes, frame: pd.DataFrame, x: str, y: str, **style: object) -> None:
+    xs, ys = _num(frame, x), _num(frame, y)
+    xerr = _err(frame, x, xs)
+    yerr = _err(frame, y, ys)
+    ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, capsize=3, lw=0.8, zorder=2, **style)
+
+
+def _err(frame: pd.DataFrame, column: str, mid: np.ndarray) -> np.ndarray | None:
+    if f"{column}_low" not in frame or f"{column}_high" not in frame:
+        return None
+    low = np.nan_to_num(mid - _num(frame, f"{column}_low"), nan=0.0).clip(min=0)
+    high = np.nan_to_num(_num(frame, f"{column}_high") - mid, nan=0.0).clip(min=0)
+    return np.vstack([low, high])
 
 
 def importance_plot(importances: dict[str, dict[str, float] | str], path: Path) -> Path | None:
@@ -72,19 +99,45 @@ def importance_plot(importances: dict[str, dict[str, float] | str], path: Path) 
     return _save(fig, None, path)
 
 
+def effects_plot(summary: pd.DataFrame, path: Path) -> Path | None:
+    """Each arm's images/s as a ratio of the recommended config's, with its interval."""
+    rows = summary.dropna(subset=["throughput_ratio_vs_reference"])
+    if rows.empty:
+        return None
+    ratio = _num(rows, "throughput_ratio_vs_reference")
+    err = _err(
+        rows.rename(columns=lambda c: c.replace("throughput_ratio_vs_reference", "r")), "r", ratio
+    )
+    colors = [
+        "tab:gray" if t else ("tab:green" if r > 1 else "tab:red")
+        for r, t in zip(ratio, rows["throughput_ratio_vs_reference_tie"], strict=True)
+    ]
+    fig, ax = plt.subplots(figsize=(6.6, 0.45 * len(rows) + 1.4))
+    ax.barh(rows["arm"], ratio - 1, left=1, xerr=err, color=colors, capsize=3)
+    ax.axvline(1, c="black", lw=1)
+    ax.invert_yaxis()
+    ax.set(
+        xlabel="images/s relative to the recommended config (grey: within noise)",
+        title="One change at a time, interleaved, paired",
+    )
+    ax.grid(alpha=0.3, axis="x")
+    return _save(fig, None, path)
+
+
 def throughput_plot(trials: pd.DataFrame, path: Path) -> Path | None:
-    """images/s vs batch size, one series (points + median line) per AMP mode."""
+    """images/s vs batch size, one series (points + median line) per AMP mode that ran."""
     done = trials[trials["status"] == "ok"]
     if done.empty or "param_batch_size" not in done:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    amp = done["param_amp"] if "param_amp" in done else pd.Series("off (fixed)", index=done.index)
-    for mode, group in done.groupby(amp.astype(str)):
+    amp = done["effective_amp"] if "effective_amp" in done else pd.Series("off", index=done.index)
+    for mode, group in done.groupby(amp.fillna("off").astype(str)):
         batch, ips = _num(group, "param_batch_size"), _num(group, "images_per_second")
         points = ax.scatter(batch, ips, label=f"amp={mode}", alpha=0.7)
         medians = group.assign(b=batch, v=ips).groupby("b")["v"].median()
         ax.plot(medians.index, medians.to_numpy(), c=points.get_facecolor()[0])
-    ax.set(xscale="log", xlabel="batch size", ylabel="images/s", title="Throughput vs batch size")
+    _batch_axis(ax, done)
+    ax.set(ylabel="images/s", title="Throughput vs batch size")
     return _save(fig, ax, path)
 
 
@@ -96,23 +149,28 @@ def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Path |
     if measured.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    mib = _num(measured, "peak_memory_bytes") / 2**20
+    mib = _num(measured, "peak_memory_bytes") / MIB
     colors = np.where(measured["status"] == "ok", "tab:blue", "tab:red")
     ax.scatter(_num(measured, "param_batch_size"), mib, c=colors, label="trials (red: failed)")
     if limit:
-        ax.axhline(limit / 2**20, c="tab:orange", ls="--", label=f"budget {limit / 2**20:.0f} MiB")
-    kind = (
-        str(measured["memory_kind"].dropna().iloc[0])
-        if measured["memory_kind"].notna().any()
-        else ""
-    )
+        ax.axhline(limit / MIB, c="tab:orange", ls="--", label=f"budget {limit / MIB:,.0f} MiB")
+    kinds = measured["memory_kind"].dropna().astype(str)
+    _batch_axis(ax, measured)
     ax.set(
-        xscale="log",
-        xlabel="batch size",
-        ylabel=f"peak memory, MiB ({kind})",
+        ylabel=f"peak memory, MiB ({kinds.iloc[0] if len(kinds) else 'unknown kind'})",
         title="Memory vs batch size",
     )
     return _save(fig, ax, path)
+
+
+def _batch_axis(ax: plt.Axes, frame: pd.DataFrame) -> None:
+    """A log axis whose ticks are the batch sizes that ran, written as numbers (64, 128, 256)."""
+    sizes = sorted({int(v) for v in _num(frame, "param_batch_size") if np.isfinite(v)})
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(s) for s in sizes])
+    ax.set_xlabel("batch size")
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:

@@ -2,29 +2,50 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from tuner.config import TrainConfig, make_config
+from tuner.config import TrainConfig
+from tuner.techniques import KNOBS
 
-__all__ = ["export_config", "trial_config"]
+__all__ = ["describe", "export_config", "trial_config"]
 
 
-def trial_config(config: Mapping[str, Any], workload: Mapping[str, Any] | None) -> TrainConfig:
-    """The fixed workload, then the trial's settings, without search-only keys (``base_lr``).
+def trial_config(
+    config: Mapping[str, Any], workload: Mapping[str, Any] | None, search_only: Collection[str]
+) -> TrainConfig:
+    """The fixed workload, then the trial's settings, search-only parameters dropped by name.
 
     Raises:
         TunerError: the stored settings do not make a valid run config.
     """
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    merged = {**(workload or {}), **config}
-    return make_config({k: v for k, v in merged.items() if k in fields})
+    return TrainConfig.from_params({**(workload or {}), **config}, ignore=search_only)
 
 
 def export_config(config: TrainConfig, path: Path) -> Path:
     """Write ``config`` as JSON; ``load_config_file(path)`` gives it back."""
     path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
     return path
+
+
+def describe(config: TrainConfig) -> str:
+    """The registry knobs of ``config`` in plain words: what is on, batch size and lr."""
+    parts = [f"batch size {config.batch_size}", f"lr {config.lr:.2g}"]
+    values = config.to_dict()
+    for entry in KNOBS:
+        value = values[entry.field]
+        if entry.field in ("batch_size", "lr", "gn_groups") or entry.companion:
+            continue
+        if entry.field == "norm":
+            if value == "group":
+                parts.append(f"GroupNorm with {config.gn_groups} groups")
+            elif value == "batch":
+                parts.append("BatchNorm")
+            continue
+        if value != entry.off:
+            parts.append(entry.label if isinstance(value, bool) else f"{entry.label} {value}")
+    if config.amp == "off":
+        parts.append("fp32")
+    return ", ".join(parts)

@@ -1,4 +1,11 @@
-"""Assemble the report: the six sections of the issue, written as files into one folder."""
+"""Assemble the report: the answer first, then the evidence, then the details (folded).
+
+Sections: 1. the answer (recommended configs in plain words, re-measured numbers with
+intervals, the gain over the plain loop, whether the picks differ beyond noise, the command to
+train); 2. the Pareto front; 3. what each technique does around the recommendation
+(controlled); 4. trials and failures; 5. parameter importance; 6. plots; 7. details (metadata,
+an observational technique appendix, the columns of the trials table).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +16,25 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.report import _plots, _tables
-from tuner.report._effects import technique_effects
-from tuner.report._importance import param_importances
-from tuner.report._recommend import export_config, trial_config
-from tuner.report._render import Image, Section, Table, render_html, render_markdown
-from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment, load_study
+from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, REMEASURE_FILE
+from tuner.objectives import memory_limit
+from tuner.recommend import Answer, decide
+from tuner.report import _effects, _plots
+from tuner.report._importance import distributions, param_importances
+from tuner.report._recommend import describe, export_config, trial_config
+from tuner.report.document import (
+    Details,
+    Image,
+    Section,
+    Table,
+    estimate_text,
+    render_html,
+    render_markdown,
+)
+from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment
+from tuner.units import format_bytes
 
 __all__ = ["write_report"]
-
-_SHOWN_METRICS = ["images_per_second", "val_accuracy", "peak_memory_bytes", "data_wait_fraction"]
 
 
 def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
@@ -38,18 +54,18 @@ def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
     experiment = load_experiment(experiment_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    trials = experiment.trials
-    trials.to_csv(out_dir / "trials.csv", index=False)
-    trials.to_parquet(out_dir / "trials.parquet", index=False)
-    objs = _tables.objectives(experiment.metadata)
+    experiment.trials.to_csv(out_dir / "trials.csv", index=False)
+    experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)
+    answer = decide(experiment)
+    effects = _effects.controlled_effects(experiment.effects)
     sections = [
-        _summary(experiment, objs),
-        _pareto(experiment, objs, out_dir),
-        _recommended(experiment, objs, out_dir),
-        _importance(experiment, objs, out_dir),
-        _effects(trials),
+        _answer(experiment, answer, effects, out_dir),
+        _front(experiment, answer, out_dir),
+        _techniques(experiment, effects, out_dir),
+        _trials(experiment),
+        _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
-        _columns_section(),
+        _details(experiment),
     ]
     title = f"Tuning report: {experiment.name}"
     (out_dir / "report.md").write_text(render_markdown(title, sections))
@@ -57,85 +73,210 @@ def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
     return out_dir
 
 
-def _summary(experiment: Experiment, objs: list[_tables.Objective]) -> Section:
-    trials = experiment.trials
-    meta = experiment.metadata
-    limit = _tables.memory_limit(meta)
-    lines = [
-        f"- experiment: `{experiment.name}` ({experiment.path})",
-        f"- state: {meta.get('state', 'unknown (no tuner_experiment.json)')}",
-        f"- space: {meta.get('space', 'unknown')}",
-        f"- objectives: {', '.join(f'{m} ({d})' for m, d in objs)}",
-        f"- memory limit: {_bytes(limit) if limit else 'none'}",
-        f"- trials: {len(trials)}, feasible: {int(trials['feasible'].sum())}",
-        f"- summed trial wall time: {_hours(trials['wall_time_s'].sum())}",
-        f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
-    ]
-    blocks: list[Any] = [
-        "\n".join(lines),
-        Table(_tables.status_counts(trials), "Trials by status"),
-        Table(
-            _metadata_table(meta),
-            "Run metadata (tuner_experiment.json): budget, sampler, hardware, library versions",
-        ),
-    ]
-    failed = _tables.failures(trials)
-    if not failed.empty:
-        blocks.append(Table(failed, "Trials that are not feasible, and why"))
-    return Section("Run summary", blocks)
+# ---- 1. the answer ---------------------------------------------------------------------------
 
 
-def _pareto(experiment: Experiment, objs: list[_tables.Objective], out: Path) -> Section:
-    trials = experiment.trials
-    front = _tables.pareto_front(trials, objs)
-    blocks: list[Any] = []
-    if front.empty:
-        blocks.append(
-            "**No feasible trial**: no trial finished within the memory budget with a value "
-            "for every objective. See the failures in section 1; lower the batch size range, "
-            "raise --max-memory or fix the errors shown there."
-        )
-    else:
-        blocks.append(
-            f"{len(front)} of {int(trials['feasible'].sum())} feasible trials are "
-            f"Pareto-optimal for {' vs '.join(m for m, _ in objs[:2])}."
-        )
-        blocks.append(Table(front[_shown_columns(experiment, objs)], "Pareto front (feasible)"))
-    if trials[[m for m, _ in objs[:2]]].notna().any().any():
-        blocks.append(Image(_plots.pareto_plot(trials, front, objs, out / "pareto.png"), "Pareto"))
-    return Section("Pareto front (throughput vs accuracy, feasible trials only)", blocks)
-
-
-def _recommended(experiment: Experiment, objs: list[_tables.Objective], out: Path) -> Section:
-    best = _tables.best_per_objective(experiment.trials, objs)
-    if not best:
-        return Section("Recommended configuration", ["None: there is no feasible trial."])
-    rows, blocks = [], []
-    workload = experiment.metadata.get("workload")
-    for metric, row in best.items():
-        config = trial_config(experiment.configs.get(row["trial_id"], {}), _mapping(workload))
-        path = export_config(config, out / f"recommended_{metric}.json")
-        rows.append({"objective": metric, "file": path.name, **_row_values(experiment, objs, row)})
-        rows[-1]["lr"] = config.lr  # as exported (equals param_lr when the space derives it)
-    blocks.append(Table(pd.DataFrame(rows), "Best feasible trial per objective"))
-    blocks.append(
-        "Train with one: `python -m tuner train --config "
-        f"{_shown_path(out / f'recommended_{objs[0][0]}.json')}`. The file is the full run config "
-        "(fixed workload + searched settings, lr already computed from base_lr)."
+def _answer(experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: Path) -> Section:
+    section = Section("The answer", anchor="answer")
+    if not answer.best:
+        section.blocks += [_no_pick(experiment)]
+        return section
+    by_trial: dict[str, list[str]] = {}
+    for metric, row in answer.best.items():
+        by_trial.setdefault(str(row["trial_id"]), []).append(metric)
+    files = {}
+    for trial_id, metrics in by_trial.items():
+        row = answer.best[metrics[0]]
+        config = _config(experiment, trial_id)
+        for metric in metrics:
+            files[metric] = export_config(config, out / f"recommended_{metric}.json")
+        section.blocks.append(_pick_text(row, metrics, config, answer))
+    gain = _effects.plain_loop_gain(effects)
+    section.blocks.append(_gain_text(gain, experiment))
+    section.blocks.append(answer.sentence())
+    first = files[answer.objectives[0][0]]
+    section.blocks.append(
+        f"Train with it: `python -m tuner train --config {_shown_path(first)}` (the full run "
+        "config: the fixed workload plus the chosen settings, lr already computed)."
     )
-    if experiment.remeasure is not None:
-        blocks.append(
-            Table(
-                _remeasure_summary(experiment.remeasure),
-                "Re-measured candidates (median and std over repeats, remeasure.csv)",
+    return section
+
+
+def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) -> str:
+    names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
+    title = (
+        " and ".join(names.get(m, m) for m in metrics)
+        if len(metrics) > 1
+        else names.get(metrics[0], metrics[0])
+    )
+    if len(metrics) == len(answer.best) and len(metrics) > 1:
+        title = "Best on both"
+    source = (
+        "re-measured, median over interleaved repeats"
+        if row.get("throughput_source") == "re-measured"
+        else "as measured in the search"
+    )
+    acc = estimate_text(row, "val_accuracy", ".3f")
+    images = int(row["val_images"]) if _finite(row.get("val_images")) else 0
+    return "\n".join(
+        [
+            f"- **{title}: trial `{row['trial_id']}`**: {describe(config)}.",
+            f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
+            f"- validation accuracy {acc} (95% interval over {images:,} images)",
+            f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
+            f"({row.get('memory_kind') or 'kind unknown'})",
+        ]
+    )
+
+
+def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
+    if gain is None:
+        if experiment.effects is None:
+            return (
+                "The gain over the plain loop was not measured (the search ran without "
+                "the technique effects step)."
             )
+        return "The recommended config already is the plain loop (no speed technique on)."
+    interval = f"{gain['ratio']:.2f}x [{gain['low']:.2f}–{gain['high']:.2f}]"
+    plain = f"{gain['plain_images_per_second']:,.0f} images/s"
+    if gain["tie"]:
+        return (
+            f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
+            f"the recommendation is **not measurably faster**: {interval}."
         )
-    return Section("Recommended configuration per objective", blocks)
+    word = "faster" if gain["ratio"] > 1 else "slower"
+    return (
+        f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
+        f"the recommendation is **{interval} {word}** (paired, interleaved)."
+    )
 
 
-def _importance(experiment: Experiment, objs: list[_tables.Objective], out: Path) -> Section:
-    study = load_study(experiment.path / "study.db", experiment.name)
-    found = param_importances(study, experiment.trials, [m for m, _ in objs])
+def _no_pick(experiment: Experiment) -> str:
+    trials = experiment.trials
+    limit = memory_limit(experiment.metadata)
+    reasons = trials["infeasible_reason"].fillna("").astype(str)
+    over = int(reasons.str.contains("over the budget").sum())
+    errors = int((trials["status"] == "error").sum())
+    lines = [
+        f"**No configuration can be recommended**: none of the {len(trials)} trial(s) "
+        "finished ok within the memory budget."
+    ]
+    if over:
+        lines.append(
+            f"{over} trial(s) measured more than the budget of "
+            f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
+        )
+    if errors:
+        lines.append(f"{errors} trial(s) failed with an error: see section 4 for each message.")
+    return " ".join(lines)
+
+
+# ---- 2. the front ----------------------------------------------------------------------------
+
+
+def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
+    section = Section("Pareto front", anchor="front")
+    if answer.front.empty:
+        section.blocks.append("No feasible trial: there is no front.")
+    else:
+        source = (
+            "re-measured medians (only re-measured candidates can be picked)"
+            if answer.remeasured
+            else "the search's own measurements"
+        )
+        section.blocks.append(
+            f"{len(answer.front)} trial(s) are Pareto-optimal for throughput vs accuracy, judged "
+            f"on {source}. {answer.sentence()}"
+        )
+        section.blocks.append(Table(_front_table(experiment, answer.front), "Pareto front"))
+    trials = answer.trials
+    if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
+        plot = _plots.pareto_plot(trials, answer.front, answer.objectives, out / "pareto.png")
+        section.blocks.append(Image(plot, "Pareto front with intervals"))
+    return section
+
+
+def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, row in front.iterrows():
+        rows.append(
+            {
+                "trial_id": row["trial_id"],
+                "images/s": estimate_text(row, "images_per_second", ",.0f"),
+                "throughput from": row["throughput_source"],
+                "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
+                "peak memory": format_bytes(row.get("peak_memory_bytes")),
+                **{n: row.get(f"param_{n}") for n in experiment.param_names},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---- 3. techniques ---------------------------------------------------------------------------
+
+
+def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Section:
+    section = Section("What each technique does for the recommended config", anchor="techniques")
+    info = experiment.metadata.get("effects") or {}
+    if effects.empty:
+        section.blocks.append(
+            "Not measured: the search ran without the technique effects step "
+            f"({EFFECTS_FILE} is missing)."
+        )
+        return section
+    section.blocks.append(
+        f"Each row is the recommended config (trial `{info.get('trial_id', '?')}`) with one "
+        "change, measured in short fresh runs interleaved with the recommended config itself and "
+        "repeated; changes are paired, with 95% intervals. **No measurable effect** means the "
+        "interval contains no change: on this machine the difference is inside the noise. "
+        "**Fell back** means the setting could not run here, so nothing was compared. Accuracy "
+        "is not re-measured here: the speed techniques do not change the maths of training; AMP "
+        "and the norm layers do, and the search's trials show their accuracy."
+    )
+    section.blocks.append(Table(_effects.effects_table(effects), "One change at a time"))
+    plot = _plots.effects_plot(effects, out / "effects.png")
+    if plot is not None:
+        section.blocks.append(Image(plot, "technique effects"))
+    left = [*info.get("left_out", []), *info.get("dropped", [])]
+    if left:
+        section.blocks.append("\n".join(f"- not compared: {line}" for line in left))
+    return section
+
+
+# ---- 4. trials -------------------------------------------------------------------------------
+
+
+def _trials(experiment: Experiment) -> Section:
+    trials = experiment.trials
+    section = Section("Trials", anchor="trials")
+    counts = (
+        trials.groupby("status", sort=True)["feasible"].agg(["size", "sum"])
+        if len(trials)
+        else pd.DataFrame(columns=["size", "sum"])
+    )
+    counts = counts.rename(columns={"size": "trials", "sum": "feasible"}).reset_index()
+    section.blocks.append(Table(counts, "Trials by status"))
+    failed = trials[~trials["feasible"].astype(bool)]
+    if not failed.empty:
+        shown = failed[["trial_id", "status", "infeasible_reason", "error"]].assign(
+            peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
+        )
+        section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
+    missing = _effects.not_tried(trials, experiment.searched_names, distributions(experiment.study))
+    if missing:
+        section.blocks.append(
+            f"Not tried by any finished trial, so not compared: {', '.join(missing)}."
+        )
+    return section
+
+
+# ---- 5. importance, 6. plots -----------------------------------------------------------------
+
+
+def _importance(experiment: Experiment, answer: Answer, out: Path) -> Section:
+    found = param_importances(
+        experiment.study, experiment.trials, [m for m, _ in answer.objectives]
+    )
     blocks: list[Any] = []
     for metric, values in found.items():
         if isinstance(values, str):
@@ -146,56 +287,57 @@ def _importance(experiment: Experiment, objs: list[_tables.Objective], out: Path
     plot = _plots.importance_plot(found, out / "importance.png")
     if plot:
         blocks.append(Image(plot, "parameter importance"))
-    return Section("Parameter importance per objective", blocks)
-
-
-def _effects(trials: pd.DataFrame) -> Section:
-    effects = technique_effects(trials)
-    note = (
-        "**Observational**: medians over finished trials with the switch on vs off; other "
-        "settings (batch size above all) differ between the groups, so a change here is a hint, "
-        "not a measurement. Rows with few trials are weak. For a controlled comparison run "
-        "`python -m tuner ablate`."
-    )
-    if effects.empty:
-        return Section("Technique effects", [note, "No speed technique was searched."])
-    return Section("Technique effects", [note, Table(effects, "Switch on vs off")])
+    return Section("Parameter importance", blocks, anchor="importance")
 
 
 def _more_plots(experiment: Experiment, out: Path) -> Section:
-    limit = _tables.memory_limit(experiment.metadata)
+    limit = memory_limit(experiment.metadata)
     plots = [
         _plots.throughput_plot(experiment.trials, out / "throughput_vs_batch.png"),
         _plots.memory_plot(experiment.trials, limit, out / "memory_vs_batch.png"),
     ]
     blocks: list[Any] = [Image(p, p.stem) for p in plots if p is not None]
-    return Section("Plots", blocks or ["No finished trial with a batch size to plot."])
+    return Section(
+        "Plots", blocks or ["No finished trial with a batch size to plot."], anchor="plots"
+    )
 
 
-def _columns_section() -> Section:
-    frame = pd.DataFrame({"column": list(TRIAL_COLUMNS), "meaning": list(TRIAL_COLUMNS.values())})
-    note = "Then every other reported metric, and `param_<name>` per searched/derived setting."
-    return Section("Columns of trials.csv / trials.parquet", [Table(frame), note])
+# ---- 7. details ------------------------------------------------------------------------------
 
 
-def _shown_columns(experiment: Experiment, objs: list[_tables.Objective]) -> list[str]:
-    metrics = list(dict.fromkeys([m for m, _ in objs] + _SHOWN_METRICS))
-    return ["trial_id", *metrics, *(f"param_{n}" for n in experiment.param_names)]
+def _details(experiment: Experiment) -> Section:
+    meta = experiment.metadata
+    trials = experiment.trials
+    summary = "\n".join(
+        [
+            f"- experiment: `{experiment.name}` ({experiment.path})",
+            f"- state: {meta.get('state', 'unknown (no metadata file)')}",
+            f"- space: {meta.get('space', 'unknown')}, sampler {meta.get('sampler', '?')}, "
+            f"seed {meta.get('seed', '?')}",
+            f"- memory limit: {format_bytes(memory_limit(meta)) if memory_limit(meta) else 'none'}",
+            f"- trials: {len(trials)}, feasible: {int(trials['feasible'].sum())}",
+            f"- summed trial wall time: {_duration(trials['wall_time_s'].sum())}",
+            f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
+            f"- re-measurements: {REMEASURE_FILE} "
+            f"({0 if experiment.remeasure is None else len(experiment.remeasure)} rows)",
+        ]
+    )
+    columns = pd.DataFrame({"column": list(TRIAL_COLUMNS), "meaning": list(TRIAL_COLUMNS.values())})
+    metadata = Details(f"Run metadata ({METADATA_FILE})", [Table(_metadata_table(meta))])
+    observed = Details(
+        "Techniques across trials (observational)",
+        [_OBSERVED, Table(_effects.observed_techniques(trials))],
+    )
+    column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
+    return Section("Details", [summary, metadata, observed, column_list], anchor="details")
 
 
-def _row_values(
-    experiment: Experiment, objs: list[_tables.Objective], row: pd.Series
-) -> dict[str, Any]:
-    return {c: row[c] for c in _shown_columns(experiment, objs)}
-
-
-def _remeasure_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    numeric = [c for c in ("images_per_second", "peak_memory_bytes", "val_accuracy") if c in frame]
-    if "trial_id" not in frame or not numeric:
-        return frame
-    grouped = frame.groupby("trial_id", sort=False)[numeric]
-    summary = grouped.median().add_suffix("_median").join(grouped.std().add_suffix("_std"))
-    return summary.join(grouped.size().rename("repeats")).reset_index()
+_OBSERVED = (
+    "Counts of the trials that **ran** with each setting (the effective value: a switch that "
+    "fell back counts as off), with their median images/s. Everything else varies between these "
+    "groups, so this is a hint, not a measurement; section 3 is the controlled comparison."
+)
+_COLUMNS_NOTE = "Then every other reported metric, and `param_<name>` per searched/derived setting."
 
 
 def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
@@ -210,6 +352,18 @@ def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["key", "value"])
 
 
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _config(experiment: Experiment, trial_id: str) -> Any:
+    workload = experiment.metadata.get("workload")
+    return trial_config(
+        experiment.configs.get(trial_id, {}),
+        workload if isinstance(workload, Mapping) else None,
+        experiment.metadata.get("search_only_params") or ["base_lr"],
+    )
+
+
 def _shown_path(path: Path) -> Path:
     """``path`` relative to the working directory when it lies below it."""
     try:
@@ -218,15 +372,14 @@ def _shown_path(path: Path) -> Path:
         return path
 
 
-def _mapping(value: Any) -> Mapping[str, Any] | None:
-    return value if isinstance(value, Mapping) else None
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
-def _bytes(value: float) -> str:
-    return f"{value / 2**30:.2f} GiB" if value >= 2**30 else f"{value / 2**20:.1f} MiB"
-
-
-def _hours(seconds: float) -> str:
+def _duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "unknown"
     return f"{seconds:.1f} s" if seconds < 3600 else f"{seconds / 3600:.2f} h"

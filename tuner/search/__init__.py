@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tuner.search.options import (
-    OBJECTIVES,
-    SAMPLERS,
-    SearchOptions,
-    format_bytes,
-    parse_memory_size,
-)
+from tuner.search.options import OBJECTIVES, SAMPLERS, SearchOptions
 
 if TYPE_CHECKING:
     from tuner.search.run import SearchOutcome, run_search
@@ -24,8 +18,6 @@ __all__ = [
     "SAMPLERS",
     "SearchOptions",
     "SearchOutcome",
-    "format_bytes",
-    "parse_memory_size",
     "run_search",
 ]
 

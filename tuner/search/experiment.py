@@ -1,8 +1,7 @@
-"""The experiment folder: where things go, and ``tuner_experiment.json`` (the run's metadata).
+"""Writing the experiment folder: where it is, and its metadata file.
 
-``<storage>/<name>/`` holds Ray Tune's experiment (one folder per trial), ``study.db`` (the
-Optuna study, named ``<name>``), ``tuner_experiment.json`` and ``remeasure.csv``. With a URI
-storage (``s3://...``) the last three are written to ``experiments/<name>/`` locally and
+What the folder holds, file by file, is declared in :mod:`tuner.experiment_files`. With a URI
+storage (``s3://...``) tuner's own files are written to ``experiments/<name>/`` locally and
 copied next to Ray's folder at the end.
 """
 
@@ -18,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
+from tuner.experiment_files import METADATA_FILE, STUDY_FILE, TUNER_FILES
 from tuner.search.options import SearchOptions
 
 __all__ = [
-    "EXPERIMENT_FILE",
-    "REMEASURE_FILE",
-    "STUDY_FILE",
     "ExperimentPaths",
     "load_metadata",
     "options_from_metadata",
@@ -31,9 +28,6 @@ __all__ = [
     "write_metadata",
 ]
 
-EXPERIMENT_FILE = "tuner_experiment.json"
-STUDY_FILE = "study.db"
-REMEASURE_FILE = "remeasure.csv"
 _LOCAL_MIRROR = "experiments"
 
 
@@ -44,7 +38,7 @@ class ExperimentPaths:
     name: str
     storage: str  # what Ray gets as storage_path (absolute path or URI)
     ray_path: str  # Ray's experiment folder: <storage>/<name>
-    local: Path  # study.db, tuner_experiment.json, remeasure.csv
+    local: Path  # tuner's own files (experiment_files.TUNER_FILES)
 
     @classmethod
     def of(cls, storage: str, name: str) -> ExperimentPaths:
@@ -59,8 +53,12 @@ class ExperimentPaths:
         return "://" in self.storage
 
     @property
+    def study_file(self) -> Path:
+        return self.local / STUDY_FILE
+
+    @property
     def study_url(self) -> str:
-        return f"sqlite:///{self.local / STUDY_FILE}"
+        return f"sqlite:///{self.study_file}"
 
     def upload(self) -> None:
         """Copy the local files next to Ray's folder when the storage is a URI."""
@@ -68,7 +66,7 @@ class ExperimentPaths:
             return
         import pyarrow.fs
 
-        for file in (EXPERIMENT_FILE, STUDY_FILE, REMEASURE_FILE):
+        for file in TUNER_FILES:
             if (self.local / file).exists():
                 pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
 
@@ -76,7 +74,7 @@ class ExperimentPaths:
 def write_metadata(paths: ExperimentPaths, fields: dict[str, Any]) -> None:
     """Write ``tuner_experiment.json`` (atomically: a killed driver never leaves half a file)."""
     paths.local.mkdir(parents=True, exist_ok=True)
-    target = paths.local / EXPERIMENT_FILE
+    target = paths.local / METADATA_FILE
     temporary = target.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(fields, indent=2, sort_keys=True, default=str))
     temporary.replace(target)
@@ -88,10 +86,10 @@ def load_metadata(paths: ExperimentPaths) -> dict[str, Any]:
     Raises:
         TunerError: the experiment folder has none (nothing to resume).
     """
-    target = paths.local / EXPERIMENT_FILE
+    target = paths.local / METADATA_FILE
     if not target.exists():
         raise TunerError(
-            f"No experiment {paths.name!r} in {paths.local.parent} ({EXPERIMENT_FILE} missing); "
+            f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
     return json.loads(target.read_text())

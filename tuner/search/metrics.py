@@ -1,9 +1,15 @@
-"""The metrics every trial reports, feasibility, and the objectives Optuna sees.
+"""What every ``tune.report`` of a trial carries: measurements, what ran, feasibility.
 
-Optuna ignores the constraints of FAILED or PRUNED trials, so an infeasible trial (over the
-memory budget, OOM, diverged) is told as COMPLETE with a clearly bad objective (0 for both
-maximized objectives) and its memory violation; its real measurements stay in the
-``images_per_second`` / ``val_accuracy`` / ``peak_memory_bytes`` keys for the report.
+Every report has the same keys (Ray's loggers and schedulers need that): the scalar fields of
+the engine's ``RunResult`` (NaN / "" when missing), ``effective_<field>`` for every registry
+knob (what actually ran: a technique that fell back reads its fallback value), ``notes`` (the
+engine's fallback notes as one string), and the search's own keys: ``phase``, ``final``,
+``feasible``, ``infeasible_reason``, ``memory_violation``, ``max_memory_bytes``, ``node``,
+``engine_time_s`` and ``step`` (the training step, the x-axis of every logger).
+
+Optuna is told the measured objectives themselves (``images_per_second``, ``val_accuracy``),
+for infeasible trials too, with the memory constraint beside them; feasibility and the
+constraint come from :mod:`tuner.objectives`.
 """
 
 from __future__ import annotations
@@ -14,25 +20,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.engine.result import RunResult
+from tuner.objectives import MEMORY_VIOLATION_KEY, judge, memory_violation, objectives_of
+from tuner.techniques import KNOBS
 
 __all__ = [
-    "BAD_OBJECTIVE",
+    "EFFECTIVE_PREFIX",
     "MEMORY_VIOLATION_KEY",
-    "OBJECTIVE_KEYS",
+    "NO_MEASUREMENT",
     "objective_directions",
     "objective_metrics",
     "result_metrics",
     "trial_metrics",
 ]
 
-# What Optuna maximizes, per objective; separate keys so infeasible trials keep their measurement.
-OBJECTIVE_KEYS = {
-    "throughput": "objective_images_per_second",
-    "accuracy": "objective_val_accuracy",
-}
-BAD_OBJECTIVE = 0.0  # both objectives are maximized and never negative
-MEMORY_VIOLATION_KEY = "memory_violation"  # Optuna constraint: > 0 means infeasible
-_OOM_VIOLATION = 1.0  # an OOM without a measured peak counts as 100 % over budget
+EFFECTIVE_PREFIX = "effective_"
+# What Optuna is told for an objective a trial never measured (an OOM before its first step):
+# 0 is the worst value of both maximized objectives, so no client reads it as a best trial;
+# the trial also carries a memory violation >= 1, which makes it infeasible to Optuna.
+NO_MEASUREMENT = 0.0
 _STRING_KEYS = ("status", "error", "memory_kind", "device", "device_name", "torch_version",
                 "cuda_version", "timm_version")  # fmt: skip
 _SCALAR_KEYS = tuple(
@@ -44,21 +49,25 @@ _SCALAR_KEYS = tuple(
 
 def objective_metrics(objective: str) -> list[str]:
     """The metric keys Optuna optimizes, in order: both for ``pareto``, else one."""
-    if objective == "pareto":
-        return [OBJECTIVE_KEYS["throughput"], OBJECTIVE_KEYS["accuracy"]]
-    return [OBJECTIVE_KEYS[objective]]
+    return [metric for metric, _ in objectives_of(objective)]
 
 
 def objective_directions(objective: str) -> list[str]:
-    return ["max"] * len(objective_metrics(objective))
+    return [direction for _, direction in objectives_of(objective)]
 
 
 def result_metrics(result: RunResult | Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar fields of a ``RunResult`` (or a ``Progress``'s metrics), NaN / "" when missing."""
+    """The scalar fields of a ``RunResult`` (or a ``Progress``'s result), NaN / "" when missing,
+    plus ``effective_<field>`` per registry knob and the ``notes`` as one string."""
     values = result.to_dict() if isinstance(result, RunResult) else dict(result)
     metrics: dict[str, Any] = {key: _str(values.get(key)) for key in _STRING_KEYS}
     for key in _SCALAR_KEYS:
         metrics[key] = _number(values.get(key))
+    effective = values.get("effective") or {}
+    for entry in KNOBS:
+        value = effective.get(entry.field)
+        metrics[EFFECTIVE_PREFIX + entry.field] = "" if value is None else _flat(value)
+    metrics["notes"] = " | ".join(values.get("notes") or [])
     return metrics
 
 
@@ -71,7 +80,7 @@ def trial_metrics(
     engine_time_s: float,
     final: bool,
 ) -> dict[str, Any]:
-    """Everything one ``tune.report`` carries: measurements, feasibility and objectives.
+    """Everything one ``tune.report`` carries: measurements, what ran, feasibility.
 
     Intermediate reports (``final=False``) of a healthy run count as feasible so far.
     """
@@ -85,44 +94,15 @@ def trial_metrics(
         node=node,
         engine_time_s=float(engine_time_s),
         max_memory_bytes=_number(max_memory_bytes),
+        step=int(metrics["steps"]) if math.isfinite(metrics["steps"]) else 0,
     )
     metrics[MEMORY_VIOLATION_KEY] = memory_violation(metrics, max_memory_bytes=max_memory_bytes)
-    throughput, accuracy = metrics["images_per_second"], metrics["val_accuracy"]
-    metrics[OBJECTIVE_KEYS["throughput"]] = _objective(throughput, feasible)
-    metrics[OBJECTIVE_KEYS["accuracy"]] = _objective(accuracy, feasible)
     return metrics
 
 
-def judge(metrics: Mapping[str, Any], *, max_memory_bytes: int | None) -> tuple[bool, str]:
-    """``(feasible, reason)``: a failed run or one whose peak memory is over budget is not."""
-    status = metrics["status"]
-    if status != "ok":
-        detail = f": {metrics['error']}" if metrics.get("error") else ""
-        return False, f"{status}{detail}"[:300]
-    peak = metrics["peak_memory_bytes"]
-    if max_memory_bytes is not None and not math.isnan(peak) and peak > max_memory_bytes:
-        return False, (
-            f"peak memory {peak / 2**20:.1f} MiB over the budget {max_memory_bytes / 2**20:.1f} MiB"
-        )
-    return True, ""
-
-
-def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: int | None) -> float:
-    """Optuna's constraint value: (peak - budget) / budget; > 0 is infeasible.
-
-    An OOM is infeasible even when its peak was not measured; without a budget only OOMs
-    violate.
-    """
-    peak = metrics["peak_memory_bytes"]
-    oom = metrics["status"] == "oom"
-    if max_memory_bytes is None or math.isnan(peak):
-        return _OOM_VIOLATION if oom else -1.0
-    violation = (peak - max_memory_bytes) / max_memory_bytes
-    return max(violation, _OOM_VIOLATION) if oom else violation
-
-
-def _objective(value: float, feasible: bool) -> float:
-    return value if feasible and math.isfinite(value) else BAD_OBJECTIVE
+def _flat(value: Any) -> Any:
+    """A value Ray's loggers store as a scalar (bool/int/float/str)."""
+    return value if isinstance(value, bool | int | float | str) else str(value)
 
 
 def _number(value: Any) -> float:

@@ -1,4 +1,4 @@
-"""What one search is asked to do: :class:`SearchOptions`, plus parsing of memory sizes."""
+"""What one search is asked to do: :class:`SearchOptions`."""
 
 from __future__ import annotations
 
@@ -8,36 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from tuner.errors import TunerError
+from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 
 __all__ = [
     "OBJECTIVES",
     "SAMPLERS",
     "WORKLOAD_CHOICES",
-    "Objective",
     "SamplerName",
     "SearchOptions",
-    "format_bytes",
-    "parse_memory_size",
 ]
 
-Objective = Literal["pareto", "accuracy", "throughput"]
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
-OBJECTIVES: tuple[str, ...] = get_args(Objective)
+OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
 SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +35,7 @@ class SearchOptions:
     # Budgets: the search stops at whichever comes first (None: the space's default samples).
     num_samples: int | None = None
     time_budget_s: float | None = None
-    objective: Objective = "pareto"
+    objective: ObjectiveName = "pareto"
     sampler: SamplerName = "tpe"
     seed: int = 0
     max_memory_bytes: int | None = None
@@ -68,8 +52,9 @@ class SearchOptions:
     probe_steps: int = 5
     early_stopping: bool = True  # ASHA, single-objective only
     remeasure_top: int = 3
-    remeasure_repeats: int = 3
-    report: bool = True
+    remeasure_repeats: int = 3  # at least this many interleaved repeats ...
+    remeasure_max_repeats: int = 6  # ... and up to this many while candidates are inseparable
+    effects_repeats: int = 3  # technique effects around the recommended config (0: none)
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -102,9 +87,16 @@ class SearchOptions:
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
+        if self.effects_repeats < 0:
+            raise TunerError(f"--effects-repeats {self.effects_repeats} must be 0 (off) or more.")
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
             raise TunerError(
                 "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."
+            )
+        if self.remeasure_max_repeats < self.remeasure_repeats:
+            raise TunerError(
+                f"--remeasure-max-repeats {self.remeasure_max_repeats} is below "
+                f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
@@ -116,31 +108,3 @@ class SearchOptions:
     @property
     def multi_objective(self) -> bool:
         return self.objective == "pareto"
-
-
-def parse_memory_size(text: str) -> int:
-    """``"20GiB"`` -> bytes. Accepts B, KB/MB/GB/TB (powers of 10) and KiB/MiB/GiB/TiB.
-
-    Raises:
-        TunerError: the text is not a positive number with a known unit.
-    """
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise TunerError(
-            f"Memory size {text!r} is not understood; write e.g. 20GiB, 512MiB or 1.5GB."
-        )
-    size = int(float(match.group(1)) * _UNITS[unit])
-    if size <= 0:
-        raise TunerError(f"Memory size {text!r} must be positive.")
-    return size
-
-
-def format_bytes(size: float | None) -> str:
-    """``1536 * 2**20`` -> ``"1.50 GiB"``; ``None`` -> ``"n/a"``."""
-    if size is None or size != size:
-        return "n/a"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(size) >= scale:
-            return f"{size / scale:.2f} {unit}"
-    return f"{int(size)} B"

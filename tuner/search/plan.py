@@ -8,6 +8,7 @@ from typing import Any
 
 import optuna
 
+from tuner.config import config_fields
 from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
 from tuner.spaces import SearchSpace
@@ -81,16 +82,24 @@ def make_plan(
     )
 
 
-def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 16) -> None:
+def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 16) -> list[str]:
     """Sample the space a few times (random sampler, throwaway study) and build every config.
+
+    Returns:
+        The search-only parameters: names the space suggests that are no run setting (such as
+        ``base_lr``, from which it derives ``lr``); trials drop them by name.
 
     Raises:
         TunerError: the space returns something the engine cannot build.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    search_only: dict[str, None] = {}
     for _ in range(samples):
-        space.build_config(plan.workload, space.sample(study.ask(), cuda=plan.cuda))
+        trial = study.ask()
+        space.build_config(plan.workload, space.sample(trial, cuda=plan.cuda))
+        search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
+    return list(search_only)
 
 
 def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:

@@ -1,145 +1,112 @@
-"""Trustworthy throughput: re-measure the top Pareto candidates, one at a time, a few repeats each.
+"""Trustworthy throughput: re-measure the top candidates alone, interleaved, until they separate.
 
-Trials that ran side by side (or shared a GPU) measured each other's interference. After the
-search the candidates run again, one at a time, in one Ray task holding a trial's CPUs and a
-whole GPU: ``repeats`` fresh probes each (model built anew every time), and ``remeasure.csv``
-keeps every repeat so the report can show the spread.
+Trials that ran side by side (or shared a GPU) measured each other's interference, and one
+figure per trial carries the machine's noise. After the search the candidates run again in one
+Ray task holding a trial's CPUs and a whole GPU, round-robin (A, B, C, A, B, C, ...), each
+measurement a fresh build (:func:`tuner.engine.probe`), after one discarded warm-up. From
+``min_repeats`` on, it stops as soon as every two candidates adjacent in speed are separated
+(the paired ratio's interval excludes 1x) and otherwise goes on to ``max_repeats``; candidates
+still inseparable then are ties, and the report says so. ``remeasure.csv`` keeps every repeat.
 """
 
 from __future__ import annotations
 
 import csv
-import math
+import itertools
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "TrialRecord",
-    "pareto_front",
-    "pick_candidates",
-    "remeasure",
-    "summarize",
-    "write_remeasure_csv",
+from tuner.stats import paired_ratio
+
+__all__ = ["REMEASURE_COLUMNS", "remeasure", "separated", "write_remeasure_csv"]
+
+REMEASURE_COLUMNS = [
+    "trial_id",
+    "rank",
+    "repeat",
+    "status",
+    "images_per_second",
+    "images_per_second_low",
+    "images_per_second_high",
+    "step_time_s",
+    "peak_memory_bytes",
+    "memory_kind",
+    "measured_steps",
+    "device",
+    "error",
 ]
 
 
-@dataclass(frozen=True)
-class TrialRecord:
-    """One finished trial as the driver sees it: Ray's id, config and final metrics."""
-
-    trial_id: str
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    ray_status: str  # TERMINATED | ERROR | ...
-
-    @property
-    def usable(self) -> bool:
-        """Ran to its end (not stopped early), feasible, with both objectives measured."""
-        m = self.metrics
-        return (
-            self.ray_status == "TERMINATED"
-            and bool(m.get("feasible"))
-            and bool(m.get("final"))
-            and _finite(m.get("images_per_second"))
-            and _finite(m.get("val_accuracy"))
-        )
-
-
-def pick_candidates(
-    records: Sequence[TrialRecord], *, objective: str, top: int
-) -> list[TrialRecord]:
-    """The best ``top`` usable trials: by Pareto rank (then accuracy) or by the one objective."""
-    pool = [r for r in records if r.usable]
-    if objective != "pareto":
-        key = "images_per_second" if objective == "throughput" else "val_accuracy"
-        return sorted(pool, key=lambda r: -r.metrics[key])[:top]
-    chosen: list[TrialRecord] = []
-    while pool and len(chosen) < top:
-        front = pareto_front(pool)
-        chosen += front[: top - len(chosen)]
-        pool = [r for r in pool if r not in front]
-    return chosen
-
-
-def pareto_front(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """The usable trials no other usable trial beats on both throughput and accuracy."""
-    pool = [r for r in records if r.usable]
-    front = [r for r in pool if not any(_dominates(o, r) for o in pool)]
-    return sorted(front, key=lambda r: -r.metrics["val_accuracy"])
-
-
 def remeasure(
-    candidates: Sequence[TrialRecord],
+    candidates: Sequence[tuple[str, dict[str, Any]]],
     *,
     steps: int,
-    repeats: int,
+    min_repeats: int,
+    max_repeats: int,
     num_cpus: float,
     threads: int,
     num_gpus: float,
     device: str,
+    search_only: Collection[str],
 ) -> list[dict[str, Any]]:
-    """Re-measure the candidates alone, in one Ray task; one row per repeat.
-
-    The task first runs one discarded probe (a fresh process pays one-time start-up costs in
-    its first steps), then the repeats round-robin over the candidates, so a slow drift of
-    the machine spreads over all of them instead of biasing one.
-    """
+    """Re-measure ``(trial_id, trial config)`` pairs in one Ray task; one row per repeat."""
     import ray
 
     task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_measure_all)
-    configs = [record.config for record in candidates]
-    measured = ray.get(task.remote(configs, steps, repeats, device, threads))
-    return [
-        {"trial_id": candidates[index].trial_id, "rank": index + 1, **row}
-        for index, row in measured
-    ]
+    configs = [config for _, config in candidates]
+    measured = ray.get(
+        task.remote(configs, steps, min_repeats, max_repeats, device, threads, sorted(search_only))
+    )
+    return [{"trial_id": candidates[index][0], "rank": index + 1, **row} for index, row in measured]
 
 
-def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per trial id: mean, std (n-1) and count of the re-measured images/s."""
-    by_trial: dict[str, list[float]] = {}
-    for row in rows:
-        if _finite(row.get("images_per_second")):
-            by_trial.setdefault(row["trial_id"], []).append(float(row["images_per_second"]))
-    return {
-        trial_id: {
-            "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else math.nan,
-            "n": float(len(values)),
-        }
-        for trial_id, values in by_trial.items()
-    }
+def separated(samples: Sequence[Sequence[float]]) -> bool:
+    """Whether every two candidates adjacent in median speed are told apart by their paired
+    ratio (repeat ``r`` of each forms a pair)."""
+    order = sorted(range(len(samples)), key=lambda i: statistics.median(samples[i] or [0.0]))
+    return all(not paired_ratio(samples[a], samples[b]).tie for a, b in itertools.pairwise(order))
 
 
 def write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    columns = [
-        "trial_id", "rank", "repeat", "status", "images_per_second", "step_time_s",
-        "peak_memory_bytes", "memory_kind", "measured_steps", "device", "error",
-    ]  # fmt: skip
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer = csv.DictWriter(handle, fieldnames=REMEASURE_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
 
 
 def _measure_all(
-    configs: list[dict[str, Any]], steps: int, repeats: int, device: str, threads: int
+    configs: list[dict[str, Any]],
+    steps: int,
+    min_repeats: int,
+    max_repeats: int,
+    device: str,
+    threads: int,
+    search_only: list[str],
 ) -> list[tuple[int, dict[str, Any]]]:
     import torch
 
+    from tuner.config import TrainConfig
     from tuner.engine import probe
-    from tuner.search.trainable import train_config_of
 
     torch.set_num_threads(max(1, threads))
-    train_configs = [train_config_of(config, device=device) for config in configs]
+    train_configs = [
+        TrainConfig.from_params(
+            {**c, **({"device": "cpu"} if device == "cpu" else {})}, ignore=search_only
+        )
+        for c in configs
+    ]
     probe(train_configs[0], steps=steps)  # discarded: the process's one-time start-up
-    rows = []
-    for repeat in range(repeats):
+    rows: list[tuple[int, dict[str, Any]]] = []
+    samples: list[list[float]] = [[] for _ in configs]
+    for repeat in range(max_repeats):
         for index, train_config in enumerate(train_configs):
-            rows.append((index, {"repeat": repeat, **_row(probe(train_config, steps=steps))}))
+            result = probe(train_config, steps=steps)
+            samples[index].append(result.images_per_second or float("nan"))
+            rows.append((index, {"repeat": repeat, **_row(result)}))
+        if repeat + 1 >= min_repeats and (len(configs) < 2 or separated(samples)):
+            break
     return rows
 
 
@@ -147,6 +114,8 @@ def _row(result: Any) -> dict[str, Any]:
     return {
         "status": result.status,
         "images_per_second": result.images_per_second,
+        "images_per_second_low": result.images_per_second_low,
+        "images_per_second_high": result.images_per_second_high,
         "step_time_s": result.step_time_s,
         "peak_memory_bytes": result.peak_memory_bytes,
         "memory_kind": result.memory_kind,
@@ -154,13 +123,3 @@ def _row(result: Any) -> dict[str, Any]:
         "device": result.device,
         "error": result.error or "",
     }
-
-
-def _dominates(a: TrialRecord, b: TrialRecord) -> bool:
-    keys = ("images_per_second", "val_accuracy")
-    at_least = all(a.metrics[k] >= b.metrics[k] for k in keys)
-    return at_least and any(a.metrics[k] > b.metrics[k] for k in keys)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)

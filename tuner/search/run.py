@@ -2,7 +2,9 @@
 
 Flow: connect to Ray -> plan resources and workload -> check the space -> Tuner (new or
 restored) with ``ConstrainedOptunaSearch`` (SQLite study in the experiment folder) ->
-reconcile the study with Ray's trials -> re-measure the top candidates -> metadata -> report.
+reconcile the study with Ray's trials -> re-measure the top candidates -> metadata -> summary.
+The report is the caller's next step (``tuner search`` writes it from the experiment folder);
+this package never imports it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from tuner.errors import TunerError
+from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, REMEASURE_FILE
+from tuner.objectives import objectives_of, rank_candidates
+from tuner.recommend import decide
+from tuner.results import load_experiment
 from tuner.search import cluster
+from tuner.search.effects import measure_effects
 from tuner.search.experiment import (
-    EXPERIMENT_FILE,
-    REMEASURE_FILE,
     ExperimentPaths,
     environment,
     load_metadata,
@@ -38,21 +43,26 @@ from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, check_space, make_plan
 from tuner.search.progress import ProgressPrinter
-from tuner.search.remeasure import (
-    TrialRecord,
-    pick_candidates,
-    remeasure,
-    write_remeasure_csv,
-)
+from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
-__all__ = ["SearchOutcome", "run_search"]
+__all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 
 REMEASURE_STEPS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRecord:
+    """One trial as the driver saw it at the end: Ray's id, config, last metrics and status."""
+
+    trial_id: str
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    ray_status: str  # TERMINATED | ERROR | ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +72,7 @@ class SearchOutcome:
     experiment_dir: Path
     state: str  # finished | interrupted
     records: list[TrialRecord]
-    report_dir: Path | None
+    usable: int  # trials that can be recommended (feasible, finished, measured)
 
 
 def run_search(options: SearchOptions) -> SearchOutcome:
@@ -78,10 +88,9 @@ def run_search(options: SearchOptions) -> SearchOutcome:
             load_metadata(paths),
             resume=True,
             address=options.address,
-            report=options.report,
             verbose=options.verbose,
         )
-    elif (paths.local / EXPERIMENT_FILE).exists():
+    elif (paths.local / METADATA_FILE).exists():
         raise TunerError(
             f"Experiment {name!r} already exists in {paths.local.parent}; continue it with "
             "--resume or pick another --name."
@@ -106,12 +115,14 @@ def _search(
     info: cluster.ClusterInfo,
 ) -> SearchOutcome:
     if not options.resume:
-        check_space(space, plan)
-        write_metadata(paths, _metadata(options, space, plan, paths, info))
+        search_only = check_space(space, plan)
+        write_metadata(paths, _metadata(options, space, plan, paths, info, search_only))
+    metadata = update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
+    search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
-    update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
+    before = _finished_trials(paths) if options.resume else 0
     try:
-        trials, interrupted = _fit(options, space, plan, paths)
+        trials, interrupted = _fit(options, space, plan, paths, search_only)
     except KeyboardInterrupt:
         update_metadata(paths, state="interrupted", ended_at=now())
         paths.upload()
@@ -119,21 +130,27 @@ def _search(
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     state = "finished" if finished else "interrupted"
+    orphans = _reconcile_study(paths, records) if finished else []
     if finished:
-        _reconcile_study(paths, records)
-        _remeasure(options, plan, paths, records)
+        _remeasure(options, plan, paths, search_only)
+        _effects(options, plan, paths, search_only)
     update_metadata(paths, state=state, ended_at=now(), num_trials=len(records))
     paths.upload()
-    report_dir = _report(options, paths) if finished and options.report else None
-    print_summary(paths=paths, records=records, objective=options.objective, state=state,
-                  report_dir=report_dir)  # fmt: skip
-    return SearchOutcome(paths.local, state, records, report_dir)
+    resumed = None
+    if options.resume:
+        resumed = {"before": before, "after": _finished_trials(paths) - before, "orphans": orphans}
+    answer = print_summary(paths=paths, state=state, resumed=resumed)
+    return SearchOutcome(paths.local, state, records, int(answer.trials["candidate"].sum()))
 
 
 def _fit(
-    options: SearchOptions, space: SearchSpace, plan: SearchPlan, paths: ExperimentPaths
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    search_only: tuple[str, ...],
 ) -> tuple[list[Any], bool]:
-    trainable = _trainable(options, plan)
+    trainable = _trainable(options, plan, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
     else:
@@ -164,12 +181,13 @@ def _tune_was_interrupted() -> bool:
     return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
 
 
-def _trainable(options: SearchOptions, plan: SearchPlan) -> Any:
+def _trainable(options: SearchOptions, plan: SearchPlan, search_only: tuple[str, ...]) -> Any:
     context = TrialContext(
         max_memory_bytes=options.max_memory_bytes,
         probe_steps=options.probe_steps,
         threads=plan.torch_threads,
         device=plan.trial_device,
+        search_only=search_only,
     )
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
@@ -180,6 +198,7 @@ def _tune_config(
 ) -> tune.TuneConfig:
     budget = plan.num_samples if plan.num_samples > 0 else None
     searcher = ConstrainedOptunaSearch(
+        study_attrs=_study_attrs(options, space, plan),
         space=SpaceSampler(space.ref, plan.cuda),
         metric=objective_metrics(options.objective),
         mode=objective_directions(options.objective),
@@ -231,50 +250,101 @@ def _record(trial: Any) -> TrialRecord:
     )
 
 
-def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> None:
-    """Close Optuna trials that no Ray trial will ever finish (asked just before a crash)."""
+def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list[int]:
+    """Close Optuna trials that no Ray trial will ever finish (asked just before a crash);
+    return their numbers."""
     study = optuna.load_study(study_name=paths.name, storage=paths.study_url)
     ray_ids = {record.trial_id for record in records}
+    closed = []
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         if frozen.user_attrs.get(RAY_TRIAL_ID_ATTR) in ray_ids:
             continue  # its Ray trial finished; the searcher told it already or will not
         study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+        closed.append(frozen.number)
+    return closed
+
+
+def _finished_trials(paths: ExperimentPaths) -> int:
+    """How many trials of the experiment folder have a final result."""
+    if not (paths.local / METADATA_FILE).exists():
+        return 0
+    trials = load_experiment(paths.local).trials
+    return int(trials["status"].isin(["ok", "oom", "diverged", "error"]).sum())
 
 
 def _remeasure(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, records: list[TrialRecord]
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
 ) -> None:
-    candidates = pick_candidates(records, objective=options.objective, top=options.remeasure_top)
-    if not candidates:
+    experiment = load_experiment(paths.local)
+    top = rank_candidates(
+        experiment.trials, objectives_of(options.objective), top=options.remeasure_top
+    )
+    if top.empty:
         return
-    print(f"Re-measuring throughput of the top {len(candidates)} candidate(s), one at a time, "
-          f"{options.remeasure_repeats} repeats each ...", flush=True)  # fmt: skip
+    print(
+        f"Re-measuring throughput of the top {len(top)} candidate(s) alone, interleaved, "
+        f"{options.remeasure_repeats} to {options.remeasure_max_repeats} repeats ...",
+        flush=True,
+    )
+    candidates = [(tid, experiment.configs[tid]) for tid in top["trial_id"]]
     rows = remeasure(
         candidates,
         steps=max(REMEASURE_STEPS, options.probe_steps),
-        repeats=options.remeasure_repeats,
+        min_repeats=options.remeasure_repeats,
+        max_repeats=options.remeasure_max_repeats,
         num_cpus=plan.cpus_per_trial,
         threads=plan.torch_threads,
         num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,  # a whole GPU: no sharing here
         device=plan.trial_device,
+        search_only=search_only,
     )
     write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
 
 
-def _report(options: SearchOptions, paths: ExperimentPaths) -> Path | None:
-    try:
-        from tuner.report import write_report
-    except ImportError:
-        return None
-    out_dir = Path(options.reports_dir).resolve() / paths.name
-    try:
-        write_report(paths.local, out_dir=out_dir)
-    except Exception as exc:  # the search's results stand even when the report fails
-        print(f"warning: the report failed ({type(exc).__name__}: {exc}); "
-              f"run `python -m tuner report {paths.local}` to retry.")  # fmt: skip
-        return None
-    return out_dir
+def _effects(
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
+) -> None:
+    answer = decide(load_experiment(paths.local))
+    if options.effects_repeats < 1 or not answer.best:
+        return
+    pick = answer.best[answer.objectives[0][0]]
+    print(
+        f"Measuring each technique's effect around the recommended config {pick['trial_id']}, "
+        f"{options.effects_repeats} interleaved repeats ...",
+        flush=True,
+    )
+    info = measure_effects(
+        load_experiment(paths.local).configs[str(pick["trial_id"])],
+        steps=max(REMEASURE_STEPS, options.probe_steps),
+        repeats=options.effects_repeats,
+        num_cpus=plan.cpus_per_trial,
+        num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,
+        threads=plan.torch_threads,
+        device=plan.trial_device,
+        search_only=search_only,
+        out=paths.local / EFFECTS_FILE,
+    )
+    update_metadata(paths, effects={"trial_id": str(pick["trial_id"]), **info})
+
+
+def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -> dict[str, Any]:
+    """What optuna-dashboard shows about the study: the question and the machine."""
+    env = environment()
+    return {
+        "space": space.name,
+        "workload_kind": plan.workload_kind,
+        "workload": plan.workload,
+        "objective": options.objective,
+        "max_memory_bytes": options.max_memory_bytes,
+        "hardware": {
+            "host": env["host"],
+            "gpus": env["driver_gpus"],
+            "gpus_per_trial": plan.gpus_per_trial,
+            "cpus_per_trial": plan.cpus_per_trial,
+        },
+        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
+    }
 
 
 def _metadata(
@@ -283,12 +353,14 @@ def _metadata(
     plan: SearchPlan,
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
+    search_only: list[str],
 ) -> dict[str, Any]:
     metrics = objective_metrics(options.objective)
     return {
         "name": paths.name,
         "space": space.name,
         "space_source": space.source,
+        "search_only_params": search_only,
         "workload_kind": plan.workload_kind,
         "workload": plan.workload,
         "objective": options.objective,
@@ -307,7 +379,7 @@ def _metadata(
         "early_stopping": "asha" if isinstance(_scheduler(options), ASHAScheduler) else None,
         "cluster": dataclasses.asdict(info),
         "environment": environment(),
-        "study": {"path": str(paths.local / "study.db"), "name": paths.name},
+        "study": {"path": str(paths.study_file), "name": paths.name},
         "ray_experiment_path": paths.ray_path,
         "started_at": now(),
         "ended_at": None,

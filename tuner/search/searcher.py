@@ -1,21 +1,31 @@
-"""Ray's ``OptunaSearch`` with the memory constraint and the Ray trial id attached to Optuna.
+"""Ray's ``OptunaSearch``, telling Optuna the truth in a form Optuna's own tools read.
 
-``OptunaSearch`` tells Optuna only the objective values. Before it does, this subclass writes
-the trial's measurements (``memory_violation``, feasibility, peak memory, throughput, accuracy)
-as user attributes, which the sampler's ``constraints_func`` reads, and it tells an errored
-trial as FAIL even when an earlier report carried objective values.
+- The study's objectives are named (``images_per_second``, ``val_accuracy``) and the space,
+  workload and hardware are study user attributes.
+- Every trial carries its Ray trial id and its measurements as user attributes.
+- A trial that measured its objectives is told COMPLETE with them, infeasible or not, and its
+  memory constraint is written both where Optuna >= 5's samplers read it
+  (``Trial.set_constraint``) and where optuna-dashboard and older Optuna read it (the
+  ``constraints`` system attribute), so an over-budget trial ranks behind feasible ones and
+  ``study.best_trials`` never holds it.
+- A trial with no measurement is FAIL when it errored; an OOM before its first measured step is
+  COMPLETE with :data:`~tuner.search.metrics.NO_MEASUREMENT` (0, the worst value of both
+  maximized objectives) and a violation >= 1, so the sampler learns the infeasible region and no
+  client reads it as best.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from tuner.search.metrics import MEMORY_VIOLATION_KEY
+from tuner.objectives import MEMORY_VIOLATION_KEY
+from tuner.search.metrics import NO_MEASUREMENT
 from tuner.search.samplers import SETS_CONSTRAINTS
 
 __all__ = ["RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
@@ -29,15 +39,36 @@ STUDY_ATTR_KEYS = (
     "phase",
     "error",
     "peak_memory_bytes",
+    "memory_kind",
     "images_per_second",
     "val_accuracy",
     "engine_time_s",
     "node",
 )
+_LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
-    """``OptunaSearch`` whose Optuna trials carry the measured memory violation."""
+    """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint.
+
+    Args:
+        study_attrs: user attributes of the study (space, workload, hardware).
+        *args, **kwargs: as :class:`ray.tune.search.optuna.OptunaSearch`.
+    """
+
+    def __init__(
+        self, *args: Any, study_attrs: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        self._study_attrs = dict(study_attrs or {})
+        super().__init__(*args, **kwargs)
+
+    def _setup_study(self, mode: str | list) -> None:
+        super()._setup_study(mode)
+        names = self._metric if isinstance(self._metric, list) else [self._metric]
+        with contextlib.suppress(AttributeError):  # set_metric_names: Optuna >= 3.2
+            self._ot_study.set_metric_names([str(n) for n in names])
+        for key, value in self._study_attrs.items():
+            self._ot_study.set_user_attr(key, value)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         config = super().suggest(trial_id)
@@ -52,23 +83,47 @@ class ConstrainedOptunaSearch(OptunaSearch):
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is None or trial_id in self._completed_trials:
             return super().on_trial_complete(trial_id, result=result, error=error)
+        self._completed_trials.add(trial_id)
         if self._ot_study._storage.get_trial(ot_trial._trial_id).state.is_finished():
-            # Told before the driver died; Ray's older snapshot re-ran it on --resume.
-            self._completed_trials.add(trial_id)
-            return None
-        if result:
-            for key in STUDY_ATTR_KEYS:
-                if key in result:
-                    ot_trial.set_user_attr(key, _plain(result[key]))
-        if result and not error and SETS_CONSTRAINTS and MEMORY_VIOLATION_KEY in result:
-            ot_trial.set_constraint("memory", float(result[MEMORY_VIOLATION_KEY]))
-        if error:
-            # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
-            with contextlib.suppress(RuntimeError):
+            return None  # told before the driver died; Ray's older snapshot re-ran it
+        result = result or {}
+        for key in STUDY_ATTR_KEYS:
+            if key in result:
+                ot_trial.set_user_attr(key, _plain(result[key]))
+        values = self._values(result)
+        errored = error or result.get("status") == "error"
+        # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
+        with contextlib.suppress(RuntimeError):
+            if values is None or errored:
                 self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.FAIL)
-            self._completed_trials.add(trial_id)
-            return None
-        return super().on_trial_complete(trial_id, result=result, error=error)
+            else:
+                self._constrain(ot_trial, float(result.get(MEMORY_VIOLATION_KEY, -1.0)))
+                self._ot_study.tell(ot_trial, values)
+        return None
+
+    def _values(self, result: Mapping[str, Any]) -> list[float] | None:
+        """The objectives to tell, or ``None`` when the trial has nothing to tell."""
+        names = self._metric if isinstance(self._metric, list) else [self._metric]
+        values = [_finite(result.get(name)) for name in names]
+        if all(v is not None for v in values):
+            return [float(v) for v in values]  # type: ignore[arg-type]
+        if result.get("status") == "oom":
+            return [NO_MEASUREMENT if v is None else v for v in values]
+        return None
+
+    def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
+        storage = self._ot_study._storage
+        storage.set_trial_system_attr(ot_trial._trial_id, _LEGACY_CONSTRAINTS_KEY, [violation])
+        if SETS_CONSTRAINTS:
+            ot_trial.set_constraint("memory", violation)
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _plain(value: Any) -> Any:

@@ -1,89 +1,115 @@
-"""The end-of-search printout: counts, the best configurations, and where the results are."""
+"""The end-of-search printout: counts, the answer (the same as the report's), where things are.
+
+It reads the experiment folder back with :mod:`tuner.results` and decides with
+:func:`tuner.recommend.decide`, exactly as ``tuner report`` does, so the console and the report
+can never show different fronts.
+"""
 
 from __future__ import annotations
 
-import csv
 import math
-from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from tuner.search.experiment import REMEASURE_FILE, ExperimentPaths
-from tuner.search.progress import describe_params
-from tuner.search.remeasure import TrialRecord, pareto_front, pick_candidates, summarize
+import pandas as pd
 
-__all__ = ["print_summary"]
+from tuner.recommend import Answer, decide
+from tuner.results import load_experiment
+from tuner.search.experiment import ExperimentPaths
+from tuner.units import format_bytes
+
+__all__ = ["print_summary", "status_line"]
 
 SHOWN = 5
 
 
-def print_summary(
-    *,
-    paths: ExperimentPaths,
-    records: list[TrialRecord],
-    objective: str,
-    state: str,
-    report_dir: Path | None,
-) -> None:
+def print_summary(*, paths: ExperimentPaths, state: str, resumed: dict[str, Any] | None) -> Answer:
+    """Print the summary of the experiment at ``paths`` and return its answer."""
+    experiment = load_experiment(paths.local)
+    answer = decide(experiment)
     print()
-    print(f"Search {state}: {len(records)} trials ({_counts(records)})")
-    remeasured = _read_remeasure(paths.local / REMEASURE_FILE)
-    if objective == "pareto":
-        best = pareto_front(records)[:SHOWN]
-    else:
-        best = pick_candidates(records, objective=objective, top=SHOWN)
-    title = "Pareto front (throughput vs accuracy)" if objective == "pareto" else "Best trials"
-    if best:
-        print(f"{title}, feasible trials only:")
-    for record in best:
-        print("  " + _line(record, remeasured.get(record.trial_id)))
-    if not best:
-        print("No feasible trial finished: loosen --max-memory or check the errors above.")
+    print(f"Search {state}: {len(experiment.trials)} trials ({status_line(experiment.trials)})")
+    if resumed:
+        print(_resume_line(resumed))
+    _print_front(answer)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
-    if report_dir is not None:
-        print(f"Report:            {report_dir}")
     if state != "finished":
-        print(f"Continue it with:  python -m tuner search --resume --name {paths.name} "
-              f"--storage {paths.storage}")  # fmt: skip
+        print(
+            f"Continue it with:  python -m tuner search --resume --name {paths.name} "
+            f"--storage {paths.storage}"
+        )
+    return answer
 
 
-def _counts(records: list[TrialRecord]) -> str:
-    kinds: Counter[str] = Counter()
-    for record in records:
-        if record.ray_status == "ERROR":
-            kinds["error"] += 1
-        elif not record.metrics:
-            kinds["not started"] += 1
-        elif record.ray_status != "TERMINATED":
-            kinds[record.ray_status.lower()] += 1
-        elif record.metrics.get("feasible"):
-            kinds["feasible" if record.metrics.get("final") else "not run to the end"] += 1
-        else:
-            kinds["infeasible"] += 1
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+def status_line(trials: pd.DataFrame) -> str:
+    """``5 feasible, 2 over budget, 1 error``: each trial counted once, as what it is."""
+    kinds = trials.apply(_kind, axis=1).value_counts() if len(trials) else pd.Series(dtype=int)
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none"
 
 
-def _line(record: TrialRecord, remeasured: dict[str, float] | None) -> str:
-    m = record.metrics
-    throughput = f"{m['images_per_second']:.1f}"
-    if remeasured is not None:
-        std = remeasured["std"]
-        spread = f" ± {std:.1f}" if not math.isnan(std) else ""
-        throughput = f"{remeasured['mean']:.1f}{spread} (re-measured x{remeasured['n']:.0f})"
-    peak = m.get("peak_memory_bytes", math.nan)
+def _kind(row: pd.Series) -> str:
+    status = str(row.get("status") or "")
+    if status == "ok" and row.get("feasible"):
+        return "feasible"
+    if status == "ok" and not bool(row.get("final", True)):
+        return "stopped early"
+    if status == "ok":
+        return "over budget"
+    return {"incomplete": "not finished", "pending": "not started"}.get(status, status)
+
+
+def _print_front(answer: Answer) -> None:
+    if answer.front.empty:
+        print("No feasible trial finished: loosen --max-memory or check the errors above.")
+        return
+    source = "re-measured" if answer.remeasured else "as measured in the search"
+    print(f"Pareto front (throughput {source}, feasible trials only):")
+    for _, row in answer.front.head(SHOWN).iterrows():
+        print("  " + _line(row))
+    print(answer.sentence())
+
+
+def _line(row: pd.Series) -> str:
+    ips = row["images_per_second"]
+    low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
+    spread = f" [{low:,.0f}-{high:,.0f}]" if _finite(low) and _finite(high) else ""
+    acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
+    acc = f"{row['val_accuracy']:.3f}"
+    if _finite(acc_low) and _finite(acc_high):
+        acc += f" [{acc_low:.3f}-{acc_high:.3f}]"
+    params = " ".join(
+        f"{c.removeprefix('param_')}={_short(row[c])}"
+        for c in row.index
+        if c.startswith("param_") and _present(row[c])
+    )
     return (
-        f"{record.trial_id}: {throughput} img/s, val acc {m['val_accuracy']:.3f}, "
-        f"peak {peak / 2**20:.0f} MiB | {describe_params(record.config)}"
+        f"{row['trial_id']}: {ips:,.0f}{spread} img/s, val acc {acc}, peak "
+        f"{format_bytes(row.get('peak_memory_bytes'))} | {params}"
     )
 
 
-def _read_remeasure(path: Path) -> dict[str, dict[str, float]]:
-    if not path.exists():
-        return {}
-    rows: list[dict[str, Any]] = []
-    with path.open() as handle:
-        for row in csv.DictReader(handle):
-            value = row.get("images_per_second") or "nan"
-            rows.append({"trial_id": row["trial_id"], "images_per_second": float(value)})
-    return summarize(rows)
+def _resume_line(resumed: dict[str, Any]) -> str:
+    line = (
+        f"Resumed: {resumed['before']} trial(s) had finished before, "
+        f"{resumed['after']} finished in this run"
+    )
+    if resumed.get("orphans"):
+        line += (
+            f"; Optuna trial(s) {', '.join(map(str, resumed['orphans']))} were running when "
+            "the driver stopped and are closed as FAIL (their configs ran again as new trials)"
+        )
+    return line + "."
+
+
+def _short(value: Any) -> str:
+    return (
+        f"{value:.2e}" if isinstance(value, float) and not float(value).is_integer() else str(value)
+    )
+
+
+def _present(value: Any) -> bool:
+    return not (value is None or (isinstance(value, float) and math.isnan(value)))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

@@ -8,7 +8,6 @@ checkpoints the final metrics too, so a finished trial is never trained again.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import logging
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 from ray import tune
 
-from tuner.config import TrainConfig, make_config
+from tuner.config import TrainConfig
 from tuner.engine import Progress, probe, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.search.metrics import trial_metrics
@@ -40,15 +39,15 @@ class TrialContext:
     probe_steps: int
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
+    search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
 
 
-def train_config_of(config: dict[str, Any], *, device: str = "auto") -> TrainConfig:
-    """The trial's ``TrainConfig`` from its TrainConfig fields (search-only ones: dropped)."""
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    params = {key: value for key, value in config.items() if key in fields}
-    if device == "cpu":
-        params["device"] = "cpu"
-    return make_config(params)
+def train_config_of(
+    config: dict[str, Any], *, device: str = "auto", search_only: tuple[str, ...] = ()
+) -> TrainConfig:
+    """The trial's ``TrainConfig``: its settings, the search-only parameters dropped by name."""
+    params = {**config, **({"device": "cpu"} if device == "cpu" else {})}
+    return TrainConfig.from_params(params, ignore=search_only)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -75,7 +74,9 @@ class _TrialRun:
         self.node = _node()
 
     def run(self, config: dict[str, Any]) -> None:
-        train_config = train_config_of(config, device=self.context.device)
+        train_config = train_config_of(
+            config, device=self.context.device, search_only=self.context.search_only
+        )
         state, meta = _restore()
         self.engine_time_s = meta.get("engine_time_s", 0.0)
         if "final_metrics" in meta:  # finished before the driver stopped: report, don't retrain

@@ -1,0 +1,87 @@
+"""The statistics every stated number uses, checked on synthetic data with known spread."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.stats import median_interval, paired_difference, paired_ratio, wilson_interval
+
+
+def _pairs(rng: np.random.Generator, ratio: float, n: int, noise: float = 0.15):
+    """n interleaved pairs: a shared drift per repeat, then independent noise per arm."""
+    drift = rng.lognormal(0, 0.1, n)
+    a = 1000 * drift * rng.lognormal(0, noise, n)
+    b = 1000 * ratio * drift * rng.lognormal(0, noise, n)
+    return a.tolist(), b.tolist()
+
+
+def test_two_equal_distributions_are_a_tie_about_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(0)
+    ties = [paired_ratio(*_pairs(rng, 1.0, 5)).tie for _ in range(400)]
+    assert 0.91 <= sum(ties) / len(ties) <= 0.99  # a 95% interval, within sampling error
+
+
+def test_two_settings_far_apart_are_never_a_tie() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        change = paired_ratio(*_pairs(rng, 2.0, 5))
+        assert not change.tie and change.low > 1.0
+
+
+def test_a_real_but_small_change_separates_with_more_repeats() -> None:
+    rng = np.random.default_rng(2)
+    few = np.mean([paired_ratio(*_pairs(rng, 1.15, 3)).tie for _ in range(200)])
+    many = np.mean([paired_ratio(*_pairs(rng, 1.15, 12)).tie for _ in range(200)])
+    assert many < few
+
+
+def test_ratio_interval_contains_the_truth_about_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(3)
+    hits = 0
+    for _ in range(400):
+        change = paired_ratio(*_pairs(rng, 1.3, 6))
+        hits += change.low <= 1.3 <= change.high
+    assert 0.91 <= hits / 400 <= 0.99
+
+
+def test_one_pair_makes_no_claim() -> None:
+    change = paired_ratio([100.0], [150.0])
+    assert change.value == pytest.approx(1.5) and math.isnan(change.low) and change.tie
+
+
+def test_a_deterministic_difference_is_exact_and_zero_is_no_effect() -> None:
+    same = paired_difference([10.0, 10.0, 10.0], [10.0, 10.0, 10.0])
+    assert same.value == 0 and same.tie
+    more = paired_difference([10.0, 10.0, 10.0], [12.0, 12.0, 12.0])
+    assert more.value == 2 and not more.tie
+
+
+def test_median_interval_from_order_statistics() -> None:
+    est = median_interval([5.0, 1.0, 3.0])
+    assert (est.median, est.low, est.high, est.n) == (3.0, 1.0, 5.0, 3)
+    assert est.coverage == pytest.approx(0.75)  # 1 - 2 * 0.5**3: stated, not pretended
+    wide = median_interval(list(range(1, 21)))
+    assert wide.coverage >= 0.95 and wide.low > 1 and wide.high < 20
+    assert math.isnan(median_interval([7.0]).low) and median_interval([]).n == 0
+    assert median_interval([1.0, float("nan"), 3.0]).n == 2
+
+
+def test_median_interval_covers_the_true_median() -> None:
+    rng = np.random.default_rng(4)
+    hits = sum(
+        (est := median_interval(rng.normal(10, 1, 15).tolist())).low <= 10 <= est.high
+        for _ in range(400)
+    )
+    assert hits / 400 >= 0.93
+
+
+def test_wilson_interval() -> None:
+    low, high = wilson_interval(90, 100)
+    assert 0.82 < low < 0.9 < high < 0.95
+    assert wilson_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12) and wilson_interval(10, 10)[
+        1
+    ] == pytest.approx(1.0)
+    assert all(math.isnan(v) for v in wilson_interval(1, 0))

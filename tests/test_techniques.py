@@ -1,0 +1,105 @@
+"""The technique registry: every knob is declared once, and everything else derives from it."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from tuner.ablate import skippable
+from tuner.compare import plan_ladder, plan_toggles
+from tuner.config import TrainConfig, config_fields
+from tuner.engine import probe
+from tuner.report._effects import observed_techniques
+from tuner.search.metrics import EFFECTIVE_PREFIX, result_metrics
+from tuner.techniques import (
+    KNOBS,
+    is_accuracy_neutral,
+    knob,
+    ladder,
+    ladder_knobs,
+    speed_knobs,
+)
+
+NEUTRAL = {"set_to_none", "non_blocking", "pin_memory", "prefetch", "channels_last", "compile",
+           "fused_adamw", "num_workers", "persistent_workers"}  # fmt: skip
+TRAINING = {"amp", "norm", "gn_groups", "batch_size", "lr"}
+TINY = TrainConfig(
+    model="vit_tiny_r_s16_p8_224",
+    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    img_size=16, batch_size=16, epochs=None, steps=2, warmup_steps=1, device="cpu",
+)  # fmt: skip
+
+
+def test_the_registry_says_which_knobs_change_the_maths() -> None:
+    assert {k.field for k in KNOBS if k.accuracy_neutral} == NEUTRAL
+    assert {k.field for k in KNOBS if not k.accuracy_neutral} == TRAINING
+    assert not is_accuracy_neutral("weight_decay")  # not a knob: assumed to change training
+
+
+@pytest.mark.parametrize("entry", KNOBS, ids=lambda k: k.field)
+def test_every_knob_is_a_config_field_with_help_and_an_off_default(entry) -> None:
+    assert entry.field in config_fields() and entry.help and entry.label
+    assert entry.off == getattr(TrainConfig(), entry.field)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(k.field, v) for k in KNOBS if not k.companion for v in (*k.cpu, *k.cuda)],
+    ids=str,
+)
+def test_every_on_value_makes_a_valid_config_with_what_it_implies(field: str, value) -> None:
+    changes = knob(field).settings(value)
+    config = TINY.replace(**changes)
+    assert getattr(config, field) == value
+    back = config.replace(**knob(field).settings(knob(field).off))  # and back off again
+    assert getattr(back, field) == knob(field).off
+
+
+@pytest.mark.parametrize("entry", [k for k in KNOBS if k.cpu and not k.companion],
+                         ids=lambda k: k.field)  # fmt: skip
+def test_every_cpu_knob_runs_a_real_step_and_reports_what_ran(entry) -> None:
+    result = probe(TINY.replace(**entry.settings(entry.cpu[0])), steps=1)
+    assert result.status == "ok", result.error
+    metrics = result_metrics(result)
+    assert metrics[EFFECTIVE_PREFIX + entry.field] == entry.cpu[0]
+
+
+def test_every_speed_technique_appears_in_the_ladder_or_the_effects() -> None:
+    rungs, _ = ladder(cuda=True, autotune=True)
+    in_ladder = {r.knob for r in rungs}
+    assert in_ladder - {None} == {k.field for k in ladder_knobs()}
+    arms, _ = plan_toggles(TINY.replace(norm="group", gn_groups=4), cuda=True)
+    toggled = {field for a in arms for field in a.changes}
+    for entry in speed_knobs(cuda=True):
+        assert entry.field in in_ladder | toggled, entry.field
+    assert set(skippable()) == {k.field for k in ladder_knobs()} | {"norm"}
+
+
+def test_cpu_ladder_leaves_out_what_needs_cuda_and_keeps_every_rung_cumulative() -> None:
+    arms, left_out = plan_ladder(TINY, cuda=False)
+    assert [a.name for a in arms][:2] == ["plain", "+amp"]
+    assert left_out == ["non_blocking: needs CUDA", "prefetch: needs CUDA"]
+    for before, after in itertools.pairwise(arms):
+        changed = {k for k, v in after.config.to_dict().items() if before.config.to_dict()[k] != v}
+        assert changed == set(after.changes) and after.reference == before.name
+
+
+def test_every_knob_that_ran_appears_in_the_report_table() -> None:
+    rows = []
+    for i, entry in enumerate(k for k in KNOBS if not k.companion):
+        row = {EFFECTIVE_PREFIX + k.field: k.off for k in KNOBS}
+        row[EFFECTIVE_PREFIX + entry.field] = (entry.cuda or entry.cpu or (1,))[0]
+        rows.append({"status": "ok", "images_per_second": 100.0 + i, **row})
+    table = observed_techniques(pd.DataFrame(rows))
+    assert {k.label for k in KNOBS if not k.companion} == set(table["technique"])
+
+
+def test_a_cuda_only_switch_on_cpu_counts_as_off() -> None:
+    asked = TINY.replace(prefetch="cuda_stream", pin_memory=True)
+    metrics = result_metrics(probe(asked, steps=1))
+    assert metrics["effective_prefetch"] == "off" and "prefetch" in metrics["notes"]
+    table = observed_techniques(pd.DataFrame([{**metrics, "status": "ok"}]))
+    prefetch = table[table["technique"] == knob("prefetch").label]
+    assert list(prefetch["ran with"]) == ["prefetch=off"]

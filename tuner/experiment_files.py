@@ -1,0 +1,46 @@
+"""The experiment folder's contract: every file name in it, declared once.
+
+``tuner search`` (the writer, :mod:`tuner.search.experiment`) and ``tuner report`` (the reader,
+:mod:`tuner.results`) both import these names; neither spells a file name itself.
+
+``<storage>/<name>/`` holds:
+
+- Ray Tune's experiment: ``experiment_state-*.json`` and one folder per trial with
+  ``params.json`` (the trial's config), ``result.json`` (JSON lines, one per ``tune.report``),
+  and, for a crashed trial, ``error.txt`` (``error.pkl`` beside it is never read);
+- :data:`STUDY_FILE`: the Optuna study (SQLite), study name = the experiment name;
+- :data:`METADATA_FILE`: what was run (space, workload, objectives, budgets, hardware, state);
+- :data:`REMEASURE_FILE`: the top candidates re-measured after the search, one row per repeat;
+- :data:`EFFECTS_FILE`: the controlled technique effects around the recommended config;
+- :data:`PROBE_CACHE_FILE`: the speed settings probed per training config (reused by trials).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EFFECTS_FILE",
+    "ERROR_FILE",
+    "METADATA_FILE",
+    "PARAMS_FILE",
+    "PROBE_CACHE_FILE",
+    "RAY_STATE_GLOB",
+    "REMEASURE_FILE",
+    "RESULT_FILE",
+    "STUDY_FILE",
+    "TUNER_FILES",
+]
+
+METADATA_FILE = "tuner_experiment.json"
+STUDY_FILE = "study.db"
+REMEASURE_FILE = "remeasure.csv"
+EFFECTS_FILE = "effects.csv"
+PROBE_CACHE_FILE = "probe_cache.json"
+
+# Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
+RAY_STATE_GLOB = "experiment_state-*.json"
+PARAMS_FILE = "params.json"
+RESULT_FILE = "result.json"
+ERROR_FILE = "error.txt"
+
+# The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).
+TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CACHE_FILE)

@@ -1,0 +1,246 @@
+"""Objectives, feasibility and the Pareto front: one owner for search, summary and report.
+
+- An **objective** is a measured metric and its direction: ``images_per_second`` (max) and
+  ``val_accuracy`` (max). ``tuner search --objective`` names which ones Optuna optimises:
+  ``pareto`` (both), ``throughput`` or ``accuracy``.
+- A measurement is **feasible** when its run finished ok within the memory budget
+  (:func:`judge`); the budget's Optuna constraint is :func:`memory_violation` (> 0: infeasible).
+- A trial is a **candidate** (can be recommended) when it is feasible, ran to its end (not
+  stopped early) and measured every objective (:func:`candidate_mask`).
+- The **Pareto front** is the candidates no other candidate dominates (:func:`pareto_mask`);
+  :func:`nondominated_ranks` sorts any set of points into successive fronts.
+
+Ray-free and Optuna-free: pandas and numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from tuner.units import format_bytes
+
+if TYPE_CHECKING:  # numpy and pandas load on first use: the CLI imports this module for --help
+    import numpy as np
+    import pandas as pd
+
+__all__ = [
+    "DEFAULT_OBJECTIVES",
+    "MEMORY_VIOLATION_KEY",
+    "OBJECTIVE_NAMES",
+    "Objective",
+    "ObjectiveName",
+    "best_per_objective",
+    "candidate_mask",
+    "candidates",
+    "judge",
+    "memory_limit",
+    "memory_violation",
+    "nondominated_ranks",
+    "objectives_of",
+    "pareto_front",
+    "pareto_mask",
+    "rank_candidates",
+    "report_objectives",
+    "usable",
+]
+
+ObjectiveName = Literal["pareto", "throughput", "accuracy"]
+OBJECTIVE_NAMES: tuple[str, ...] = get_args(ObjectiveName)
+Objective = tuple[str, str]  # (metric, "max" | "min")
+
+THROUGHPUT: Objective = ("images_per_second", "max")
+ACCURACY: Objective = ("val_accuracy", "max")
+DEFAULT_OBJECTIVES: list[Objective] = [THROUGHPUT, ACCURACY]
+_NAMED: dict[str, list[Objective]] = {
+    "pareto": DEFAULT_OBJECTIVES,
+    "throughput": [THROUGHPUT],
+    "accuracy": [ACCURACY],
+}
+MEMORY_VIOLATION_KEY = "memory_violation"  # Optuna constraint: > 0 means infeasible
+OOM_VIOLATION = 1.0  # an OOM without a measured peak counts as 100 % over budget
+
+
+def objectives_of(name: str) -> list[Objective]:
+    """What ``--objective NAME`` optimises, in order."""
+    return list(_NAMED[name])
+
+
+def report_objectives(metadata: Mapping[str, Any]) -> list[Objective]:
+    """The objectives an experiment's metadata names, completed to throughput and accuracy.
+
+    The report always shows both: a single-objective search gets the other one added
+    (second), so the Pareto front and the recommendations stay comparable.
+    """
+    raw = metadata.get("objectives", metadata.get("objective"))
+    parsed: list[Objective] = []
+    if isinstance(raw, str):
+        parsed = list(_NAMED.get(raw, DEFAULT_OBJECTIVES))
+    elif isinstance(raw, list):
+        for item in raw:
+            if isinstance(item, Mapping) and item.get("metric"):
+                parsed.append((str(item["metric"]), str(item.get("direction", "max"))))
+    # Experiments of the first release told Optuna objective_<metric>; the metric is the same.
+    parsed = [
+        (m.removeprefix("objective_"), "min" if d.startswith("min") else "max") for m, d in parsed
+    ]
+    for default in DEFAULT_OBJECTIVES:
+        if default[0] not in {m for m, _ in parsed}:
+            parsed.append(default)
+    return parsed
+
+
+def memory_limit(metadata: Mapping[str, Any]) -> float | None:
+    """The search's memory budget in bytes, or ``None`` when it had none."""
+    value = metadata.get("max_memory_bytes")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+# ---- feasibility -----------------------------------------------------------------------------
+
+
+def judge(metrics: Mapping[str, Any], *, max_memory_bytes: float | None) -> tuple[bool, str]:
+    """``(feasible, reason)``: a failed run, or one whose peak memory is over budget, is not."""
+    status = str(metrics.get("status") or "")
+    if status != "ok":
+        detail = f": {metrics['error']}" if metrics.get("error") else ""
+        return False, f"{status or 'no result'}{detail}"[:300]
+    peak = _number(metrics.get("peak_memory_bytes"))
+    if max_memory_bytes is not None and not math.isnan(peak) and peak > max_memory_bytes:
+        return False, (
+            f"peak memory {format_bytes(peak)} over the budget {format_bytes(max_memory_bytes)}"
+        )
+    return True, ""
+
+
+def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: float | None) -> float:
+    """Optuna's constraint value: (peak - budget) / budget; > 0 is infeasible.
+
+    An OOM is infeasible even when its peak was not measured; without a budget only OOMs
+    violate (-1 otherwise).
+    """
+    peak = _number(metrics.get("peak_memory_bytes"))
+    oom = metrics.get("status") == "oom"
+    if max_memory_bytes is None or math.isnan(peak):
+        return OOM_VIOLATION if oom else -1.0
+    violation = (peak - max_memory_bytes) / max_memory_bytes
+    return max(violation, OOM_VIOLATION) if oom else violation
+
+
+def usable(metrics: Mapping[str, Any], *, ray_status: str) -> bool:
+    """Whether a trial's last report can be recommended: Ray finished it (or its state is
+    unknown), it is its final report (not stopped early), it ran ok and it is feasible."""
+    return (
+        ray_status in ("TERMINATED", "")
+        and metrics.get("status") == "ok"
+        and bool(metrics.get("final", True))
+        and bool(metrics.get("feasible", True))
+    )
+
+
+# ---- dominance -------------------------------------------------------------------------------
+
+
+def _as_max(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
+    import numpy as np
+
+    signs = np.array([1.0 if d == "max" else -1.0 for d in directions])
+    return np.asarray(values, dtype=float).reshape(-1, len(signs)) * signs
+
+
+def pareto_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
+    """For each row of ``values`` (points x objectives), whether no other row dominates it."""
+    import numpy as np
+
+    points = _as_max(values, directions)
+    if len(points) == 0:
+        return np.zeros(0, dtype=bool)
+    better_eq = np.all(points[:, None, :] >= points[None, :, :], axis=2)
+    strictly = np.any(points[:, None, :] > points[None, :, :], axis=2)
+    dominated = np.any(better_eq & strictly, axis=0)  # [i, j]: i dominates j
+    return ~dominated
+
+
+def nondominated_ranks(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
+    """Rank 0 for the Pareto front, 1 for the front of what is left, and so on."""
+    import numpy as np
+
+    points = _as_max(values, directions)
+    ranks = np.full(len(points), -1)
+    rank, left = 0, np.arange(len(points))
+    while len(left):
+        front = pareto_mask(points[left], ["max"] * points.shape[1])
+        ranks[left[front]] = rank
+        left, rank = left[~front], rank + 1
+    return ranks
+
+
+# ---- over a trials table ---------------------------------------------------------------------
+
+
+def candidate_mask(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.Series:
+    """Trials that can be recommended: every objective measured, and ``feasible`` (in a trials
+    table that column is :func:`usable`: ok, finished, within budget).
+    """
+    import numpy as np
+    import pandas as pd
+
+    mask = trials["feasible"].astype(bool)
+    for metric, _ in objs:
+        mask &= np.isfinite(pd.to_numeric(trials[metric], errors="coerce"))
+    return mask
+
+
+def candidates(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
+    return trials[candidate_mask(trials, objs)]
+
+
+def pareto_front(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
+    """The non-dominated candidates, best first on the first objective."""
+
+    pool = candidates(trials, objs)
+    if pool.empty:
+        return pool
+    keep = pareto_mask(pool[[m for m, _ in objs]].to_numpy(dtype=float), [d for _, d in objs])
+    first, direction = objs[0]
+    return pool[keep].sort_values(first, ascending=direction == "min")
+
+
+def rank_candidates(trials: pd.DataFrame, objs: Sequence[Objective], *, top: int) -> pd.DataFrame:
+    """The best ``top`` candidates: by non-dominated rank, then by the last objective."""
+
+    pool = candidates(trials, objs)
+    if pool.empty or top <= 0:
+        return pool.head(0)
+    values = pool[[m for m, _ in objs]].to_numpy(dtype=float)
+    ranks = nondominated_ranks(values, [d for _, d in objs])
+    last, direction = objs[-1]
+    ordered = pool.assign(_rank=ranks).sort_values(
+        ["_rank", last], ascending=[True, direction == "min"]
+    )
+    return ordered.drop(columns="_rank").head(top)
+
+
+def best_per_objective(trials: pd.DataFrame, objs: Sequence[Objective]) -> dict[str, pd.Series]:
+    """For each objective, the candidate that is best on it (ties: better on the others)."""
+
+    pool = candidates(trials, objs)
+    best: dict[str, pd.Series] = {}
+    for metric, direction in objs if not pool.empty else ():
+        others = [(m, d) for m, d in objs if m != metric]
+        order = pool.sort_values(
+            [metric, *(m for m, _ in others)],
+            ascending=[direction == "min", *(d == "min" for _, d in others)],
+        )
+        best[metric] = order.iloc[0]
+    return best
+
+
+def _number(value: Any) -> float:
+    if value is None or isinstance(value, str | bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

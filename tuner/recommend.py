@@ -1,0 +1,199 @@
+"""The answer of a search: the front on re-measured numbers, the picks, and what is a tie.
+
+The console summary of ``tuner search`` and the report both call :func:`decide` on the same
+experiment folder, so they state the same front and the same picks.
+
+- Throughput: a trial that was re-measured after the search (interleaved, fresh builds) is
+  judged by the median of its re-measurements, with that median's interval; the others keep
+  their in-search figure with the interval over its measurement windows. When candidates were
+  re-measured, only they can be picked: the others' single figure was taken side by side.
+- Accuracy: the trial's last validation accuracy with its Wilson interval from the number of
+  validation images.
+- Two picks are a **tie** on throughput when the paired ratio of their re-measurements has an
+  interval containing 1x, and on accuracy when a two-proportion test cannot separate them
+  (unpooled, which is conservative for two models scored on the same images).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tuner.objectives import (
+    Objective,
+    best_per_objective,
+    candidate_mask,
+    pareto_front,
+    report_objectives,
+)
+from tuner.stats import Change, median_interval, normal_quantile, paired_ratio, wilson_interval
+
+__all__ = ["Answer", "PairVerdict", "decide"]
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """How two front trials compare, objective by objective, within the noise."""
+
+    faster: str
+    slower: str
+    throughput: Change  # faster / slower
+    accuracy_difference: float  # faster minus slower
+    accuracy_tie: bool
+
+    @property
+    def same_within_noise(self) -> bool:
+        return self.throughput.tie and self.accuracy_tie
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to do, decided from one experiment folder."""
+
+    objectives: list[Objective]
+    trials: pd.DataFrame  # every trial, with the decision values and their intervals
+    front: pd.DataFrame  # Pareto-optimal picks on the decision values
+    best: dict[str, pd.Series]  # objective metric -> the pick that is best on it
+    remeasured: bool  # whether throughput comes from re-measurement
+    pairs: list[PairVerdict] = field(default_factory=list)  # adjacent front trials compared
+
+    @property
+    def ties(self) -> list[PairVerdict]:
+        return [p for p in self.pairs if p.throughput.tie]
+
+    def sentence(self) -> str:
+        """One sentence on whether the picks differ beyond the noise."""
+        if self.front.empty:
+            return "No trial can be recommended: none finished ok within the memory budget."
+        if len(self.front) == 1:
+            return "One configuration is Pareto-optimal; nothing else is as good on both."
+        same = [p for p in self.pairs if p.same_within_noise]
+        tied = [p for p in self.pairs if p.throughput.tie and not p.accuracy_tie]
+        parts = []
+        for p in same:
+            parts.append(
+                f"{p.faster} and {p.slower} are the same within noise "
+                f"(throughput {_ratio(p.throughput)}, accuracy tied)"
+            )
+        for p in tied:
+            parts.append(
+                f"{p.faster} and {p.slower} run at the same speed within noise "
+                f"({_ratio(p.throughput)}), so the more accurate one is the pick"
+            )
+        if not parts:
+            source = "re-measured " if self.remeasured else ""
+            return (
+                f"The {len(self.front)} Pareto-optimal configurations differ beyond noise in "
+                f"{source}throughput; pick by what matters more to you."
+            )
+        return "; ".join(parts) + "."
+
+
+def decide(experiment: Any) -> Answer:
+    """The answer for a loaded experiment (:class:`tuner.results.Experiment`)."""
+    objs = report_objectives(experiment.metadata)
+    trials, remeasured = decision_values(experiment.trials, experiment.remeasure)
+    pool = trials
+    if remeasured:
+        pool = trials[trials["throughput_source"] == "re-measured"]
+    front = pareto_front(pool, objs)
+    pairs = _pairs(front, experiment.remeasure) if len(front) > 1 else []
+    return Answer(objs, trials, front, best_per_objective(pool, objs), remeasured, pairs)
+
+
+def decision_values(
+    trials: pd.DataFrame, remeasure: pd.DataFrame | None
+) -> tuple[pd.DataFrame, bool]:
+    """``trials`` with re-measured medians as ``images_per_second`` where there are some, the
+    in-search figure kept as ``search_images_per_second``, and intervals for both objectives."""
+    frame = trials.copy()
+    frame["search_images_per_second"] = frame["images_per_second"]
+    frame["throughput_source"] = "search"
+    for column in ("images_per_second_low", "images_per_second_high"):  # over its windows
+        frame[column] = pd.to_numeric(frame.get(column), errors="coerce")
+    remeasured = False
+    for trial_id, est in _remeasured(remeasure).items():
+        rows = frame["trial_id"] == trial_id
+        if not rows.any() or math.isnan(est.median):
+            continue
+        frame.loc[rows, "images_per_second"] = est.median
+        frame.loc[rows, ["images_per_second_low", "images_per_second_high"]] = est.low, est.high
+        frame.loc[rows, "throughput_source"] = "re-measured"
+        remeasured = True
+    acc_low, acc_high = (
+        zip(*(_accuracy_interval(r) for _, r in frame.iterrows()), strict=True)
+        if len(frame)
+        else ((), ())
+    )
+    frame["val_accuracy_low"], frame["val_accuracy_high"] = list(acc_low), list(acc_high)
+    frame["candidate"] = candidate_mask(frame, report_objectives({}))
+    return frame, remeasured
+
+
+def _remeasured(remeasure: pd.DataFrame | None) -> dict[str, Any]:
+    if remeasure is None or remeasure.empty or "trial_id" not in remeasure:
+        return {}
+    ok = remeasure[remeasure.get("status", "ok") == "ok"]
+    return {
+        str(tid): median_interval(group["images_per_second"].tolist())
+        for tid, group in ok.groupby("trial_id", sort=False)
+    }
+
+
+def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
+    acc, n = _num(row.get("val_accuracy")), _num(row.get("val_images"))
+    if math.isnan(acc) or math.isnan(n) or n <= 0:
+        return math.nan, math.nan
+    return wilson_interval(round(acc * n), int(n))
+
+
+def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerdict]:
+    ordered = front.sort_values("images_per_second", ascending=False)
+    verdicts = []
+    for (_, fast), (_, slow) in itertools.pairwise(ordered.iterrows()):
+        ratio = _throughput_ratio(fast, slow, remeasure)
+        diff, tie = _accuracy_test(fast, slow)
+        verdicts.append(PairVerdict(str(fast["trial_id"]), str(slow["trial_id"]), ratio, diff, tie))
+    return verdicts
+
+
+def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
+    """faster / slower from paired re-measurements (same repeat), else with no interval."""
+    if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
+        ok = remeasure[remeasure["status"] == "ok"]
+        a = ok[ok["trial_id"] == fast["trial_id"]].set_index("repeat")["images_per_second"]
+        b = ok[ok["trial_id"] == slow["trial_id"]].set_index("repeat")["images_per_second"]
+        common = a.index.intersection(b.index)
+        if len(common):
+            return paired_ratio(b.loc[common].tolist(), a.loc[common].tolist())
+    value = _num(fast["images_per_second"]) / _num(slow["images_per_second"])
+    return Change(value, math.nan, math.nan, 1, 1.0)
+
+
+def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
+    pa, pb = _num(a.get("val_accuracy")), _num(b.get("val_accuracy"))
+    na, nb = _num(a.get("val_images")), _num(b.get("val_images"))
+    diff = pa - pb
+    if any(math.isnan(v) for v in (pa, pb, na, nb)) or min(na, nb) <= 0:
+        return diff, True
+    se = math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
+    z = normal_quantile()
+    return diff, abs(diff) <= z * se
+
+
+def _ratio(change: Change) -> str:
+    if math.isnan(change.low):
+        return f"{change.value:.2f}x"
+    return f"{change.value:.2f}x [{change.low:.2f}–{change.high:.2f}]"
+
+
+def _num(value: Any) -> float:
+    try:
+        return math.nan if value is None or value is pd.NA else float(value)
+    except (TypeError, ValueError):
+        return math.nan

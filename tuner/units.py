@@ -1,0 +1,53 @@
+"""Byte sizes for people: the one formatter every table, line and plot uses, and its parser."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tuner.errors import TunerError
+
+__all__ = ["GIB", "MIB", "format_bytes", "parse_memory_size"]
+
+MIB = 2**20
+GIB = 2**30
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": MIB,
+    "gib": GIB,
+    "tib": 2**40,
+}
+
+
+def format_bytes(size: float | None, *, digits: int = 1) -> str:
+    """``1536 * 2**20`` -> ``"1.5 GiB"``, ``3e6`` -> ``"2.9 MiB"``; missing -> ``"n/a"``."""
+    if size is None or not math.isfinite(size):
+        return "n/a"
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", 2**10)):
+        if abs(size) >= scale:
+            return f"{size / scale:,.{digits}f} {unit}"
+    return f"{int(size)} B"
+
+
+def parse_memory_size(text: str) -> int:
+    """``"20GiB"`` -> bytes. Accepts B, KB/MB/GB/TB (powers of 10) and KiB/MiB/GiB/TiB.
+
+    Raises:
+        TunerError: the text is not a positive number with a known unit.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise TunerError(
+            f"Memory size {text!r} is not understood; write e.g. 20GiB, 512MiB or 1.5GB."
+        )
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise TunerError(f"Memory size {text!r} must be positive.")
+    return size
