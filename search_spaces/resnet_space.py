@@ -1,4 +1,4 @@
-"""ResNet: BatchNorm vs GroupNorm(groups), lr, batch, loader and speed techniques.
+"""ResNet: BatchNorm vs GroupNorm(groups), lr, batch size and AMP (speed knobs: probed).
 
 Workloads:
 - ``cpu``: ``resnet10t`` at 32 px on the embedded digits, about 20 s per trial.
@@ -12,7 +12,7 @@ from typing import Any
 
 import optuna
 
-from tuner.spaces import suggest_loader_and_techniques
+from tuner.techniques import knob
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
@@ -40,7 +40,7 @@ NUM_SAMPLES = {"cpu": 8, "gpu": 48}
 
 
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
-    """Norm and its group count, lr per reference batch, loader and speed switches."""
+    """Norm and its group count, lr per reference batch, mixed precision."""
     norm = trial.suggest_categorical("norm", ["batch", "group"])
     params: dict[str, Any] = {"norm": norm}
     if norm == "group":
@@ -50,5 +50,5 @@ def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     params["batch_size"] = trial.suggest_categorical("batch_size", batch_sizes)
     base_lr = trial.suggest_float("base_lr", 3e-4, 1e-2, log=True)
     params["lr"] = base_lr * params["batch_size"] / 256
-    params.update(suggest_loader_and_techniques(trial, cuda=cuda))
+    params["amp"] = trial.suggest_categorical("amp", knob("amp").choices(cuda=cuda))
     return params

@@ -1,4 +1,4 @@
-"""Hybrid ViT (conv stem): BatchNorm vs GroupNorm(groups), lr, batch, loader and speed techniques.
+"""Hybrid ViT (conv stem): BatchNorm vs GroupNorm(groups), lr, batch size and AMP.
 
 Workloads:
 - ``cpu`` (a fresh laptop or CI box): a 2-block hybrid ViT at 32 px on the embedded digits,
@@ -6,6 +6,10 @@ Workloads:
 - ``gpu``: ``vit_small_r26_s32_224`` (ResNet-26 stem + ViT-S) at 224 px, 400 steps per trial.
   Its data defaults to the embedded digits so it runs anywhere; point it at real images with
   ``--data imagefolder:PATH``.
+
+The space searches what changes training; the accuracy-neutral speed knobs (workers, pinned
+memory, set_to_none, channels_last, fused AdamW, the prefetcher, compile) are chosen per
+training config by the search's speed probes. Return one of them to pin it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from tuner.spaces import suggest_loader_and_techniques
+from tuner.techniques import knob
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
@@ -44,7 +48,7 @@ NUM_SAMPLES = {"cpu": 8, "gpu": 48}
 
 
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
-    """Norm and its group count, lr per reference batch, loader and speed switches."""
+    """Norm and its group count, lr per reference batch, mixed precision."""
     norm = trial.suggest_categorical("norm", ["batch", "group"])
     params: dict[str, Any] = {"norm": norm}
     if norm == "group":
@@ -55,5 +59,5 @@ def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     # lr is searched per 256 images so it carries over when memory forces another batch size.
     base_lr = trial.suggest_float("base_lr", 1e-4, 3e-3, log=True)
     params["lr"] = base_lr * params["batch_size"] / 256
-    params.update(suggest_loader_and_techniques(trial, cuda=cuda))
+    params["amp"] = trial.suggest_categorical("amp", knob("amp").choices(cuda=cuda))
     return params

@@ -16,9 +16,6 @@ comparison, and the report's technique effects around the recommended config:
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -206,7 +203,6 @@ def run_interleaved(
     live, dropped = list(arms), []
     for repeat in range(repeats):
         for arm in list(live):
-            _release()
             try:
                 result = measure(arm.config)
             except TunerError as exc:
@@ -347,13 +343,6 @@ def fallbacks(
     """The engine's notes about ``changes`` that did not take effect (what actually ran)."""
     missed = [k for k, v in changes.items() if k in effective and effective[k] != v]
     return [n for n in notes if any(k in n for k in missed)] or [f"{k} not applied" for k in missed]
-
-
-def _release() -> None:
-    """Hand memory freed by the previous arm back (glibc), so arms start alike."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _nan(value: Any) -> float:

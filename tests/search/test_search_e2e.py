@@ -1,8 +1,9 @@
 """A real search end to end on CPU: local Ray, Optuna's SQLite study, the real engine.
 
-One search (module fixture) over ``spaces/e2e_space.py`` with the grid sampler, so the four
-trials are known in advance: batch 8 fits, batch 512 is over the 300 MiB budget (its probe
-says so in seconds), and ``gn_groups=3`` makes the engine raise inside the trial.
+One search (module fixture) over ``spaces/e2e_space.py``: five trials in a known order (the
+start-up design enqueues every level of its one categorical), with known fates: one trains to
+the end, one is stopped early by ParetoASHA, one reuses another's speed probes, one is over the
+memory budget, one raises inside the trial.
 """
 
 from __future__ import annotations
@@ -16,17 +17,21 @@ from typing import Any
 import optuna
 import pytest
 
-from tuner.search import SearchOptions, SearchOutcome, parse_memory_size, run_search
-from tuner.search.metrics import OBJECTIVE_KEYS
+from tuner.recommend import decide
+from tuner.results import load_experiment
+from tuner.search import SearchOptions, SearchOutcome, run_search
+from tuner.techniques import KNOBS
+from tuner.units import parse_memory_size
 
 pytestmark = pytest.mark.slow
 
 SPACE = Path(__file__).parent / "spaces" / "e2e_space.py"
-BUDGET = parse_memory_size("300MiB")
+BUDGET = parse_memory_size("50MiB")
 METRIC_KEYS = {
     "status", "error", "images_per_second", "peak_memory_bytes", "memory_kind", "val_accuracy",
-    "val_loss", "steps", "feasible", "infeasible_reason", "phase", "node", "engine_time_s",
-    "memory_violation", *OBJECTIVE_KEYS.values(),
+    "val_loss", "steps", "step", "feasible", "infeasible_reason", "phase", "node",
+    "engine_time_s", "memory_violation", "final", "notes", "speed_choice", "speed_source",
+    "training_seconds", *(f"effective_{k.field}" for k in KNOBS),
 }  # fmt: skip
 
 
@@ -37,104 +42,134 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
         space=str(SPACE),
         name="e2e",
         storage=str(root / "experiments"),
-        reports_dir=str(root / "reports"),
-        sampler="grid",
         max_memory_bytes=BUDGET,
-        max_failures=0,  # gn_groups=3 fails the same way every time
+        max_failures=2,  # a TunerError in a trial must not be retried even so
         remeasure_top=1,
         remeasure_repeats=2,
-        report=False,
+        remeasure_max_repeats=2,
+        effects_repeats=0,
+        speed_repeats=2,
+        probe_steps=3,
     )
     return run_search(options)
 
 
-def _by_params(outcome: SearchOutcome) -> dict[tuple[int, int], Any]:
-    return {(r.config["batch_size"], r.config["gn_groups"]): r for r in outcome.records}
+def _by_variant(outcome: SearchOutcome) -> dict[str, Any]:
+    return {r.config["variant"]: r for r in outcome.records}
 
 
 def _result_lines(trial_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
 
 
-def test_every_trial_ran_and_has_a_status_and_metrics(outcome: SearchOutcome) -> None:
-    assert outcome.state == "finished"
-    assert len(outcome.records) == 4
-    trial_dirs = sorted(p.parent for p in outcome.experiment_dir.glob("*/result.json"))
-    assert len(trial_dirs) == 4
-    for trial_dir in trial_dirs:
+def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
+    outcome: SearchOutcome,
+) -> None:
+    assert outcome.state == "finished" and len(outcome.records) == 5
+    meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
+    assert [row["variant"] for row in meta["startup_design"]] == list(
+        json.loads(json.dumps(["strong", "weak", "strong2", "over", "bad"]))
+    )
+    for trial_dir in sorted(p.parent for p in outcome.experiment_dir.glob("*/result.json")):
         lines = _result_lines(trial_dir)
-        assert lines, f"{trial_dir.name} reported nothing"
-        assert all(set(line) >= METRIC_KEYS for line in lines)
-        params = json.loads((trial_dir / "params.json").read_text())
-        assert params["model"] == "vit_tiny_r_s16_p8_224"  # the fixed workload is recorded
-        assert params["batch_size"] in (8, 512)
+        assert lines and all(set(line) >= METRIC_KEYS for line in lines)
+        assert json.loads((trial_dir / "params.json").read_text())["model"] == (
+            "vit_tiny_r_s16_p8_224"
+        )  # the fixed workload is recorded
 
 
 def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
-    record = _by_params(outcome)[(8, 4)]
-    assert record.ray_status == "TERMINATED"
+    record = _by_variant(outcome)["strong"]
     m = record.metrics
+    assert record.ray_status == "TERMINATED"
     assert m["status"] == "ok" and m["feasible"] and m["final"] and m["phase"] == "train"
-    assert m["steps"] == 8
+    assert m["steps"] == m["step"] == 8
     assert m["images_per_second"] > 0 and 0 <= m["val_accuracy"] <= 1
-    assert 0 < m["peak_memory_bytes"] <= BUDGET
-    assert m[OBJECTIVE_KEYS["throughput"]] == m["images_per_second"]
-    assert m[OBJECTIVE_KEYS["accuracy"]] == m["val_accuracy"]
-    assert m["engine_time_s"] > 0
+    assert 0 < m["peak_memory_bytes"] <= BUDGET and m["memory_kind"] == "cpu_training_state"
+    assert m["speed_source"] == "probed" and m["speed_choice"]
+    assert 0 < m["training_seconds"] <= m["engine_time_s"]
 
 
-def test_over_budget_trial_is_marked_infeasible_with_its_measurement(
+def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome) -> None:
+    strong, strong2 = _by_variant(outcome)["strong"], _by_variant(outcome)["strong2"]
+    assert strong2.metrics["speed_source"] == "cache"
+    assert strong2.metrics["speed_choice"] == strong.metrics["speed_choice"]
+    cache = json.loads((outcome.experiment_dir / "probe_cache.json").read_text())
+    assert len(cache) == 3  # batch 32, 8 and 512: the last one's plain probe was over budget
+    assert sorted(entry["over_budget"] for entry in cache.values()) == [False, False, True]
+    meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
+    assert sum(meta["probe_cache"]["hits"].values()) >= 1
+
+
+def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
     outcome: SearchOutcome,
 ) -> None:
-    m = _by_params(outcome)[(512, 4)].metrics
-    assert not m["feasible"]
-    assert m["phase"] == "probe"  # rejected by the probe, never trained
-    assert m["peak_memory_bytes"] > BUDGET
-    assert "over the budget" in m["infeasible_reason"]
-    assert m["memory_violation"] > 0
-    assert m[OBJECTIVE_KEYS["throughput"]] == 0 and m[OBJECTIVE_KEYS["accuracy"]] == 0
-    assert m["images_per_second"] > 0  # the real measurement is kept
+    weak = _by_variant(outcome)["weak"]
+    m = weak.metrics
+    assert weak.ray_status == "TERMINATED" and m["status"] == "ok" and not m["final"]
+    assert m["step"] == 4  # stopped at its first evaluation
+    experiment = load_experiment(outcome.experiment_dir)
+    row = experiment.trials.set_index("trial_id").loc[weak.trial_id]
+    assert not row["feasible"] and "stopped early" in row["infeasible_reason"]
+    answer = decide(experiment)
+    assert weak.trial_id not in set(answer.front["trial_id"])
+    assert weak.trial_id not in {str(r["trial_id"]) for r in answer.best.values()}
+    study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{experiment.path / 'study.db'}")
+    told = {t.user_attrs["ray_trial_id"]: t for t in study.trials}[weak.trial_id]
+    assert told.state == optuna.trial.TrialState.PRUNED and told.user_attrs["stopped_early"]
 
 
-def test_a_trial_that_raises_does_not_stop_the_others(outcome: SearchOutcome) -> None:
-    failed = [r for r in outcome.records if r.config["gn_groups"] == 3]
-    assert len(failed) == 2
-    for record in failed:
-        assert record.ray_status == "ERROR"
-        assert record.metrics["status"] == "error"
-        assert "gn_groups" in record.metrics["error"] or "groups" in record.metrics["error"]
-    assert sum(r.ray_status == "TERMINATED" for r in outcome.records) == 2
+def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
+    outcome: SearchOutcome,
+) -> None:
+    m = _by_variant(outcome)["over"].metrics
+    assert not m["feasible"] and m["phase"] == "probe" and m["final"]
+    assert m["steps"] == 4  # checked before its first evaluation (step 4): never trained on
+    assert m["peak_memory_bytes"] > BUDGET and "over the budget" in m["infeasible_reason"]
+    assert m["memory_violation"] > 0 and m["images_per_second"] > 0
+    assert "over the memory budget" in m["speed_choice"]
 
 
-def test_sqlite_study_holds_the_same_trials_as_ray(outcome: SearchOutcome) -> None:
+def test_an_error_inside_a_trial_is_recorded_once_and_not_retried(outcome: SearchOutcome) -> None:
+    record = _by_variant(outcome)["bad"]
+    assert record.ray_status == "TERMINATED"  # ended normally: Ray did not retry it
+    assert record.metrics["status"] == "error" and "num_classes=5" in record.metrics["error"]
+    trial_dir = next(p.parent for p in outcome.experiment_dir.glob("*/params.json")
+                     if json.loads(p.read_text()).get("variant") == "bad")  # fmt: skip
+    assert len(_result_lines(trial_dir)) == 1
+    experiment = load_experiment(outcome.experiment_dir)
+    row = experiment.trials.set_index("trial_id").loc[record.trial_id]
+    assert row["status"] == "error" and not row["feasible"]
+
+
+def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
     study = optuna.load_study(
         study_name="e2e", storage=f"sqlite:///{outcome.experiment_dir / 'study.db'}"
     )
+    assert study.metric_names == ["images_per_second", "val_accuracy"]
+    assert study.user_attrs["space"] == "e2e_space"
     by_ray_id = {t.user_attrs["ray_trial_id"]: t for t in study.trials}
-    assert len(by_ray_id) == len(study.trials) == 4
     assert set(by_ray_id) == {r.trial_id for r in outcome.records}
-    for record in outcome.records:
-        trial = by_ray_id[record.trial_id]
-        assert trial.params["batch_size"] == record.config["batch_size"]
-        if record.ray_status == "ERROR":
-            assert trial.state == optuna.trial.TrialState.FAIL
-            continue
-        assert trial.state == optuna.trial.TrialState.COMPLETE
-        expected = [record.metrics[key] for key in OBJECTIVE_KEYS.values()]
-        assert trial.values == pytest.approx(expected)
-        violation = record.metrics["memory_violation"]
-        assert trial.user_attrs["memory_violation"] == pytest.approx(violation)
-        if hasattr(trial, "constraints") and trial.constraints:  # Optuna >= 5
-            assert list(trial.constraints.values()) == pytest.approx([violation])
-        assert (violation > 0) == (record.config["batch_size"] == 512)
+    states = {r.config["variant"]: by_ray_id[r.trial_id].state for r in outcome.records}
+    complete, failed = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL
+    assert states["strong"] == states["over"] == complete and states["bad"] == failed
+    over = by_ray_id[_by_variant(outcome)["over"].trial_id]
+    measured = _by_variant(outcome)["over"].metrics
+    assert over.values == pytest.approx([measured["images_per_second"], measured["val_accuracy"]]
+                                        if not math.isnan(measured["val_accuracy"]) else
+                                        [measured["images_per_second"], 0.0])  # fmt: skip
+    assert over.system_attrs["constraints"][0] > 0 and all(v > 0 for v in over.constraints.values())
+    assert over.number not in {t.number for t in study.best_trials}
+    assert all(t.user_attrs["feasible"] for t in study.best_trials)
 
 
 def test_metadata_and_remeasure_files(outcome: SearchOutcome) -> None:
     meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
-    assert meta["state"] == "finished" and meta["num_trials"] == 4
-    assert meta["sampler"] == "grid" and meta["max_memory_bytes"] == BUDGET
+    assert meta["state"] == "finished" and meta["num_trials"] == 5
+    assert meta["max_memory_bytes"] == BUDGET and meta["search_only_params"] == ["variant"]
     assert meta["resources_per_trial"]["gpu"] == 0 and meta["gpus_shared"] is False
-    assert [o["metric"] for o in meta["objectives"]] == list(OBJECTIVE_KEYS.values())
+    assert [o["metric"] for o in meta["objectives"]] == ["images_per_second", "val_accuracy"]
+    assert meta["early_stopping"].startswith("pareto-asha")
     with (outcome.experiment_dir / "remeasure.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2  # top 1 candidate x 2 repeats

@@ -66,7 +66,8 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--no-early-stopping",
         action="store_true",
-        help="run every trial to its end (single-objective searches use ASHA)",
+        help="run every trial to its end (default: stop trials ranked outside the best third "
+        "at each evaluation: by non-dominated rank for pareto, by the metric otherwise)",
     )
 
 
@@ -100,7 +101,15 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         "--probe-steps",
         type=int,
         default=5,
-        help="steps of the memory/speed probe before each trial",
+        help="measured steps of each probe: the speed probes, and the feasibility check at the "
+        "start of each trial's run (default 5)",
+    )
+    group.add_argument(
+        "--speed-repeats",
+        type=int,
+        default=3,
+        help="interleaved repeats of the speed probes that choose the accuracy-neutral knobs "
+        "per training config (0: no probes, those knobs stay off unless the space sets them)",
     )
 
 
@@ -194,6 +203,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         workload=args.workload,
         overrides=_overrides(args),
         probe_steps=args.probe_steps,
+        speed_repeats=args.speed_repeats,
         early_stopping=not args.no_early_stopping,
         remeasure_top=args.remeasure_top,
         remeasure_repeats=args.remeasure_repeats,

@@ -48,6 +48,7 @@ class Run:
     notes: list[str]
     step: int = 0
     train_time_s: float = 0.0
+    first_step_unix_s: float | None = None  # wall clock at this run's first step
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
     time_to_target_s: float | None = None
     val_accuracy: float | None = None

@@ -8,6 +8,7 @@ the ``prefetch`` switch.
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,7 +105,10 @@ def _check_batch_size(config: TrainConfig, train_size: int) -> None:
 # ---- digits: scikit-learn's embedded 8x8 handwritten digits ----------------------------------
 
 
+@functools.lru_cache(maxsize=4)
 def _digits(img_size: int) -> tuple[Dataset, Dataset, int]:
+    """Built once per size and process: the speed probes of a search build many runs of it
+    (the datasets are read-only tensors, safe to share between runs)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,6 +28,10 @@ from tuner.errors import TunerError
 __all__ = ["probe", "train"]
 
 OnEval = Callable[[Progress], Any]
+# Called once, early in a run, with the result so far (memory counted, a first throughput
+# window measured); returning True stops the run there: the search's feasibility probe is the
+# first steps of the trial's own run.
+OnProbe = Callable[[RunResult], bool]
 
 
 class Diverged(RuntimeError):
@@ -39,6 +44,8 @@ def train(
     on_eval: OnEval | None = None,
     resume_state: dict[str, Any] | None = None,
     progress_bar: bool = False,
+    on_probe: OnProbe | None = None,
+    probe_steps: int = 5,
 ) -> RunResult:
     """Run one measured training run of ``config``.
 
@@ -48,6 +55,10 @@ def train(
             stops the run early (status stays ``ok``).
         resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
         progress_bar: show a tqdm bar on stderr.
+        on_probe: called once after the warm-up and ``probe_steps`` more steps with the result
+            so far (peak memory counted, throughput measured); returning ``True`` stops the run
+            there, before any evaluation. Not called when resuming.
+        probe_steps: measured steps before ``on_probe``.
 
     Returns:
         The run's :class:`RunResult`; OOM / NaN / crashes come back as its ``status``.
@@ -55,7 +66,8 @@ def train(
     Raises:
         TunerError: bad input, found before training starts.
     """
-    return _execute(config, on_eval, resume_state, progress_bar, evaluate=True)
+    hooks = _Hooks(on_eval, None if resume_state is not None else on_probe, probe_steps)
+    return _execute(config, hooks, resume_state, progress_bar, evaluate=True)
 
 
 def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
@@ -70,12 +82,19 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     only_steps = config.replace(
         steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
     )
-    return _execute(only_steps, None, None, False, evaluate=False)
+    return _execute(only_steps, _Hooks(None, None, 0), None, False, evaluate=False)
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    on_eval: OnEval | None
+    on_probe: OnProbe | None
+    probe_steps: int
 
 
 def _execute(
     config: TrainConfig,
-    on_eval: OnEval | None,
+    hooks: _Hooks,
     resume_state: dict[str, Any] | None,
     progress_bar: bool,
     *,
@@ -91,7 +110,7 @@ def _execute(
         run.memory, run.throughput = memory, ThroughputMeter(device, run.warmup_steps)
         if resume_state is not None:
             load_state(run, resume_state)
-        _loop(run, on_eval, progress_bar, evaluate=evaluate)
+        _loop(run, hooks, progress_bar, evaluate=evaluate)
     except TunerError:
         memory.close()
         raise
@@ -105,15 +124,17 @@ def _execute(
     return result
 
 
-def _loop(run: Run, on_eval: OnEval | None, bar: bool, *, evaluate: bool) -> None:
+def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:
     from tqdm.auto import tqdm
 
+    stopped = probed = False
     with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
         batches, losses = _batches(run), []
         count_at, taken = _memory_step(run), 0
         run.throughput.start()
         while not run.finished():
             tick = time.perf_counter()
+            run.first_step_unix_s = run.first_step_unix_s or time.time()
             images, labels = next(batches)
             waited = time.perf_counter() - tick
             taken += 1
@@ -124,14 +145,35 @@ def _loop(run: Run, on_eval: OnEval | None, bar: bool, *, evaluate: bool) -> Non
             progress.update(1)
             if len(losses) >= WINDOW_STEPS:
                 _flush(run, losses, progress)
+            if hooks.on_probe and not probed and _probe_due(run, hooks, taken, count_at, evaluate):
+                _flush(run, losses, progress)
+                probed = True
+                if stopped := _probe_says_stop(run, hooks.on_probe):
+                    break
             if evaluate and _eval_due(run):
                 _flush(run, losses, progress)
-                if _evaluate_and_report(run, on_eval):
+                if _evaluate_and_report(run, hooks.on_eval):
                     break
         _flush(run, losses, progress)
         run.throughput.pause()
-    if evaluate and (run.val_accuracy is None or not _eval_due(run)):
-        _evaluate_and_report(run, on_eval)
+    if evaluate and not stopped and (run.val_accuracy is None or not _eval_due(run)):
+        _evaluate_and_report(run, hooks.on_eval)
+
+
+def _probe_due(run: Run, hooks: _Hooks, taken: int, count_at: int, evaluate: bool) -> bool:
+    """After memory was counted: ``probe_steps`` later, or before the first evaluation or the
+    end, whichever comes first (an evaluation must never report an unchecked run)."""
+    if taken < count_at:
+        return False
+    return taken >= count_at + hooks.probe_steps or (evaluate and _eval_due(run)) or run.finished()
+
+
+def _probe_says_stop(run: Run, on_probe: OnProbe) -> bool:
+    """Close the open throughput window, show the result so far, reopen."""
+    run.throughput.pause()
+    stop = bool(on_probe(_result(run, "ok", None, None, run.device, run.memory)))
+    run.throughput.resume()
+    return stop
 
 
 def _memory_step(run: Run) -> int:
@@ -287,6 +329,7 @@ def _run_fields(run: Run) -> dict[str, Any]:
         "epochs": run.epoch,
         "images_seen": run.step * run.config.batch_size,
         "train_time_s": run.train_time_s,
+        "first_step_unix_s": run.first_step_unix_s,
         "effective": dict(run.effective, warmup_steps=run.warmup_steps),
         "notes": list(run.notes),
         "num_parameters": sum(p.numel() for p in run.model.parameters()),

@@ -59,6 +59,7 @@ class RunResult:
     images_seen: int = 0
     train_time_s: float = 0.0  # wall time of the training loop, evaluation excluded
     wall_time_s: float = 0.0  # the whole run: build, compile, train, evaluate
+    first_step_unix_s: float | None = None  # wall clock (time.time) when the first step began
     warmup_time_s: float | None = None  # wall time of the excluded warm-up steps
 
     # What actually ran (a technique that cannot run here falls back and says so).

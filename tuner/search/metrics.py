@@ -34,9 +34,10 @@ __all__ = [
 ]
 
 EFFECTIVE_PREFIX = "effective_"
-# What Optuna is told for an objective a trial never measured (an OOM before its first step):
-# 0 is the worst value of both maximized objectives, so no client reads it as a best trial;
-# the trial also carries a memory violation >= 1, which makes it infeasible to Optuna.
+# What Optuna is told for an objective an infeasible trial never measured (the accuracy of a
+# trial stopped by its feasibility check; anything of an OOM before its first step): 0 is the
+# worst value of both maximized objectives, so no client reads it as a best trial, and the
+# trial's memory violation > 0 makes it infeasible to Optuna.
 NO_MEASUREMENT = 0.0
 _STRING_KEYS = ("status", "error", "memory_kind", "device", "device_name", "torch_version",
                 "cuda_version", "timm_version")  # fmt: skip

@@ -49,8 +49,9 @@ class SearchOptions:
     # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
     workload: str = "auto"
     overrides: Mapping[str, Any] = field(default_factory=dict)
-    probe_steps: int = 5
-    early_stopping: bool = True  # ASHA, single-objective only
+    probe_steps: int = 5  # measured steps of each probe (speed probes, feasibility probe)
+    speed_repeats: int = 3  # interleaved repeats of the speed probes per training config (0: off)
+    early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
     remeasure_repeats: int = 3  # at least this many interleaved repeats ...
     remeasure_max_repeats: int = 6  # ... and up to this many while candidates are inseparable
@@ -87,6 +88,8 @@ class SearchOptions:
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
+        if self.speed_repeats < 0:
+            raise TunerError(f"--speed-repeats {self.speed_repeats} must be 0 (off) or more.")
         if self.effects_repeats < 0:
             raise TunerError(f"--effects-repeats {self.effects_repeats} must be 0 (off) or more.")
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:

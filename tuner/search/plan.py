@@ -13,7 +13,7 @@ from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
 from tuner.spaces import SearchSpace
 
-__all__ = ["SearchPlan", "check_space", "make_plan"]
+__all__ = ["SearchPlan", "SpaceProfile", "check_space", "make_plan"]
 
 
 @dataclass(frozen=True)
@@ -82,12 +82,29 @@ def make_plan(
     )
 
 
-def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 16) -> list[str]:
-    """Sample the space a few times (random sampler, throwaway study) and build every config.
+@dataclass(frozen=True)
+class SpaceProfile:
+    """What sampling a space revealed, before any trial runs.
 
-    Returns:
-        The search-only parameters: names the space suggests that are no run setting (such as
-        ``base_lr``, from which it derives ``lr``); trials drop them by name.
+    Attributes:
+        search_only: names the space suggests that are no run setting (``base_lr``, from which
+            it derives ``lr``); trials drop them by name.
+        categoricals: every categorical parameter and its choices, in first-seen order.
+        conditional: the parameters that only some samples have (``gn_groups`` with GroupNorm).
+        returned: every run setting the space returns (a speed knob among them is pinned).
+    """
+
+    search_only: list[str]
+    categoricals: dict[str, list[Any]]
+    conditional: set[str]
+    returned: set[str]
+
+
+def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> SpaceProfile:
+    """Sample the space (random sampler, throwaway study), build every config, and profile it.
+
+    Sampling does no work (spaces only call ``trial.suggest_*``), so 64 samples cost
+    milliseconds and show every categorical choice and which parameters are conditional.
 
     Raises:
         TunerError: the space returns something the engine cannot build.
@@ -95,11 +112,22 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 16) -> l
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     search_only: dict[str, None] = {}
+    categoricals: dict[str, list[Any]] = {}
+    seen: list[set[str]] = []
+    returned: set[str] = set()
     for _ in range(samples):
         trial = study.ask()
-        space.build_config(plan.workload, space.sample(trial, cuda=plan.cuda))
+        params = space.sample(trial, cuda=plan.cuda)
+        space.build_config(plan.workload, params)
+        returned |= set(params)
+        seen.append(set(trial.params))
         search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
-    return list(search_only)
+        for name, distribution in trial.distributions.items():
+            if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+                categoricals.setdefault(name, list(distribution.choices))
+    everywhere = set.intersection(*seen) if seen else set()
+    conditional = set().union(*seen) - everywhere if seen else set()
+    return SpaceProfile(list(search_only), categoricals, conditional, returned)
 
 
 def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:

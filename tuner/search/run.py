@@ -10,6 +10,7 @@ this package never imports it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import threading
@@ -24,11 +25,12 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from tuner.errors import TunerError
-from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, REMEASURE_FILE
+from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, PROBE_CACHE_FILE, REMEASURE_FILE
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.recommend import decide
 from tuner.results import load_experiment
 from tuner.search import cluster
+from tuner.search.design import startup_design
 from tuner.search.effects import measure_effects
 from tuner.search.experiment import (
     ExperimentPaths,
@@ -41,10 +43,13 @@ from tuner.search.experiment import (
 )
 from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, check_space, make_plan
+from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
+from tuner.search.preflight import check_workload
+from tuner.search.probe_cache import start_cache
 from tuner.search.progress import ProgressPrinter
 from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
+from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
 from tuner.search.trainable import TrialContext, run_trial
@@ -114,15 +119,18 @@ def _search(
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
 ) -> SearchOutcome:
+    design: list[dict[str, Any]] = []
     if not options.resume:
-        search_only = check_space(space, plan)
-        write_metadata(paths, _metadata(options, space, plan, paths, info, search_only))
+        profile = check_space(space, plan)
+        check_workload(plan, profile)  # a bad workload fails here, once, in one line
+        design = startup_design(profile, budget=plan.num_samples if plan.num_samples > 0 else None)
+        write_metadata(paths, _metadata(options, space, plan, paths, info, profile, design))
     metadata = update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
     before = _finished_trials(paths) if options.resume else 0
     try:
-        trials, interrupted = _fit(options, space, plan, paths, search_only)
+        trials, interrupted = _fit(options, space, plan, paths, search_only, design)
     except KeyboardInterrupt:
         update_metadata(paths, state="interrupted", ended_at=now())
         paths.upload()
@@ -149,20 +157,32 @@ def _fit(
     plan: SearchPlan,
     paths: ExperimentPaths,
     search_only: tuple[str, ...],
+    design: list[dict[str, Any]],
 ) -> tuple[list[Any], bool]:
-    trainable = _trainable(options, plan, search_only)
+    # The handle keeps the (non-detached) cache actor alive for the whole fit.
+    cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths))
+    trainable = _trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
     else:
         tuner = tune.Tuner(
             trainable,
             param_space={**plan.workload, "seed": options.seed},
-            tune_config=_tune_config(options, space, plan, paths),
+            tune_config=_tune_config(options, space, plan, paths, design),
             run_config=_run_config(options, plan, paths),
         )
     results = tuner.fit()
     interrupted = _tune_was_interrupted()
+    _record_cache_stats(paths, cache)
     return list(results._experiment_analysis.trials), interrupted
+
+
+def _record_cache_stats(paths: ExperimentPaths, cache: Any) -> None:
+    try:
+        stats = ray.get(cache.stats.remote(), timeout=10)
+    except Exception:  # statistics only: a dead cache actor costs nothing but this line
+        return
+    update_metadata(paths, probe_cache=stats)
 
 
 def _tune_was_interrupted() -> bool:
@@ -181,25 +201,38 @@ def _tune_was_interrupted() -> bool:
     return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
 
 
-def _trainable(options: SearchOptions, plan: SearchPlan, search_only: tuple[str, ...]) -> Any:
+def _cache_namespace(paths: ExperimentPaths) -> str:
+    return f"tuner-{paths.name}"
+
+
+def _trainable(
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
+) -> Any:
     context = TrialContext(
         max_memory_bytes=options.max_memory_bytes,
         probe_steps=options.probe_steps,
         threads=plan.torch_threads,
         device=plan.trial_device,
         search_only=search_only,
+        speed_repeats=options.speed_repeats,
+        cache_namespace=_cache_namespace(paths),
     )
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
 
 def _tune_config(
-    options: SearchOptions, space: SearchSpace, plan: SearchPlan, paths: ExperimentPaths
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    design: list[dict[str, Any]],
 ) -> tune.TuneConfig:
     budget = plan.num_samples if plan.num_samples > 0 else None
     searcher = ConstrainedOptunaSearch(
         study_attrs=_study_attrs(options, space, plan),
         space=SpaceSampler(space.ref, plan.cuda),
+        points_to_evaluate=design or None,
         metric=objective_metrics(options.objective),
         mode=objective_directions(options.objective),
         sampler=make_sampler(
@@ -214,19 +247,34 @@ def _tune_config(
     )
     return tune.TuneConfig(
         search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
-        scheduler=_scheduler(options),
+        scheduler=_scheduler(options, plan),
         num_samples=plan.num_samples,
         time_budget_s=options.time_budget_s,
-        reuse_actors=False,
+        # One worker process serves trial after trial: no process start and imports between
+        # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
+        # CPU memory is counted, not sampled from the process (tuner.engine.meters).
+        reuse_actors=True,
     )
 
 
-def _scheduler(options: SearchOptions) -> TrialScheduler:
-    """ASHA for a single objective; Pareto searches run every trial to its end."""
-    if options.multi_objective or not options.early_stopping:
+def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
+    """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
+    ASHA for a single objective; every trial to its end with --no-early-stopping."""
+    if not options.early_stopping:
         return FIFOScheduler()
-    (metric,) = objective_metrics(options.objective)
-    return ASHAScheduler(metric=metric, mode="max", grace_period=1, reduction_factor=3)
+    metrics = objective_metrics(options.objective)
+    if options.multi_objective:
+        return ParetoASHA(metrics=metrics, directions=objective_directions(options.objective),
+                          max_reports=_evaluations(plan.workload))  # fmt: skip
+    return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
+
+
+def _evaluations(workload: dict[str, Any]) -> int | None:
+    """How many evaluations a full trial makes, when the workload fixes it (a step budget)."""
+    steps, every = workload.get("steps"), workload.get("eval_every_steps")
+    if workload.get("epochs") or not steps or not every:
+        return None
+    return math.ceil(steps / every)
 
 
 def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> Any:
@@ -353,14 +401,17 @@ def _metadata(
     plan: SearchPlan,
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
-    search_only: list[str],
+    profile: SpaceProfile,
+    design: list[dict[str, Any]],
 ) -> dict[str, Any]:
     metrics = objective_metrics(options.objective)
     return {
         "name": paths.name,
         "space": space.name,
         "space_source": space.source,
-        "search_only_params": search_only,
+        "search_only_params": profile.search_only,
+        "startup_design": design,
+        "speed_probes": {"repeats": options.speed_repeats, "steps": options.probe_steps},
         "workload_kind": plan.workload_kind,
         "workload": plan.workload,
         "objective": options.objective,
@@ -376,7 +427,7 @@ def _metadata(
         "concurrency": plan.concurrency,
         "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
         "gpus_shared": plan.gpus_shared,
-        "early_stopping": "asha" if isinstance(_scheduler(options), ASHAScheduler) else None,
+        "early_stopping": _early_stopping_name(options),
         "cluster": dataclasses.asdict(info),
         "environment": environment(),
         "study": {"path": str(paths.study_file), "name": paths.name},
@@ -386,6 +437,12 @@ def _metadata(
         "state": "running",
         "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
     }
+
+
+def _early_stopping_name(options: SearchOptions) -> str | None:
+    if not options.early_stopping:
+        return None
+    return "pareto-asha (eta 3, grace 1 evaluation)" if options.multi_objective else "asha"
 
 
 def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> None:

@@ -8,10 +8,13 @@
   (``Trial.set_constraint``) and where optuna-dashboard and older Optuna read it (the
   ``constraints`` system attribute), so an over-budget trial ranks behind feasible ones and
   ``study.best_trials`` never holds it.
-- A trial with no measurement is FAIL when it errored; an OOM before its first measured step is
-  COMPLETE with :data:`~tuner.search.metrics.NO_MEASUREMENT` (0, the worst value of both
-  maximized objectives) and a violation >= 1, so the sampler learns the infeasible region and no
-  client reads it as best.
+- A trial that early stopping ended (its last report is not final) is PRUNED: its accuracy so
+  far is not its accuracy, so the sampler must not learn it as one.
+- A trial that errored is FAIL. A trial over the memory budget (or OOM) is COMPLETE with what
+  it measured and :data:`~tuner.search.metrics.NO_MEASUREMENT` (0, the worst value of both
+  maximized objectives) for what it never measured (its accuracy: it was stopped before
+  training), with its violation > 0, so the sampler learns the infeasible region and no client
+  reads it as best.
 """
 
 from __future__ import annotations
@@ -92,9 +95,13 @@ class ConstrainedOptunaSearch(OptunaSearch):
                 ot_trial.set_user_attr(key, _plain(result[key]))
         values = self._values(result)
         errored = error or result.get("status") == "error"
+        stopped = not errored and result.get("final") is False  # early stopping ended it
         # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
         with contextlib.suppress(RuntimeError):
-            if values is None or errored:
+            if stopped:
+                ot_trial.set_user_attr("stopped_early", True)
+                self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
+            elif values is None or errored:
                 self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.FAIL)
             else:
                 self._constrain(ot_trial, float(result.get(MEMORY_VIOLATION_KEY, -1.0)))
@@ -107,7 +114,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         values = [_finite(result.get(name)) for name in names]
         if all(v is not None for v in values):
             return [float(v) for v in values]  # type: ignore[arg-type]
-        if result.get("status") == "oom":
+        if float(result.get(MEMORY_VIOLATION_KEY, -1.0)) > 0:  # over budget or OOM
             return [NO_MEASUREMENT if v is None else v for v in values]
         return None
 

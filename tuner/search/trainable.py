@@ -1,9 +1,18 @@
-"""The function trainable: one Ray Tune trial = a feasibility probe, then one engine run.
+"""The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
-Every ``tune.report`` carries the same keys (see :mod:`tuner.search.metrics`). Each evaluation
-checkpoints ``Progress.state_dict()`` (``torch.save``; read back with ``weights_only=True``) so a
-trial that Ray restarts (node loss, ``--resume``) continues where it stopped; the final report
-checkpoints the final metrics too, so a finished trial is never trained again.
+1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
+   (:func:`tuner.speed.choose_speed`), looked up first in the experiment's probe cache (per
+   training config key), so a later trial with the same key reuses them.
+2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
+   probe (peak memory counted, throughput measured): over the memory budget, the run stops
+   there and the trial reports ``phase="probe"``, infeasible, with its measurement.
+3. Every evaluation reports and checkpoints ``Progress.state_dict()`` (``torch.save``; read with
+   ``weights_only=True``) so a trial Ray restarts continues where it stopped; the final report
+   checkpoints the final metrics too, so a finished trial is never trained again.
+
+A ``TunerError`` inside a trial (bad input no driver check could see) is deterministic: it is
+reported as ``status="error"`` and the trial ends normally, so Ray does not retry it. Anything
+else is reported and raised: Ray retries it from its checkpoint (``--max-failures``).
 """
 
 from __future__ import annotations
@@ -21,9 +30,12 @@ import torch
 from ray import tune
 
 from tuner.config import TrainConfig
-from tuner.engine import Progress, probe, read_state_file, train, write_state_file
+from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
+from tuner.objectives import judge
 from tuner.search.metrics import trial_metrics
+from tuner.speed import SpeedChoice, choose_speed, speed_key
+from tuner.techniques import accuracy_neutral_fields
 
 __all__ = ["TrialContext", "run_trial", "train_config_of"]
 
@@ -40,6 +52,8 @@ class TrialContext:
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
+    speed_repeats: int = 3  # interleaved repeats of the speed probes (0: no probes)
+    cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
 
 
 def train_config_of(
@@ -57,68 +71,115 @@ def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     trial = _TrialRun(context)
     try:
         trial.run(config)
-    except Exception as exc:
-        # Bad input (TunerError) or an engine bug: record it, then let Ray mark the trial ERROR.
+    except TunerError as exc:  # deterministic: the same input fails the same way again
+        trial.report_error(exc)
+    except Exception as exc:  # an engine bug or a lost node: record it, let Ray retry
         trial.report_error(exc)
         raise
     finally:
-        gc.collect()  # finalize loaders now, not while Ray's SIGTERM ends the worker
+        gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
 
 
 class _TrialRun:
-    """One trial's state between reports: cumulative engine time and the last metrics."""
+    """One trial's state between reports."""
 
     def __init__(self, context: TrialContext) -> None:
         self.context = context
         self.engine_time_s = 0.0
+        self.training_s = 0.0  # seconds inside training steps (probes included)
+        self.first_step_unix_s: float | None = None
+        self.speed: SpeedChoice | None = None
+        self.speed_source = ""
+        self.rejected = False
         self.node = _node()
 
     def run(self, config: dict[str, Any]) -> None:
-        train_config = train_config_of(
+        base = train_config_of(
             config, device=self.context.device, search_only=self.context.search_only
         )
         state, meta = _restore()
-        self.engine_time_s = meta.get("engine_time_s", 0.0)
+        self._load(meta)
         if "final_metrics" in meta:  # finished before the driver stopped: report, don't retrain
             tune.report(meta["final_metrics"])
             return
-        if state is None:
-            start = time.perf_counter()
-            probed = probe(train_config, steps=self.context.probe_steps)
-            self.engine_time_s += time.perf_counter() - start
-            metrics = self._metrics(probed, phase="probe", final=True)
-            if not metrics["feasible"]:  # rejected in seconds, recorded with its measurement
-                self._report(metrics, state=None, final=True)
-                return
+        if self.speed is None:
+            self.speed, self.speed_source = self._choose_speed(base, config)
+        run_config = base.replace(**self.speed.settings)
         start = time.perf_counter()
         result = train(
-            train_config, on_eval=self._on_eval(start), resume_state=state, progress_bar=False
+            run_config,
+            on_eval=self._on_eval(start),
+            resume_state=state,
+            on_probe=self._rejects,
+            probe_steps=self.context.probe_steps,
         )
-        self.engine_time_s += time.perf_counter() - start
-        self._report(self._metrics(result, phase="train", final=True), state=None, final=True)
+        self._count(result, time.perf_counter() - start)
+        phase = "probe" if self.rejected else "train"
+        self._report(self._metrics(result, phase=phase, final=True), state=None, final=True)
 
     def report_error(self, exc: Exception) -> None:
-        error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TunerError) else str(exc)
+        error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
         failed = {"status": "error", "error": error.splitlines()[0][:500] if error else ""}
         tune.report(self._metrics(failed, phase="setup", final=True))
+
+    # ---- speed ---------------------------------------------------------------------------
+
+    def _choose_speed(self, base: TrainConfig, config: dict[str, Any]) -> tuple[SpeedChoice, str]:
+        pinned = {f for f in accuracy_neutral_fields() if f in config}
+        if self.context.speed_repeats < 1:
+            return SpeedChoice(settings={}), "not probed"
+        from tuner.engine.build import resolve_device
+        from tuner.engine.meters import environment
+
+        device = resolve_device(base.device)
+        key = speed_key(base, environment(device)["device_name"])
+        cache = _cache(self.context.cache_namespace)
+        cached = _call(cache, "get", key)
+        if cached is not None:
+            return SpeedChoice.from_dict(cached), "cache"
+        start = time.perf_counter()
+        choice = choose_speed(
+            base,
+            cuda=device.type == "cuda",
+            pinned=pinned,
+            steps=self.context.probe_steps,
+            repeats=self.context.speed_repeats,
+            max_memory_bytes=self.context.max_memory_bytes,
+        )
+        self.engine_time_s += time.perf_counter() - start
+        self.training_s += choice.probe_step_seconds
+        self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
+        _call(cache, "put", key, choice.to_dict())
+        return choice, "probed"
+
+    # ---- the run -------------------------------------------------------------------------
+
+    def _rejects(self, partial: RunResult) -> bool:
+        """The feasibility probe: the run's first steps; over budget stops the run there."""
+        feasible, _ = judge(partial.to_dict(), max_memory_bytes=self.context.max_memory_bytes)
+        self.rejected = not feasible
+        return self.rejected
 
     def _on_eval(self, start: float) -> Any:
         def on_eval(progress: Progress) -> None:
             elapsed = self.engine_time_s + time.perf_counter() - start
-            metrics = trial_metrics(
-                progress.metrics,
-                max_memory_bytes=self.context.max_memory_bytes,
-                phase="train",
-                node=self.node,
-                engine_time_s=elapsed,
-                final=False,
-            )
-            self._report(metrics, state=progress.state_dict(), engine_time_s=elapsed)
+            metrics = self._metrics(progress.result, phase="train", final=False)
+            metrics["engine_time_s"] = elapsed
+            metrics["training_seconds"] = self.training_s + progress.result.train_time_s
+            first = progress.result.first_step_unix_s
+            metrics["trial_first_step_unix_s"] = self.first_step_unix_s or first
+            self._report(metrics, state=progress.state_dict())
 
         return on_eval
 
+    def _count(self, result: RunResult, seconds: float) -> None:
+        self.engine_time_s += seconds
+        self.training_s += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+
     def _metrics(self, result: Any, *, phase: str, final: bool) -> dict[str, Any]:
-        return trial_metrics(
+        metrics = trial_metrics(
             result,
             max_memory_bytes=self.context.max_memory_bytes,
             phase=phase,
@@ -126,16 +187,25 @@ class _TrialRun:
             engine_time_s=self.engine_time_s,
             final=final,
         )
+        speed = self.speed or SpeedChoice(settings={})
+        metrics.update(
+            speed_choice=speed.summary() if self.speed is not None else "",
+            speed_source=self.speed_source,
+            speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
+            training_seconds=self.training_s,
+            trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
+        )
+        return metrics
 
-    def _report(
-        self,
-        metrics: dict[str, Any],
-        *,
-        state: dict[str, Any] | None,
-        final: bool = False,
-        engine_time_s: float | None = None,
-    ) -> None:
-        meta: dict[str, Any] = {"engine_time_s": engine_time_s or self.engine_time_s}
+    def _report(self, metrics: dict[str, Any], *, state: dict[str, Any] | None,
+                final: bool = False) -> None:  # fmt: skip
+        meta: dict[str, Any] = {
+            "engine_time_s": metrics["engine_time_s"],
+            "training_s": self.training_s,
+            "first_step_unix_s": self.first_step_unix_s,
+            "speed": self.speed.to_dict() if self.speed is not None else None,
+            "speed_source": self.speed_source,
+        }
         if final:
             meta["final_metrics"] = metrics
         with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
@@ -143,6 +213,15 @@ class _TrialRun:
                 write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+    def _load(self, meta: dict[str, Any]) -> None:
+        """Carry the counters and the speed choice over a restart from a checkpoint."""
+        self.engine_time_s = float(meta.get("engine_time_s") or 0.0)
+        self.training_s = float(meta.get("training_s") or 0.0)
+        self.first_step_unix_s = meta.get("first_step_unix_s")
+        if meta.get("speed") is not None:
+            self.speed = SpeedChoice.from_dict(meta["speed"])
+            self.speed_source = str(meta.get("speed_source") or "probed")
 
 
 def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -155,6 +234,28 @@ def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
         state = read_state_file(state_path) if state_path.exists() else None
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     return state, meta
+
+
+def _cache(namespace: str) -> Any:
+    if not namespace:
+        return None
+    try:
+        from tuner.search.probe_cache import connect_cache
+
+        return connect_cache(namespace)
+    except Exception:  # no cache actor (a unit test, or it died): probe without one
+        return None
+
+
+def _call(cache: Any, method: str, *args: Any) -> Any:
+    if cache is None:
+        return None
+    import ray
+
+    try:
+        return ray.get(getattr(cache, method).remote(*args), timeout=30)
+    except Exception:  # the cache is an optimization: never fail a trial over it
+        return None
 
 
 def _node() -> str:

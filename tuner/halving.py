@@ -1,0 +1,104 @@
+"""Multi-objective asynchronous successive halving under a constraint (Ray-free core).
+
+Ray's schedulers stop trials on one metric and Optuna's pruners are single-objective; a search
+for the best throughput/accuracy trade-off under a memory budget needs both objectives and the
+constraint at once. This is asynchronous successive halving (ASHA) where the rank at a rung is
+the **non-dominated rank** (as in MOASHA, Schmucker et al. 2021), with infeasible trials ranked
+behind every feasible one:
+
+- rungs are report indices ``grace * eta**k`` (the trial's 1st, 3rd, 9th evaluation for
+  ``grace=1, eta=3``);
+- when a trial reaches a rung, its objective vector (throughput, accuracy so far) and its
+  feasibility join the rung's record, and it goes on only if it sits in the best
+  ``ceil(n / eta)`` of the ``n`` trials recorded there: ordered by feasibility, then
+  non-dominated front, then crowding distance inside a front (the spread-out points first,
+  so the front's ends are kept);
+- decisions are asynchronous: a trial is judged against the trials that reached the rung
+  before it, never waits for others, and is never resumed once stopped.
+
+:class:`ParetoHalving` only records and decides; the Ray adapter is
+:class:`tuner.search.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tuner.objectives import nondominated_ranks
+
+__all__ = ["ParetoHalving", "crowding_distance"]
+
+
+@dataclass
+class ParetoHalving:
+    """Successive halving by non-dominated rank.
+
+    Args:
+        directions: per objective, ``"max"`` or ``"min"``.
+        grace: the first rung (report index).
+        eta: the reduction factor: about 1 in ``eta`` trials goes on past each rung.
+        max_reports: no rung at or beyond this report index (the trial's end).
+    """
+
+    directions: Sequence[str]
+    grace: int = 1
+    eta: int = 3
+    max_reports: int | None = None
+    records: dict[int, list[tuple[str, tuple[float, ...], bool]]] = field(default_factory=dict)
+
+    def rungs(self) -> list[int]:
+        out, rung = [], self.grace
+        while self.max_reports is None or rung < self.max_reports:
+            out.append(rung)
+            rung *= self.eta
+            if len(out) > 32:
+                break
+        return out
+
+    def decide(self, trial_id: str, report: int, values: Sequence[float], feasible: bool) -> bool:
+        """Whether the trial goes on after its ``report``-th report (``True``: continue)."""
+        if report not in self.rungs():
+            return True
+        point = tuple(float(v) for v in values)
+        if not all(math.isfinite(v) for v in point):
+            feasible = False  # nothing measured yet: behind every measured trial
+        entries = [e for e in self.records.get(report, []) if e[0] != trial_id]
+        entries.append((trial_id, point, feasible))
+        self.records[report] = entries
+        return self._position(entries, trial_id) < math.ceil(len(entries) / self.eta)
+
+    def _position(self, entries: list[tuple[str, tuple[float, ...], bool]], trial_id: str) -> int:
+        order = sorted(range(len(entries)), key=lambda i: self._key(entries, i))
+        return next(pos for pos, i in enumerate(order) if entries[i][0] == trial_id)
+
+    def _key(self, entries: list[tuple[str, tuple[float, ...], bool]], index: int) -> tuple:
+        feasible = [i for i, e in enumerate(entries) if e[2]]
+        if index not in feasible:
+            return (1, 0, 0.0)
+        points = np.array([entries[i][1] for i in feasible], dtype=float)
+        ranks = nondominated_ranks(points, self.directions)
+        mine = feasible.index(index)
+        same = [j for j, r in enumerate(ranks) if r == ranks[mine]]
+        crowd = crowding_distance(points[same])[same.index(mine)]
+        return (0, int(ranks[mine]), -crowd)
+
+
+def crowding_distance(points: np.ndarray) -> np.ndarray:
+    """NSGA-II's crowding distance of each point in one front (ends: infinite)."""
+    n = len(points)
+    distance = np.zeros(n)
+    if n <= 2:
+        return np.full(n, np.inf)
+    for k in range(points.shape[1]):
+        order = np.argsort(points[:, k])
+        span = points[order[-1], k] - points[order[0], k]
+        distance[order[0]] = distance[order[-1]] = np.inf
+        if span <= 0:
+            continue
+        gaps = (points[order[2:], k] - points[order[:-2], k]) / span
+        distance[order[1:-1]] += gaps
+    return distance

@@ -1,0 +1,80 @@
+"""Deterministic errors found in the driver, before any trial starts.
+
+A bad workload fails every trial the same way, so retrying it wastes the whole budget and
+buries the one line that matters under Ray's tracebacks. Once, cheaply, before the search:
+the data is built (a missing or malformed folder), a model is built (an unknown model name, bad
+``model_kwargs``), every batch size the space can choose is checked against the training set,
+and every GroupNorm group count it can choose against the model's convolutional channels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+from tuner.search.plan import SearchPlan, SpaceProfile
+
+__all__ = ["check_workload"]
+
+
+def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
+    """Raise ``TunerError`` (one line) for a workload no trial could run.
+
+    Raises:
+        TunerError: missing/malformed data, unknown model, a batch size larger than the
+            training set, a group count that does not divide the model's channels.
+    """
+    import torch
+
+    from tuner.engine.data import build_data
+    from tuner.engine.model import build_model, conv_norm_layers
+
+    base = TrainConfig.from_params({**plan.workload, "device": "cpu", "num_workers": 0,
+                                    "persistent_workers": False, "norm": "native"})  # fmt: skip
+    data = build_data(base.replace(batch_size=1), torch.device("cpu"))
+    for batch_size in _choices(profile, plan, "batch_size"):
+        if batch_size > data.train_size:
+            raise TunerError(
+                f"batch_size={batch_size} (a choice of the space) is larger than the "
+                f"{data.train_size} training images of {base.data!r}; drop it from the space "
+                "or use more data."
+            )
+    model = build_model(base, data.num_classes)
+    norms = set(_choices(profile, plan, "norm")) - {"native"}
+    if norms and not conv_norm_layers(model):
+        raise TunerError(
+            f"The space chooses norm={'/'.join(sorted(norms))} but {base.model} has no "
+            "convolutional norm layers; search norm only for a model with a conv stem or "
+            "backbone (e.g. vit_small_r26_s32_224, resnet50)."
+        )
+    if "group" in norms:
+        _check_groups(model, _choices(profile, plan, "gn_groups"), conv_norm_layers)
+
+
+def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
+    """Every value the search can give ``name``: the space's choices, else the workload's."""
+    if name in profile.categoricals:
+        return list(profile.categoricals[name])
+    if name in plan.workload:
+        return [plan.workload[name]]
+    return [getattr(TrainConfig(), name)]
+
+
+def _check_groups(model: Any, groups: list[int], layers: Any) -> None:
+    channels = sorted({_channels(layer) for layer in layers(model).values()})
+    for g in groups:
+        bad = [c for c in channels if c % g]
+        if bad:
+            fits = [d for d in range(1, min(channels) + 1) if all(c % d == 0 for c in channels)]
+            raise TunerError(
+                f"gn_groups={g} (a choice of the space) does not divide the model's "
+                f"{bad[0]}-channel norm layers; use one of {', '.join(map(str, fits))}."
+            )
+
+
+def _channels(layer: Any) -> int:
+    for attr in ("num_features", "num_channels"):
+        if hasattr(layer, attr):
+            return int(getattr(layer, attr))
+    return int(layer.normalized_shape[0])

@@ -1,0 +1,66 @@
+"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.halving.ParetoHalving`.
+
+It judges each trial's intermediate reports (one per evaluation) on throughput and accuracy so
+far, with its feasibility, and stops the ones ranked outside the best third at a rung. A stopped
+trial keeps its data (its last report has ``final=False``): it is never a candidate, and Optuna
+is told it as PRUNED (see :mod:`tuner.search.searcher`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from tuner.halving import ParetoHalving
+
+__all__ = ["ParetoASHA"]
+
+
+class ParetoASHA(FIFOScheduler):
+    """Asynchronous successive halving by non-dominated rank, infeasible trials last.
+
+    Args:
+        metrics: the objectives' result keys, e.g. ``["images_per_second", "val_accuracy"]``.
+        directions: ``"max"`` or ``"min"`` per metric.
+        grace: the first rung, in reports (evaluations).
+        eta: about 1 in ``eta`` trials goes on past each rung.
+        max_reports: the evaluations a full trial makes (no rung at its end).
+    """
+
+    def __init__(
+        self,
+        *,
+        metrics: Sequence[str],
+        directions: Sequence[str],
+        grace: int = 1,
+        eta: int = 3,
+        max_reports: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.metrics = list(metrics)
+        self.core = ParetoHalving(list(directions), grace=grace, eta=eta, max_reports=max_reports)
+        self.stopped: list[str] = []
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        if result.get("final", True) or "training_iteration" not in result:
+            return TrialScheduler.CONTINUE  # a final report has nothing left to stop
+        values = [_number(result.get(m)) for m in self.metrics]
+        feasible = bool(result.get("feasible", True))
+        if self.core.decide(trial.trial_id, int(result["training_iteration"]), values, feasible):
+            return TrialScheduler.CONTINUE
+        self.stopped.append(trial.trial_id)
+        return TrialScheduler.STOP
+
+    def debug_string(self) -> str:
+        return f"ParetoASHA: {len(self.stopped)} stopped, rungs {self.core.rungs()}"
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number

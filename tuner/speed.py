@@ -1,0 +1,195 @@
+"""Speed settings settled by probes: the accuracy-neutral knobs are chosen per training config.
+
+A speed knob (set_to_none, pinned memory and non_blocking copies, the prefetcher,
+channels_last, fused AdamW, compile, DataLoader workers) changes speed and memory but not what
+is learned, so training a config again to learn its accuracy under another speed setting is
+wasted: its accuracy equals its twin's. A short probe measures what differs.
+
+For one training config (model, batch size, AMP, norm, ...): the plain setting (every unpinned
+speed knob off) and each knob switched on alone are probed, interleaved and repeated
+(:mod:`tuner.compare`), each a fresh short build. A knob is kept when its paired ratio against
+the plain setting is above 1x beyond the noise (and it fits the memory budget); the rest stay
+off. The choice and every knob's measured ratio are the result, cached per :func:`speed_key` so
+later trials with the same key reuse it. The trial's own training run then measures the chosen
+setting for real: its throughput is the objective.
+
+A space pins a knob by returning it (the probes leave it alone); slow-to-build knobs (compile
+on a CPU) are not probed there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tuner.config import TrainConfig
+from tuner.techniques import Knob, speed_knobs
+
+__all__ = ["KEY_FIELDS", "SpeedChoice", "choose_speed", "speed_key", "variants"]
+
+# What decides which speed setting is fastest (lr, seed, budget do not).
+KEY_FIELDS = ("model", "model_kwargs", "data", "img_size", "batch_size", "amp", "norm",
+              "gn_groups", "num_classes", "device")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    """What the probes chose for one key, and what they measured."""
+
+    settings: dict[str, Any]  # the speed knobs switched on (empty: the plain setting)
+    variants: list[dict[str, Any]] = field(default_factory=list)  # one row per probed change
+    plain_images_per_second: float = math.nan
+    probe_seconds: float = 0.0  # wall time of the probes (their steps count as training)
+    probe_step_seconds: float = 0.0  # seconds inside training steps, of that
+    repeats: int = 0
+    first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
+    over_budget: bool = False  # the plain setting alone is over the memory budget (or OOM)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpeedChoice:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def summary(self) -> str:
+        """``channels_last (1.12x [1.03-1.22])`` or ``plain (nothing measurably faster)``."""
+        if self.over_budget:
+            return "not probed (the plain setting is over the memory budget)"
+        kept = [v for v in self.variants if v["kept"]]
+        if not kept:
+            return "plain (nothing measurably faster)"
+        return ", ".join(f"{v['name']} ({v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}])"
+                         for v in kept)  # fmt: skip
+
+
+def speed_key(config: TrainConfig, device_name: str) -> str:
+    """The cache key: the fields that decide the fastest setting, and the device's name."""
+    values = config.to_dict()
+    key = {name: values[name] for name in KEY_FIELDS}
+    if key["norm"] != "group":
+        key["gn_groups"] = None  # unused unless GroupNorm
+    key["device_name"] = device_name
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def variants(*, cuda: bool, pinned: Collection[str]) -> list[tuple[Knob, Any]]:
+    """(knob, value) pairs to probe: every unpinned speed knob's "on" values on this device
+    (one value for a slow-to-build knob)."""
+    found = []
+    for entry in speed_knobs(cuda=cuda):
+        if entry.field in pinned:
+            continue
+        values = entry.values(cuda=cuda)
+        found += [(entry, v) for v in (values[:1] if entry.slow_build else values)]
+    return found
+
+
+def choose_speed(
+    config: TrainConfig,
+    *,
+    cuda: bool,
+    pinned: Collection[str],
+    steps: int,
+    repeats: int,
+    max_memory_bytes: float | None,
+) -> SpeedChoice:
+    """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
+
+    ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
+    The plain setting is probed once first: over the budget (or OOM), nothing else is probed
+    (the trial's own first steps then confirm it and stop).
+    """
+    from tuner.compare import Arm, run_interleaved, summarize
+    from tuner.engine import probe
+    from tuner.objectives import judge
+
+    started = time.perf_counter()
+    plain = config.replace(**_all_off(config, pinned, cuda=cuda))
+    first = probe(plain, steps=steps)
+    feasible, _ = judge(first.to_dict(), max_memory_bytes=max_memory_bytes)
+    if not feasible:
+        return SpeedChoice(settings={}, plain_images_per_second=first.images_per_second or math.nan,
+                           probe_seconds=time.perf_counter() - started,
+                           probe_step_seconds=first.train_time_s, repeats=0,
+                           first_step_unix_s=first.first_step_unix_s, over_budget=True)  # fmt: skip
+    arms = [Arm("plain", "speed", plain)]
+    for entry, value in variants(cuda=cuda, pinned=pinned):
+        changes = entry.settings(value)
+        name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
+        arms.append(Arm(name, "speed", plain.replace(**changes), changes, "plain"))
+    step_seconds, first_step = [first.train_time_s], [first.first_step_unix_s or math.inf]
+
+    def measure(c: TrainConfig) -> Any:
+        result = probe(c, steps=steps)
+        step_seconds[0] += result.train_time_s
+        first_step.extend([result.first_step_unix_s] if result.first_step_unix_s else [])
+        return result
+
+    runs = run_interleaved(arms, repeats=repeats, measure=measure, warmup=False,
+                           drop_invalid=True)  # fmt: skip
+    table = summarize(runs, arms)
+    rows = [_variant_row(row, arms, max_memory_bytes) for _, row in table.iloc[1:].iterrows()]
+    kept = _best_per_knob([r for r in rows if r["kept"]])
+    settings: dict[str, Any] = {}
+    for row in kept:
+        settings.update(row["changes"])
+    for row in rows:
+        row["kept"] = row in kept
+    return SpeedChoice(
+        settings=settings,
+        variants=rows,
+        plain_images_per_second=float(table.iloc[0]["images_per_second"]),
+        probe_seconds=time.perf_counter() - started,
+        probe_step_seconds=step_seconds[0],
+        repeats=repeats,
+        first_step_unix_s=min(first_step, default=None),
+    )
+
+
+def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for entry in speed_knobs(cuda=cuda):
+        if entry.field not in pinned and getattr(config, entry.field) != entry.off:
+            changes.update(entry.settings(entry.off))
+    return changes
+
+
+def _variant_row(row: Any, arms: list[Any], budget: float | None) -> dict[str, Any]:
+    arm = next(a for a in arms if a.name == row["arm"])
+    ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
+    peak = row["peak_memory_bytes"]
+    fits = budget is None or math.isnan(peak) or peak <= budget
+    faster = not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1
+    return {
+        "name": arm.name,
+        "field": next(iter(arm.changes)),
+        "changes": dict(arm.changes),
+        "ratio": _plain(ratio),
+        "low": _plain(low),
+        "high": _plain(row["throughput_ratio_vs_reference_high"]),
+        "peak_memory_bytes": _plain(peak),
+        "fell_back": row["fell_back"],
+        "kept": bool(faster and fits and not row["fell_back"]),
+    }
+
+
+def _best_per_knob(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One value per knob (num_workers=2 vs 4): the one with the higher ratio."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["field"] not in best or row["ratio"] > best[row["field"]]["ratio"]:
+            best[row["field"]] = row
+    return list(best.values())
+
+
+def _plain(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
