@@ -22,7 +22,7 @@ NUM_SAMPLES = {"cpu": 4, "gpu": 4}
 
 
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
-    """Norm (and groups), batch size, lr per reference batch and mixed precision."""
+    """Norm (and groups), batch size and lr per reference batch."""
     norm = trial.suggest_categorical("norm", ["batch", "group"])
     params: dict[str, Any] = {"norm": norm}
     if norm == "group":
@@ -30,5 +30,4 @@ def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     params["batch_size"] = trial.suggest_categorical("batch_size", [16, 64])
     base_lr = trial.suggest_float("base_lr", 3e-4, 3e-3, log=True)
     params["lr"] = base_lr * params["batch_size"] / 256
-    params["amp"] = trial.suggest_categorical("amp", ["off", "bf16"])
     return params

@@ -19,6 +19,7 @@ from tuner.spaces import (
     register_spaces,
     suggest_loader_and_techniques,
 )
+from tuner.techniques import accuracy_neutral_fields
 
 SPACES = [space.name for space in list_spaces()]
 
@@ -63,14 +64,16 @@ def test_conditional_parameters_appear_only_where_they_apply(name: str) -> None:
                 assert params["pin_memory"]  # the registry's implies
 
 
-def test_vit_space_searches_norm_groups_and_speed_switches_on_gpu() -> None:
+@pytest.mark.parametrize("cuda", [False, True])
+def test_vit_space_searches_training_knobs_and_leaves_speed_knobs_to_the_probes(cuda: bool) -> None:
     seen: dict[str, set] = {}
-    for searched, _ in _samples("vit_space", cuda=True, n=40):
+    for searched, _ in _samples("vit_space", cuda=cuda, n=40):
         for key, value in searched.items():
             seen.setdefault(key, set()).add(value)
     assert seen["norm"] == {"batch", "group"} and len(seen["gn_groups"]) > 1
-    for key in ("amp", "prefetch", "compile", "channels_last", "set_to_none", "num_workers"):
-        assert len(seen[key]) > 1, key
+    assert seen["amp"] == ({"off", "bf16", "fp16"} if cuda else {"off", "bf16"})
+    assert len(seen["batch_size"]) == 4
+    assert not set(seen) & set(accuracy_neutral_fields())  # the search's speed probes choose
 
 
 def test_auto_workload_follows_the_device() -> None:

@@ -9,10 +9,12 @@ behind every feasible one:
 - rungs are report indices ``grace * eta**k`` (the trial's 1st, 3rd, 9th evaluation for
   ``grace=1, eta=3``);
 - when a trial reaches a rung, its objective vector (throughput, accuracy so far) and its
-  feasibility join the rung's record, and it goes on only if it sits in the best
-  ``ceil(n / eta)`` of the ``n`` trials recorded there: ordered by feasibility, then
-  non-dominated front, then crowding distance inside a front (the spread-out points first,
-  so the front's ends are kept);
+  feasibility join the rung's record. It goes on if no trial recorded there dominates it (a
+  point of the current front is never stopped), or if it sits in the best ``ceil(n / eta)``
+  of the ``n`` trials recorded there, ordered by feasibility, then non-dominated front, then
+  crowding distance inside a front (spread-out points first). So a trial stops only when it is
+  dominated and enough others rank ahead of it; an infeasible one stops unless the quota
+  reaches it;
 - decisions are asynchronous: a trial is judged against the trials that reached the rung
   before it, never waits for others, and is never resumed once stopped.
 
@@ -69,6 +71,9 @@ class ParetoHalving:
         entries = [e for e in self.records.get(report, []) if e[0] != trial_id]
         entries.append((trial_id, point, feasible))
         self.records[report] = entries
+        key = self._key(entries, len(entries) - 1)
+        if key[:2] == (0, 0):  # feasible and on the rung's front: never stopped
+            return True
         return self._position(entries, trial_id) < math.ceil(len(entries) / self.eta)
 
     def _position(self, entries: list[tuple[str, tuple[float, ...], bool]], trial_id: str) -> int:

@@ -67,13 +67,16 @@ class SpeedChoice:
                          for v in kept)  # fmt: skip
 
 
-def speed_key(config: TrainConfig, device_name: str) -> str:
-    """The cache key: the fields that decide the fastest setting, and the device's name."""
+def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
+    """The cache key: the fields that decide the fastest setting, the device's name, and the
+    knobs the space pinned (with their values: they are not probed, and a choice made without
+    them must not override them)."""
     values = config.to_dict()
     key = {name: values[name] for name in KEY_FIELDS}
     if key["norm"] != "group":
         key["gn_groups"] = None  # unused unless GroupNorm
     key["device_name"] = device_name
+    key["pinned"] = {name: values[name] for name in sorted(pinned)}
     return json.dumps(key, sort_keys=True, default=str)
 
 

@@ -118,8 +118,9 @@ def _token() -> str:
 
 def _search_args(cluster: RayCluster, name: str, *extra: str) -> list[str]:
     base = [sys.executable, "-m", "tuner", "search"]
-    if "--resume" not in extra:
-        base.append("smoke_space")
+    if "--resume" not in extra:  # a resumed search reads its options from the experiment
+        base += ["smoke_space", "--no-early-stopping", "--effects-repeats", "0",
+                 "--speed-repeats", "1"]  # fmt: skip
     storage = str(cluster.root / "exp")
     fixed = ["--name", name, "--storage", storage, "--no-report", "--remeasure-top", "0"]
     return [*base, *fixed, "--cpus-per-trial", "1", *extra]
@@ -209,6 +210,6 @@ def _study_matches_ray(exp: Path, trials: dict[str, list[dict]]) -> bool:
     assert set(by_ray_id) == set(trials)
     for trial_id, records in trials.items():
         final = records[-1]
-        expected = [final["objective_images_per_second"], final["objective_val_accuracy"]]
+        expected = [final["images_per_second"], final["val_accuracy"]]
         assert by_ray_id[trial_id].values == pytest.approx(expected)
     return True

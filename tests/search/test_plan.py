@@ -57,3 +57,12 @@ def test_time_budget_alone_runs_until_it_ends() -> None:
 @pytest.mark.parametrize("cuda_gpus", [0.0, 1.0])
 def test_check_space_builds_samples_for_the_planned_device(cuda_gpus: float) -> None:
     check_space(VIT, _plan([8.0], cuda_gpus))
+
+
+def test_the_profile_shows_categoricals_conditionals_and_search_only_names() -> None:
+    profile = check_space(VIT, _plan([8.0], 0.0))
+    assert profile.search_only == ["base_lr"]
+    assert profile.categoricals["norm"] == ["batch", "group"]
+    assert profile.categoricals["amp"] == ["off", "bf16"]
+    assert profile.conditional == {"gn_groups"}
+    assert {"norm", "batch_size", "lr", "amp"} <= profile.returned

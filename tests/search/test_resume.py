@@ -27,6 +27,7 @@ def _cli(tmp_path: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "tuner", "search", *extra, "--name", "resumed",
         "--storage", str(tmp_path / "experiments"), "--no-report", "--remeasure-top", "0",
+        "--no-early-stopping", "--effects-repeats", "0", "--speed-repeats", "1",
     ]  # fmt: skip
 
 

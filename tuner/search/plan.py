@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -92,12 +92,15 @@ class SpaceProfile:
         categoricals: every categorical parameter and its choices, in first-seen order.
         conditional: the parameters that only some samples have (``gn_groups`` with GroupNorm).
         returned: every run setting the space returns (a speed knob among them is pinned).
+        values: every distinct value each returned run setting took (``norm``, ``gn_groups``,
+            ``batch_size``, ...), for checks that must hold for all of them.
     """
 
     search_only: list[str]
     categoricals: dict[str, list[Any]]
     conditional: set[str]
     returned: set[str]
+    values: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> SpaceProfile:
@@ -115,11 +118,16 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     categoricals: dict[str, list[Any]] = {}
     seen: list[set[str]] = []
     returned: set[str] = set()
+    values: dict[str, list[Any]] = {}
     for _ in range(samples):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda)
         space.build_config(plan.workload, params)
         returned |= set(params)
+        for name, value in params.items():
+            seen_values = values.setdefault(name, [])
+            if _hashable(value) and value not in seen_values:
+                seen_values.append(value)
         seen.append(set(trial.params))
         search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
         for name, distribution in trial.distributions.items():
@@ -127,7 +135,11 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
                 categoricals.setdefault(name, list(distribution.choices))
     everywhere = set.intersection(*seen) if seen else set()
     conditional = set().union(*seen) - everywhere if seen else set()
-    return SpaceProfile(list(search_only), categoricals, conditional, returned)
+    return SpaceProfile(list(search_only), categoricals, conditional, returned, values)
+
+
+def _hashable(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool) or value is None
 
 
 def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:

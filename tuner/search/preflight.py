@@ -33,13 +33,13 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
     base = TrainConfig.from_params({**plan.workload, "device": "cpu", "num_workers": 0,
                                     "persistent_workers": False, "norm": "native"})  # fmt: skip
     data = build_data(base.replace(batch_size=1), torch.device("cpu"))
-    for batch_size in _choices(profile, plan, "batch_size"):
-        if batch_size > data.train_size:
-            raise TunerError(
-                f"batch_size={batch_size} (a choice of the space) is larger than the "
-                f"{data.train_size} training images of {base.data!r}; drop it from the space "
-                "or use more data."
-            )
+    too_big = sorted(b for b in _choices(profile, plan, "batch_size") if b > data.train_size)
+    if too_big:
+        raise TunerError(
+            f"batch_size={', '.join(map(str, too_big))} (the space's choice) is larger than the "
+            f"{data.train_size} training images of {base.data!r}; drop it from the space or "
+            "use more data."
+        )
     model = build_model(base, data.num_classes)
     norms = set(_choices(profile, plan, "norm")) - {"native"}
     if norms and not conv_norm_layers(model):
@@ -53,9 +53,9 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
 
 
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
-    """Every value the search can give ``name``: the space's choices, else the workload's."""
-    if name in profile.categoricals:
-        return list(profile.categoricals[name])
+    """Every value the search can give ``name``: what the space returned, else the workload's."""
+    if profile.values.get(name):
+        return list(profile.values[name])
     if name in plan.workload:
         return [plan.workload[name]]
     return [getattr(TrainConfig(), name)]

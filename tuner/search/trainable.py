@@ -132,7 +132,7 @@ class _TrialRun:
         from tuner.engine.meters import environment
 
         device = resolve_device(base.device)
-        key = speed_key(base, environment(device)["device_name"])
+        key = speed_key(base, environment(device)["device_name"], pinned)
         cache = _cache(self.context.cache_namespace)
         cached = _call(cache, "get", key)
         if cached is not None:

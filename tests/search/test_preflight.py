@@ -1,0 +1,80 @@
+"""Deterministic errors are found in the driver, in one line, before any trial starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.errors import TunerError
+from tuner.search import SearchOptions
+from tuner.search.plan import check_space, make_plan
+from tuner.search.preflight import check_workload
+from tuner.spaces import get_space
+
+
+def _check(space_name: str, **overrides: object) -> None:
+    space = get_space(space_name)
+    plan = make_plan(SearchOptions(space=space_name, overrides=overrides), space,
+                     node_cpus=[2.0], total_gpus=0.0)  # fmt: skip
+    check_workload(plan, check_space(space, plan))
+
+
+def test_the_default_workloads_pass() -> None:
+    _check("vit_space")
+    _check("smoke_space")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"data": "imagefolder:/nonexistent"}, "has no train/ folder"),
+        ({"model": "vit_nope"}, "is not a timm model"),
+        ({"model": "vit_tiny_patch16_224", "model_kwargs": {}}, "no convolutional norm layers"),
+    ],
+)
+def test_a_bad_workload_is_one_line(overrides: dict, message: str) -> None:
+    with pytest.raises(TunerError, match=message) as info:
+        _check("vit_space", **overrides)
+    assert "\n" not in str(info.value)
+
+
+def test_a_batch_size_choice_larger_than_the_data(tmp_path: Path) -> None:
+    for split in ("train", "val"):
+        folder = tmp_path / split / "a"
+        folder.mkdir(parents=True)
+        from PIL import Image
+
+        for i in range(40):
+            Image.new("RGB", (8, 8), (i, i, i)).save(folder / f"{i}.png")
+    with pytest.raises(TunerError, match=r"batch_size=64, 128, 256 \(the space's choice\)"):
+        _check("vit_space", data=f"imagefolder:{tmp_path}")
+
+
+def test_a_group_count_choice_that_does_not_divide(tmp_path: Path) -> None:
+    space = tmp_path / "groups_space.py"
+    space.write_text(
+        "WORKLOADS = {'cpu': {'model': 'vit_tiny_r_s16_p8_224', 'img_size': 32, 'steps': 4,\n"
+        "    'model_kwargs': {'patch_size': 2, 'embed_dim': 32, 'depth': 1, 'num_heads': 2}}}\n"
+        "def space(trial, *, cuda):\n"
+        "    g = trial.suggest_categorical('gn_groups', [4, 3])\n"
+        "    return {'norm': 'group', 'gn_groups': g}\n"
+    )
+    with pytest.raises(TunerError, match=r"gn_groups=3 \(a choice of the space\) does not divide"):
+        _check(str(space))
+
+
+@pytest.mark.parametrize("flags", [["--data", "imagefolder:/nonexistent"], ["--model", "vit_nope"]])
+def test_the_cli_fails_in_the_driver_with_one_line_and_no_trial(
+    flags: list[str], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tuner", "search", "vit_space", "--storage",
+               str(tmp_path), "--name", "bad", *flags]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert not list(tmp_path.glob("bad/*/params.json"))  # no trial started

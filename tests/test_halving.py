@@ -1,0 +1,55 @@
+"""Successive halving by non-dominated rank, infeasible trials last (the scheduler's core)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.halving import ParetoHalving, crowding_distance
+
+
+def _halving() -> ParetoHalving:
+    return ParetoHalving(["max", "max"], grace=1, eta=3, max_reports=9)
+
+
+def test_rungs_grow_by_eta_and_stop_before_the_end() -> None:
+    assert _halving().rungs() == [1, 3]
+    assert ParetoHalving(["max"], grace=2, eta=2, max_reports=20).rungs() == [2, 4, 8, 16]
+
+
+def test_the_first_trial_at_a_rung_goes_on_and_a_dominated_one_stops() -> None:
+    h = _halving()
+    assert h.decide("a", 1, [1000.0, 0.8], True)
+    assert not h.decide("b", 1, [500.0, 0.5], True)  # dominated by a: 2 at the rung, top 1
+    assert h.decide("a", 2, [1000.0, 0.9], True)  # not a rung: always on
+
+
+def test_the_front_goes_on_before_dominated_trials() -> None:
+    h = _halving()
+    decisions = {}
+    points = {"a": [1000, 0.5], "b": [400, 0.9], "c": [300, 0.4], "d": [350, 0.3],
+              "e": [900, 0.6], "f": [200, 0.2]}  # fmt: skip
+    for trial_id, values in points.items():
+        decisions[trial_id] = h.decide(trial_id, 1, values, True)
+    assert decisions["a"] and decisions["b"] and decisions["e"]  # on the front when they came
+    assert not decisions["c"] and not decisions["d"] and not decisions["f"]
+
+
+def test_infeasible_and_unmeasured_trials_rank_last() -> None:
+    h = _halving()
+    assert h.decide("a", 1, [100.0, 0.1], True)
+    assert not h.decide("big", 1, [5000.0, 0.99], False)  # best numbers, but over budget
+    assert not h.decide("nan", 1, [float("nan"), 0.99], True)
+
+
+def test_a_trial_seen_again_at_a_rung_replaces_its_record() -> None:
+    h = _halving()
+    h.decide("a", 1, [100.0, 0.1], True)
+    h.decide("a", 1, [200.0, 0.2], True)  # a restarted trial reports the rung again
+    assert [e[0] for e in h.records[1]] == ["a"] and h.records[1][0][1] == (200.0, 0.2)
+
+
+def test_crowding_distance_keeps_the_ends() -> None:
+    points = np.array([[1.0, 5.0], [2.0, 4.0], [3.0, 3.5], [5.0, 1.0]])
+    distance = crowding_distance(points)
+    assert np.isinf(distance[0]) and np.isinf(distance[3])
+    assert np.all(np.isfinite(distance[1:3]))

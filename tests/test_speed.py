@@ -1,0 +1,55 @@
+"""Speed settings settled by probes: what is probed, what is kept, and the cache key."""
+
+from __future__ import annotations
+
+from tuner.config import TrainConfig
+from tuner.speed import SpeedChoice, choose_speed, speed_key, variants
+from tuner.techniques import speed_knobs
+
+TINY = TrainConfig(
+    model="vit_tiny_r_s16_p8_224",
+    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    img_size=16, batch_size=16, epochs=None, steps=8, warmup_steps=1, device="cpu",
+)  # fmt: skip
+
+
+def test_every_unpinned_speed_knob_is_probed_and_pinned_ones_are_not() -> None:
+    probed = {entry.field for entry, _ in variants(cuda=False, pinned=())}
+    assert probed == {k.field for k in speed_knobs(cuda=False)}
+    assert "compile" not in probed  # slow to build on a CPU
+    assert "channels_last" not in {
+        e.field for e, _ in variants(cuda=False, pinned={"channels_last"})
+    }
+    on_gpu = [(e.field, v) for e, v in variants(cuda=True, pinned=())]
+    assert ("compile", "default") in on_gpu and ("compile", "max-autotune") not in on_gpu
+    assert ("num_workers", 4) in on_gpu and ("prefetch", "cuda_stream") in on_gpu
+
+
+def test_a_real_choice_measures_every_variant_and_keeps_only_clear_wins() -> None:
+    choice = choose_speed(TINY, cuda=False, pinned={"num_workers"}, steps=2, repeats=2,
+                          max_memory_bytes=None)  # fmt: skip
+    names = [v["name"] for v in choice.variants]
+    assert names == ["set_to_none", "channels_last", "fused_adamw"]
+    assert choice.repeats == 2 and choice.plain_images_per_second > 0
+    assert 0 < choice.probe_step_seconds <= choice.probe_seconds
+    for row in choice.variants:
+        assert row["ratio"] > 0 and row["peak_memory_bytes"] > 0
+        if row["kept"]:  # kept means its interval is above 1x
+            assert row["low"] > 1 and row["changes"].items() <= choice.settings.items()
+    assert SpeedChoice.from_dict(choice.to_dict()) == choice  # what the cache stores
+
+
+def test_a_plain_setting_over_budget_stops_the_probes_at_once() -> None:
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=3, max_memory_bytes=10)
+    assert choice.over_budget and choice.settings == {} and choice.variants == []
+    assert "over the memory budget" in choice.summary()
+
+
+def test_the_key_ignores_lr_but_not_batch_size_norm_or_pinned_knobs() -> None:
+    key = speed_key(TINY, "cpu", ())
+    assert speed_key(TINY.replace(lr=0.5, seed=3), "cpu", ()) == key
+    assert speed_key(TINY.replace(batch_size=32), "cpu", ()) != key
+    assert speed_key(TINY.replace(norm="group", gn_groups=4), "cpu", ()) != key
+    assert speed_key(TINY.replace(gn_groups=4), "cpu", ()) == key  # unused without GroupNorm
+    assert speed_key(TINY, "cpu", ("channels_last",)) != key
+    assert speed_key(TINY, "other cpu", ()) != key
