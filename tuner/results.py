@@ -27,6 +27,7 @@ from tuner.experiment_files import (
     ERROR_FILE,
     METADATA_FILE,
     PARAMS_FILE,
+    PROBE_CACHE_FILE,
     RAY_STATE_GLOB,
     REMEASURE_FILE,
     RESULT_FILE,
@@ -100,6 +101,7 @@ class Experiment:
     searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
     remeasure: pd.DataFrame | None = None
     effects: pd.DataFrame | None = None  # effects.csv: one row per measurement of each arm
+    probe_cache: dict[str, Any] = field(default_factory=dict)  # speed key -> SpeedChoice dict
     study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
 
 
@@ -148,6 +150,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         searched_names=searched,
         remeasure=_read_csv(path / REMEASURE_FILE),
         effects=_read_csv(path / EFFECTS_FILE),
+        probe_cache=_read_probe_cache(path / PROBE_CACHE_FILE),
         study=study,
     )
 
@@ -206,6 +209,14 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TunerError(f"{file} must hold a JSON object; re-run the search.")
     return data
+
+
+def _read_probe_cache(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # none (speed probes off, or an older experiment), or damaged
+    return data if isinstance(data, dict) else {}
 
 
 def _read_csv(file: Path) -> pd.DataFrame | None:

@@ -105,13 +105,18 @@ def choose_speed(
 
     ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
     The plain setting is probed once first: over the budget (or OOM), nothing else is probed
-    (the trial's own first steps then confirm it and stop).
+    (the trial's own first steps then confirm it and stop). After two rounds, a knob that was
+    slower than the plain setting in either pair is dropped: a third pair cannot make its
+    interval clear 1x any more (Student's t with 2 degrees of freedom needs every pair to agree).
     """
-    from tuner.compare import Arm, run_interleaved, summarize
+    from tuner.compare import summarize
     from tuner.engine import probe
     from tuner.objectives import judge
 
     started = time.perf_counter()
+    # Two warm-up steps: the first builds the allocator's pools, the second runs at speed
+    # (torch.compile keeps its own three, see tuner.engine.build).
+    config = config.replace(warmup_steps=min(config.warmup_steps, 2))
     plain = config.replace(**_all_off(config, pinned, cuda=cuda))
     first = probe(plain, steps=steps)
     feasible, _ = judge(first.to_dict(), max_memory_bytes=max_memory_bytes)
@@ -120,11 +125,7 @@ def choose_speed(
                            probe_seconds=time.perf_counter() - started,
                            probe_step_seconds=first.train_time_s, repeats=0,
                            first_step_unix_s=first.first_step_unix_s, over_budget=True)  # fmt: skip
-    arms = [Arm("plain", "speed", plain)]
-    for entry, value in variants(cuda=cuda, pinned=pinned):
-        changes = entry.settings(value)
-        name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
-        arms.append(Arm(name, "speed", plain.replace(**changes), changes, "plain"))
+    arms = _arms(plain, cuda=cuda, pinned=pinned)
     step_seconds, first_step = [first.train_time_s], [first.first_step_unix_s or math.inf]
 
     def measure(c: TrainConfig) -> Any:
@@ -133,8 +134,7 @@ def choose_speed(
         first_step.extend([result.first_step_unix_s] if result.first_step_unix_s else [])
         return result
 
-    runs = run_interleaved(arms, repeats=repeats, measure=measure, warmup=False,
-                           drop_invalid=True)  # fmt: skip
+    runs = _rounds(arms, repeats, measure)
     table = summarize(runs, arms)
     rows = [_variant_row(row, arms, max_memory_bytes) for _, row in table.iloc[1:].iterrows()]
     kept = _best_per_knob([r for r in rows if r["kept"]])
@@ -152,6 +152,42 @@ def choose_speed(
         repeats=repeats,
         first_step_unix_s=min(first_step, default=None),
     )
+
+
+def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Any]:
+    from tuner.compare import Arm
+
+    arms = [Arm("plain", "speed", plain)]
+    for entry, value in variants(cuda=cuda, pinned=pinned):
+        changes = entry.settings(value)
+        name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
+        arms.append(Arm(name, "speed", plain.replace(**changes), changes, "plain"))
+    return arms
+
+
+def _rounds(arms: list[Any], repeats: int, measure: Any) -> Any:
+    """Interleaved rounds; after the second, only knobs faster than plain in both pairs stay."""
+    import pandas as pd
+
+    from tuner.compare import run_interleaved
+
+    frames, live = [], list(arms)
+    for repeat in range(repeats):
+        runs = run_interleaved(live, repeats=1, measure=measure, warmup=False, drop_invalid=True)
+        frames.append(runs.assign(repeat=repeat))
+        if repeat == 1 and repeats > 2:
+            live = [live[0], *(a for a in live[1:] if _ahead(pd.concat(frames), a.name))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ahead(runs: Any, name: str) -> bool:
+    """Whether arm ``name`` beat the plain setting in every repeat so far."""
+    ok = runs[runs["status"] == "ok"].pivot_table(
+        index="repeat", columns="arm", values="images_per_second"
+    )
+    if name not in ok or "plain" not in ok:
+        return False
+    return bool((ok[name] > ok["plain"]).all())
 
 
 def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Sections: 1. the answer (recommended configs in plain words, re-measured numbers with
 intervals, the gain over the plain loop, whether the picks differ beyond noise, the command to
 train); 2. the Pareto front; 3. what each technique does around the recommendation
-(controlled); 4. trials and failures; 5. parameter importance; 6. plots; 7. details (metadata,
-an observational technique appendix, the columns of the trials table).
+(controlled); 4. the speed settings the probes chose per training config; 5. trials and
+failures; 6. parameter importance; 7. plots; 8. details (metadata, an observational technique
+appendix, the columns of the trials table).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
         _answer(experiment, answer, effects, out_dir),
         _front(experiment, answer, out_dir),
         _techniques(experiment, effects, out_dir),
+        _speed_choices(experiment),
         _trials(experiment),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
@@ -167,7 +169,7 @@ def _no_pick(experiment: Experiment) -> str:
             f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
         )
     if errors:
-        lines.append(f"{errors} trial(s) failed with an error: see section 4 for each message.")
+        lines.append(f"{errors} trial(s) failed with an error: see section 5 for each message.")
     return " ".join(lines)
 
 
@@ -243,7 +245,59 @@ def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Sec
     return section
 
 
-# ---- 4. trials -------------------------------------------------------------------------------
+# ---- 4. speed settings per training config ----------------------------------------------
+
+
+def _speed_choices(experiment: Experiment) -> Section:
+    section = Section("Speed settings chosen per training config", anchor="speed")
+    if not experiment.probe_cache:
+        section.blocks.append("No speed probes ran (--speed-repeats 0): the speed knobs stayed "
+                              "as the space set them.")  # fmt: skip
+        return section
+    section.blocks.append(
+        "Before a training config first trains, short probes measure the plain setting and each "
+        "accuracy-neutral speed knob switched on alone, interleaved and repeated; a knob is kept "
+        "only when its paired speed-up's 95% interval lies above 1x (and it fits the memory "
+        "budget). Later trials with the same training config reuse the choice. Each cell: the "
+        "knob's images/s relative to the plain setting; **kept** marks what the trials ran with."
+    )
+    section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
+    return section
+
+
+def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
+    import json
+
+    rows = []
+    for key, choice in cache.items():
+        fields = json.loads(key)
+        norm = fields.get("norm")
+        row: dict[str, Any] = {
+            "batch size": fields.get("batch_size"),
+            "amp": fields.get("amp"),
+            "norm": f"{norm} ({fields['gn_groups']} groups)" if norm == "group" else norm,
+            "pinned": ", ".join(f"{k}={v}" for k, v in (fields.get("pinned") or {}).items()),
+            "plain images/s": choice.get("plain_images_per_second"),
+        }
+        for variant in choice.get("variants", []):
+            row[variant["name"]] = _ratio_text(variant) + (" **kept**" if variant["kept"] else "")
+        row["chosen"] = "over budget: not probed" if choice.get("over_budget") else (
+            ", ".join(f"{k}={v}" for k, v in choice.get("settings", {}).items()) or "plain"
+        )  # fmt: skip
+        row["probe seconds"] = choice.get("probe_seconds")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _ratio_text(variant: Mapping[str, Any]) -> str:
+    if variant.get("ratio") is None:
+        return "n/a"
+    if variant.get("low") is None or variant.get("high") is None:
+        return f"{variant['ratio']:.2f}x"
+    return f"{variant['ratio']:.2f}x [{variant['low']:.2f}–{variant['high']:.2f}]"
+
+
+# ---- 5. trials -------------------------------------------------------------------------------
 
 
 def _trials(experiment: Experiment) -> Section:
@@ -270,7 +324,7 @@ def _trials(experiment: Experiment) -> Section:
     return section
 
 
-# ---- 5. importance, 6. plots -----------------------------------------------------------------
+# ---- 6. importance, 7. plots -----------------------------------------------------------------
 
 
 def _importance(experiment: Experiment, answer: Answer, out: Path) -> Section:
@@ -302,7 +356,7 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
     )
 
 
-# ---- 7. details ------------------------------------------------------------------------------
+# ---- 8. details ------------------------------------------------------------------------------
 
 
 def _details(experiment: Experiment) -> Section:
