@@ -39,10 +39,22 @@ def test_a_real_choice_measures_every_variant_and_keeps_only_clear_wins() -> Non
     assert SpeedChoice.from_dict(choice.to_dict()) == choice  # what the cache stores
 
 
-def test_a_plain_setting_over_budget_stops_the_probes_at_once() -> None:
+def test_when_nothing_fits_each_knob_is_tried_once_for_memory() -> None:
     choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=3, max_memory_bytes=10)
-    assert choice.over_budget and choice.settings == {} and choice.variants == []
-    assert "over the memory budget" in choice.summary()
+    assert choice.over_budget and choice.plain_over_budget and choice.settings == {}
+    assert len(choice.variants) == len(variants(cuda=False, pinned=())) and choice.repeats == 1
+    assert choice.summary() == "nothing fits the memory budget"
+
+
+def test_a_memory_saving_knob_can_make_an_over_budget_config_fit() -> None:
+    plain = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None)
+    plain_peak = min(v["peak_memory_bytes"] for v in plain.variants if v["name"] == "fused_adamw")
+    freed = next(v["peak_memory_bytes"] for v in plain.variants if v["name"] == "set_to_none")
+    budget = (freed + plain_peak) / 2  # between the plain setting's peak and set_to_none's
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=budget)
+    assert choice.plain_over_budget and not choice.over_budget
+    assert choice.settings == {"set_to_none": True}
+    assert choice.summary() == "plain over the memory budget; set_to_none makes it fit"
 
 
 def test_the_key_ignores_lr_but_not_batch_size_norm_or_pinned_knobs() -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from tuner.config import TrainConfig
 from tuner.techniques import Knob, speed_knobs
 
-__all__ = ["KEY_FIELDS", "SpeedChoice", "choose_speed", "speed_key", "variants"]
+__all__ = ["KEY_FIELDS", "SpeedChoice", "choose_speed", "decide", "speed_key", "variants"]
 
 # What decides which speed setting is fastest (lr, seed, budget do not).
 KEY_FIELDS = ("model", "model_kwargs", "data", "img_size", "batch_size", "amp", "norm",
@@ -47,7 +47,8 @@ class SpeedChoice:
     probe_step_seconds: float = 0.0  # seconds inside training steps, of that
     repeats: int = 0
     first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
-    over_budget: bool = False  # the plain setting alone is over the memory budget (or OOM)
+    over_budget: bool = False  # no probed setting fits the memory budget (or all OOM)
+    plain_over_budget: bool = False  # the plain setting did not fit: the choice is for memory
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,8 +60,10 @@ class SpeedChoice:
     def summary(self) -> str:
         """``channels_last (1.12x [1.03-1.22])`` or ``plain (nothing measurably faster)``."""
         if self.over_budget:
-            return "not probed (the plain setting is over the memory budget)"
+            return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
+        if self.plain_over_budget:
+            return f"plain over the memory budget; {kept[0]['name']} makes it fit"
         if not kept:
             return "plain (nothing measurably faster)"
         return ", ".join(f"{v['name']} ({v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}])"
@@ -104,13 +107,11 @@ def choose_speed(
     """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
 
     ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
-    The plain setting is probed once first: over the budget (or OOM), nothing else is probed
-    (the trial's own first steps then confirm it and stop). After two rounds, a knob that was
+    The plain setting is probed once first: over the budget (or OOM), each knob is probed once
+    for memory instead (:func:`_fit_first`). After two rounds, a knob that was
     slower than the plain setting in either pair is dropped: a third pair cannot make its
     interval clear 1x any more (Student's t with 2 degrees of freedom needs every pair to agree).
     """
-    from tuner.compare import summarize
-    from tuner.engine import probe
     from tuner.objectives import judge
 
     started = time.perf_counter()
@@ -118,23 +119,86 @@ def choose_speed(
     # (torch.compile keeps its own three, see tuner.engine.build).
     config = config.replace(warmup_steps=min(config.warmup_steps, 2))
     plain = config.replace(**_all_off(config, pinned, cuda=cuda))
-    first = probe(plain, steps=steps)
-    feasible, _ = judge(first.to_dict(), max_memory_bytes=max_memory_bytes)
-    if not feasible:
-        return SpeedChoice(settings={}, plain_images_per_second=first.images_per_second or math.nan,
-                           probe_seconds=time.perf_counter() - started,
-                           probe_step_seconds=first.train_time_s, repeats=0,
-                           first_step_unix_s=first.first_step_unix_s, over_budget=True)  # fmt: skip
     arms = _arms(plain, cuda=cuda, pinned=pinned)
-    step_seconds, first_step = [first.train_time_s], [first.first_step_unix_s or math.inf]
+    meter = _Meter(steps)
+    first = meter(plain)
+    if not judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
+        return _fit_first(arms, first, meter, max_memory_bytes, started)
+    runs = _rounds(arms, repeats, meter)
+    settings, rows, plain_ips = decide(runs, arms, max_memory_bytes=max_memory_bytes)
+    return SpeedChoice(
+        settings=settings,
+        variants=rows,
+        plain_images_per_second=plain_ips,
+        probe_seconds=time.perf_counter() - started,
+        probe_step_seconds=meter.step_seconds,
+        repeats=repeats,
+        first_step_unix_s=meter.first_step_unix_s,
+    )
 
-    def measure(c: TrainConfig) -> Any:
-        result = probe(c, steps=steps)
-        step_seconds[0] += result.train_time_s
-        first_step.extend([result.first_step_unix_s] if result.first_step_unix_s else [])
+
+class _Meter:
+    """``probe`` that adds up the seconds spent in training steps and the first step's time."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.step_seconds = steps, 0.0
+        self.first_step_unix_s: float | None = None
+
+    def __call__(self, config: TrainConfig) -> Any:
+        from tuner.engine import probe
+
+        result = probe(config, steps=self.steps)
+        self.step_seconds += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or math.inf,
+                                         result.first_step_unix_s)  # fmt: skip
         return result
 
-    runs = _rounds(arms, repeats, measure)
+
+def _fit_first(
+    arms: list[Any], first: Any, meter: _Meter, budget: float | None, started: float
+) -> SpeedChoice:
+    """The plain setting is over the budget: a memory-saving knob (set_to_none frees the
+    gradients between steps) may make it fit. Each knob is probed once; the fastest one that
+    fits is used, or, when none fits, the trial's first steps will confirm it is infeasible."""
+    from tuner.objectives import judge
+
+    rows, fitting = [], []
+    for arm in arms[1:]:
+        result = meter(arm.config)
+        fits = judge(result.to_dict(), max_memory_bytes=budget)[0]
+        ratio = (result.images_per_second or math.nan) / (first.images_per_second or math.nan)
+        rows.append({"name": arm.name, "field": next(iter(arm.changes)),
+                     "changes": dict(arm.changes), "ratio": _plain(ratio), "low": None,
+                     "high": None, "peak_memory_bytes": result.peak_memory_bytes,
+                     "fell_back": "", "kept": False, "fits": fits})  # fmt: skip
+        if fits:
+            fitting.append((result.images_per_second or 0.0, len(rows) - 1))
+    settings: dict[str, Any] = {}
+    if fitting:
+        best = rows[max(fitting)[1]]
+        best["kept"], settings = True, dict(best["changes"])
+    return SpeedChoice(
+        settings=settings,
+        variants=rows,
+        plain_images_per_second=first.images_per_second or math.nan,
+        probe_seconds=time.perf_counter() - started,
+        probe_step_seconds=meter.step_seconds,
+        repeats=1,
+        first_step_unix_s=meter.first_step_unix_s,
+        over_budget=not fitting,
+        plain_over_budget=True,
+    )
+
+
+def decide(
+    runs: Any, arms: list[Any], *, max_memory_bytes: float | None
+) -> tuple[dict[str, Any], list[dict[str, Any]], float]:
+    """From interleaved probe runs (``arms[0]`` the plain setting): the settings to keep, one
+    row per probed change, and the plain setting's median images/s. Used live by
+    :func:`choose_speed` and offline by the search replay benchmark."""
+    from tuner.compare import summarize
+
     table = summarize(runs, arms)
     rows = [_variant_row(row, arms, max_memory_bytes) for _, row in table.iloc[1:].iterrows()]
     kept = _best_per_knob([r for r in rows if r["kept"]])
@@ -143,15 +207,7 @@ def choose_speed(
         settings.update(row["changes"])
     for row in rows:
         row["kept"] = row in kept
-    return SpeedChoice(
-        settings=settings,
-        variants=rows,
-        plain_images_per_second=float(table.iloc[0]["images_per_second"]),
-        probe_seconds=time.perf_counter() - started,
-        probe_step_seconds=step_seconds[0],
-        repeats=repeats,
-        first_step_unix_s=min(first_step, default=None),
-    )
+    return settings, rows, float(table.iloc[0]["images_per_second"])
 
 
 def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Any]:

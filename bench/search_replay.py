@@ -1,0 +1,451 @@
+"""Replay search strategies offline over the measured grid: hypervolume against compute spent.
+
+``bench/search_grid.py`` measured, once, every learning curve and every speed combination of a
+small space. Here each strategy runs many seeds with the **real** pieces — Optuna's samplers
+as the search builds them (``tuner.search.samplers.make_sampler``), the start-up design
+(``tuner.search.design``), the speed-probe decision (``tuner.speed.decide``) and the early-stopping
+core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from the grid
+instead of by training. No training runs; only the compute the strategy would have spent is
+counted, in engine seconds measured on the grid.
+
+Strategies (concurrency 1, a memory budget that rejects part of the grid):
+
+- ``tpe-joint`` (the first release's default): multi-objective TPE over training knobs *and*
+  speed knobs; every trial trains to the end (after its feasibility probe);
+- ``random``, ``nsga2``: the same joint space and full trainings, other samplers;
+- ``new``: TPE over the training knobs only, the start-up design, speed knobs chosen by probes
+  per training config (cached), the feasibility check from the run's first steps, ParetoASHA;
+- its parts alone: ``probes-only`` (training-knob TPE + speed probes), ``design-only`` (joint
+  TPE + start-up design), ``halving-only`` (joint TPE + ParetoASHA).
+
+Hypervolume: of the feasible points a strategy trained to the end, with their measured values
+(throughput = the speed combination's median probe images/s, accuracy = the training config's
+final validation accuracy), throughput normalized by the grid's best feasible throughput,
+accuracy as is, reference point (0, 0); so the grid's own front has the largest possible value.
+
+    .venv/bin/python bench/search_replay.py                 # 20 seeds x 7 strategies
+    .venv/bin/python bench/search_replay.py --seeds 2 --grid /tmp/grid_smoke.json --out /tmp/r
+Writes reports/benchmarks/search_replay.{md,json,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from tuner.compare import Arm
+from tuner.config import TrainConfig
+from tuner.halving import ParetoHalving
+from tuner.objectives import pareto_mask
+from tuner.search.design import startup_design
+from tuner.search.plan import SpaceProfile
+from tuner.search.samplers import make_sampler
+from tuner.speed import decide
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID = Path(__file__).resolve().parent / "data" / "search_grid.json"
+OUT = ROOT / "reports" / "benchmarks"
+TRAINING = ("batch_size", "norm", "amp", "base_lr")
+KEY = ("batch_size", "norm", "amp")
+TARGET = 0.95
+
+
+# ---- the grid --------------------------------------------------------------------------------
+
+
+class Grid:
+    """Lookups into the measured grid."""
+
+    def __init__(self, data: dict[str, Any], budget_bytes: float | None) -> None:
+        self.about = data["about"]
+        self.space: dict[str, list[Any]] = self.about["space"]
+        self.speed_knobs: list[str] = self.about["speed_knobs"]
+        self.training = {self._tkey(t["config"]): t for t in data["training"]}
+        self.speed = {(self._skey(r["key"]), self._ckey(r["combo"])): r for r in data["speed"]}
+        self.budget = budget_bytes
+        self.best_ips = max(self.ips(k, c) for k, c in self.speed if self.fits(k, c))
+
+    @staticmethod
+    def _tkey(config: dict[str, Any]) -> str:
+        return json.dumps({n: config[n] for n in TRAINING}, sort_keys=True)
+
+    @staticmethod
+    def _skey(key: dict[str, Any]) -> str:
+        return json.dumps({n: key[n] for n in KEY}, sort_keys=True)
+
+    @staticmethod
+    def _ckey(combo: dict[str, Any]) -> str:
+        return json.dumps(combo, sort_keys=True)
+
+    def plain(self) -> dict[str, Any]:
+        return {k: (0 if k == "num_workers" else False) for k in self.speed_knobs}
+
+    def cell(self, key: dict[str, Any], combo: dict[str, Any]) -> dict[str, Any]:
+        return self.speed[(self._skey(key), self._ckey(combo))]
+
+    def ips(self, key: Any, combo: Any) -> float:
+        cell = self.speed[(key, combo)] if isinstance(key, str) else self.cell(key, combo)
+        return statistics.median(r["images_per_second"] for r in cell["repeats"])
+
+    def memory(self, key: Any, combo: Any) -> float:
+        cell = self.speed[(key, combo)] if isinstance(key, str) else self.cell(key, combo)
+        return statistics.median(r["peak_memory_bytes"] for r in cell["repeats"])
+
+    def fits(self, key: Any, combo: Any) -> bool:
+        return self.budget is None or self.memory(key, combo) <= self.budget
+
+    def curve(self, config: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.training[self._tkey(config)]["curve"]
+
+    def accuracy(self, config: dict[str, Any]) -> float:
+        return float(self.curve(config)[-1]["val_accuracy"])
+
+    def train_cost(self, config: dict[str, Any], combo: dict[str, Any], reports: int) -> float:
+        """Engine seconds to reach the ``reports``-th evaluation with this speed combination:
+        the plain run's wall time, its training steps rescaled by the combination's speed."""
+        point = self.curve(config)[reports - 1]
+        ratio = self.ips(config, self.plain()) / self.ips(config, combo)
+        return point["wall_s"] - point["train_time_s"] + point["train_time_s"] * ratio
+
+    def probe_cost(self, key: dict[str, Any], combo: dict[str, Any], repeat: int) -> float:
+        return float(self.cell(key, combo)["repeats"][repeat]["wall_s"])
+
+    def front_hv(self) -> float:
+        points = [(self.ips(k, c), self.accuracy(json.loads(t)))
+                  for t in self.training for (k, c) in self.speed
+                  if k == self._skey(json.loads(t)) and self.fits(k, c)]  # fmt: skip
+        return hypervolume(points, self.best_ips)
+
+
+def hypervolume(points: list[tuple[float, float]], best_ips: float) -> float:
+    """2-D hypervolume of (throughput / best_ips, accuracy) points from reference (0, 0)."""
+    if not points:
+        return 0.0
+    values = np.array([(ips / best_ips, acc) for ips, acc in points], dtype=float)
+    front = values[pareto_mask(values, ["max", "max"])]
+    front = front[np.argsort(-front[:, 0])]
+    area, height = 0.0, 0.0
+    for x, y in front:  # x descending, y ascending along a front
+        area += x * (y - height) if y > height else 0.0
+        height = max(height, y)
+    return float(area)
+
+
+# ---- one search, replayed --------------------------------------------------------------------
+
+
+@dataclass
+class Ledger:
+    """Compute spent and the hypervolume after each event."""
+
+    grid: Grid
+    spent: float = 0.0
+    points: list[tuple[float, float]] = field(default_factory=list)
+    history: list[tuple[float, float]] = field(default_factory=list)
+
+    def pay(self, seconds: float) -> None:
+        self.spent += seconds
+        self.history.append((self.spent, hypervolume(self.points, self.grid.best_ips)))
+
+    def found(self, ips: float, acc: float) -> None:
+        self.points.append((ips, acc))
+        self.history.append((self.spent, hypervolume(self.points, self.grid.best_ips)))
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    sampler: str = "tpe"
+    joint: bool = True  # speed knobs in the sampler's space (else: chosen by probes)
+    design: bool = False
+    halving: bool = False
+
+
+STRATEGIES = [
+    Strategy("tpe-joint"),
+    Strategy("random", sampler="random"),
+    Strategy("nsga2", sampler="nsga2"),
+    Strategy("new", joint=False, design=True, halving=True),
+    Strategy("probes-only", joint=False),
+    Strategy("design-only", design=True),
+    Strategy("halving-only", halving=True),
+]
+
+
+def replay(strategy: Strategy, grid: Grid, seed: int, budget_s: float, max_trials: int) -> Ledger:
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore")
+    study = optuna.create_study(
+        directions=["maximize", "maximize"],
+        sampler=make_sampler(
+            strategy.sampler, seed=seed, budget=max_trials, concurrency=1, grid=None
+        ),
+    )
+    space = _space(grid, joint=strategy.joint)
+    if strategy.design:
+        profile = SpaceProfile([], {k: list(v) for k, v in space.items()}, set(), set(space))
+        for row in startup_design(profile, budget=max_trials):
+            study.enqueue_trial(row)
+    evaluations = len(next(iter(grid.training.values()))["curve"])
+    halving = ParetoHalving(["max", "max"], max_reports=evaluations) if strategy.halving else None
+    ledger, cache = Ledger(grid), {}
+    for number in range(max_trials):
+        if ledger.spent >= budget_s:
+            break
+        trial = study.ask()
+        params = {name: trial.suggest_categorical(name, choices) for name, choices in space.items()}
+        config = {n: params[n] for n in TRAINING}
+        combo = {k: params[k] for k in grid.speed_knobs} if strategy.joint else \
+            _probed(grid, config, cache, ledger)  # fmt: skip
+        _run(study, trial, grid, config, combo, ledger, halving, f"t{number}")
+    return ledger
+
+
+def _space(grid: Grid, *, joint: bool) -> dict[str, list[Any]]:
+    space = {k: list(v) for k, v in grid.space.items()}
+    if joint:
+        for k in grid.speed_knobs:
+            space[k] = [0, 1] if k == "num_workers" else [False, True]
+    return space
+
+
+def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: Ledger) -> dict:
+    """The speed combination the probes choose for this config's key (cached per key)."""
+    key = {n: config[n] for n in KEY}
+    name = json.dumps(key, sort_keys=True)
+    if name in cache:
+        return cache[name]
+    plain = grid.plain()
+    singles = [{**plain, k: (1 if k == "num_workers" else True)} for k in grid.speed_knobs]
+    ledger.pay(grid.probe_cost(key, plain, 0))  # the plain setting alone first
+    if not grid.fits(key, plain):  # tuner.speed._fit_first: each knob once, for memory
+        for single in singles:
+            ledger.pay(grid.probe_cost(key, single, 0))
+        fitting = [c for c in singles if grid.fits(key, c)]
+        cache[name] = max(fitting, key=lambda c: grid.ips(key, c)) if fitting else plain
+        return cache[name]
+    arms = [Arm("plain", "speed", TrainConfig(), {}),
+            *(Arm(k, "speed", TrainConfig(), {k: c[k]}, "plain")
+              for k, c in zip(grid.speed_knobs, singles, strict=True))]  # fmt: skip
+    runs = _probe_rounds(grid, key, [plain, *singles], arms, ledger)
+    settings, _, _ = decide(runs, arms, max_memory_bytes=grid.budget)
+    chosen = {**plain, **{k: v for k, v in settings.items() if k in plain}}
+    cache[name] = chosen
+    return chosen
+
+
+def _probe_rounds(grid: Grid, key: dict[str, Any], cells: list[dict[str, Any]],
+                  arms: list[Arm], ledger: Ledger) -> pd.DataFrame:  # fmt: skip
+    """The live probes' rounds (tuner.speed._rounds): all arms twice, then the survivors."""
+    rows, live = [], list(range(len(cells)))
+    repeats = len(grid.cell(key, cells[0])["repeats"])
+    for repeat in range(repeats):
+        for index in live:
+            measured = grid.cell(key, cells[index])["repeats"][repeat]
+            ledger.pay(measured["wall_s"])
+            rows.append({"arm": arms[index].name, "group": "speed", "repeat": repeat,
+                         "status": "ok", "images_per_second": measured["images_per_second"],
+                         "peak_memory_bytes": measured["peak_memory_bytes"],
+                         "memory_kind": "cpu_training_state", "val_accuracy": math.nan,
+                         "fell_back": ""})  # fmt: skip
+        if repeat == 1 and repeats > 2:
+            frame = pd.DataFrame(rows)
+            live = [0, *(i for i in live[1:] if _ahead(frame, arms[i].name))]
+    return pd.DataFrame(rows)
+
+
+def _ahead(runs: pd.DataFrame, name: str) -> bool:
+    table = runs.pivot_table(index="repeat", columns="arm", values="images_per_second")
+    return bool((table[name] > table["plain"]).all())
+
+
+def _run(study: optuna.Study, trial: optuna.Trial, grid: Grid, config: dict[str, Any],
+         combo: dict[str, Any], ledger: Ledger, halving: ParetoHalving | None,
+         trial_id: str) -> None:  # fmt: skip
+    """One trial: feasibility from its first steps, then training with early stopping."""
+    ips = grid.ips(config, combo)
+    if not grid.fits(config, combo):
+        ledger.pay(grid.probe_cost(config, combo, 0))  # its first steps only
+        violation = grid.memory(config, combo) / grid.budget - 1
+        trial.set_constraint("memory", violation)
+        study.tell(trial, [ips, 0.0])
+        return
+    curve = grid.curve(config)
+    for report, point in enumerate(curve, start=1):
+        if halving is not None and report < len(curve):
+            values = [point["images_per_second"] * ips / grid.ips(config, grid.plain()),
+                      point["val_accuracy"]]  # fmt: skip
+            if not halving.decide(trial_id, report, values, True):
+                ledger.pay(grid.train_cost(config, combo, report))
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                return
+    ledger.pay(grid.train_cost(config, combo, len(curve)))
+    trial.set_constraint("memory", grid.memory(config, combo) / grid.budget - 1
+                         if grid.budget else -1.0)  # fmt: skip
+    accuracy = grid.accuracy(config)
+    study.tell(trial, [ips, accuracy])
+    ledger.found(ips, accuracy)
+
+
+# ---- many seeds, and the summary -------------------------------------------------------------
+
+
+def hv_at(history: list[tuple[float, float]], budget: float) -> float:
+    best = 0.0
+    for spent, hv in history:
+        if spent > budget:
+            break
+        best = hv
+    return best
+
+
+def cost_to_reach(history: list[tuple[float, float]], target: float) -> float:
+    return next((spent for spent, hv in history if hv >= target), math.inf)
+
+
+def run_all(
+    grid: Grid,
+    seeds: int,
+    budget_s: float,
+    max_trials: int,
+    strategies: list[Strategy],
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    grid_hv = grid.front_hv()
+    budgets = np.linspace(0, budget_s, 41)
+    results: dict[str, Any] = {}
+    for strategy in strategies:
+        ledgers = [replay(strategy, grid, seed, budget_s, max_trials) for seed in range(seeds)]
+        curves = np.array([[hv_at(x.history, b) / grid_hv for b in budgets] for x in ledgers])
+        reach = [cost_to_reach(x.history, TARGET * grid_hv) for x in ledgers]
+        results[strategy.name] = {
+            "median_hv_fraction": np.median(curves, axis=0).tolist(),
+            "q25": np.quantile(curves, 0.25, axis=0).tolist(),
+            "q75": np.quantile(curves, 0.75, axis=0).tolist(),
+            "cost_to_95": reach,
+            "median_cost_to_95": float(np.median(reach)),
+            "reached": int(sum(math.isfinite(r) for r in reach)),
+        }
+        log(f"{strategy.name:14s} median compute to {TARGET:.0%} of the grid's HV: "
+            f"{results[strategy.name]['median_cost_to_95']:.0f} s "
+            f"({results[strategy.name]['reached']}/{seeds} seeds reach it)")  # fmt: skip
+    return {"grid_hv": grid_hv, "budgets_s": budgets.tolist(), "strategies": results,
+            "seeds": seeds, "budget_s": budget_s, "max_trials": max_trials,
+            "memory_budget_bytes": grid.budget, "best_ips": grid.best_ips}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--grid", type=Path, default=GRID)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--max-trials", type=int, default=60)
+    parser.add_argument(
+        "--budget-trainings",
+        type=float,
+        default=24.0,
+        help="compute budget per search, in average full trainings",
+    )
+    parser.add_argument(
+        "--memory-budget-mib",
+        type=float,
+        default=None,
+        help="default: the median peak memory of the grid's combinations",
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    data = json.loads(args.grid.read_text())
+    memories = [statistics.median(r["peak_memory_bytes"] for r in c["repeats"])
+                for c in data["speed"]]  # fmt: skip
+    budget = (
+        args.memory_budget_mib * 2**20 if args.memory_budget_mib else float(np.median(memories))
+    )
+    grid = Grid(data, budget)
+    full = statistics.mean(t["wall_s"] for t in data["training"])
+    report = run_all(grid, args.seeds, args.budget_trainings * full, args.max_trials, STRATEGIES)
+    report["about"] = {**data["about"], "average_training_s": full}
+    write(report, args.out)
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search_replay.json").write_text(json.dumps(report, indent=1))
+    (out / "search_replay.md").write_text(to_markdown(report))
+    plot(report, out / "search_replay.png")
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    s = report["strategies"]
+    today = s["tpe-joint"]["median_cost_to_95"]
+    lines = [
+        "# Search efficiency: replayed over a measured grid",
+        "",
+        f"Grid: {_configs(report)} training "
+        f"configs x {2 ** len(report['about']['speed_knobs'])} speed combinations, measured on "
+        f"{report['about']['machine']} ({report['about']['date']}, torch "
+        f"{report['about']['torch']}). Memory budget {report['memory_budget_bytes'] / 2**20:.1f} "
+        "MiB (rejects a quarter of the combinations by counted training state). "
+        f"{report['seeds']} seeds per strategy, concurrency 1, compute budget "
+        f"{report['budget_s']:.0f} engine seconds "
+        f"(~{report['budget_s'] / report['about']['average_training_s']:.0f} full trainings).",
+        "",
+        "Hypervolume of the feasible front found (throughput / grid's best feasible throughput, "
+        "val accuracy; reference point (0, 0)), as a fraction of the grid's own front. "
+        f"Target: {TARGET:.0%} of it.",
+        "",
+        "| strategy | median compute to 95% (s) | vs tpe-joint | seeds reaching it | median HV at "
+        "1/3 budget | at full budget |",
+        "|---|---|---|---|---|---|",
+    ]
+    third = len(report["budgets_s"]) // 3
+    for name, r in s.items():
+        cost = r["median_cost_to_95"]
+        ratio = cost / today if math.isfinite(cost) and math.isfinite(today) and today else math.nan
+        lines.append(
+            f"| {name} | {cost:.0f} | {ratio:.2f}x | {r['reached']}/{report['seeds']} | "
+            f"{r['median_hv_fraction'][third]:.3f} | {r['median_hv_fraction'][-1]:.3f} |"
+        )
+    ahead = all(n >= r for n, r in zip(s["new"]["median_hv_fraction"],
+                                       s["random"]["median_hv_fraction"], strict=True))  # fmt: skip
+    lines += ["", f"New design ahead of (or equal to) random search at every budget: {ahead}.", ""]
+    return "\n".join(lines)
+
+
+def _configs(report: dict[str, Any]) -> int:
+    return math.prod(len(v) for v in report["about"]["space"].values())
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    budgets = np.array(report["budgets_s"])
+    for name, r in report["strategies"].items():
+        line = ax.plot(budgets, r["median_hv_fraction"], label=name,
+                       lw=2.4 if name in ("new", "tpe-joint") else 1.2)  # fmt: skip
+        ax.fill_between(budgets, r["q25"], r["q75"], color=line[0].get_color(), alpha=0.12)
+    ax.axhline(TARGET, c="gray", ls="--", lw=1)
+    ax.set(xlabel="compute spent (engine seconds)", ylabel="HV / grid's HV (median, IQR)",
+           title=f"Search efficiency, {report['seeds']} seeds per strategy")  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
