@@ -62,36 +62,48 @@ class Answer:
     remeasured: bool  # whether throughput comes from re-measurement
     pairs: list[PairVerdict] = field(default_factory=list)  # adjacent front trials compared
 
+    picks: PairVerdict | None = None  # the fastest pick vs the most accurate one
+
     @property
     def ties(self) -> list[PairVerdict]:
         return [p for p in self.pairs if p.throughput.tie]
 
+    @property
+    def recommended(self) -> pd.Series | None:
+        """The one config the sentence recommends: the more accurate pick when the two run at
+        the same speed within noise, else the fastest (also for a real trade-off)."""
+        if not self.best:
+            return None
+        first = self.best[self.objectives[0][0]]
+        p = self.picks
+        if p is not None and p.throughput.tie and not p.accuracy_tie:
+            return self.best["val_accuracy"]
+        return first
+
     def sentence(self) -> str:
-        """One sentence on whether the picks differ beyond the noise."""
+        """One sentence: do the picks differ beyond the noise, and what follows from it."""
         if self.front.empty:
             return "No trial can be recommended: none finished ok within the memory budget."
-        if len(self.front) == 1:
-            return "One configuration is Pareto-optimal; nothing else is as good on both."
-        same = [p for p in self.pairs if p.same_within_noise]
-        tied = [p for p in self.pairs if p.throughput.tie and not p.accuracy_tie]
-        parts = []
-        for p in same:
-            parts.append(
-                f"{p.faster} and {p.slower} are the same within noise "
-                f"(throughput {_ratio(p.throughput)}, accuracy tied)"
-            )
-        for p in tied:
-            parts.append(
-                f"{p.faster} and {p.slower} run at the same speed within noise "
-                f"({_ratio(p.throughput)}), so the more accurate one is the pick"
-            )
-        if not parts:
-            source = "re-measured " if self.remeasured else ""
-            return (
-                f"The {len(self.front)} Pareto-optimal configurations differ beyond noise in "
-                f"{source}throughput; pick by what matters more to you."
-            )
-        return "; ".join(parts) + "."
+        if self.picks is None:
+            return (f"One configuration ({self.front.iloc[0]['trial_id']}) is the best on both "
+                    "throughput and accuracy.")  # fmt: skip
+        p = self.picks
+        fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
+        speed = f"throughput {_ratio(p.throughput)}"
+        points = f"{100 * abs(p.accuracy_difference):.1f} accuracy points"
+        if p.same_within_noise:
+            return (f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
+                    f"{points} apart, inside the interval): either will do.")  # fmt: skip
+        if p.throughput.tie:
+            return (f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
+                    f" so {slow} is the pick: {points} more accurate, beyond noise.")  # fmt: skip
+        if p.accuracy_tie:
+            return (f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
+                    f"apart), so {fast} is the pick: {speed}, beyond noise.")  # fmt: skip
+        return (
+            f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
+            f"{points} more accurate beyond noise; pick by what matters more to you."
+        )
 
 
 def decide(experiment: Any) -> Answer:
@@ -103,7 +115,18 @@ def decide(experiment: Any) -> Answer:
         pool = trials[trials["throughput_source"] == "re-measured"]
     front = pareto_front(pool, objs)
     pairs = _pairs(front, experiment.remeasure) if len(front) > 1 else []
-    return Answer(objs, trials, front, best_per_objective(pool, objs), remeasured, pairs)
+    best = best_per_objective(pool, objs)
+    return Answer(objs, trials, front, best, remeasured, pairs, _picks(best, experiment.remeasure))
+
+
+def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVerdict | None:
+    """The fastest pick against the most accurate one, when they are two trials."""
+    fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
+    if fast is None or accurate is None or fast["trial_id"] == accurate["trial_id"]:
+        return None
+    diff, tie = _accuracy_test(fast, accurate)
+    ratio = _throughput_ratio(fast, accurate, remeasure)
+    return PairVerdict(str(fast["trial_id"]), str(accurate["trial_id"]), ratio, diff, tie)
 
 
 def decision_values(

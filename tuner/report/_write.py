@@ -92,19 +92,21 @@ def _answer(experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: 
         config = _config(experiment, trial_id)
         for metric in metrics:
             files[metric] = export_config(config, out / f"recommended_{metric}.json")
-        section.blocks.append(_pick_text(row, metrics, config, answer))
+        section.blocks.extend(_pick_text(row, metrics, config, answer))
     gain = _effects.plain_loop_gain(effects)
     section.blocks.append(_gain_text(gain, experiment))
     section.blocks.append(answer.sentence())
-    first = files[answer.objectives[0][0]]
+    recommended = answer.recommended
+    chosen = next(m for m, r in answer.best.items() if r["trial_id"] == recommended["trial_id"])
     section.blocks.append(
-        f"Train with it: `python -m tuner train --config {_shown_path(first)}` (the full run "
-        "config: the fixed workload plus the chosen settings, lr already computed)."
+        f"Train with it (trial `{recommended['trial_id']}`): `python -m tuner train --config "
+        f"{_shown_path(files[chosen])}` (the full run config: the fixed workload plus the chosen "
+        "settings, lr already computed)."
     )
     return section
 
 
-def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) -> str:
+def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
     title = (
         " and ".join(names.get(m, m) for m in metrics)
@@ -120,15 +122,15 @@ def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) 
     )
     acc = estimate_text(row, "val_accuracy", ".3f")
     images = int(row["val_images"]) if _finite(row.get("val_images")) else 0
-    return "\n".join(
-        [
-            f"- **{title}: trial `{row['trial_id']}`**: {describe(config)}.",
+    return [
+        f"**{title}: trial `{row['trial_id']}`**: {describe(config)}.",
+        "\n".join([
             f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
             f"- validation accuracy {acc} (95% interval over {images:,} images)",
             f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
             f"({row.get('memory_kind') or 'kind unknown'})",
-        ]
-    )
+        ]),
+    ]  # fmt: skip
 
 
 def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:

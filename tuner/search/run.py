@@ -354,9 +354,9 @@ def _effects(
     options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
 ) -> None:
     answer = decide(load_experiment(paths.local))
-    if options.effects_repeats < 1 or not answer.best:
+    pick = answer.recommended
+    if options.effects_repeats < 1 or pick is None:
         return
-    pick = answer.best[answer.objectives[0][0]]
     print(
         f"Measuring each technique's effect around the recommended config {pick['trial_id']}, "
         f"{options.effects_repeats} interleaved repeats ...",
