@@ -117,6 +117,20 @@ def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
     assert told.state == optuna.trial.TrialState.PRUNED and told.user_attrs["stopped_early"]
 
 
+def test_what_ran_is_in_the_trials_table_and_a_fallback_counts_as_off(
+    outcome: SearchOutcome,
+) -> None:
+    from tuner.report._effects import observed_techniques
+
+    trials = load_experiment(outcome.experiment_dir).trials.set_index("trial_id")
+    weak = trials.loc[_by_variant(outcome)["weak"].trial_id]
+    assert weak["param_prefetch"] == "cuda_stream" and weak["effective_prefetch"] == "off"
+    assert "prefetch=cuda_stream needs CUDA" in weak["notes"]
+    table = observed_techniques(trials.reset_index())
+    prefetch = table[table["technique"] == "CUDA-stream prefetcher"]
+    assert set(prefetch["ran with"]) == {"prefetch=off"}
+
+
 def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
     outcome: SearchOutcome,
 ) -> None:

@@ -9,6 +9,8 @@ from typing import Any, TextIO
 
 from ray.tune import Callback
 
+from tuner.units import format_bytes
+
 __all__ = ["ProgressPrinter", "describe_params"]
 
 _SKIP = {"model", "model_kwargs", "data", "img_size", "epochs", "steps", "time_budget_s",
@@ -49,7 +51,7 @@ class ProgressPrinter(Callback):
         line = (
             f"{status:<11} {trial.trial_id}  {_num(result.get('images_per_second'), '.1f')} img/s"
             f"  acc {_num(result.get('val_accuracy'), '.3f')}"
-            f"  peak {_mib(result.get('peak_memory_bytes'))}"
+            f"  peak {format_bytes(result.get('peak_memory_bytes'), digits=0)}"
         )
         reason = result.get("infeasible_reason") or result.get("error")
         if reason:
@@ -78,9 +80,3 @@ def _num(value: Any, spec: str) -> str:
     if not isinstance(value, int | float) or math.isnan(value):
         return "n/a"
     return format(value, spec)
-
-
-def _mib(value: Any) -> str:
-    if not isinstance(value, int | float) or math.isnan(value):
-        return "n/a"
-    return f"{value / 2**20:.0f} MiB"

@@ -171,9 +171,11 @@ def _fit(
             tune_config=_tune_config(options, space, plan, paths, design),
             run_config=_run_config(options, plan, paths),
         )
+    started = time.perf_counter()
     results = tuner.fit()
     interrupted = _tune_was_interrupted()
     _record_cache_stats(paths, cache)
+    update_metadata(paths, fit_seconds=time.perf_counter() - started)
     return list(results._experiment_analysis.trials), interrupted
 
 

@@ -194,6 +194,7 @@ class _TrialRun:
             speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
             training_seconds=self.training_s,
             trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
+            reported_unix_s=time.time(),  # Ray's own timestamp has whole seconds only
         )
         return metrics
 

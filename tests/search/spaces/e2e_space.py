@@ -2,7 +2,7 @@
 
 - ``strong``: a tiny ResNet, batch 32, a working lr: trains to the end;
 - ``weak``: ResNet-18 (several times slower) that cannot learn (lr 1e-9): dominated at the
-  first evaluation, so early stopping ends it;
+  first evaluation, so early stopping ends it; it pins the CUDA prefetcher (a fallback here);
 - ``strong2``: the same training config as ``strong`` but another lr: reuses its speed probes;
 - ``over``: batch 1024, over a 220 MiB budget (ResNet-18 at batch 32 needs ~185 MiB): rejected
   by its first steps;
@@ -32,7 +32,14 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 NUM_SAMPLES = {"cpu": 5}
 VARIANTS: dict[str, dict[str, Any]] = {
     "strong": {"batch_size": 32, "lr": 1e-2},
-    "weak": {"batch_size": 32, "lr": 1e-9, "model": "resnet18"},
+    # It also pins the CUDA prefetcher, which falls back on a CPU: trials.csv must say so.
+    "weak": {
+        "batch_size": 32,
+        "lr": 1e-9,
+        "model": "resnet18",
+        "prefetch": "cuda_stream",
+        "pin_memory": True,
+    },
     "strong2": {"batch_size": 32, "lr": 8e-3},
     "over": {"batch_size": 1024, "lr": 1e-3},
     "bad": {"batch_size": 32, "lr": 1e-3, "num_classes": 5},

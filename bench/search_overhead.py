@@ -1,0 +1,132 @@
+"""Where a search's wall time goes: training steps vs everything else, and the gap between trials.
+
+Runs the main job (``python -m tuner search vit_space`` on the CPU workload, in a temporary
+folder) or reads a finished experiment folder, and reports:
+
+- the share of the search's wall time (``Tuner.fit``, from the experiment metadata) spent inside
+  training steps (every trial's ``training_seconds``: its speed probes' and its run's steps);
+- per pair of consecutive trials (concurrency 1), the time from one trial's last report to the
+  next trial's first training step (its first probe step, or its run's first step);
+- the whole command's wall time, with the parts after the search (re-measurement, technique
+  effects, report).
+
+    .venv/bin/python bench/search_overhead.py                      # runs the main job (~5 min)
+    .venv/bin/python bench/search_overhead.py --experiment experiments/vit_space-...
+Writes reports/benchmarks/search_overhead.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "reports" / "benchmarks"
+GAP_TARGET_S = 1.0
+SHARE_TARGET = 0.85
+
+
+def run_main_job(folder: Path) -> tuple[Path, float]:
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "tuner", "search", "vit_space", "--name", "overhead"]
+    subprocess.run(command, cwd=folder, check=True)
+    return folder / "experiments" / "overhead", time.perf_counter() - started
+
+
+def last_reports(experiment: Path) -> list[dict[str, Any]]:
+    rows = []
+    for result in sorted(experiment.glob("*/result.json")):
+        lines = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        if lines:
+            rows.append(lines[-1])
+    return rows
+
+
+def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
+    meta = json.loads((experiment / "tuner_experiment.json").read_text())
+    trials = sorted(last_reports(experiment), key=lambda r: r["trial_first_step_unix_s"])
+    training = sum(r["training_seconds"] for r in trials)
+    gaps = [b["trial_first_step_unix_s"] - a["reported_unix_s"]
+            for a, b in zip(trials, trials[1:], strict=False)]  # fmt: skip
+    return {
+        "trials": len(trials),
+        "fit_seconds": meta["fit_seconds"],
+        "training_seconds": training,
+        "training_share": training / meta["fit_seconds"],
+        "probe_seconds": sum(r["speed_probe_seconds"] for r in trials),
+        "gaps_s": gaps,
+        "gap_median_s": statistics.median(gaps) if gaps else None,
+        "gap_max_s": max(gaps) if gaps else None,
+        "command_seconds": command_s,
+        "environment": meta.get("environment", {}),
+        "per_trial": [
+            {
+                k: r.get(k)
+                for k in (
+                    "trial_id",
+                    "phase",
+                    "final",
+                    "steps",
+                    "training_seconds",
+                    "engine_time_s",
+                    "speed_source",
+                    "speed_probe_seconds",
+                )
+            }
+            for r in trials
+        ],  # fmt: skip
+    }
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    env = result["environment"]
+    gaps = ", ".join(f"{g:.2f}" for g in result["gaps_s"])
+    command = f"{result['command_seconds']:.0f} s" if result["command_seconds"] else "n/a"
+    return "\n".join([
+        "# Search overhead: the main job on a CPU",
+        "",
+        f"`python -m tuner search vit_space` ({result['trials']} trials, concurrency 1), "
+        f"torch {env.get('torch')}, ray {env.get('ray')}, {env.get('platform')}.",
+        "",
+        "| measure | value | goal |",
+        "|---|---|---|",
+        f"| search wall time (Tuner.fit) | {result['fit_seconds']:.1f} s | |",
+        f"| inside training steps (runs and speed probes) | {result['training_seconds']:.1f} s | |",
+        f"| share of the search in training steps | {result['training_share']:.1%} | "
+        f">= {SHARE_TARGET:.0%} |",
+        f"| of which speed probes (wall) | {result['probe_seconds']:.1f} s | |",
+        f"| gap between trials, median | {result['gap_median_s']:.2f} s | <= {GAP_TARGET_S} s |",
+        f"| gap between trials, max | {result['gap_max_s']:.2f} s | |",
+        f"| the whole command (search, re-measurement, effects, report) | {command} | |",
+        "",
+        f"Gaps, in order (s): {gaps}.",
+        "",
+    ])  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--experiment", type=Path, help="analyse this folder instead of running")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    if args.experiment:
+        result = analyse(args.experiment, None)
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            experiment, seconds = run_main_job(Path(folder))
+            result = analyse(experiment, seconds)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "search_overhead.json").write_text(json.dumps(result, indent=1))
+    (args.out / "search_overhead.md").write_text(to_markdown(result))
+    print(to_markdown(result))
+
+
+if __name__ == "__main__":
+    main()
