@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,7 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
     meta = json.loads((experiment / "tuner_experiment.json").read_text())
     trials = sorted(last_reports(experiment), key=lambda r: r["trial_first_step_unix_s"])
     training = sum(r["training_seconds"] for r in trials)
-    gaps = [b["trial_first_step_unix_s"] - a["reported_unix_s"]
-            for a, b in zip(trials, trials[1:], strict=False)]  # fmt: skip
+    gaps = [b["trial_first_step_unix_s"] - a["reported_unix_s"] for a, b in pairwise(trials)]
     return {
         "trials": len(trials),
         "fit_seconds": meta["fit_seconds"],
@@ -81,7 +81,7 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
                 )
             }
             for r in trials
-        ],  # fmt: skip
+        ],
     }
 
 
