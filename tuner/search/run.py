@@ -47,6 +47,7 @@ from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
+from tuner.search.tracking import logger_callbacks, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
@@ -218,6 +219,7 @@ def _tune_config(
         num_samples=plan.num_samples,
         time_budget_s=options.time_budget_s,
         reuse_actors=False,
+        trial_dirname_creator=trial_dirname,
     )
 
 
@@ -236,7 +238,12 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
         storage_path=paths.storage,
         failure_config=tune.FailureConfig(max_failures=options.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[ProgressPrinter(total=total)],
+        callbacks=[
+            ProgressPrinter(total=total),
+            *logger_callbacks(
+                mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
+            ),
+        ],
         verbose=1 if options.verbose else 0,
     )
 
