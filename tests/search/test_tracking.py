@@ -32,6 +32,8 @@ NEEDS_MLFLOW = pytest.mark.skipif(
     not HAS_MLFLOW, reason="mlflow is not installed (pip install -e '.[test]' installs it)"
 )
 NAME = "track"
+# What Ray's TuneController passes to every callback's setup (the experiment's public spec).
+RAY_SETUP = {"stop": {}, "num_samples": 2, "total_num_samples": 2}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def search(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # In the temporary folder: a SQLite store keeps MLflow's artifacts in ./mlruns.
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=root)
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
-    return {"experiment": root / "experiments" / NAME, "uri": uri, "stdout": done.stdout}
+    return {"experiment": root / "experiments" / NAME, "uri": uri, **vars(done)}
 
 
 def _trial_dirs(search: dict[str, Any]) -> list[Path]:
@@ -129,6 +131,7 @@ def test_mlflow_has_one_run_per_trial_with_params_and_metrics_by_step(
     assert {"trials.csv", "trials.parquet", "report.html"} <= artifacts
     assert client.get_run(parent_id).info.status == "FINISHED"
     assert f"experiment '{NAME}', run {parent_id}" in search["stdout"]
+    assert "MLflow logging stopped" not in search["stderr"]
 
 
 def test_mlflow_without_the_package_is_one_line_before_any_trial(
@@ -172,7 +175,7 @@ def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
 
     logger = StepMLflowLoggerCallback(broken_store, experiment_name="e", tags={})
     trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
-    logger.setup()  # Ray calls these; none of them may raise into Tune's loop
+    logger.setup(**RAY_SETUP)  # Ray calls these; none of them may raise into Tune's loop
     logger.log_trial_start(trial)
     logger.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
     logger.log_trial_end(trial)
@@ -192,6 +195,42 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     _log_to_mlflow(tmp_path, None)  # after the search and its report: must not raise
     out = capsys.readouterr().out
     assert out.startswith("warning: logging the report to MLflow failed") and out.count("\n") == 1
+
+
+@NEEDS_MLFLOW
+def test_a_resumed_search_goes_on_in_the_same_mlflow_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+
+    monkeypatch.chdir(tmp_path)  # a SQLite store keeps its artifacts in ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    before = StepMLflowLoggerCallback(uri, experiment_name="e", tags={})
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    before.setup(**RAY_SETUP)
+    before.log_trial_start(trial)
+    before.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
+    state = pickle.loads(pickle.dumps(before.get_state()))  # Ray's experiment checkpoint
+
+    after = StepMLflowLoggerCallback(uri, experiment_name="e", tags={})
+    after.set_state(state)  # Ray's order on --resume: the state, then setup
+    after.setup(**RAY_SETUP)
+    restarted = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    after.log_trial_start(restarted)
+    after.log_trial_result(1, restarted, {"step": 6, "images_per_second": 1.0})  # seen already
+    after.log_trial_result(2, restarted, {"step": 12, "images_per_second": 2.0})
+    after.log_trial_end(restarted)
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    runs = mlflow.search_runs(experiment_names=["e"])
+    trials = runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert len(runs) == 2 and len(trials) == 1  # one parent, one trial run: the same as before
+    history = mlflow.MlflowClient(uri).get_metric_history(
+        trials["run_id"].iloc[0], "images_per_second"
+    )
+    assert [(m.step, m.value) for m in history] == [(6, 1.0), (12, 2.0)]
 
 
 def test_an_empty_mlflow_uri_is_refused() -> None:

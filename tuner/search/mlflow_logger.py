@@ -44,13 +44,26 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
         self._steps = StepFilter()
         self._failed = False
+        self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
+
+    def get_state(self) -> dict[str, Any] | None:
+        """What Ray keeps in its experiment checkpoint: a resumed search goes on in the same
+        MLflow runs, without writing a step twice."""
+        runs = {
+            trial.trial_id: run_id for trial, run_id in getattr(self, "_trial_runs", {}).items()
+        }
+        return {"steps": dict(self._steps.last), "runs": {**self._run_ids, **runs}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._steps.last = dict(state.get("steps", {}))
+        self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         self._failed = False  # a resumed search tries again
         self._guarded(self._setup, *args, **kwargs)
 
     def log_trial_start(self, trial: Any) -> None:
-        self._guarded(super().log_trial_start, trial)
+        self._guarded(self._start, trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         self._guarded(self._log_result, trial, result)
@@ -63,6 +76,11 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         parent = parent_run(self.tracking_uri, str(self.experiment_name), dict(self.tags or {}))
         self.tags = {**(self.tags or {}), _MLFLOW_PARENT_RUN_ID: parent}
 
+    def _start(self, trial: Any) -> None:
+        if trial not in self._trial_runs and trial.trial_id in self._run_ids:
+            self._trial_runs[trial] = self._run_ids[trial.trial_id]  # its run before --resume
+        super().log_trial_start(trial)
+
     def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
         step = self._steps.new_step(trial, result)
         if step is not None:
@@ -70,12 +88,12 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
                 run_id=self._trial_runs[trial], metrics_to_log=metrics_only(result), step=step
             )
 
-    def _guarded(self, method: Callable[..., Any], *args: Any) -> None:
+    def _guarded(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run ``method``; the first failure is one warning line and ends MLflow logging."""
         if self._failed:
             return
         try:
-            method(*args)
+            method(*args, **kwargs)
         except Exception as exc:
             self._failed = True
             line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]

@@ -82,16 +82,17 @@ def _main_settings(config: Mapping[str, Any]) -> list[str]:
 
 
 class StepFilter:
-    """Each trial's last written training step: a report at the same step is not written again."""
+    """Each trial's last written training step: a report at the same step is not written again
+    (kept in Ray's experiment checkpoint, so a resumed search does not write it twice either)."""
 
     def __init__(self) -> None:
-        self._last: dict[str, int] = {}
+        self.last: dict[str, int] = {}  # trial id -> training step
 
     def new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
         step = int(result.get(STEP_KEY) or 0)
-        if self._last.get(trial.trial_id) == step:
+        if self.last.get(trial.trial_id) == step:
             return None
-        self._last[trial.trial_id] = step
+        self.last[trial.trial_id] = step
         return step
 
 
@@ -106,6 +107,12 @@ class StepTBXLoggerCallback(TBXLoggerCallback):
     def __init__(self) -> None:
         super().__init__()
         self._steps = StepFilter()
+
+    def get_state(self) -> dict[str, Any] | None:
+        return {"steps": dict(self._steps.last)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._steps.last = dict(state.get("steps", {}))
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         step = self._steps.new_step(trial, result)
