@@ -5,8 +5,9 @@
 
 ``<storage>/<name>/`` holds:
 
-- Ray Tune's experiment: ``experiment_state-*.json`` and one folder per trial with
-  ``params.json`` (the trial's config), ``result.json`` (JSON lines, one per ``tune.report``),
+- Ray Tune's experiment: ``experiment_state-*.json`` and one folder per trial (named by
+  :func:`tuner.search.tracking.trial_dirname`) with ``params.json`` (the trial's config),
+  ``result.json`` (JSON lines, one per ``tune.report``), TensorBoard's ``events.out.tfevents.*``
   and, for a crashed trial, ``error.txt`` (``error.pkl`` beside it is never read);
 - :data:`STUDY_FILE`: the Optuna study (SQLite), study name = the experiment name;
 - :data:`METADATA_FILE`: what was run (space, workload, objectives, budgets, hardware, state);

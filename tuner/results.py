@@ -6,6 +6,12 @@ made from an experiment someone else sent you.
 
 Columns of :func:`load_trials` (see :data:`TRIAL_COLUMNS`) come first, then every other scalar
 metric the trainable reported, then ``param_<name>`` for each searched or derived setting.
+
+Every column has one dtype (:func:`trial_dtypes`, declared in :data:`TRIAL_DTYPES`): counts are
+nullable integers (``Int64``), measurements ``float64`` (NaN when missing), text ``string``
+(missing is ``<NA>``, never ""), flags ``boolean`` and times ``datetime64[ms, UTC]``.
+``trials.parquet`` keeps them; CSV cannot, so :func:`read_trials_csv` restores them from a
+``trials.csv`` written by :func:`write_trials_csv`.
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import json
 import math
 import shutil
 import tempfile
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment_files import (
     EFFECTS_FILE,
@@ -37,11 +46,16 @@ from tuner.objectives import usable
 
 __all__ = [
     "TRIAL_COLUMNS",
+    "TRIAL_DTYPES",
     "Experiment",
     "load_experiment",
     "load_study",
     "load_trials",
+    "read_trials_csv",
     "resolve_experiment",
+    "trial_dtypes",
+    "typed_trials",
+    "write_trials_csv",
 ]
 
 DEFAULT_STORAGE = Path("experiments")
@@ -50,22 +64,53 @@ TRIAL_COLUMNS: dict[str, str] = {
     "trial_id": "Ray Tune's trial id",
     "status": "ok | oom | diverged | error (engine), or incomplete | pending (no final result)",
     "feasible": "finished ok, ran to its end, within the memory budget (only these are chosen)",
-    "infeasible_reason": "why not feasible ('' when feasible)",
+    "infeasible_reason": "why not feasible (missing when feasible)",
     "images_per_second": "steady-state training throughput (warm-up and compile excluded)",
     "data_wait_fraction": "share of measured step time spent waiting for the next batch",
     "val_accuracy": "top-1 accuracy on the validation split at the trial's last evaluation",
     "val_loss": "validation loss at the last evaluation",
     "peak_memory_bytes": "peak memory the run held (see memory_kind)",
-    "memory_kind": "cuda_max_memory_reserved or cpu_peak_rss_growth",
+    "memory_kind": "cuda_max_memory_reserved or cpu_training_state",
     "node": "host name (or IP) of the node that ran the trial",
     "wall_time_s": "the trial's whole wall time (Ray's time_total_s; else the engine's)",
-    "error": "error text of a failed trial ('' when none)",
-    "ray_status": "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING) or ''",
+    "started_at": "when the trial started, UTC (its first report's time less its run time then)",
+    "ended_at": "when the trial last reported, UTC (its last report's time)",
+    "error": "error text of a failed trial (missing when none)",
+    "ray_status": "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING), if known",
     "reports": "how many results the trial reported (evaluations)",
     "trial_dir": "the trial's folder name inside the experiment folder",
     "effective_<field>": "what actually ran for each technique (a fallback shows here)",
     "notes": "the engine's notes on fallbacks, ' | '-separated",
 }
+
+# ---- the schema: one dtype per column ----------------------------------------------------------
+
+COUNT, NUMBER, TEXT, FLAG, TIME = "Int64", "float64", "string", "boolean", "datetime64[ms, UTC]"
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # ISO 8601, UTC, as trials.csv writes it
+
+TRIAL_DTYPES: dict[str, str] = {
+    # The leading columns (TRIAL_COLUMNS); feasible is never missing.
+    "trial_id": TEXT, "status": TEXT, "feasible": "bool", "infeasible_reason": TEXT,
+    "images_per_second": NUMBER, "data_wait_fraction": NUMBER, "val_accuracy": NUMBER,
+    "val_loss": NUMBER, "peak_memory_bytes": COUNT, "memory_kind": TEXT, "node": TEXT,
+    "wall_time_s": NUMBER, "started_at": TIME, "ended_at": TIME, "error": TEXT, "ray_status": TEXT,
+    "reports": COUNT, "trial_dir": TEXT, "notes": TEXT,
+    # The rest of a report (tuner.search.metrics: the engine's RunResult and the search's keys).
+    "images_per_second_low": NUMBER, "images_per_second_high": NUMBER, "step_time_s": NUMBER,
+    "measured_steps": COUNT, "peak_memory_allocated_bytes": COUNT,
+    "peak_memory_reserved_bytes": COUNT, "memory_parameters_bytes": COUNT,
+    "memory_gradients_bytes": COUNT, "memory_optimizer_bytes": COUNT,
+    "memory_activations_bytes": COUNT, "val_images": COUNT, "train_loss": NUMBER,
+    "time_to_target_s": NUMBER, "steps": COUNT, "epochs": NUMBER, "images_seen": COUNT,
+    "train_time_s": NUMBER, "warmup_time_s": NUMBER, "device": TEXT, "device_name": TEXT,
+    "torch_version": TEXT, "cuda_version": TEXT, "timm_version": TEXT, "num_parameters": COUNT,
+    "phase": TEXT, "final": FLAG, "engine_time_s": NUMBER, "max_memory_bytes": COUNT,
+    "memory_violation": NUMBER, "step": COUNT,
+}  # fmt: skip
+# effective_<field> and param_<field> of a TrainConfig field take the field's type.
+_SETTING_PREFIXES = ("effective_", "param_")
+_SETTING_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
+
 # Ray's bookkeeping keys in result.json that are not metrics.
 _RAY_KEYS = {
     "timestamp",
@@ -284,7 +329,8 @@ def _read_trials(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, 
         config = _read_json(trial_dir / PARAMS_FILE)
         configs[trial_id] = config if isinstance(config, dict) else {}
         state = states.pop(trial_id, {})
-        rows.append(_trial_row(trial_id, name, trial_dir, result, reports, state))
+        row = _trial_row(trial_id, name, trial_dir, result, reports, state)
+        rows.append({**row, **_trial_times(trial_dir, result)})
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, "", None, {}, 0, state))
     return configs, rows
@@ -399,14 +445,11 @@ def _trials_frame(
             value = config.get(name)
             row[f"param_{name}"] = value if _is_scalar(value) else json.dumps(value)
     frame = pd.DataFrame(rows)
-    leading = list(TRIAL_COLUMNS)
+    leading = [c for c in TRIAL_COLUMNS if "<" not in c]  # effective_<field> names a family
     param_cols = [f"param_{n}" for n in params]
     rest = sorted(c for c in frame if c not in leading and c not in param_cols)
     frame = frame.reindex(columns=leading + rest + param_cols)
-    for column in ("images_per_second", "val_accuracy", "val_loss", "peak_memory_bytes"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame["feasible"] = frame["feasible"].fillna(False).astype(bool)
-    return frame.reset_index(drop=True)
+    return typed_trials(frame.reset_index(drop=True))
 
 
 def _is_scalar(value: Any) -> bool:
@@ -418,3 +461,119 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+# ---- dtypes, times and the CSV file --------------------------------------------------------------
+
+
+def trial_dtypes(columns: Iterable[str]) -> dict[str, str | None]:
+    """The dtype of each column: declared in :data:`TRIAL_DTYPES`, the setting's type for
+    ``effective_<field>`` / ``param_<field>`` of a ``TrainConfig`` field, else ``None``: inferred
+    from the values as CSV writes them (``True``/``False``: flags, whole numbers: counts, other
+    numbers: ``float64``, anything else: text), so a CSV round trip infers the same."""
+    return {column: _declared_dtype(column) for column in columns}
+
+
+def typed_trials(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every column in its dtype (:func:`trial_dtypes`); "" in text is missing."""
+    columns = {}
+    for column, dtype in trial_dtypes(frame.columns).items():
+        values = frame[column]
+        columns[column] = _typed(values, dtype or _inferred_dtype(values))
+    return pd.DataFrame(columns, index=frame.index, columns=frame.columns)
+
+
+def write_trials_csv(trials: pd.DataFrame, path: Path) -> None:
+    """Write a trials table as CSV (times in ISO 8601, UTC; missing values empty)."""
+    trials.to_csv(path, index=False, date_format=_TIME_FORMAT)
+
+
+def read_trials_csv(path: str | Path) -> pd.DataFrame:
+    """Read ``trials.csv`` with every column in its dtype: the same frame as ``trials.parquet``
+    (``pandas.read_parquet``) and as :func:`load_trials` made it."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    return typed_trials(frame)
+
+
+def _declared_dtype(column: str) -> str | None:
+    if column in TRIAL_DTYPES:
+        return TRIAL_DTYPES[column]
+    for prefix in _SETTING_PREFIXES:
+        name = column.removeprefix(prefix)
+        if column.startswith(prefix) and name in _SETTING_HINTS:
+            return _hint_dtype(_SETTING_HINTS[name])
+    return None
+
+
+def _hint_dtype(hint: Any) -> str:
+    """int -> counts, float -> numbers, bool -> flags; str, Literal and JSON objects -> text."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    base = args[0] if union and len(args) == 1 else hint
+    return {bool: FLAG, int: COUNT, float: NUMBER}.get(base, TEXT)
+
+
+def _typed(values: pd.Series, dtype: str) -> pd.Series:
+    if dtype == TEXT:
+        return values.map(_csv_text).astype(TEXT)
+    if dtype in (FLAG, "bool"):
+        flags = values.map(lambda v: {"True": True, "False": False}.get(_csv_text(v)))
+        return flags.fillna(False).astype(bool) if dtype == "bool" else flags.astype(FLAG)
+    if dtype == TIME:
+        times = values.map(lambda v: None if _csv_text(v) is None else v)
+        return pd.to_datetime(times, utc=True, format="ISO8601").astype(TIME)
+    numbers = pd.to_numeric(values.map(_csv_text), errors="coerce").astype(NUMBER)
+    return numbers.round().astype(COUNT) if dtype == COUNT else numbers
+
+
+def _inferred_dtype(values: pd.Series) -> str:
+    texts = [text for text in map(_csv_text, values) if text is not None]
+    if not texts:
+        return NUMBER
+    if all(text in ("True", "False") for text in texts):
+        return FLAG
+    if all(text.lstrip("+-").isdigit() for text in texts):
+        return COUNT
+    return NUMBER if all(_is_number(text) for text in texts) else TEXT
+
+
+def _csv_text(value: Any) -> str | None:
+    """A value as ``to_csv`` writes it; ``None`` for missing (None, NaN, NA, NaT, "")."""
+    if value is None or value is pd.NA or value is pd.NaT or value == "":
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _trial_times(trial_dir: Path | None, last: Mapping[str, Any]) -> dict[str, Any]:
+    """``started_at`` / ``ended_at`` from the times Ray stamps on every report line (UTC,
+    whole seconds): the first report's time less the trial's run time then, the last's time."""
+    first = _first_result(trial_dir) if trial_dir is not None else {}
+    started = _float(first.get("timestamp")) - _float(first.get("time_total_s"))
+    return {"started_at": _utc(started), "ended_at": _utc(_float(last.get("timestamp")))}
+
+
+def _first_result(trial_dir: Path) -> dict[str, Any]:
+    file = trial_dir / RESULT_FILE
+    if not file.is_file():
+        return {}
+    with file.open() as handle:
+        line = handle.readline()
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return row if isinstance(row, dict) else {}
+
+
+def _utc(seconds: float) -> pd.Timestamp | None:
+    return pd.Timestamp(round(seconds), unit="s", tz="UTC") if math.isfinite(seconds) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from tuner.errors import TunerError
 
@@ -25,9 +26,14 @@ _UNITS = {
 }
 
 
-def format_bytes(size: float | None, *, digits: int = 1) -> str:
-    """``1536 * 2**20`` -> ``"1.5 GiB"``, ``3e6`` -> ``"2.9 MiB"``; missing -> ``"n/a"``."""
-    if size is None or not math.isfinite(size):
+def format_bytes(size: Any, *, digits: int = 1) -> str:
+    """``1536 * 2**20`` -> ``"1.5 GiB"``, ``3e6`` -> ``"2.9 MiB"``;
+    missing (None, NaN, pandas NA) -> ``"n/a"``."""
+    try:
+        size = float(size)  # also a pandas NA (TypeError) or an empty text (ValueError)
+    except (TypeError, ValueError):
+        return "n/a"
+    if not math.isfinite(size):
         return "n/a"
     for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", 2**10)):
         if abs(size) >= scale:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import typing
 
 import pytest
 
 from tuner.engine import RunResult
+from tuner.results import trial_dtypes
 from tuner.search.metrics import objective_metrics, trial_metrics
 from tuner.techniques import KNOBS
 
@@ -74,3 +76,22 @@ def test_what_ran_is_reported_flat_per_registry_knob() -> None:
 def test_objectives_per_mode() -> None:
     assert objective_metrics("pareto") == ["images_per_second", "val_accuracy"]
     assert objective_metrics("accuracy") == ["val_accuracy"]
+
+
+def test_every_reported_key_has_a_declared_dtype() -> None:
+    # trials.csv reads back with the same dtypes only for declared columns (tuner.results).
+    undeclared = [key for key, dtype in trial_dtypes(_metrics(_ok(MIB), None)).items() if not dtype]
+    assert undeclared == []
+
+
+RESULT_HINTS = typing.get_type_hints(RunResult)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, hint in RESULT_HINTS.items() if typing.get_origin(hint) not in (list, dict)]
+)
+def test_run_result_fields_keep_their_kind_in_the_trials_table(name: str) -> None:
+    hint = RESULT_HINTS[name]
+    kinds = {a for a in typing.get_args(hint) if a is not type(None)} or {hint}
+    expected = "Int64" if int in kinds else "float64" if float in kinds else "string"
+    assert trial_dtypes([name])[name] == expected

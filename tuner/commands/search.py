@@ -169,6 +169,13 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "(0: skip them; default 3)",
     )
     group.add_argument("--no-report", action="store_true", help="skip writing the report")
+    group.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="also log every trial to this MLflow tracking URI (sqlite:///mlflow.db, "
+        "http://host:5000, ...) and the report to a parent run; needs pip install "
+        "'tuner[mlflow]'. Off by default: nothing leaves the machine",
+    )
     group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
 
 
@@ -209,6 +216,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_repeats=args.remeasure_repeats,
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
+        mlflow=args.mlflow,
         verbose=args.verbose,
     )
 
@@ -231,15 +239,23 @@ def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     from tuner.search.run import run_search
 
-    outcome = run_search(options_from_args(args))
+    options = options_from_args(args)
+    if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
+        from tuner.search.mlflow_logger import check_tracking_uri
+
+        check_tracking_uri(options.mlflow)
+    outcome = run_search(options)
     if outcome.state != "finished":
         return 130
+    report = None
     if not args.no_report:
-        _write_report(outcome.experiment_dir, Path(args.reports_dir) / outcome.experiment_dir.name)
+        out_dir = Path(args.reports_dir) / outcome.experiment_dir.name
+        report = _write_report(outcome.experiment_dir, out_dir)
+    _log_to_mlflow(outcome.experiment_dir, report)
     return 0 if outcome.usable else 1
 
 
-def _write_report(experiment_dir: Path, out_dir: Path) -> None:
+def _write_report(experiment_dir: Path, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
     try:
@@ -247,5 +263,22 @@ def _write_report(experiment_dir: Path, out_dir: Path) -> None:
     except Exception as exc:  # the search's results stand even when the report fails
         print(f"warning: the report failed ({type(exc).__name__}: {exc}); "
               f"run `python -m tuner report {experiment_dir}` to retry.")  # fmt: skip
-        return
+        return None
     print(f"Report:            {out_dir.resolve() / 'report.html'}")
+    return out_dir.resolve()
+
+
+def _log_to_mlflow(experiment_dir: Path, report: Path | None) -> None:
+    """With --mlflow (this run's or, on --resume, the experiment's): the report files become
+    artifacts of the search's parent run. A failing MLflow costs nothing but a warning."""
+    from tuner.search.tracking import log_report
+
+    try:
+        where = log_report(experiment_dir, report)
+    except Exception as exc:  # the experiment and report folders hold every result anyway
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        print(f"warning: logging the report to MLflow failed ({line}); the results are in "
+              f"{experiment_dir}.")  # fmt: skip
+        return
+    if where:
+        print(f"MLflow:            {where}")

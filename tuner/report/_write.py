@@ -32,7 +32,7 @@ from tuner.report.document import (
     render_html,
     render_markdown,
 )
-from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment
+from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment, write_trials_csv
 from tuner.units import format_bytes
 
 __all__ = ["write_report"]
@@ -55,8 +55,8 @@ def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
     experiment = load_experiment(experiment_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    experiment.trials.to_csv(out_dir / "trials.csv", index=False)
-    experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)
+    write_trials_csv(experiment.trials, out_dir / "trials.csv")
+    experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     answer = decide(experiment)
     effects = _effects.controlled_effects(experiment.effects)
     sections = [
@@ -393,7 +393,12 @@ _OBSERVED = (
     "fell back counts as off), with their median images/s. Everything else varies between these "
     "groups, so this is a hint, not a measurement; section 3 is the controlled comparison."
 )
-_COLUMNS_NOTE = "Then every other reported metric, and `param_<name>` per searched/derived setting."
+_COLUMNS_NOTE = (
+    "Then every other reported metric, and `param_<name>` per searched/derived setting. Counts "
+    "are nullable integers, missing text is missing (not an empty string), flags are booleans "
+    "and times are UTC. `trials.parquet` keeps these dtypes; read `trials.csv` with "
+    "`tuner.results.read_trials_csv(path)` to get the same frame."
+)
 
 
 def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:

@@ -27,6 +27,7 @@ __all__ = [
     "EFFECTIVE_PREFIX",
     "MEMORY_VIOLATION_KEY",
     "NO_MEASUREMENT",
+    "STEP_KEY",
     "objective_directions",
     "objective_metrics",
     "result_metrics",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 EFFECTIVE_PREFIX = "effective_"
+STEP_KEY = "step"  # the training step of a report: the x-axis of TensorBoard, MLflow, ...
 # What Optuna is told for an objective an infeasible trial never measured (the accuracy of a
 # trial stopped by its feasibility check; anything of an OOM before its first step): 0 is the
 # worst value of both maximized objectives, so no client reads it as a best trial, and the
@@ -95,8 +97,8 @@ def trial_metrics(
         node=node,
         engine_time_s=float(engine_time_s),
         max_memory_bytes=_number(max_memory_bytes),
-        step=int(metrics["steps"]) if math.isfinite(metrics["steps"]) else 0,
     )
+    metrics[STEP_KEY] = int(metrics["steps"]) if math.isfinite(metrics["steps"]) else 0
     metrics[MEMORY_VIOLATION_KEY] = memory_violation(metrics, max_memory_bytes=max_memory_bytes)
     return metrics
 

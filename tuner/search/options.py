@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class SearchOptions:
     remeasure_repeats: int = 3  # at least this many interleaved repeats ...
     remeasure_max_repeats: int = 6  # ... and up to this many while candidates are inseparable
     effects_repeats: int = 3  # technique effects around the recommended config (0: none)
+    mlflow: str | None = None  # MLflow tracking URI; None: nothing is sent anywhere
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -101,6 +103,7 @@ class SearchOptions:
                 f"--remeasure-max-repeats {self.remeasure_max_repeats} is below "
                 f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
+        _check_mlflow(self.mlflow)
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
         if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
@@ -111,3 +114,22 @@ class SearchOptions:
     @property
     def multi_objective(self) -> bool:
         return self.objective == "pareto"
+
+
+def _check_mlflow(uri: str | None) -> None:
+    """``--mlflow`` needs a URI and the mlflow package, found before any trial runs."""
+    if uri is None:
+        return
+    if not uri.strip():
+        raise TunerError(
+            "--mlflow needs a tracking URI, e.g. sqlite:///mlflow.db or http://host:5000."
+        )
+    try:
+        found = importlib.util.find_spec("mlflow") is not None
+    except (ImportError, ValueError):  # a broken install, or one hidden in sys.modules
+        found = False
+    if not found:
+        raise TunerError(
+            "--mlflow needs MLflow, which is not installed: pip install 'tuner[mlflow]' "
+            "(or pip install mlflow)."
+        )

@@ -52,6 +52,7 @@ from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
+from tuner.search.tracking import logger_callbacks, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
@@ -256,6 +257,7 @@ def _tune_config(
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
         reuse_actors=True,
+        trial_dirname_creator=trial_dirname,
     )
 
 
@@ -286,7 +288,12 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
         storage_path=paths.storage,
         failure_config=tune.FailureConfig(max_failures=options.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[ProgressPrinter(total=total)],
+        callbacks=[
+            ProgressPrinter(total=total),
+            *logger_callbacks(
+                mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
+            ),
+        ],
         verbose=1 if options.verbose else 0,
     )
 

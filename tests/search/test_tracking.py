@@ -1,0 +1,277 @@
+"""TensorBoard by training step, MLflow on request and short trial folders, on a real search.
+
+One real search of ``smoke_space`` (2 trials, 12 steps each, evaluated every 6) through the CLI,
+with ``--mlflow`` pointing at a SQLite store in a temporary folder when mlflow is installed
+(``pip install -e '.[test]'`` installs it). Everything is read back with the tools' own readers:
+TensorBoard's ``EventAccumulator`` and ``mlflow.search_runs`` / ``MlflowClient``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray.tune.experiment import Trial
+from ray.tune.logger import TBXLoggerCallback
+from ray.tune.utils.callback import _create_default_callbacks
+
+from tuner.cli import main
+from tuner.errors import TunerError
+from tuner.search import SearchOptions
+from tuner.search.tracking import StepTBXLoggerCallback, logger_callbacks, trial_dirname
+
+HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
+NEEDS_MLFLOW = pytest.mark.skipif(
+    not HAS_MLFLOW, reason="mlflow is not installed (pip install -e '.[test]' installs it)"
+)
+NAME = "track"
+# What Ray's TuneController passes to every callback's setup (the experiment's public spec).
+RAY_SETUP = {"stop": {}, "num_samples": 2, "total_num_samples": 2}
+
+
+@pytest.fixture(scope="module")
+def search(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A finished 2-trial search with its report; MLflow-tracked when mlflow is installed."""
+    root = tmp_path_factory.mktemp("tracking")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    command = [
+        sys.executable, "-m", "tuner", "search", "smoke_space", "--name", NAME,
+        "--storage", str(root / "experiments"), "--reports-dir", str(root / "reports"),
+        "--num-samples", "2", "--remeasure-top", "0", "--effects-repeats", "0",
+        *(["--mlflow", uri] if HAS_MLFLOW else []),
+    ]  # fmt: skip
+    # In the temporary folder: a SQLite store keeps MLflow's artifacts in ./mlruns.
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=root)
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
+    return {"experiment": root / "experiments" / NAME, "uri": uri, **vars(done)}
+
+
+def _trial_dirs(search: dict[str, Any]) -> list[Path]:
+    dirs = sorted(p.parent for p in search["experiment"].glob("*/result.json"))
+    assert len(dirs) == 2
+    return dirs
+
+
+def _steps_and_reports(trial_dir: Path) -> tuple[list[int], list[dict[str, Any]]]:
+    """The trial's training steps, each once, and its reports (the first one at each step)."""
+    lines = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+    first = {}
+    for line in lines:
+        first.setdefault(line["step"], line)
+    return list(first), list(first.values())
+
+
+@pytest.mark.slow  # the module's real search: 50-70 s on 2 CPUs
+def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) -> None:
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason="tensorboard is not installed (pip install -e '.[test]' installs it)",
+    )
+    for trial_dir in _trial_dirs(search):
+        steps, reports = _steps_and_reports(trial_dir)
+        params = json.loads((trial_dir / "params.json").read_text())
+        assert steps == [params["eval_every_steps"], params["steps"]] == [6, 12]
+        events = event_accumulator.EventAccumulator(str(trial_dir))
+        events.Reload()
+        for metric in ("images_per_second", "val_accuracy"):
+            points = events.Scalars(f"ray/tune/{metric}")
+            assert [p.step for p in points] == steps  # one point per step, no duplicate
+            expected = [report[metric] for report in reports]
+            assert [p.value for p in points] == pytest.approx(expected, rel=1e-6)
+        scalars = events.Tags()["scalars"]
+        assert "ray/tune/images_seen" in scalars
+        assert not any(s.endswith(("/training_iteration", "/final", "/done")) for s in scalars)
+
+
+@pytest.mark.slow
+def test_trial_folders_are_short_and_name_the_trial(search: dict[str, Any]) -> None:
+    for trial_dir in _trial_dirs(search):
+        params = json.loads((trial_dir / "params.json").read_text())
+        trial_id = json.loads((trial_dir / "result.json").read_text().splitlines()[0])["trial_id"]
+        assert trial_dir.name.startswith(f"t_{trial_id}_")
+        assert f"_bs{params['batch_size']}" in trial_dir.name and params["norm"] in trial_dir.name
+        assert len(trial_dir.name) <= 40 and re.fullmatch(r"[A-Za-z0-9._-]+", trial_dir.name)
+
+
+@pytest.mark.slow
+@NEEDS_MLFLOW
+def test_mlflow_has_one_run_per_trial_with_params_and_metrics_by_step(
+    search: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", search["uri"])
+    runs = mlflow.search_runs(experiment_names=[NAME])
+    trials = runs[runs["tags.mlflow.parentRunId"].notna()]
+    (parent_id,) = runs.loc[runs["tags.mlflow.parentRunId"].isna(), "run_id"]
+    assert len(trials) == 2 and (trials["tags.mlflow.parentRunId"] == parent_id).all()
+    client = mlflow.MlflowClient(search["uri"])
+    for trial_dir in _trial_dirs(search):
+        steps, reports = _steps_and_reports(trial_dir)
+        trial_id = reports[0]["trial_id"]
+        matching = trials[trials["tags.trial_name"].str.endswith(trial_id)]
+        assert len(matching) == 1
+        run = matching.iloc[0]
+        params = json.loads((trial_dir / "params.json").read_text())
+        assert run["params.batch_size"] == str(params["batch_size"])
+        assert run["params.norm"] == params["norm"]
+        assert run["tags.space"] == "smoke_space" and run["tags.experiment"] == NAME
+        for metric in ("images_per_second", "val_accuracy", "images_seen"):
+            history = client.get_metric_history(run["run_id"], metric)
+            assert [m.step for m in history] == steps
+            assert [m.value for m in history] == pytest.approx([r[metric] for r in reports])
+    artifacts = {a.path for a in client.list_artifacts(parent_id)}
+    assert {"trials.csv", "trials.parquet", "report.html"} <= artifacts
+    assert client.get_run(parent_id).info.status == "FINISHED"
+    assert f"experiment '{NAME}', run {parent_id}" in search["stdout"]
+    assert "MLflow logging stopped" not in search["stderr"]
+
+
+def test_mlflow_without_the_package_is_one_line_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # what an environment without it imports
+    code = main(
+        ["search", "smoke_space", "--storage", str(tmp_path), "--name", "x", "--mlflow",
+         f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    )  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'tuner[mlflow]'" in err
+    assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+@pytest.fixture
+def broken_store(tmp_path: Path) -> str:
+    """A real SQLite tracking URI that cannot be opened: its folder is a regular file."""
+    (tmp_path / "a-file").write_text("")
+    return f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}"
+
+
+@NEEDS_MLFLOW
+def test_an_unreachable_mlflow_store_is_one_line_before_any_trial(
+    tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    storage = tmp_path / "experiments"
+    code = main(["search", "smoke_space", "--storage", str(storage), "--mlflow", broken_store])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the tracking store cannot be reached" in err
+    assert not storage.exists()
+
+
+@NEEDS_MLFLOW
+def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
+    broken_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+
+    logger = StepMLflowLoggerCallback(broken_store, experiment_name="e", tags={})
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    logger.setup(**RAY_SETUP)  # Ray calls these; none of them may raise into Tune's loop
+    logger.log_trial_start(trial)
+    logger.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
+    logger.log_trial_end(trial)
+    err = capsys.readouterr().err
+    assert err.count("warning: MLflow logging stopped") == 1 and err.count("\n") == 1
+
+
+@NEEDS_MLFLOW
+def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
+    tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    from tuner.commands.search import _log_to_mlflow
+    from tuner.experiment_files import METADATA_FILE
+
+    metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
+    (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))
+    _log_to_mlflow(tmp_path, None)  # after the search and its report: must not raise
+    out = capsys.readouterr().out
+    assert out.startswith("warning: logging the report to MLflow failed") and out.count("\n") == 1
+
+
+@NEEDS_MLFLOW
+def test_a_resumed_search_goes_on_in_the_same_mlflow_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlflow
+
+    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+
+    monkeypatch.chdir(tmp_path)  # a SQLite store keeps its artifacts in ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    before = StepMLflowLoggerCallback(uri, experiment_name="e", tags={})
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    before.setup(**RAY_SETUP)
+    before.log_trial_start(trial)
+    before.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
+    state = pickle.loads(pickle.dumps(before.get_state()))  # Ray's experiment checkpoint
+
+    after = StepMLflowLoggerCallback(uri, experiment_name="e", tags={})
+    after.set_state(state)  # Ray's order on --resume: the state, then setup
+    after.setup(**RAY_SETUP)
+    restarted = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    after.log_trial_start(restarted)
+    after.log_trial_result(1, restarted, {"step": 6, "images_per_second": 1.0})  # seen already
+    after.log_trial_result(2, restarted, {"step": 12, "images_per_second": 2.0})
+    after.log_trial_end(restarted)
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    runs = mlflow.search_runs(experiment_names=["e"])
+    trials = runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert len(runs) == 2 and len(trials) == 1  # one parent, one trial run: the same as before
+    history = mlflow.MlflowClient(uri).get_metric_history(
+        trials["run_id"].iloc[0], "images_per_second"
+    )
+    assert [(m.step, m.value) for m in history] == [(6, 1.0), (12, 2.0)]
+
+
+def test_an_empty_mlflow_uri_is_refused() -> None:
+    with pytest.raises(TunerError, match="tracking URI"):
+        SearchOptions(space="smoke_space", mlflow=" ")
+
+
+def test_our_tensorboard_logger_replaces_rays_default() -> None:
+    callbacks = _create_default_callbacks(
+        logger_callbacks(mlflow_uri=None, experiment="e", space="s")
+    )
+    tbx = [c for c in callbacks if isinstance(c, TBXLoggerCallback)]
+    assert len(tbx) == 1 and isinstance(tbx[0], StepTBXLoggerCallback)
+
+
+@NEEDS_MLFLOW
+def test_mlflow_logger_only_with_a_uri() -> None:
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+
+    plain = logger_callbacks(mlflow_uri=None, experiment="e", space="spaces/my_space.py")
+    tracked = logger_callbacks(mlflow_uri="sqlite:///m.db", experiment="e", space="my_space.py")
+    assert not any(isinstance(c, MLflowLoggerCallback) for c in plain)
+    (mlflow_logger,) = [c for c in tracked if isinstance(c, MLflowLoggerCallback)]
+    assert mlflow_logger.tags == {"space": "my_space", "experiment": "e"}
+    assert mlflow_logger.experiment_name == "e" and mlflow_logger.tracking_uri == "sqlite:///m.db"
+
+
+@pytest.mark.parametrize(
+    ("config", "tag", "expected"),
+    [
+        (
+            {"batch_size": 64, "norm": "group", "gn_groups": 4},
+            "3_batch_size=64",
+            "t_abc_3_bs64_group4",
+        ),
+        ({"batch_size": 16, "norm": "batch", "amp": "bf16"}, "12_x", "t_abc_12_bs16_batch_bf16"),
+        ({"batch_size": 8, "norm": "native", "amp": "off", "lr": 0.1}, "1_x", "t_abc_1_bs8"),
+        ({"norm": "a/b c"}, None, "t_abc_a-b-c"),  # never a path, never a space
+    ],
+)
+def test_trial_dirname(config: dict[str, Any], tag: str | None, expected: str) -> None:
+    trial = Trial("run_trial", config=config, trial_id="abc", experiment_tag=tag, stub=True)
+    assert trial_dirname(trial) == expected
+    assert pickle.loads(pickle.dumps(trial_dirname)) is trial_dirname  # Ray pickles it
