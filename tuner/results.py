@@ -105,7 +105,10 @@ TRIAL_DTYPES: dict[str, str] = {
     "train_time_s": NUMBER, "warmup_time_s": NUMBER, "device": TEXT, "device_name": TEXT,
     "torch_version": TEXT, "cuda_version": TEXT, "timm_version": TEXT, "num_parameters": COUNT,
     "phase": TEXT, "final": FLAG, "engine_time_s": NUMBER, "max_memory_bytes": COUNT,
-    "memory_violation": NUMBER, "step": COUNT,
+    "memory_violation": NUMBER, "step": COUNT, "first_step_unix_s": NUMBER,
+    # The trial's own keys (tuner.search.trainable): its speed choice and its time.
+    "speed_choice": TEXT, "speed_source": TEXT, "speed_probe_seconds": NUMBER,
+    "training_seconds": NUMBER, "trial_first_step_unix_s": NUMBER, "reported_unix_s": NUMBER,
 }  # fmt: skip
 # effective_<field> and param_<field> of a TrainConfig field take the field's type.
 _SETTING_PREFIXES = ("effective_", "param_")
