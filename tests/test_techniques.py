@@ -57,7 +57,9 @@ def test_every_on_value_makes_a_valid_config_with_what_it_implies(field: str, va
     assert getattr(back, field) == knob(field).off
 
 
-@pytest.mark.parametrize("entry", [k for k in KNOBS if k.cpu and not k.companion],
+# torch.compile on a CPU compiles for tens of seconds: tests/engine/test_engine_loop.py runs it.
+@pytest.mark.parametrize("entry", [k for k in KNOBS if k.cpu and not k.companion
+                                   and not k.slow_build],
                          ids=lambda k: k.field)  # fmt: skip
 def test_every_cpu_knob_runs_a_real_step_and_reports_what_ran(entry) -> None:
     result = probe(TINY.replace(**entry.settings(entry.cpu[0])), steps=1)
