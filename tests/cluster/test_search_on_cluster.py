@@ -20,6 +20,8 @@ import optuna
 import pytest
 from conftest import HEAD_IP, WORKER_IPS, RayCluster, isolated_env, scratch_root
 
+from tuner.search.metrics import objective_metrics
+
 pytestmark = pytest.mark.slow
 
 SEARCH_TIMEOUT_S = 300
@@ -231,6 +233,6 @@ def _study_matches_ray(exp: Path, trials: dict[str, list[dict]]) -> bool:
     assert set(by_ray_id) == set(trials)
     for trial_id, records in trials.items():
         final = records[-1]
-        expected = [final["objective_images_per_second"], final["objective_val_accuracy"]]
+        expected = [final[metric] for metric in objective_metrics("pareto")]
         assert by_ray_id[trial_id].values == pytest.approx(expected)
     return True

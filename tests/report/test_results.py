@@ -183,3 +183,22 @@ def test_an_unreadable_ray_state_file_is_listed_and_an_older_one_used(
     experiment = load_experiment(copy)
     assert set(experiment.trials["ray_status"]) == {"TERMINATED"}
     assert experiment.problems[0].startswith("experiment_state-2999-01-01_00-00-00.json could not")
+
+
+def test_report_lists_what_it_could_not_read(
+    smoke_experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.cli import main
+
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    file.write_text("\n".join([*lines[:-1], lines[-1][:10]]) + "\n")
+
+    assert main(["report", str(copy), "--out", str(tmp_path / "report")]) == 0
+    damaged = f"{file.parent.name}/result.json line {len(lines)} is damaged"
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"warning: could not read everything in {copy}:"
+    assert any(line.strip().startswith(damaged) for line in err[1:])
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "Could not read everything" in markdown and damaged in markdown

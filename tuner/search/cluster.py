@@ -28,10 +28,12 @@ from tuner.errors import TunerError
 
 __all__ = [
     "ClusterInfo",
+    "Endpoint",
     "auth_mode",
     "connect",
     "is_loopback_address",
     "node_address",
+    "ray_endpoints",
     "shutdown",
     "watch",
 ]
@@ -125,48 +127,51 @@ def shutdown() -> None:
         ray.shutdown()
 
 
-@contextlib.contextmanager
-def watch(on_lost: Callable[[str], object]) -> Iterator[None]:
-    """While the block runs, call ``on_lost(what)`` from a background thread when this
-    driver's raylet or the cluster's GCS stops accepting connections (``what`` names it).
+@dataclass(frozen=True)
+class Endpoint:
+    """A server the driver cannot do without, watched by whether it accepts connections."""
 
-    ``on_lost`` runs at most once, outside the main thread; it should report and end the
-    process, which Ray is about to end anyway.
+    what: str  # what the user lost when it stops answering, e.g. "Ray's raylet on this node"
+    host: str
+    port: int
+    grace_s: float  # how long it may not answer before it counts as lost
+
+
+@contextlib.contextmanager
+def watch(
+    on_lost: Callable[[str], object], *, endpoints: list[Endpoint] | None = None
+) -> Iterator[None]:
+    """While the block runs, call ``on_lost(what)`` from a background thread when one of
+    ``endpoints`` (default :func:`ray_endpoints`) stops accepting connections.
+
+    ``on_lost`` runs at most once, outside the main thread; for Ray's endpoints it should
+    report and end the process, which Ray is about to end anyway.
     """
-    endpoints = _endpoints()
     stop = threading.Event()
-    thread = threading.Thread(
-        target=_watch, args=(endpoints, on_lost, stop), name="tuner-ray-watch", daemon=True
-    )
-    thread.start()
+    args = (ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
+    threading.Thread(target=_watch, args=args, name="tuner-ray-watch", daemon=True).start()
     try:
         yield
     finally:
         stop.set()
 
 
-@dataclass(frozen=True)
-class _Endpoint:
-    what: str  # what the user lost when it stops answering
-    host: str
-    port: int
-    grace_s: float
-
-
-def _endpoints() -> list[_Endpoint]:
+def ray_endpoints() -> list[Endpoint]:
+    """The raylet this driver is attached to and the cluster's GCS."""
     import ray
     from ray._private import worker
 
     node = worker._global_node
+    raylet = f"{node.node_ip_address}:{node.node_manager_port}"
     gcs = ray.get_runtime_context().gcs_address
     return [
-        _Endpoint(
-            f"Ray's raylet on this node ({node.node_ip_address}:{node.node_manager_port})",
+        Endpoint(
+            f"Ray's raylet on this node ({raylet})",
             node.node_ip_address,
             int(node.node_manager_port),
             RAYLET_GRACE_S,
         ),
-        _Endpoint(
+        Endpoint(
             f"the connection to the Ray cluster (its GCS at {gcs})",
             _host_of(gcs),
             int(gcs.rsplit(":", 1)[1]),
@@ -176,9 +181,9 @@ def _endpoints() -> list[_Endpoint]:
 
 
 def _watch(
-    endpoints: list[_Endpoint], on_lost: Callable[[str], object], stop: threading.Event
+    endpoints: list[Endpoint], on_lost: Callable[[str], object], stop: threading.Event
 ) -> None:
-    silent_since: dict[_Endpoint, float] = {}
+    silent_since: dict[Endpoint, float] = {}
     while not stop.wait(WATCH_PERIOD_S):
         for endpoint in endpoints:
             if _answers(endpoint):
@@ -190,7 +195,7 @@ def _watch(
                 return
 
 
-def _answers(endpoint: _Endpoint) -> bool:
+def _answers(endpoint: Endpoint) -> bool:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=1.0):
             return True
