@@ -96,3 +96,75 @@ def test_failed_run_prints_the_status_and_exits_nonzero(capsys) -> None:
     captured = capsys.readouterr()
     assert code == 1 and "status            diverged" in captured.out
     assert captured.err.strip().splitlines()[-1].startswith("error: run diverged")
+
+
+def test_version_prints_the_version(capsys) -> None:
+    from tuner import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tuner {__version__}"
+
+
+def test_no_command_prints_the_help_with_the_exit_codes(capsys) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tuner") and "COMMAND" in out
+    assert "exit codes:" in out and "130" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["--no-such-flag"], "tuner"),
+        (["bogus"], "tuner"),
+        (["search", "--num-samples", "x"], "tuner search"),
+        (["report"], "tuner report"),
+    ],
+)
+def test_usage_errors_are_one_line_that_points_to_the_help(argv, prog, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{prog}: error: ")
+    assert err[0].endswith(f"(see {prog} --help)")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("lr=abc", "error: lr='abc' is a str; lr must be a finite number."),
+        ("batch_size=abc", "error: batch_size='abc' is a str; batch_size must be an integer."),
+    ],
+)
+def test_a_bad_set_value_is_one_line_and_exit_2_before_ray_starts(
+    setting: str, message: str, tmp_path: Path, capsys
+) -> None:
+    argv = ["search", "smoke_space", "--storage", str(tmp_path), "--set", setting]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+    assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_a_config_file_with_a_wrong_type_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"lr": "abc"}))
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: lr='abc' is a str; lr must be a finite number."]
+
+
+def test_search_and_train_spell_a_run_setting_the_same_way() -> None:
+    parser = build_parser()
+    new = ["search", "s", "--img-size", "64", "--time-budget-s", "30", "--epochs", "none"]
+    old = ["search", "s", "--image-size", "64", "--time-per-trial", "30", "--epochs", "none"]
+    for argv in (new, old):  # the first release's spellings still work, unlisted
+        args = parser.parse_args(argv)
+        assert (args.img_size, args.time_budget_s, args.epochs) == (64, 30.0, None)
+    search_help = parser._subparsers._group_actions[0].choices["search"].format_help()
+    assert "--img-size" in search_help and "--time-budget-s" in search_help
+    assert "--image-size" not in search_help and "--time-per-trial" not in search_help
+    train = _parse("--img-size", "64", "--time-budget-s", "30")
+    assert (train.img_size, train.time_budget_s) == (64, 30.0)

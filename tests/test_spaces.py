@@ -123,6 +123,20 @@ def test_returned_parameter_the_engine_does_not_know_is_one_clear_error(tmp_path
         space.sample(optuna.create_study().ask(), cuda=False)
 
 
+def test_returned_value_of_the_wrong_type_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad_type_space.py"
+    path.write_text(
+        'WORKLOADS = {"cpu": {}}\n'
+        "def space(trial, *, cuda):\n"
+        '    return {"batch_size": str(trial.suggest_int("batch_size", 8, 16))}\n'
+    )
+    space = load_space_file(path)
+    with pytest.raises(TunerError) as info:
+        space.sample(optuna.create_study().ask(), cuda=False)
+    message = str(info.value)
+    assert "\n" not in message and "batch_size='" in message and "must be an integer" in message
+
+
 def test_duplicate_space_names_are_rejected(tmp_path: Path) -> None:
     body = 'NAME = "twin"\nWORKLOADS = {"cpu": {}}\ndef space(trial, *, cuda):\n    return {}\n'
     (tmp_path / "a.py").write_text(body)

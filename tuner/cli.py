@@ -1,7 +1,8 @@
 """``python -m tuner``: one subcommand per stage of the flow, each in ``tuner/commands/``.
 
 Command modules import heavy libraries (torch, ray) inside ``run`` so ``--help`` stays fast.
-A :class:`TunerError` prints as one line; ``--debug`` shows the traceback.
+A :class:`TunerError` prints as one line and exits with its code; ``--debug`` shows the
+traceback. A usage mistake that argparse finds is one line too, plus where the help is.
 """
 
 from __future__ import annotations
@@ -10,38 +11,62 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from tuner.errors import TunerError
+from tuner import __version__
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TunerError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 # Order is the order of the flow, and of ``--help``.
 COMMANDS = ("train", "spaces", "search", "report", "ablate", "bench")
+EXIT_CODES = """\
+exit codes:
+  0    finished (search: with at least one usable trial)
+  1    finished with no usable trial, or a runtime error (a failed run, a lost Ray cluster)
+  2    usage error: bad flags, values, space or input; nothing ran
+  130  interrupted (Ctrl-C); a search continues with --resume
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line naming where the help is,
+    instead of the whole usage block (subcommand parsers are made of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tuner",
         description="Measure which training settings and speed techniques make your timm model "
         "train fastest and best on your hardware.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"tuner.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
     try:
         return int(args.run(args) or 0)
     except TunerError as exc:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

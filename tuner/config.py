@@ -31,6 +31,7 @@ __all__ = [
     "Norm",
     "Prefetch",
     "TrainConfig",
+    "check_settings",
     "config_fields",
     "field_help",
     "load_config_file",
@@ -75,6 +76,11 @@ class TrainConfig:
     pin_memory: bool = _field(False, "page-locked host batches (CUDA only)")
     persistent_workers: bool = _field(False, "keep DataLoader workers alive across epochs")
     drop_last: bool = _field(True, "drop the last incomplete training batch")
+    skip_unreadable_images: bool = _field(
+        False,
+        "imagefolder: serve the next readable image in place of one that cannot be read, and "
+        "count it in the result's skipped_images (default: such an image stops the run)",
+    )
 
     # Optimization.
     lr: float = _field(1e-3, "peak learning rate (AdamW)")
@@ -168,12 +174,7 @@ class TrainConfig:
         """
         known = config_fields()
         kept = {k: v for k, v in params.items() if k not in ignore or k in known}
-        unknown = sorted(set(kept) - known)
-        if unknown:
-            raise TunerError(
-                f"Unknown run setting(s) {', '.join(unknown)}; "
-                f"known settings are: {', '.join(sorted(known))}."
-            )
+        _check_known(kept)
         return cls(**kept)
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,6 +194,18 @@ _HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
 def config_fields() -> frozenset[str]:
     """The names of every :class:`TrainConfig` field."""
     return frozenset(_HINTS)
+
+
+def check_settings(params: Mapping[str, Any]) -> None:
+    """Check each setting's name and type on its own, before the rest of its config is known
+    (a search checks its ``--set`` overrides so, before it starts Ray).
+
+    Raises:
+        TunerError: an unknown setting, or a value of the wrong type.
+    """
+    _check_known(params)
+    for name, value in params.items():
+        _checked_type(name, value, _HINTS[name])
 
 
 def field_help(name: str) -> str:
@@ -226,6 +239,15 @@ def load_config_file(path: str | Path) -> TrainConfig:
     if not isinstance(data, dict):
         raise TunerError(f"Config file {path} must hold a JSON object of run settings.")
     return TrainConfig.from_params(data)
+
+
+def _check_known(params: Mapping[str, Any]) -> None:
+    unknown = sorted(set(params) - config_fields())
+    if unknown:
+        raise TunerError(
+            f"Unknown run setting(s) {', '.join(unknown)}; "
+            f"known settings are: {', '.join(sorted(config_fields()))}."
+        )
 
 
 def _checked_type(name: str, value: Any, hint: Any) -> Any:

@@ -9,7 +9,8 @@
   :func:`tuner.search.tracking.trial_dirname`) with ``params.json`` (the trial's config),
   ``result.json`` (JSON lines, one per ``tune.report``), TensorBoard's ``events.out.tfevents.*``
   and, for a crashed trial, ``error.txt`` (``error.pkl`` beside it is never read);
-- :data:`STUDY_FILE`: the Optuna study (SQLite), study name = the experiment name;
+- :data:`STUDY_FILE`: the Optuna study (SQLite), study name = the experiment name; each of its
+  trials names its Ray trial in the user attribute :data:`STUDY_TRIAL_ID_ATTR`;
 - :data:`METADATA_FILE`: what was run (space, workload, objectives, budgets, hardware, state);
 - :data:`REMEASURE_FILE`: the top candidates re-measured after the search, one row per repeat;
 - :data:`EFFECTS_FILE`: the controlled technique effects around the recommended config;
@@ -28,11 +29,13 @@ __all__ = [
     "REMEASURE_FILE",
     "RESULT_FILE",
     "STUDY_FILE",
+    "STUDY_TRIAL_ID_ATTR",
     "TUNER_FILES",
 ]
 
 METADATA_FILE = "tuner_experiment.json"
 STUDY_FILE = "study.db"
+STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
 PROBE_CACHE_FILE = "probe_cache.json"

@@ -7,6 +7,17 @@ made from an experiment someone else sent you.
 Columns of :func:`load_trials` (see :data:`TRIAL_COLUMNS`) come first, then every other scalar
 metric the trainable reported, then ``param_<name>`` for each searched or derived setting.
 
+Nothing is lost and nothing is guessed silently; what could not be read is listed in
+:attr:`Experiment.problems`, one line each:
+
+- Ray's trial states come from the experiment state file Ray itself would resume from (the
+  greatest ``experiment_state-<start time>.json`` name; never the newest modification time,
+  which races after a resume). A trial whose last result carries tuner's own ``final`` marker
+  is finished, whatever Ray's state says.
+- A damaged ``result.json`` line is skipped, and the trial keeps its last valid result. When
+  the lost line was the final report and the Optuna study holds the trial's final values, they
+  are taken from the study; when the study and ``result.json`` disagree, that is listed.
+
 Every column has one dtype (:func:`trial_dtypes`, declared in :data:`TRIAL_DTYPES`): counts are
 nullable integers (``Int64``), measurements ``float64`` (NaN when missing), text ``string``
 (missing is ``<NA>``, never ""), flags ``boolean`` and times ``datetime64[ms, UTC]``.
@@ -41,6 +52,7 @@ from tuner.experiment_files import (
     REMEASURE_FILE,
     RESULT_FILE,
     STUDY_FILE,
+    STUDY_TRIAL_ID_ATTR,
 )
 from tuner.objectives import usable
 
@@ -134,6 +146,8 @@ _RAY_KEYS = {
     "should_checkpoint",
 }
 _UNFINISHED_RAY = {"RUNNING", "PENDING", "PAUSED"}
+# Compared between a trial's final result.json line and what the study was told.
+_RECONCILED = ("status", "images_per_second", "val_accuracy")
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,17 @@ class Experiment:
     effects: pd.DataFrame | None = None  # effects.csv: one row per measurement of each arm
     probe_cache: dict[str, Any] = field(default_factory=dict)  # speed key -> SpeedChoice dict
     study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
+    problems: list[str] = field(default_factory=list)  # what could not be read, one line each
+
+    def problem_lines(self, shown: int = 10) -> list[str]:
+        """The short list of what could not be read, for a console ([] when all was read)."""
+        if not self.problems:
+            return []
+        lines = [f"warning: could not read everything in {self.path}:"]
+        lines += [f"  {problem}" for problem in self.problems[:shown]]
+        if len(self.problems) > shown:
+            lines.append(f"  ... and {len(self.problems) - shown} more (the report's Details)")
+        return lines
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
@@ -183,13 +208,20 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
     """
     path = resolve_experiment(experiment_dir)
     metadata = _read_metadata(path)
-    configs, trials = _read_trials(path)
-    study = load_study(path / STUDY_FILE, str(metadata.get("name") or path.name))
+    name = str(metadata.get("name") or path.name)
+    problems: list[str] = []
+    study = load_study(path / STUDY_FILE, name)
+    if study is None and (path / STUDY_FILE).is_file():
+        problems.append(
+            f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
+            "without it (no reconciliation with result.json, no parameter importance)."
+        )
+    configs, trials = _read_trials(path, _study_finals(study), problems)
     searched = _searched_names(study, metadata)
     params = _param_names(configs, metadata, searched)
     frame = _trials_frame(trials, configs, params)
     return Experiment(
-        name=str(metadata.get("name") or path.name),
+        name=name,
         path=path,
         metadata=metadata,
         trials=frame,
@@ -200,6 +232,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         effects=_read_csv(path / EFFECTS_FILE),
         probe_cache=_read_probe_cache(path / PROBE_CACHE_FILE),
         study=study,
+        problems=problems,
     )
 
 
@@ -276,20 +309,30 @@ def _read_csv(file: Path) -> pd.DataFrame | None:
     return frame
 
 
-def _ray_states(path: Path) -> dict[str, dict[str, Any]]:
-    """trial_id -> {status, relative_logdir, error_filename} from the newest experiment state.
+def _ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+    """trial_id -> {status, relative_logdir, error_filename} from Ray's latest experiment state.
 
-    The state file is JSON; its pickled fields are hex strings that are never unpickled.
+    Latest as Ray orders them when it resumes: the greatest file name (``experiment_state-``
+    and the session's start time), not the modification time (after a resume the old and the
+    new file are written within a millisecond of each other). A file that is not valid JSON
+    (being written) is listed as a problem and the one before it is read instead. The state
+    file is JSON; its pickled fields are hex strings that are never unpickled.
     """
-    files = sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.stat().st_mtime)
-    if not files:
-        return {}
-    try:
-        data = json.loads(files[-1].read_text())
-    except json.JSONDecodeError:
-        return {}  # written while we read it: the trial folders still tell the story
+    for file in sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.name, reverse=True):
+        try:
+            data = json.loads(file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            problems.append(
+                f"{file.name} could not be read ({_reason(exc)}); an older one is used."
+            )
+            continue
+        return _trial_states(data)
+    return {}
+
+
+def _trial_states(data: Any) -> dict[str, dict[str, Any]]:
     states: dict[str, dict[str, Any]] = {}
-    for entry in data.get("trial_data", []):
+    for entry in data.get("trial_data", []) if isinstance(data, dict) else []:
         try:
             state, meta = json.loads(entry[0]), json.loads(entry[1])
         except (json.JSONDecodeError, IndexError, TypeError):
@@ -302,41 +345,126 @@ def _ray_states(path: Path) -> dict[str, dict[str, Any]]:
     return states
 
 
-def _last_result(trial_dir: Path) -> tuple[dict[str, Any], int]:
-    """The last complete JSON line of result.json and how many lines there were."""
+@dataclass(frozen=True)
+class _Results:
+    """A trial's result.json, read line by line."""
+
+    last: dict[str, Any]  # the last valid line ({} when none)
+    reports: int  # valid lines
+    lost_tail: bool  # a damaged line came after the last valid one: the latest report is lost
+
+
+def _read_results(trial_dir: Path, problems: list[str]) -> _Results:
+    """The valid JSON lines of result.json; each damaged line is skipped and listed."""
     file = trial_dir / RESULT_FILE
     if not file.is_file():
-        return {}, 0
+        return _Results({}, 0, lost_tail=False)
     last: dict[str, Any] = {}
-    count = 0
-    for line in file.read_text().splitlines():
+    reports, lost_tail = 0, False
+    text = file.read_text(errors="replace")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
         try:
             row = json.loads(line)  # Python's json reads NaN, as Ray writes it
-        except json.JSONDecodeError:
-            continue  # a line cut off by an interruption
-        if isinstance(row, dict):
-            last, count = row, count + 1
-    return last, count
+        except json.JSONDecodeError as exc:
+            row, reason = None, _reason(exc)
+        else:
+            reason = "" if isinstance(row, dict) else "not a JSON object"
+        if reason:
+            where = f"{trial_dir.name}/{RESULT_FILE} line {number}"
+            problems.append(f"{where} is damaged ({reason}); skipped.")
+            lost_tail = True
+            continue
+        last, reports, lost_tail = row, reports + 1, False
+    return _Results(last, reports, lost_tail)
 
 
-def _read_trials(path: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    states = _ray_states(path)
+def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
+    """Ray trial id -> the user attributes of its finished Optuna trial (the measurements the
+    searcher told the study when the trial completed)."""
+    if study is None:
+        return {}
+    finals: dict[str, dict[str, Any]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        if trial.state.is_finished() and STUDY_TRIAL_ID_ATTR in attrs and "status" in attrs:
+            finals[str(attrs[STUDY_TRIAL_ID_ATTR])] = dict(attrs)
+    return finals
+
+
+def _reconcile(
+    trial_id: str, results: _Results, told: Mapping[str, Any] | None, problems: list[str]
+) -> dict[str, Any]:
+    """The trial's result: its last valid line, or what the study was told at the trial's end
+    when its final line is damaged; a disagreement between the two is listed."""
+    result = dict(results.last)
+    final_lost = results.lost_tail and not result.get("final")
+    if final_lost and told and told.get("final"):
+        measured = {k: v for k, v in told.items() if k != STUDY_TRIAL_ID_ATTR}
+        result.update({k: math.nan if v is None else v for k, v in measured.items()})
+        problems.append(
+            f"trial {trial_id}: its final report is damaged; its final status and "
+            f"measurements are taken from {STUDY_FILE}."
+        )
+    elif final_lost:  # nothing else holds its final values: it keeps its last valid report
+        result["infeasible_reason"] = f"its last report in {RESULT_FILE} is damaged"
+    elif told and result:
+        for key in _RECONCILED:
+            if key in told and not _same(result.get(key), told[key]):
+                problems.append(
+                    f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
+                    f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
+                )
+    return result
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal; numbers within rounding; missing (None, NaN) only equal to missing."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    x, y = _float(a), _float(b)
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    return math.isclose(x, y, rel_tol=1e-9)
+
+
+def _read_trials(
+    path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    states = _ray_states(path, problems)
     dirs = {p.parent.name: p.parent for p in path.glob(f"*/{PARAMS_FILE}")}
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     for name in sorted(dirs, key=_trial_order):
         trial_dir = dirs[name]
-        result, reports = _last_result(trial_dir)
-        trial_id = str(result.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
-        config = _read_json(trial_dir / PARAMS_FILE)
-        configs[trial_id] = config if isinstance(config, dict) else {}
+        results = _read_results(trial_dir, problems)
+        trial_id = str(results.last.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
+        result = _reconcile(trial_id, results, finals.get(trial_id), problems)
+        configs[trial_id] = _read_params(trial_dir, problems)
         state = states.pop(trial_id, {})
-        row = _trial_row(trial_id, name, trial_dir, result, reports, state)
+        row = _trial_row(trial_id, name, trial_dir, result, results.reports, state)
         rows.append({**row, **_trial_times(trial_dir, result)})
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, "", None, {}, 0, state))
     return configs, rows
+
+
+def _read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
+    file = trial_dir / PARAMS_FILE
+    try:
+        config = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged ({_reason(exc)}).")
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return type(exc).__name__
 
 
 def _trial_order(dirname: str) -> tuple[int, str]:
@@ -364,7 +492,9 @@ def _trial_row(
     error = str(metrics.get("error") or "") or _error_text(trial_dir, status)
     # A trial stopped early reported only intermediate results: not a candidate.
     finished = bool(metrics.get("final", True))
-    feasible = usable({**metrics, "status": status}, ray_status=ray_status)
+    # Ray may not have saved its state since the trial's final report (a killed driver).
+    ray_done = "TERMINATED" if _finished(metrics) else ray_status
+    feasible = usable({**metrics, "status": status}, ray_status=ray_done)
     reason = "" if feasible else _infeasible_reason(metrics, status, finished=finished)
     wall = result.get("time_total_s", metrics.get("wall_time_s", metrics.get("engine_time_s")))
     node = metrics.get("node") or result.get("hostname") or result.get("node_ip") or ""
@@ -384,6 +514,8 @@ def _trial_row(
 
 
 def _status(metrics: Mapping[str, Any], reports: int, ray_status: str) -> str:
+    if _finished(metrics):
+        return str(metrics["status"])  # its final report, whatever Ray's state file says
     if ray_status == "ERROR" and metrics.get("status") in (None, "ok"):
         return "error"  # the trainable crashed after (or before) its last report
     if ray_status in _UNFINISHED_RAY and metrics.get("status") in (None, "ok"):
@@ -391,6 +523,11 @@ def _status(metrics: Mapping[str, Any], reports: int, ray_status: str) -> str:
     if not reports:
         return "incomplete"
     return str(metrics.get("status") or "incomplete")
+
+
+def _finished(metrics: Mapping[str, Any]) -> bool:
+    """Whether a result is the trial's final report (tuner's own marker), with a status."""
+    return metrics.get("final") is True and bool(metrics.get("status"))
 
 
 def _infeasible_reason(metrics: Mapping[str, Any], status: str, *, finished: bool) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tuner.config import TrainConfig, config_fields
+from tuner.config import TrainConfig, check_settings, config_fields
 from tuner.errors import TunerError
 from tuner.techniques import knob, speed_knobs
 
@@ -92,6 +92,10 @@ class SearchSpace:
                 f"Space {self.name} returns setting(s) the engine does not know: "
                 f"{', '.join(unknown)}; use TrainConfig field names."
             )
+        try:
+            check_settings(params)
+        except TunerError as exc:
+            raise TunerError(f"Space {self.name}: {exc}") from None
         return params
 
     def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:

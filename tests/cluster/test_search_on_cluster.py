@@ -14,10 +14,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 from conftest import HEAD_IP, WORKER_IPS, RayCluster, isolated_env, scratch_root
+
+from tuner.search.metrics import objective_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +86,9 @@ def test_a_trial_on_a_killed_node_resumes_from_its_checkpoint(two_nodes: RayClus
     assert _study_matches_ray(two_nodes.root / "exp" / "lost-node", trials)
 
 
-def test_a_killed_driver_resumes_without_losing_or_repeating_trials(cluster_root: Path) -> None:
+def test_a_killed_driver_resumes_without_losing_or_repeating_trials(
+    cluster_root: Path, nothing_lost: Any
+) -> None:
     cluster = RayCluster(root=cluster_root, env=isolated_env(cluster_root, token=_token()))
     cluster.start_node(head=True, ip=HEAD_IP)
     name, samples = "killed-driver", 3
@@ -96,6 +101,7 @@ def test_a_killed_driver_resumes_without_losing_or_repeating_trials(cluster_root
         driver.wait(timeout=30)
     exp = cluster.root / "exp" / name
     before = {tid: recs for tid, recs in _trial_records(cluster, name).items()}
+    finished = sum(bool(records[-1].get("final")) for records in before.values())
     assert set(finished_before) <= set(before)
     assert len(before) < samples  # the search really was cut short
 
@@ -108,6 +114,23 @@ def test_a_killed_driver_resumes_without_losing_or_repeating_trials(cluster_root
         _assert_not_retrained(before[trial_id], after[trial_id])
     assert json.loads((exp / "tuner_experiment.json").read_text())["state"] == "finished"
     assert _study_matches_ray(exp, after)
+    nothing_lost(exp, done.stdout, cluster.root / "report")
+    # The console says what the resume did, and names the study trials it closed as orphans.
+    resumed = next(line for line in done.stdout.splitlines() if line.startswith("Resumed: "))
+    assert resumed.startswith(
+        f"Resumed: {finished} trial(s) had finished before, {samples - finished} finished"
+    )
+    assert _orphans_named(resumed) == _orphans_in_study(exp)
+
+
+def _orphans_named(line: str) -> list[int]:
+    match = re.search(r"Optuna trial\(s\) ([\d, ]+) were running", line)
+    return [int(n) for n in match[1].split(", ")] if match else []
+
+
+def _orphans_in_study(exp: Path) -> list[int]:
+    study = optuna.load_study(study_name=exp.name, storage=f"sqlite:///{exp / 'study.db'}")
+    return [t.number for t in study.trials if t.user_attrs.get("orphaned")]
 
 
 def _token() -> str:
@@ -122,7 +145,8 @@ def _search_args(cluster: RayCluster, name: str, *extra: str) -> list[str]:
         base += ["smoke_space", "--no-early-stopping", "--effects-repeats", "0",
                  "--speed-repeats", "1"]  # fmt: skip
     storage = str(cluster.root / "exp")
-    fixed = ["--name", name, "--storage", storage, "--no-report", "--remeasure-top", "0"]
+    fixed = ["--name", name, "--storage", storage, "--no-report", "--remeasure-top", "0",
+             "--effects-repeats", "0"]  # fmt: skip
     return [*base, *fixed, "--cpus-per-trial", "1", *extra]
 
 
@@ -210,6 +234,6 @@ def _study_matches_ray(exp: Path, trials: dict[str, list[dict]]) -> bool:
     assert set(by_ray_id) == set(trials)
     for trial_id, records in trials.items():
         final = records[-1]
-        expected = [final["images_per_second"], final["val_accuracy"]]
+        expected = [final[metric] for metric in objective_metrics("pareto")]
         assert by_ray_id[trial_id].values == pytest.approx(expected)
     return True

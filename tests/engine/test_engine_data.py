@@ -10,6 +10,7 @@ from engine_helpers import tiny
 from PIL import Image
 from torch.utils.data import TensorDataset
 
+from tuner.engine import train
 from tuner.engine.data import build_data, normalize
 from tuner.errors import TunerError
 
@@ -88,6 +89,48 @@ def test_imagefolder_reads_train_and_val_as_uint8(tmp_path: Path) -> None:
     assert images.dtype == torch.uint8
     val_images, _ = next(iter(data.val_loader))
     assert val_images.shape[1:] == (3, 16, 16)
+
+
+def _truncate(image: Path) -> None:
+    image.write_bytes(image.read_bytes()[:60])  # a PNG cut off after its header
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_truncated_image_stops_the_run_naming_the_file(tmp_path: Path, num_workers: int) -> None:
+    _write_image_folder(tmp_path)
+    bad = tmp_path / "train" / "class1" / "2.png"
+    _truncate(bad)
+    config = tiny(
+        data=f"imagefolder:{tmp_path}", batch_size=4, img_size=16, num_workers=num_workers
+    )
+    result = train(config)
+    assert result.status == "error"
+    assert result.error.startswith(f"cannot read image {bad}: ") and "\n" not in result.error
+
+
+def test_skipping_unreadable_images_serves_readable_ones_and_counts_each_file_once(
+    tmp_path: Path,
+) -> None:
+    _write_image_folder(tmp_path)
+    _truncate(tmp_path / "train" / "class1" / "2.png")
+    config = tiny(
+        data=f"imagefolder:{tmp_path}", batch_size=4, img_size=16, num_workers=1, steps=6,
+        skip_unreadable_images=True,
+    )  # fmt: skip
+    result = train(config)  # 3 epochs of the 8 training images: the bad one is met 3 times
+    assert result.ok and result.steps == 6
+    assert result.skipped_images == 1
+
+
+def test_files_that_are_not_images_are_named_once_in_the_notes(tmp_path: Path) -> None:
+    _write_image_folder(tmp_path)
+    (tmp_path / "train" / "class0" / "labels.txt").write_text("not an image")
+    (tmp_path / "val" / "README").write_text("about this data")
+    data = build_data(tiny(data=f"imagefolder:{tmp_path}", batch_size=4, img_size=16), CPU)
+    assert len(data.train_loader.dataset) == 8  # the images only
+    (note,) = data.notes
+    assert "ignored 2 file(s) that are not images" in note
+    assert "train/class0/labels.txt" in note and "val/README" in note
 
 
 def test_imagefolder_without_classes_is_a_clear_error(tmp_path: Path) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tuner.errors import TunerError
+from tuner.recommend import decide
 from tuner.results import TRIAL_COLUMNS, load_experiment, load_trials, resolve_experiment
 
 # The documented columns that lead the table (effective_<field> names a family of columns).
@@ -87,3 +90,144 @@ def test_started_and_ended_at_come_from_rays_report_times(smoke_experiment: Path
         assert row["ended_at"].timestamp() == last["timestamp"]
         assert row["started_at"].timestamp() == round(first["timestamp"] - first["time_total_s"])
         assert row["started_at"] <= row["ended_at"]
+
+
+# ---- nothing lost, nothing guessed silently --------------------------------------------------
+
+
+def _copy(experiment: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / experiment.name
+    shutil.copytree(experiment, copy)
+    return copy
+
+
+def _result_lines(experiment: Path, trial_id: str) -> tuple[Path, list[str]]:
+    (file,) = [f for f in experiment.glob("*/result.json") if f"_{trial_id}_" in f.parent.name]
+    return file, file.read_text().splitlines()
+
+
+def _front(experiment: Path) -> list[str]:
+    return decide(load_experiment(experiment)).front["trial_id"].tolist()
+
+
+def test_a_damaged_last_line_keeps_the_trial_with_its_final_values_and_a_warning(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    best = _front(copy)[0]
+    file, lines = _result_lines(copy, best)
+    file.write_text("\n".join([*lines[:-1], lines[-1][: len(lines[-1]) // 2]]) + "\n")
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[best]
+    last_valid = json.loads(lines[-2])  # the final evaluation: the same measurements
+    assert row["status"] == "ok" and row["feasible"]  # not "stopped early"
+    assert row["images_per_second"] == pytest.approx(last_valid["images_per_second"])
+    assert row["val_accuracy"] == pytest.approx(last_valid["val_accuracy"])
+    where = f"{file.parent.name}/result.json line {len(lines)} is damaged"
+    assert any(p.startswith(where) for p in experiment.problems)
+    assert any(f"trial {best}: its final report is damaged" in p for p in experiment.problems)
+    assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
+
+
+def test_without_the_study_a_damaged_trial_keeps_its_last_valid_report(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (copy / "study.db").unlink()
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    file.write_text("\n".join([*lines[:-1], "{not json"]) + "\n")
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[trial_id]
+    assert row["reports"] == len(lines) - 1
+    assert row["images_per_second"] == pytest.approx(json.loads(lines[-2])["images_per_second"])
+    assert not row["feasible"] and "damaged" in row["infeasible_reason"]
+    assert experiment.problems == [
+        f"{file.parent.name}/result.json line {len(lines)} is damaged "
+        "(Expecting property name enclosed in double quotes at column 2); skipped."
+    ]
+
+
+def test_result_json_and_the_study_disagreeing_is_listed(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    final = {**json.loads(lines[-1]), "val_accuracy": 0.123456}
+    file.write_text("\n".join([*lines[:-1], json.dumps(final)]) + "\n")
+
+    (problem,) = load_experiment(copy).problems
+    assert problem.startswith(
+        f"trial {trial_id}: result.json and study.db disagree on val_accuracy"
+    )
+
+
+def _ray_state_with(state_file: Path, status: str) -> str:
+    """The experiment state file's text with every trial's Ray status replaced."""
+    data = json.loads(state_file.read_text())
+    for entry in data["trial_data"]:
+        entry[0] = json.dumps({**json.loads(entry[0]), "status": status})
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("old_mtime", ["equal", "newer"])
+def test_ray_state_comes_from_the_file_ray_resumes_from_not_the_newest_mtime(
+    smoke_experiment: Path, tmp_path: Path, old_mtime: str
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (latest,) = copy.glob("experiment_state-*.json")
+    older = copy / "experiment_state-2000-01-01_00-00-00.json"  # as before a resume
+    older.write_text(_ray_state_with(latest, "RUNNING"))
+    stamp = latest.stat().st_mtime
+    os.utime(latest, (stamp, stamp))
+    os.utime(older, (stamp, stamp + (1 if old_mtime == "newer" else 0)))
+
+    trials = load_trials(copy)
+    assert set(trials["ray_status"]) == {"TERMINATED"}
+    assert "incomplete" not in set(trials["status"])
+    assert _front(copy) == _front(smoke_experiment)
+
+
+def test_a_trial_with_its_final_report_is_finished_whatever_ray_state_says(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (latest,) = copy.glob("experiment_state-*.json")
+    latest.write_text(_ray_state_with(latest, "RUNNING"))  # saved before the trials ended
+
+    trials = load_trials(copy)
+    assert set(trials["ray_status"]) == {"RUNNING"}
+    assert set(trials["status"]) == {"ok"}
+    assert _front(copy) == _front(smoke_experiment)
+
+
+def test_an_unreadable_ray_state_file_is_listed_and_an_older_one_used(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (copy / "experiment_state-2999-01-01_00-00-00.json").write_text('{"trial_data": [')
+    experiment = load_experiment(copy)
+    assert set(experiment.trials["ray_status"]) == {"TERMINATED"}
+    assert experiment.problems[0].startswith("experiment_state-2999-01-01_00-00-00.json could not")
+
+
+def test_report_lists_what_it_could_not_read(
+    smoke_experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.cli import main
+
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    file.write_text("\n".join([*lines[:-1], lines[-1][:10]]) + "\n")
+
+    assert main(["report", str(copy), "--out", str(tmp_path / "report")]) == 0
+    damaged = f"{file.parent.name}/result.json line {len(lines)} is damaged"
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"warning: could not read everything in {copy}:"
+    assert any(line.strip().startswith(damaged) for line in err[1:])
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "Could not read everything" in markdown and damaged in markdown

@@ -60,8 +60,8 @@ def test_cli_flags_map_to_options() -> None:
         [
             "search", "vit_space", "--max-memory", "20GiB", "--objective", "accuracy",
             "--sampler", "gp", "--num-samples", "12", "--time-budget", "600", "--workload",
-            "gpu", "--model", "vit_small_r26_s32_224", "--image-size", "224",
-            "--time-per-trial", "90", "--set", "amp=bf16", "--set", "warmup_steps=10",
+            "gpu", "--model", "vit_small_r26_s32_224", "--img-size", "224",
+            "--time-budget-s", "90", "--set", "amp=bf16", "--set", "warmup_steps=10",
             "--gpus-per-trial", "0.5", "--concurrency", "4", "--name", "run1",
         ]
     )  # fmt: skip
@@ -89,7 +89,7 @@ def test_search_help_shows_the_workload_override(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         build_parser().parse_args(["search", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--workload", "--model", "--data", "--image-size", "--time-per-trial"):
+    for flag in ("--workload", "--model", "--data", "--img-size", "--time-budget-s"):
         assert flag in text
 
 

@@ -1,4 +1,6 @@
-"""An interrupted search (a real Ctrl-C to the CLI) resumes to completion, no trial run twice."""
+"""A stopped search resumes to completion, no trial lost or run twice: a real Ctrl-C to the CLI,
+and the loss of the local Ray's raylet (the driver says so in one line, with the command that
+resumes)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -20,7 +23,7 @@ pytestmark = pytest.mark.slow
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3
 TIMEOUT_S = 300
-FINISHED_LINE = re.compile(r"^\[[^\]]*\]\s+(?P<event>[\w-]+)\s+(?P<trial_id>\w+)\s")
+PROGRESS_LINE = re.compile(r"^\[[^\]]*\]\s+(?P<event>[\w-]+)\s+(?P<trial_id>\w+)\s")
 
 
 def _cli(tmp_path: Path, *extra: str) -> list[str]:
@@ -53,7 +56,7 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
     try:
         assert driver.stdout is not None
         for line in driver.stdout:
-            match = FINISHED_LINE.match(line)
+            match = PROGRESS_LINE.match(line)
             if match and match["event"] != "start":
                 finished.append(match["trial_id"])
                 driver.send_signal(signal.SIGINT)  # Ctrl-C, as a user would
@@ -66,7 +69,7 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
 
 
 def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
-    tmp_path: Path,
+    tmp_path: Path, nothing_lost: Any
 ) -> None:
     exp = tmp_path / "experiments" / "resumed"
     finished, returncode = _interrupt_after_first_trial(tmp_path)
@@ -83,6 +86,11 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert "Experiment folder:" in resumed.stdout
+    before_count = len(done_before)
+    assert (
+        f"Resumed: {before_count} trial(s) had finished before, "
+        f"{SAMPLES - before_count} finished in this run." in resumed.stdout
+    )
 
     after = _records(exp)
     assert len(after) == SAMPLES
@@ -96,3 +104,49 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     ray_ids = [t.user_attrs["ray_trial_id"] for t in complete]
     assert sorted(ray_ids) == sorted(after)  # one Optuna trial per Ray trial, none twice
     assert not [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
+    nothing_lost(exp, resumed.stdout, tmp_path / "report")
+
+
+def test_losing_the_raylet_is_one_line_with_the_command_that_resumes(tmp_path: Path) -> None:
+    exp = tmp_path / "experiments" / "resumed"
+    driver = subprocess.Popen(
+        _cli(tmp_path, str(SPACE), "--num-samples", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    killed = 0
+    try:
+        assert driver.stdout is not None
+        for line in driver.stdout:  # a trial is running: kill this node's raylet under it
+            match = PROGRESS_LINE.match(line)
+            if match and match["event"] == "start":
+                killed = _kill_raylet(driver.pid)
+                break
+        _, stderr = driver.communicate(timeout=TIMEOUT_S)
+    finally:
+        driver.kill()
+    assert killed and driver.returncode == 1, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: The search lost Ray's raylet on this node (127.0.0.1:")
+    assert f"the trials that finished are saved in {exp}." in last
+    command = last.split("Continue with: ", 1)[1].split()
+    assert command[:5] == ["python", "-m", "tuner", "search", "--resume"]
+    assert json.loads((exp / "tuner_experiment.json").read_text())["state"] == "interrupted"
+
+    resumed = subprocess.run(
+        [sys.executable, *command[1:]], capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    after = _records(exp)
+    assert sum(lines[-1]["final"] and lines[-1]["status"] == "ok" for lines in after.values()) == 2
+
+
+def _kill_raylet(driver_pid: int) -> int:
+    """SIGKILL the raylet of the local Ray instance the driver started; its pid."""
+    for child in psutil.Process(driver_pid).children(recursive=True):
+        if child.name() == "raylet":
+            child.kill()
+            return child.pid
+    raise AssertionError("the driver started no raylet")

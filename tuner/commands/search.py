@@ -7,20 +7,30 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import TunerError
+from tuner.commands.train import add_config_flag
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
 from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 from tuner.units import parse_memory_size
+
+# The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
+WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
+# Spellings of the first release, still accepted as hidden aliases.
+OLD_SPELLINGS = {"img_size": ("--image-size",), "time_budget_s": ("--time-per-trial",)}
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
 realistic 'gpu' one; --workload auto picks 'gpu' when trials get a GPU. The override flags
-(--model, --data, --image-size, --steps, --epochs, --time-per-trial, --set KEY=VALUE) replace
+(--model, --data, --img-size, --steps, --epochs, --time-budget-s, --set KEY=VALUE) replace
 single fields of the chosen workload, e.g.:
   python -m tuner search vit_space
   python -m tuner search vit_space --workload gpu --data imagefolder:/data/imagenette
   python -m tuner search resnet_space --max-memory 20GiB --num-samples 60 --objective pareto
   python -m tuner search my_space.py --time-budget 3600 --sampler gp
   python -m tuner search --resume --name vit_space-20250101-120000
+
+exit codes: 0 finished with at least one usable trial; 1 finished with none, or a runtime
+error (e.g. the Ray cluster was lost: the message says how to --resume); 2 usage error;
+130 interrupted (continue with --resume).
 """
 
 
@@ -78,18 +88,8 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         default="auto",
         help="which declared workload: auto = gpu if trials get a GPU",
     )
-    group.add_argument("--model", help="timm model name")
-    group.add_argument("--data", help="digits | synthetic | imagefolder:PATH | cifar10:PATH")
-    group.add_argument("--image-size", type=int, dest="img_size")
-    group.add_argument("--epochs", type=int, help="epochs per trial")
-    group.add_argument("--steps", type=int, help="training steps per trial")
-    group.add_argument(
-        "--time-per-trial",
-        type=float,
-        dest="time_budget_s",
-        metavar="SECONDS",
-        help="training time limit per trial",
-    )
+    for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
+        add_config_flag(group, name, hidden_aliases=OLD_SPELLINGS.get(name, ()))
     group.add_argument(
         "--set",
         action="append",
@@ -222,8 +222,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    fields = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
-    overrides = {key: getattr(args, key) for key in fields if getattr(args, key) is not None}
+    overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
     for item in args.set:
         key, sep, text = item.partition("=")
         if not sep or not key:
@@ -246,13 +245,13 @@ def run(args: argparse.Namespace) -> int:
         check_tracking_uri(options.mlflow)
     outcome = run_search(options)
     if outcome.state != "finished":
-        return 130
+        return EXIT_INTERRUPTED
     report = None
     if not args.no_report:
         out_dir = Path(args.reports_dir) / outcome.experiment_dir.name
         report = _write_report(outcome.experiment_dir, out_dir)
     _log_to_mlflow(outcome.experiment_dir, report)
-    return 0 if outcome.usable else 1
+    return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 
 def _write_report(experiment_dir: Path, out_dir: Path) -> Path | None:

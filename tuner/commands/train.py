@@ -18,7 +18,16 @@ from typing import Any, Literal, get_args, get_origin
 from tuner.config import TrainConfig, config_fields, field_help
 from tuner.units import format_bytes
 
-__all__ = ["add_config_flags", "config_from_args", "register", "run"]
+__all__ = [
+    "add_config_flag",
+    "add_config_flags",
+    "config_flag",
+    "config_from_args",
+    "register",
+    "run",
+]
+
+_HINTS = typing.get_type_hints(TrainConfig)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,16 +47,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per ``TrainConfig`` field (``--batch-size``); unset flags are left out."""
-    hints = typing.get_type_hints(TrainConfig)
     defaults = TrainConfig()
     group = parser.add_argument_group("run settings (defaults: the plain loop on digits)")
     for f in dataclasses.fields(TrainConfig):
         default = getattr(defaults, f.name)
         shown = json.dumps(dict(default)) if f.name == "model_kwargs" else default
-        kwargs = _flag_kwargs(hints[f.name])
-        kwargs["help"] = f"{field_help(f.name)} (default: {shown})"
-        flag = "--" + f.name.replace("_", "-")
-        group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, **kwargs)
+        add_config_flag(group, f.name, help=f"{field_help(f.name)} (default: {shown})")
+
+
+def add_config_flag(
+    group: argparse._ActionsContainer,
+    name: str,
+    *,
+    help: str | None = None,
+    hidden_aliases: tuple[str, ...] = (),
+) -> None:
+    """The flag of one ``TrainConfig`` field, spelled and typed from the field, so every
+    command spells a run setting the same way (``img_size`` is ``--img-size``).
+
+    An unset flag is left out of the parsed namespace (``hasattr(args, name)`` is false).
+    ``hidden_aliases`` are older spellings that still work but are not shown in ``--help``.
+    """
+    kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(_HINTS[name]))
+    group.add_argument(config_flag(name), help=field_help(name) if help is None else help, **kwargs)
+    for alias in hidden_aliases:
+        group.add_argument(alias, help=argparse.SUPPRESS, **kwargs)
+
+
+def config_flag(name: str) -> str:
+    """The command-line spelling of a ``TrainConfig`` field: ``img_size`` -> ``--img-size``."""
+    return "--" + name.replace("_", "-")
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -96,6 +125,8 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"steps / epochs    {result.steps} / {result.epochs:.2f} in {result.train_time_s:.1f} s",
         f"effective         {json.dumps(result.effective, sort_keys=True)}",
     ]
+    if result.skipped_images:
+        lines.append(f"skipped images    {result.skipped_images} unreadable file(s)")
     lines += [f"note              {note}" for note in result.notes]
     print("\n".join(lines), file=file, flush=True)
 

@@ -109,6 +109,7 @@ def build_run(config: TrainConfig, device: torch.device) -> Run:
     effective: dict[str, Any] = {"device": str(device)}
     notes: list[str] = []
     data = build_data(config, device)
+    notes.extend(data.notes)
     num_classes = _num_classes(config, data)
     model = build_model(config, num_classes)
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format

@@ -4,14 +4,18 @@ Every loader yields ``(images, labels)`` with images as **uint8** ``[B, 3, H, W]
 moves bytes, and :func:`normalize` turns them into float model input on the device (in the loop,
 or in the CUDA prefetcher). The math is the same either way, so accuracy is comparable across
 the ``prefetch`` switch.
+
+An image file that cannot be decoded stops the run with ``cannot read image PATH: ...``
+(:class:`UnreadableImage`), or, with ``skip_unreadable_images``, is replaced by the next readable
+image and counted. Files of an image folder that are not images are listed in the run's notes.
 """
 
 from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,14 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 
-__all__ = ["DataBundle", "SyntheticLoader", "build_data", "normalize"]
+__all__ = [
+    "DataBundle",
+    "SyntheticLoader",
+    "UnreadableImage",
+    "build_data",
+    "normalize",
+    "read_image",
+]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -31,6 +42,22 @@ CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 DIGITS_MEAN = (0.2, 0.2, 0.2)  # mostly dark 8x8 strokes; 0.5 would also train, this is closer
 DIGITS_STD = (0.35, 0.35, 0.35)
 VAL_FRACTION = 0.2
+IGNORED_SHOWN = 5  # ignored non-image files named in the note; the rest are counted
+
+
+class UnreadableImage(RuntimeError):
+    """An image file that cannot be decoded (truncated, corrupt, not really an image).
+
+    Raised in a DataLoader worker it reaches the loop re-raised with the worker's traceback in
+    its message; :attr:`line` is the one line ``cannot read image PATH: ...`` either way.
+    """
+
+    PREFIX = "cannot read image"
+
+    @property
+    def line(self) -> str:
+        text = str(self)
+        return text[text.rfind(self.PREFIX) :].splitlines()[0]
 
 
 @dataclass
@@ -45,6 +72,13 @@ class DataBundle:
     train_size: int
     on_device: bool = False  # batches are already on the run's device (synthetic)
     generator: torch.Generator | None = None  # the train shuffle's RNG (checkpointed)
+    notes: list[str] = field(default_factory=list)  # e.g. files of an image folder ignored
+    skipping: tuple[_SkipUnreadable, ...] = ()  # datasets that skip unreadable images
+
+    @property
+    def skipped_images(self) -> int:
+        """Unreadable image files skipped so far (each counted once)."""
+        return sum(dataset.skipped for dataset in self.skipping)
 
 
 def normalize(
@@ -62,6 +96,7 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
         TunerError: unknown data name, missing/malformed folder, or an impossible batch size.
     """
     kind, _, path = config.data.partition(":")
+    notes: list[str] = []
     if kind == "synthetic":
         return _synthetic(config, device)
     if kind == "digits":
@@ -71,7 +106,7 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
         train, val, classes = _cifar10(Path(path), config.img_size)
         mean, std = CIFAR10_MEAN, CIFAR10_STD
     elif kind == "imagefolder" and path:
-        train, val, classes = _imagefolder(Path(path), config.img_size)
+        train, val, classes, notes = _imagefolder(Path(path), config.img_size)
         mean, std = IMAGENET_MEAN, IMAGENET_STD
     else:
         raise TunerError(
@@ -79,6 +114,10 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
             "or cifar10:PATH."
         )
     _check_batch_size(config, len(train))
+    skipping: tuple[_SkipUnreadable, ...] = ()
+    if kind == "imagefolder" and config.skip_unreadable_images:
+        train, val = _SkipUnreadable(train), _SkipUnreadable(val)
+        skipping = (train, val)
     generator = torch.Generator().manual_seed(config.seed)
     pin = config.pin_memory and device.type == "cuda"
     common: dict[str, Any] = dict(
@@ -91,7 +130,17 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
         train, shuffle=True, drop_last=config.drop_last, generator=generator, **common
     )
     val_loader = DataLoader(val, shuffle=False, drop_last=False, **common)
-    return DataBundle(train_loader, val_loader, classes, mean, std, len(train), False, generator)
+    return DataBundle(
+        train_loader,
+        val_loader,
+        classes,
+        mean,
+        std,
+        len(train),
+        generator=generator,
+        notes=notes,
+        skipping=skipping,
+    )
 
 
 def _check_batch_size(config: TrainConfig, train_size: int) -> None:
@@ -213,7 +262,8 @@ def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
 # ---- imagefolder:PATH: PATH/train/<class>/*.jpg and PATH/val/<class>/*.jpg -------------------
 
 
-def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
+def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int, list[str]]:
+    """The train/ and val/ splits, and a note naming the files that are not images."""
     from torchvision import datasets, transforms
 
     for split in ("train", "val"):
@@ -236,9 +286,15 @@ def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
             transforms.PILToTensor(),
         ]
     )
+    ignored: list[Path] = []
+    is_image = _image_files(ignored)
     try:
-        train = datasets.ImageFolder(str(path / "train"), transform=_Rgb(train_tf))
-        val = datasets.ImageFolder(str(path / "val"), transform=_Rgb(val_tf))
+        train = datasets.ImageFolder(
+            str(path / "train"), transform=train_tf, loader=read_image, is_valid_file=is_image
+        )
+        val = datasets.ImageFolder(
+            str(path / "val"), transform=val_tf, loader=read_image, is_valid_file=is_image
+        )
     except (FileNotFoundError, RuntimeError) as exc:
         raise TunerError(f"imagefolder {path} is malformed: {exc}".rstrip(".") + ".") from None
     if train.classes != val.classes:
@@ -246,17 +302,75 @@ def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
             f"imagefolder {path}: train/ and val/ have different class folders "
             f"({len(train.classes)} vs {len(val.classes)}); use the same class names in both."
         )
-    return train, val, len(train.classes)
+    ignored += [f for split in ("train", "val") for f in (path / split).iterdir() if f.is_file()]
+    return train, val, len(train.classes), _ignored_note(path, ignored)
 
 
-class _Rgb:
-    """Convert to RGB before the transform (grayscale/RGBA files become 3 channels)."""
+def read_image(path: str) -> Any:
+    """The RGB image at ``path``, decoded now: PIL decodes lazily, so a truncated file would
+    otherwise fail later, inside a transform, without its name.
 
-    def __init__(self, transform: Any) -> None:
-        self.transform = transform
+    Raises:
+        UnreadableImage: ``cannot read image PATH: <why>``.
+    """
+    from PIL import Image
 
-    def __call__(self, image: Any) -> torch.Tensor:
-        return self.transform(image.convert("RGB"))
+    try:
+        with open(path, "rb") as file:
+            return Image.open(file).convert("RGB")
+    except MemoryError:
+        raise
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ... per format
+        raise UnreadableImage(f"{UnreadableImage.PREFIX} {path}: {exc}") from None
+
+
+def _image_files(ignored: list[Path]) -> Callable[[str], bool]:
+    """ImageFolder's own file filter (its image extensions), noting each file it leaves out."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    def is_image(file: str) -> bool:
+        if has_file_allowed_extension(file, IMG_EXTENSIONS):
+            return True
+        ignored.append(Path(file))
+        return False
+
+    return is_image
+
+
+def _ignored_note(root: Path, ignored: list[Path]) -> list[str]:
+    if not ignored:
+        return []
+    names = [str(file.relative_to(root)) for file in sorted(ignored)[:IGNORED_SHOWN]]
+    more = f" and {len(ignored) - IGNORED_SHOWN} more" if len(ignored) > IGNORED_SHOWN else ""
+    return [
+        f"imagefolder {root}: ignored {len(ignored)} file(s) that are not images (by their "
+        f"extension): {', '.join(names)}{more}."
+    ]
+
+
+class _SkipUnreadable(Dataset):
+    """Serves the next readable image in place of one that cannot be read, and counts each
+    unreadable file once; the marks live in shared memory, so loader workers count too."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.unreadable = torch.zeros(len(dataset), dtype=torch.bool).share_memory_()
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        for offset in range(len(self)):
+            candidate = (index + offset) % len(self)
+            try:
+                return self.dataset[candidate]
+            except UnreadableImage as exc:
+                self.unreadable[candidate], last = True, exc
+        raise UnreadableImage(f"none of the {len(self)} images is readable; last: {last.line}")
+
+    @property
+    def skipped(self) -> int:
+        return int(self.unreadable.sum())
 
 
 # ---- synthetic: random images generated on the device ----------------------------------------

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from tuner.config import TrainConfig
 from tuner.engine.build import COMPILE_WARMUP_STEPS, Run, build_run, lr_at, resolve_device
-from tuner.engine.data import normalize
+from tuner.engine.data import UnreadableImage, normalize
 from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, ThroughputMeter, environment
 from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, load_state, make_state
@@ -282,6 +282,8 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
     if isinstance(exc, Diverged):
         return "diverged", str(exc)
+    if isinstance(exc, UnreadableImage):  # the file's name, not the loader worker's traceback
+        return "error", exc.line[:500]
     text = str(exc).lower()
     if isinstance(exc, torch.OutOfMemoryError | MemoryError) or (
         "out of memory" in text or "can't allocate memory" in text
@@ -330,6 +332,7 @@ def _run_fields(run: Run) -> dict[str, Any]:
         "images_seen": run.step * run.config.batch_size,
         "train_time_s": run.train_time_s,
         "first_step_unix_s": run.first_step_unix_s,
+        "skipped_images": run.data.skipped_images,
         "effective": dict(run.effective, warmup_steps=run.warmup_steps),
         "notes": list(run.notes),
         "num_parameters": sum(p.numel() for p in run.model.parameters()),

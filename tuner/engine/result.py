@@ -58,6 +58,7 @@ class RunResult:
     epochs: float = 0.0
     images_seen: int = 0
     train_time_s: float = 0.0  # wall time of the training loop, evaluation excluded
+    skipped_images: int = 0  # unreadable image files skipped (config.skip_unreadable_images)
     wall_time_s: float = 0.0  # the whole run: build, compile, train, evaluate
     first_step_unix_s: float | None = None  # wall clock (time.time) when the first step began
     warmup_time_s: float | None = None  # wall time of the excluded warm-up steps

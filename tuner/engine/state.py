@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 1
+_WHAT_RAN = ("effective", "notes")  # RunResult's non-scalar fields that every report carries
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,13 @@ class Progress:
 
     @property
     def metrics(self) -> dict[str, Any]:
-        """The scalar fields of :attr:`result` (what a trial reports)."""
-        return {k: v for k, v in self.result.to_dict().items() if not isinstance(v, list | dict)}
+        """The scalar fields of :attr:`result` and what ran (``effective``, ``notes``): what a
+        trial reports, the same as its final report carries."""
+        return {
+            k: v
+            for k, v in self.result.to_dict().items()
+            if not isinstance(v, list | dict) or k in _WHAT_RAN
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy."""

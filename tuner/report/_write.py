@@ -38,12 +38,12 @@ from tuner.units import format_bytes
 __all__ = ["write_report"]
 
 
-def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
+def write_report(experiment_dir: Path | Experiment, *, out_dir: Path) -> Path:
     """Write ``trials.csv``, ``trials.parquet``, ``report.md``, ``report.html``, plots and
     ``recommended_<metric>.json`` for an experiment folder (finished, partial or all-failed).
 
     Args:
-        experiment_dir: the experiment folder (``<storage>/<name>``).
+        experiment_dir: the experiment folder (``<storage>/<name>``), or it already loaded.
         out_dir: the report folder; created if needed, files in it are overwritten.
 
     Returns:
@@ -52,7 +52,11 @@ def write_report(experiment_dir: Path, *, out_dir: Path) -> Path:
     Raises:
         TunerError: the folder is missing or not an experiment.
     """
-    experiment = load_experiment(experiment_dir)
+    experiment = (
+        experiment_dir
+        if isinstance(experiment_dir, Experiment)
+        else load_experiment(experiment_dir)
+    )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_trials_csv(experiment.trials, out_dir / "trials.csv")
@@ -385,7 +389,11 @@ def _details(experiment: Experiment) -> Section:
         [_OBSERVED, Table(_effects.observed_techniques(trials))],
     )
     column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
-    return Section("Details", [summary, metadata, observed, column_list], anchor="details")
+    blocks = [summary, metadata, observed, column_list]
+    if experiment.problems:  # what could not be read, shown first
+        unread = "\n".join(f"- {problem}" for problem in experiment.problems)
+        blocks.insert(0, f"**Could not read everything** in the experiment folder:\n\n{unread}")
+    return Section("Details", blocks, anchor="details")
 
 
 _OBSERVED = (

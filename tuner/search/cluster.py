@@ -6,6 +6,10 @@ only, with the dashboard off (or on 127.0.0.1). A cluster run connects to ``host
 ``"auto"``, reports an unreachable address or a refused token in one line, and warns when the
 cluster can be reached from other hosts while Ray's token authentication
 (``RAY_AUTH_MODE=token``) is off. Ray Client (``ray://``) is refused: see ``docs/cluster.md``.
+
+While a search runs, :func:`watch` notices when this driver loses its node's raylet or the
+cluster's GCS: Ray's core worker then ends the driver process itself (no Python exception)
+seconds later, so the driver must say what was lost before that happens.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +28,14 @@ from tuner.errors import TunerError
 
 __all__ = [
     "ClusterInfo",
+    "Endpoint",
     "auth_mode",
     "connect",
     "is_loopback_address",
     "node_address",
+    "ray_endpoints",
     "shutdown",
+    "watch",
 ]
 
 logger = logging.getLogger(__name__)
@@ -35,6 +44,12 @@ LOCALHOST = "127.0.0.1"
 LOOPBACK_HOSTS = frozenset({LOCALHOST, "::1", "localhost"})
 CLIENT_PREFIX = "ray://"
 CONNECT_TIMEOUT_S = 10
+WATCH_PERIOD_S = 0.5
+# How long an endpoint may not answer before it counts as lost. A raylet never comes back and
+# Ray ends the driver about 10 s after losing it; a GCS may restart (GCS fault tolerance), and
+# Ray gives up on it after 60 s.
+RAYLET_GRACE_S = 1.5
+GCS_GRACE_S = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +125,82 @@ def shutdown() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server the driver cannot do without, watched by whether it accepts connections."""
+
+    what: str  # what the user lost when it stops answering, e.g. "Ray's raylet on this node"
+    host: str
+    port: int
+    grace_s: float  # how long it may not answer before it counts as lost
+
+
+@contextlib.contextmanager
+def watch(
+    on_lost: Callable[[str], object], *, endpoints: list[Endpoint] | None = None
+) -> Iterator[None]:
+    """While the block runs, call ``on_lost(what)`` from a background thread when one of
+    ``endpoints`` (default :func:`ray_endpoints`) stops accepting connections.
+
+    ``on_lost`` runs at most once, outside the main thread; for Ray's endpoints it should
+    report and end the process, which Ray is about to end anyway.
+    """
+    stop = threading.Event()
+    args = (ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
+    threading.Thread(target=_watch, args=args, name="tuner-ray-watch", daemon=True).start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+def ray_endpoints() -> list[Endpoint]:
+    """The raylet this driver is attached to and the cluster's GCS."""
+    import ray
+    from ray._private import worker
+
+    node = worker._global_node
+    raylet = f"{node.node_ip_address}:{node.node_manager_port}"
+    gcs = ray.get_runtime_context().gcs_address
+    return [
+        Endpoint(
+            f"Ray's raylet on this node ({raylet})",
+            node.node_ip_address,
+            int(node.node_manager_port),
+            RAYLET_GRACE_S,
+        ),
+        Endpoint(
+            f"the connection to the Ray cluster (its GCS at {gcs})",
+            _host_of(gcs),
+            int(gcs.rsplit(":", 1)[1]),
+            GCS_GRACE_S,
+        ),
+    ]
+
+
+def _watch(
+    endpoints: list[Endpoint], on_lost: Callable[[str], object], stop: threading.Event
+) -> None:
+    silent_since: dict[Endpoint, float] = {}
+    while not stop.wait(WATCH_PERIOD_S):
+        for endpoint in endpoints:
+            if _answers(endpoint):
+                silent_since.pop(endpoint, None)
+                continue
+            since = silent_since.setdefault(endpoint, time.monotonic())
+            if time.monotonic() - since >= endpoint.grace_s and not stop.is_set():
+                on_lost(endpoint.what)
+                return
+
+
+def _answers(endpoint: Endpoint) -> bool:
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 def auth_mode() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import shlex
 import socket
 import time
 from dataclasses import dataclass
@@ -59,6 +60,12 @@ class ExperimentPaths:
     @property
     def study_url(self) -> str:
         return f"sqlite:///{self.study_file}"
+
+    def resume_command(self, *, address: str | None = None) -> str:
+        """The exact command that continues this experiment (``address``: the cluster's)."""
+        words = ["python", "-m", "tuner", "search", "--resume", "--name", self.name]
+        words += ["--storage", self.storage] + (["--address", address] if address else [])
+        return shlex.join(words)
 
     def upload(self) -> None:
         """Copy the local files next to Ray's folder when the storage is a URI."""

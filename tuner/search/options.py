@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from tuner.config import check_settings
 from tuner.errors import TunerError
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 
@@ -104,6 +105,7 @@ class SearchOptions:
                 f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
         _check_mlflow(self.mlflow)
+        check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
         if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):

@@ -9,14 +9,16 @@ this package never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import optuna
 import ray
@@ -24,7 +26,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
-from tuner.errors import TunerError
+from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError
 from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, PROBE_CACHE_FILE, REMEASURE_FILE
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.recommend import decide
@@ -131,11 +133,17 @@ def _search(
     _print_start(options, plan, paths)
     before = _finished_trials(paths) if options.resume else 0
     try:
-        trials, interrupted = _fit(options, space, plan, paths, search_only, design)
+        with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
+            trials, interrupted = _fit(options, space, plan, paths, search_only, design)
     except KeyboardInterrupt:
         update_metadata(paths, state="interrupted", ended_at=now())
         paths.upload()
         raise
+    except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
+        update_metadata(paths, state="interrupted", ended_at=now())
+        paths.upload()
+        what = f"Ray ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})"
+        raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     state = "finished" if finished else "interrupted"
@@ -186,6 +194,24 @@ def _record_cache_stats(paths: ExperimentPaths, cache: Any) -> None:
     except Exception:  # statistics only: a dead cache actor costs nothing but this line
         return
     update_metadata(paths, probe_cache=stats)
+
+
+def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:
+    """Ray is about to end this driver (its raylet or cluster is gone; from the watch thread):
+    say so in one line, mark the experiment resumable, and exit as a runtime error."""
+    print(f"error: {_lost_message(paths, options, what)}", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
+        update_metadata(paths, state="interrupted", ended_at=now())
+        paths.upload()
+    sys.stdout.flush()
+    os._exit(EXIT_RUNTIME)
+
+
+def _lost_message(paths: ExperimentPaths, options: SearchOptions, what: str) -> str:
+    return (
+        f"The search lost {what}; the trials that finished are saved in {paths.local}. "
+        f"Continue with: {paths.resume_command(address=options.address)}"
+    )
 
 
 def _tune_was_interrupted() -> bool:

@@ -27,15 +27,17 @@ from typing import Any
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
+from tuner.experiment_files import STUDY_TRIAL_ID_ATTR
 from tuner.objectives import MEMORY_VIOLATION_KEY
 from tuner.search.metrics import NO_MEASUREMENT
 from tuner.search.samplers import SETS_CONSTRAINTS
 
 __all__ = ["RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
 
-RAY_TRIAL_ID_ATTR = "ray_trial_id"
+RAY_TRIAL_ID_ATTR = STUDY_TRIAL_ID_ATTR
 STUDY_ATTR_KEYS = (
     MEMORY_VIOLATION_KEY,
+    "final",  # the trial's last report was its final one (not stopped early)
     "feasible",
     "infeasible_reason",
     "status",

@@ -30,14 +30,13 @@ def print_summary(*, paths: ExperimentPaths, state: str, resumed: dict[str, Any]
     print(f"Search {state}: {len(experiment.trials)} trials ({status_line(experiment.trials)})")
     if resumed:
         print(_resume_line(resumed))
+    for line in experiment.problem_lines():
+        print(line)
     _print_front(answer)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
     if state != "finished":
-        print(
-            f"Continue it with:  python -m tuner search --resume --name {paths.name} "
-            f"--storage {paths.storage}"
-        )
+        print(f"Continue it with:  {paths.resume_command()}")
     return answer
 
 
