@@ -118,6 +118,7 @@ TRIAL_DTYPES: dict[str, str] = {
     "torch_version": TEXT, "cuda_version": TEXT, "timm_version": TEXT, "num_parameters": COUNT,
     "phase": TEXT, "final": FLAG, "engine_time_s": NUMBER, "max_memory_bytes": COUNT,
     "memory_violation": NUMBER, "step": COUNT, "first_step_unix_s": NUMBER,
+    "skipped_images": COUNT,
     # The trial's own keys (tuner.search.trainable): its speed choice and its time.
     "speed_choice": TEXT, "speed_source": TEXT, "speed_probe_seconds": NUMBER,
     "training_seconds": NUMBER, "trial_first_step_unix_s": NUMBER, "reported_unix_s": NUMBER,
