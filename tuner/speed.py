@@ -7,11 +7,16 @@ wasted: its accuracy equals its twin's. A short probe measures what differs.
 
 For one training config (model, batch size, AMP, norm, ...): the plain setting (every unpinned
 speed knob off) and each knob switched on alone are probed, interleaved and repeated
-(:mod:`tuner.compare`), each a fresh short build. A knob is kept when its paired ratio against
-the plain setting is above 1x beyond the noise (and it fits the memory budget); the rest stay
-off. The choice and every knob's measured ratio are the result, cached per :func:`speed_key` so
-later trials with the same key reuse it. The trial's own training run then measures the chosen
-setting for real: its throughput is the objective.
+(:mod:`tuner.compare`), each a fresh short build. A knob is kept when it was faster than the
+plain setting in every pair and its paired ratio (geometric mean) is above 1x, and it fits the
+memory budget: the choice is by estimated speed, since a speed knob cannot change what is
+learned and a wrong pick costs at most the noise. Whether each gain is also beyond the noise
+(its 95 % interval above 1x) is recorded and reported as such. When two or more knobs are kept,
+their combination is probed against the plain setting too and used only if it is at least as
+fast as the best knob alone (knobs can interact). The choice and every knob's measured ratio
+are the result, cached per :func:`speed_key` so later trials with the same key reuse it. The
+trial's own training run then measures the chosen setting for real: its throughput is the
+objective.
 
 A space pins a knob by returning it (the probes leave it alone); slow-to-build knobs (compile
 on a CPU) are not probed there.
@@ -29,7 +34,16 @@ from typing import Any
 from tuner.config import TrainConfig
 from tuner.techniques import Knob, speed_knobs
 
-__all__ = ["KEY_FIELDS", "SpeedChoice", "choose_speed", "decide", "speed_key", "variants"]
+__all__ = [
+    "KEY_FIELDS",
+    "SpeedChoice",
+    "choose_speed",
+    "combination",
+    "decide",
+    "settle",
+    "speed_key",
+    "variants",
+]
 
 # What decides which speed setting is fastest (lr, seed, budget do not).
 KEY_FIELDS = ("model", "model_kwargs", "data", "img_size", "batch_size", "amp", "norm",
@@ -47,6 +61,7 @@ class SpeedChoice:
     probe_step_seconds: float = 0.0  # seconds inside training steps, of that
     repeats: int = 0
     first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
+    combined_ratio: float | None = None  # the kept knobs together vs plain (when 2 or more)
     over_budget: bool = False  # no probed setting fits the memory budget (or all OOM)
     plain_over_budget: bool = False  # the plain setting did not fit: the choice is for memory
 
@@ -65,9 +80,12 @@ class SpeedChoice:
         if self.plain_over_budget:
             return f"plain over the memory budget; {kept[0]['name']} makes it fit"
         if not kept:
-            return "plain (nothing measurably faster)"
-        return ", ".join(f"{v['name']} ({v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}])"
-                         for v in kept)  # fmt: skip
+            return "plain (no knob was faster in every probe)"
+        parts = [f"{v['name']} ({v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}]"
+                 f"{'' if v['clear'] else ', within noise'})" for v in kept]  # fmt: skip
+        if len(kept) > 1 and self.combined_ratio is not None:
+            parts.append(f"together {self.combined_ratio:.2f}x")
+        return ", ".join(parts)
 
 
 def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
@@ -125,16 +143,61 @@ def choose_speed(
     if not judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
         return _fit_first(arms, first, meter, max_memory_bytes, started)
     runs = _rounds(arms, repeats, meter)
-    settings, rows, plain_ips = decide(runs, arms, max_memory_bytes=max_memory_bytes)
+    rows, plain_ips = decide(runs, arms, max_memory_bytes=max_memory_bytes)
+    combined = None
+    if sum(row["kept"] for row in rows) >= 2:
+        combined = _combined_ratio(plain, rows, meter, max_memory_bytes)
     return SpeedChoice(
-        settings=settings,
+        settings=settle(rows, combined),
         variants=rows,
         plain_images_per_second=plain_ips,
         probe_seconds=time.perf_counter() - started,
         probe_step_seconds=meter.step_seconds,
         repeats=repeats,
         first_step_unix_s=meter.first_step_unix_s,
+        combined_ratio=combined,
     )
+
+
+def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
+    """The settings to run with: every kept knob when their combination is at least as fast
+    as the best one alone (``combined``: its ratio vs plain), else the best one alone. Rows
+    no longer used are marked not kept."""
+    kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["ratio"])
+    if len(kept) >= 2 and (combined is None or combined < kept[0]["ratio"]):
+        for row in kept[1:]:
+            row["kept"] = False
+        kept = kept[:1]
+    settings: dict[str, Any] = {}
+    for row in kept:
+        settings.update(row["changes"])
+    return settings
+
+
+def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The changes of every kept knob together."""
+    changes: dict[str, Any] = {}
+    for row in rows:
+        if row["kept"]:
+            changes.update(row["changes"])
+    return changes
+
+
+def _combined_ratio(
+    plain: TrainConfig, rows: list[dict[str, Any]], meter: _Meter, budget: float | None
+) -> float | None:
+    """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit)."""
+    from tuner.compare import Arm, run_interleaved, summarize
+    from tuner.objectives import judge
+
+    changes = combination(rows)
+    arms = [Arm("plain", "speed", plain), Arm("combined", "speed", plain.replace(**changes),
+                                              changes, "plain")]  # fmt: skip
+    runs = run_interleaved(arms, repeats=2, measure=meter, warmup=False, drop_invalid=True)
+    row = summarize(runs, arms).iloc[1]
+    fits = judge({"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]},
+                 max_memory_bytes=budget)[0]  # fmt: skip
+    return _plain(row["throughput_ratio_vs_reference"]) if fits else None
 
 
 class _Meter:
@@ -171,7 +234,7 @@ def _fit_first(
         rows.append({"name": arm.name, "field": next(iter(arm.changes)),
                      "changes": dict(arm.changes), "ratio": _plain(ratio), "low": None,
                      "high": None, "peak_memory_bytes": result.peak_memory_bytes,
-                     "fell_back": "", "kept": False, "fits": fits})  # fmt: skip
+                     "fell_back": "", "clear": False, "kept": False, "fits": fits})  # fmt: skip
         if fits:
             fitting.append((result.images_per_second or 0.0, len(rows) - 1))
     settings: dict[str, Any] = {}
@@ -193,21 +256,19 @@ def _fit_first(
 
 def decide(
     runs: Any, arms: list[Any], *, max_memory_bytes: float | None
-) -> tuple[dict[str, Any], list[dict[str, Any]], float]:
-    """From interleaved probe runs (``arms[0]`` the plain setting): the settings to keep, one
-    row per probed change, and the plain setting's median images/s. Used live by
-    :func:`choose_speed` and offline by the search replay benchmark."""
+) -> tuple[list[dict[str, Any]], float]:
+    """From interleaved probe runs (``arms[0]`` the plain setting): one row per probed change
+    (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
+    median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
     from tuner.compare import summarize
 
     table = summarize(runs, arms)
-    rows = [_variant_row(row, arms, max_memory_bytes) for _, row in table.iloc[1:].iterrows()]
+    rows = [_variant_row(row, arms, runs, max_memory_bytes)
+            for _, row in table.iloc[1:].iterrows()]  # fmt: skip
     kept = _best_per_knob([r for r in rows if r["kept"]])
-    settings: dict[str, Any] = {}
-    for row in kept:
-        settings.update(row["changes"])
     for row in rows:
         row["kept"] = row in kept
-    return settings, rows, float(table.iloc[0]["images_per_second"])
+    return rows, float(table.iloc[0]["images_per_second"])
 
 
 def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Any]:
@@ -254,12 +315,12 @@ def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dic
     return changes
 
 
-def _variant_row(row: Any, arms: list[Any], budget: float | None) -> dict[str, Any]:
+def _variant_row(row: Any, arms: list[Any], runs: Any, budget: float | None) -> dict[str, Any]:
     arm = next(a for a in arms if a.name == row["arm"])
     ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
     peak = row["peak_memory_bytes"]
     fits = budget is None or math.isnan(peak) or peak <= budget
-    faster = not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1
+    candidate = ratio > 1 and _ahead(runs, arm.name)  # faster in every pair, and on average
     return {
         "name": arm.name,
         "field": next(iter(arm.changes)),
@@ -269,7 +330,8 @@ def _variant_row(row: Any, arms: list[Any], budget: float | None) -> dict[str, A
         "high": _plain(row["throughput_ratio_vs_reference_high"]),
         "peak_memory_bytes": _plain(peak),
         "fell_back": row["fell_back"],
-        "kept": bool(faster and fits and not row["fell_back"]),
+        "clear": bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
+        "kept": bool(candidate and fits and not row["fell_back"]),
     }
 
 
