@@ -66,7 +66,8 @@ def test_one_pair_is_too_few(capsys: pytest.CaptureFixture) -> None:
 @pytest.mark.slow
 def test_verify_measures_both_loops_in_fresh_processes(tmp_path: Path) -> None:
     argv = ["bench", "--verify", "--repeats", "2", "--steps", "4", "--warmup-steps", "1",
-            "--workload", json.dumps(TINY_WORKLOAD), "--out", str(tmp_path)]  # fmt: skip
+            "--threads", "1", "--workload", json.dumps(TINY_WORKLOAD),
+            "--out", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((tmp_path / "fidelity_cpu.json").read_text())
     assert [(r["repeat"], r["kind"]) for r in report["runs"]] == [
@@ -75,3 +76,4 @@ def test_verify_measures_both_loops_in_fresh_processes(tmp_path: Path) -> None:
     ratio = report["ratio_engine_to_minimal"]
     assert ratio["n"] == 2 and ratio["value"] > 0 and ratio["low"] <= ratio["value"]
     assert report["verdict"] in (tmp_path / "fidelity_cpu.md").read_text()
+    assert report["threads_per_process"] == 1

@@ -61,10 +61,14 @@ def run_verify(
     steps: int = 50,
     warmup_steps: int = 10,
     repeats: int = 6,
+    threads: int | None = None,
     out_dir: Path | None = None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
+
+    Args:
+        threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
 
     Returns:
         The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
@@ -75,17 +79,19 @@ def run_verify(
     if repeats < 2:
         raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
     config = config.replace(warmup_steps=warmup_steps)
+    env = _child_env(threads)
     load_before = os.getloadavg()[0]
     for kind in KINDS:  # discarded: the first process after a while pays cold caches
-        _measure(kind, config, steps)
+        _measure(kind, config, steps, env)
     runs = []
     for repeat in range(repeats):
         for kind in KINDS:
-            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps)}
+            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps, env)}
             runs.append(row)
             log(f"repeat {repeat + 1}/{repeats} {kind:8s} {row['status']:6s} "
                 f"{row['images_per_second']:10.1f} img/s")  # fmt: skip
     report = _summarize(config, runs, steps)
+    report["threads_per_process"] = threads or report["threads"]
     report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     report["cpu_count"] = os.cpu_count()
     if out_dir is not None:
@@ -93,11 +99,18 @@ def run_verify(
     return report
 
 
-def _measure(kind: str, config: TrainConfig, steps: int) -> dict[str, Any]:
+def _child_env(threads: int | None) -> dict[str, str]:
+    """The environment of the measured processes: this package importable, threads if given."""
+    path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def _measure(kind: str, config: TrainConfig, steps: int, env: dict[str, str]) -> dict[str, Any]:
     """One fresh process; its last stdout line is a JSON object."""
     command = _command(kind, config, steps)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)}  # fmt: skip
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=_TIMEOUT_S, check=False
@@ -223,8 +236,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"{env['torch_version']}, CUDA {env['cuda_version']}, timm {env['timm_version']}. Model "
         f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
         f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
-        f"{cfg['warmup_steps']} warm-up steps, each run a fresh process, {report['repeats']} "
-        "interleaved pairs (engine, minimal) after one discarded pair.",
+        f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
+        f"{report.get('threads_per_process')} CPU thread(s), {report['repeats']} interleaved "
+        "pairs (engine, minimal) after one discarded pair.",
         "",
         f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
         f"{load['after']:.1f} on {report.get('cpu_count')} cores; a load above the core count "

@@ -53,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["off", "bf16"],
         help="--verify's precision (default: bf16 on a GPU, off = fp32 on a CPU)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="--verify's CPU threads per process (default: torch's choice; 1 resists a busy "
+        "machine's contention)",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"), help="output dir")
     parser.set_defaults(run=run)
 
@@ -85,6 +91,7 @@ def _verify(args: argparse.Namespace) -> int:
         steps=args.steps or 50,
         warmup_steps=10 if args.warmup_steps is None else args.warmup_steps,
         repeats=args.repeats or _REPEATS["verify"],
+        threads=args.threads,
         out_dir=args.out,
     )
     print(to_markdown(report))
