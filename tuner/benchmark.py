@@ -28,6 +28,7 @@ from tuner.engine.model import build_model
 from tuner.units import format_bytes
 
 __all__ = [
+    "benchmark_config",
     "default_workload",
     "forward_flops",
     "matmul_flops_per_s",
@@ -57,6 +58,22 @@ def default_workload(cuda: bool) -> dict[str, Any]:
     }
 
 
+def benchmark_config(
+    workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
+) -> TrainConfig:
+    """The default workload of the device that ``workload`` (or ``auto``) names, ``workload``
+    over it, as a step-budget run: the benchmark's plain loop.
+
+    Raises:
+        TunerError: an unknown setting or an impossible value.
+    """
+    device = resolve_device((workload or {}).get("device", "auto"))
+    params = {**default_workload(device.type == "cuda"), **(workload or {})}
+    return TrainConfig.from_params(
+        {**params, "steps": steps, "epochs": None, "warmup_steps": warmup_steps}
+    )
+
+
 def forward_flops(config: TrainConfig, device: torch.device) -> float:
     """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -70,7 +87,7 @@ def forward_flops(config: TrainConfig, device: torch.device) -> float:
 
 def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int = 8192) -> float:
     """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
-    n = n if device.type == "cuda" else 1024
+    n = n if device.type == "cuda" else min(n, 1024)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     iters = 20 if device.type == "cuda" else 3
@@ -92,22 +109,25 @@ def run_benchmark(
     warmup_steps: int = 5,
     repeats: int = 3,
     skip: tuple[str, ...] = (),
+    amp: str | None = None,
+    time_limit_s: float | None = None,
+    matmul_size: int = 8192,
     out_dir: Path | None = None,
+    stem: str | None = None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown."""
-    device = resolve_device("auto")
+    """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
+
+    Args:
+        amp: the ``+amp`` rung's mode (default: the registry's first for this device).
+        time_limit_s: start no repeat that would end after this many seconds.
+        matmul_size: the side of the square matmuls that time the device's dense rate.
+        stem: the output files' name (default ``engine_cuda`` / ``engine_cpu``).
+    """
+    base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
+    device = resolve_device(base.device)
     cuda = device.type == "cuda"
-    base = TrainConfig.from_params(
-        {
-            **default_workload(cuda),
-            **(workload or {}),
-            "steps": steps,
-            "epochs": None,
-            "warmup_steps": warmup_steps,
-        }
-    )
-    arms, left_out = plan_ladder(base, cuda=cuda, skip=skip, autotune=cuda)
+    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=skip, autotune=cuda)
     for line in left_out:
         log(f"left out on {device.type}: {line}")
 
@@ -118,24 +138,31 @@ def run_benchmark(
         )
 
     runs = run_interleaved(
-        arms, repeats=repeats, measure=lambda c: probe(c, steps=steps), on_run=on_run
+        arms,
+        repeats=repeats,
+        measure=lambda c: probe(c, steps=steps),
+        on_run=on_run,
+        time_limit_s=time_limit_s,
     )
-    report = _summarize(base, summarize(runs, arms), runs, device, cuda)
+    report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
     report["left_out"] = left_out
     if out_dir is not None:
-        _write(report, Path(out_dir), "engine_cuda" if cuda else "engine_cpu")
+        _write(report, Path(out_dir), stem or ("engine_cuda" if cuda else "engine_cpu"))
     return report
 
 
 def _summarize(
-    base: TrainConfig, table: pd.DataFrame, runs: pd.DataFrame, device: torch.device, cuda: bool
+    base: TrainConfig, table: pd.DataFrame, runs: pd.DataFrame, device: torch.device, n: int
 ) -> dict[str, Any]:
     flops_fwd = forward_flops(base, device)
-    peak = matmul_flops_per_s(device, torch.bfloat16)
-    peak_fp32 = matmul_flops_per_s(device, torch.float32)
+    peak = matmul_flops_per_s(device, torch.bfloat16, n)
+    peak_fp32 = matmul_flops_per_s(device, torch.float32, n)
     # MFU against the device's best dense rate: bf16 on a GPU; fp32 on a CPU without bf16 units.
     best_rate = max(peak, peak_fp32)
-    table = table.assign(mfu=3 * flops_fwd * table["images_per_second"] / best_rate)
+    table = table.assign(
+        mfu=3 * flops_fwd * table["images_per_second"] / best_rate,
+        peak_memory_allocated_bytes=table["arm"].map(_median_allocated(runs)),
+    )
     rows = json.loads(table.to_json(orient="records"))
     measured = table.dropna(subset=["images_per_second"])
     best = measured.loc[measured["images_per_second"].idxmax()] if len(measured) else None
@@ -150,12 +177,26 @@ def _summarize(
         "matmul_fp32_tflop_per_s": peak_fp32 / 1e12,
         "mfu_reference": "bf16" if peak >= peak_fp32 else "fp32",
         "best_rung": None if best is None else best["arm"],
-        "best_ratio_vs_plain": None if best is None else best["throughput_ratio_vs_baseline"],
+        "best_ratio_vs_plain": None if best is None else _ratio_vs_plain(best),
         "best_mfu": None if best is None else best["mfu"],
         "rows": rows,
         "runs": json.loads(runs.to_json(orient="records")),
-        "cuda": cuda,
+        "cuda": device.type == "cuda",
     }
+
+
+def _ratio_vs_plain(row: pd.Series) -> float:
+    """The paired ratio to the plain loop; 1 for the plain loop itself."""
+    ratio = row["throughput_ratio_vs_baseline"]
+    return 1.0 if pd.isna(ratio) else float(ratio)
+
+
+def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
+    """Each arm's median CUDA ``max_memory_allocated`` over its finished repeats (NaN on CPU)."""
+    if runs.empty:
+        return {}
+    ok = runs[runs["status"] == "ok"]
+    return ok.groupby("arm")["peak_memory_allocated_bytes"].median().to_dict()
 
 
 def _write(report: dict[str, Any], out_dir: Path, stem: str) -> None:
@@ -179,6 +220,7 @@ def _ratio(row: dict[str, Any], label: str) -> str:
 
 def to_markdown(report: dict[str, Any]) -> str:
     env, rows, cfg = report["environment"], report["rows"], report["config"]
+    cuda = bool(report["cuda"])
     lines = [
         f"# Engine benchmark: {cfg['model']} at {cfg['img_size']} px",
         "",
@@ -195,18 +237,20 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"{report['mfu_reference']} rate.",
         "",
         f"| rung | images/s | vs rung before | vs plain | peak memory ({report['memory_kind']}) "
-        "| MFU |",
-        "|---|---|---|---|---|---|",
+        f"|{' peak allocated |' if cuda else ''} MFU |",
+        "|---|---|---|---|---|" + ("---|" if cuda else "") + "---|",
     ]
     for r in rows:
         ips = r["images_per_second"]
         if ips is None:
-            lines.append(f"| {r['arm']} | {r['failed'] or 'failed'} |||||")
+            lines.append(f"| {r['arm']} | {r['failed'] or 'failed'} |||||" + ("|" if cuda else ""))
             continue
+        allocated = f" {format_bytes(r.get('peak_memory_allocated_bytes'))} |" if cuda else ""
         lines.append(
             f"| {r['arm']} | {ips:,.1f} [{r['images_per_second_low'] or ips:,.1f}–"
             f"{r['images_per_second_high'] or ips:,.1f}] | {_ratio(r, 'reference')} | "
-            f"{_ratio(r, 'baseline')} | {format_bytes(r['peak_memory_bytes'])} | {r['mfu']:.1%} |"
+            f"{_ratio(r, 'baseline')} | {format_bytes(r['peak_memory_bytes'])} |{allocated} "
+            f"{r['mfu']:.1%} |"
         )
     fell_back = sorted({r["fell_back"] for r in rows if r["fell_back"]})
     if fell_back or report.get("left_out"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,23 +186,29 @@ def run_interleaved(
     on_run: Callable[[int, Arm, dict[str, Any]], None] | None = None,
     warmup: bool = True,
     drop_invalid: bool = False,
+    time_limit_s: float | None = None,
 ) -> pd.DataFrame:
     """Measure every arm ``repeats`` times, round-robin; one row per measurement.
 
     A failing measurement (OOM, NaN, crash) is a row with its status, never an exception.
     With ``drop_invalid``, an arm whose config cannot be built (a ``TunerError``, e.g. a group
     count that does not divide) is left out after its first try and listed in
-    ``runs.attrs["dropped"]``.
+    ``runs.attrs["dropped"]``. With ``time_limit_s``, no repeat starts that would end after it
+    (judged by the slowest repeat so far); ``runs.attrs["repeats_done"]`` says how many ran.
 
     Raises:
         TunerError: ``repeats`` < 1, or (without ``drop_invalid``) an impossible arm.
     """
     check_repeats(repeats)
+    started = time.perf_counter()
     if warmup and arms:
         measure(arms[0].config)  # one-time costs (lazy imports, data, allocator) go here
     rows: list[dict[str, Any]] = []
-    live, dropped = list(arms), []
+    live, dropped, slowest = list(arms), [], 0.0
     for repeat in range(repeats):
+        elapsed = time.perf_counter() - started
+        if repeat and time_limit_s is not None and elapsed + slowest > time_limit_s:
+            break
         for arm in list(live):
             try:
                 result = measure(arm.config)
@@ -214,8 +221,10 @@ def run_interleaved(
             rows.append(_row(arm, repeat, result))
             if on_run is not None:
                 on_run(repeat, arm, rows[-1])
+        slowest = max(slowest, time.perf_counter() - started - elapsed)
     runs = pd.DataFrame(rows)
     runs.attrs["dropped"] = dropped
+    runs.attrs["repeats_done"] = int(runs["repeat"].max()) + 1 if len(runs) else 0
     return runs
 
 
@@ -324,11 +333,13 @@ def _row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
         "images_per_second": _nan(r.get("images_per_second")),
         "step_time_s": _nan(r.get("step_time_s")),
         "peak_memory_bytes": _nan(r.get("peak_memory_bytes")),
+        "peak_memory_allocated_bytes": _nan(r.get("peak_memory_allocated_bytes")),
         "memory_kind": r.get("memory_kind") or "",
         "val_accuracy": _nan(r.get("val_accuracy")),
         "val_images": r.get("val_images") or 0,
         "train_loss": _nan(r.get("train_loss")),
         "data_wait_fraction": _nan(r.get("data_wait_fraction")),
+        "train_time_s": _nan(r.get("train_time_s")),
         "wall_time_s": _nan(r.get("wall_time_s")),
         "fell_back": "; ".join(fallbacks(arm.changes, r.get("effective", {}), r.get("notes", []))),
         "error": r.get("error") or "",

@@ -55,6 +55,19 @@ def test_synthetic_lives_on_the_device_with_the_asked_size() -> None:
     assert batches[0][0].dtype == torch.uint8 and int(batches[0][1].max()) < 7
 
 
+def test_synthetic_host_serves_seeded_uint8_images_from_host_memory() -> None:
+    config = tiny(data="synthetic_host", synthetic_size=96, num_classes=7)
+    data, again = build_data(config, CPU), build_data(config, CPU)
+    batches = list(data.train_loader)
+    assert len(batches) == 3 and not data.on_device and data.num_classes == 7
+    images, labels = batches[0]
+    assert images.dtype == torch.uint8 and images.shape == (32, 3, 32, 32)
+    assert images.device == CPU and int(labels.max()) < 7
+    assert len(data.val_loader.dataset) == 32  # one batch of the same images
+    assert torch.equal(data.train_loader.dataset.tensors[0], again.train_loader.dataset.tensors[0])
+    assert train(config).status == "ok"
+
+
 def test_normalize_is_the_same_math_in_every_path() -> None:
     images = torch.randint(0, 256, (2, 3, 4, 4), dtype=torch.uint8)
     mean, std = torch.full((1, 3, 1, 1), 0.5), torch.full((1, 3, 1, 1), 0.25)

@@ -1,4 +1,5 @@
-"""Datasets and loaders: digits (the default), synthetic, imagefolder:PATH and cifar10:PATH.
+"""Datasets and loaders: digits (the default), synthetic, synthetic_host, imagefolder:PATH and
+cifar10:PATH.
 
 Every loader yields ``(images, labels)`` with images as **uint8** ``[B, 3, H, W]``: the host
 moves bytes, and :func:`normalize` turns them into float model input on the device (in the loop,
@@ -102,6 +103,9 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
     if kind == "digits":
         train, val, classes = _digits(config.img_size)
         mean, std = DIGITS_MEAN, DIGITS_STD
+    elif kind == "synthetic_host":
+        train, val, classes = _synthetic_host(config)
+        mean, std = IMAGENET_MEAN, IMAGENET_STD
     elif kind == "cifar10" and path:
         train, val, classes = _cifar10(Path(path), config.img_size)
         mean, std = CIFAR10_MEAN, CIFAR10_STD
@@ -110,8 +114,8 @@ def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
         mean, std = IMAGENET_MEAN, IMAGENET_STD
     else:
         raise TunerError(
-            f"data={config.data!r} is not known; use digits, synthetic, imagefolder:PATH "
-            "or cifar10:PATH."
+            f"data={config.data!r} is not known; use digits, synthetic, synthetic_host, "
+            "imagefolder:PATH or cifar10:PATH."
         )
     _check_batch_size(config, len(train))
     skipping: tuple[_SkipUnreadable, ...] = ()
@@ -407,3 +411,24 @@ def _synthetic(config: TrainConfig, device: torch.device) -> DataBundle:
     train = SyntheticLoader(config.synthetic_size // config.batch_size, images, labels)
     val = SyntheticLoader(1, images, labels)
     return DataBundle(train, val, classes, IMAGENET_MEAN, IMAGENET_STD, config.synthetic_size, True)
+
+
+# ---- synthetic_host: random images in host memory, through a DataLoader ----------------------
+
+
+def _synthetic_host(config: TrainConfig) -> tuple[Dataset, Dataset, int]:
+    """``synthetic_size`` random uint8 images in host memory, served by a DataLoader.
+
+    Unlike ``synthetic`` (one batch that lives on the device), batches take a real dataset's
+    path: loader (workers, pinned or not), then a host-to-device copy. What the data path's
+    techniques (pinned memory, non_blocking copies, the CUDA prefetcher) act on, without files.
+    The validation split is the first batch of the same images (labels are random: accuracy
+    means nothing here).
+    """
+    classes = config.num_classes or 1000
+    gen = torch.Generator().manual_seed(config.seed)
+    shape = (config.synthetic_size, 3, config.img_size, config.img_size)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
+    labels = torch.randint(0, classes, (config.synthetic_size,), generator=gen)
+    n_val = min(config.batch_size, config.synthetic_size)
+    return TensorDataset(images, labels), TensorDataset(images[:n_val], labels[:n_val]), classes

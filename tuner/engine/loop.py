@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 
 from tuner.config import TrainConfig
@@ -102,6 +103,7 @@ def _execute(
 ) -> RunResult:
     started = time.perf_counter()
     device = resolve_device(config.device)
+    _forget_earlier_compiles()
     memory = MemoryMeter(device)
     run: Run | None = None
     status, error = "ok", None
@@ -122,6 +124,17 @@ def _execute(
         del run  # the failed step's tensors went with the exception; now the model and optimizer
         _release()
     return result
+
+
+def _forget_earlier_compiles() -> None:
+    """Start as a fresh process would: drop what earlier runs in this process compiled.
+
+    Dynamo's caches keep an earlier run's compiled graphs alive after the run ends, and with
+    them max-autotune's CUDA-graph memory pool, which ``empty_cache`` cannot free: the next run's
+    reserved peak would include it (and runs of one model class would count against dynamo's
+    recompile limit, then fall back to eager). Costs nothing when nothing was compiled.
+    """
+    torch._dynamo.reset()
 
 
 def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:

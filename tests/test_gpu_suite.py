@@ -1,0 +1,101 @@
+"""The GPU suite: its stages, their plans from the registry, a real CPU dry run of them all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tuner import gpu_suite
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+from tuner.gpu_suite import _ladder, _recipe
+from tuner.techniques import knob
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ["cuda-tests", "ladder", "recipe", "norms", "search", "fidelity"]
+# What each stage must leave in its folder (beside stage.json).
+EXPECTED = {
+    "cuda-tests": ["cuda-tests.md", "junit.xml", "pytest.log", "tests.csv",
+                   "prefetch_reserved_per_epoch.csv"],
+    "ladder": ["ladder.md", "ladder.json", "ladder.csv", "runs.csv", "sweep.csv", "ladder.png"],
+    "recipe": ["recipe.md", "recipe.html", "recipe.csv", "runs.csv", "recipe.png"],
+    "norms": ["norms.md", "norms.csv", "runs.csv"],
+    "search": ["search.md", "search.json", "search.log", "vit_space-suite/report.md",
+               "experiment/study.db"],
+    "fidelity": ["fidelity_cpu.md", "fidelity_cpu.json"],
+}  # fmt: skip
+BASE = TrainConfig(epochs=None, steps=2, device="cpu")
+
+
+def test_the_stages_run_in_the_issue_order_and_each_fits_one_device_call() -> None:
+    assert [s.name for s in gpu_suite.STAGES] == STAGES
+    assert all(0 < s.estimate_min <= 9 for s in gpu_suite.STAGES)
+    assert gpu_suite.stage_names(["all"]) == STAGES
+    with pytest.raises(TunerError, match="unknown stage 'lader'"):
+        gpu_suite.stage_names(["lader"])
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", "nvidia-h200")],
+)
+def test_device_names_become_folder_names(name: str, slug: str) -> None:
+    assert gpu_suite.device_slug(name) == slug
+
+
+def test_the_ladder_is_the_registry_ladder_restricted_to_its_rungs() -> None:
+    arms, _ = _ladder.plan(BASE, cuda=True, dry_run=False)
+    assert [a.name for a in arms] == ["plain", "+amp", "+fused_adamw", "+compile", "+max-autotune"]
+    assert arms[1].config.amp == "bf16" and arms[-1].config.compile == "max-autotune"
+    assert all(a.reference == b.name for a, b in zip(arms[1:], arms, strict=False))
+    dry, skip = _ladder.plan(BASE, cuda=False, dry_run=True)
+    assert [a.name for a in dry] == ["plain", "+amp", "+fused_adamw"] and "compile" in skip
+
+
+def test_the_recipe_adds_each_step_in_order_from_the_registry() -> None:
+    arms = _recipe.plan(BASE)
+    assert [a.name for a in arms] == ["plain", "+amp", "+set_to_none", "+non_blocking", "+prefetch"]
+    assert arms[1].changes == knob("amp").settings("fp16")  # AMP with a GradScaler
+    assert arms[3].changes == knob("non_blocking").settings(True)  # from pinned memory
+    top = arms[-1].config
+    assert (top.amp, top.set_to_none, top.pin_memory, top.non_blocking, top.prefetch) == (
+        "fp16", True, True, True, "cuda_stream")  # fmt: skip
+    assert not top.channels_last and not top.fused_adamw and top.compile == "off"
+
+
+def test_a_gpu_run_without_a_gpu_is_one_clear_error(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(TunerError, match="no CUDA device"):
+        gpu_suite.run_stage("ladder", root=tmp_path, dry_run=False)
+
+
+@pytest.mark.slow
+def test_the_dry_run_of_every_stage_passes_on_the_cpu(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_suite.py"), "all", "--dry-run", "--out",
+         str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    for name in STAGES:
+        record = json.loads((tmp_path / name / "stage.json").read_text())
+        assert record["ok"] and record["dry_run"], record
+        for file in EXPECTED[name]:
+            assert (tmp_path / name / file).is_file(), f"{name}/{file} missing"
+    # The dry run is the suite's CI check: it must stay cheap (about 1.5 min on 2 quiet cores).
+    assert seconds < 180 * (2 if os.getloadavg()[0] > (os.cpu_count() or 1) else 1), seconds

@@ -1,0 +1,268 @@
+"""The fidelity self-check: does the engine train as fast as a minimal loop would?
+
+``python -m tuner bench --verify`` times one model, batch and precision twice: with the engine
+(a :func:`tuner.engine.probe`, its own steady-state images/s) and with
+:mod:`tuner.minimal_loop` (plain PyTorch written without the engine). Each measurement is a
+**fresh process**, so neither inherits the other's allocator, compile caches or threads; they
+run interleaved (engine, minimal, engine, minimal, ...) after one discarded pair, so a drift of
+a shared machine hits both alike, and each repeat's two runs form a pair. The engine/minimal
+ratio of images/s is the geometric mean of the per-pair ratios with its 95% interval
+(:func:`tuner.stats.paired_ratio`): an interval that contains 1x means the engine is within the
+noise of the minimal loop.
+
+The engine runs with every speed technique off except ``set_to_none``, because the minimal
+loop's ``optimizer.zero_grad()`` frees the gradients too (PyTorch's default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+from tuner.stats import median_interval, paired_ratio
+
+__all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
+
+KINDS = ("engine", "minimal")
+_ROOT = Path(__file__).resolve().parent.parent  # where ``python -m tuner...`` finds the package
+_TIMEOUT_S = 900
+
+
+def verify_config(
+    *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
+) -> TrainConfig:
+    """The benchmark's default workload (or ``workload`` over it) in ``amp`` (default: bf16 on
+    a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
+
+    Raises:
+        TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
+    """
+    from tuner.benchmark import default_workload
+
+    amp = amp or ("bf16" if cuda else "off")
+    if amp not in ("off", "bf16"):
+        raise TunerError(f"--amp {amp!r}: the fidelity check compares fp32 (off) or bf16.")
+    params = {**default_workload(cuda), **(workload or {}), "amp": amp, "set_to_none": True}
+    return TrainConfig.from_params({**params, "epochs": None, "steps": 1})
+
+
+def run_verify(
+    config: TrainConfig,
+    *,
+    steps: int = 50,
+    warmup_steps: int = 10,
+    repeats: int = 6,
+    threads: int | None = None,
+    out_dir: Path | None = None,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
+
+    Args:
+        threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
+
+    Returns:
+        The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
+
+    Raises:
+        TunerError: ``repeats`` < 2 (a ratio needs pairs to have an interval).
+    """
+    if repeats < 2:
+        raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
+    config = config.replace(warmup_steps=warmup_steps)
+    env = _child_env(threads)
+    load_before = os.getloadavg()[0]
+    for kind in KINDS:  # discarded: the first process after a while pays cold caches
+        _measure(kind, config, steps, env)
+    runs = []
+    for repeat in range(repeats):
+        for kind in KINDS:
+            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps, env)}
+            runs.append(row)
+            log(f"repeat {repeat + 1}/{repeats} {kind:8s} {row['status']:6s} "
+                f"{row['images_per_second']:10.1f} img/s")  # fmt: skip
+    report = _summarize(config, runs, steps)
+    report["threads_per_process"] = threads or report["threads"]
+    report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
+    report["cpu_count"] = os.cpu_count()
+    if out_dir is not None:
+        _write(report, Path(out_dir))
+    return report
+
+
+def _child_env(threads: int | None) -> dict[str, str]:
+    """The environment of the measured processes: this package importable, threads if given."""
+    path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def _measure(kind: str, config: TrainConfig, steps: int, env: dict[str, str]) -> dict[str, Any]:
+    """One fresh process; its last stdout line is a JSON object."""
+    command = _command(kind, config, steps)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return _failed(f"timed out after {_TIMEOUT_S} s")
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return _failed(f"exit {done.returncode}: {tail}"[:300])
+    measured = json.loads(lines[-1])
+    return {"status": measured.pop("status", "ok"), "error": measured.pop("error", ""), **measured}
+
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"status": "error", "error": error, "images_per_second": math.nan}
+
+
+def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
+    if kind == "engine":
+        return [sys.executable, "-m", "tuner.fidelity", json.dumps(config.to_dict()), str(steps)]
+    from tuner.engine.build import resolve_device
+
+    return [
+        sys.executable, "-m", "tuner.minimal_loop",
+        "--model", config.model,
+        "--model-kwargs", json.dumps(dict(config.model_kwargs)),
+        "--img-size", str(config.img_size),
+        "--batch-size", str(config.batch_size),
+        "--num-classes", str(config.num_classes or 1000),
+        "--amp", config.amp,
+        "--steps", str(steps),
+        "--warmup-steps", str(config.warmup_steps),
+        "--device", str(resolve_device(config.device)),
+    ]  # fmt: skip
+
+
+def _engine_worker(argv: Sequence[str]) -> None:
+    """``python -m tuner.fidelity CONFIG_JSON STEPS``: one engine probe, one JSON line."""
+    from tuner.engine import probe
+
+    config = TrainConfig.from_params(json.loads(argv[0]))
+    result = probe(config, steps=int(argv[1]))
+    mean = config.batch_size / result.step_time_s if result.step_time_s else math.nan
+    print(json.dumps({
+        "status": result.status,
+        "error": result.error or "",
+        "images_per_second": result.images_per_second or math.nan,
+        "images_per_second_mean": mean,
+        "effective": result.effective,
+    }))  # fmt: skip
+
+
+def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    import torch
+
+    from tuner.engine.build import resolve_device
+    from tuner.engine.meters import environment
+
+    rates = {k: [r["images_per_second"] for r in runs if r["kind"] == k] for k in KINDS}
+    ratio = paired_ratio(rates["minimal"], rates["engine"])
+    estimates = {k: median_interval(v) for k, v in rates.items()}
+    device = resolve_device(config.device)
+    report = {
+        "environment": environment(device),
+        "threads": torch.get_num_threads(),
+        "config": config.to_dict(),
+        "steps": steps,
+        "repeats": max((r["repeat"] for r in runs), default=-1) + 1,
+        "images_per_second": {k: asdict(e) for k, e in estimates.items()},
+        "ratio_engine_to_minimal": {**asdict(ratio), "tie": ratio.tie},
+        "verdict": verdict(ratio.value, ratio.low, ratio.high, tie=ratio.tie),
+        "runs": runs,
+    }
+    return _json_ready(report)
+
+
+def _json_ready(value: Any) -> Any:
+    """NaN and infinities become ``None`` (JSON has no NaN), in nested dicts and lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
+    """One sentence on the engine/minimal ratio."""
+    if math.isnan(value):
+        return "No pair of runs finished: no verdict (see the runs' errors)."
+    text = f"The engine runs at {value:.3f}x the minimal loop's images/s"
+    if math.isnan(low):
+        return text + " (one pair: no interval, so no claim)."
+    text += f" [95% interval {low:.3f}–{high:.3f}]"
+    if tie:
+        return text + ": within the noise (the interval contains 1x)."
+    side = "slower" if value < 1 else "faster"
+    return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."
+
+
+def _write(report: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = "fidelity_cuda" if report["environment"]["device"].startswith("cuda") else "fidelity_cpu"
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out_dir / f"{stem}.md").write_text(to_markdown(report))
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
+    env, cfg = report["environment"], report["config"]
+    load = report.get("load_average_1min") or {"before": math.nan, "after": math.nan}
+    precision = "bf16 autocast" if cfg["amp"] == "bf16" else "fp32"
+    lines = [
+        "# Fidelity self-check: the engine vs a minimal training loop",
+        "",
+        f"Device: {env['device']} ({env['device_name']}), torch "
+        f"{env['torch_version']}, CUDA {env['cuda_version']}, timm {env['timm_version']}. Model "
+        f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
+        f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
+        f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
+        f"{report.get('threads_per_process')} CPU thread(s), {report['repeats']} interleaved "
+        "pairs (engine, minimal) after one discarded pair.",
+        "",
+        f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
+        f"{load['after']:.1f} on {report.get('cpu_count')} cores; a load above the core count "
+        "means other work shared the cores, which the pairing absorbs only as extra noise.",
+        "",
+        "| loop | images/s: median [interval of the median] |",
+        "|---|---|",
+    ]
+    for kind in KINDS:
+        e = report["images_per_second"][kind]
+        low, high = _num(e["low"]), _num(e["high"])
+        spread = "" if math.isnan(low) else f" [{low:,.1f}–{high:,.1f}]"
+        lines.append(f"| {kind} | {_num(e['median']):,.1f}{spread} (n={e['n']}) |")
+    lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]
+    lines += ["|---|---|---|---|"]
+    pairs: dict[int, dict[str, float]] = {}
+    for run in report["runs"]:
+        pairs.setdefault(run["repeat"], {})[run["kind"]] = _num(run["images_per_second"])
+    for repeat, pair in sorted(pairs.items()):
+        engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
+        lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
+    lines += ["", report["verdict"], ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _engine_worker(sys.argv[1:])
