@@ -197,10 +197,10 @@ def replay(strategy: Strategy, grid: Grid, seed: int, budget_s: float, max_trial
     space = _space(grid, joint=strategy.joint)
     if strategy.design:
         profile = SpaceProfile([], {k: list(v) for k, v in space.items()}, set(), set(space))
-        for row in startup_design(profile, budget=max_trials):
+        for row in startup_design(profile, budget=max_trials, seed=seed):
             study.enqueue_trial(row)
     evaluations = len(next(iter(grid.training.values()))["curve"])
-    halving = ParetoHalving(["max", "max"], max_reports=evaluations) if strategy.halving else None
+    halving = ParetoHalving.for_trials_of(["max", "max"], evaluations) if strategy.halving else None
     ledger, cache = Ledger(grid), {}
     for number in range(max_trials):
         if ledger.spent >= budget_s:
@@ -440,9 +440,16 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"| {name} | {cost:.0f} | {ratio:.2f}x | {r['reached']}/{report['seeds']} | "
             f"{r['median_hv_fraction'][third]:.3f} | {r['median_hv_fraction'][-1]:.3f} |"
         )
-    ahead = all(n >= r for n, r in zip(s["new"]["median_hv_fraction"],
-                                       s["random"]["median_hv_fraction"], strict=True))  # fmt: skip
-    lines += ["", f"New design ahead of (or equal to) random search at every budget: {ahead}.", ""]
+    if "new" in s and "random" in s:
+        behind = [(b, n, r) for b, n, r in zip(report["budgets_s"], s["new"]["median_hv_fraction"],
+                                                s["random"]["median_hv_fraction"], strict=True)
+                  if n < r]  # fmt: skip
+        lines += ["", f"New design ahead of (or equal to) random search at "
+                  f"{len(report['budgets_s']) - len(behind)} of {len(report['budgets_s'])} "
+                  "budgets" + (": behind at " + ", ".join(f"{b:.0f} s ({n:.3f} vs {r:.3f})"
+                                                          for b, n, r in behind) if behind else "")
+                  + "."]  # fmt: skip
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -65,7 +65,9 @@ class TrainConfig:
     model_kwargs: Mapping[str, Any] = _field(
         {}, "JSON object of extra timm.create_model kwargs, e.g. '{\"depth\": 4}'"
     )
-    data: str = _field("digits", "digits | synthetic | imagefolder:PATH | cifar10:PATH")
+    data: str = _field(
+        "digits", "digits | synthetic | synthetic_host | imagefolder:PATH | cifar10:PATH"
+    )
     img_size: int = _field(32, "input image side in pixels (data is resized to it)")
     synthetic_size: int = _field(2048, "images per epoch for --data synthetic")
     num_classes: int | None = _field(None, "classifier outputs ('none': taken from the data)")

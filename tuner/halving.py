@@ -6,8 +6,8 @@ constraint at once. This is asynchronous successive halving (ASHA) where the ran
 the **non-dominated rank** (as in MOASHA, Schmucker et al. 2021), with infeasible trials ranked
 behind every feasible one:
 
-- rungs are report indices ``grace * eta**k`` (the trial's 1st, 3rd, 9th evaluation for
-  ``grace=1, eta=3``);
+- rungs are report indices ``grace * eta**k`` (the trial's 2nd and 6th evaluation for
+  ``grace=2, eta=3``; the default grace is a third of a trial's evaluations);
 - when a trial reaches a rung, its objective vector (throughput, accuracy so far) and its
   feasibility join the rung's record. It goes on if no trial recorded there dominates it (a
   point of the current front is never stopped), or if it sits in the best ``ceil(n / eta)``
@@ -51,6 +51,14 @@ class ParetoHalving:
     eta: int = 3
     max_reports: int | None = None
     records: dict[int, list[tuple[str, tuple[float, ...], bool]]] = field(default_factory=dict)
+
+    @classmethod
+    def for_trials_of(cls, directions: Sequence[str], evaluations: int | None) -> ParetoHalving:
+        """The default for trials of ``evaluations`` reports: the first rung after a third of
+        them (accuracy after the first fifth of a run says little about where it ends; measured
+        in bench/search_replay.py), then every ``eta`` times further; ``eta = 3``."""
+        grace = max(1, math.ceil(evaluations / 3)) if evaluations else 1
+        return cls(list(directions), grace=grace, eta=3, max_reports=evaluations)
 
     def rungs(self) -> list[int]:
         out, rung = [], self.grace

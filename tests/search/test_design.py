@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -53,10 +54,18 @@ def test_two_level_knobs_stay_orthogonal_when_the_rows_allow() -> None:
         returned=set(),
     )  # fmt: skip
     design = startup_design(profile, budget=None)
-    assert [r["batch_size"] for r in design] == [32, 64, 128, 256]
+    assert sorted(r["batch_size"] for r in design) == [32, 64, 128, 256]
     pairs = {(r["norm"], r["amp"]) for r in design}
     assert pairs == set(itertools.product(["batch", "group"], ["off", "bf16"]))
     assert {r["gn_groups"] for r in design} == {1, 4, 16, 32}
+
+
+def test_the_seed_shuffles_which_levels_meet() -> None:
+    profile = SpaceProfile([], {"lr": [1, 2, 3], "norm": ["a", "b"]}, set(), set())
+    designs = {json.dumps(startup_design(profile, budget=None, seed=s)) for s in range(8)}
+    assert len(designs) > 1
+    assert startup_design(profile, budget=None, seed=3) == startup_design(profile, budget=None,
+                                                                          seed=3)  # fmt: skip
 
 
 def test_a_budget_smaller_than_the_design_truncates_it() -> None:

@@ -107,9 +107,10 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--speed-repeats",
         type=int,
-        default=3,
+        default=2,
         help="interleaved repeats of the speed probes that choose the accuracy-neutral knobs "
-        "per training config (0: no probes, those knobs stay off unless the space sets them)",
+        "per training config (default 2: enough to choose by estimate; 3 or more also tells "
+        "which gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
     )
 
 

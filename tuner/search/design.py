@@ -8,10 +8,14 @@ in a mixed-radix arrangement that keeps two-level knobs orthogonal where ``m`` r
 (BatchNorm and GroupNorm each with AMP on and off). A conditional knob (``gn_groups``, only with
 GroupNorm) cycles through its levels in the rows where it applies. Numeric parameters (``base_lr``)
 are left to the sampler. Spaces do not change: the design only fixes some of their choices.
+
+The order of each factor's levels is shuffled with the search's seed, so which levels meet in
+a row (lr 1e-3 with batch 128, say) is not fixed by how the space lists its choices.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from tuner.search.plan import SpaceProfile
@@ -19,8 +23,11 @@ from tuner.search.plan import SpaceProfile
 __all__ = ["startup_design"]
 
 
-def startup_design(profile: SpaceProfile, *, budget: int | None) -> list[dict[str, Any]]:
+def startup_design(
+    profile: SpaceProfile, *, budget: int | None, seed: int = 0
+) -> list[dict[str, Any]]:
     """Partial parameter dicts to enqueue first (at most ``budget`` of them)."""
+    rng = random.Random(seed)
     factors = sorted(
         ((name, choices) for name, choices in profile.categoricals.items()
          if name not in profile.conditional and len(choices) > 1),
@@ -33,7 +40,8 @@ def startup_design(profile: SpaceProfile, *, budget: int | None) -> list[dict[st
         rows = min(rows, budget)
     design = [dict() for _ in range(rows)]
     stride = 1
-    for name, choices in factors:
+    for name, levels in factors:
+        choices = rng.sample(levels, len(levels))
         if stride * len(choices) > rows:
             stride = 1  # cannot stay orthogonal to the factors before: start a new block
         for i, row in enumerate(design):

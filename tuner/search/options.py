@@ -52,7 +52,7 @@ class SearchOptions:
     workload: str = "auto"
     overrides: Mapping[str, Any] = field(default_factory=dict)
     probe_steps: int = 5  # measured steps of each probe (speed probes, feasibility probe)
-    speed_repeats: int = 3  # interleaved repeats of the speed probes per training config (0: off)
+    speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
     remeasure_repeats: int = 3  # at least this many interleaved repeats ...

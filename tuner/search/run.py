@@ -126,7 +126,8 @@ def _search(
     if not options.resume:
         profile = check_space(space, plan)
         check_workload(plan, profile)  # a bad workload fails here, once, in one line
-        design = startup_design(profile, budget=plan.num_samples if plan.num_samples > 0 else None)
+        budget = plan.num_samples if plan.num_samples > 0 else None
+        design = startup_design(profile, budget=budget, seed=options.seed)
         write_metadata(paths, _metadata(options, space, plan, paths, info, profile, design))
     metadata = update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
     search_only = tuple(metadata.get("search_only_params", ()))
@@ -477,7 +478,8 @@ def _metadata(
 def _early_stopping_name(options: SearchOptions) -> str | None:
     if not options.early_stopping:
         return None
-    return "pareto-asha (eta 3, grace 1 evaluation)" if options.multi_objective else "asha"
+    return "pareto-asha (eta 3, first rung after a third of the evaluations)" \
+        if options.multi_objective else "asha"  # fmt: skip
 
 
 def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> None:

@@ -25,23 +25,16 @@ class ParetoASHA(FIFOScheduler):
     Args:
         metrics: the objectives' result keys, e.g. ``["images_per_second", "val_accuracy"]``.
         directions: ``"max"`` or ``"min"`` per metric.
-        grace: the first rung, in reports (evaluations).
-        eta: about 1 in ``eta`` trials goes on past each rung.
-        max_reports: the evaluations a full trial makes (no rung at its end).
+        max_reports: the evaluations a full trial makes (no rung at its end); the first rung
+            follows from it (:meth:`tuner.halving.ParetoHalving.for_trials_of`).
     """
 
     def __init__(
-        self,
-        *,
-        metrics: Sequence[str],
-        directions: Sequence[str],
-        grace: int = 1,
-        eta: int = 3,
-        max_reports: int | None = None,
+        self, *, metrics: Sequence[str], directions: Sequence[str], max_reports: int | None = None
     ) -> None:
         super().__init__()
         self.metrics = list(metrics)
-        self.core = ParetoHalving(list(directions), grace=grace, eta=eta, max_reports=max_reports)
+        self.core = ParetoHalving.for_trials_of(directions, max_reports)
         self.stopped: list[str] = []
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:

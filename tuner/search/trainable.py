@@ -52,7 +52,7 @@ class TrialContext:
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
-    speed_repeats: int = 3  # interleaved repeats of the speed probes (0: no probes)
+    speed_repeats: int = 2  # interleaved repeats of the speed probes (0: no probes)
     cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
 
 

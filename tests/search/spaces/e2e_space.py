@@ -1,4 +1,4 @@
-"""End-to-end test space: five trials with known fates, run in this order by the start-up design.
+"""End-to-end test space: five trials with known fates, run in an order the start-up design fixes.
 
 - ``strong``: a tiny ResNet, batch 32, a working lr: trains to the end;
 - ``weak``: ResNet-18 (several times slower) that cannot learn (lr 1e-9): dominated at the

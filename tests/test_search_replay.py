@@ -1,0 +1,68 @@
+"""The search-efficiency replay over the committed grid: real samplers, no training (seconds)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def replay():
+    spec = importlib.util.spec_from_file_location("search_replay", BENCH / "search_replay.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["search_replay"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def grid(replay):
+    data = json.loads((BENCH / "data" / "search_grid.json").read_text())
+    memories = [statistics.median(r["peak_memory_bytes"] for r in c["repeats"])
+                for c in data["speed"]]  # fmt: skip
+    return replay.Grid(data, float(np.quantile(memories, 0.75)))
+
+
+def test_the_grid_is_complete_and_small(grid, replay) -> None:
+    assert len(grid.training) == 24 and len(grid.speed) == 8 * 16
+    assert (BENCH / "data" / "search_grid.json").stat().st_size < 1_000_000
+    assert 0 < grid.front_hv() <= 1
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_every_strategy_replays_with_real_samplers(replay, grid, index: int) -> None:
+    strategy = replay.STRATEGIES[index]
+    ledger = replay.replay(strategy, grid, seed=0, budget_s=40.0, max_trials=12)
+    spent = [s for s, _ in ledger.history]
+    assert spent == sorted(spent) and ledger.spent >= min(40.0, spent[-1])
+    fractions = [hv / grid.front_hv() for _, hv in ledger.history]
+    assert all(0 <= f <= 1 + 1e-9 for f in fractions) and fractions == sorted(fractions)
+    assert ledger.points, "a replayed search trains at least one feasible config"
+    for ips, acc in ledger.points:  # every point found is a point of the grid
+        assert 0 < ips <= grid.best_ips and 0 <= acc <= 1
+
+
+def test_the_new_design_chooses_speed_knobs_by_probes(replay, grid) -> None:
+    ledger = replay.Ledger(grid)
+    config = {"batch_size": 32, "norm": "batch", "amp": "off", "base_lr": 1e-3}
+    chosen = replay._probed(grid, config, {}, ledger)
+    assert chosen["channels_last"]  # 1.2-1.3x on this CPU in every probe of the grid
+    assert ledger.spent > 0 and grid.ips(config, chosen) > grid.ips(config, grid.plain())
+
+
+def test_the_summary_and_its_table(replay, grid, tmp_path: Path) -> None:
+    report = replay.run_all(grid, 2, 30.0, 8, replay.STRATEGIES[:1] + replay.STRATEGIES[3:4],
+                            log=lambda _: None)  # fmt: skip
+    report["about"] = {**grid.about, "average_training_s": 6.0}
+    replay.write(report, tmp_path)
+    text = (tmp_path / "search_replay.md").read_text()
+    assert "| tpe-joint |" in text and "| new |" in text
+    assert (tmp_path / "search_replay.png").stat().st_size > 0
