@@ -121,6 +121,7 @@ TRIAL_DTYPES: dict[str, str] = {
     "skipped_images": COUNT,
     # The trial's own keys (tuner.search.trainable): its speed choice and its time.
     "speed_choice": TEXT, "speed_source": TEXT, "speed_probe_seconds": NUMBER,
+    "speed_settings": TEXT,
     "training_seconds": NUMBER, "trial_first_step_unix_s": NUMBER, "reported_unix_s": NUMBER,
 }  # fmt: skip
 # effective_<field> and param_<field> of a TrainConfig field take the field's type.
@@ -159,7 +160,7 @@ class Experiment:
     path: Path
     metadata: dict[str, Any]
     trials: pd.DataFrame
-    configs: dict[str, dict[str, Any]]  # trial_id -> the trial's params.json
+    configs: dict[str, dict[str, Any]]  # trial_id -> what it ran: params.json + speed settings
     param_names: list[str]  # searched and derived settings, i.e. the param_<name> columns
     searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
     remeasure: pd.DataFrame | None = None
@@ -443,13 +444,24 @@ def _read_trials(
         results = _read_results(trial_dir, problems)
         trial_id = str(results.last.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
         result = _reconcile(trial_id, results, finals.get(trial_id), problems)
-        configs[trial_id] = _read_params(trial_dir, problems)
+        configs[trial_id] = _run_config(_read_params(trial_dir, problems), result)
         state = states.pop(trial_id, {})
         row = _trial_row(trial_id, name, trial_dir, result, results.reports, state)
         rows.append({**row, **_trial_times(trial_dir, result)})
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, "", None, {}, 0, state))
     return configs, rows
+
+
+def _run_config(params: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the trial ran: its parameters (the space's choices and the fixed workload) with the
+    speed settings its probes chose (``speed_settings`` in its reports). A recommendation, a
+    re-measurement and the technique effects start from this, not from the parameters alone."""
+    try:
+        settings = json.loads(str(result.get("speed_settings") or "{}"))
+    except json.JSONDecodeError:
+        settings = {}
+    return {**params, **(settings if isinstance(settings, dict) else {})}
 
 
 def _read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:

@@ -262,10 +262,14 @@ def _speed_choices(experiment: Experiment) -> Section:
         return section
     section.blocks.append(
         "Before a training config first trains, short probes measure the plain setting and each "
-        "accuracy-neutral speed knob switched on alone, interleaved and repeated; a knob is kept "
-        "only when its paired speed-up's 95% interval lies above 1x (and it fits the memory "
-        "budget). Later trials with the same training config reuse the choice. Each cell: the "
-        "knob's images/s relative to the plain setting; **kept** marks what the trials ran with."
+        "accuracy-neutral speed knob switched on alone, interleaved and repeated. A knob is kept "
+        "when it was faster than the plain setting in every pair (and fits the memory budget): "
+        "a speed knob cannot change what is learned, so the choice goes by the estimate; two or "
+        "more kept knobs are used together only if their combination, probed too, is at least "
+        "as fast as the best one alone. Later trials with the same training config reuse the "
+        "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
+        "interval (an interval containing 1x: within noise); **kept** marks what the trials ran "
+        "with."
     )
     section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
     return section

@@ -107,7 +107,9 @@ def _short(value: Any) -> str:
 
 
 def _present(value: Any) -> bool:
-    return not (value is None or (isinstance(value, float) and math.isnan(value)))
+    if isinstance(value, list | dict):
+        return True
+    return not pd.isna(value)  # None, NaN and pandas' NA (a GroupNorm count under BatchNorm)
 
 
 def _finite(value: Any) -> bool:

@@ -190,6 +190,8 @@ class _TrialRun:
         speed = self.speed or SpeedChoice(settings={})
         metrics.update(
             speed_choice=speed.summary() if self.speed is not None else "",
+            # What the run used on top of its parameters (tuner.results merges it back).
+            speed_settings=json.dumps(speed.settings, sort_keys=True),
             speed_source=self.speed_source,
             speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
             training_seconds=self.training_s,
