@@ -120,7 +120,8 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
 
     text = show(value)
     if not (math.isnan(low) or math.isnan(high)) and not (low == high == value):
-        text += f" [{show(low)}–{show(high)}]"
+        bounds = f"{low:.2f}–{high:.2f}" if "ratio" in key else f"{show(low)}–{show(high)}"
+        text += f" [{bounds}]"
     return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
 
 

@@ -87,6 +87,18 @@ def _line(row: pd.Series) -> str:
     )
 
 
+def _speed_settings(row: pd.Series) -> dict[str, Any]:
+    """The speed knobs the trial's probes switched on (its ``speed_settings`` report key)."""
+    import json
+
+    text = row.get("speed_settings")
+    try:
+        settings = json.loads(text) if isinstance(text, str) and text else {}
+    except json.JSONDecodeError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
 def _resume_line(resumed: dict[str, Any]) -> str:
     line = (
         f"Resumed: {resumed['before']} trial(s) had finished before, "
