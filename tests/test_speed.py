@@ -79,3 +79,14 @@ def test_the_key_ignores_lr_but_not_batch_size_norm_or_pinned_knobs() -> None:
     assert speed_key(TINY.replace(gn_groups=4), "cpu", ()) == key  # unused without GroupNorm
     assert speed_key(TINY, "cpu", ("channels_last",)) != key
     assert speed_key(TINY, "other cpu", ()) != key
+
+
+def test_the_summary_of_a_kept_knob_without_an_interval_says_so() -> None:
+    # One valid pair (the other failed) gives a ratio but no interval; the line a trial reports
+    # (also on its error path) must still be written.
+    row = {"name": "set_to_none", "field": "set_to_none", "changes": {"set_to_none": True},
+           "ratio": 1.2, "low": None, "high": None, "clear": False, "kept": True}  # fmt: skip
+    choice = SpeedChoice(settings={"set_to_none": True}, variants=[row])
+    assert choice.summary() == "set_to_none (1.20x, one measurement)"
+    clear = {**row, "low": 1.05, "high": 1.3, "clear": True}
+    assert SpeedChoice(settings={}, variants=[clear]).summary() == "set_to_none (1.20x [1.05-1.30])"

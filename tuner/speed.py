@@ -81,11 +81,21 @@ class SpeedChoice:
             return f"plain over the memory budget; {kept[0]['name']} makes it fit"
         if not kept:
             return "plain (no knob was faster in every probe)"
-        parts = [f"{v['name']} ({v['ratio']:.2f}x [{v['low']:.2f}-{v['high']:.2f}]"
-                 f"{'' if v['clear'] else ', within noise'})" for v in kept]  # fmt: skip
+        parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
         if len(kept) > 1 and self.combined_ratio is not None:
             parts.append(f"together {self.combined_ratio:.2f}x")
         return ", ".join(parts)
+
+
+def _ratio_text(row: dict[str, Any]) -> str:
+    """``1.12x [1.03-1.22]``; a knob with one measurement (probed once to fit the budget, or
+    its other pair failed) has no interval, and a failed probe no ratio."""
+    ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
+    if ratio is None:
+        return "not measured"
+    if low is None or high is None:
+        return f"{ratio:.2f}x, one measurement"
+    return f"{ratio:.2f}x [{low:.2f}-{high:.2f}]{'' if row['clear'] else ', within noise'}"
 
 
 def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
