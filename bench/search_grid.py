@@ -33,18 +33,15 @@ import torch
 
 from tuner.config import TrainConfig
 from tuner.engine import probe, train
+from tuner.spaces import get_space
 from tuner.techniques import knob
 
 OUT = Path(__file__).resolve().parent / "data" / "search_grid.json"
+# The main job's CPU workload, evaluated more often (every 20 steps: the halving rungs) and with
+# no time limit, so a curve's steps do not depend on how busy the machine was.
 WORKLOAD: dict[str, Any] = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 64, "depth": 2, "num_heads": 2},
-    "data": "digits",
-    "img_size": 32,
-    "epochs": None,
-    "steps": 100,
+    **{k: v for k, v in get_space("vit_space").workloads["cpu"].items() if k != "time_budget_s"},
     "eval_every_steps": 20,
-    "warmup_steps": 3,
     "device": "cpu",
 }
 SPACE: dict[str, list[Any]] = {

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from tuner.units import format_bytes
+from tuner.units import as_number, format_bytes
 
 if TYPE_CHECKING:  # numpy and pandas load on first use: the CLI imports this module for --help
     import numpy as np
@@ -106,7 +106,7 @@ def judge(metrics: Mapping[str, Any], *, max_memory_bytes: float | None) -> tupl
     if status != "ok":
         detail = f": {metrics['error']}" if metrics.get("error") else ""
         return False, f"{status or 'no result'}{detail}"[:300]
-    peak = _number(metrics.get("peak_memory_bytes"))
+    peak = as_number(metrics.get("peak_memory_bytes"))
     if max_memory_bytes is not None and not math.isnan(peak) and peak > max_memory_bytes:
         return False, (
             f"peak memory {format_bytes(peak)} over the budget {format_bytes(max_memory_bytes)}"
@@ -120,7 +120,7 @@ def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: float | No
     An OOM is infeasible even when its peak was not measured; without a budget only OOMs
     violate (-1 otherwise).
     """
-    peak = _number(metrics.get("peak_memory_bytes"))
+    peak = as_number(metrics.get("peak_memory_bytes"))
     oom = metrics.get("status") == "oom"
     if max_memory_bytes is None or math.isnan(peak):
         return OOM_VIOLATION if oom else -1.0
@@ -235,12 +235,3 @@ def best_per_objective(trials: pd.DataFrame, objs: Sequence[Objective]) -> dict[
         )
         best[metric] = order.iloc[0]
     return best
-
-
-def _number(value: Any) -> float:
-    if value is None or isinstance(value, str | bool):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan

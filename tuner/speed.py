@@ -33,6 +33,7 @@ from typing import Any
 
 from tuner.config import TrainConfig
 from tuner.techniques import Knob, speed_knobs
+from tuner.units import finite_or_none
 
 __all__ = [
     "KEY_FIELDS",
@@ -207,7 +208,7 @@ def _combined_ratio(
     row = summarize(runs, arms).iloc[1]
     fits = judge({"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]},
                  max_memory_bytes=budget)[0]  # fmt: skip
-    return _plain(row["throughput_ratio_vs_reference"]) if fits else None
+    return finite_or_none(row["throughput_ratio_vs_reference"]) if fits else None
 
 
 class _Meter:
@@ -242,7 +243,7 @@ def _fit_first(
         fits = judge(result.to_dict(), max_memory_bytes=budget)[0]
         ratio = (result.images_per_second or math.nan) / (first.images_per_second or math.nan)
         rows.append({"name": arm.name, "field": next(iter(arm.changes)),
-                     "changes": dict(arm.changes), "ratio": _plain(ratio), "low": None,
+                     "changes": dict(arm.changes), "ratio": finite_or_none(ratio), "low": None,
                      "high": None, "peak_memory_bytes": result.peak_memory_bytes,
                      "fell_back": "", "clear": False, "kept": False, "fits": fits})  # fmt: skip
         if fits:
@@ -335,10 +336,10 @@ def _variant_row(row: Any, arms: list[Any], runs: Any, budget: float | None) -> 
         "name": arm.name,
         "field": next(iter(arm.changes)),
         "changes": dict(arm.changes),
-        "ratio": _plain(ratio),
-        "low": _plain(low),
-        "high": _plain(row["throughput_ratio_vs_reference_high"]),
-        "peak_memory_bytes": _plain(peak),
+        "ratio": finite_or_none(ratio),
+        "low": finite_or_none(low),
+        "high": finite_or_none(row["throughput_ratio_vs_reference_high"]),
+        "peak_memory_bytes": finite_or_none(peak),
         "fell_back": row["fell_back"],
         "clear": bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
         "kept": bool(candidate and fits and not row["fell_back"]),
@@ -352,11 +353,3 @@ def _best_per_knob(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["field"] not in best or row["ratio"] > best[row["field"]]["ratio"]:
             best[row["field"]] = row
     return list(best.values())
-
-
-def _plain(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

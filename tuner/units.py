@@ -1,4 +1,8 @@
-"""Byte sizes for people: the one formatter every table, line and plot uses, and its parser."""
+"""Numbers as reports hold them, and byte sizes for people.
+
+``as_number`` is the one reading of a reported value (JSON, CSV and pandas spell a missing number
+as None, NaN, pd.NA or text); ``format_bytes`` the one formatter every table, line and plot uses,
+and ``parse_memory_size`` its parser."""
 
 from __future__ import annotations
 
@@ -8,7 +12,15 @@ from typing import Any
 
 from tuner.errors import TunerError
 
-__all__ = ["GIB", "MIB", "format_bytes", "parse_memory_size"]
+__all__ = [
+    "GIB",
+    "MIB",
+    "as_number",
+    "finite_or_none",
+    "format_bytes",
+    "is_finite",
+    "parse_memory_size",
+]
 
 MIB = 2**20
 GIB = 2**30
@@ -24,6 +36,26 @@ _UNITS = {
     "gib": GIB,
     "tib": 2**40,
 }
+
+
+def as_number(value: Any) -> float:
+    """``value`` as a float; NaN when it is missing (None, pd.NA), text, a flag or no number."""
+    if value is None or isinstance(value, str | bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A finite number, or None (what JSON and Optuna's attributes can store)."""
+    number = as_number(value)
+    return number if math.isfinite(number) else None
+
+
+def is_finite(value: Any) -> bool:
+    return math.isfinite(as_number(value))
 
 
 def format_bytes(size: Any, *, digits: int = 1) -> str:

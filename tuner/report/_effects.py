@@ -21,6 +21,7 @@ import pandas as pd
 from tuner.compare import PLAIN, REFERENCE, summarize
 from tuner.report.document import change_text, estimate_text
 from tuner.techniques import KNOBS
+from tuner.units import as_number, is_finite
 
 __all__ = [
     "controlled_effects",
@@ -41,11 +42,11 @@ def controlled_effects(effects: pd.DataFrame | None) -> pd.DataFrame:
 
 def verdict(row: pd.Series) -> str:
     """In words: faster/slower beyond noise, no measurable effect, fell back, failed."""
-    if row.get("failed") and not _finite(row.get("images_per_second")):
+    if row.get("failed") and not is_finite(row.get("images_per_second")):
         return f"failed ({row['failed']})"
     if row.get("fell_back"):
         return "fell back: " + str(row["fell_back"])
-    ratio = _num(row.get("throughput_ratio_vs_reference"))
+    ratio = as_number(row.get("throughput_ratio_vs_reference"))
     if math.isnan(ratio):
         return "not measured"
     speed = (
@@ -53,7 +54,7 @@ def verdict(row: pd.Series) -> str:
         if row.get("throughput_ratio_vs_reference_tie")
         else ("faster" if ratio > 1 else "slower")
     )
-    memory = _num(row.get("memory_change_bytes_vs_reference"))
+    memory = as_number(row.get("memory_change_bytes_vs_reference"))
     if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
         speed += ", " + ("more" if memory > 0 else "less") + " memory"
     return speed
@@ -89,20 +90,20 @@ def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:
     if summary.empty or PLAIN not in set(summary["arm"]):
         return None
     row = summary[summary["arm"] == PLAIN].iloc[0]
-    ratio = _num(row.get("throughput_ratio_vs_reference"))  # plain / recommended
+    ratio = as_number(row.get("throughput_ratio_vs_reference"))  # plain / recommended
     if math.isnan(ratio) or ratio <= 0:
         return None
     low, high = (
-        _num(row.get("throughput_ratio_vs_reference_low")),
-        _num(row.get("throughput_ratio_vs_reference_high")),
+        as_number(row.get("throughput_ratio_vs_reference_low")),
+        as_number(row.get("throughput_ratio_vs_reference_high")),
     )
     return {
         "ratio": 1 / ratio,
         "low": 1 / high if high > 0 else math.nan,
         "high": 1 / low if low > 0 else math.nan,
         "tie": bool(row.get("throughput_ratio_vs_reference_tie")),
-        "plain_images_per_second": _num(row.get("images_per_second")),
-        "memory_change_bytes": -_num(row.get("memory_change_bytes_vs_reference")),
+        "plain_images_per_second": as_number(row.get("images_per_second")),
+        "memory_change_bytes": -as_number(row.get("memory_change_bytes_vs_reference")),
     }
 
 
@@ -145,14 +146,3 @@ def not_tried(
         seen = {str(v) for v in done[column].dropna()}
         missing += [f"{name}={c}" for c in choices if str(c) not in seen]
     return missing
-
-
-def _finite(value: Any) -> bool:
-    return not math.isnan(_num(value))
-
-
-def _num(value: Any) -> float:
-    try:
-        return math.nan if value is None or value is pd.NA else float(value)
-    except (TypeError, ValueError):
-        return math.nan

@@ -33,7 +33,7 @@ from tuner.report.document import (
     render_markdown,
 )
 from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment, write_trials_csv
-from tuner.units import format_bytes
+from tuner.units import format_bytes, is_finite
 
 __all__ = ["write_report"]
 
@@ -125,7 +125,7 @@ def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) 
         else "as measured in the search"
     )
     acc = estimate_text(row, "val_accuracy", ".3f")
-    images = int(row["val_images"]) if _finite(row.get("val_images")) else 0
+    images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0
     return [
         f"**{title}: trial `{row['trial_id']}`**: {describe(config)}.",
         "\n".join([
@@ -443,13 +443,6 @@ def _shown_path(path: Path) -> Path:
         return path.resolve().relative_to(Path.cwd())
     except ValueError:
         return path
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def _duration(seconds: float) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tuner.units import format_bytes
+from tuner.units import as_number, format_bytes
 
 __all__ = [
     "Details",
@@ -87,7 +87,7 @@ def estimate_text(row: Mapping[str, Any], column: str, spec: str) -> str:
 
     ``spec`` is a format spec, or ``"bytes"`` for MiB/GiB.
     """
-    median, low, high = (_float(row.get(f"{column}{s}")) for s in ("", "_low", "_high"))
+    median, low, high = (as_number(row.get(f"{column}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(median):
         return "n/a"
     show = format_bytes if spec == "bytes" else (lambda v: format(v, spec))
@@ -104,7 +104,7 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
     The kind follows the key: ``*_ratio*`` is a ratio, ``*bytes*`` a memory difference, else an
     accuracy difference in percentage points. Inside the noise it reads ``tie (...)``.
     """
-    value, low, high = (_float(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
+    value, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(value):
         return ""
     if "ratio" in key:
@@ -123,13 +123,6 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
         bounds = f"{low:.2f}–{high:.2f}" if "ratio" in key else f"{show(low)}–{show(high)}"
         text += f" [{bounds}]"
     return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
-
-
-def _float(value: Any) -> float:
-    try:
-        return math.nan if value is None or value is pd.NA else float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 # ---- rendering -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from tuner.engine.result import RunResult
 from tuner.objectives import MEMORY_VIOLATION_KEY, judge, memory_violation, objectives_of
 from tuner.techniques import KNOBS
+from tuner.units import as_number
 
 __all__ = [
     "EFFECTIVE_PREFIX",
@@ -65,7 +66,7 @@ def result_metrics(result: RunResult | Mapping[str, Any]) -> dict[str, Any]:
     values = result.to_dict() if isinstance(result, RunResult) else dict(result)
     metrics: dict[str, Any] = {key: _str(values.get(key)) for key in _STRING_KEYS}
     for key in _SCALAR_KEYS:
-        metrics[key] = _number(values.get(key))
+        metrics[key] = as_number(values.get(key))
     effective = values.get("effective") or {}
     for entry in KNOBS:
         value = effective.get(entry.field)
@@ -96,7 +97,7 @@ def trial_metrics(
         final=final,
         node=node,
         engine_time_s=float(engine_time_s),
-        max_memory_bytes=_number(max_memory_bytes),
+        max_memory_bytes=as_number(max_memory_bytes),
     )
     metrics[STEP_KEY] = int(metrics["steps"]) if math.isfinite(metrics["steps"]) else 0
     metrics[MEMORY_VIOLATION_KEY] = memory_violation(metrics, max_memory_bytes=max_memory_bytes)
@@ -106,12 +107,6 @@ def trial_metrics(
 def _flat(value: Any) -> Any:
     """A value Ray's loggers store as a scalar (bool/int/float/str)."""
     return value if isinstance(value, bool | int | float | str) else str(value)
-
-
-def _number(value: Any) -> float:
-    if value is None or isinstance(value, str):
-        return math.nan
-    return float(value)
 
 
 def _str(value: Any) -> str:

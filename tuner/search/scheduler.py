@@ -8,13 +8,13 @@ is told it as PRUNED (see :mod:`tuner.search.searcher`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tuner.halving import ParetoHalving
+from tuner.units import as_number
 
 __all__ = ["ParetoASHA"]
 
@@ -40,7 +40,7 @@ class ParetoASHA(FIFOScheduler):
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         if result.get("final", True) or "training_iteration" not in result:
             return TrialScheduler.CONTINUE  # a final report has nothing left to stop
-        values = [_number(result.get(m)) for m in self.metrics]
+        values = [as_number(result.get(m)) for m in self.metrics]
         feasible = bool(result.get("feasible", True))
         if self.core.decide(trial.trial_id, int(result["training_iteration"]), values, feasible):
             return TrialScheduler.CONTINUE
@@ -49,11 +49,3 @@ class ParetoASHA(FIFOScheduler):
 
     def debug_string(self) -> str:
         return f"ParetoASHA: {len(self.stopped)} stopped, rungs {self.core.rungs()}"
-
-
-def _number(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return number

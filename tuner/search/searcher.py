@@ -31,6 +31,7 @@ from tuner.experiment_files import STUDY_TRIAL_ID_ATTR
 from tuner.objectives import MEMORY_VIOLATION_KEY
 from tuner.search.metrics import NO_MEASUREMENT
 from tuner.search.samplers import SETS_CONSTRAINTS
+from tuner.units import finite_or_none
 
 __all__ = ["RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
 
@@ -113,7 +114,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
     def _values(self, result: Mapping[str, Any]) -> list[float] | None:
         """The objectives to tell, or ``None`` when the trial has nothing to tell."""
         names = self._metric if isinstance(self._metric, list) else [self._metric]
-        values = [_finite(result.get(name)) for name in names]
+        values = [finite_or_none(result.get(name)) for name in names]
         if all(v is not None for v in values):
             return [float(v) for v in values]  # type: ignore[arg-type]
         if float(result.get(MEMORY_VIOLATION_KEY, -1.0)) > 0:  # over budget or OOM
@@ -125,14 +126,6 @@ class ConstrainedOptunaSearch(OptunaSearch):
         storage.set_trial_system_attr(ot_trial._trial_id, _LEGACY_CONSTRAINTS_KEY, [violation])
         if SETS_CONSTRAINTS:
             ot_trial.set_constraint("memory", violation)
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _plain(value: Any) -> Any:

@@ -7,7 +7,6 @@ can never show different fronts.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pandas as pd
 from tuner.recommend import Answer, decide
 from tuner.results import load_experiment
 from tuner.search.experiment import ExperimentPaths
-from tuner.units import format_bytes
+from tuner.units import format_bytes, is_finite
 
 __all__ = ["print_summary", "status_line"]
 
@@ -71,10 +70,10 @@ def _print_front(answer: Answer) -> None:
 def _line(row: pd.Series) -> str:
     ips = row["images_per_second"]
     low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
-    spread = f" [{low:,.0f}-{high:,.0f}]" if _finite(low) and _finite(high) else ""
+    spread = f" [{low:,.0f}-{high:,.0f}]" if is_finite(low) and is_finite(high) else ""
     acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
     acc = f"{row['val_accuracy']:.3f}"
-    if _finite(acc_low) and _finite(acc_high):
+    if is_finite(acc_low) and is_finite(acc_high):
         acc += f" [{acc_low:.3f}-{acc_high:.3f}]"
     params = " ".join(
         f"{c.removeprefix('param_')}={_short(row[c])}"
@@ -122,7 +121,3 @@ def _present(value: Any) -> bool:
     if isinstance(value, list | dict):
         return True
     return not pd.isna(value)  # None, NaN and pandas' NA (a GroupNorm count under BatchNorm)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
