@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 
 from tuner.search import SearchOptions, run_search
-from tuner.search.remeasure import TrialRecord
+from tuner.search.run import TrialRecord
 from tuner.spaces import SpaceSampler, get_space
 
 SPACE = "tiny_grid_space"

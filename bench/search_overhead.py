@@ -11,6 +11,7 @@ folder) or reads a finished experiment folder, and reports:
   effects, report).
 
     .venv/bin/python bench/search_overhead.py                      # runs the main job (~5 min)
+    .venv/bin/python bench/search_overhead.py --keep /tmp/main-job  # ... and keeps its folders
     .venv/bin/python bench/search_overhead.py --experiment experiments/vit_space-...
 Writes reports/benchmarks/search_overhead.{md,json}.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,11 +36,12 @@ GAP_TARGET_S = 1.0
 SHARE_TARGET = 0.85
 
 
-def run_main_job(folder: Path) -> tuple[Path, float]:
+def run_main_job(folder: Path, name: str) -> tuple[Path, float]:
+    """The README's main command (named, so the folder is known), timed from outside."""
     started = time.perf_counter()
-    command = [sys.executable, "-m", "tuner", "search", "vit_space", "--name", "overhead"]
+    command = [sys.executable, "-m", "tuner", "search", "vit_space", "--name", name]
     subprocess.run(command, cwd=folder, check=True)
-    return folder / "experiments" / "overhead", time.perf_counter() - started
+    return folder / "experiments" / name, time.perf_counter() - started
 
 
 def last_reports(experiment: Path) -> list[dict[str, Any]]:
@@ -65,6 +68,8 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
         "gap_median_s": statistics.median(gaps) if gaps else None,
         "gap_max_s": max(gaps) if gaps else None,
         "command_seconds": command_s,
+        "command": " ".join(sys.argv),
+        "load_average_1min_end": os.getloadavg()[0],
         "environment": meta.get("environment", {}),
         "per_trial": [
             {
@@ -108,20 +113,28 @@ def to_markdown(result: dict[str, Any]) -> str:
         "",
         f"Gaps, in order (s): {gaps}.",
         "",
+        f"Command: `{result['command']}`; 1-minute load average at the end "
+        f"{result['load_average_1min_end']:.1f} on {os.cpu_count()} cores (above the core count, "
+        "other work shared the machine and the shares are pessimistic).",
+        "",
     ])  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", type=Path, help="analyse this folder instead of running")
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep what it writes")
+    parser.add_argument("--name", default="overhead", help="the run's experiment name")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     if args.experiment:
         result = analyse(args.experiment, None)
+    elif args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = analyse(*run_main_job(args.keep, args.name))
     else:
         with tempfile.TemporaryDirectory() as folder:
-            experiment, seconds = run_main_job(Path(folder))
-            result = analyse(experiment, seconds)
+            result = analyse(*run_main_job(Path(folder), args.name))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search_overhead.json").write_text(json.dumps(result, indent=1))
     (args.out / "search_overhead.md").write_text(to_markdown(result))

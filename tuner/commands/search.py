@@ -57,7 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--num-samples", type=int, help="number of trials (default: the space's)")
     group.add_argument(
-        "--time-budget", type=float, metavar="SECONDS", help="stop starting trials after this long"
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="stop the search, running trials included, after this long",
     )
     group.add_argument(
         "--objective",
@@ -77,7 +80,7 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         "--no-early-stopping",
         action="store_true",
         help="run every trial to its end (default: stop trials ranked outside the best third "
-        "at each evaluation: by non-dominated rank for pareto, by the metric otherwise)",
+        "at each rung: by non-dominated rank for pareto, by the metric otherwise)",
     )
 
 

@@ -1,4 +1,4 @@
-"""The start-up design: the first trials cover every level of each categorical training knob.
+"""The start-up design: the first trials cover every level of each unconditional categorical knob.
 
 With 8 trials and 2 random start-up trials, TPE sampled ``norm=group`` in 8 of 8 trials of the
 main job, so BatchNorm vs GroupNorm, the comparison people run this tool for, was never made.
