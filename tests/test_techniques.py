@@ -19,6 +19,7 @@ from tuner.techniques import (
     knob,
     ladder,
     ladder_knobs,
+    settings_text,
     speed_knobs,
 )
 
@@ -105,3 +106,10 @@ def test_a_cuda_only_switch_on_cpu_counts_as_off() -> None:
     table = observed_techniques(pd.DataFrame([{**metrics, "status": "ok"}]))
     prefetch = table[table["technique"] == knob("prefetch").label]
     assert list(prefetch["ran with"]) == ["prefetch=off"]
+
+
+def test_speed_settings_in_words_name_what_is_on() -> None:
+    settings = {"channels_last": True, "num_workers": 1, "persistent_workers": True,
+                "set_to_none": False}  # fmt: skip
+    assert settings_text(settings) == "channels_last, num_workers=1"  # companions unsaid
+    assert settings_text({}) == settings_text({"fused_adamw": False}) == "plain"

@@ -65,6 +65,7 @@ __all__ = [
     "load_trials",
     "read_trials_csv",
     "resolve_experiment",
+    "speed_settings_of",
     "trial_dtypes",
     "typed_trials",
     "write_trials_csv",
@@ -218,9 +219,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
             "without it (no reconciliation with result.json, no parameter importance)."
         )
-    configs, trials = _read_trials(path, _study_finals(study), problems)
+    configs, trials, probed = _read_trials(path, _study_finals(study), problems)
     searched = _searched_names(study, metadata)
-    params = _param_names(configs, metadata, searched)
+    params = _param_names(configs, metadata, searched, probed)
     frame = _trials_frame(trials, configs, params)
     return Experiment(
         name=name,
@@ -433,35 +434,48 @@ def _same(a: Any, b: Any) -> bool:
 
 def _read_trials(
     path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
-) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
+    """Each trial's run config and row, and the settings only speed probes chose (in no
+    trial's parameters)."""
     states = _ray_states(path, problems)
     dirs = {p.parent.name: p.parent for p in path.glob(f"*/{PARAMS_FILE}")}
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
+    chosen: set[str] = set()
+    given: set[str] = set()
     for name in sorted(dirs, key=_trial_order):
         trial_dir = dirs[name]
         results = _read_results(trial_dir, problems)
         trial_id = str(results.last.get("trial_id") or by_dir.get(name) or _id_from_dirname(name))
         result = _reconcile(trial_id, results, finals.get(trial_id), problems)
-        configs[trial_id] = _run_config(_read_params(trial_dir, problems), result)
+        params = _read_params(trial_dir, problems)
+        configs[trial_id] = _run_config(params, result)
+        given |= set(params)
+        chosen |= set(configs[trial_id]) - set(params)
         state = states.pop(trial_id, {})
         row = _trial_row(trial_id, name, trial_dir, result, results.reports, state)
         rows.append({**row, **_trial_times(trial_dir, result)})
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, "", None, {}, 0, state))
-    return configs, rows
+    return configs, rows, chosen - given
 
 
 def _run_config(params: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """What the trial ran: its parameters (the space's choices and the fixed workload) with the
     speed settings its probes chose (``speed_settings`` in its reports). A recommendation, a
     re-measurement and the technique effects start from this, not from the parameters alone."""
+    return {**params, **speed_settings_of(result.get("speed_settings"))}
+
+
+def speed_settings_of(value: Any) -> dict[str, Any]:
+    """A trial's ``speed_settings`` (JSON text in its reports and in trials.csv) as a dict;
+    empty when missing or damaged."""
     try:
-        settings = json.loads(str(result.get("speed_settings") or "{}"))
+        settings = json.loads(value) if isinstance(value, str) and value else {}
     except json.JSONDecodeError:
-        settings = {}
-    return {**params, **(settings if isinstance(settings, dict) else {})}
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def _read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
@@ -575,16 +589,20 @@ def _searched_names(study: Any, metadata: Mapping[str, Any]) -> list[str]:
 
 
 def _param_names(
-    configs: Mapping[str, Mapping[str, Any]], metadata: Mapping[str, Any], searched: list[str]
+    configs: Mapping[str, Mapping[str, Any]],
+    metadata: Mapping[str, Any],
+    searched: list[str],
+    probed: set[str],
 ) -> list[str]:
-    """Searched names plus the settings the space derived from them (e.g. lr from base_lr)."""
+    """Searched names plus the settings the space derived from them (e.g. lr from base_lr).
+    Speed knobs the probes chose are not parameters: ``speed_settings`` holds them."""
     workload = metadata.get("workload")
     names = dict.fromkeys(searched)
     keys = dict.fromkeys(k for config in configs.values() for k in config)
     for key in keys:
         values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs.values()}
         fixed = len(values) <= 1 or (isinstance(workload, Mapping) and key in workload)
-        if not fixed:
+        if not fixed and key not in probed:
             names[key] = None
     return list(names)
 

@@ -32,6 +32,7 @@ __all__ = [
     "knob",
     "ladder",
     "ladder_knobs",
+    "settings_text",
     "speed_knobs",
 ]
 
@@ -201,6 +202,18 @@ def is_accuracy_neutral(field_name: str) -> bool:
 
 def accuracy_neutral_fields() -> tuple[str, ...]:
     return tuple(k.field for k in KNOBS if k.accuracy_neutral)
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """Speed settings in a few words: ``channels_last, num_workers=1`` (knobs left off and
+    companions unsaid), ``plain`` when nothing is on."""
+    parts = []
+    for field_name, value in settings.items():
+        entry = _BY_FIELD.get(field_name)
+        if entry is None or entry.companion or value == entry.off:
+            continue
+        parts.append(field_name if value is True else f"{field_name}={value}")
+    return ", ".join(parts) or "plain"
 
 
 def speed_knobs(*, cuda: bool) -> tuple[Knob, ...]:

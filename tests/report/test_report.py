@@ -18,7 +18,8 @@ from tuner.config import load_config_file
 from tuner.recommend import decide
 from tuner.report import write_report
 from tuner.report._effects import controlled_effects, effects_table, plain_loop_gain
-from tuner.results import load_experiment, read_trials_csv
+from tuner.results import load_experiment, read_trials_csv, speed_settings_of
+from tuner.techniques import settings_text
 
 SECTIONS = [
     "1. The answer",
@@ -98,6 +99,9 @@ def test_report_front_is_the_decision_on_re_measured_numbers(
     front = md_table((report / "report.md").read_text(), "Pareto front")
     assert list(front["trial_id"]) == list(answer.front["trial_id"])
     assert set(front["throughput from"]) == {"re-measured"}
+    for (_, shown), (_, row) in zip(front.iterrows(), answer.front.iterrows(), strict=True):
+        # What the trial ran with, in words: the speed knobs its probes switched on.
+        assert shown["speed settings"] == settings_text(speed_settings_of(row["speed_settings"]))
     remeasure = experiment.remeasure
     for _, row in answer.front.iterrows():
         mine = remeasure[remeasure["trial_id"] == row["trial_id"]]["images_per_second"]

@@ -11,7 +11,14 @@ import pytest
 
 from tuner.errors import TunerError
 from tuner.recommend import decide
-from tuner.results import TRIAL_COLUMNS, load_experiment, load_trials, resolve_experiment
+from tuner.results import (
+    TRIAL_COLUMNS,
+    load_experiment,
+    load_trials,
+    resolve_experiment,
+    speed_settings_of,
+)
+from tuner.techniques import accuracy_neutral_fields
 
 # The documented columns that lead the table (effective_<field> names a family of columns).
 LEADING = [column for column in TRIAL_COLUMNS if "<" not in column]
@@ -35,9 +42,12 @@ def test_param_columns_come_from_the_study(smoke_experiment: Path) -> None:
     assert {"norm", "batch_size", "base_lr"} <= set(experiment.searched_names)
     assert "lr" in experiment.param_names  # derived by the space, shown next to base_lr
     assert "model" not in experiment.param_names  # fixed workload
+    # Speed knobs the probes chose are in the run config, not parameters: speed_settings.
+    assert not set(experiment.param_names) & set(accuracy_neutral_fields())
     for trial_id, config in experiment.configs.items():
         row = experiment.trials.set_index("trial_id").loc[trial_id]
         assert row["param_batch_size"] == config["batch_size"]
+        assert speed_settings_of(row["speed_settings"]).items() <= config.items()
 
 
 def test_partial_experiment_has_an_incomplete_row(partial_experiment: Path) -> None:

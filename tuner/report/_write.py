@@ -32,7 +32,14 @@ from tuner.report.document import (
     render_html,
     render_markdown,
 )
-from tuner.results import TRIAL_COLUMNS, Experiment, load_experiment, write_trials_csv
+from tuner.results import (
+    TRIAL_COLUMNS,
+    Experiment,
+    load_experiment,
+    speed_settings_of,
+    write_trials_csv,
+)
+from tuner.techniques import settings_text
 from tuner.units import format_bytes, is_finite
 
 __all__ = ["write_report"]
@@ -215,6 +222,7 @@ def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
                 "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
                 "peak memory": format_bytes(row.get("peak_memory_bytes")),
                 **{n: row.get(f"param_{n}") for n in experiment.param_names},
+                "speed settings": settings_text(speed_settings_of(row.get("speed_settings"))),
             }
         )
     return pd.DataFrame(rows)

@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 
 from tuner.recommend import Answer, decide
-from tuner.results import load_experiment
+from tuner.results import load_experiment, speed_settings_of
 from tuner.search.experiment import ExperimentPaths
+from tuner.techniques import settings_text
 from tuner.units import format_bytes, is_finite
 
 __all__ = ["print_summary", "status_line"]
@@ -80,22 +81,11 @@ def _line(row: pd.Series) -> str:
         for c in row.index
         if c.startswith("param_") and _present(row[c])
     )
+    speed = settings_text(speed_settings_of(row.get("speed_settings")))
     return (
         f"{row['trial_id']}: {ips:,.0f}{spread} img/s, val acc {acc}, peak "
-        f"{format_bytes(row.get('peak_memory_bytes'))} | {params}"
+        f"{format_bytes(row.get('peak_memory_bytes'))} | {params} | speed: {speed}"
     )
-
-
-def _speed_settings(row: pd.Series) -> dict[str, Any]:
-    """The speed knobs the trial's probes switched on (its ``speed_settings`` report key)."""
-    import json
-
-    text = row.get("speed_settings")
-    try:
-        settings = json.loads(text) if isinstance(text, str) and text else {}
-    except json.JSONDecodeError:
-        return {}
-    return settings if isinstance(settings, dict) else {}
 
 
 def _resume_line(resumed: dict[str, Any]) -> str:
