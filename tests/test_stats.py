@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from tuner.stats import median_interval, paired_difference, paired_ratio, wilson_interval
+from tuner.stats import (
+    accuracy_difference,
+    median_interval,
+    paired_difference,
+    paired_ratio,
+    wilson_interval,
+)
 
 
 def _pairs(rng: np.random.Generator, ratio: float, n: int, noise: float = 0.15):
@@ -85,3 +91,15 @@ def test_wilson_interval() -> None:
         1
     ] == pytest.approx(1.0)
     assert all(math.isnan(v) for v in wilson_interval(1, 0))
+
+
+def test_an_accuracy_change_from_agreeing_repeats_keeps_the_validation_sets_error() -> None:
+    # Same-seed repeats agree to the last image: their own spread would claim certainty.
+    small = accuracy_difference([0.719] * 3, [0.713] * 3, [359] * 6)
+    assert small.tie and small.low < -0.05 and small.high > 0.05
+    large = accuracy_difference([0.763] * 3, [0.691] * 3, [359] * 6)
+    assert not large.tie and large.low < large.value < large.high < 0
+    many = accuracy_difference([0.719] * 3, [0.713] * 3, [100_000] * 6)
+    assert not many.tie  # a large validation set can tell 0.6 points apart
+    spread = accuracy_difference([0.70, 0.80, 0.60], [0.75, 0.65, 0.70], [100_000] * 6)
+    assert spread.tie  # repeats that disagree widen it beyond the binomial error

@@ -165,7 +165,10 @@ def write_ablation(
                 "Changes are paired (same repeat), against the step before (`reference`) and "
                 "the first step of each comparison: throughput as a ratio, memory and accuracy "
                 "as differences, each with its 95% interval; `tie` means the interval contains "
-                "no change. A step with `fell_back` did not run its technique on this hardware.",
+                "no change. An accuracy interval also covers the validation set's sampling "
+                "error (Newcombe's interval from the set's size): the repeats share one seed, "
+                "so they agree with each other, and variation between seeds is not in it. A "
+                "step with `fell_back` did not run its technique on this hardware.",
                 Table(_shown(summary), "Ladder (each step keeps the ones above), then norms"),
                 Image(plot, "throughput and memory per step"),
             ],

@@ -21,13 +21,14 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.stats import median_interval, paired_difference, paired_ratio
+from tuner.stats import accuracy_difference, median_interval, paired_difference, paired_ratio
 from tuner.techniques import KNOBS, ladder
 
 __all__ = [
@@ -291,10 +292,12 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
     """Paired changes of arm ``name`` against arm ``other`` (NaN when there is none)."""
     mine, theirs = _paired(runs, name, other) if other else (pd.DataFrame(), pd.DataFrame())
     out: dict[str, Any] = {}
+    images = [*theirs.get("val_images", []), *mine.get("val_images", [])]
     specs = (
         ("throughput_ratio", "images_per_second", paired_ratio),
         ("memory_change_bytes", "peak_memory_bytes", paired_difference),
-        ("accuracy_change", "val_accuracy", paired_difference),
+        # Accuracy: the validation set's sampling error counts too (same-seed repeats agree).
+        ("accuracy_change", "val_accuracy", partial(accuracy_difference, images=images)),
     )
     for key, column, estimate in specs:
         if other is None or mine.empty:

@@ -134,6 +134,9 @@ def test_speed_section_shows_each_key_and_what_won(report: Path, smoke_experimen
     assert len(table) == len(cache) >= 1
     assert {"set_to_none", "channels_last", "fused_adamw", "chosen"} <= set(table.columns)
     assert all(re.match(r"\d\.\d\dx", cell) for cell in table["channels_last"])
+    for _, row in table.iterrows():  # what won: exactly the knobs marked kept
+        kept = {name for name, cell in row.items() if "**kept**" in str(cell)}
+        assert set(row["chosen"].split(", ")) == (kept or {"plain"})
 
 
 def test_recommended_config_trains(report: Path) -> None:

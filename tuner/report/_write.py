@@ -300,7 +300,7 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
         for variant in choice.get("variants", []):
             row[variant["name"]] = _ratio_text(variant) + (" **kept**" if variant["kept"] else "")
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else (
-            ", ".join(f"{k}={v}" for k, v in choice.get("settings", {}).items()) or "plain"
+            settings_text(choice.get("settings", {}))
         )  # fmt: skip
         row["probe seconds"] = choice.get("probe_seconds")
         rows.append(row)
