@@ -55,6 +55,7 @@ from tuner.experiment_files import (
     STUDY_TRIAL_ID_ATTR,
 )
 from tuner.objectives import usable
+from tuner.units import as_number
 
 __all__ = [
     "TRIAL_COLUMNS",
@@ -424,9 +425,9 @@ def _reconcile(
 
 def _same(a: Any, b: Any) -> bool:
     """Equal; numbers within rounding; missing (None, NaN) only equal to missing."""
-    if isinstance(a, str) or isinstance(b, str):
+    if isinstance(a, str | bool) or isinstance(b, str | bool):
         return a == b
-    x, y = _float(a), _float(b)
+    x, y = as_number(a), as_number(b)
     if math.isnan(x) or math.isnan(y):
         return math.isnan(x) and math.isnan(y)
     return math.isclose(x, y, rel_tol=1e-9)
@@ -532,7 +533,7 @@ def _trial_row(
         "feasible": feasible,
         "infeasible_reason": reason,
         "node": str(node),
-        "wall_time_s": _float(wall),
+        "wall_time_s": as_number(wall),
         "error": error,
         "ray_status": ray_status,
         "reports": reports,
@@ -625,13 +626,6 @@ def _trials_frame(
 
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 # ---- dtypes, times and the CSV file --------------------------------------------------------------
@@ -729,8 +723,8 @@ def _trial_times(trial_dir: Path | None, last: Mapping[str, Any]) -> dict[str, A
     """``started_at`` / ``ended_at`` from the times Ray stamps on every report line (UTC,
     whole seconds): the first report's time less the trial's run time then, the last's time."""
     first = _first_result(trial_dir) if trial_dir is not None else {}
-    started = _float(first.get("timestamp")) - _float(first.get("time_total_s"))
-    return {"started_at": _utc(started), "ended_at": _utc(_float(last.get("timestamp")))}
+    started = as_number(first.get("timestamp")) - as_number(first.get("time_total_s"))
+    return {"started_at": _utc(started), "ended_at": _utc(as_number(last.get("timestamp")))}
 
 
 def _first_result(trial_dir: Path) -> dict[str, Any]:
