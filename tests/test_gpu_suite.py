@@ -99,3 +99,24 @@ def test_the_dry_run_of_every_stage_passes_on_the_cpu(tmp_path: Path) -> None:
             assert (tmp_path / name / file).is_file(), f"{name}/{file} missing"
     # The dry run is the suite's CI check: it must stay cheap (about 1.5 min on 2 quiet cores).
     assert seconds < 180 * (2 if os.getloadavg()[0] > (os.cpu_count() or 1) else 1), seconds
+
+
+def test_the_torch_api_check_names_what_this_torch_lacks_and_passes_the_project(
+    tmp_path: Path,
+) -> None:
+    # bench/gpu_rehearse.sh runs it under the GPU image's older torch; here, the installed one.
+    (tmp_path / "uses.py").write_text(
+        "import torch\nfrom torch.amp import GradScaler\n"
+        "torch.cuda.Stream\ntorch.compiler.not_an_api_yet()\n"
+    )
+    check = [sys.executable, str(ROOT / "bench" / "torch_api_check.py")]
+    made_up = subprocess.run([*check, str(tmp_path)], capture_output=True, text=True, check=False)
+    assert made_up.returncode == 1, made_up.stdout + made_up.stderr
+    lines = made_up.stdout.splitlines()
+    missing = [line.split()[1] for line in lines if line.startswith("  missing ")]
+    assert missing == ["torch.compiler.not_an_api_yet"], made_up.stdout
+    project = subprocess.run(
+        [*check, *(str(ROOT / d) for d in ("tuner", "bench", "tests"))],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert project.returncode == 0, project.stdout + project.stderr
