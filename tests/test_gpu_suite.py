@@ -14,7 +14,8 @@ import pytest
 from tuner import gpu_suite
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.gpu_suite import _ladder, _recipe
+from tuner.gpu_suite import _ladder, _recipe, _search
+from tuner.gpu_suite._context import StageContext
 from tuner.techniques import knob
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,3 +121,27 @@ def test_the_torch_api_check_names_what_this_torch_lacks_and_passes_the_project(
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert project.returncode == 0, project.stdout + project.stderr
+
+
+def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_repeats(
+    tmp_path: Path,
+) -> None:
+    def budget(limit_s: float) -> list[str]:
+        ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=limit_s)
+        return _search._time_budget(ctx, 300)
+
+    assert budget(480) == ["--time-budget", "300"]  # room for all of it
+    assert 225 <= int(budget(400)[1]) <= 230  # 170 s kept for re-measuring and the report
+    assert budget(100) == ["--time-budget", "60"]  # never below a minute
+    row = {"arm": "plain", "images_per_second": 100.0}
+    report = {"rows": [row], "best_mfu": 0.2, "best_rung": "plain", "mfu_reference": "bf16"}
+    assert not _ladder._result({**report, "repeats": 1}).ok  # one repeat: no interval
+    assert _ladder._result({**report, "repeats": 2}).ok
+
+
+def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> None:
+    from tuner.fidelity import _rate
+
+    engine = {"images_per_second": 120.0, "images_per_second_mean": 100.0}  # median window, mean
+    assert _rate(engine) == 100.0
+    assert _rate({"images_per_second": 90.0}) == 90.0  # the minimal loop reports only its mean

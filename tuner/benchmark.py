@@ -111,6 +111,7 @@ def run_benchmark(
     skip: tuple[str, ...] = (),
     amp: str | None = None,
     time_limit_s: float | None = None,
+    warmup: bool = True,
     matmul_size: int = 8192,
     out_dir: Path | None = None,
     stem: str | None = None,
@@ -121,6 +122,8 @@ def run_benchmark(
     Args:
         amp: the ``+amp`` rung's mode (default: the registry's first for this device).
         time_limit_s: start no repeat that would end after this many seconds.
+        warmup: run the first rung once, unrecorded, first (off where the caller already paid
+            the process's one-time costs).
         matmul_size: the side of the square matmuls that time the device's dense rate.
         stem: the output files' name (default ``engine_cuda`` / ``engine_cpu``).
     """
@@ -143,6 +146,7 @@ def run_benchmark(
         measure=lambda c: probe(c, steps=steps),
         on_run=on_run,
         time_limit_s=time_limit_s,
+        warmup=warmup,
     )
     report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
     report["left_out"] = left_out

@@ -120,9 +120,10 @@ def _execute(
         status, error = _classify(exc)
     result = _result(run, status, error, started, device, memory)
     memory.close()
-    if status != "ok":
-        del run  # the failed step's tensors went with the exception; now the model and optimizer
-        _release()
+    # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
+    # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them.
+    del run
+    _release()
     return result
 
 
@@ -306,7 +307,7 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 
 
 def _release() -> None:
-    """Return a failed run's memory: collect cycles, then CUDA's cached blocks."""
+    """Return a finished run's memory: collect cycles, then CUDA's cached blocks."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

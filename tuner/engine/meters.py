@@ -126,6 +126,7 @@ class MemoryMeter:
         self._saved: dict[int, int] = {}
         self._state: dict[str, int] | None = None
         if device.type == "cuda":
+            torch.cuda.init()  # an explicit index (cuda:0) does not initialise CUDA by itself
             gc.collect()  # blocks an earlier run left cached would otherwise count as this run's
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
