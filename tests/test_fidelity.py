@@ -63,6 +63,23 @@ def test_one_pair_is_too_few(capsys: pytest.CaptureFixture) -> None:
     assert "at least 2 pairs" in capsys.readouterr().err
 
 
+def test_the_time_limit_bounds_every_process_and_every_pair() -> None:
+    unlimited, short = fidelity._Deadline(None), fidelity._Deadline(30.0)
+    assert unlimited.timeout() == fidelity._TIMEOUT_S and unlimited.fits(10_000)
+    assert 29 < short.timeout() <= 30  # no process outlives the limit
+    assert short.fits(20) and not short.fits(26)  # a pair needs its time and a fifth to spare
+    assert not fidelity._Deadline(15.0).fits(0)  # nor is one started on the last few seconds
+    assert fidelity._Deadline(-5.0).timeout() == 1.0
+
+
+def test_a_spent_time_limit_starts_no_process_and_says_so(tmp_path: Path) -> None:
+    config = fidelity.verify_config(cuda=False, workload=TINY_WORKLOAD)
+    report = fidelity.run_verify(config, repeats=3, out_dir=tmp_path, time_limit_s=0, log=print)
+    assert report["runs"] == [] and report["repeats"] == 0 and report["repeats_planned"] == 3
+    text = (tmp_path / "fidelity_cpu.md").read_text()
+    assert "Only 0 of the 3 planned pairs ran" in text and "No pair of runs finished" in text
+
+
 @pytest.mark.slow
 def test_verify_measures_both_loops_in_fresh_processes(tmp_path: Path) -> None:
     argv = ["bench", "--verify", "--repeats", "2", "--steps", "4", "--warmup-steps", "1",

@@ -21,6 +21,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -29,12 +30,14 @@ from typing import Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import median_interval, paired_ratio
+from tuner.units import json_ready
 
 __all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
 
 KINDS = ("engine", "minimal")
 _ROOT = Path(__file__).resolve().parent.parent  # where ``python -m tuner...`` finds the package
-_TIMEOUT_S = 900
+_TIMEOUT_S = 900  # one measured process, when no time limit is given
+_MIN_CHILD_S = 10  # a pair starts only with twice this left
 
 
 def verify_config(
@@ -64,11 +67,15 @@ def run_verify(
     threads: int | None = None,
     out_dir: Path | None = None,
     log: Callable[[str], Any] = print,
+    time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
 
     Args:
         threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
+        time_limit_s: seconds the whole check may take (default: none). No process outlives
+            it, and after two pairs no pair starts that the slowest pair so far says would not
+            end in time; the report says how many of ``repeats`` ran.
 
     Returns:
         The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
@@ -79,18 +86,26 @@ def run_verify(
     if repeats < 2:
         raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
     config = config.replace(warmup_steps=warmup_steps)
-    env = _child_env(threads)
+    env, deadline = _child_env(threads), _Deadline(time_limit_s)
     load_before = os.getloadavg()[0]
-    for kind in KINDS:  # discarded: the first process after a while pays cold caches
-        _measure(kind, config, steps, env)
-    runs = []
+    for kind in KINDS if deadline.fits(0.0) else ():  # discarded: cold caches after a while
+        _measure(kind, config, steps, env, deadline.timeout())
+    runs: list[dict[str, Any]] = []
+    slowest = 0.0
     for repeat in range(repeats):
+        if not deadline.fits(slowest if repeat >= 2 else 0.0):
+            log(f"stopped after {repeat} of {repeats} pairs: the time limit would be passed")
+            break
+        started = time.perf_counter()
         for kind in KINDS:
-            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps, env)}
+            row = {"repeat": repeat, "kind": kind,
+                   **_measure(kind, config, steps, env, deadline.timeout())}  # fmt: skip
             runs.append(row)
             log(f"repeat {repeat + 1}/{repeats} {kind:8s} {row['status']:6s} "
-                f"{row['images_per_second']:10.1f} img/s")  # fmt: skip
+                f"{_rate(row):10.1f} img/s")  # fmt: skip
+        slowest = max(slowest, time.perf_counter() - started)
     report = _summarize(config, runs, steps)
+    report["repeats_planned"] = repeats
     report["threads_per_process"] = threads or report["threads"]
     report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     report["cpu_count"] = os.cpu_count()
@@ -108,15 +123,35 @@ def _child_env(threads: int | None) -> dict[str, str]:
     return env
 
 
-def _measure(kind: str, config: TrainConfig, steps: int, env: dict[str, str]) -> dict[str, Any]:
+class _Deadline:
+    """The check's time limit: how long a process may run, whether a pair still fits."""
+
+    def __init__(self, limit_s: float | None) -> None:
+        self.end = None if limit_s is None else time.perf_counter() + limit_s
+
+    def left(self) -> float:
+        return math.inf if self.end is None else self.end - time.perf_counter()
+
+    def fits(self, pair_s: float) -> bool:
+        """A pair taking ``pair_s`` (with a fifth to spare) would end in time."""
+        return self.left() >= max(1.2 * pair_s, 2 * _MIN_CHILD_S)
+
+    def timeout(self) -> float:
+        """A process's limit: the time left (a pair starts with 2 x ``_MIN_CHILD_S`` of it)."""
+        return min(_TIMEOUT_S, max(self.left(), 1.0))
+
+
+def _measure(
+    kind: str, config: TrainConfig, steps: int, env: dict[str, str], timeout: float = _TIMEOUT_S
+) -> dict[str, Any]:
     """One fresh process; its last stdout line is a JSON object."""
     command = _command(kind, config, steps)
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=_TIMEOUT_S, check=False
+            command, capture_output=True, text=True, env=env, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
-        return _failed(f"timed out after {_TIMEOUT_S} s")
+        return _failed(f"timed out after {timeout:.0f} s")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -192,18 +227,7 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
         "verdict": verdict(ratio.value, ratio.low, ratio.high, tie=ratio.tie),
         "runs": runs,
     }
-    return _json_ready(report)
-
-
-def _json_ready(value: Any) -> Any:
-    """NaN and infinities become ``None`` (JSON has no NaN), in nested dicts and lists."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_ready(v) for v in value]
-    return value
+    return json_ready(report)
 
 
 def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
@@ -263,10 +287,14 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["|---|---|---|---|"]
     pairs: dict[int, dict[str, float]] = {}
     for run in report["runs"]:
-        pairs.setdefault(run["repeat"], {})[run["kind"]] = _num(run["images_per_second"])
+        pairs.setdefault(run["repeat"], {})[run["kind"]] = _num(_rate(run))
     for repeat, pair in sorted(pairs.items()):
         engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
         lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
+    planned = report.get("repeats_planned", report["repeats"])
+    if report["repeats"] < planned:
+        lines += ["", f"Only {report['repeats']} of the {planned} planned pairs ran: the check's "
+                  "time limit would have been passed."]  # fmt: skip
     lines += ["", report["verdict"], ""]
     return "\n".join(lines)
 

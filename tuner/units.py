@@ -1,14 +1,19 @@
 """Numbers as reports hold them, and byte sizes for people.
 
 ``as_number`` is the one reading of a reported value (JSON, CSV and pandas spell a missing number
-as None, NaN, pd.NA or text); ``format_bytes`` the one formatter every table, line and plot uses,
-and ``parse_memory_size`` its parser."""
+as None, NaN, pd.NA or text); ``json_ready`` the one way a value is made fit for a JSON file;
+``format_bytes`` the one formatter every table, line and plot uses, and ``parse_memory_size`` its
+parser."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tuner.errors import TunerError
 
@@ -19,6 +24,7 @@ __all__ = [
     "finite_or_none",
     "format_bytes",
     "is_finite",
+    "json_ready",
     "parse_memory_size",
 ]
 
@@ -56,6 +62,22 @@ def finite_or_none(value: Any) -> float | None:
 
 def is_finite(value: Any) -> bool:
     return math.isfinite(as_number(value))
+
+
+def json_ready(value: Any) -> Any:
+    """NaN and infinities become ``None`` (JSON has no NaN), numpy scalars plain numbers, paths
+    text, in nested mappings, lists and tuples."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 def format_bytes(size: Any, *, digits: int = 1) -> str:

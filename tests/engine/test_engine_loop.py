@@ -93,6 +93,16 @@ def test_result_is_complete_and_json_ready() -> None:
     assert result.train_time_s < result.wall_time_s
 
 
+def test_train_time_covers_every_timed_moment_of_training() -> None:
+    # Warm-up 3: the loss flushes (every 10 steps) fall between the throughput windows' edges.
+    # On a GPU a flush waits for queued steps; that wait is training time, so train_time_s must
+    # cover the warm-up and every throughput window, not only each step's own span.
+    result = train(tiny(steps=25, warmup_steps=3))
+    assert result.status == "ok", result.error
+    timed = result.warmup_time_s + result.step_time_s * result.measured_steps
+    assert result.train_time_s >= timed > 0
+
+
 @pytest.mark.parametrize("model", ["vit", "resnet"])
 def test_vit_and_resnet_learn_digits_well_above_chance(model: str) -> None:
     # One epoch (44 steps): a one-block hybrid ViT (1 token + cls at 32 px) and timm's test ResNet.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +148,7 @@ def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:
     with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
         batches, losses = _batches(run), []
         count_at, taken = _memory_step(run), 0
+        clock = _TrainClock(run)
         run.throughput.start()
         while not run.finished():
             tick = time.perf_counter()
@@ -157,23 +159,54 @@ def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:
             losses.append(_step(run, images, labels, count_memory=taken == count_at))
             run.step += 1
             run.throughput.step(labels.shape[0], waited)
-            run.train_time_s += time.perf_counter() - tick
             progress.update(1)
             if len(losses) >= WINDOW_STEPS:
                 _flush(run, losses, progress)
+            clock.lap()
             if hooks.on_probe and not probed and _probe_due(run, hooks, taken, count_at, evaluate):
                 _flush(run, losses, progress)
                 probed = True
-                if stopped := _probe_says_stop(run, hooks.on_probe):
+                with clock.outside():
+                    stopped = _probe_says_stop(run, hooks.on_probe)
+                if stopped:
                     break
             if evaluate and _eval_due(run):
                 _flush(run, losses, progress)
-                if _evaluate_and_report(run, hooks.on_eval):
-                    break
+                with clock.outside():
+                    if _evaluate_and_report(run, hooks.on_eval):
+                        break
         _flush(run, losses, progress)
         run.throughput.pause()
+        clock.lap()
     if evaluate and not stopped and (run.val_accuracy is None or not _eval_due(run)):
         _evaluate_and_report(run, hooks.on_eval)
+
+
+class _TrainClock:
+    """``run.train_time_s``: the loop's wall time except evaluations and probes.
+
+    Every moment between them counts, not just each step's own span: on a GPU a step only queues
+    work, and the sync that waits for it (a loss flush, a window edge) is training time too.
+    Timing steps alone missed the catch-up at flushes that fall outside a step, and so favoured
+    whatever lets the host run further ahead (``non_blocking``, the prefetcher).
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run, self.last = run, time.perf_counter()
+
+    def lap(self) -> None:
+        now = time.perf_counter()
+        self.run.train_time_s += now - self.last
+        self.last = now
+
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Time inside the block is not training (an evaluation, a probe's report)."""
+        self.lap()
+        try:
+            yield
+        finally:
+            self.last = time.perf_counter()
 
 
 def _probe_due(run: Run, hooks: _Hooks, taken: int, count_at: int, evaluate: bool) -> bool:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from tuner.units import json_ready
 
 __all__ = ["MemoryKind", "RunResult", "RunStatus"]
 
@@ -83,18 +84,8 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite floats become ``None``)."""
-        return _json_safe(dataclasses.asdict(self))
+        return json_ready(dataclasses.asdict(self))
 
     def to_json(self) -> str:
         """One line of JSON, as ``tuner train --json`` prints it."""
         return json.dumps(self.to_dict(), sort_keys=True)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -11,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import pandas as pd
 
-__all__ = ["DRY_RUN_DIR", "StageContext", "StageResult", "device_slug", "json_ready"]
+from tuner.units import json_ready
+
+__all__ = ["DRY_RUN_DIR", "StageContext", "StageResult", "device_slug"]
 
 DRY_RUN_DIR = Path("reports") / "gpu-suite-dry-run"  # git-ignored, unlike reports/examples/
 T = TypeVar("T")
@@ -94,18 +94,3 @@ class StageContext:
 def device_slug(device_name: str) -> str:
     """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"`` (a folder name)."""
     return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
-
-
-def json_ready(value: Any) -> Any:
-    """NaN and infinities become ``None`` (JSON has no NaN), numpy scalars plain numbers."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_ready(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value

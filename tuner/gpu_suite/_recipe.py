@@ -117,6 +117,13 @@ def _write(ctx: StageContext, base: TrainConfig, runs: pd.DataFrame, table: pd.D
         "- changes are paired (same repeat): ratios for times and images/s, differences for "
         "memory, with 95% intervals; `tie`: the interval contains no change",
         f"- memory: {next(iter(runs['memory_kind'].dropna()), '?') if len(runs) else '?'}",
+        "- epoch time is the training loop's wall time with every wait for queued GPU work in "
+        "it (evaluation excluded), so an arm that lets the host run ahead is not timed early",
+        "- from +amp on, fp16's GradScaler reads its inf check on the host every step "
+        "(`.item()` in `GradScaler.step`, for the recipe's unfused AdamW; a fused one takes "
+        "the check on the GPU): the host cannot queue the next copy before this step's "
+        "kernels finish, so `non_blocking` alone overlaps a copy only with host work; the "
+        "prefetcher queues the next batch's copy on its own stream before the step runs",
     ]
     sections = [
         Section("Setup", ["\n".join(about)]),
