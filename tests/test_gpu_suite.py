@@ -145,3 +145,21 @@ def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> 
     engine = {"images_per_second": 120.0, "images_per_second_mean": 100.0}  # median window, mean
     assert _rate(engine) == 100.0
     assert _rate({"images_per_second": 90.0}) == 90.0  # the minimal loop reports only its mean
+
+
+def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Path) -> None:
+    from tuner.gpu_suite._cuda_tests import _counts, run_stoppable
+
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\ndef test_quick():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
+    )
+    junit = tmp_path / "junit.xml"
+    command = [sys.executable, "-m", "pytest", str(tmp_path), "-v", "-p", "no:cacheprovider",
+               f"--junitxml={junit}"]  # fmt: skip
+    started = time.perf_counter()
+    assert run_stoppable(command, tmp_path / "pytest.log", timeout=5)
+    assert time.perf_counter() - started < 30  # interrupted, not waited for
+    log = (tmp_path / "pytest.log").read_text()
+    assert "test_quick PASSED" in log and "[stopped by the stage after 5 s]" in log
+    assert _counts(junit)["tests"] >= 1  # pytest wrote what ran before the interrupt
+    assert not run_stoppable([sys.executable, "-c", "pass"], tmp_path / "quick.log", timeout=30)

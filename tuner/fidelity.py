@@ -37,7 +37,7 @@ __all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
 KINDS = ("engine", "minimal")
 _ROOT = Path(__file__).resolve().parent.parent  # where ``python -m tuner...`` finds the package
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
-_MIN_CHILD_S = 10  # a pair starts only with twice this left
+_MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
 
 def verify_config(
@@ -74,8 +74,9 @@ def run_verify(
     Args:
         threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
         time_limit_s: seconds the whole check may take (default: none). No process outlives
-            it, and after two pairs no pair starts that the slowest pair so far says would not
-            end in time; the report says how many of ``repeats`` ran.
+            it, none starts with less than ``_MIN_CHILD_S`` left, and no pair starts that the
+            slowest pair so far (the discarded first one included) says would not end in time;
+            the report says how many of ``repeats`` ran.
 
     Returns:
         The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
@@ -88,18 +89,16 @@ def run_verify(
     config = config.replace(warmup_steps=warmup_steps)
     env, deadline = _child_env(threads), _Deadline(time_limit_s)
     load_before = os.getloadavg()[0]
-    for kind in KINDS if deadline.fits(0.0) else ():  # discarded: cold caches after a while
-        _measure(kind, config, steps, env, deadline.timeout())
+    # The discarded pair (cold caches after a while) also says how long a pair takes.
+    slowest = _pair(config, steps, env, deadline) if deadline.fits(0.0) else 0.0
     runs: list[dict[str, Any]] = []
-    slowest = 0.0
     for repeat in range(repeats):
-        if not deadline.fits(slowest if repeat >= 2 else 0.0):
+        if not deadline.fits(slowest):
             log(f"stopped after {repeat} of {repeats} pairs: the time limit would be passed")
             break
         started = time.perf_counter()
         for kind in KINDS:
-            row = {"repeat": repeat, "kind": kind,
-                   **_measure(kind, config, steps, env, deadline.timeout())}  # fmt: skip
+            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps, env, deadline)}
             runs.append(row)
             log(f"repeat {repeat + 1}/{repeats} {kind:8s} {row['status']:6s} "
                 f"{_rate(row):10.1f} img/s")  # fmt: skip
@@ -112,6 +111,14 @@ def run_verify(
     if out_dir is not None:
         _write(report, Path(out_dir))
     return report
+
+
+def _pair(config: TrainConfig, steps: int, env: dict[str, str], deadline: _Deadline) -> float:
+    """Run one engine and one minimal process, results dropped; seconds it took."""
+    started = time.perf_counter()
+    for kind in KINDS:
+        _measure(kind, config, steps, env, deadline)
+    return time.perf_counter() - started
 
 
 def _child_env(threads: int | None) -> dict[str, str]:
@@ -136,15 +143,19 @@ class _Deadline:
         """A pair taking ``pair_s`` (with a fifth to spare) would end in time."""
         return self.left() >= max(1.2 * pair_s, 2 * _MIN_CHILD_S)
 
-    def timeout(self) -> float:
-        """A process's limit: the time left (a pair starts with 2 x ``_MIN_CHILD_S`` of it)."""
-        return min(_TIMEOUT_S, max(self.left(), 1.0))
+    def timeout(self) -> float | None:
+        """A process's limit: the time left; None when too little is left to start one."""
+        left = self.left()
+        return None if left < _MIN_CHILD_S else min(_TIMEOUT_S, left)
 
 
 def _measure(
-    kind: str, config: TrainConfig, steps: int, env: dict[str, str], timeout: float = _TIMEOUT_S
+    kind: str, config: TrainConfig, steps: int, env: dict[str, str], deadline: _Deadline
 ) -> dict[str, Any]:
     """One fresh process; its last stdout line is a JSON object."""
+    timeout = deadline.timeout()
+    if timeout is None:
+        return _failed("not started: the time limit was reached")
     command = _command(kind, config, steps)
     try:
         done = subprocess.run(

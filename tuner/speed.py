@@ -59,7 +59,7 @@ class SpeedChoice:
     variants: list[dict[str, Any]] = field(default_factory=list)  # one row per probed change
     plain_images_per_second: float = math.nan
     probe_seconds: float = 0.0  # wall time of the probes (their steps count as training)
-    probe_step_seconds: float = 0.0  # seconds inside training steps, of that
+    probe_step_seconds: float = 0.0  # training seconds of that (the probes' train_time_s)
     repeats: int = 0
     first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
     combined_ratio: float | None = None  # the kept knobs together vs plain (when 2 or more)
@@ -212,7 +212,8 @@ def _combined_ratio(
 
 
 class _Meter:
-    """``probe`` that adds up the seconds spent in training steps and the first step's time."""
+    """``probe`` that adds up the probes' training seconds (``train_time_s``) and the first
+    step's time."""
 
     def __init__(self, steps: int) -> None:
         self.steps, self.step_seconds = steps, 0.0

@@ -144,42 +144,51 @@ def _forget_earlier_compiles() -> None:
 def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:
     from tqdm.auto import tqdm
 
-    stopped = probed = False
     with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
-        batches, losses = _batches(run), []
-        count_at, taken = _memory_step(run), 0
         clock = _TrainClock(run)
         run.throughput.start()
-        while not run.finished():
-            tick = time.perf_counter()
-            run.first_step_unix_s = run.first_step_unix_s or time.time()
-            images, labels = next(batches)
-            waited = time.perf_counter() - tick
-            taken += 1
-            losses.append(_step(run, images, labels, count_memory=taken == count_at))
-            run.step += 1
-            run.throughput.step(labels.shape[0], waited)
-            progress.update(1)
-            if len(losses) >= WINDOW_STEPS:
-                _flush(run, losses, progress)
+        try:
+            stopped = _steps(run, hooks, progress, clock, evaluate=evaluate)
+        finally:  # a run that fails (diverged at a flush) keeps the time it trained
             clock.lap()
-            if hooks.on_probe and not probed and _probe_due(run, hooks, taken, count_at, evaluate):
-                _flush(run, losses, progress)
-                probed = True
-                with clock.outside():
-                    stopped = _probe_says_stop(run, hooks.on_probe)
-                if stopped:
-                    break
-            if evaluate and _eval_due(run):
-                _flush(run, losses, progress)
-                with clock.outside():
-                    if _evaluate_and_report(run, hooks.on_eval):
-                        break
-        _flush(run, losses, progress)
-        run.throughput.pause()
-        clock.lap()
     if evaluate and not stopped and (run.val_accuracy is None or not _eval_due(run)):
         _evaluate_and_report(run, hooks.on_eval)
+
+
+def _steps(run: Run, hooks: _Hooks, progress: Any, clock: _TrainClock, *, evaluate: bool) -> bool:
+    """Train until the run is finished or a hook stops it (then True)."""
+    batches, losses = _batches(run), []
+    count_at, taken = _memory_step(run), 0
+    stopped = probed = False
+    while not run.finished():
+        tick = time.perf_counter()
+        run.first_step_unix_s = run.first_step_unix_s or time.time()
+        images, labels = next(batches)
+        waited = time.perf_counter() - tick
+        taken += 1
+        losses.append(_step(run, images, labels, count_memory=taken == count_at))
+        run.step += 1
+        run.throughput.step(labels.shape[0], waited)
+        progress.update(1)
+        if len(losses) >= WINDOW_STEPS:
+            _flush(run, losses, progress)
+        clock.lap()
+        if hooks.on_probe and not probed and _probe_due(run, hooks, taken, count_at, evaluate):
+            _flush(run, losses, progress)
+            probed = True
+            with clock.outside():
+                stopped = _probe_says_stop(run, hooks.on_probe)
+            if stopped:
+                break
+        if evaluate and _eval_due(run):
+            _flush(run, losses, progress)
+            with clock.outside():
+                stopped = _evaluate_and_report(run, hooks.on_eval)
+            if stopped:
+                break
+    _flush(run, losses, progress)
+    run.throughput.pause()
+    return stopped
 
 
 class _TrainClock:

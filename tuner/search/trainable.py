@@ -86,7 +86,7 @@ class _TrialRun:
     def __init__(self, context: TrialContext) -> None:
         self.context = context
         self.engine_time_s = 0.0
-        self.training_s = 0.0  # seconds inside training steps (probes included)
+        self.training_s = 0.0  # training seconds, the engine's train_time_s (probes included)
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
