@@ -15,7 +15,7 @@ from tuner import gpu_suite
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.gpu_suite import _ladder, _recipe, _search
-from tuner.gpu_suite._context import StageContext
+from tuner.gpu_suite._context import STOPPED, StageContext, run_stoppable
 from tuner.techniques import knob
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> 
 
 
 def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Path) -> None:
-    from tuner.gpu_suite._cuda_tests import _counts, run_stoppable
+    from tuner.gpu_suite._cuda_tests import _counts
 
     (tmp_path / "test_slow.py").write_text(
         "import time\n\ndef test_quick():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
@@ -157,9 +157,10 @@ def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Pa
     command = [sys.executable, "-m", "pytest", str(tmp_path), "-v", "-p", "no:cacheprovider",
                f"--junitxml={junit}"]  # fmt: skip
     started = time.perf_counter()
-    assert run_stoppable(command, tmp_path / "pytest.log", timeout=5)
+    assert run_stoppable(command, tmp_path / "pytest.log", timeout=5) == STOPPED
     assert time.perf_counter() - started < 30  # interrupted, not waited for
     log = (tmp_path / "pytest.log").read_text()
     assert "test_quick PASSED" in log and "[stopped by the stage after 5 s]" in log
     assert _counts(junit)["tests"] >= 1  # pytest wrote what ran before the interrupt
-    assert not run_stoppable([sys.executable, "-c", "pass"], tmp_path / "quick.log", timeout=30)
+    quick = [sys.executable, "-c", "raise SystemExit(3)"]
+    assert run_stoppable(quick, tmp_path / "quick.log", timeout=30) == 3  # its own exit code

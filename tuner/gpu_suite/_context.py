@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,10 +16,11 @@ import pandas as pd
 
 from tuner.units import json_ready
 
-__all__ = ["DRY_RUN_DIR", "StageContext", "StageResult", "device_slug"]
+__all__ = ["DRY_RUN_DIR", "STOPPED", "StageContext", "StageResult", "device_slug", "run_stoppable"]
 
 DRY_RUN_DIR = Path("reports") / "gpu-suite-dry-run"  # git-ignored, unlike reports/examples/
 T = TypeVar("T")
+STOPPED = 124  # a child's exit code when the stage stopped it (as timeout(1) reports)
 
 
 @dataclass(frozen=True)
@@ -94,3 +97,33 @@ class StageContext:
 def device_slug(device_name: str) -> str:
     """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"`` (a folder name)."""
     return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+
+
+def run_stoppable(
+    command: list[str],
+    log_path: Path,
+    timeout: float,
+    *,
+    cwd: Path | None = None,
+    grace_s: float = 20.0,
+) -> int:
+    """Run ``command`` (output to ``log_path``); its exit code, or :data:`STOPPED`.
+
+    Past ``timeout`` the child gets SIGINT, as after Ctrl-C, so it can keep what it did: pytest
+    writes its JUnit XML of the tests that ran, ``tuner search`` stops Ray's trials and marks the
+    experiment interrupted. A child still alive ``grace_s`` later is killed.
+    """
+    with log_path.open("w") as log:
+        child = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    with log_path.open("a") as log:
+        log.write(f"\n[stopped by the stage after {timeout:.0f} s]\n")
+    return STOPPED

@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,9 +19,9 @@ from typing import Any
 import pandas as pd
 
 from tuner.config import TrainConfig
-from tuner.gpu_suite._context import StageContext, StageResult
+from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
 
-__all__ = ["run", "run_stoppable"]
+__all__ = ["run"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 EPOCHS = 6
@@ -73,34 +71,12 @@ def _pytest(ctx: StageContext) -> dict[str, int]:
     # The prefetcher's epochs still need their time after the tests, within the stage's.
     timeout = max(ctx.remaining_s() - ctx.pick(_PREFETCH_S, 30), 30)
     ctx.log("+ " + " ".join(command))
-    if stopped := run_stoppable(command, ctx.path("pytest.log"), timeout):
+    stopped = run_stoppable(command, ctx.path("pytest.log"), timeout, cwd=_ROOT) == STOPPED
+    if stopped:
         ctx.log(f"pytest outran its {timeout:.0f} s and was stopped; pytest.log has what ran")
     counts = _counts(junit)
     counts["errors"] += stopped  # tests that never ran are not a pass
     return counts
-
-
-def run_stoppable(command: list[str], log_path: Path, timeout: float) -> bool:
-    """Run ``command`` (output to ``log_path``); past ``timeout`` interrupt it. True if stopped.
-
-    SIGINT first: pytest then ends its session as after Ctrl-C, writing its JUnit XML of the
-    tests that ran; a child still alive 20 s later is killed.
-    """
-    with log_path.open("w") as log:
-        child = subprocess.Popen(command, cwd=_ROOT, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            child.wait(timeout=timeout)
-            return False
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-    with log_path.open("a") as log:
-        log.write(f"\n[stopped by the stage after {timeout:.0f} s]\n")
-    return True
 
 
 def _counts(junit: Path) -> dict[str, int]:

@@ -11,7 +11,6 @@ in a temporary folder.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from tuner.config import TrainConfig
 from tuner.experiment_files import TUNER_FILES
-from tuner.gpu_suite._context import StageContext, StageResult
+from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
 from tuner.techniques import knob
 from tuner.units import format_bytes
 
@@ -77,16 +76,12 @@ def _time_budget(ctx: StageContext, most_s: int | None) -> list[str]:
 
 
 def _run_search(ctx: StageContext, command: list[str]) -> int:
-    """The search's exit code; 124 when the stage's time ran out (its files are still kept)."""
-    with ctx.path("search.log").open("w") as log:
-        try:
-            timeout = max(ctx.remaining_s(), 60)
-            return subprocess.run(
-                command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout
-            ).returncode
-        except subprocess.TimeoutExpired:
-            ctx.log(f"the search outran the stage's time ({timeout:.0f} s) and was stopped")
-            return 124
+    """The search's exit code; ``STOPPED`` when the stage's time ran out (files still kept)."""
+    timeout = max(ctx.remaining_s(), 60)
+    code = run_stoppable(command, ctx.path("search.log"), timeout, grace_s=60)
+    if code == STOPPED:
+        ctx.log(f"the search outran the stage's time ({timeout:.0f} s) and was stopped")
+    return code
 
 
 def _calibrated_budget(ctx: StageContext, s: dict[str, Any]) -> int:
