@@ -1,0 +1,320 @@
+"""The trial record: every key a trial reports, declared once, and the one classifier of a trial.
+
+Every client of a search reads a trial from these declarations: the trainable's ``tune.report``
+(:func:`trial_report`), Ray's results and loggers (TensorBoard, MLflow, W&B), the Optuna study
+(:func:`optuna_state`), the console, ``trials.csv`` and the report (:func:`classify`). None
+spells a key or decides what a trial was by itself, so no two can disagree.
+
+A report carries three families of keys:
+
+- the engine's: every scalar field of :class:`~tuner.engine.result.RunResult` (its type is the
+  column's dtype), ``effective_<field>`` for every knob of :data:`tuner.techniques.KNOBS` (what
+  ran: a fallback reads its fallback value) and ``notes`` (the engine's notes, " | "-joined);
+- the search's (:data:`SEARCH_KEYS`), added by the trainable to every report;
+- the trials table's own (:data:`TABLE_KEYS`), added by the reader of an experiment folder.
+
+Times follow one scheme: a duration is ``<what>_time_s``, a wall-clock stamp ``<what>_unix_s``
+(seconds since the epoch), a date ``<what>_at`` (UTC).
+
+Ray-free and Optuna-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from tuner.engine.result import RunResult
+from tuner.objectives import judge, memory_violation
+from tuner.techniques import KNOBS
+from tuner.units import as_number
+
+__all__ = [
+    "COUNT",
+    "EFFECTIVE_PREFIX",
+    "ENGINE_KEYS",
+    "FLAG",
+    "KINDS",
+    "NUMBER",
+    "SEARCH_KEYS",
+    "TABLE_KEYS",
+    "TEXT",
+    "TIME",
+    "Key",
+    "Kind",
+    "classify",
+    "declared_dtype",
+    "engine_values",
+    "is_candidate",
+    "optuna_state",
+    "trial_report",
+]
+
+# The dtypes of a trials table (pandas names): counts are nullable integers, measurements
+# floats (NaN when missing), text nullable strings, flags nullable booleans, dates UTC.
+COUNT, NUMBER, TEXT, FLAG, TIME = "Int64", "float64", "string", "boolean", "datetime64[ms, UTC]"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a trial's record: its name, its dtype in the trials table, what it means."""
+
+    name: str
+    dtype: str
+    meaning: str
+
+
+def _declare(into: dict[str, Key], name: str, dtype: str, meaning: str) -> str:
+    if name in into:
+        raise ValueError(f"key {name!r} declared twice")
+    into[name] = Key(name, dtype, meaning)
+    return name
+
+
+# ---- the engine's keys: RunResult's scalar fields --------------------------------------------
+
+EFFECTIVE_PREFIX = "effective_"
+_NOT_REPORTED = ("images_per_second_windows", "train_loss_curve", "effective", "notes", "config")
+
+
+def _hint_dtype(hint: Any) -> str:
+    """int -> counts, float -> numbers, bool -> flags; str, Literal and objects -> text."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    base = args[0] if union and len(args) == 1 else hint
+    return {bool: FLAG, int: COUNT, float: NUMBER}.get(base, TEXT)
+
+
+def _engine_keys() -> dict[str, Key]:
+    hints = typing.get_type_hints(RunResult)
+    keys = {
+        f.name: Key(f.name, _hint_dtype(hints[f.name]), "the engine's RunResult field")
+        for f in dataclasses.fields(RunResult)
+        if f.name not in _NOT_REPORTED
+    }
+    keys["notes"] = Key("notes", TEXT, "the engine's notes on fallbacks, ' | '-separated")
+    return keys
+
+
+ENGINE_KEYS: dict[str, Key] = _engine_keys()
+STATUS = "status"  # RunResult.status: ok | oom | diverged | error
+ERROR = "error"
+
+# ---- the search's keys: added by the trainable to every tune.report ---------------------------
+
+SEARCH_KEYS: dict[str, Key] = {}
+PHASE = _declare(SEARCH_KEYS, "phase", TEXT,
+                 "probe (its feasibility check stopped the run), train, or setup (failed before "
+                 "training)")  # fmt: skip
+FINAL = _declare(SEARCH_KEYS, "final", FLAG,
+                 "this report is the trial's last: its run ended (False: an evaluation; a trial "
+                 "whose last report is not final was stopped early, or has not ended)")  # fmt: skip
+STEP = _declare(SEARCH_KEYS, "step", COUNT, "training step of the report: every logger's x-axis")
+FEASIBLE = _declare(SEARCH_KEYS, "feasible", FLAG,
+                    "ran ok within the memory budget (Optuna's constraint is met); says nothing "
+                    "about whether it ran to its end: see kind")  # fmt: skip
+INFEASIBLE_REASON = _declare(SEARCH_KEYS, "infeasible_reason", TEXT, "why not feasible")
+MEMORY_VIOLATION = _declare(
+    SEARCH_KEYS,
+    "memory_violation",
+    NUMBER,
+    "Optuna's constraint: (peak - budget) / budget; > 0 is over budget",
+)
+MAX_MEMORY_BYTES = _declare(SEARCH_KEYS, "max_memory_bytes", COUNT, "the search's memory budget")
+NODE = _declare(SEARCH_KEYS, "node", TEXT, "host name (or IP) of the node that ran the trial")
+ENGINE_TIME_S = _declare(SEARCH_KEYS, "engine_time_s", NUMBER,
+                         "seconds the trial spent in the engine: speed probes, builds, training, "
+                         "evaluation")  # fmt: skip
+TRIAL_TRAIN_TIME_S = _declare(
+    SEARCH_KEYS,
+    "trial_train_time_s",
+    NUMBER,
+    "seconds in training steps, the speed probes' included",
+)
+SPEED_CHOICE = _declare(SEARCH_KEYS, "speed_choice", TEXT, "the speed probes' verdict, in words")
+SPEED_SOURCE = _declare(
+    SEARCH_KEYS,
+    "speed_source",
+    TEXT,
+    "where the speed settings came from: probed | cache | not probed",
+)
+SPEED_SETTINGS = _declare(
+    SEARCH_KEYS,
+    "speed_settings",
+    TEXT,
+    "the speed settings the run used on top of its parameters (JSON)",
+)
+SPEED_PROBE_TIME_S = _declare(
+    SEARCH_KEYS,
+    "speed_probe_time_s",
+    NUMBER,
+    "wall seconds of this trial's speed probes (0 from the cache)",
+)
+TRIAL_FIRST_STEP_UNIX_S = _declare(
+    SEARCH_KEYS,
+    "trial_first_step_unix_s",
+    NUMBER,
+    "when the trial's first training step began (probes too)",
+)
+REPORTED_UNIX_S = _declare(SEARCH_KEYS, "reported_unix_s", NUMBER, "when the report was made")
+
+# ---- the trials table's own keys: added by the reader of an experiment folder -----------------
+
+TABLE_KEYS: dict[str, Key] = {}
+TRIAL_ID = _declare(TABLE_KEYS, "trial_id", TEXT, "Ray Tune's trial id")
+KIND = _declare(TABLE_KEYS, "kind", TEXT,
+                "what the trial was: ok | stopped early | over budget | diverged | errored | "
+                "incomplete (classify)")  # fmt: skip
+RAY_STATUS = _declare(
+    TABLE_KEYS,
+    "ray_status",
+    TEXT,
+    "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING), if known",
+)
+REPORTS = _declare(TABLE_KEYS, "reports", COUNT, "how many reports the trial made")
+TRIAL_DIR = _declare(TABLE_KEYS, "trial_dir", TEXT, "the trial's folder in the experiment folder")
+TRIAL_TIME_S = _declare(
+    TABLE_KEYS, "trial_time_s", NUMBER, "the trial's whole wall time (Ray's time_total_s)"
+)
+STARTED_AT = _declare(TABLE_KEYS, "started_at", TIME, "when the trial started (UTC)")
+ENDED_AT = _declare(TABLE_KEYS, "ended_at", TIME, "when the trial last reported (UTC)")
+
+
+def declared_dtype(name: str) -> str | None:
+    """The dtype of a trials-table column declared here (``effective_<field>`` included), or
+    ``None`` for a column this record does not declare (``param_<name>``: the caller's)."""
+    for family in (TABLE_KEYS, SEARCH_KEYS, ENGINE_KEYS):
+        if name in family:
+            return family[name].dtype
+    if name.startswith(EFFECTIVE_PREFIX):
+        return _effective_dtypes().get(name.removeprefix(EFFECTIVE_PREFIX))
+    return None
+
+
+def _effective_dtypes() -> dict[str, str]:
+    from tuner.config import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    return {k.field: _hint_dtype(hints[k.field]) for k in KNOBS if k.field in hints}
+
+
+# ---- what a trial was ------------------------------------------------------------------------
+
+Kind = Literal["ok", "stopped early", "over budget", "diverged", "errored", "incomplete"]
+KINDS: tuple[str, ...] = get_args(Kind)
+# How Optuna is told each kind (state names of optuna.trial.TrialState). Over budget is a
+# COMPLETE trial with its measured violation > 0, so the sampler learns the infeasible region;
+# a trial stopped early is PRUNED (its accuracy so far is not its accuracy).
+_OPTUNA_STATES: dict[str, str] = {
+    "ok": "COMPLETE",
+    "over budget": "COMPLETE",
+    "stopped early": "PRUNED",
+    "diverged": "FAIL",
+    "errored": "FAIL",
+    "incomplete": "FAIL",
+}
+
+
+def classify(report: Mapping[str, Any] | None, *, ended: bool, crashed: bool = False) -> Kind:
+    """What a trial was, from its last report.
+
+    Args:
+        report: the trial's last report (empty or ``None``: it never reported).
+        ended: the trial will report no more (Ray finished it, stopped it, or it errored).
+        crashed: the trial's process raised after (or before) its last report.
+    """
+    report = report or {}
+    status = str(report.get(STATUS) or "")
+    if status == "error" or (crashed and status in ("", "ok")):
+        return "errored"
+    if status == "diverged":
+        return "diverged"
+    if status == "oom" or as_number(report.get(MEMORY_VIOLATION)) > 0:
+        return "over budget"
+    if status != "ok" or not ended:
+        return "incomplete"
+    return "ok" if report.get(FINAL) is True else "stopped early"
+
+
+def is_candidate(kind: str) -> bool:
+    """Whether a trial of this kind can be recommended (it ran to its end, ok, within budget)."""
+    return kind == "ok"
+
+
+def optuna_state(kind: str) -> str:
+    """The Optuna ``TrialState`` name a trial of this kind is told as."""
+    return _OPTUNA_STATES[kind]
+
+
+# ---- one report -------------------------------------------------------------------------------
+
+
+def engine_values(result: RunResult | Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's keys of a report: RunResult's scalar fields (NaN / "" when missing),
+    ``effective_<field>`` per knob and the notes as one string."""
+    values = result.to_dict() if isinstance(result, RunResult) else dict(result)
+    report: dict[str, Any] = {}
+    for name, key in ENGINE_KEYS.items():
+        value = values.get(name)
+        report[name] = (
+            ("" if value is None else str(value)) if key.dtype == TEXT else as_number(value)
+        )
+    effective = values.get("effective") or {}
+    for knob in KNOBS:
+        value = effective.get(knob.field)
+        report[EFFECTIVE_PREFIX + knob.field] = "" if value is None else _flat(value)
+    report["notes"] = " | ".join(values.get("notes") or [])
+    return report
+
+
+def trial_report(
+    result: RunResult | Mapping[str, Any],
+    *,
+    max_memory_bytes: int | None,
+    phase: str,
+    node: str,
+    final: bool,
+    times: Mapping[str, float],
+    speed: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included.
+
+    Args:
+        times: the trial's ``engine_time_s``, ``trial_train_time_s``, ``speed_probe_time_s``
+            and ``trial_first_step_unix_s``.
+        speed: its ``speed_choice``, ``speed_source`` and ``speed_settings``.
+    """
+    report = engine_values(result)
+    feasible, reason = judge(report, max_memory_bytes=max_memory_bytes)
+    steps = as_number(report.get("steps"))
+    report.update(
+        {
+            PHASE: phase,
+            FINAL: final,
+            STEP: int(steps) if math.isfinite(steps) else 0,
+            FEASIBLE: feasible,
+            INFEASIBLE_REASON: reason,
+            MEMORY_VIOLATION: memory_violation(report, max_memory_bytes=max_memory_bytes),
+            MAX_MEMORY_BYTES: as_number(max_memory_bytes),
+            NODE: node,
+            REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
+        }
+    )
+    for name in (ENGINE_TIME_S, TRIAL_TRAIN_TIME_S, SPEED_PROBE_TIME_S, TRIAL_FIRST_STEP_UNIX_S):
+        report[name] = as_number(times.get(name))
+    for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS):
+        report[name] = str(speed.get(name) or "")
+    missing = set(SEARCH_KEYS) - set(report)
+    assert not missing, f"undeclared report keys missing: {missing}"  # a bug, not input
+    return report
+
+
+def _flat(value: Any) -> Any:
+    """A value Ray's loggers store as a scalar (bool/int/float/str)."""
+    return value if isinstance(value, bool | int | float | str) else str(value)
