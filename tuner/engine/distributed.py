@@ -8,14 +8,15 @@ the world-size-1 case of the same code.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["World"]
+__all__ = ["World", "launched_group"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,21 @@ class World:
         tensor = _tensor(values)
         dist.all_reduce(tensor, op=op)
         return tensor.tolist()
+
+
+@contextlib.contextmanager
+def launched_group(*, cuda: bool) -> Iterator[World]:
+    """For a command started by torchrun (``WORLD_SIZE`` set, no group yet): the process group
+    over its workers (``env://``; nccl on GPUs, gloo on CPUs), closed at the end. Otherwise the
+    world as it is (one process, or a group the caller owns)."""
+    if "WORLD_SIZE" not in os.environ or dist.is_initialized():
+        yield World.current()
+        return
+    dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
+    try:
+        yield World.current()
+    finally:
+        dist.destroy_process_group()
 
 
 def _tensor(values: Sequence[float]) -> torch.Tensor:
