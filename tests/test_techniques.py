@@ -124,4 +124,4 @@ def test_a_knob_that_needs_workers_runs_off_in_one_process_and_says_so() -> None
     result = probe(asked, steps=1)
     assert result.status == "ok" and result.world_size == 1
     assert all(result.effective[k.field] == k.off for k in needs)
-    assert any("need more than one worker" in note for note in result.notes)
+    assert any("needs more than one worker" in note for note in result.notes)

@@ -256,14 +256,14 @@ def _data_parallel(
 ) -> nn.Module:
     """DDP across the workers (gradients averaged in buckets, overlapping backward); one worker
     trains the module itself and its DDP knobs fall back (they only matter across workers)."""
-    knobs = {k.field: getattr(config, k.field) for k in KNOBS if k.needs_workers}
+    knobs = [k for k in KNOBS if k.needs_workers]
     if world.size == 1:
-        asked = [f for f, v in knobs.items() if v != getattr(TrainConfig(), f)]
-        effective.update({f: getattr(TrainConfig(), f) for f in knobs})
+        asked = [k.field for k in knobs if getattr(config, k.field) != k.off]
+        effective.update({k.field: k.off for k in knobs})
         if asked:
-            notes.append(f"{', '.join(asked)} need more than one worker; ran without DDP.")
+            notes.append(f"{', '.join(asked)}: needs more than one worker; ran without DDP.")
         return model
-    effective.update(knobs)
+    effective.update({k.field: getattr(config, k.field) for k in knobs})
     cuda = next(model.parameters()).device
     return DistributedDataParallel(
         model,

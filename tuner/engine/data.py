@@ -92,18 +92,12 @@ Splits = tuple[Dataset, Dataset, int, list[str]]  # train, val, classes, notes
 
 @dataclass(frozen=True)
 class DataSource:
-    """One kind of data that ``config.data`` names.
-
-    Attributes:
-        name: the spec's name (``cifar10`` in ``cifar10:PATH``).
-        mean, std: per-channel normalization in [0, 1] units.
-        load: ``(config, path) -> Splits``; None for data generated on the device.
-        takes_path: the spec is ``name:PATH``.
-        files: decoded from image files (``skip_unreadable_images`` applies).
-    """
+    """One kind of data that ``config.data`` names: ``name`` or, with ``takes_path``,
+    ``name:PATH``. ``load(config, path)`` gives the splits (None: generated on the device);
+    ``files``: decoded from image files, so ``skip_unreadable_images`` applies."""
 
     name: str
-    mean: tuple[float, float, float]
+    mean: tuple[float, float, float]  # per-channel normalization in [0, 1] units
     std: tuple[float, float, float]
     load: Callable[[TrainConfig, str], Splits] | None
     takes_path: bool = False
