@@ -114,8 +114,6 @@ def build_parts(config: TrainConfig, device: torch.device, memory: MemoryMeter) 
     """
     torch.manual_seed(config.seed)
     world = World.current()
-    if world.size > 1 and device.type == "cuda":
-        torch.cuda.set_device(device)  # nccl's collectives run on the current device
     effective: dict[str, Any] = {"device": str(device)}
     notes: list[str] = []
     data = build_data(config, device, world)
