@@ -167,8 +167,8 @@ def _schedule(
             f"lr {config.lr:g} is for batch_size={config.batch_size}; {world.size} workers "
             f"train a global batch of {config.batch_size * world.size}, so the peak lr is {lr:g}."
         )
-    return Schedule(lr, config.warmup_fraction, steps_per_epoch, min(limits, default=None),
-                    config.time_budget_s)  # fmt: skip
+    planned = min(limits, default=None)
+    return Schedule(lr, config.warmup_fraction, steps_per_epoch, planned, config.time_budget_s)
 
 
 def _num_classes(config: TrainConfig, data: DataBundle) -> int:
