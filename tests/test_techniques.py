@@ -12,7 +12,7 @@ from tuner.compare import plan_ladder, plan_toggles
 from tuner.config import TrainConfig, config_fields
 from tuner.engine import probe
 from tuner.report._effects import observed_techniques
-from tuner.search.metrics import EFFECTIVE_PREFIX, result_metrics
+from tuner.record import EFFECTIVE_PREFIX, engine_values as result_metrics
 from tuner.techniques import (
     KNOBS,
     is_accuracy_neutral,

@@ -24,7 +24,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +43,7 @@ __all__ = [
     "load_space_file",
     "register_spaces",
     "suggest_loader_and_techniques",
+    "train_config_of",
 ]
 
 WORKLOAD_KINDS = ("cpu", "gpu")
@@ -100,7 +101,31 @@ class SearchSpace:
 
     def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
         """The run config of one sample: the fixed workload, then the sampled settings."""
-        return TrainConfig.from_params({**workload, **params})
+        return train_config_of(params, workload=workload)
+
+
+def train_config_of(
+    params: Mapping[str, Any],
+    *,
+    workload: Mapping[str, Any] | None = None,
+    search_only: Collection[str] = (),
+    device: str = "auto",
+) -> TrainConfig:
+    """The ``TrainConfig`` a trial runs: the one step from trial parameters to a run config.
+
+    Args:
+        params: the trial's parameters (Ray's ``params.json``: the sample and the fixed
+            workload), with the speed settings its probes chose where they are known.
+        workload: fixed settings under ``params`` (when ``params`` holds the sample only).
+        search_only: suggested names that are no run setting (``base_lr``), dropped by name.
+        device: ``"cpu"`` runs it on the CPU whatever ``params`` say (a trial without a GPU);
+            anything else keeps the device of ``params``.
+
+    Raises:
+        TunerError: the settings do not make a valid run config (one line naming the field).
+    """
+    merged = {**(workload or {}), **params, **({"device": "cpu"} if device == "cpu" else {})}
+    return TrainConfig.from_params(merged, ignore=search_only)
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.recommend import decide
+from tuner.answer import decide
+from tuner.experiment import load_experiment
 from tuner.report import write_report
-from tuner.results import load_experiment
 
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

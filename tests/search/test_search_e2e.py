@@ -17,9 +17,11 @@ from typing import Any
 import optuna
 import pytest
 
-from tuner.recommend import decide
-from tuner.results import load_experiment
+from tuner import record
+from tuner.answer import decide
+from tuner.experiment import load_experiment
 from tuner.search import SearchOptions, SearchOutcome, run_search
+from tuner.search import run as run_module
 from tuner.techniques import KNOBS
 from tuner.units import parse_memory_size
 
@@ -28,15 +30,37 @@ pytestmark = pytest.mark.slow
 SPACE = Path(__file__).parent / "spaces" / "e2e_space.py"
 BUDGET = parse_memory_size("220MiB")
 METRIC_KEYS = {
-    "status", "error", "images_per_second", "peak_memory_bytes", "memory_kind", "val_accuracy",
-    "val_loss", "steps", "step", "feasible", "infeasible_reason", "phase", "node",
-    "engine_time_s", "memory_violation", "final", "notes", "speed_choice", "speed_source",
-    "training_seconds", *(f"effective_{k.field}" for k in KNOBS),
-}  # fmt: skip
+    *record.SEARCH_KEYS,
+    *record.ENGINE_KEYS,
+    *(f"effective_{k.field}" for k in KNOBS),
+}
+# variant -> what the trial was (tests/search/spaces/e2e_space.py forces each).
+KINDS = {
+    "strong": "ok",
+    "strong2": "ok",
+    "weak": "stopped early",
+    "over": "over budget",
+    "bad": "errored",
+}
+LOADS: list[str] = []  # every load_experiment of the search, counted by the fixture
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment))
+        return _search(tmp_path_factory)
+
+
+def _counted(load: Any) -> Any:
+    def counted(path: Any) -> Any:
+        LOADS.append(str(path))
+        return load(path)
+
+    return counted
+
+
+def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     root = tmp_path_factory.mktemp("search")
     options = SearchOptions(
         space=str(SPACE),
@@ -86,7 +110,7 @@ def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
     assert m["images_per_second"] > 0 and 0 <= m["val_accuracy"] <= 1
     assert 0 < m["peak_memory_bytes"] <= BUDGET and m["memory_kind"] == "cpu_training_state"
     assert m["speed_source"] == "probed" and m["speed_choice"]
-    assert 0 < m["training_seconds"] <= m["engine_time_s"]
+    assert 0 < m["trial_train_time_s"] <= m["engine_time_s"]
 
 
 def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome) -> None:
@@ -109,7 +133,8 @@ def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
     assert m["step"] == 15  # stopped at its first evaluation
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[weak.trial_id]
-    assert not row["feasible"] and "stopped early" in row["infeasible_reason"]
+    # It ran ok within the budget (feasible, as every client is told) but not to its end.
+    assert row["feasible"] and row["kind"] == "stopped early"
     answer = decide(experiment)
     assert weak.trial_id not in set(answer.front["trial_id"])
     assert weak.trial_id not in {str(r["trial_id"]) for r in answer.best.values()}
@@ -152,7 +177,21 @@ def test_an_error_inside_a_trial_is_recorded_once_and_not_retried(outcome: Searc
     assert len(_result_lines(trial_dir)) == 1
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[record.trial_id]
-    assert row["status"] == "error" and not row["feasible"]
+    assert row["status"] == "error" and not row["feasible"] and row["kind"] == "errored"
+
+
+def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
+    outcome: SearchOutcome,
+) -> None:
+    assert len(LOADS) <= 2  # after the trials; after the re-measurement
+    trials = outcome.experiment.trials.set_index("trial_id")
+    kinds = {r.config["variant"]: trials.loc[r.trial_id, "kind"] for r in outcome.records}
+    assert kinds == KINDS
+    again = load_experiment(outcome.experiment_dir)
+    assert outcome.experiment.metadata == again.metadata  # the final metadata, not a stale one
+    assert outcome.experiment.trials.equals(again.trials)
+    assert outcome.answer.front["trial_id"].tolist() == decide(again).front["trial_id"].tolist()
+    assert outcome.usable == sum(kind == "ok" for kind in KINDS.values())
 
 
 def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:

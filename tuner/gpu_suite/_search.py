@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import TrainConfig
-from tuner.experiment_files import TUNER_FILES
+from tuner.experiment import TUNER_FILES
 from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
 from tuner.techniques import knob
 from tuner.units import format_bytes
@@ -104,9 +104,9 @@ def _keep_experiment_files(ctx: StageContext, experiment: Path) -> Any:
         if (experiment / name).is_file():
             shutil.copy2(experiment / name, kept / name)
     try:
-        from tuner.results import load_trials
+        from tuner.experiment import load_experiment
 
-        return load_trials(experiment)
+        return load_experiment(experiment).trials
     except Exception as exc:  # the stage reports what it can; the log says the rest
         ctx.log(f"the trials could not be read ({type(exc).__name__}: {exc})")
         return None

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.errors import TunerError
-from tuner.search.metrics import MEMORY_VIOLATION_KEY
+from tuner.record import MEMORY_VIOLATION
 
 __all__ = ["SETS_CONSTRAINTS", "make_sampler", "memory_constraint"]
 
@@ -27,7 +27,7 @@ def memory_constraint(trial: FrozenTrial) -> Sequence[float]:
     The searcher attaches it as a user attribute before telling the trial; a trial told
     without one (it crashed before measuring) counts as feasible so it does not bias the model.
     """
-    return (float(trial.user_attrs.get(MEMORY_VIOLATION_KEY, -1.0)),)
+    return (float(trial.user_attrs.get(MEMORY_VIOLATION, -1.0)),)
 
 
 def make_sampler(

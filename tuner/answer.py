@@ -1,8 +1,10 @@
 """The answer of a search: the front on re-measured numbers, the picks, and what is a tie.
 
-The console summary of ``tuner search`` and the report both call :func:`decide` on the same
-experiment folder, so they state the same front and the same picks.
+``tuner search`` decides once and hands the :class:`Answer` to its summary and its report;
+``tuner report`` decides on the folder it reads. Both state the same front and the same picks.
 
+- Candidates: the trials of kind ``ok`` (:func:`tuner.record.is_candidate`) that measured
+  every objective; no other trial can be recommended.
 - Throughput: a trial that was re-measured after the search (interleaved, fresh builds) is
   judged by the median of its re-measurements, with that median's interval; the others keep
   their in-search figure with the interval over its measurement windows. When candidates were
@@ -20,20 +22,26 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from tuner.config import TrainConfig
 from tuner.objectives import (
     Objective,
     best_per_objective,
-    candidate_mask,
+    measured_mask,
     pareto_front,
     report_objectives,
 )
+from tuner.record import KIND, TRIAL_ID, is_candidate
+from tuner.spaces import train_config_of
 from tuner.stats import Change, median_interval, normal_quantile, paired_ratio, wilson_interval
 
-__all__ = ["Answer", "PairVerdict", "decide"]
+if TYPE_CHECKING:
+    from tuner.experiment import Experiment
+
+__all__ = ["Answer", "PairVerdict", "candidates", "decide"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class Answer:
     pairs: list[PairVerdict] = field(default_factory=list)  # adjacent front trials compared
 
     picks: PairVerdict | None = None  # the fastest pick vs the most accurate one
+    configs: dict[str, TrainConfig] = field(default_factory=dict)  # pick's trial_id -> its run
 
     @property
     def ties(self) -> list[PairVerdict]:
@@ -85,38 +94,74 @@ class Answer:
         if self.front.empty:
             return "No trial can be recommended: none finished ok within the memory budget."
         if self.picks is None:
-            return (f"One configuration ({self.front.iloc[0]['trial_id']}) is the best on both "
-                    "throughput and accuracy.")  # fmt: skip
+            return (
+                f"One configuration ({self.front.iloc[0]['trial_id']}) is the best on both "
+                "throughput and accuracy."
+            )
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
         speed = f"throughput {_ratio(p.throughput)}"
         points = f"{100 * abs(p.accuracy_difference):.1f} accuracy points"
         if p.same_within_noise:
-            return (f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
-                    f"{points} apart, inside the interval): either will do.")  # fmt: skip
+            return (
+                f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
+                f"{points} apart, inside the interval): either will do."
+            )
         if p.throughput.tie:
-            return (f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
-                    f" so {slow} is the pick: {points} more accurate, beyond noise.")  # fmt: skip
+            return (
+                f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
+                f" so {slow} is the pick: {points} more accurate, beyond noise."
+            )
         if p.accuracy_tie:
-            return (f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
-                    f"apart), so {fast} is the pick: {speed}, beyond noise.")  # fmt: skip
+            return (
+                f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
+                f"apart), so {fast} is the pick: {speed}, beyond noise."
+            )
         return (
             f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
             f"{points} more accurate beyond noise; pick by what matters more to you."
         )
 
 
-def decide(experiment: Any) -> Answer:
-    """The answer for a loaded experiment (:class:`tuner.results.Experiment`)."""
+def decide(experiment: Experiment) -> Answer:
+    """The answer for a loaded experiment: its front, its picks, and the picks' run configs.
+
+    Raises:
+        TunerError: a pick's stored settings no longer make a valid run config.
+    """
     objs = report_objectives(experiment.metadata)
     trials, remeasured = decision_values(experiment.trials, experiment.remeasure)
-    pool = trials
+    pool = trials[trials["candidate"]]
     if remeasured:
-        pool = trials[trials["throughput_source"] == "re-measured"]
+        pool = pool[pool["throughput_source"] == "re-measured"]
     front = pareto_front(pool, objs)
     pairs = _pairs(front, experiment.remeasure) if len(front) > 1 else []
     best = best_per_objective(pool, objs)
-    return Answer(objs, trials, front, best, remeasured, pairs, _picks(best, experiment.remeasure))
+    picks = _picks(best, experiment.remeasure)
+    configs = {
+        str(row[TRIAL_ID]): pick_config(experiment, str(row[TRIAL_ID])) for row in best.values()
+    }
+    return Answer(objs, trials, front, best, remeasured, pairs, picks, configs)
+
+
+def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
+    """The trials that can be recommended: of kind ok, every objective measured."""
+    return trials[_candidate_mask(trials, objs)]
+
+
+def pick_config(experiment: Experiment, trial_id: str) -> TrainConfig:
+    """The full run config of a trial: what ``tuner train --config`` re-runs."""
+    workload = experiment.metadata.get("workload")
+    return train_config_of(
+        experiment.configs.get(trial_id, {}),
+        workload=workload if isinstance(workload, Mapping) else None,
+        search_only=experiment.metadata.get("search_only_params") or (),
+    )
+
+
+def _candidate_mask(trials: pd.DataFrame, objs: list[Objective]) -> pd.Series:
+    kinds = trials[KIND].astype(object).map(lambda kind: is_candidate(str(kind)))
+    return kinds.astype(bool) & measured_mask(trials, objs)
 
 
 def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVerdict | None:
@@ -154,7 +199,7 @@ def decision_values(
         else ((), ())
     )
     frame["val_accuracy_low"], frame["val_accuracy_high"] = list(acc_low), list(acc_high)
-    frame["candidate"] = candidate_mask(frame, report_objectives({}))
+    frame["candidate"] = _candidate_mask(frame, report_objectives({}))
     return frame, remeasured
 
 
