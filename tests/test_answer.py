@@ -62,11 +62,16 @@ def test_only_re_measured_candidates_can_be_picked_and_ties_come_from_pairs() ->
         + [("b", r, "ok", 101.0 - r) for r in range(3)],
         columns=["trial_id", "repeat", "status", "images_per_second"],
     )
-    answer = decide(_experiment(
-        [("a", "ok", 120.0, 0.50, 1000), ("b", "ok", 90.0, 0.80, 1000),
-         ("c", "ok", 5000.0, 0.9, 1000)],  # c was not re-measured: its one figure is not enough
-        remeasure,
-    ))  # fmt: skip
+    answer = decide(
+        _experiment(
+            [
+                ("a", "ok", 120.0, 0.50, 1000),
+                ("b", "ok", 90.0, 0.80, 1000),
+                ("c", "ok", 5000.0, 0.9, 1000),
+            ],  # c was not re-measured: its one figure is not enough
+            remeasure,
+        )
+    )
     assert answer.remeasured and "c" not in set(answer.front["trial_id"])
     assert answer.picks is not None and answer.picks.throughput.tie
     assert not answer.picks.accuracy_tie  # 0.80 vs 0.50 on 1000 images each

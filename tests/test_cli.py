@@ -15,14 +15,34 @@ from tuner.commands.train import config_from_args
 from tuner.config import TrainConfig, field_help
 
 TINY_FLAGS = [
-    "--model-kwargs", '{"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2}',
-    "--img-size", "32", "--batch-size", "32", "--epochs", "none", "--steps", "3",
-    "--warmup-steps", "1", "--max-eval-batches", "2", "--device", "cpu",
-]  # fmt: skip
+    "--model-kwargs",
+    '{"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2}',
+    "--img-size",
+    "32",
+    "--batch-size",
+    "32",
+    "--epochs",
+    "none",
+    "--steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--max-eval-batches",
+    "2",
+    "--device",
+    "cpu",
+]
 REQUIRED_KEYS = {
-    "status", "images_per_second", "data_wait_fraction", "peak_memory_bytes", "memory_kind",
-    "val_accuracy", "val_loss", "device", "config",
-}  # fmt: skip
+    "status",
+    "images_per_second",
+    "data_wait_fraction",
+    "peak_memory_bytes",
+    "memory_kind",
+    "val_accuracy",
+    "val_loss",
+    "device",
+    "config",
+}
 
 
 def _parse(*argv: str):
@@ -82,8 +102,10 @@ def test_impossible_setting_is_one_line_and_exit_2(tmp_path: Path, capsys) -> No
 def test_json_result_is_the_last_stdout_line() -> None:
     child = subprocess.run(
         [sys.executable, "-m", "tuner", "train", *TINY_FLAGS, "--amp", "bf16", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr[-2000:]
     result = json.loads(child.stdout.strip().splitlines()[-1])
     assert result.keys() >= REQUIRED_KEYS

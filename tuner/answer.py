@@ -95,7 +95,7 @@ class Answer:
             return "No trial can be recommended: none finished ok within the memory budget."
         if self.picks is None:
             return (
-                f"One configuration ({self.front.iloc[0]['trial_id']}) is the best on both "
+                f"One configuration ({self.front.iloc[0][TRIAL_ID]}) is the best on both "
                 "throughput and accuracy."
             )
         p = self.picks
@@ -167,11 +167,11 @@ def _candidate_mask(trials: pd.DataFrame, objs: list[Objective]) -> pd.Series:
 def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVerdict | None:
     """The fastest pick against the most accurate one, when they are two trials."""
     fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
-    if fast is None or accurate is None or fast["trial_id"] == accurate["trial_id"]:
+    if fast is None or accurate is None or fast[TRIAL_ID] == accurate[TRIAL_ID]:
         return None
     diff, tie = _accuracy_test(fast, accurate)
     ratio = _throughput_ratio(fast, accurate, remeasure)
-    return PairVerdict(str(fast["trial_id"]), str(accurate["trial_id"]), ratio, diff, tie)
+    return PairVerdict(str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, diff, tie)
 
 
 def decision_values(
@@ -186,7 +186,7 @@ def decision_values(
         frame[column] = pd.to_numeric(frame.get(column), errors="coerce")
     remeasured = False
     for trial_id, est in _remeasured(remeasure).items():
-        rows = frame["trial_id"] == trial_id
+        rows = frame[TRIAL_ID] == trial_id
         if not rows.any() or math.isnan(est.median):
             continue
         frame.loc[rows, "images_per_second"] = est.median
@@ -204,12 +204,12 @@ def decision_values(
 
 
 def _remeasured(remeasure: pd.DataFrame | None) -> dict[str, Any]:
-    if remeasure is None or remeasure.empty or "trial_id" not in remeasure:
+    if remeasure is None or remeasure.empty or TRIAL_ID not in remeasure:
         return {}
     ok = remeasure[remeasure.get("status", "ok") == "ok"]
     return {
         str(tid): median_interval(group["images_per_second"].tolist())
-        for tid, group in ok.groupby("trial_id", sort=False)
+        for tid, group in ok.groupby(TRIAL_ID, sort=False)
     }
 
 
@@ -226,7 +226,7 @@ def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerd
     for (_, fast), (_, slow) in itertools.pairwise(ordered.iterrows()):
         ratio = _throughput_ratio(fast, slow, remeasure)
         diff, tie = _accuracy_test(fast, slow)
-        verdicts.append(PairVerdict(str(fast["trial_id"]), str(slow["trial_id"]), ratio, diff, tie))
+        verdicts.append(PairVerdict(str(fast[TRIAL_ID]), str(slow[TRIAL_ID]), ratio, diff, tie))
     return verdicts
 
 
@@ -234,8 +234,8 @@ def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame 
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
         ok = remeasure[remeasure["status"] == "ok"]
-        a = ok[ok["trial_id"] == fast["trial_id"]].set_index("repeat")["images_per_second"]
-        b = ok[ok["trial_id"] == slow["trial_id"]].set_index("repeat")["images_per_second"]
+        a = ok[ok[TRIAL_ID] == fast[TRIAL_ID]].set_index("repeat")["images_per_second"]
+        b = ok[ok[TRIAL_ID] == slow[TRIAL_ID]].set_index("repeat")["images_per_second"]
         common = a.index.intersection(b.index)
         if len(common):
             return paired_ratio(b.loc[common].tolist(), a.loc[common].tolist())

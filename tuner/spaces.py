@@ -139,8 +139,9 @@ def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
         value = trial.suggest_categorical(entry.field, entry.choices(cuda=cuda))
-        params.update({k: v for k, v in entry.settings(value).items()
-                       if k not in params or v != knob(k).off})  # fmt: skip
+        params.update(
+            {k: v for k, v in entry.settings(value).items() if k not in params or v != knob(k).off}
+        )
     return params
 
 

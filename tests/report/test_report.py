@@ -148,8 +148,21 @@ def test_recommended_config_trains(report: Path) -> None:
     config = load_config_file(files[0])
     trials = pd.read_csv(report / "trials.csv", dtype={"trial_id": str})
     assert config.lr in set(trials["param_lr"])  # the trial's computed lr, not base_lr
-    command = [sys.executable, "-m", "tuner", "train", "--config", str(files[0]), "--json",
-               "--steps", "2", "--warmup-steps", "1", "--max-eval-batches", "1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tuner",
+        "train",
+        "--config",
+        str(files[0]),
+        "--json",
+        "--steps",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--max-eval-batches",
+        "1",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -217,13 +230,21 @@ def _runs(arms: dict[str, float], repeats: int, seed: int) -> pd.DataFrame:
     for repeat in range(repeats):
         drift = rng.lognormal(0, 0.1)
         for name, speed in arms.items():
-            rows.append({
-                "arm": name, "group": "effects", "repeat": repeat, "status": "ok",
-                "reference": "" if name == REFERENCE else REFERENCE, "baseline": "",
-                "images_per_second": speed * drift * rng.lognormal(0, 0.08),
-                "peak_memory_bytes": 100.0 * 2**20, "memory_kind": "cpu_training_state",
-                "val_accuracy": float("nan"), "fell_back": "",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "arm": name,
+                    "group": "effects",
+                    "repeat": repeat,
+                    "status": "ok",
+                    "reference": "" if name == REFERENCE else REFERENCE,
+                    "baseline": "",
+                    "images_per_second": speed * drift * rng.lognormal(0, 0.08),
+                    "peak_memory_bytes": 100.0 * 2**20,
+                    "memory_kind": "cpu_training_state",
+                    "val_accuracy": float("nan"),
+                    "fell_back": "",
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -93,8 +93,12 @@ def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
     meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
     # The design shuffles the levels with the search's seed (0): this order, known in advance.
     assert [row["variant"] for row in meta["startup_design"]] == [
-        "over", "bad", "strong", "weak", "strong2"
-    ]  # fmt: skip
+        "over",
+        "bad",
+        "strong",
+        "weak",
+        "strong2",
+    ]
     for trial_dir in sorted(p.parent for p in outcome.experiment_dir.glob("*/result.json")):
         lines = _result_lines(trial_dir)
         assert lines and all(set(line) >= METRIC_KEYS for line in lines)
@@ -172,8 +176,11 @@ def test_an_error_inside_a_trial_is_recorded_once_and_not_retried(outcome: Searc
     record = _by_variant(outcome)["bad"]
     assert record.ray_status == "TERMINATED"  # ended normally: Ray did not retry it
     assert record.metrics["status"] == "error" and "num_classes=5" in record.metrics["error"]
-    trial_dir = next(p.parent for p in outcome.experiment_dir.glob("*/params.json")
-                     if json.loads(p.read_text()).get("variant") == "bad")  # fmt: skip
+    trial_dir = next(
+        p.parent
+        for p in outcome.experiment_dir.glob("*/params.json")
+        if json.loads(p.read_text()).get("variant") == "bad"
+    )
     assert len(_result_lines(trial_dir)) == 1
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[record.trial_id]
@@ -207,9 +214,11 @@ def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
     assert states["strong"] == states["over"] == complete and states["bad"] == failed
     over = by_ray_id[_by_variant(outcome)["over"].trial_id]
     measured = _by_variant(outcome)["over"].metrics
-    assert over.values == pytest.approx([measured["images_per_second"], measured["val_accuracy"]]
-                                        if not math.isnan(measured["val_accuracy"]) else
-                                        [measured["images_per_second"], 0.0])  # fmt: skip
+    assert over.values == pytest.approx(
+        [measured["images_per_second"], measured["val_accuracy"]]
+        if not math.isnan(measured["val_accuracy"])
+        else [measured["images_per_second"], 0.0]
+    )
     assert over.system_attrs["constraints"][0] > 0 and all(v > 0 for v in over.constraints.values())
     assert over.number not in {t.number for t in study.best_trials}
     assert all(t.user_attrs["feasible"] for t in study.best_trials)

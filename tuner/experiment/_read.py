@@ -108,7 +108,7 @@ def _trial_states(data: Any) -> dict[str, dict[str, Any]]:
             state = json.loads(entry[0])
         except (json.JSONDecodeError, IndexError, TypeError):
             continue
-        states[str(state.get("trial_id"))] = {
+        states[str(state.get(TRIAL_ID))] = {
             "status": str(state.get("status", "")),
             "relative_logdir": state.get("relative_logdir") or "",
         }

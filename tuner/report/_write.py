@@ -352,7 +352,7 @@ def _trials(experiment: Experiment) -> Section:
     section = Section("Trials", anchor="trials")
     counts = trials[KIND].value_counts()
     table = pd.DataFrame(
-        {"kind": kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}
+        {KIND: kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}
         for kind in KINDS
         if kind in counts
     )
