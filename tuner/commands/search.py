@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.commands.train import add_config_flag
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
-from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
+from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
 
 if TYPE_CHECKING:
@@ -17,8 +18,6 @@ if TYPE_CHECKING:
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
-# Spellings of the first release, still accepted as hidden aliases.
-OLD_SPELLINGS = {"img_size": ("--image-size",), "time_budget_s": ("--time-per-trial",)}
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
@@ -95,7 +94,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
-        add_config_flag(group, name, hidden_aliases=OLD_SPELLINGS.get(name, ()))
+        add_config_flag(group, name)
     group.add_argument(
         "--set",
         action="append",
