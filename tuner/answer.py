@@ -37,6 +37,7 @@ from tuner.objectives import (
 from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
 from tuner.stats import Change, median_interval, normal_quantile, paired_ratio, wilson_interval
+from tuner.units import as_number
 
 if TYPE_CHECKING:
     from tuner.experiment import Experiment
@@ -214,7 +215,7 @@ def _remeasured(remeasure: pd.DataFrame | None) -> dict[str, Any]:
 
 
 def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
-    acc, n = _num(row.get("val_accuracy")), _num(row.get("val_images"))
+    acc, n = as_number(row.get("val_accuracy")), as_number(row.get("val_images"))
     if math.isnan(acc) or math.isnan(n) or n <= 0:
         return math.nan, math.nan
     return wilson_interval(round(acc * n), int(n))
@@ -239,13 +240,13 @@ def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame 
         common = a.index.intersection(b.index)
         if len(common):
             return paired_ratio(b.loc[common].tolist(), a.loc[common].tolist())
-    value = _num(fast["images_per_second"]) / _num(slow["images_per_second"])
+    value = as_number(fast["images_per_second"]) / as_number(slow["images_per_second"])
     return Change(value, math.nan, math.nan, 1, 1.0)
 
 
 def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
-    pa, pb = _num(a.get("val_accuracy")), _num(b.get("val_accuracy"))
-    na, nb = _num(a.get("val_images")), _num(b.get("val_images"))
+    pa, pb = as_number(a.get("val_accuracy")), as_number(b.get("val_accuracy"))
+    na, nb = as_number(a.get("val_images")), as_number(b.get("val_images"))
     diff = pa - pb
     if any(math.isnan(v) for v in (pa, pb, na, nb)) or min(na, nb) <= 0:
         return diff, True
@@ -258,10 +259,3 @@ def _ratio(change: Change) -> str:
     if math.isnan(change.low):
         return f"{change.value:.2f}x"
     return f"{change.value:.2f}x [{change.low:.2f}–{change.high:.2f}]"
-
-
-def _num(value: Any) -> float:
-    try:
-        return math.nan if value is None or value is pd.NA else float(value)
-    except (TypeError, ValueError):
-        return math.nan

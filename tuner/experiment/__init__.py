@@ -22,7 +22,6 @@ from tuner.experiment._files import (
     TUNER_FILES,
 )
 from tuner.experiment._load import (
-    DEFAULT_STORAGE,
     Experiment,
     load_experiment,
     resolve_experiment,
@@ -41,7 +40,6 @@ from tuner.experiment._schema import (
 )
 
 __all__ = [
-    "DEFAULT_STORAGE",
     "EFFECTS_FILE",
     "LEADING_COLUMNS",
     "METADATA_FILE",

@@ -54,29 +54,13 @@ TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CA
 
 # Ray Tune's bookkeeping keys in every result.json line, beside the trial's own report (Ray's
 # ray.tune.result constants; restated here because this package reads a folder without Ray).
-RAY_KEYS = frozenset(
-    {
-        "timestamp",
-        "checkpoint_dir_name",
-        "done",
-        "training_iteration",
-        TRIAL_ID,  # Ray's own, the same name as the table's
-        "date",
-        "time_this_iter_s",
-        "time_total_s",
-        "pid",
-        "hostname",
-        "node_ip",
-        "config",
-        "time_since_restore",
-        "iterations_since_restore",
-        "experiment_tag",
-        "should_checkpoint",
-    }
-)
-RAY_TIMESTAMP, RAY_TIME_TOTAL_S, RAY_HOSTNAME, RAY_NODE_IP = (
-    "timestamp",
-    "time_total_s",
-    "hostname",
-    "node_ip",
+RAY_TIMESTAMP = "timestamp"
+RAY_TIME_TOTAL_S = "time_total_s"
+RAY_HOSTNAME = "hostname"
+RAY_NODE_IP = "node_ip"
+RAY_KEYS = frozenset().union(
+    (TRIAL_ID, RAY_TIMESTAMP, RAY_TIME_TOTAL_S, RAY_HOSTNAME, RAY_NODE_IP),
+    ("checkpoint_dir_name", "done", "training_iteration", "date", "time_this_iter_s", "pid"),
+    ("config", "time_since_restore", "iterations_since_restore", "experiment_tag"),
+    ("should_checkpoint",),
 )

@@ -46,14 +46,6 @@ from tuner.experiment._metadata import read_metadata
 from tuner.experiment._schema import LEADING_COLUMNS, PARAM_PREFIX, typed_trials
 from tuner.units import as_number
 
-__all__ = [
-    "DEFAULT_STORAGE",
-    "Experiment",
-    "load_experiment",
-    "resolve_experiment",
-    "speed_settings_of",
-]
-
 DEFAULT_STORAGE = Path("experiments")
 _ENDED_BY_RAY = ("TERMINATED", "ERROR")
 # Compared between a trial's final result.json line and what the study was told.

@@ -15,8 +15,6 @@ from tuner.errors import TunerError
 from tuner.experiment._files import METADATA_FILE
 from tuner.record import MAX_MEMORY_BYTES
 
-__all__ = ["memory_limit", "read_metadata", "update_metadata", "write_metadata"]
-
 
 def read_metadata(folder: Path) -> dict[str, Any]:
     """The metadata of the experiment in ``folder`` ({} when it has none).

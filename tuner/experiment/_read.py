@@ -24,18 +24,6 @@ from tuner.experiment._files import (
 )
 from tuner.record import TRIAL_ID
 
-__all__ = [
-    "Results",
-    "error_text",
-    "first_result",
-    "load_study",
-    "ray_states",
-    "read_params",
-    "read_probe_cache",
-    "read_results",
-    "read_table",
-]
-
 
 def load_study(study_db: Path, study_name: str) -> Any:
     """The stored Optuna study, loaded from a temporary copy (the experiment is never written).

@@ -21,16 +21,6 @@ import pandas as pd
 from tuner import record
 from tuner.record import COUNT, FLAG, NUMBER, TEXT, TIME
 
-__all__ = [
-    "LEADING_COLUMNS",
-    "PARAM_PREFIX",
-    "column_meanings",
-    "read_trials_csv",
-    "trial_dtypes",
-    "typed_trials",
-    "write_trials_csv",
-]
-
 PARAM_PREFIX = "param_"
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # ISO 8601, UTC, as trials.csv writes it
 
