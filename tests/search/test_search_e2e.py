@@ -43,19 +43,24 @@ KINDS = {
     "bad": "errored",
 }
 LOADS: list[str] = []  # every load_experiment of the search, counted by the fixture
+WRITES: list[str] = []  # every write of its metadata file
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment))
+        patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment, LOADS))
+        for name in ("write_metadata", "update_metadata"):
+            patch.setattr(run_module, name, _counted(getattr(run_module, name), WRITES))
         return _search(tmp_path_factory)
 
 
-def _counted(load: Any) -> Any:
-    def counted(path: Any) -> Any:
-        LOADS.append(str(path))
-        return load(path)
+def _counted(function: Any, calls: list[str]) -> Any:
+    """``function`` itself, each call recorded in ``calls``."""
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
 
     return counted
 
@@ -191,6 +196,7 @@ def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
     outcome: SearchOutcome,
 ) -> None:
     assert len(LOADS) <= 2  # after the trials; after the re-measurement
+    assert WRITES == ["write_metadata", "update_metadata"]  # at the start; at the end
     trials = outcome.experiment.trials.set_index("trial_id")
     kinds = {r.config["variant"]: trials.loc[r.trial_id, "kind"] for r in outcome.records}
     assert kinds == KINDS

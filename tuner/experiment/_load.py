@@ -125,7 +125,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             "without it (no reconciliation with result.json, no parameter importance)."
         )
     configs, rows, probed = _read_trials(path, _study_finals(study), problems)
-    searched = _searched_names(study, metadata)
+    searched = _searched_names(study)
     params = _param_names(configs, metadata, searched, probed)
     return Experiment(
         name=name,
@@ -312,10 +312,10 @@ def _id_from_dirname(dirname: str) -> str:
 # ---- the parameters and the frame --------------------------------------------------------------
 
 
-def _searched_names(study: Any, metadata: Mapping[str, Any]) -> list[str]:
-    """The Optuna distributions' names, from the stored study (read from a copy)."""
+def _searched_names(study: Any) -> list[str]:
+    """The Optuna distributions' names, from the stored study (none without one)."""
     if study is None:
-        return list(metadata.get("searched_params", []))
+        return []
     names: dict[str, None] = {}
     for trial in study.get_trials(deepcopy=False):
         names.update(dict.fromkeys(trial.distributions))

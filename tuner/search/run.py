@@ -36,6 +36,7 @@ from tuner.experiment import (
     METADATA_FILE,
     PROBE_CACHE_FILE,
     REMEASURE_FILE,
+    STUDY_TRIAL_ID_ATTR,
     Experiment,
     load_experiment,
     update_metadata,
@@ -60,7 +61,7 @@ from tuner.search.progress import ProgressPrinter
 from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
-from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
+from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
 from tuner.search.tracking import logger_callbacks, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
@@ -366,7 +367,7 @@ def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list
     ray_ids = {record.trial_id for record in records}
     closed = []
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if frozen.user_attrs.get(RAY_TRIAL_ID_ATTR) in ray_ids:
+        if frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR) in ray_ids:
             continue  # its Ray trial finished; the searcher told it already or will not
         study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
