@@ -12,8 +12,8 @@
 - Accuracy: the trial's last validation accuracy with its Wilson interval from the number of
   validation images.
 - Two picks are a **tie** on throughput when the paired ratio of their re-measurements has an
-  interval containing 1x, and on accuracy when a two-proportion test cannot separate them
-  (unpooled, which is conservative for two models scored on the same images).
+  interval containing 1x, and on accuracy when the interval of their difference
+  (:func:`tuner.stats.accuracy_difference`, the one accuracy test) contains 0.
 """
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ from tuner.objectives import (
 )
 from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
-from tuner.stats import Change, median_interval, normal_quantile, paired_ratio, wilson_interval
+from tuner.stats import (
+    Change,
+    accuracy_difference,
+    median_interval,
+    paired_ratio,
+    wilson_interval,
+)
 from tuner.units import as_number
 
 if TYPE_CHECKING:
@@ -245,14 +251,12 @@ def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame 
 
 
 def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
-    pa, pb = as_number(a.get("val_accuracy")), as_number(b.get("val_accuracy"))
-    na, nb = as_number(a.get("val_images")), as_number(b.get("val_images"))
-    diff = pa - pb
-    if any(math.isnan(v) for v in (pa, pb, na, nb)) or min(na, nb) <= 0:
-        return diff, True
-    se = math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
-    z = normal_quantile()
-    return diff, abs(diff) <= z * se
+    """``a - b`` in accuracy, and whether it is inside the noise (:func:`accuracy_difference`
+    on the two trials' single measurements, over the smaller validation set)."""
+    images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
+    accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]
+    change = accuracy_difference(accuracy[:1], accuracy[1:], [images])
+    return change.value, change.tie
 
 
 def _ratio(change: Change) -> str:
