@@ -111,15 +111,9 @@ def train_config_of(
     search_only: Collection[str] = (),
     device: str = "auto",
 ) -> TrainConfig:
-    """The ``TrainConfig`` a trial runs: the one step from trial parameters to a run config.
-
-    Args:
-        params: the trial's parameters (Ray's ``params.json``: the sample and the fixed
-            workload), with the speed settings its probes chose where they are known.
-        workload: fixed settings under ``params`` (when ``params`` holds the sample only).
-        search_only: suggested names that are no run setting (``base_lr``), dropped by name.
-        device: ``"cpu"`` runs it on the CPU whatever ``params`` say (a trial without a GPU);
-            anything else keeps the device of ``params``.
+    """The ``TrainConfig`` a trial runs (the one step from trial parameters to a run config):
+    ``workload``, then ``params`` (a trial's sample or ``params.json``, speed settings merged),
+    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run.
 
     Raises:
         TunerError: the settings do not make a valid run config (one line naming the field).

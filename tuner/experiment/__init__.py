@@ -1,13 +1,6 @@
-"""The experiment folder, both ends: file names, metadata, the trials table, reading a folder.
-
-Ray-free (the search writes through it; ``tuner report`` reads a folder someone sent you):
-
-- :mod:`~tuner.experiment._files`: every file name of the folder, and Ray's bookkeeping keys;
-- :mod:`~tuner.experiment._metadata`: ``tuner_experiment.json``, its one writer and one reader;
-- :mod:`~tuner.experiment._schema`: the trials table's dtypes (from :mod:`tuner.record`) and its
-  CSV round trip;
-- :mod:`~tuner.experiment._read`: each file of a folder, read (never a pickle);
-- :mod:`~tuner.experiment._load`: a folder -> :class:`Experiment`, trials reconciled.
+"""The experiment folder, both ends, Ray-free: its file names (``_files``), its metadata's one
+writer and reader (``_metadata``), the trials table's schema and CSV round trip (``_schema``),
+reading each file (``_read``) and a whole folder, reconciled (``_load``).
 """
 
 from __future__ import annotations

@@ -211,8 +211,8 @@ class _TrialRun:
     ) -> None:
         meta: dict[str, Any] = {
             record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
-            "train_time_s": self.train_time_s,
-            "first_step_unix_s": self.first_step_unix_s,
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
             record.SPEED_SOURCE: self.speed_source,
         }
@@ -227,8 +227,8 @@ class _TrialRun:
     def _load(self, meta: dict[str, Any]) -> None:
         """Carry the counters and the speed choice over a restart from a checkpoint."""
         self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
-        self.train_time_s = float(meta.get("train_time_s") or 0.0)
-        self.first_step_unix_s = meta.get("first_step_unix_s")
+        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
+        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
             self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
