@@ -134,7 +134,6 @@ HOMONYMS = {
 PENDING = {
     "tuner.search.searcher",
     "tuner.search.progress",
-    "tuner.search.scheduler",
     "tuner.search.tracking",
     "tuner.search.remeasure",
     "tuner.gpu_suite._search",
