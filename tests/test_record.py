@@ -10,7 +10,8 @@ import optuna
 import pytest
 
 from tuner import record
-from tuner.engine import RunResult
+from tuner.config import TrainConfig
+from tuner.engine import RunResult, probe
 from tuner.experiment import trial_dtypes
 from tuner.record import KINDS, classify, is_candidate, optuna_state, trial_report
 from tuner.techniques import KNOBS
@@ -137,3 +138,34 @@ def test_run_result_fields_keep_their_kind_in_the_trials_table(name: str) -> Non
         else "string"
     )
     assert trial_dtypes([name])[name] == expected
+
+
+TINY = TrainConfig(
+    model="vit_tiny_r_s16_p8_224",
+    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    img_size=16,
+    batch_size=16,
+    epochs=None,
+    steps=2,
+    warmup_steps=1,
+    device="cpu",
+)
+
+
+def test_a_real_run_is_told_as_ok_or_over_budget_by_its_budget() -> None:
+    result = probe(TINY, steps=1)  # a real training run on the CPU
+    peak = result.peak_memory_bytes
+    assert result.ok and peak
+    for budget, kind in ((2 * peak, "ok"), (peak // 2, "over budget")):
+        report = trial_report(
+            result,
+            max_memory_bytes=budget,
+            phase="train",
+            node="n",
+            final=True,
+            times={},
+            speed={},
+        )
+        assert classify(report, ended=True) == kind
+        assert report[record.FEASIBLE] == (kind == "ok")
+        assert report[record.STEP] == result.steps
