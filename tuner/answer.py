@@ -200,12 +200,9 @@ def decision_values(
         frame.loc[rows, ["images_per_second_low", "images_per_second_high"]] = est.low, est.high
         frame.loc[rows, "throughput_source"] = "re-measured"
         remeasured = True
-    acc_low, acc_high = (
-        zip(*(_accuracy_interval(r) for _, r in frame.iterrows()), strict=True)
-        if len(frame)
-        else ((), ())
-    )
-    frame["val_accuracy_low"], frame["val_accuracy_high"] = list(acc_low), list(acc_high)
+    intervals = [_accuracy_interval(row) for _, row in frame.iterrows()]
+    frame["val_accuracy_low"] = [low for low, _ in intervals]
+    frame["val_accuracy_high"] = [high for _, high in intervals]
     frame["candidate"] = _candidate_mask(frame, report_objectives({}))
     return frame, remeasured
 
