@@ -47,7 +47,7 @@ def test_every_space_samples_and_builds_a_config(name: str, cuda: bool) -> None:
     space = get_space(name)
     kind = space.workload("auto", cuda=cuda)
     for searched, params in _samples(name, cuda=cuda):
-        config = space.build_config(space.workloads[kind], params)
+        config = train_config_of(params, workload=space.workloads[kind])
         assert config.batch_size == params["batch_size"]
         if "base_lr" in searched:  # lr is searched per 256 images
             assert math.isclose(config.lr, searched["base_lr"] * config.batch_size / 256)

@@ -81,10 +81,6 @@ class Answer:
     configs: dict[str, TrainConfig] = field(default_factory=dict)  # pick's trial_id -> its run
 
     @property
-    def ties(self) -> list[PairVerdict]:
-        return [p for p in self.pairs if p.throughput.tie]
-
-    @property
     def recommended(self) -> pd.Series | None:
         """The one config the sentence recommends: the more accurate pick when the two run at
         the same speed within noise, else the fastest (also for a real trade-off)."""

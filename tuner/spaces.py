@@ -99,10 +99,6 @@ class SearchSpace:
             raise TunerError(f"Space {self.name}: {exc}") from None
         return params
 
-    def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
-        """The run config of one sample: the fixed workload, then the sampled settings."""
-        return train_config_of(params, workload=workload)
-
 
 def train_config_of(
     params: Mapping[str, Any],

@@ -10,7 +10,7 @@ import pytest
 from tuner.search import SearchOptions
 from tuner.search.design import startup_design
 from tuner.search.plan import SpaceProfile, check_space, make_plan
-from tuner.spaces import get_space, list_spaces
+from tuner.spaces import get_space, list_spaces, train_config_of
 
 
 @pytest.mark.parametrize("cuda", [False, True])
@@ -27,7 +27,7 @@ def test_every_unconditional_level_of_every_space_is_in_the_design(name: str, cu
             continue
         assert {row[param] for row in design} == set(choices), param
     for row in design:  # every row builds
-        space.build_config(plan.workload, space.sample(_Fixed(row), cuda=cuda))
+        train_config_of(space.sample(_Fixed(row), cuda=cuda), workload=plan.workload)
 
 
 class _Fixed:
