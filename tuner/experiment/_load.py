@@ -187,7 +187,7 @@ def _read_trials(
         chosen |= set(configs[trial_id]) - set(params)
         state = states.pop(trial_id, {})
         row = _trial_row(trial_id, name, trial_dir, result, results.reports, state, lost=lost)
-        rows.append({**row, **_trial_times(trial_dir, result)})
+        rows.append({**row, **_trial_times(results.first, result)})
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, "", None, {}, 0, state, lost=False))
     return configs, rows, chosen - given
@@ -283,10 +283,9 @@ def _trial_row(
     }
 
 
-def _trial_times(trial_dir: Path, last: Mapping[str, Any]) -> dict[str, Any]:
+def _trial_times(first: Mapping[str, Any], last: Mapping[str, Any]) -> dict[str, Any]:
     """``started_at`` / ``ended_at`` from the times Ray stamps on every report line (UTC,
     whole seconds): the first report's time less the trial's run time then, the last's time."""
-    first = _read.first_result(trial_dir)
     started = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
     return {
         record.STARTED_AT: _utc(started),

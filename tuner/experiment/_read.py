@@ -108,6 +108,7 @@ class Results:
     """A trial's result.json, read line by line."""
 
     last: dict[str, Any]  # the last valid line ({} when none)
+    first: dict[str, Any]  # the first valid line ({} when none)
     reports: int  # valid lines
     lost_tail: bool  # a damaged line came after the last valid one: the latest report is lost
 
@@ -116,7 +117,8 @@ def read_results(trial_dir: Path, problems: list[str]) -> Results:
     """The valid JSON lines of result.json; each damaged line is skipped and listed."""
     file = trial_dir / RESULT_FILE
     if not file.is_file():
-        return Results({}, 0, lost_tail=False)
+        return Results({}, {}, 0, lost_tail=False)
+    first: dict[str, Any] = {}
     last: dict[str, Any] = {}
     reports, lost_tail = 0, False
     text = file.read_text(errors="replace")
@@ -136,21 +138,8 @@ def read_results(trial_dir: Path, problems: list[str]) -> Results:
             lost_tail = True
             continue
         last, reports, lost_tail = row, reports + 1, False
-    return Results(last, reports, lost_tail)
-
-
-def first_result(trial_dir: Path) -> dict[str, Any]:
-    """The first line of a trial's result.json ({} when none or damaged)."""
-    file = trial_dir / RESULT_FILE
-    if not file.is_file():
-        return {}
-    with file.open() as handle:
-        line = handle.readline()
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError:
-        return {}
-    return row if isinstance(row, dict) else {}
+        first = first or row
+    return Results(last, first, reports, lost_tail)
 
 
 def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
