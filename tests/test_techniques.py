@@ -7,8 +7,8 @@ import itertools
 import pandas as pd
 import pytest
 
-from tuner.ablate import skippable
 from tuner.compare import plan_ladder, plan_toggles
+from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields
 from tuner.engine import probe
 from tuner.report._effects import observed_techniques

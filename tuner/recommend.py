@@ -31,7 +31,14 @@ from tuner.objectives import (
     pareto_front,
     report_objectives,
 )
-from tuner.stats import Change, median_interval, normal_quantile, paired_ratio, wilson_interval
+from tuner.stats import (
+    Change,
+    accuracy_difference,
+    median_interval,
+    paired_ratio,
+    wilson_interval,
+)
+from tuner.units import ratio_text
 
 __all__ = ["Answer", "PairVerdict", "decide"]
 
@@ -200,19 +207,12 @@ def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame 
 
 def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
     pa, pb = _num(a.get("val_accuracy")), _num(b.get("val_accuracy"))
-    na, nb = _num(a.get("val_images")), _num(b.get("val_images"))
-    diff = pa - pb
-    if any(math.isnan(v) for v in (pa, pb, na, nb)) or min(na, nb) <= 0:
-        return diff, True
-    se = math.sqrt(pa * (1 - pa) / na + pb * (1 - pb) / nb)
-    z = normal_quantile()
-    return diff, abs(diff) <= z * se
+    images = [_num(a.get("val_images")), _num(b.get("val_images"))]
+    return pa - pb, accuracy_difference([pb], [pa], images=images).tie
 
 
 def _ratio(change: Change) -> str:
-    if math.isnan(change.low):
-        return f"{change.value:.2f}x"
-    return f"{change.value:.2f}x [{change.low:.2f}–{change.high:.2f}]"
+    return ratio_text(change.value, change.low, change.high)
 
 
 def _num(value: Any) -> float:

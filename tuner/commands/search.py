@@ -14,8 +14,6 @@ from tuner.units import parse_memory_size
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
-# Spellings of the first release, still accepted as hidden aliases.
-OLD_SPELLINGS = {"img_size": ("--image-size",), "time_budget_s": ("--time-per-trial",)}
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
@@ -92,7 +90,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
-        add_config_flag(group, name, hidden_aliases=OLD_SPELLINGS.get(name, ()))
+        add_config_flag(group, name)
     group.add_argument(
         "--set",
         action="append",

@@ -32,8 +32,8 @@ from tuner.objectives import objectives_of, rank_candidates
 from tuner.recommend import decide
 from tuner.results import load_experiment
 from tuner.search import cluster
+from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
 from tuner.search.design import startup_design
-from tuner.search.effects import measure_effects
 from tuner.search.experiment import (
     ExperimentPaths,
     environment,
@@ -49,7 +49,6 @@ from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
 from tuner.search.preflight import check_workload
 from tuner.search.probe_cache import start_cache
 from tuner.search.progress import ProgressPrinter
-from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch

@@ -15,7 +15,7 @@ from tuner.recommend import Answer, decide
 from tuner.results import load_experiment, speed_settings_of
 from tuner.search.experiment import ExperimentPaths
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite
+from tuner.units import format_bytes, interval_text, is_finite
 
 __all__ = ["print_summary", "status_line"]
 
@@ -71,11 +71,11 @@ def _print_front(answer: Answer) -> None:
 def _line(row: pd.Series) -> str:
     ips = row["images_per_second"]
     low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
-    spread = f" [{low:,.0f}-{high:,.0f}]" if is_finite(low) and is_finite(high) else ""
+    spread = f" {interval_text(low, high, '{:,.0f}'.format)}".rstrip()
     acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
     acc = f"{row['val_accuracy']:.3f}"
     if is_finite(acc_low) and is_finite(acc_high):
-        acc += f" [{acc_low:.3f}-{acc_high:.3f}]"
+        acc += " " + interval_text(acc_low, acc_high, "{:.3f}".format)
     params = " ".join(
         f"{c.removeprefix('param_')}={_short(row[c])}"
         for c in row.index
