@@ -19,14 +19,11 @@ from typing import Any
 import optuna
 
 from tuner.techniques import knob
+from tuner.workloads import DIGITS_TINY_VIT
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
-        "model": "vit_tiny_r_s16_p8_224",
-        # The stem downsamples 4x; patch 2 gives 4x4 tokens at 32 px.
-        "model_kwargs": {"patch_size": 2, "embed_dim": 64, "depth": 2, "num_heads": 2},
-        "data": "digits",
-        "img_size": 32,
+        **DIGITS_TINY_VIT,
         "epochs": None,
         "steps": 100,
         "time_budget_s": 12.0,

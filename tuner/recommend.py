@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from tuner.compare import paired
 from tuner.objectives import (
     Objective,
     best_per_objective,
@@ -195,12 +196,9 @@ def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerd
 def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
-        ok = remeasure[remeasure["status"] == "ok"]
-        a = ok[ok["trial_id"] == fast["trial_id"]].set_index("repeat")["images_per_second"]
-        b = ok[ok["trial_id"] == slow["trial_id"]].set_index("repeat")["images_per_second"]
-        common = a.index.intersection(b.index)
-        if len(common):
-            return paired_ratio(b.loc[common].tolist(), a.loc[common].tolist())
+        a, b = paired(remeasure, fast["trial_id"], slow["trial_id"], by="trial_id")
+        if len(a):
+            return paired_ratio(b["images_per_second"].tolist(), a["images_per_second"].tolist())
     value = _num(fast["images_per_second"]) / _num(slow["images_per_second"])
     return Change(value, math.nan, math.nan, 1, 1.0)
 
