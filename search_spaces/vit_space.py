@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from tuner.techniques import knob
-from tuner.workloads import DIGITS_TINY_VIT
+from tuner.workloads import DIGITS_TINY_VIT, GPU_TRIAL
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
@@ -30,16 +30,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "eval_every_steps": 50,
         "warmup_steps": 3,
     },
-    "gpu": {
-        "model": "vit_small_r26_s32_224",
-        "data": "digits",
-        "img_size": 224,
-        "epochs": None,
-        "steps": 400,
-        "time_budget_s": 300.0,
-        "eval_every_steps": 100,
-        "warmup_steps": 20,
-    },
+    "gpu": {"model": "vit_small_r26_s32_224", **GPU_TRIAL},
 }
 NUM_SAMPLES = {"cpu": 8, "gpu": 48}
 

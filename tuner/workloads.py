@@ -19,6 +19,7 @@ __all__ = [
     "BENCH",
     "DIGITS_TINY_VIT",
     "GPU_NORM_MODEL",
+    "GPU_TRIAL",
     "MICRO_BENCH",
     "MICRO_VIT",
     "TINY_VIT",
@@ -44,6 +45,18 @@ GPU_NORM_MODEL = "vit_small_r26_s32_224"
 
 # The CPU tiny ViT on the embedded digits at 32 px (8x8 images upsampled): a real task in seconds.
 DIGITS_TINY_VIT: dict[str, Any] = {**TINY_VIT, "data": "digits", "img_size": 32}
+
+# A search space's GPU trial at 224 px: the embedded digits so it runs anywhere (``--data
+# imagefolder:PATH`` for real images), 400 steps or 5 minutes per trial. Spaces add the model.
+GPU_TRIAL: dict[str, Any] = {
+    "data": "digits",
+    "img_size": 224,
+    "epochs": None,
+    "steps": 400,
+    "time_budget_s": 300.0,
+    "eval_every_steps": 100,
+    "warmup_steps": 20,
+}
 
 # ``tuner ablate``: trained runs, so accuracy changes are visible too.
 ABLATION: dict[str, dict[str, Any]] = {
