@@ -1,7 +1,7 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.speed.choose_speed`), looked up first in the experiment's probe cache (per
+   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache (per
    training config key), so a later trial with the same key reuses them.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
@@ -30,12 +30,12 @@ import torch
 from ray import tune
 
 from tuner import record
+from tuner.compare.speed import SpeedChoice, choose_speed, speed_key
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
 from tuner.spaces import train_config_of
-from tuner.speed import SpeedChoice, choose_speed, speed_key
 from tuner.techniques import accuracy_neutral_fields
 
 __all__ = ["TrialContext", "run_trial"]
