@@ -25,7 +25,8 @@ from ray.tune.utils.callback import _create_default_callbacks
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.search import SearchOptions
-from tuner.search.tracking import StepTBXLoggerCallback, logger_callbacks, trial_dirname
+from tuner.search.loggers import logger_callbacks
+from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
 
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 NEEDS_MLFLOW = pytest.mark.skipif(
@@ -34,6 +35,7 @@ NEEDS_MLFLOW = pytest.mark.skipif(
 NAME = "track"
 # What Ray's TuneController passes to every callback's setup (the experiment's public spec).
 RAY_SETUP = {"stop": {}, "num_samples": 2, "total_num_samples": 2}
+_LOGGERS = {"wandb_project": None, "experiment": "e", "experiment_dir": Path("unused")}
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +242,7 @@ def test_an_empty_mlflow_uri_is_refused() -> None:
 
 def test_our_tensorboard_logger_replaces_rays_default() -> None:
     callbacks = _create_default_callbacks(
-        logger_callbacks(mlflow_uri=None, experiment="e", space="s")
+        logger_callbacks(**_LOGGERS, mlflow_uri=None, space="s")
     )
     tbx = [c for c in callbacks if isinstance(c, TBXLoggerCallback)]
     assert len(tbx) == 1 and isinstance(tbx[0], StepTBXLoggerCallback)
@@ -250,8 +252,8 @@ def test_our_tensorboard_logger_replaces_rays_default() -> None:
 def test_mlflow_logger_only_with_a_uri() -> None:
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    plain = logger_callbacks(mlflow_uri=None, experiment="e", space="spaces/my_space.py")
-    tracked = logger_callbacks(mlflow_uri="sqlite:///m.db", experiment="e", space="my_space.py")
+    plain = logger_callbacks(**_LOGGERS, mlflow_uri=None, space="spaces/my_space.py")
+    tracked = logger_callbacks(**_LOGGERS, mlflow_uri="sqlite:///m.db", space="my_space.py")
     assert not any(isinstance(c, MLflowLoggerCallback) for c in plain)
     (mlflow_logger,) = [c for c in tracked if isinstance(c, MLflowLoggerCallback)]
     assert mlflow_logger.tags == {"space": "my_space", "experiment": "e"}

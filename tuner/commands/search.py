@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.commands.train import add_config_flag
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
+from tuner.experiment_files import METADATA_FILE
 from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 from tuner.units import parse_memory_size
 
@@ -180,6 +181,12 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "http://host:5000, ...) and the report to a parent run; needs pip install "
         "'tuner[mlflow]'. Off by default: nothing leaves the machine",
     )
+    group.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        help="also log every trial as a W&B run of this project, offline, into the experiment "
+        "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
+    )
     group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
 
 
@@ -221,6 +228,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
         mlflow=args.mlflow,
+        wandb=args.wandb,
         verbose=args.verbose,
     )
 
@@ -272,16 +280,36 @@ def _write_report(experiment_dir: Path, out_dir: Path) -> Path | None:
 
 
 def _log_to_mlflow(experiment_dir: Path, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the report files become
-    artifacts of the search's parent run. A failing MLflow costs nothing but a warning."""
-    from tuner.search.tracking import log_report
-
+    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
+    its figures, and the report files, go to the search's parent run. A failing MLflow costs
+    nothing but a warning."""
+    metadata = json.loads((experiment_dir / METADATA_FILE).read_text())
+    uri = (metadata.get("options") or {}).get("mlflow")
+    if not uri:
+        return
     try:
-        where = log_report(experiment_dir, report)
+        where = _log_report(uri, experiment_dir, report)
     except Exception as exc:  # the experiment and report folders hold every result anyway
         line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         print(f"warning: logging the report to MLflow failed ({line}); the results are in "
               f"{experiment_dir}.")  # fmt: skip
         return
-    if where:
-        print(f"MLflow:            {where}")
+    print(f"MLflow:            {where}")
+
+
+def _log_report(uri: str, experiment_dir: Path, report: Path | None) -> str:
+    # The search's flow holds its Experiment and Answer: pass them here instead of reading.
+    from tuner.recommend import decide
+    from tuner.results import load_experiment
+    from tuner.search.mlflow_logger import log_report
+
+    experiment = load_experiment(experiment_dir)
+    pick = decide(experiment).recommended
+    return log_report(
+        uri,
+        experiment.name,
+        space=str(experiment.metadata.get("space")),
+        report_dir=report,
+        recommended=None if pick is None else pick.to_dict(),
+        config=None if pick is None else experiment.configs[str(pick["trial_id"])],
+    )

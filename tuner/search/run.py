@@ -43,6 +43,7 @@ from tuner.search.experiment import (
     update_metadata,
     write_metadata,
 )
+from tuner.search.loggers import logger_callbacks
 from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
@@ -54,7 +55,7 @@ from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
-from tuner.search.tracking import logger_callbacks, trial_dirname
+from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
@@ -318,7 +319,11 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
         callbacks=[
             ProgressPrinter(total=total),
             *logger_callbacks(
-                mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
+                mlflow_uri=options.mlflow,
+                wandb_project=options.wandb,
+                experiment=paths.name,
+                space=options.space,
+                experiment_dir=paths.local,
             ),
         ],
         verbose=1 if options.verbose else 0,
