@@ -503,10 +503,12 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
 
 
 def _quiet_ray(*, verbose: bool) -> None:
-    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings."""
+    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
+    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if not verbose:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
 
 
 def _node_cpus() -> list[float]:
