@@ -241,9 +241,7 @@ def test_an_empty_mlflow_uri_is_refused() -> None:
 
 
 def test_our_tensorboard_logger_replaces_rays_default() -> None:
-    callbacks = _create_default_callbacks(
-        logger_callbacks(**_LOGGERS, mlflow_uri=None, space="s")
-    )
+    callbacks = _create_default_callbacks(logger_callbacks(**_LOGGERS, mlflow_uri=None, space="s"))
     tbx = [c for c in callbacks if isinstance(c, TBXLoggerCallback)]
     assert len(tbx) == 1 and isinstance(tbx[0], StepTBXLoggerCallback)
 
