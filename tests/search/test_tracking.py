@@ -150,6 +150,30 @@ def test_mlflow_without_the_package_is_one_line_before_any_trial(
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
+@pytest.mark.parametrize(
+    ("project", "hidden", "message"),
+    [
+        ("my-search", True, "pip install 'tuner[wandb]'"),  # what an environment without it sees
+        ("team/project", False, "must be a W&B project name"),
+    ],
+)
+def test_a_wandb_that_cannot_work_is_one_line_before_any_trial(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    project: str,
+    hidden: bool,
+    message: str,
+) -> None:
+    if hidden:
+        monkeypatch.setitem(sys.modules, "wandb", None)
+    code = main(["search", "smoke_space", "--storage", str(tmp_path), "--wandb", project])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.fixture
 def broken_store(tmp_path: Path) -> str:
     """A real SQLite tracking URI that cannot be opened: its folder is a regular file."""

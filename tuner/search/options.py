@@ -128,15 +128,7 @@ def _check_mlflow(uri: str | None) -> None:
         raise TunerError(
             "--mlflow needs a tracking URI, e.g. sqlite:///mlflow.db or http://host:5000."
         )
-    try:
-        found = importlib.util.find_spec("mlflow") is not None
-    except (ImportError, ValueError):  # a broken install, or one hidden in sys.modules
-        found = False
-    if not found:
-        raise TunerError(
-            "--mlflow needs MLflow, which is not installed: pip install 'tuner[mlflow]' "
-            "(or pip install mlflow)."
-        )
+    _check_installed("mlflow", flag="--mlflow", client="MLflow")
 
 
 def _check_wandb(project: str | None) -> None:
@@ -147,12 +139,17 @@ def _check_wandb(project: str | None) -> None:
         raise TunerError(
             f"--wandb {project!r} must be a W&B project name (no / \\ # ? % :), e.g. my-search."
         )
+    _check_installed("wandb", flag="--wandb", client="W&B")
+
+
+def _check_installed(package: str, *, flag: str, client: str) -> None:
+    """The package a tracking flag needs (its extra of the same name installs it)."""
     try:
-        found = importlib.util.find_spec("wandb") is not None
+        found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a broken install, or one hidden in sys.modules
         found = False
     if not found:
         raise TunerError(
-            "--wandb needs W&B, which is not installed: pip install 'tuner[wandb]' "
-            "(or pip install wandb)."
+            f"{flag} needs {client}, which is not installed: pip install 'tuner[{package}]' "
+            f"(or pip install {package})."
         )

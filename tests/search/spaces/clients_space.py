@@ -1,13 +1,7 @@
-"""Client consistency test space: one trial of each kind, in an order the start-up design fixes.
-
-- ``ok``: a tiny ResNet, batch 32, a working lr: trains to the end;
-- ``weak``: ResNet-18 (several times slower) that cannot learn (lr 1e-9): dominated at the
-  first evaluation, so ParetoASHA stops it early;
-- ``over``: batch 1024, over a 220 MiB budget: rejected by its first steps;
-- ``blowup``: an lr of 1e6: the loss turns non-finite, the run diverges;
-- ``bad``: ``num_classes=5`` for the 10 digit classes: the engine raises inside the trial (no
-  driver check covers it), an error that no retry can fix.
-"""
+"""One trial of each kind (test_clients.py), in an order the start-up design fixes: ``ok``
+trains to the end; ``weak`` (ResNet-18, lr 1e-9) is slower and learns nothing, so ParetoASHA
+stops it at its first evaluation; ``over`` (batch 1024) is over a 220 MiB budget; ``blowup``
+(lr 1e6) diverges; ``bad`` (5 classes for 10 digits) raises inside the engine."""
 
 from __future__ import annotations
 
@@ -21,8 +15,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "data": "digits",
         "img_size": 32,
         "epochs": None,
-        "steps": 30,
-        "eval_every_steps": 15,
+        "steps": 20,
+        "eval_every_steps": 10,
         "max_eval_batches": 2,
         "warmup_steps": 2,
         "warmup_fraction": 0.0,
