@@ -209,6 +209,20 @@ def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
     assert err.count("warning: MLflow logging stopped") == 1 and err.count("\n") == 1
 
 
+def test_wandb_failing_during_a_search_is_one_warning_and_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    wandb_logger = pytest.importorskip("tuner.search.wandb_logger")
+    monkeypatch.setenv("WANDB_MODE", "no-such-mode")  # wandb.init raises on it
+    logger = wandb_logger.WandbOfflineCallback(project="p", folder=tmp_path, tags={})
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    logger.log_trial_start(trial)  # Ray calls these; none of them may raise into Tune's loop
+    logger.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
+    logger.log_trial_end(trial)
+    err = capsys.readouterr().err
+    assert err.count("warning: W&B logging stopped") == 1 and err.count("\n") == 1
+
+
 @NEEDS_MLFLOW
 def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture

@@ -15,8 +15,7 @@ and a store that fails later costs one warning line, after which the search goes
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
 from tuner.errors import TunerError
-from tuner.search.tracking import StepFilter, metrics_only, trial_outcome
+from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_outcome
 from tuner.units import finite_or_none
 
 __all__ = [
@@ -52,7 +51,7 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
         self._steps = StepFilter()
-        self._failed = False
+        self._guard = Guard("MLflow")
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
@@ -68,17 +67,17 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        self._failed = False  # a resumed search tries again
-        self._guarded(self._setup, *args, **kwargs)
+        self._guard.failed = False  # a resumed search tries again
+        self._guard.run(self._setup, *args, **kwargs)
 
     def log_trial_start(self, trial: Any) -> None:
-        self._guarded(self._start, trial)
+        self._guard.run(self._start, trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guarded(self._log_result, trial, result)
+        self._guard.run(self._log_result, trial, result)
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guarded(self._end, trial, failed)
+        self._guard.run(self._end, trial, failed)
 
     def _setup(self, *args: Any, **kwargs: Any) -> None:
         super().setup(*args, **kwargs)
@@ -104,18 +103,6 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         for key, value in tags.items():
             client.set_tag(self._trial_runs[trial], key, value)
         super().log_trial_end(trial, failed=record.optuna_state(kind) == "FAIL")
-
-    def _guarded(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Run ``method``; the first failure is one warning line and ends MLflow logging."""
-        if self._failed:
-            return
-        try:
-            method(*args, **kwargs)
-        except Exception as exc:
-            self._failed = True
-            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warning = f"warning: MLflow logging stopped ({line}); the search goes on."
-            print(warning, file=sys.stderr, flush=True)
 
 
 def check_tracking_uri(tracking_uri: str) -> None:

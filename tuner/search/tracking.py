@@ -5,10 +5,10 @@
   reports, and each step is written once: a trial's final report repeats the step of its last
   evaluation and is not plotted again. At the trial's end its kind
   (:func:`tuner.record.classify`) and error text are written as text (``ray/tune/kind``,
-  ``ray/tune/error``): a scalar cannot say "stopped early".
-- :class:`StepFilter`, :func:`metrics_only` and :func:`trial_outcome` are what the MLflow and
-  W&B loggers (:mod:`~tuner.search.mlflow_logger`, :mod:`~tuner.search.wandb_logger`) share;
-  they import this module, never the other way round.
+  ``ray/tune/error``; tensorboardX adds ``/text_summary``): a scalar cannot say "stopped early".
+- :class:`StepFilter`, :func:`metrics_only`, :func:`trial_outcome` and :class:`Guard` are what
+  the MLflow and W&B loggers (:mod:`~tuner.search.mlflow_logger`,
+  :mod:`~tuner.search.wandb_logger`) share; they import this module, never the other way round.
 - Trial folders are named ``t_<trial id>_<trial number>_<main settings>`` (:func:`trial_dirname`)
   instead of Ray's 120-character parameter strings.
 """
@@ -16,7 +16,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ray.air.constants import TRAINING_ITERATION
@@ -27,6 +28,7 @@ from tuner import record
 from tuner.techniques import knob
 
 __all__ = [
+    "Guard",
     "StepFilter",
     "StepTBXLoggerCallback",
     "metrics_only",
@@ -39,6 +41,26 @@ _RAY_KEYS = frozenset((*AUTO_RESULT_KEYS, DONE, SHOULD_CHECKPOINT, TRIAL_ID, EXP
 _NOT_PLOTTED = _RAY_KEYS | {record.FINAL}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_PREFIX = "ray/tune/"  # where Ray's TensorBoard logger writes a trial's scalars
+
+
+class Guard:
+    """A tracking client never stops a search: its first failure is one warning line on
+    stderr, after which it logs nothing more (``failed = False`` tries again)."""
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.failed = False
+
+    def run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.failed:
+            return
+        try:
+            method(*args, **kwargs)
+        except Exception as exc:
+            self.failed = True
+            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            warning = f"warning: {self.client} logging stopped ({line}); the search goes on."
+            print(warning, file=sys.stderr, flush=True)
 
 
 def trial_outcome(trial: Any, *, failed: bool) -> tuple[str, str]:

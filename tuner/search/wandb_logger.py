@@ -12,7 +12,8 @@ and lets W&B print between the trial lines. Here the driver logs:
 - every number of a report at its training step (:data:`tuner.record.STEP`), each step once;
 - offline (``WANDB_MODE`` may say otherwise) into ``<experiment>/wandb/offline-run-*``, complete
   when the trial ends: ``wandb sync <experiment>/wandb/offline-run-*`` uploads them later;
-- silently: no W&B line reaches the console, and the console is not captured.
+- silently: no W&B line reaches the console, and the console is not captured; a W&B that fails
+  costs one warning line and the search goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import wandb
 from ray.tune.logger import LoggerCallback
 
 from tuner import record
-from tuner.search.tracking import StepFilter, metrics_only, trial_outcome
+from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_dirname, trial_outcome
 
 __all__ = ["KIND_TAG", "WandbOfflineCallback"]
 
@@ -47,6 +48,7 @@ class WandbOfflineCallback(LoggerCallback):
         self.folder = Path(folder)
         self.tags = dict(tags)
         self._steps = StepFilter()
+        self._guard = Guard("W&B")
         self._runs: dict[str, Any] = {}  # trial id -> its live wandb Run (never pickled)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -59,6 +61,15 @@ class WandbOfflineCallback(LoggerCallback):
         self._steps.last = dict(state.get("steps", {}))
 
     def log_trial_start(self, trial: Any) -> None:
+        self._guard.run(self._start, trial)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        self._guard.run(self._log_result, trial, result)
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        self._guard.run(self._end, trial, failed)
+
+    def _start(self, trial: Any) -> None:
         if trial.trial_id in self._runs:
             return  # Ray restarts a failed trial: the same run goes on
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -66,7 +77,7 @@ class WandbOfflineCallback(LoggerCallback):
             project=self.project,
             dir=str(self.folder),
             id=trial.trial_id,
-            name=str(trial),
+            name=trial_dirname(trial),
             group=self.tags.get("experiment"),
             config=dict(trial.config),
             tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
@@ -75,7 +86,7 @@ class WandbOfflineCallback(LoggerCallback):
             settings=_settings(),
         )
 
-    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+    def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
         run = self._runs.get(trial.trial_id)
         step = self._steps.new_step(trial, result)
         if run is None or step is None:
@@ -87,7 +98,7 @@ class WandbOfflineCallback(LoggerCallback):
         }
         run.log(numbers, step=step)
 
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+    def _end(self, trial: Any, failed: bool) -> None:
         run = self._runs.pop(trial.trial_id, None)
         if run is None:
             return
@@ -100,7 +111,7 @@ class WandbOfflineCallback(LoggerCallback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial_id in list(self._runs):  # a stopped search: close what is open
-            self._runs.pop(trial_id).finish()
+            self._guard.run(self._runs.pop(trial_id).finish)
 
 
 def _settings() -> wandb.Settings:
