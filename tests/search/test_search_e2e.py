@@ -115,7 +115,8 @@ def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
     assert weak.trial_id not in {str(r["trial_id"]) for r in answer.best.values()}
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{experiment.path / 'study.db'}")
     told = {t.user_attrs["ray_trial_id"]: t for t in study.trials}[weak.trial_id]
-    assert told.state == optuna.trial.TrialState.PRUNED and told.user_attrs["stopped_early"]
+    assert told.state == optuna.trial.TrialState.PRUNED
+    assert told.user_attrs["kind"] == "stopped early"
 
 
 def test_what_ran_is_in_the_trials_table_and_a_fallback_counts_as_off(
