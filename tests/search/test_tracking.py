@@ -313,3 +313,31 @@ def test_trial_dirname(config: dict[str, Any], tag: str | None, expected: str) -
     trial = Trial("run_trial", config=config, trial_id="abc", experiment_tag=tag, stub=True)
     assert trial_dirname(trial) == expected
     assert pickle.loads(pickle.dumps(trial_dirname)) is trial_dirname  # Ray pickles it
+
+
+@pytest.mark.parametrize(
+    ("last", "crashed", "kind"),
+    [
+        ({"status": "ok", "final": True, "memory_violation": -0.5}, False, "ok"),
+        ({"status": "ok", "final": False, "memory_violation": -0.5}, False, "stopped early"),
+        ({"status": "ok", "final": True, "memory_violation": 0.2}, False, "over budget"),
+        ({"status": "diverged", "final": True, "error": "nan loss"}, False, "diverged"),
+        ({"status": "error", "final": True, "error": "boom"}, True, "errored"),
+    ],
+)
+def test_the_console_line_names_the_kind_in_the_records_words(
+    last: dict[str, Any], crashed: bool, kind: str
+) -> None:
+    import io
+
+    from tuner.search.progress import ProgressPrinter
+
+    out = io.StringIO()
+    printer = ProgressPrinter(total=1, stream=out)
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    printer.on_trial_start(0, [], trial)
+    printer.on_trial_start(0, [], trial)  # Ray restarts a failed trial: no second start line
+    trial.run_metadata.last_result = last
+    (printer.on_trial_error if crashed else printer.on_trial_complete)(0, [], trial)
+    start, end = out.getvalue().splitlines()
+    assert "start  abc" in start and re.search(rf"\] {kind} +abc  ", end)

@@ -28,12 +28,13 @@ class ProgressPrinter(Callback):
         self.stream = stream  # None: sys.stdout at print time (Ray pickles this callback)
         self.done = 0
         self.start = time.monotonic()
-        self.started: set[str] = set()  # a trial Ray retries or resumes is not started again
+        self.started: set[str] = set()  # a trial Ray retries is not started again
 
     def setup(self, **info: Any) -> None:
         """Each run (also a resumed one, which unpickles this callback) counts from now."""
         self.done = 0
         self.start = time.monotonic()
+        self.started = set()
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if trial.trial_id not in self.started:
