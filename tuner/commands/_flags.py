@@ -160,7 +160,7 @@ def add_skip(parser: argparse._ActionsContainer, *, valid: Sequence[str]) -> Non
         "--skip",
         default="",
         metavar="A,B",
-        help=f"comma list of the ladder's steps to leave out: {', '.join(valid)}",
+        help=f"comma list of the ladder's steps to leave out (of: {', '.join(valid)})",
     )
 
 
@@ -188,7 +188,7 @@ def add_repeats(parser: argparse._ActionsContainer, *, default: int | None, show
 
 
 def add_verbose(parser: argparse._ActionsContainer, *, shows: str) -> None:
-    parser.add_argument("--verbose", "-v", action="store_true", help=f"say more: {shows}")
+    parser.add_argument("--verbose", "-v", action="store_true", help=f"say more (also {shows})")
 
 
 def _flag_kwargs(hint: Any) -> dict[str, Any]:

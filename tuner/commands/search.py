@@ -75,7 +75,7 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the sampler, the start-up design and every trial's run (default 0)",
+        help="random seed (of the sampler, the start-up design and every trial's run; default 0)",
     )
     group.add_argument(
         "--max-memory",
