@@ -1,10 +1,11 @@
-"""Checks shared by the tests that stop a real search and resume it (local Ray, a cluster)."""
+"""Shared by every test: the machine cache in a temporary folder; and the checks of the tests
+that stop a real search and resume it (local Ray, a cluster)."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +56,15 @@ def _final_statuses(experiment: Path) -> dict[str, str]:
         if last.get("final"):
             finals[last["trial_id"]] = last["status"]
     return finals
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _machine_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reads or writes the user's cache folder: the speed probes every search of this
+    session remembers per machine go to a temporary folder (child processes inherit it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TUNER_CACHE_DIR", str(tmp_path_factory.mktemp("machine_cache")))
+        yield
 
 
 @pytest.fixture

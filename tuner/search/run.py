@@ -43,6 +43,7 @@ from tuner.search.experiment import (
     update_metadata,
     write_metadata,
 )
+from tuner.search.machine_cache import cache_dir
 from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
@@ -170,7 +171,9 @@ def _fit(
     design: list[dict[str, Any]],
 ) -> tuple[list[Any], bool]:
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
-    cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths))
+    cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths),
+                        machine_dir=cache_dir(), fresh=options.fresh_probes,
+                        experiment=paths.name)  # fmt: skip
     trainable = _trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)

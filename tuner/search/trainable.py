@@ -2,7 +2,8 @@
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
    (:func:`tuner.speed.choose_speed`), looked up first in the experiment's probe cache (per
-   training config key), so a later trial with the same key reuses them.
+   training config key), so a later trial with the same key reuses them, and below it in the
+   machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
    there and the trial reports ``phase="probe"``, infeasible, with its measurement.
@@ -33,7 +34,9 @@ from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
+from tuner.search.machine_cache import this_machine
 from tuner.search.metrics import trial_metrics
+from tuner.search.probe_cache import Lookup
 from tuner.speed import SpeedChoice, choose_speed, speed_key
 from tuner.techniques import accuracy_neutral_fields
 
@@ -90,6 +93,7 @@ class _TrialRun:
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
+        self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
         self.node = _node()
 
@@ -133,10 +137,12 @@ class _TrialRun:
 
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
+        lookup = Lookup(key, this_machine(), self.context.max_memory_bytes)
         cache = _cache(self.context.cache_namespace)
-        cached = _call(cache, "get", key)
-        if cached is not None:
-            return SpeedChoice.from_dict(cached), "cache"
+        found = _call(cache, "get", lookup)
+        if found is not None:
+            self.speed_cache_age_s = found.age_s
+            return SpeedChoice.from_dict(found.choice), found.source
         start = time.perf_counter()
         choice = choose_speed(
             base,
@@ -149,7 +155,7 @@ class _TrialRun:
         self.engine_time_s += time.perf_counter() - start
         self.training_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
-        _call(cache, "put", key, choice.to_dict())
+        _call(cache, "put", lookup, choice.to_dict())
         return choice, "probed"
 
     # ---- the run -------------------------------------------------------------------------
@@ -193,6 +199,7 @@ class _TrialRun:
             # What the run used on top of its parameters (tuner.results merges it back).
             speed_settings=json.dumps(speed.settings, sort_keys=True),
             speed_source=self.speed_source,
+            speed_cache_age_s=_nan_if_none(self.speed_cache_age_s),
             speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
             training_seconds=self.training_s,
             trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
@@ -208,6 +215,7 @@ class _TrialRun:
             "first_step_unix_s": self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
             "speed_source": self.speed_source,
+            "speed_cache_age_s": self.speed_cache_age_s,
         }
         if final:
             meta["final_metrics"] = metrics
@@ -225,6 +233,7 @@ class _TrialRun:
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
             self.speed_source = str(meta.get("speed_source") or "probed")
+            self.speed_cache_age_s = meta.get("speed_cache_age_s")
 
 
 def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -259,6 +268,10 @@ def _call(cache: Any, method: str, *args: Any) -> Any:
         return ray.get(getattr(cache, method).remote(*args), timeout=30)
     except Exception:  # the cache is an optimization: never fail a trial over it
         return None
+
+
+def _nan_if_none(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _node() -> str:
