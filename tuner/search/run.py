@@ -57,6 +57,7 @@ from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
 from tuner.search.tracking import logger_callbacks, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
+from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -129,10 +130,15 @@ def _search(
         check_workload(plan, profile)  # a bad workload fails here, once, in one line
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
-        write_metadata(paths, _metadata(options, space, plan, paths, info, profile, design))
+        design, warm = warm_start(options, plan, profile, paths, space_name=space.name,
+                                  design=design)  # fmt: skip
+        metadata = _metadata(options, space, plan, paths, info, profile, design)
+        write_metadata(paths, {**metadata, **({"warm_start": warm} if warm else {})})
     metadata = update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
+    if metadata.get("warm_start"):
+        print(metadata["warm_start"]["summary"], flush=True)
     before = _finished_trials(paths) if options.resume else 0
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
