@@ -150,3 +150,17 @@ def test_fresh_probes_ignore_the_machine_cache_and_replace_it(tmp_path: Path) ->
 def test_without_a_machine_folder_only_the_experiment_remembers(tmp_path: Path) -> None:
     ProbeCache(str(tmp_path / "a.json"), None).put(_lookup(), CHOICE)
     assert not (tmp_path / "speed_probes").exists()
+
+
+def test_every_gpu_of_the_machine_and_its_driver_come_from_nvidia_smi(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tuner.search.machine_cache import _nvidia_gpus
+
+    smi = tmp_path / "nvidia-smi"  # prints what the real one prints for two H100s
+    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H100 80GB HBM3, 550.54.15\\n%.0s' 1 2\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _nvidia_gpus() == (("NVIDIA H100 80GB HBM3",) * 2, "550.54.15")
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert _nvidia_gpus() == ((), "")  # no NVIDIA driver: no GPU named, no driver
