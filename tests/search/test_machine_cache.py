@@ -21,7 +21,7 @@ from tuner.search.machine_cache import (
     entry_key,
     this_machine,
 )
-from tuner.search.probe_cache import Lookup, ProbeCache
+from tuner.search.probe_cache import Lookup, ProbeCache, machine_cache_line
 
 KEY = json.dumps({"model": "resnet18", "batch_size": 32, "device_name": "cpu"}, sort_keys=True)
 CHOICE = {"settings": {"channels_last": True}, "first_step_unix_s": 1_700_000_000.0}
@@ -145,11 +145,17 @@ def test_fresh_probes_ignore_the_machine_cache_and_replace_it(tmp_path: Path) ->
     assert fresh.stats()["machine_cache"] == {
         "folder": str(tmp_path), "fresh": True, "reused": 0, "written": 1
     }  # fmt: skip
+    assert machine_cache_line(fresh.stats()) == (
+        "Speed probes: 0 training config(s) reused from earlier searches on this machine, 1 "
+        f"probed and remembered (--fresh-probes: earlier ones ignored) in {tmp_path}"
+    )
 
 
 def test_without_a_machine_folder_only_the_experiment_remembers(tmp_path: Path) -> None:
-    ProbeCache(str(tmp_path / "a.json"), None).put(_lookup(), CHOICE)
+    alone = ProbeCache(str(tmp_path / "a.json"), None)
+    alone.put(_lookup(), CHOICE)
     assert not (tmp_path / "speed_probes").exists()
+    assert machine_cache_line(alone.stats()).endswith("(no machine cache).")
 
 
 def test_every_gpu_of_the_machine_and_its_driver_come_from_nvidia_smi(

@@ -22,7 +22,14 @@ import ray
 
 from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key
 
-__all__ = ["Lookup", "ProbeCache", "Remembered", "connect_cache", "start_cache"]
+__all__ = [
+    "Lookup",
+    "ProbeCache",
+    "Remembered",
+    "connect_cache",
+    "machine_cache_line",
+    "start_cache",
+]
 
 _ACTOR_NAME = "tuner_probe_cache"
 
@@ -86,7 +93,8 @@ class ProbeCache:
             self.written += 1
 
     def stats(self) -> dict[str, Any]:
-        machine = {"folder": str(self.machine_dir), "fresh": self.fresh,
+        folder = None if self.machine_dir is None else str(self.machine_dir)
+        machine = {"folder": folder, "fresh": self.fresh,
                    "reused": len(self.earlier), "written": self.written}  # fmt: skip
         return {"entries": len(self.entries), "hits": dict(self.hits), "machine_cache": machine}
 
@@ -106,6 +114,19 @@ class ProbeCache:
         temporary = self.path.with_suffix(".json.tmp")
         temporary.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
         temporary.replace(self.path)
+
+
+def machine_cache_line(stats: dict[str, Any]) -> str:
+    """What the machine cache did in a search, in one line (from :meth:`ProbeCache.stats`)."""
+    machine = stats.get("machine_cache") or {}
+    if machine.get("folder") is None:
+        return "Speed probes: not remembered across searches (no machine cache)."
+    ignored = " (--fresh-probes: earlier ones ignored)" if machine.get("fresh") else ""
+    return (
+        f"Speed probes: {machine.get('reused', 0)} training config(s) reused from earlier "
+        f"searches on this machine, {machine.get('written', 0)} probed and remembered{ignored} "
+        f"in {machine['folder']}"
+    )
 
 
 def _age(measured_unix_s: float) -> float:

@@ -48,7 +48,7 @@ from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
 from tuner.search.preflight import check_workload
-from tuner.search.probe_cache import start_cache
+from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.progress import ProgressPrinter
 from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
@@ -204,6 +204,7 @@ def _record_cache_stats(paths: ExperimentPaths, cache: Any) -> None:
     except Exception:  # statistics only: a dead cache actor costs nothing but this line
         return
     update_metadata(paths, probe_cache=stats)
+    print(machine_cache_line(stats), flush=True)
 
 
 def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:
