@@ -86,11 +86,15 @@ class ProbeCache:
             return  # two trials probing one key: the first one stays
         self.entries[lookup.key] = choice
         self._write()
-        if self.machine_dir is not None:
-            measured = choice.get("first_step_unix_s") or time.time()
-            entry = Entry(choice, float(measured), self.experiment)
+        if self.machine_dir is None:
+            return
+        measured = choice.get("first_step_unix_s") or time.time()
+        entry = Entry(choice, float(measured), self.experiment)
+        try:
             MachineCache(lookup.machine, self.machine_dir).put(lookup.machine_key, entry)
-            self.written += 1
+        except OSError:  # a read-only or full cache folder: the next search probes again
+            return
+        self.written += 1
 
     def stats(self) -> dict[str, Any]:
         folder = None if self.machine_dir is None else str(self.machine_dir)
