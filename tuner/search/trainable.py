@@ -39,6 +39,7 @@ from tuner.search.metrics import trial_metrics
 from tuner.search.probe_cache import Lookup
 from tuner.speed import SpeedChoice, choose_speed, speed_key
 from tuner.techniques import accuracy_neutral_fields
+from tuner.units import as_number
 
 __all__ = ["TrialContext", "run_trial", "train_config_of"]
 
@@ -199,7 +200,7 @@ class _TrialRun:
             # What the run used on top of its parameters (tuner.results merges it back).
             speed_settings=json.dumps(speed.settings, sort_keys=True),
             speed_source=self.speed_source,
-            speed_cache_age_s=_nan_if_none(self.speed_cache_age_s),
+            speed_cache_age_s=as_number(self.speed_cache_age_s),
             speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
             training_seconds=self.training_s,
             trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
@@ -268,10 +269,6 @@ def _call(cache: Any, method: str, *args: Any) -> Any:
         return ray.get(getattr(cache, method).remote(*args), timeout=30)
     except Exception:  # the cache is an optimization: never fail a trial over it
         return None
-
-
-def _nan_if_none(value: float | None) -> float:
-    return float("nan") if value is None else value
 
 
 def _node() -> str:
