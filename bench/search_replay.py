@@ -310,7 +310,7 @@ def _run(study: optuna.Study, trial: optuna.Trial, grid: Grid, config: dict[str,
         if halving is not None and report < len(curve):
             values = [point["images_per_second"] * ips / grid.ips(config, grid.plain()),
                       point["val_accuracy"]]  # fmt: skip
-            if not halving.decide(trial_id, report, values, True):
+            if not halving.continues(trial_id, report, values, True):
                 ledger.pay(grid.train_cost(config, combo, report))
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 return

@@ -11,8 +11,9 @@ from tuner.ablate import skippable
 from tuner.compare import plan_ladder, plan_toggles
 from tuner.config import TrainConfig, config_fields
 from tuner.engine import probe
+from tuner.record import EFFECTIVE_PREFIX
+from tuner.record import engine_values as result_metrics
 from tuner.report._effects import observed_techniques
-from tuner.search.metrics import EFFECTIVE_PREFIX, result_metrics
 from tuner.techniques import (
     KNOBS,
     is_accuracy_neutral,

@@ -1,39 +1,8 @@
-"""Choosing the candidates (objectives), and when re-measured candidates count as separated."""
+"""When re-measured candidates count as separated (choosing them: tests/test_answer.py)."""
 
 from __future__ import annotations
 
-import pandas as pd
-import pytest
-
-from tuner.objectives import objectives_of, pareto_front, rank_candidates
 from tuner.search.remeasure import separated
-
-
-def _trials() -> pd.DataFrame:
-    rows = [
-        ("fast", 1000, 0.5, True),
-        ("accurate", 200, 0.9, True),
-        ("balanced", 600, 0.8, True),
-        ("dominated", 500, 0.7, True),  # beaten by "balanced" on both
-        ("over_budget", 5000, 0.99, False),
-        ("stopped_early", 4000, 0.95, False),  # a trials table marks it not feasible
-    ]
-    return pd.DataFrame(rows, columns=["trial_id", "images_per_second", "val_accuracy", "feasible"])
-
-
-def test_pareto_front_skips_dominated_and_unusable_trials() -> None:
-    front = pareto_front(_trials(), objectives_of("pareto"))
-    assert list(front["trial_id"]) == ["fast", "balanced", "accurate"]
-
-
-def test_candidates_fill_from_the_next_front() -> None:
-    picked = rank_candidates(_trials(), objectives_of("pareto"), top=4)
-    assert list(picked["trial_id"]) == ["accurate", "balanced", "fast", "dominated"]
-
-
-@pytest.mark.parametrize(("objective", "first"), [("throughput", "fast"), ("accuracy", "accurate")])
-def test_single_objective_candidates(objective: str, first: str) -> None:
-    assert rank_candidates(_trials(), objectives_of(objective), top=1)["trial_id"].iloc[0] == first
 
 
 def test_separated_needs_every_adjacent_pair_apart() -> None:

@@ -81,7 +81,7 @@ def test_a_second_search_reuses_the_probes_without_probing(second: SearchOutcome
     assert second.state == "finished" and len(second.records) == 1
     metrics = second.records[0].metrics
     assert metrics["speed_source"] == "machine cache"  # batch 8 or 16: the first probed both
-    assert metrics["speed_probe_seconds"] == 0.0 and metrics["speed_cache_age_s"] > 0
+    assert metrics["speed_probe_time_s"] == 0.0 and metrics["speed_cache_age_s"] > 0
     machine = _metadata(second)["probe_cache"]["machine_cache"]
     assert machine["reused"] == 1 and machine["written"] == 0
 
@@ -125,7 +125,7 @@ def test_fresh_probes_probe_again(root: Path, second: SearchOutcome) -> None:
     assert main(argv) == 0
     (result,) = (root / "experiments" / "third").glob("*/result.json")
     last = json.loads(result.read_text().splitlines()[-1])
-    assert last["speed_source"] == "probed" and last["speed_probe_seconds"] > 0
+    assert last["speed_source"] == "probed" and last["speed_probe_time_s"] > 0
     remembered = {e.experiment for e in MachineCache(this_machine()).entries().values()}
     assert "third" in remembered  # its probe replaced the first search's
 

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from tuner.errors import TunerError
-from tuner.search.metrics import objective_metrics
+from tuner.objectives import objective_metrics
 from tuner.search.samplers import make_sampler
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.spaces import SpaceSampler

@@ -188,7 +188,7 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
     from tuner.commands.search import _log_to_mlflow
-    from tuner.experiment_files import METADATA_FILE
+    from tuner.experiment import METADATA_FILE
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))

@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.commands.train import add_config_flag
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
-from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
+from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
+
+if TYPE_CHECKING:
+    from tuner.search.run import SearchOutcome
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
-# Spellings of the first release, still accepted as hidden aliases.
-OLD_SPELLINGS = {"img_size": ("--image-size",), "time_budget_s": ("--time-per-trial",)}
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
@@ -92,7 +94,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
-        add_config_flag(group, name, hidden_aliases=OLD_SPELLINGS.get(name, ()))
+        add_config_flag(group, name)
     group.add_argument(
         "--set",
         action="append",
@@ -268,20 +270,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     report = None
     if not args.no_report:
-        out_dir = Path(args.reports_dir) / outcome.experiment_dir.name
-        report = _write_report(outcome.experiment_dir, out_dir)
+        report = _write_report(outcome, Path(args.reports_dir) / outcome.experiment_dir.name)
     _log_to_mlflow(outcome.experiment_dir, report)
     return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 
-def _write_report(experiment_dir: Path, out_dir: Path) -> Path | None:
+def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
     try:
-        write_report(experiment_dir, out_dir=out_dir.resolve())
+        write_report(outcome.experiment, outcome.answer, out_dir=out_dir.resolve())
     except Exception as exc:  # the search's results stand even when the report fails
-        print(f"warning: the report failed ({type(exc).__name__}: {exc}); "
-              f"run `python -m tuner report {experiment_dir}` to retry.")  # fmt: skip
+        print(
+            f"warning: the report failed ({type(exc).__name__}: {exc}); "
+            f"run `python -m tuner report {outcome.experiment_dir}` to retry."
+        )
         return None
     print(f"Report:            {out_dir.resolve() / 'report.html'}")
     return out_dir.resolve()
@@ -296,8 +299,10 @@ def _log_to_mlflow(experiment_dir: Path, report: Path | None) -> None:
         where = log_report(experiment_dir, report)
     except Exception as exc:  # the experiment and report folders hold every result anyway
         line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        print(f"warning: logging the report to MLflow failed ({line}); the results are in "
-              f"{experiment_dir}.")  # fmt: skip
+        print(
+            f"warning: logging the report to MLflow failed ({line}); the results are in "
+            f"{experiment_dir}."
+        )
         return
     if where:
         print(f"MLflow:            {where}")

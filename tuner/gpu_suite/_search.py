@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import TrainConfig
-from tuner.experiment_files import TUNER_FILES
+from tuner.experiment import TUNER_FILES
 from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
 from tuner.techniques import knob
 from tuner.units import format_bytes
@@ -31,7 +31,7 @@ _GPU: dict[str, Any] = {
     "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
     "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
     "flags": ["--num-samples", "10", "--steps", "150", "--speed-repeats", "1",
-              "--time-per-trial", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
+              "--time-budget-s", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
     "time_budget_s": 300,
 }  # fmt: skip
@@ -42,7 +42,7 @@ _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
     "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
-    "flags": ["--num-samples", "2", "--steps", "10", "--time-per-trial", "3",
+    "flags": ["--num-samples", "2", "--steps", "10", "--time-budget-s", "3",
               "--remeasure-top", "1", "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
     "time_budget_s": None,
@@ -104,9 +104,9 @@ def _keep_experiment_files(ctx: StageContext, experiment: Path) -> Any:
         if (experiment / name).is_file():
             shutil.copy2(experiment / name, kept / name)
     try:
-        from tuner.results import load_trials
+        from tuner.experiment import load_experiment
 
-        return load_trials(experiment)
+        return load_experiment(experiment).trials
     except Exception as exc:  # the stage reports what it can; the log says the rest
         ctx.log(f"the trials could not be read ({type(exc).__name__}: {exc})")
         return None

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.record import MAX_MEMORY_BYTES
+
 __all__ = [
     "CACHE_DIR_ENV",
     "Entry",
@@ -142,8 +144,8 @@ def entry_key(speed_key: str, *, max_memory_bytes: int | None) -> str:
     """An entry's key: the experiment's speed key (:func:`tuner.speed.speed_key`: the training
     config, the device, the pinned knobs) and the memory budget, which decides whether a knob
     is kept (constant within an experiment, not across them)."""
-    return json.dumps({"config": json.loads(speed_key), "max_memory_bytes": max_memory_bytes},
-                      sort_keys=True)  # fmt: skip
+    key = {"config": json.loads(speed_key), MAX_MEMORY_BYTES: max_memory_bytes}
+    return json.dumps(key, sort_keys=True)
 
 
 @dataclass(frozen=True)

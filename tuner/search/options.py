@@ -6,23 +6,20 @@ import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
+from tuner.search.samplers import SAMPLERS, SamplerName
 
 __all__ = [
     "OBJECTIVES",
-    "SAMPLERS",
     "WORKLOAD_CHOICES",
-    "SamplerName",
     "SearchOptions",
 ]
 
-SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
-SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
 
 

@@ -11,7 +11,7 @@
 - A trial that early stopping ended (its last report is not final) is PRUNED: its accuracy so
   far is not its accuracy, so the sampler must not learn it as one.
 - A trial that errored is FAIL. A trial over the memory budget (or OOM) is COMPLETE with what
-  it measured and :data:`~tuner.search.metrics.NO_MEASUREMENT` (0, the worst value of both
+  it measured and :data:`NO_MEASUREMENT` (0, the worst value of both
   maximized objectives) for what it never measured (its accuracy: it was stopped before
   training), with its violation > 0, so the sampler learns the infeasible region and no client
   reads it as best.
@@ -27,9 +27,8 @@ from typing import Any
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from tuner.experiment_files import STUDY_TRIAL_ID_ATTR
-from tuner.objectives import MEMORY_VIOLATION_KEY
-from tuner.search.metrics import NO_MEASUREMENT
+from tuner.experiment import STUDY_TRIAL_ID_ATTR
+from tuner.record import MEMORY_VIOLATION as MEMORY_VIOLATION_KEY
 from tuner.search.samplers import SETS_CONSTRAINTS
 from tuner.units import finite_or_none
 
@@ -42,6 +41,11 @@ __all__ = [
 ]
 
 RAY_TRIAL_ID_ATTR = STUDY_TRIAL_ID_ATTR
+# What Optuna is told for an objective an infeasible trial never measured (the accuracy of a
+# trial stopped by its feasibility check; anything of an OOM before its first step): 0 is the
+# worst value of both maximized objectives, so no client reads it as a best trial, and the
+# trial's memory violation > 0 makes it infeasible to Optuna.
+NO_MEASUREMENT = 0.0
 STUDY_ATTR_KEYS = (
     MEMORY_VIOLATION_KEY,
     "final",  # the trial's last report was its final one (not stopped early)

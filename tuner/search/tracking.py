@@ -1,7 +1,7 @@
 """What the tools ML engineers already use see of a search: TensorBoard, MLflow, trial folders.
 
 - TensorBoard is always on: Ray writes an event file into every trial folder. Here its x-axis is
-  the training step that every report carries (:data:`~tuner.search.metrics.STEP_KEY`), not
+  the training step that every report carries (:data:`~tuner.record.STEP`), not
   Ray's count of reports, and each step is written once: a trial's final report repeats the
   step of its last evaluation and is not plotted again.
 - ``--mlflow URI`` (off by default, so nothing leaves the machine): Ray's MLflow logger makes
@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,8 +24,8 @@ from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECKPOINT, TRIAL_ID
 
-from tuner.experiment_files import METADATA_FILE
-from tuner.search.metrics import STEP_KEY
+from tuner.experiment import read_metadata
+from tuner.record import STEP as STEP_KEY
 from tuner.techniques import knob
 
 __all__ = [
@@ -132,7 +131,7 @@ def log_report(experiment_dir: Path, report_dir: Path | None) -> str | None:
         ``"<tracking URI>, experiment <name>, run <id>"``, or ``None`` when the search was not
         tracked (no ``--mlflow``).
     """
-    metadata = json.loads((experiment_dir / METADATA_FILE).read_text())
+    metadata = read_metadata(experiment_dir)
     uri = (metadata.get("options") or {}).get("mlflow")
     if not uri:
         return None

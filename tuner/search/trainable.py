@@ -30,18 +30,18 @@ from typing import Any
 import torch
 from ray import tune
 
+from tuner import record
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
 from tuner.search.machine_cache import this_machine
-from tuner.search.metrics import trial_metrics
 from tuner.search.probe_cache import Lookup
+from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice, choose_speed, speed_key
 from tuner.techniques import accuracy_neutral_fields
-from tuner.units import as_number
 
-__all__ = ["TrialContext", "run_trial", "train_config_of"]
+__all__ = ["TrialContext", "run_trial"]
 
 STATE_FILE = "engine_state.pt"
 META_FILE = "trial_meta.json"
@@ -58,14 +58,6 @@ class TrialContext:
     search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
     speed_repeats: int = 2  # interleaved repeats of the speed probes (0: no probes)
     cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
-
-
-def train_config_of(
-    config: dict[str, Any], *, device: str = "auto", search_only: tuple[str, ...] = ()
-) -> TrainConfig:
-    """The trial's ``TrainConfig``: its settings, the search-only parameters dropped by name."""
-    params = {**config, **({"device": "cpu"} if device == "cpu" else {})}
-    return TrainConfig.from_params(params, ignore=search_only)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -85,12 +77,12 @@ def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
 
 
 class _TrialRun:
-    """One trial's state between reports."""
+    """One trial's state between reports: its counters (carried over a restart) and speed."""
 
     def __init__(self, context: TrialContext) -> None:
         self.context = context
-        self.engine_time_s = 0.0
-        self.training_s = 0.0  # training seconds, the engine's train_time_s (probes included)
+        self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
+        self.train_time_s = 0.0  # in training steps, the speed probes' included
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
@@ -104,8 +96,8 @@ class _TrialRun:
         )
         state, meta = _restore()
         self._load(meta)
-        if "final_metrics" in meta:  # finished before the driver stopped: report, don't retrain
-            tune.report(meta["final_metrics"])
+        if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
+            tune.report(meta["final_report"])
             return
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -120,12 +112,15 @@ class _TrialRun:
         )
         self._count(result, time.perf_counter() - start)
         phase = "probe" if self.rejected else "train"
-        self._report(self._metrics(result, phase=phase, final=True), state=None, final=True)
+        self._send(self._report(result, phase=phase, final=True), state=None, final=True)
 
     def report_error(self, exc: Exception) -> None:
         error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
-        failed = {"status": "error", "error": error.splitlines()[0][:500] if error else ""}
-        tune.report(self._metrics(failed, phase="setup", final=True))
+        failed = {
+            record.STATUS: "error",
+            record.ERROR: error.splitlines()[0][:500] if error else "",
+        }
+        tune.report(self._report(failed, phase="setup", final=True))
 
     # ---- speed ---------------------------------------------------------------------------
 
@@ -154,7 +149,7 @@ class _TrialRun:
             max_memory_bytes=self.context.max_memory_bytes,
         )
         self.engine_time_s += time.perf_counter() - start
-        self.training_s += choice.probe_step_seconds
+        self.train_time_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
         _call(cache, "put", lookup, choice.to_dict())
         return choice, "probed"
@@ -169,72 +164,83 @@ class _TrialRun:
 
     def _on_eval(self, start: float) -> Any:
         def on_eval(progress: Progress) -> None:
-            elapsed = self.engine_time_s + time.perf_counter() - start
-            metrics = self._metrics(progress.result, phase="train", final=False)
-            metrics["engine_time_s"] = elapsed
-            metrics["training_seconds"] = self.training_s + progress.result.train_time_s
-            first = progress.result.first_step_unix_s
-            metrics["trial_first_step_unix_s"] = self.first_step_unix_s or first
-            self._report(metrics, state=progress.state_dict())
+            running = {
+                "engine": time.perf_counter() - start,
+                "train": progress.result.train_time_s,
+                "first_step": progress.result.first_step_unix_s,
+            }
+            report = self._report(progress.result, phase="train", final=False, running=running)
+            self._send(report, state=progress.state_dict())
 
         return on_eval
 
     def _count(self, result: RunResult, seconds: float) -> None:
         self.engine_time_s += seconds
-        self.training_s += result.train_time_s
+        self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
 
-    def _metrics(self, result: Any, *, phase: str, final: bool) -> dict[str, Any]:
-        metrics = trial_metrics(
+    def _report(
+        self,
+        result: RunResult | dict[str, Any],
+        *,
+        phase: str,
+        final: bool,
+        running: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One ``tune.report``; ``running``: the engine run in progress, not counted yet."""
+        running = running or {}
+        speed = self.speed or SpeedChoice(settings={})
+        times = {
+            record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
+            record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
+        }
+        return record.trial_report(
             result,
             max_memory_bytes=self.context.max_memory_bytes,
             phase=phase,
             node=self.node,
-            engine_time_s=self.engine_time_s,
             final=final,
+            times=times,
+            speed={
+                record.SPEED_CHOICE: speed.summary() if self.speed is not None else "",
+                record.SPEED_SOURCE: self.speed_source,
+                # What the run used on top of its parameters (the experiment reader merges it).
+                record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
+            },
         )
-        speed = self.speed or SpeedChoice(settings={})
-        metrics.update(
-            speed_choice=speed.summary() if self.speed is not None else "",
-            # What the run used on top of its parameters (tuner.results merges it back).
-            speed_settings=json.dumps(speed.settings, sort_keys=True),
-            speed_source=self.speed_source,
-            speed_cache_age_s=as_number(self.speed_cache_age_s),
-            speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
-            training_seconds=self.training_s,
-            trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
-            reported_unix_s=time.time(),  # Ray's own timestamp has whole seconds only
-        )
-        return metrics
 
-    def _report(self, metrics: dict[str, Any], *, state: dict[str, Any] | None,
-                final: bool = False) -> None:  # fmt: skip
+    def _send(
+        self, report: dict[str, Any], *, state: dict[str, Any] | None, final: bool = False
+    ) -> None:
         meta: dict[str, Any] = {
-            "engine_time_s": metrics["engine_time_s"],
-            "training_s": self.training_s,
-            "first_step_unix_s": self.first_step_unix_s,
+            record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
-            "speed_source": self.speed_source,
-            "speed_cache_age_s": self.speed_cache_age_s,
+            record.SPEED_SOURCE: self.speed_source,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
         }
         if final:
-            meta["final_metrics"] = metrics
+            meta["final_report"] = report
         with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
             if state is not None:
                 write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report(report, checkpoint=tune.Checkpoint.from_directory(folder))
 
     def _load(self, meta: dict[str, Any]) -> None:
         """Carry the counters and the speed choice over a restart from a checkpoint."""
-        self.engine_time_s = float(meta.get("engine_time_s") or 0.0)
-        self.training_s = float(meta.get("training_s") or 0.0)
-        self.first_step_unix_s = meta.get("first_step_unix_s")
+        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
+        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
+        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
-            self.speed_source = str(meta.get("speed_source") or "probed")
-            self.speed_cache_age_s = meta.get("speed_cache_age_s")
+            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
+            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
 
 
 def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:

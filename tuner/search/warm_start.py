@@ -33,11 +33,10 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import TunerError
-from tuner.experiment_files import STUDY_TRIAL_ID_ATTR
-from tuner.objectives import MEMORY_VIOLATION_KEY, memory_violation
-from tuner.results import Experiment, load_experiment
+from tuner.experiment import STUDY_TRIAL_ID_ATTR, Experiment, load_experiment, memory_limit
+from tuner.objectives import memory_violation, objective_directions, objective_metrics
+from tuner.record import MEMORY_VIOLATION
 from tuner.search.experiment import ExperimentPaths
-from tuner.search.metrics import objective_directions, objective_metrics
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.searcher import constraint_arguments, measured_violation
@@ -134,7 +133,7 @@ def load_warm_start(
     _check_same_question(options.warm_start, earlier, space_name, plan.workload)
     metrics = objective_metrics(options.objective)
     names = _metric_names(earlier)
-    budget_changed = earlier.metadata.get("max_memory_bytes") != options.max_memory_bytes
+    budget_changed = memory_limit(earlier.metadata) != options.max_memory_bytes
     trials: list[FrozenTrial] = []
     left_out: Counter[str] = Counter()
     for trial in earlier.study.get_trials(deepcopy=False):
@@ -219,7 +218,7 @@ def _retell(
         again = memory_violation(trial.user_attrs, max_memory_bytes=budget)
         if violation > 0 >= again:
             return "over the earlier memory budget, never measured under this one"
-        violation = attrs[MEMORY_VIOLATION_KEY] = again
+        violation = attrs[MEMORY_VIOLATION] = again
     try:
         return optuna.trial.create_trial(
             state=trial.state,

@@ -1,4 +1,4 @@
-"""tuner.results on a real experiment folder made by ``tuner search`` (tests/report/conftest)."""
+"""tuner.experiment reads a real experiment folder made by ``tuner search`` (tests/conftest)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,24 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from tuner.answer import decide
 from tuner.errors import TunerError
-from tuner.recommend import decide
-from tuner.results import (
-    TRIAL_COLUMNS,
+from tuner.experiment import (
+    LEADING_COLUMNS,
     load_experiment,
-    load_trials,
     resolve_experiment,
     speed_settings_of,
 )
 from tuner.techniques import accuracy_neutral_fields
 
-# The documented columns that lead the table (effective_<field> names a family of columns).
-LEADING = [column for column in TRIAL_COLUMNS if "<" not in column]
+LEADING = list(LEADING_COLUMNS)
+
+
+def load_trials(path: Path) -> pd.DataFrame:
+    return load_experiment(path).trials
 
 
 def test_one_row_per_trial_with_documented_columns(smoke_experiment: Path) -> None:
@@ -52,9 +55,9 @@ def test_param_columns_come_from_the_study(smoke_experiment: Path) -> None:
 
 def test_partial_experiment_has_an_incomplete_row(partial_experiment: Path) -> None:
     trials = load_trials(partial_experiment)
-    incomplete = trials[trials["status"] == "incomplete"]
+    incomplete = trials[trials["kind"] == "incomplete"]
     assert len(incomplete) == 1 and not incomplete["feasible"].any()
-    assert incomplete["infeasible_reason"].str.contains("no final result").all()
+    assert incomplete["status"].isna().all() and (incomplete["reports"] == 0).all()
 
 
 @pytest.mark.parametrize("name", ["missing", "not-an-experiment"])
@@ -81,12 +84,13 @@ def test_counts_text_flags_and_times_have_their_dtypes(smoke_experiment: Path) -
     trials = load_trials(smoke_experiment)
     for column in ("steps", "peak_memory_bytes", "num_parameters", "images_seen", "reports"):
         assert trials[column].dtype == "Int64", column
-    for column in ("error", "infeasible_reason", "notes", "status", "trial_id"):
+    for column in ("error", "infeasible_reason", "notes", "status", "trial_id", "kind"):
         assert trials[column].dtype == "string", column
         assert not (trials[column] == "").any(), f"{column}: missing text must be missing"
     assert trials["error"].isna().all()  # no trial failed
     assert trials.loc[trials["feasible"], "infeasible_reason"].isna().all()
-    assert trials["feasible"].dtype == bool and trials["final"].dtype == "boolean"
+    assert trials["feasible"].dtype == trials["final"].dtype == "boolean"
+    assert trials["feasible"].notna().all()  # every trial is feasible or not
     assert trials["param_batch_size"].dtype == "Int64"  # the TrainConfig field is an int
     assert trials["param_base_lr"].dtype == "float64"  # search-only: inferred from its values
 
@@ -131,7 +135,7 @@ def test_a_damaged_last_line_keeps_the_trial_with_its_final_values_and_a_warning
     experiment = load_experiment(copy)
     row = experiment.trials.set_index("trial_id").loc[best]
     last_valid = json.loads(lines[-2])  # the final evaluation: the same measurements
-    assert row["status"] == "ok" and row["feasible"]  # not "stopped early"
+    assert row["kind"] == "ok" and row["feasible"]  # not "stopped early"
     assert row["images_per_second"] == pytest.approx(last_valid["images_per_second"])
     assert row["val_accuracy"] == pytest.approx(last_valid["val_accuracy"])
     where = f"{file.parent.name}/result.json line {len(lines)} is damaged"
@@ -153,7 +157,8 @@ def test_without_the_study_a_damaged_trial_keeps_its_last_valid_report(
     row = experiment.trials.set_index("trial_id").loc[trial_id]
     assert row["reports"] == len(lines) - 1
     assert row["images_per_second"] == pytest.approx(json.loads(lines[-2])["images_per_second"])
-    assert not row["feasible"] and "damaged" in row["infeasible_reason"]
+    # Its end is lost with its final report: not stopped early, not ok, but incomplete.
+    assert row["kind"] == "incomplete" and "damaged" in row["infeasible_reason"]
     assert experiment.problems == [
         f"{file.parent.name}/result.json line {len(lines)} is damaged "
         "(Expecting property name enclosed in double quotes at column 2); skipped."
@@ -197,7 +202,7 @@ def test_ray_state_comes_from_the_file_ray_resumes_from_not_the_newest_mtime(
 
     trials = load_trials(copy)
     assert set(trials["ray_status"]) == {"TERMINATED"}
-    assert "incomplete" not in set(trials["status"])
+    assert "incomplete" not in set(trials["kind"])
     assert _front(copy) == _front(smoke_experiment)
 
 
@@ -212,9 +217,9 @@ def test_a_trial_with_its_final_report_is_finished_whatever_ray_state_says(
     assert set(trials["ray_status"]) == {"RUNNING"}
     final = trials["final"].fillna(False).astype(bool)
     assert final.any()
-    assert set(trials.loc[final, "status"]) == {"ok"}
+    assert set(trials.loc[final, "kind"]) == {"ok"}
     # One stopped early by the scheduler has no final report: Ray's word is all there is.
-    assert set(trials.loc[~final, "status"]) <= {"incomplete"}
+    assert set(trials.loc[~final, "kind"]) <= {"incomplete"}
     assert _front(copy) == _front(smoke_experiment)
 
 

@@ -1,7 +1,7 @@
 """The experiment folder's contract: every file name in it, declared once.
 
-``tuner search`` (the writer, :mod:`tuner.search.experiment`) and ``tuner report`` (the reader,
-:mod:`tuner.results`) both import these names; neither spells a file name itself.
+``tuner search`` (the writer) and ``tuner report`` (the reader) both import these names through
+:mod:`tuner.experiment`; neither spells a file name itself.
 
 ``<storage>/<name>/`` holds:
 
@@ -19,12 +19,15 @@
 
 from __future__ import annotations
 
+from tuner.record import TRIAL_ID
+
 __all__ = [
     "EFFECTS_FILE",
     "ERROR_FILE",
     "METADATA_FILE",
     "PARAMS_FILE",
     "PROBE_CACHE_FILE",
+    "RAY_KEYS",
     "RAY_STATE_GLOB",
     "REMEASURE_FILE",
     "RESULT_FILE",
@@ -48,3 +51,16 @@ ERROR_FILE = "error.txt"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).
 TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CACHE_FILE)
+
+# Ray Tune's bookkeeping keys in every result.json line, beside the trial's own report (Ray's
+# ray.tune.result constants; restated here because this package reads a folder without Ray).
+RAY_TIMESTAMP = "timestamp"
+RAY_TIME_TOTAL_S = "time_total_s"
+RAY_HOSTNAME = "hostname"
+RAY_NODE_IP = "node_ip"
+RAY_KEYS = frozenset().union(
+    (TRIAL_ID, RAY_TIMESTAMP, RAY_TIME_TOTAL_S, RAY_HOSTNAME, RAY_NODE_IP),
+    ("checkpoint_dir_name", "done", "training_iteration", "date", "time_this_iter_s", "pid"),
+    ("config", "time_since_restore", "iterations_since_restore", "experiment_tag"),
+    ("should_checkpoint",),
+)

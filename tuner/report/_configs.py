@@ -1,27 +1,18 @@
-"""Recommended configurations: a trial's full run config, as a file `tuner train --config` reads."""
+"""Recommended configurations in words and as files ``tuner train --config`` reads.
+
+The configs themselves are the answer's (:attr:`tuner.answer.Answer.configs`, built by
+:func:`tuner.spaces.train_config_of`).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
 
 from tuner.config import TrainConfig
 from tuner.techniques import KNOBS
 
-__all__ = ["describe", "export_config", "trial_config"]
-
-
-def trial_config(
-    config: Mapping[str, Any], workload: Mapping[str, Any] | None, search_only: Collection[str]
-) -> TrainConfig:
-    """The fixed workload, then the trial's settings, search-only parameters dropped by name.
-
-    Raises:
-        TunerError: the stored settings do not make a valid run config.
-    """
-    return TrainConfig.from_params({**(workload or {}), **config}, ignore=search_only)
+__all__ = ["describe", "export_config"]
 
 
 def export_config(config: TrainConfig, path: Path) -> Path:
