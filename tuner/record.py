@@ -355,8 +355,13 @@ def trial_report(
             REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
         }
     )
-    timed = (ENGINE_TIME_S, TRIAL_TRAIN_TIME_S, SPEED_PROBE_TIME_S, SPEED_CACHE_AGE_S,
-             TRIAL_FIRST_STEP_UNIX_S)  # fmt: skip
+    timed = (
+        ENGINE_TIME_S,
+        TRIAL_TRAIN_TIME_S,
+        SPEED_PROBE_TIME_S,
+        SPEED_CACHE_AGE_S,
+        TRIAL_FIRST_STEP_UNIX_S,
+    )
     for name in timed:
         report[name] = as_number(times.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS):

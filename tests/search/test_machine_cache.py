@@ -28,8 +28,16 @@ CHOICE = {"settings": {"channels_last": True}, "first_step_unix_s": 1_700_000_00
 
 
 def _machine(**changes: object) -> Machine:
-    base = Machine(cpu_model="EPYC", cpu_count=2, gpus=(), gpu_driver="", torch="2.5.0",
-                   cuda="", timm="1.0.0", tuner="0.1.0")  # fmt: skip
+    base = Machine(
+        cpu_model="EPYC",
+        cpu_count=2,
+        gpus=(),
+        gpu_driver="",
+        torch="2.5.0",
+        cuda="",
+        timm="1.0.0",
+        tuner="0.1.0",
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -56,9 +64,16 @@ def test_an_entry_is_remembered_with_when_it_was_measured(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     "change",
-    [{"tuner": "0.2.0"}, {"torch": "2.6.0"}, {"timm": "1.0.1"}, {"gpu_driver": "550.54"},
-     {"gpus": ("NVIDIA H100",)}, {"cpu_count": 16}, {"cpu_model": "Xeon"}],
-)  # fmt: skip
+    [
+        {"tuner": "0.2.0"},
+        {"torch": "2.6.0"},
+        {"timm": "1.0.1"},
+        {"gpu_driver": "550.54"},
+        {"gpus": ("NVIDIA H100",)},
+        {"cpu_count": 16},
+        {"cpu_model": "Xeon"},
+    ],
+)
 def test_a_changed_fingerprint_misses(tmp_path: Path, change: dict[str, object]) -> None:
     MachineCache(_machine(), tmp_path).put("k", Entry(CHOICE, measured_unix_s=time.time()))
     assert MachineCache(_machine(**change), tmp_path).get("k") is None
@@ -143,8 +158,11 @@ def test_fresh_probes_ignore_the_machine_cache_and_replace_it(tmp_path: Path) ->
     entry = MachineCache(_machine(), tmp_path).get(_lookup().machine_key)
     assert entry is not None and entry.choice == newer and entry.experiment == "b"
     assert fresh.stats()["machine_cache"] == {
-        "folder": str(tmp_path), "fresh": True, "reused": 0, "written": 1
-    }  # fmt: skip
+        "folder": str(tmp_path),
+        "fresh": True,
+        "reused": 0,
+        "written": 1,
+    }
     assert machine_cache_line(fresh.stats()) == (
         "Speed probes: 0 training config(s) reused from earlier searches on this machine, 1 "
         f"probed and remembered (--fresh-probes: earlier ones ignored) in {tmp_path}"

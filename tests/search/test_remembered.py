@@ -31,8 +31,9 @@ from tuner.spaces import get_space
 pytestmark = pytest.mark.slow
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"  # batch_size 8 | 16, base_lr
-QUIET = dict(remeasure_top=0, effects_repeats=0, early_stopping=False, speed_repeats=1,
-             probe_steps=2)  # fmt: skip
+QUIET = dict(
+    remeasure_top=0, effects_repeats=0, early_stopping=False, speed_repeats=1, probe_steps=2
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
     storage = str(root / "experiments")
-    return run_search(SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET,
-                                    **options))  # fmt: skip
+    return run_search(
+        SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET, **options)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +121,27 @@ def test_the_covered_design_leaves_the_first_new_trial_to_the_sampler(
 
 def test_fresh_probes_probe_again(root: Path, second: SearchOutcome) -> None:
     storage = str(root / "experiments")
-    argv = ["search", str(SPACE), "--name", "third", "--storage", storage, "--num-samples",
-            "1", "--fresh-probes", "--no-report", "--remeasure-top", "0", "--effects-repeats",
-            "0", "--no-early-stopping", "--speed-repeats", "1", "--probe-steps", "2"]  # fmt: skip
+    argv = [
+        "search",
+        str(SPACE),
+        "--name",
+        "third",
+        "--storage",
+        storage,
+        "--num-samples",
+        "1",
+        "--fresh-probes",
+        "--no-report",
+        "--remeasure-top",
+        "0",
+        "--effects-repeats",
+        "0",
+        "--no-early-stopping",
+        "--speed-repeats",
+        "1",
+        "--probe-steps",
+        "2",
+    ]
     assert main(argv) == 0
     (result,) = (root / "experiments" / "third").glob("*/result.json")
     last = json.loads(result.read_text().splitlines()[-1])
@@ -131,8 +151,9 @@ def test_fresh_probes_probe_again(root: Path, second: SearchOutcome) -> None:
 
 
 def test_warm_start_refuses_another_space_in_one_line(first: SearchOutcome) -> None:
-    options = SearchOptions(space=str(SPACE), storage=str(first.experiment_dir.parent),
-                            warm_start="first")  # fmt: skip
+    options = SearchOptions(
+        space=str(SPACE), storage=str(first.experiment_dir.parent), warm_start="first"
+    )
     space = get_space(str(SPACE))
     plan = make_plan(options, space, node_cpus=[2.0], total_gpus=0.0)
     with pytest.raises(TunerError) as error:

@@ -24,8 +24,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalW
 
 
 def _trial(state: TrialState, batch: int, *, peak: int = 500, **extra: object) -> object:
-    old = {"batch_size": CategoricalDistribution([8, 16, 32]),
-           "base_lr": FloatDistribution(1e-4, 1e-2, log=True)}  # fmt: skip
+    old = {
+        "batch_size": CategoricalDistribution([8, 16, 32]),
+        "base_lr": FloatDistribution(1e-4, 1e-2, log=True),
+    }
     violation = (peak - OLD_BUDGET) / OLD_BUDGET
     attrs = {
         "status": "ok",
@@ -53,25 +55,35 @@ def earlier(tmp_path: Path) -> Path:
     plan = make_plan(options, get_space(str(SPACE)), node_cpus=[2.0], total_gpus=0.0)
     folder = tmp_path / "old"
     folder.mkdir()
-    meta = {"name": "old", "space": "resume_space", "workload": plan.workload,
-            "max_memory_bytes": OLD_BUDGET}  # fmt: skip
+    meta = {
+        "name": "old",
+        "space": "resume_space",
+        "workload": plan.workload,
+        "max_memory_bytes": OLD_BUDGET,
+    }
     (folder / "tuner_experiment.json").write_text(json.dumps(meta))
-    study = optuna.create_study(storage=f"sqlite:///{folder / 'study.db'}", study_name="old",
-                                directions=["maximize", "maximize"])  # fmt: skip
+    study = optuna.create_study(
+        storage=f"sqlite:///{folder / 'study.db'}",
+        study_name="old",
+        directions=["maximize", "maximize"],
+    )
     study.set_metric_names(["images_per_second", "val_accuracy"])
-    study.add_trials([
-        _trial(TrialState.COMPLETE, 8),  # taken
-        _trial(TrialState.COMPLETE, 32),  # a batch size the space no longer has
-        _trial(TrialState.FAIL, 16),
-        _trial(TrialState.COMPLETE, 16, peak=1500),  # over the old budget, within the new one
-        _trial(TrialState.PRUNED, 16, intermediate_values={1: 0.3}),  # taken
-    ])  # fmt: skip
+    study.add_trials(
+        [
+            _trial(TrialState.COMPLETE, 8),  # taken
+            _trial(TrialState.COMPLETE, 32),  # a batch size the space no longer has
+            _trial(TrialState.FAIL, 16),
+            _trial(TrialState.COMPLETE, 16, peak=1500),  # over the old budget, within the new one
+            _trial(TrialState.PRUNED, 16, intermediate_values={1: 0.3}),  # taken
+        ]
+    )
     return folder
 
 
 def _load(reference: str, **changes: object) -> WarmStart | None:
-    options = SearchOptions(space=str(SPACE), warm_start=reference, max_memory_bytes=NEW_BUDGET,
-                            **changes)  # type: ignore[arg-type]  # fmt: skip
+    options = SearchOptions(
+        space=str(SPACE), warm_start=reference, max_memory_bytes=NEW_BUDGET, **changes
+    )  # type: ignore[arg-type]
     space = get_space(str(SPACE))
     plan = make_plan(options, space, node_cpus=[2.0], total_gpus=0.0)
     return load_warm_start(options, plan, check_space(space, plan), space_name=space.name)
@@ -81,8 +93,9 @@ def test_finished_trials_this_space_can_produce_are_taken(earlier: Path) -> None
     warm = _load(str(earlier))
     assert warm is not None and warm.source == "old"
     assert [(t.state, t.params["batch_size"]) for t in warm.trials] == [
-        (TrialState.COMPLETE, 8), (TrialState.PRUNED, 16)
-    ]  # fmt: skip
+        (TrialState.COMPLETE, 8),
+        (TrialState.PRUNED, 16),
+    ]
     assert warm.left_out == {
         "outside the current space": 1,
         "failed or unfinished": 1,

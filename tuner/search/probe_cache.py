@@ -98,8 +98,12 @@ class ProbeCache:
 
     def stats(self) -> dict[str, Any]:
         folder = None if self.machine_dir is None else str(self.machine_dir)
-        machine = {"folder": folder, "fresh": self.fresh,
-                   "reused": len(self.earlier), "written": self.written}  # fmt: skip
+        machine = {
+            "folder": folder,
+            "fresh": self.fresh,
+            "reused": len(self.earlier),
+            "written": self.written,
+        }
         return {"entries": len(self.entries), "hits": dict(self.hits), "machine_cache": machine}
 
     def _read_through(self, lookup: Lookup) -> bool:

@@ -145,10 +145,13 @@ def _search(
         check_workload(plan, profile)  # a bad workload fails here, once, in one line
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
-        design, warm = warm_start(options, plan, profile, paths, space_name=space.name,
-                                  design=design)  # fmt: skip
-        metadata = {**_metadata(options, space, plan, paths, info, profile, design),
-                    **({"warm_start": warm} if warm else {})}  # fmt: skip
+        design, warm = warm_start(
+            options, plan, profile, paths, space_name=space.name, design=design
+        )
+        metadata = {
+            **_metadata(options, space, plan, paths, info, profile, design),
+            **({"warm_start": warm} if warm else {}),
+        }
         write_metadata(paths.local, metadata)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
@@ -203,9 +206,13 @@ def _fit(
     design: list[dict[str, Any]],
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
-    cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths),
-                        machine_dir=cache_dir(), fresh=options.fresh_probes,
-                        experiment=paths.name)  # fmt: skip
+    cache = start_cache(
+        paths.local / PROBE_CACHE_FILE,
+        _cache_namespace(paths),
+        machine_dir=cache_dir(),
+        fresh=options.fresh_probes,
+        experiment=paths.name,
+    )
     trainable = _trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)

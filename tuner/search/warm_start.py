@@ -137,8 +137,15 @@ def load_warm_start(
     trials: list[FrozenTrial] = []
     left_out: Counter[str] = Counter()
     for trial in earlier.study.get_trials(deepcopy=False):
-        taken = _retell(trial, earlier.name, profile, metrics, names,
-                        budget=options.max_memory_bytes, budget_changed=budget_changed)  # fmt: skip
+        taken = _retell(
+            trial,
+            earlier.name,
+            profile,
+            metrics,
+            names,
+            budget=options.max_memory_bytes,
+            budget_changed=budget_changed,
+        )
         if isinstance(taken, str):
             left_out[taken] += 1
         else:
