@@ -117,17 +117,13 @@ KEYS = set(record.SEARCH_KEYS) | set(record.TABLE_KEYS)
 HOMONYMS = {
     "tuner.engine.loop": {"step"},  # the engine's own checkpoint of its loop
     "tuner.engine.state": {"step"},
-    "tuner.ablate": {"step"},
+    "tuner.compare.ablation": {"step"},
     "tuner.report._importance": {"step"},  # an Optuna trial's intermediate value
-    "tuner.fidelity": {"kind"},  # a check's kind
+    "tuner.compare.fidelity": {"kind"},  # a check's kind
     "tuner.commands.ablate": {"reports"},  # the default --out folder, reports/
     "tuner.commands.report": {"reports"},
     "tuner.commands.search": {"reports"},
     "tuner.search.options": {"reports"},
-    "tuner.gpu_suite._context": {"reports"},
-    "tuner.gpu_suite._stages": {"reports"},
-    "tuner.gpu_suite._cuda_tests": {"step"},
-    "tuner.gpu_suite._tables": {"step"},
 }
 # Modules of work under way in other branches (the clients: every client told from the record;
 # the GPU suite leaving the package): their keys move to tuner.record's names there.
@@ -135,8 +131,6 @@ PENDING = {
     "tuner.search.searcher",
     "tuner.search.progress",
     "tuner.search.tracking",
-    "tuner.search.remeasure",
-    "tuner.gpu_suite._search",
 }
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from tuner.compare import paired
 from tuner.config import TrainConfig
 from tuner.objectives import (
     Objective,
@@ -43,7 +44,7 @@ from tuner.stats import (
     paired_ratio,
     wilson_interval,
 )
-from tuner.units import as_number
+from tuner.units import as_number, ratio_text
 
 if TYPE_CHECKING:
     from tuner.experiment import Experiment
@@ -233,12 +234,9 @@ def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerd
 def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
-        ok = remeasure[remeasure["status"] == "ok"]
-        a = ok[ok[TRIAL_ID] == fast[TRIAL_ID]].set_index("repeat")["images_per_second"]
-        b = ok[ok[TRIAL_ID] == slow[TRIAL_ID]].set_index("repeat")["images_per_second"]
-        common = a.index.intersection(b.index)
-        if len(common):
-            return paired_ratio(b.loc[common].tolist(), a.loc[common].tolist())
+        a, b = paired(remeasure, fast[TRIAL_ID], slow[TRIAL_ID], by=TRIAL_ID)
+        if len(a):
+            return paired_ratio(b["images_per_second"].tolist(), a["images_per_second"].tolist())
     value = as_number(fast["images_per_second"]) / as_number(slow["images_per_second"])
     return Change(value, math.nan, math.nan, 1, 1.0)
 
@@ -253,6 +251,4 @@ def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
 
 
 def _ratio(change: Change) -> str:
-    if math.isnan(change.low):
-        return f"{change.value:.2f}x"
-    return f"{change.value:.2f}x [{change.low:.2f}–{change.high:.2f}]"
+    return ratio_text(change.value, change.low, change.high)

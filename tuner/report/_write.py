@@ -54,7 +54,7 @@ from tuner.report.document import (
     render_markdown,
 )
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite
+from tuner.units import format_bytes, is_finite, ratio_text
 
 __all__ = ["write_report"]
 
@@ -164,7 +164,7 @@ def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
                 "the technique effects step)."
             )
         return "The recommended config already is the plain loop (no speed technique on)."
-    interval = f"{gain['ratio']:.2f}x [{gain['low']:.2f}–{gain['high']:.2f}]"
+    interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
     plain = f"{gain['plain_images_per_second']:,.0f} images/s"
     if gain["tie"]:
         return (
@@ -337,11 +337,7 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _ratio_text(variant: Mapping[str, Any]) -> str:
-    if variant.get("ratio") is None:
-        return "n/a"
-    if variant.get("low") is None or variant.get("high") is None:
-        return f"{variant['ratio']:.2f}x"
-    return f"{variant['ratio']:.2f}x [{variant['low']:.2f}–{variant['high']:.2f}]"
+    return ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
 
 
 # ---- 5. trials -------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """Speed probes remembered per machine, across experiments: the search's cache below its cache.
 
-A speed probe's verdict (:class:`tuner.speed.SpeedChoice`) depends on the training config, the
-hardware and the software, not on the experiment, so a second search on the same machine need
+A speed probe's verdict (:class:`tuner.compare.speed.SpeedChoice`) depends on the training config,
+the hardware and the software, not on the experiment, so a second search on the same machine need
 not probe a config again. Each machine fingerprint (:class:`Machine`: CPU model and count, GPU
-models and driver, torch / CUDA / timm / tuner versions) has one JSON file under
-:func:`cache_dir`; any change of the fingerprint (a new driver, a torch upgrade, a new tuner)
-reads another file, so it misses and probes again. An entry keeps when it was measured (its age
-is reported) and by which experiment.
+models and driver, torch / CUDA / timm / tuner versions) has one JSON file under :func:`cache_dir`;
+any change of the fingerprint (a new driver, a torch upgrade, a new tuner) reads another file, so it
+misses and probes again. An entry keeps when it was measured (its age is reported) and by which
+experiment.
 
 Two searches may write one file at once: a writer holds an exclusive ``flock`` on a lock file
 beside it, reads the file, merges its entry and replaces the file atomically (a temporary file
@@ -141,9 +141,9 @@ def _torch_gpus() -> tuple[str, ...]:
 
 
 def entry_key(speed_key: str, *, max_memory_bytes: int | None) -> str:
-    """An entry's key: the experiment's speed key (:func:`tuner.speed.speed_key`: the training
-    config, the device, the pinned knobs) and the memory budget, which decides whether a knob
-    is kept (constant within an experiment, not across them)."""
+    """An entry's key: the experiment's speed key (:func:`tuner.compare.speed.speed_key`: the
+    training config, the device, the pinned knobs) and the memory budget, which decides whether
+    a knob is kept (constant within an experiment, not across them)."""
     key = {"config": json.loads(speed_key), MAX_MEMORY_BYTES: max_memory_bytes}
     return json.dumps(key, sort_keys=True)
 

@@ -1,6 +1,6 @@
 """The experiment's cache of speed probes, shared by every trial on every node.
 
-A small Ray actor on the driver's node holds ``key -> SpeedChoice`` (see :mod:`tuner.speed`)
+A small Ray actor on the driver's node holds ``key -> SpeedChoice`` (see :mod:`tuner.compare.speed`)
 and writes the whole cache to ``probe_cache.json`` in the experiment folder after every change
 (atomically), so a resumed search starts with what was already probed. Trials reach it by name.
 
@@ -47,7 +47,7 @@ class Remembered:
 class Lookup:
     """Where a trial's speed choice is remembered: the experiment's key, and per machine."""
 
-    key: str  # tuner.speed.speed_key
+    key: str  # tuner.compare.speed.speed_key
     machine: Machine  # the trial's machine (a cluster's nodes may differ)
     max_memory_bytes: int | None
 

@@ -50,8 +50,8 @@ from tuner.objectives import (
 )
 from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT, TRIAL_ID
 from tuner.search import cluster
+from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
 from tuner.search.design import startup_design
-from tuner.search.effects import measure_effects
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
@@ -59,7 +59,6 @@ from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
 from tuner.search.preflight import check_workload
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.progress import ProgressPrinter
-from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import ConstrainedOptunaSearch

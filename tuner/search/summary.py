@@ -16,7 +16,7 @@ from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
 from tuner.search.experiment import ExperimentPaths
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite
+from tuner.units import format_bytes, interval_text, is_finite
 
 __all__ = ["kind_counts", "print_summary"]
 
@@ -65,11 +65,11 @@ def _print_front(answer: Answer) -> None:
 def _line(row: pd.Series) -> str:
     ips = row["images_per_second"]
     low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
-    spread = f" [{low:,.0f}-{high:,.0f}]" if is_finite(low) and is_finite(high) else ""
+    spread = f" {interval_text(low, high, '{:,.0f}'.format)}".rstrip()
     acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
     acc = f"{row['val_accuracy']:.3f}"
     if is_finite(acc_low) and is_finite(acc_high):
-        acc += f" [{acc_low:.3f}-{acc_high:.3f}]"
+        acc += " " + interval_text(acc_low, acc_high, "{:.3f}".format)
     params = " ".join(
         f"{c.removeprefix(PARAM_PREFIX)}={_short(row[c])}"
         for c in row.index

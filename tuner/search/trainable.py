@@ -1,9 +1,9 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.speed.choose_speed`), looked up first in the experiment's probe cache (per
-   training config key), so a later trial with the same key reuses them, and below it in the
-   machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
+   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache
+   (per training config key), so a later trial with the same key reuses them, and below it in
+   the machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
    there and the trial reports ``phase="probe"``, infeasible, with its measurement.
@@ -31,6 +31,7 @@ import torch
 from ray import tune
 
 from tuner import record
+from tuner.compare.speed import SpeedChoice, choose_speed, speed_key
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
@@ -38,7 +39,6 @@ from tuner.objectives import judge
 from tuner.search.machine_cache import this_machine
 from tuner.search.probe_cache import Lookup
 from tuner.spaces import train_config_of
-from tuner.speed import SpeedChoice, choose_speed, speed_key
 from tuner.techniques import accuracy_neutral_fields
 
 __all__ = ["TrialContext", "run_trial"]

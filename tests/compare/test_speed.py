@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from tuner.compare.speed import SpeedChoice, choose_speed, combination, settle, speed_key, variants
 from tuner.config import TrainConfig
-from tuner.speed import SpeedChoice, choose_speed, combination, settle, speed_key, variants
 from tuner.techniques import speed_knobs
+from tuner.workloads import MICRO_VIT
 
 TINY = TrainConfig(
-    model="vit_tiny_r_s16_p8_224",
-    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    **MICRO_VIT,
     img_size=16, batch_size=16, epochs=None, steps=8, warmup_steps=1, device="cpu",
 )  # fmt: skip
 
@@ -89,4 +89,4 @@ def test_the_summary_of_a_kept_knob_without_an_interval_says_so() -> None:
     choice = SpeedChoice(settings={"set_to_none": True}, variants=[row])
     assert choice.summary() == "set_to_none (1.20x, one measurement)"
     clear = {**row, "low": 1.05, "high": 1.3, "clear": True}
-    assert SpeedChoice(settings={}, variants=[clear]).summary() == "set_to_none (1.20x [1.05-1.30])"
+    assert SpeedChoice(settings={}, variants=[clear]).summary() == "set_to_none (1.20x [1.05–1.30])"

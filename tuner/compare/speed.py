@@ -31,9 +31,12 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pandas as pd
+
+from tuner.compare import Arm, paired, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.techniques import Knob, speed_knobs
-from tuner.units import finite_or_none
+from tuner.units import finite_or_none, ratio_text
 
 __all__ = [
     "KEY_FIELDS",
@@ -74,7 +77,7 @@ class SpeedChoice:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def summary(self) -> str:
-        """``channels_last (1.12x [1.03-1.22])`` or ``plain (nothing measurably faster)``."""
+        """``channels_last (1.12x [1.03–1.22])`` or ``plain (nothing measurably faster)``."""
         if self.over_budget:
             return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
@@ -89,14 +92,14 @@ class SpeedChoice:
 
 
 def _ratio_text(row: dict[str, Any]) -> str:
-    """``1.12x [1.03-1.22]``; a knob with one measurement (probed once to fit the budget, or
+    """``1.12x [1.03–1.22]``; a knob with one measurement (probed once to fit the budget, or
     its other pair failed) has no interval, and a failed probe no ratio."""
     ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
     if ratio is None:
         return "not measured"
     if low is None or high is None:
-        return f"{ratio:.2f}x, one measurement"
-    return f"{ratio:.2f}x [{low:.2f}-{high:.2f}]{'' if row['clear'] else ', within noise'}"
+        return f"{ratio_text(ratio)}, one measurement"
+    return ratio_text(ratio, low, high) + ("" if row["clear"] else ", within noise")
 
 
 def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
@@ -198,7 +201,6 @@ def _combined_ratio(
     plain: TrainConfig, rows: list[dict[str, Any]], meter: _Meter, budget: float | None
 ) -> float | None:
     """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit)."""
-    from tuner.compare import Arm, run_interleaved, summarize
     from tuner.objectives import judge
 
     changes = combination(rows)
@@ -272,8 +274,6 @@ def decide(
     """From interleaved probe runs (``arms[0]`` the plain setting): one row per probed change
     (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
     median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
-    from tuner.compare import summarize
-
     table = summarize(runs, arms)
     rows = [_variant_row(row, arms, runs, max_memory_bytes)
             for _, row in table.iloc[1:].iterrows()]  # fmt: skip
@@ -283,9 +283,7 @@ def decide(
     return rows, float(table.iloc[0]["images_per_second"])
 
 
-def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Any]:
-    from tuner.compare import Arm
-
+def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Arm]:
     arms = [Arm("plain", "speed", plain)]
     for entry, value in variants(cuda=cuda, pinned=pinned):
         changes = entry.settings(value)
@@ -294,12 +292,8 @@ def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[An
     return arms
 
 
-def _rounds(arms: list[Any], repeats: int, measure: Any) -> Any:
+def _rounds(arms: list[Arm], repeats: int, measure: Any) -> pd.DataFrame:
     """Interleaved rounds; after the second, only knobs faster than plain in both pairs stay."""
-    import pandas as pd
-
-    from tuner.compare import run_interleaved
-
     frames, live = [], list(arms)
     for repeat in range(repeats):
         runs = run_interleaved(live, repeats=1, measure=measure, warmup=False, drop_invalid=True)
@@ -309,14 +303,13 @@ def _rounds(arms: list[Any], repeats: int, measure: Any) -> Any:
     return pd.concat(frames, ignore_index=True)
 
 
-def _ahead(runs: Any, name: str) -> bool:
-    """Whether arm ``name`` beat the plain setting in every repeat so far."""
-    ok = runs[runs["status"] == "ok"].pivot_table(
-        index="repeat", columns="arm", values="images_per_second"
-    )
-    if name not in ok or "plain" not in ok:
+def _ahead(runs: pd.DataFrame, name: str) -> bool:
+    """Whether arm ``name`` beat the plain setting in every repeat so far (a repeat in which
+    either failed counts against it)."""
+    mine, plain = paired(runs, name, "plain")
+    if len(mine) < runs["repeat"].nunique():
         return False
-    return bool((ok[name] > ok["plain"]).all())
+    return bool((mine["images_per_second"] > plain["images_per_second"]).all())
 
 
 def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dict[str, Any]:

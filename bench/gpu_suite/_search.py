@@ -18,9 +18,10 @@ from typing import Any
 
 from tuner.config import TrainConfig
 from tuner.experiment import TUNER_FILES
-from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
 from tuner.techniques import knob
 from tuner.units import format_bytes
+
+from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
 __all__ = ["SPACE", "run"]
 

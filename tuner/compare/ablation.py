@@ -1,7 +1,7 @@
 """The controlled technique ablation: one workload, one change per step, repeated runs.
 
 Two comparisons on the same model, data and batch size, run in-process with the engine (no Ray),
-each a set of arms of :mod:`tuner.compare`:
+each a set of arms of :mod:`tuner.compare`, on :data:`tuner.workloads.ABLATION`:
 
 - the ladder of the technique registry (``plain -> +amp -> +set_to_none -> ... -> +compile``);
   each step keeps every change before it and is compared with the step before and the plain
@@ -25,6 +25,7 @@ from tuner.compare import Arm, plan_ladder, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.techniques import knob, ladder_knobs
+from tuner.workloads import GPU_NORM_MODEL, workload
 
 __all__ = [
     "default_config",
@@ -37,34 +38,6 @@ __all__ = [
     "write_ablation",
 ]
 
-# Defaults: a tiny hybrid ViT (its ResNet stem has the conv norms) on CPU; ViT-B/16 at 224 on GPU.
-_CPU_DEFAULT: dict[str, Any] = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 64, "depth": 2, "num_heads": 2},
-    "data": "digits",
-    "img_size": 32,
-    "batch_size": 64,
-    "lr": 5e-4,  # with 100 steps: about 70% val accuracy, so accuracy changes are visible
-    "epochs": None,
-    "steps": 100,
-    "warmup_steps": 5,
-}
-_GPU_DEFAULT: dict[str, Any] = {
-    "model": "vit_base_patch16_224",
-    "data": "synthetic",
-    "synthetic_size": 12800,
-    "img_size": 224,
-    "batch_size": 128,
-    "num_workers": 8,
-    "persistent_workers": True,
-    "epochs": None,
-    "steps": 120,
-    "warmup_steps": 20,
-}
-# ViT-B/16 has no convolutional norm layer, so on GPU the norm comparison runs on a hybrid ViT
-# whose ResNet-26 backbone has them; on CPU the ladder's tiny hybrid ViT already does.
-_GPU_NORM_MODEL = "vit_small_r26_s32_224"
-
 
 def skippable() -> tuple[str, ...]:
     """What ``--skip`` takes: every ladder knob of the registry, and ``norm``."""
@@ -72,13 +45,14 @@ def skippable() -> tuple[str, ...]:
 
 
 def default_config(*, cuda: bool) -> TrainConfig:
-    """The baseline workload: the ladder's first step (every technique off)."""
-    return TrainConfig.from_params(_GPU_DEFAULT if cuda else _CPU_DEFAULT)
+    """The baseline workload (:data:`tuner.workloads.ABLATION`): the ladder's first step."""
+    return TrainConfig.from_params(workload("ablation", cuda=cuda))
 
 
 def default_norm_model(*, cuda: bool) -> str | None:
-    """The model of the norm comparison (``None``: the ladder's own model)."""
-    return _GPU_NORM_MODEL if cuda else None
+    """The model of the norm comparison (``None``: the ladder's own model, whose hybrid ViT has
+    convolutional norm layers; ViT-B/16 on a GPU has none)."""
+    return GPU_NORM_MODEL if cuda else None
 
 
 def plan_ablation(

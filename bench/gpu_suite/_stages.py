@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
-from tuner.gpu_suite import (
+
+from . import (
     _cuda_tests,
     _fidelity,
     _ladder,
@@ -24,7 +25,7 @@ from tuner.gpu_suite import (
     _recipe,
     _search,
 )
-from tuner.gpu_suite._context import DRY_RUN_DIR, StageContext, StageResult, device_slug
+from ._context import DRY_RUN_DIR, StageContext, StageResult, device_slug
 
 __all__ = ["STAGES", "Stage", "default_root", "run_stage", "stage", "stage_names"]
 

@@ -9,19 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tuner import fidelity, minimal_loop
 from tuner.cli import main
+from tuner.compare import fidelity, minimal_loop
 from tuner.errors import TunerError
+from tuner.workloads import MICRO_BENCH
 
-TINY_WORKLOAD = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
-    "img_size": 32,
-    "batch_size": 16,
-    "synthetic_size": 64,
-    "num_classes": 10,
-    "device": "cpu",
-}
+TINY_WORKLOAD = {**MICRO_BENCH, "device": "cpu"}
 
 
 def test_the_minimal_loop_imports_nothing_from_tuner() -> None:

@@ -2,9 +2,10 @@
 
 ``python -m tuner bench --verify`` times one model, batch and precision twice: with the engine
 (a :func:`tuner.engine.probe`, its own steady-state images/s) and with
-:mod:`tuner.minimal_loop` (plain PyTorch written without the engine). Each measurement is a
-**fresh process**, so neither inherits the other's allocator, compile caches or threads; they
-run interleaved (engine, minimal, engine, minimal, ...) after one discarded pair, so a drift of
+:mod:`tuner.compare.minimal_loop` (plain PyTorch written without the engine). Each measurement
+is a **fresh process**, so neither inherits the other's allocator, compile caches or threads;
+they run interleaved (:func:`tuner.compare.interleave`: engine, minimal, engine, minimal, ...)
+after one discarded pair, so a drift of
 a shared machine hits both alike, and each repeat's two runs form a pair. The engine/minimal
 ratio of images/s is the geometric mean of the per-pair ratios with its 95% interval
 (:func:`tuner.stats.paired_ratio`): an interval that contains 1x means the engine is within the
@@ -27,15 +28,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tuner.compare import interleave
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import median_interval, paired_ratio
-from tuner.units import json_ready
+from tuner.units import DASH, interval_text, json_ready
+from tuner.workloads import workload as reference
 
 __all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
 
 KINDS = ("engine", "minimal")
-_ROOT = Path(__file__).resolve().parent.parent  # where ``python -m tuner...`` finds the package
+_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the tuner package
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
 _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
@@ -43,18 +46,16 @@ _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with le
 def verify_config(
     *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
 ) -> TrainConfig:
-    """The benchmark's default workload (or ``workload`` over it) in ``amp`` (default: bf16 on
-    a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
+    """The bench workload (:data:`tuner.workloads.BENCH`, ``workload`` over it) in ``amp``
+    (default: bf16 on a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
 
     Raises:
         TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
     """
-    from tuner.benchmark import default_workload
-
     amp = amp or ("bf16" if cuda else "off")
     if amp not in ("off", "bf16"):
         raise TunerError(f"--amp {amp!r}: the fidelity check compares fp32 (off) or bf16.")
-    params = {**default_workload(cuda), **(workload or {}), "amp": amp, "set_to_none": True}
+    params = {**reference("bench", cuda=cuda), **(workload or {}), "amp": amp, "set_to_none": True}
     return TrainConfig.from_params({**params, "epochs": None, "steps": 1})
 
 
@@ -89,20 +90,27 @@ def run_verify(
     config = config.replace(warmup_steps=warmup_steps)
     env, deadline = _child_env(threads), _Deadline(time_limit_s)
     load_before = os.getloadavg()[0]
-    # The discarded pair (cold caches after a while) also says how long a pair takes.
-    slowest = _pair(config, steps, env, deadline) if deadline.fits(0.0) else 0.0
     runs: list[dict[str, Any]] = []
-    for repeat in range(repeats):
-        if not deadline.fits(slowest):
-            log(f"stopped after {repeat} of {repeats} pairs: the time limit would be passed")
-            break
-        started = time.perf_counter()
-        for kind in KINDS:
-            row = {"repeat": repeat, "kind": kind, **_measure(kind, config, steps, env, deadline)}
-            runs.append(row)
-            log(f"repeat {repeat + 1}/{repeats} {kind:8s} {row['status']:6s} "
-                f"{_rate(row):10.1f} img/s")  # fmt: skip
-        slowest = max(slowest, time.perf_counter() - started)
+
+    def measure(kind: str) -> dict[str, Any]:
+        return _measure(kind, config, steps, env, deadline)
+
+    def record(repeat: int, kind: str, measured: dict[str, Any]) -> None:
+        runs.append({"repeat": repeat, "kind": kind, **measured})
+        rate = f"{_rate(measured):10.1f} img/s"
+        log(f"repeat {repeat + 1}/{repeats} {kind:8s} {measured['status']:6s} {rate}")
+
+    def in_time(repeat: int, slowest: float) -> bool:
+        if deadline.fits(slowest):
+            return True
+        log(f"stopped after {repeat} of {repeats} pairs: the time limit would be passed")
+        return False
+
+    # The discarded pair (cold caches after a while) also says how long a pair takes.
+    warmup = KINDS if deadline.fits(0.0) else ()
+    interleave(
+        KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
+    )
     report = _summarize(config, runs, steps)
     report["repeats_planned"] = repeats
     report["threads_per_process"] = threads or report["threads"]
@@ -111,14 +119,6 @@ def run_verify(
     if out_dir is not None:
         _write(report, Path(out_dir))
     return report
-
-
-def _pair(config: TrainConfig, steps: int, env: dict[str, str], deadline: _Deadline) -> float:
-    """Run one engine and one minimal process, results dropped; seconds it took."""
-    started = time.perf_counter()
-    for kind in KINDS:
-        _measure(kind, config, steps, env, deadline)
-    return time.perf_counter() - started
 
 
 def _child_env(threads: int | None) -> dict[str, str]:
@@ -177,11 +177,11 @@ def _failed(error: str) -> dict[str, Any]:
 
 def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
     if kind == "engine":
-        return [sys.executable, "-m", "tuner.fidelity", json.dumps(config.to_dict()), str(steps)]
+        return [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict()), str(steps)]
     from tuner.engine.build import resolve_device
 
     return [
-        sys.executable, "-m", "tuner.minimal_loop",
+        sys.executable, "-m", "tuner.compare.minimal_loop",
         "--model", config.model,
         "--model-kwargs", json.dumps(dict(config.model_kwargs)),
         "--img-size", str(config.img_size),
@@ -195,7 +195,7 @@ def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
 
 
 def _engine_worker(argv: Sequence[str]) -> None:
-    """``python -m tuner.fidelity CONFIG_JSON STEPS``: one engine probe, one JSON line."""
+    """``python -m tuner.compare.fidelity CONFIG_JSON STEPS``: one engine probe, one JSON line."""
     from tuner.engine import probe
 
     config = TrainConfig.from_params(json.loads(argv[0]))
@@ -248,7 +248,7 @@ def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
     text = f"The engine runs at {value:.3f}x the minimal loop's images/s"
     if math.isnan(low):
         return text + " (one pair: no interval, so no claim)."
-    text += f" [95% interval {low:.3f}–{high:.3f}]"
+    text += f" [95% interval {low:.3f}{DASH}{high:.3f}]"
     if tie:
         return text + ": within the noise (the interval contains 1x)."
     side = "slower" if value < 1 else "faster"
@@ -292,8 +292,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     for kind in KINDS:
         e = report["images_per_second"][kind]
         low, high = _num(e["low"]), _num(e["high"])
-        spread = "" if math.isnan(low) else f" [{low:,.1f}–{high:,.1f}]"
-        lines.append(f"| {kind} | {_num(e['median']):,.1f}{spread} (n={e['n']}) |")
+        spread = interval_text(low, high, "{:,.1f}".format)
+        median = f"{_num(e['median']):,.1f}" + (f" {spread}" if spread else "")
+        lines.append(f"| {kind} | {median} (n={e['n']}) |")
     lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]
     lines += ["|---|---|---|---|"]
     pairs: dict[int, dict[str, float]] = {}

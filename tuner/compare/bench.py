@@ -25,11 +25,11 @@ from tuner.engine import probe
 from tuner.engine.build import resolve_device
 from tuner.engine.meters import environment, synchronize
 from tuner.engine.model import build_model
-from tuner.units import format_bytes
+from tuner.units import format_bytes, interval_text, ratio_text
+from tuner.workloads import workload as reference
 
 __all__ = [
     "benchmark_config",
-    "default_workload",
     "forward_flops",
     "matmul_flops_per_s",
     "run_benchmark",
@@ -37,38 +37,17 @@ __all__ = [
 ]
 
 
-def default_workload(cuda: bool) -> dict[str, Any]:
-    """ViT-B/16 at 224 on a GPU; a small hybrid ViT at 32 px on CPU."""
-    if cuda:
-        return {
-            "model": "vit_base_patch16_224",
-            "img_size": 224,
-            "batch_size": 256,
-            "data": "synthetic",
-            "synthetic_size": 256 * 50,
-            "num_classes": 1000,
-        }
-    return {
-        "model": "vit_tiny_r_s16_p8_224",
-        "img_size": 32,
-        "batch_size": 64,
-        "data": "synthetic",
-        "synthetic_size": 64 * 50,
-        "num_classes": 10,
-    }
-
-
 def benchmark_config(
     workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
 ) -> TrainConfig:
-    """The default workload of the device that ``workload`` (or ``auto``) names, ``workload``
-    over it, as a step-budget run: the benchmark's plain loop.
+    """The bench workload (:data:`tuner.workloads.BENCH`) of the device that ``workload`` (or
+    ``auto``) names, ``workload`` over it, as a step-budget run: the benchmark's plain loop.
 
     Raises:
         TunerError: an unknown setting or an impossible value.
     """
     device = resolve_device((workload or {}).get("device", "auto"))
-    params = {**default_workload(device.type == "cuda"), **(workload or {})}
+    params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
     return TrainConfig.from_params(
         {**params, "steps": steps, "epochs": None, "warmup_steps": warmup_steps}
     )
@@ -210,16 +189,16 @@ def _write(report: dict[str, Any], out_dir: Path, stem: str) -> None:
 
 
 def _ratio(row: dict[str, Any], label: str) -> str:
-    value = row.get(f"throughput_ratio_vs_{label}")
-    if value is None:
+    key = f"throughput_ratio_vs_{label}"
+    if row.get(key) is None:
         return ""
-    low, high = (
-        row.get(f"throughput_ratio_vs_{label}_low"),
-        row.get(f"throughput_ratio_vs_{label}_high"),
-    )
-    interval = f" [{low:.2f}–{high:.2f}]" if low is not None and high is not None else ""
-    tie = " (tie)" if row.get(f"throughput_ratio_vs_{label}_tie") else ""
-    return f"{value:.2f}x{interval}{tie}"
+    tie = " (tie)" if row.get(f"{key}_tie") else ""
+    return ratio_text(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")) + tie
+
+
+def _spread(row: dict[str, Any], ips: float) -> str:
+    low, high = row["images_per_second_low"] or ips, row["images_per_second_high"] or ips
+    return interval_text(low, high, "{:,.1f}".format)
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -251,8 +230,7 @@ def to_markdown(report: dict[str, Any]) -> str:
             continue
         allocated = f" {format_bytes(r.get('peak_memory_allocated_bytes'))} |" if cuda else ""
         lines.append(
-            f"| {r['arm']} | {ips:,.1f} [{r['images_per_second_low'] or ips:,.1f}–"
-            f"{r['images_per_second_high'] or ips:,.1f}] | {_ratio(r, 'reference')} | "
+            f"| {r['arm']} | {ips:,.1f} {_spread(r, ips)} | {_ratio(r, 'reference')} | "
             f"{_ratio(r, 'baseline')} | {format_bytes(r['peak_memory_bytes'])} |{allocated} "
             f"{r['mfu']:.1%} |"
         )

@@ -1,8 +1,10 @@
 """The GPU suite (issue 13): run one stage, several, or all, each into its own folder.
 
-python bench/gpu_suite.py --list                      # the stages, in order, with estimates
-python bench/gpu_suite.py ladder                      # one stage on the GPU (about 8 min)
-python bench/gpu_suite.py all --dry-run               # every stage on the CPU, tiny (< 3 min)
+python -m bench.gpu_suite --list                      # the stages, in order, with estimates
+python -m bench.gpu_suite ladder                      # one stage on the GPU (about 8 min)
+python -m bench.gpu_suite all --dry-run               # every stage on the CPU, tiny (< 3 min)
+
+Run from the project root (the folder holding bench/ and tuner/).
 
 On a GPU each stage writes reports/examples/gpu-<device>/<stage>/ (the dry run writes
 reports/gpu-suite-dry-run/<stage>/); --out ROOT puts the stage folders under ROOT instead.
@@ -26,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         # One thread (here and in the stages' subprocesses): tiny models gain nothing from more,
         # and on a shared machine two spinning OpenMP threads can make a step 100x slower.
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from tuner import gpu_suite
+    from bench.gpu_suite import _stages as gpu_suite  # after the threads are set: loads torch
 
     if args.list:
         for s in gpu_suite.STAGES:
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         names = gpu_suite.stage_names(args.stages or ["all"])
         root = args.out or gpu_suite.default_root(dry_run=args.dry_run)
-        options = {"repeats": args.repeats, "max_memory": args.max_memory}
+        options = {"repeats": args.repeats, "max_memory": args.max_memory, "tests": args.tests}
         records = [
             gpu_suite.run_stage(
                 name,
@@ -72,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--time-limit", type=float, default=480, help="seconds of measuring per stage (480)"
+    )
+    parser.add_argument(
+        "--tests", type=Path, help="cuda-tests' test folder (default: this checkout's tests/engine)"
     )
     return parser
 

@@ -18,9 +18,11 @@ import pandas as pd
 from tuner.compare import plan_ladder, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.gpu_suite._context import StageContext, StageResult
-from tuner.gpu_suite._tables import arm_table, bar_plot, paired_column
 from tuner.techniques import ladder_knobs
+from tuner.workloads import MICRO_BENCH
+
+from ._context import StageContext, StageResult
+from ._tables import arm_table, bar_plot, paired_column
 
 __all__ = ["STEPS", "plan", "run"]
 
@@ -37,16 +39,7 @@ _GPU: dict[str, Any] = {
     "num_workers": 8,
     "warmup_steps": 5,
 }
-_DRY: dict[str, Any] = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
-    "img_size": 32,
-    "batch_size": 16,
-    "synthetic_size": 16 * 4,
-    "num_classes": 10,
-    "num_workers": 0,
-    "warmup_steps": 1,
-}
+_DRY: dict[str, Any] = {**MICRO_BENCH, "num_workers": 0, "warmup_steps": 1}
 
 
 def plan(base: TrainConfig) -> list[Any]:

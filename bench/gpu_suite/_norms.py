@@ -2,9 +2,9 @@
 
 On a convolutional net (resnet50) and on a hybrid ViT's ResNet stem (``vit_small_r26_s32_224``),
 bf16 autocast, synthetic data on the GPU: each GroupNorm arm is paired with BatchNorm (the arms
-of :func:`tuner.ablate.plan_ablation`'s norm comparison), measured by short probes, repeated and
-interleaved: images/s and peak memory, each GroupNorm's change against BatchNorm with its
-interval. It settles, for this GPU, the claim "GroupNorm is slower and uses more memory".
+of :func:`tuner.compare.ablation.plan_ablation`'s norm comparison), measured by short probes,
+repeated and interleaved: images/s and peak memory, each GroupNorm's change against BatchNorm
+with its interval. It settles, for this GPU, the claim "GroupNorm is slower and uses more memory".
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from tuner import ablate
-from tuner.compare import run_interleaved, summarize
+from tuner.compare import ablation, run_interleaved, summarize
 from tuner.config import TrainConfig
-from tuner.gpu_suite._context import StageContext, StageResult
-from tuner.gpu_suite._tables import arm_table, bar_plot
 from tuner.techniques import knob
+from tuner.workloads import MICRO_VIT
+
+from ._context import StageContext, StageResult
+from ._tables import arm_table, bar_plot
 
 __all__ = ["run"]
 
@@ -36,7 +37,7 @@ _GPU: dict[str, Any] = {
 _DRY: dict[str, Any] = {  # small stand-ins with the same kinds of norm layers
     "models": {
         "test_resnet": {},  # 16 to 192 channels: 32 groups do not divide its first layers
-        "vit_tiny_r_s16_p8_224": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+        MICRO_VIT["model"]: MICRO_VIT["model_kwargs"],
     },
     "groups": (1, 8, 16),
     "img_size": 32,
@@ -82,9 +83,9 @@ def _arms(ctx: StageContext, s: dict[str, Any], model: str, kwargs: dict) -> lis
         "epochs": None, "steps": s["steps"], "warmup_steps": s["warmup_steps"],
         **knob("amp").settings(s["amp"]),
     })  # fmt: skip
-    techniques = [k for k in ablate.skippable() if k != knob("norm").field]
+    techniques = [k for k in ablation.skippable() if k != knob("norm").field]
     # Every ladder rung is skipped, so the ablation's own amp (its +amp rung) is unused here.
-    arms, _ = ablate.plan_ablation(
+    arms, _ = ablation.plan_ablation(
         base, cuda=ctx.cuda, amp="bf16", groups=s["groups"], skip=techniques
     )
     return [a for a in arms if a.group == "norm"]

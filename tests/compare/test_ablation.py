@@ -8,15 +8,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner import ablate
 from tuner.cli import main
+from tuner.compare import ablation
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.techniques import ladder
+from tuner.workloads import GPU_NORM_MODEL, MICRO_VIT
 
 TINY = TrainConfig(
-    model="vit_tiny_r_s16_p8_224",
-    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    **MICRO_VIT,
     img_size=16,
     batch_size=16,
     epochs=None,
@@ -30,7 +30,7 @@ GPU_LADDER = [r.name for r in ladder(cuda=True)[0]]
 
 
 def test_ladder_keeps_every_earlier_change() -> None:
-    arms, _ = ablate.plan_ablation(TINY, cuda=True, amp="fp16", groups=(4, 8))
+    arms, _ = ablation.plan_ablation(TINY, cuda=True, amp="fp16", groups=(4, 8))
     names = [a.name for a in arms]
     assert names == [*GPU_LADDER, "batchnorm", "groupnorm/4", "groupnorm/8"]
     top = arms[len(GPU_LADDER) - 1].config
@@ -46,23 +46,25 @@ def test_ladder_keeps_every_earlier_change() -> None:
 
 
 def test_cpu_plan_leaves_out_what_needs_cuda() -> None:
-    arms, left_out = ablate.plan_ablation(TINY, cuda=False, amp="bf16", skip=["norm"])
+    arms, left_out = ablation.plan_ablation(TINY, cuda=False, amp="bf16", skip=["norm"])
     assert [a.name for a in arms] == CPU_LADDER
     assert left_out == ["non_blocking: needs CUDA", "prefetch: needs CUDA"]
 
 
 def test_norm_comparison_can_run_on_another_model() -> None:
-    arms, _ = ablate.plan_ablation(TINY, cuda=False, amp="bf16", groups=(4,), norm_model="resnet18")
+    arms, _ = ablation.plan_ablation(
+        TINY, cuda=False, amp="bf16", groups=(4,), norm_model="resnet18"
+    )
     ladder_arms, norms = arms[: len(CPU_LADDER)], arms[len(CPU_LADDER) :]
     assert {a.config.model for a in ladder_arms} == {TINY.model}
     assert {a.config.model for a in norms} == {"resnet18"}
     assert all(not a.config.model_kwargs for a in norms)  # the ladder's kwargs fit another model
-    assert ablate.default_norm_model(cuda=True) == "vit_small_r26_s32_224"
+    assert ablation.default_norm_model(cuda=True) == GPU_NORM_MODEL
 
 
 @pytest.mark.parametrize("skipped", ["amp", "set_to_none", "compile", "norm"])
 def test_skip(skipped: str) -> None:
-    arms, _ = ablate.plan_ablation(TINY, cuda=False, amp="bf16", skip=[skipped])
+    arms, _ = ablation.plan_ablation(TINY, cuda=False, amp="bf16", skip=[skipped])
     names = [a.name for a in arms]
     assert not any(
         skipped in n.replace("batchnorm", "norm").replace("groupnorm", "norm") for n in names
@@ -88,18 +90,18 @@ def test_bad_cli_input_is_one_line(argv: list[str], capsys: pytest.CaptureFixtur
 
 def test_plan_rejects_an_amp_mode_this_device_cannot_run() -> None:
     with pytest.raises(TunerError, match="amp"):
-        ablate.plan_ablation(TINY, cuda=False, amp="fp16")
+        ablation.plan_ablation(TINY, cuda=False, amp="fp16")
 
 
 def test_tiny_cpu_ablation(tmp_path: Path) -> None:
-    arms, _ = ablate.plan_ablation(TINY, cuda=False, amp="bf16", groups=(4,), skip=["compile"])
+    arms, _ = ablation.plan_ablation(TINY, cuda=False, amp="bf16", groups=(4,), skip=["compile"])
     seen: list[tuple[int, str]] = []
-    runs = ablate.run_ablation(arms, repeats=3, on_run=lambda r, a, _: seen.append((r, a.name)))
+    runs = ablation.run_ablation(arms, repeats=3, on_run=lambda r, a, _: seen.append((r, a.name)))
     # Round-robin: every step once per repeat, in order, three times.
     assert seen == [(r, a.name) for r in range(3) for a in arms]
     assert (runs["status"] == "ok").all(), runs[["arm", "status", "error"]]
     assert (runs["images_per_second"] > 0).all() and (runs["peak_memory_bytes"] > 0).all()
-    summary = ablate.summarize(runs, arms).set_index("arm")
+    summary = ablation.summarize(runs, arms).set_index("arm")
     assert list(summary.index) == [a.name for a in arms]
     for name, group in runs.groupby("arm"):
         values = sorted(group["images_per_second"])
@@ -116,7 +118,9 @@ def test_tiny_cpu_ablation(tmp_path: Path) -> None:
     assert summary.at["+set_to_none", "memory_change_bytes_vs_reference"] < 0
     assert not summary.at["+set_to_none", "memory_change_bytes_vs_reference_tie"]
     assert summary.at["+amp", "fell_back"] == ""  # bf16 autocast runs on CPU
-    out = ablate.write_ablation(summary.reset_index(), runs, out_dir=tmp_path, title="t", about=[])
+    out = ablation.write_ablation(
+        summary.reset_index(), runs, out_dir=tmp_path, title="t", about=[]
+    )
     for name in ("ablation.csv", "ablation.md", "ablation.html", "ablation.png", "runs.csv"):
         assert (out / name).stat().st_size > 0
     assert len(pd.read_csv(out / "runs.csv")) == len(arms) * 3

@@ -2,7 +2,7 @@
 
 The plain fp32 loop, then +bf16 autocast, +fused AdamW, +torch.compile, +max-autotune (the
 registry's ladder restricted to :data:`RUNGS`), at the batch size that a short sweep found
-fastest, measured by :func:`tuner.benchmark.run_benchmark`: images/s with its interval, paired
+fastest, measured by :func:`tuner.compare.bench.run_benchmark`: images/s with its interval, paired
 ratios, peak reserved and allocated memory, and MFU against the dense bf16 matmul rate timed in
 the same run. The data-path knobs have nothing to move here (the data is already on the GPU);
 the ``recipe`` stage measures them.
@@ -14,15 +14,17 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.benchmark import benchmark_config, default_workload, run_benchmark, to_markdown
 from tuner.compare import Arm, plan_ladder
+from tuner.compare.bench import benchmark_config, run_benchmark, to_markdown
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.gpu_suite._context import StageContext, StageResult
-from tuner.gpu_suite._tables import bar_plot
 from tuner.report.document import markdown_table
 from tuner.techniques import knob, ladder_knobs
 from tuner.units import format_bytes
+from tuner.workloads import MICRO_BENCH
+
+from ._context import StageContext, StageResult
+from ._tables import bar_plot
 
 __all__ = ["RUNGS", "plan", "run"]
 
@@ -33,7 +35,7 @@ MFU_GOAL = 0.5
 _KEEP_FOR_REPEATS_S = 240.0
 
 _GPU: dict[str, Any] = {
-    "workload": {},  # tuner.benchmark's GPU default: ViT-B/16 at 224, synthetic, 1000 classes
+    "workload": {},  # tuner.workloads.BENCH["gpu"]: ViT-B/16 at 224, synthetic, 1000 classes
     "batch_sizes": (64, 128, 256, 384, 512),
     "sweep_steps": 10,
     "steps": 30,
@@ -41,13 +43,7 @@ _GPU: dict[str, Any] = {
     "matmul_size": 8192,
 }
 _DRY: dict[str, Any] = {
-    "workload": {
-        "model": "vit_tiny_r_s16_p8_224",
-        "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
-        "img_size": 32,
-        "synthetic_size": 64,
-        "num_classes": 10,
-    },
+    "workload": MICRO_BENCH,  # its batch size is the sweep's to choose
     "batch_sizes": (8, 16),
     "sweep_steps": 2,
     "steps": 4,
@@ -66,7 +62,7 @@ def plan(base: TrainConfig, *, cuda: bool, dry_run: bool) -> tuple[list[Arm], li
 
 def run(ctx: StageContext) -> StageResult:
     s = ctx.pick(_GPU, _DRY)
-    workload = {**default_workload(ctx.cuda), **s["workload"], "device": ctx.device}
+    workload = {**s["workload"], "device": ctx.device}  # over the device's bench workload
     base = benchmark_config(workload, steps=s["steps"], warmup_steps=s["warmup_steps"])
     arms, skip = plan(base, cuda=ctx.cuda, dry_run=ctx.dry_run)
     eager = [a for a in arms if a.config.compile == knob("compile").off]

@@ -1,6 +1,7 @@
 """Stage ``cuda-tests``: every CUDA test of the engine, then the prefetcher's reserved memory.
 
-1. ``pytest tests/engine -m cuda``: the tests marked ``cuda`` (prefetcher correctness and flat
+1. ``pytest tests/engine -m cuda`` (the checkout's tests beside this suite, or ``--tests
+   PATH``): the tests marked ``cuda`` (prefetcher correctness and flat
    reserved memory over epochs, fp16 with GradScaler, fused AdamW, memory accounting reset
    between runs in one process, a max-autotune run followed by a plain one). Without CUDA they
    skip, so on a GPU the stage passes only when none failed **and none skipped**; the dry run
@@ -19,16 +20,19 @@ from typing import Any
 import pandas as pd
 
 from tuner.config import TrainConfig
-from tuner.gpu_suite._context import STOPPED, StageContext, StageResult, run_stoppable
+from tuner.errors import TunerError
+from tuner.workloads import MICRO_VIT
 
-__all__ = ["run"]
+from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
-_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["engine_tests", "run"]
+
+# This suite lives in a checkout's bench/; the engine's tests are that checkout's tests/engine.
+_TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 EPOCHS = 6
 _PREFETCH_S = 120  # the prefetcher's six epochs on a GPU, start-up included, with room to spare
 _PREFETCH: dict[str, Any] = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+    **MICRO_VIT,
     "data": "synthetic_host",
     "img_size": 32,
     "num_classes": 10,
@@ -65,18 +69,37 @@ def run(ctx: StageContext) -> StageResult:
 
 def _pytest(ctx: StageContext) -> dict[str, int]:
     """Run the CUDA-marked engine tests in a fresh process; counts from its JUnit XML."""
-    junit = ctx.path("junit.xml")
-    command = [sys.executable, "-m", "pytest", str(_ROOT / "tests" / "engine"), "-m", "cuda",
+    junit, tests = ctx.path("junit.xml"), engine_tests(ctx.options.get("tests"))
+    command = [sys.executable, "-m", "pytest", str(tests), "-m", "cuda",
                "-v", "-rA", "-p", "no:cacheprovider", f"--junitxml={junit}"]  # fmt: skip
     # The prefetcher's epochs still need their time after the tests, within the stage's.
     timeout = max(ctx.remaining_s() - ctx.pick(_PREFETCH_S, 30), 30)
     ctx.log("+ " + " ".join(command))
-    stopped = run_stoppable(command, ctx.path("pytest.log"), timeout, cwd=_ROOT) == STOPPED
+    stopped = run_stoppable(command, ctx.path("pytest.log"), timeout, cwd=_project(tests))
+    stopped = stopped == STOPPED
     if stopped:
         ctx.log(f"pytest outran its {timeout:.0f} s and was stopped; pytest.log has what ran")
     counts = _counts(junit)
     counts["errors"] += stopped  # tests that never ran are not a pass
     return counts
+
+
+def engine_tests(given: Path | str | None) -> Path:
+    """The engine's test folder: ``given`` (``--tests``), else the one of this checkout.
+
+    Raises:
+        TunerError: no such folder.
+    """
+    tests = Path(given) if given else _TESTS
+    if not tests.is_dir():
+        raise TunerError(f"no engine tests at {tests}; pass --tests PATH (a tests/engine folder).")
+    return tests
+
+
+def _project(tests: Path) -> Path:
+    """Where pytest runs: the nearest folder above ``tests`` with a pyproject.toml (its markers
+    and options), else the tests' own folder."""
+    return next((p for p in tests.resolve().parents if (p / "pyproject.toml").is_file()), tests)
 
 
 def _counts(junit: Path) -> dict[str, int]:

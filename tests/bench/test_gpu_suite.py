@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tuner import gpu_suite
+from bench.gpu_suite import _cuda_tests, _ladder, _recipe, _search
+from bench.gpu_suite import _stages as gpu_suite
+from bench.gpu_suite._context import STOPPED, StageContext, device_slug, run_stoppable
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.gpu_suite import _ladder, _recipe, _search
-from tuner.gpu_suite._context import STOPPED, StageContext, run_stoppable
 from tuner.techniques import knob
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = ["cuda-tests", "ladder", "recipe", "norms", "search", "fidelity"]
 # What each stage must leave in its folder (beside stage.json).
 EXPECTED = {
@@ -47,7 +47,7 @@ def test_the_stages_run_in_the_issue_order_and_each_fits_one_device_call() -> No
     [("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", "nvidia-h200")],
 )
 def test_device_names_become_folder_names(name: str, slug: str) -> None:
-    assert gpu_suite.device_slug(name) == slug
+    assert device_slug(name) == slug
 
 
 def test_the_ladder_is_the_registry_ladder_restricted_to_its_rungs() -> None:
@@ -87,9 +87,8 @@ def test_the_dry_run_of_every_stage_passes_on_the_cpu(tmp_path: Path) -> None:
     }
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_suite.py"), "all", "--dry-run", "--out",
-         str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+        [sys.executable, "-m", "bench.gpu_suite", "all", "--dry-run", "--out", str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=600, check=False, cwd=ROOT,
     )  # fmt: skip
     seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -140,7 +139,7 @@ def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_re
 
 
 def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> None:
-    from tuner.fidelity import _rate
+    from tuner.compare.fidelity import _rate
 
     engine = {"images_per_second": 120.0, "images_per_second_mean": 100.0}  # median window, mean
     assert _rate(engine) == 100.0
@@ -148,7 +147,7 @@ def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> 
 
 
 def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Path) -> None:
-    from tuner.gpu_suite._cuda_tests import _counts
+    from bench.gpu_suite._cuda_tests import _counts
 
     (tmp_path / "test_slow.py").write_text(
         "import time\n\ndef test_quick():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
@@ -164,3 +163,24 @@ def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Pa
     assert _counts(junit)["tests"] >= 1  # pytest wrote what ran before the interrupt
     quick = [sys.executable, "-c", "raise SystemExit(3)"]
     assert run_stoppable(quick, tmp_path / "quick.log", timeout=30) == 3  # its own exit code
+
+
+def test_the_suite_finds_the_engine_tests_beside_it_or_where_told(tmp_path: Path) -> None:
+    assert _cuda_tests.engine_tests(None) == ROOT / "tests" / "engine"
+    assert _cuda_tests.engine_tests(tmp_path) == tmp_path
+    with pytest.raises(TunerError, match="--tests PATH"):
+        _cuda_tests.engine_tests(tmp_path / "missing")
+
+
+def test_the_suite_is_not_in_the_installed_package_and_calls_current_flags() -> None:
+    assert not (ROOT / "tuner" / "gpu_suite").exists()
+    import argparse
+
+    from tuner.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a.choices, dict))
+    search = commands.choices["search"]
+    known = {s for a in search._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
+    for settings in (_search._GPU, _search._DRY):
+        flags = [f for f in settings["flags"] if f.startswith("--")]
+        assert set(flags) <= known, set(flags) - known

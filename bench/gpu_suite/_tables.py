@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner.compare import Arm
+from tuner.compare import Arm, paired
 from tuner.stats import median_interval, paired_ratio
 
 __all__ = ["CELLS", "arm_table", "bar_plot", "paired_column"]
@@ -50,19 +50,17 @@ def arm_table(summary: pd.DataFrame, titles: Sequence[str]) -> pd.DataFrame:
 def paired_column(runs: pd.DataFrame, column: str, arms: Sequence[Arm]) -> pd.DataFrame:
     """Median [interval] of ``column`` per arm and its paired ratio against the arm's reference
     and baseline (as :func:`tuner.compare.summarize` does for images/s): one row per arm."""
-    ok = runs[runs["status"] == "ok"] if len(runs) else runs
-    wide = ok.pivot_table(index="repeat", columns="arm", values=column) if len(ok) else None
     rows = []
     for arm in arms:
-        values = wide[arm.name].dropna().tolist() if wide is not None and arm.name in wide else []
-        est = median_interval(values)
+        mine = runs[(runs["status"] == "ok") & (runs["arm"] == arm.name)] if len(runs) else runs
+        est = median_interval(mine[column].tolist() if len(mine) else [])
         row = {"arm": arm.name, column: est.median}
         row[f"{column}_low"], row[f"{column}_high"] = est.low, est.high
         for label, other in (("reference", arm.reference), ("baseline", arm.baseline)):
-            if not other or other == arm.name or wide is None or {other, arm.name} - set(wide):
+            ours, theirs = paired(runs, arm.name, other) if other else (runs[:0], runs[:0])
+            if other == arm.name or ours.empty:
                 continue
-            pairs = wide[[other, arm.name]].dropna()
-            change = paired_ratio(pairs[other].tolist(), pairs[arm.name].tolist())
+            change = paired_ratio(theirs[column].tolist(), ours[column].tolist())
             key = f"{column}_ratio_vs_{label}"
             row[key], row[f"{key}_low"], row[f"{key}_high"] = change.value, change.low, change.high
             row[f"{key}_tie"] = change.tie
