@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.commands.train import add_config_flag
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
+from tuner.record import TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
@@ -196,6 +197,12 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "http://host:5000, ...) and the report to a parent run; needs pip install "
         "'tuner[mlflow]'. Off by default: nothing leaves the machine",
     )
+    group.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        help="also log every trial as a W&B run of this project, offline, into the experiment "
+        "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
+    )
     group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
 
 
@@ -239,6 +246,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
         mlflow=args.mlflow,
+        wandb=args.wandb,
         verbose=args.verbose,
     )
 
@@ -271,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     report = None
     if not args.no_report:
         report = _write_report(outcome, Path(args.reports_dir) / outcome.experiment_dir.name)
-    _log_to_mlflow(outcome.experiment_dir, report)
+    _log_to_mlflow(outcome, report)
     return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 
@@ -290,19 +298,31 @@ def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
     return out_dir.resolve()
 
 
-def _log_to_mlflow(experiment_dir: Path, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the report files become
-    artifacts of the search's parent run. A failing MLflow costs nothing but a warning."""
-    from tuner.search.tracking import log_report
+def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
+    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
+    its figures, and the report files, go to the search's parent run. A failing MLflow costs
+    nothing but a warning."""
+    experiment = outcome.experiment
+    uri = (experiment.metadata.get("options") or {}).get("mlflow")
+    if not uri:
+        return
+    from tuner.search.mlflow_logger import log_report
 
+    pick = outcome.answer.recommended
     try:
-        where = log_report(experiment_dir, report)
+        where = log_report(
+            uri,
+            experiment.name,
+            space=str(experiment.metadata.get("space")),
+            report_dir=report,
+            recommended=None if pick is None else pick.to_dict(),
+            config=None if pick is None else experiment.configs[str(pick[TRIAL_ID])],
+        )
     except Exception as exc:  # the experiment and report folders hold every result anyway
         line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         print(
             f"warning: logging the report to MLflow failed ({line}); the results are in "
-            f"{experiment_dir}."
+            f"{outcome.experiment_dir}."
         )
         return
-    if where:
-        print(f"MLflow:            {where}")
+    print(f"MLflow:            {where}")

@@ -53,6 +53,7 @@ from tuner.search import cluster
 from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
 from tuner.search.design import startup_design
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
+from tuner.search.loggers import logger_callbacks
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
@@ -63,7 +64,7 @@ from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
-from tuner.search.tracking import logger_callbacks, trial_dirname
+from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
@@ -361,7 +362,11 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
         callbacks=[
             ProgressPrinter(total=total),
             *logger_callbacks(
-                mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
+                mlflow_uri=options.mlflow,
+                wandb_project=options.wandb,
+                experiment=paths.name,
+                space=options.space,
+                experiment_dir=paths.local,
             ),
         ],
         verbose=1 if options.verbose else 0,
@@ -544,10 +549,12 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
 
 
 def _quiet_ray(*, verbose: bool) -> None:
-    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings."""
+    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
+    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if not verbose:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
 
 
 def _node_cpus() -> list[float]:

@@ -11,9 +11,13 @@
    ``weights_only=True``) so a trial Ray restarts continues where it stopped; the final report
    checkpoints the final metrics too, so a finished trial is never trained again.
 
-A ``TunerError`` inside a trial (bad input no driver check could see) is deterministic: it is
-reported as ``status="error"`` and the trial ends normally, so Ray does not retry it. Anything
-else is reported and raised: Ray retries it from its checkpoint (``--max-failures``).
+A trial that raises reports ``status="error"`` and raises again, so Ray ends it as ERROR
+(its ``ResultGrid.errors`` and ``ExperimentAnalysis`` say so). Ray Tune retries every exception
+alike (``Trial.should_recover``: failures <= ``--max-failures``; no per-exception policy), so a
+``TunerError`` (bad input no driver check could see: deterministic) is reported with a
+checkpoint that marks it final, and each retry Ray makes of it raises at once from that
+checkpoint without training again. Anything else is retried from the last evaluation's
+checkpoint.
 """
 
 from __future__ import annotations
@@ -64,16 +68,31 @@ def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
     torch.set_num_threads(max(1, context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
+    _raise_final_error()
     trial = _TrialRun(context)
     try:
         trial.run(config)
-    except TunerError as exc:  # deterministic: the same input fails the same way again
-        trial.report_error(exc)
+    except TunerError as exc:  # deterministic: a retry raises at once (_raise_final_error)
+        trial.report_error(exc, final=True)
+        raise
     except Exception as exc:  # an engine bug or a lost node: record it, let Ray retry
-        trial.report_error(exc)
+        trial.report_error(exc, final=False)
         raise
     finally:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
+
+
+def _raise_final_error() -> None:
+    """Raise the deterministic error this trial already reported, if it did: Ray retries every
+    exception up to ``--max-failures`` times, and this retry must not train again."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return
+    with checkpoint.as_directory() as folder:
+        path = Path(folder) / META_FILE
+        final = json.loads(path.read_text()).get("final_report") if path.exists() else None
+    if final and final.get(record.STATUS) == "error":
+        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 class _TrialRun:
@@ -114,13 +133,18 @@ class _TrialRun:
         phase = "probe" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
 
-    def report_error(self, exc: Exception) -> None:
+    def report_error(self, exc: Exception, *, final: bool) -> None:
+        """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
         error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
         failed = {
             record.STATUS: "error",
             record.ERROR: error.splitlines()[0][:500] if error else "",
         }
-        tune.report(self._report(failed, phase="setup", final=True))
+        report = self._report(failed, phase="setup", final=True)
+        if final:
+            self._send(report, state=None, final=True)
+        else:  # retried from the last evaluation's checkpoint, which this must not replace
+            tune.report(report)
 
     # ---- speed ---------------------------------------------------------------------------
 
