@@ -417,6 +417,8 @@ def _details(experiment: Experiment) -> Section:
             f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({0 if experiment.remeasure is None else len(experiment.remeasure)} rows)",
+            # --warm-start: how many of the study's trials came from which experiment
+            *([f"- {meta['warm_start']['summary']}"] if meta.get("warm_start") else []),
         ]
     )
     meanings = column_meanings()
