@@ -28,16 +28,8 @@ from tuner.config import TrainConfig, config_fields, field_help
 from tuner.errors import TunerError
 
 __all__ = [
+    "add",
     "add_config_flag",
-    "add_json",
-    "add_name",
-    "add_out",
-    "add_repeats",
-    "add_reports_dir",
-    "add_set",
-    "add_skip",
-    "add_storage",
-    "add_verbose",
     "config_flag",
     "parse_sets",
     "print_json",
@@ -50,8 +42,49 @@ DEFAULT_STORAGE = "experiments"
 DEFAULT_REPORTS_DIR = "reports"
 
 
-def _with_default(meaning: str, default: str | None) -> str:
-    return meaning if default is None else f"{meaning} (default: {default})"
+# The shared flags: one spelling, one meaning each. A command adds one with :func:`add`, giving
+# only what differs by command (its default, what it covers) as the help's parenthesis.
+_SHARED: dict[str, dict[str, Any]] = {
+    "--set": {
+        "action": "append",
+        "default": [],
+        "metavar": "KEY=VALUE",
+        "help": "any other TrainConfig field (JSON value), repeatable",
+    },
+    "--out": {"metavar": "DIR", "help": "the folder this command writes its files into"},
+    "--reports-dir": {
+        "metavar": "DIR",
+        "default": DEFAULT_REPORTS_DIR,
+        "help": f"the reports root: the report goes to DIR/NAME (default: {DEFAULT_REPORTS_DIR})",
+    },
+    "--name": {"help": "the run's name: the name of its folders (under --storage, --reports-dir)"},
+    "--storage": {
+        "metavar": "DIR",
+        "default": DEFAULT_STORAGE,
+        "help": f"folder or URI (s3://...) where experiments live (default: {DEFAULT_STORAGE})",
+    },
+    "--json": {
+        "action": "store_true",
+        "help": "print the result as one JSON document, the last line of stdout",
+    },
+    "--skip": {"default": "", "metavar": "A,B", "help": "comma list of ladder steps to leave out"},
+    "--repeats": {"type": int, "metavar": "N", "help": "interleaved repeats of each measured arm"},
+    "--verbose": {"action": "store_true", "help": "say more"},
+}
+
+
+def add(
+    parser: argparse._ActionsContainer, flag: str, *, detail: str | None = None, **spec: Any
+) -> None:
+    """Add the shared ``flag``; ``detail`` (this command's default, what it covers) goes in
+    parentheses after the shared meaning, ``spec`` (a default value) over the shared one."""
+    spec = {**_SHARED[flag], **spec}
+    spec["help"] = _with_default(spec["help"], detail, prefix="")
+    parser.add_argument(*((flag, "-v") if flag == "--verbose" else (flag,)), **spec)
+
+
+def _with_default(meaning: str, default: str | None, *, prefix: str = "default: ") -> str:
+    return meaning if default is None else f"{meaning} ({prefix}{default})"
 
 
 def add_config_flag(
@@ -77,16 +110,6 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k in config_fields()}
 
 
-def add_set(group: argparse._ActionsContainer) -> None:
-    group.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other TrainConfig field (JSON value), repeatable",
-    )
-
-
 def parse_sets(items: Iterable[str]) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as settings; a value that is not JSON is a string (amp=bf16).
 
@@ -105,63 +128,9 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
     return settings
 
 
-def add_out(parser: argparse._ActionsContainer, *, default: str) -> None:
-    parser.add_argument(
-        "--out",
-        metavar="DIR",
-        help=_with_default("the folder this command writes its files into", default),
-    )
-
-
-def add_reports_dir(parser: argparse._ActionsContainer) -> None:
-    parser.add_argument(
-        "--reports-dir",
-        metavar="DIR",
-        default=DEFAULT_REPORTS_DIR,
-        help=_with_default("the reports root: the report goes to DIR/NAME", DEFAULT_REPORTS_DIR),
-    )
-
-
-def add_name(parser: argparse._ActionsContainer, *, default: str | None, shown: str) -> None:
-    parser.add_argument(
-        "--name",
-        default=default,
-        help=_with_default(
-            "the run's name: its folder under --reports-dir (a search's also under --storage)",
-            shown,
-        ),
-    )
-
-
-def add_storage(parser: argparse._ActionsContainer) -> None:
-    parser.add_argument(
-        "--storage",
-        metavar="DIR",
-        default=DEFAULT_STORAGE,
-        help=_with_default("folder or URI (s3://...) where experiments live", DEFAULT_STORAGE),
-    )
-
-
-def add_json(parser: argparse._ActionsContainer) -> None:
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the result as one JSON document, the last line of stdout",
-    )
-
-
 def print_json(value: Any) -> None:
     """The ``--json`` result: one line, the last of stdout."""
     print(json.dumps(value, default=str, allow_nan=False), flush=True)
-
-
-def add_skip(parser: argparse._ActionsContainer, *, valid: Sequence[str]) -> None:
-    parser.add_argument(
-        "--skip",
-        default="",
-        metavar="A,B",
-        help=f"comma list of the ladder's steps to leave out (of: {', '.join(valid)})",
-    )
 
 
 def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
@@ -175,20 +144,6 @@ def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
     if unknown:
         raise TunerError(f"--skip {', '.join(unknown)} unknown; choose from {', '.join(valid)}.")
     return entries
-
-
-def add_repeats(parser: argparse._ActionsContainer, *, default: int | None, shown: str) -> None:
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        metavar="N",
-        default=default,
-        help=_with_default("interleaved repeats of each measured arm", shown),
-    )
-
-
-def add_verbose(parser: argparse._ActionsContainer, *, shows: str) -> None:
-    parser.add_argument("--verbose", "-v", action="store_true", help=f"say more (also {shows})")
 
 
 def _flag_kwargs(hint: Any) -> dict[str, Any]:

@@ -38,17 +38,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name in _RUN_SETTINGS:
         _flags.add_config_flag(group, name)
     _flags.add_config_flag(group, "amp", default="fp16 on CUDA, else bf16; the +amp step's mode")
-    _flags.add_repeats(parser, default=3, shown="3")
+    _flags.add(parser, "--repeats", default=3, detail="default: 3")
     parser.add_argument("--groups", default="8,16,32", help="GroupNorm group counts (8,16,32)")
     parser.add_argument(
         "--norm-model",
         help="model for the norm comparison (default: --model; on GPU without --model, "
         "vit_small_r26_s32_224, since ViT-B/16 has no convolutional norm layers)",
     )
-    _flags.add_skip(parser, valid=(*(k.field for k in ladder_knobs()), "norm"))
-    _flags.add_name(parser, default="ablation", shown="ablation")
-    _flags.add_reports_dir(parser)
-    _flags.add_json(parser)
+    _flags.add(
+        parser, "--skip", detail="of: " + ", ".join((*(k.field for k in ladder_knobs()), "norm"))
+    )
+    _flags.add(parser, "--name", default="ablation", detail="default: ablation")
+    _flags.add(parser, "--reports-dir")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 

@@ -44,11 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="the +amp step: the registry's first mode here; --verify: bf16 on a GPU, off on "
         "a CPU",
     )
-    _flags.add_set(group)
-    _flags.add_repeats(
-        parser, default=None, shown=f"{_REPEATS['ladder']}; --verify: {_REPEATS['verify']} pairs"
-    )
-    _flags.add_skip(parser, valid=_LADDER)
+    _flags.add(group, "--set")
+    repeats = f"default: {_REPEATS['ladder']}; --verify: {_REPEATS['verify']} pairs"
+    _flags.add(parser, "--repeats", detail=repeats)
+    _flags.add(parser, "--skip", detail="of: " + ", ".join(_LADDER))
     parser.add_argument(
         "--verify",
         action="store_true",
@@ -61,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="CPU threads per training process (default: torch's choice; 1 resists a busy "
         "machine's contention)",
     )
-    _flags.add_out(parser, default="reports/benchmarks")
-    _flags.add_json(parser)
+    _flags.add(parser, "--out", detail="default: reports/benchmarks")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 

@@ -23,9 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "configs (python -m tuner train --config FILE) into reports/<name>/.",
     )
     parser.add_argument("experiment", help="experiment folder, or its name under --storage")
-    _flags.add_storage(parser)
-    _flags.add_out(parser, default="reports/<experiment name>")
-    _flags.add_json(parser)
+    _flags.add(parser, "--storage")
+    _flags.add(parser, "--out", detail="default: reports/<experiment name>")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 

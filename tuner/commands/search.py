@@ -100,7 +100,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
         _flags.add_config_flag(group, name)
-    _flags.add_set(group)
+    _flags.add(group, "--set")
     group.add_argument(
         "--probe-steps",
         type=int,
@@ -145,9 +145,9 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
-    _flags.add_name(group, default=None, shown="SPACE-DATE-TIME")
-    _flags.add_storage(group)
-    _flags.add_reports_dir(group)
+    _flags.add(group, "--name", detail="default: SPACE-DATE-TIME")
+    _flags.add(group, "--storage")
+    _flags.add(group, "--reports-dir")
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
     )
@@ -197,8 +197,8 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         help="also log every trial as a W&B run of this project, offline, into the experiment "
         "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
     )
-    _flags.add_verbose(group, shows="Ray Tune's own progress")
-    _flags.add_json(group)
+    _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
+    _flags.add(group, "--json")
 
 
 def _memory_size(text: str) -> int:

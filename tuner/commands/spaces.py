@@ -14,8 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List the built-in search spaces. `tuner search` also takes a path to "
         "your own .py space file (see tuner/spaces.py for what it must define).",
     )
-    _flags.add_verbose(parser, shows="each space's workloads")
-    _flags.add_json(parser)
+    _flags.add(parser, "--verbose", detail="also each space's workloads")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(throughput, data wait, peak memory, val accuracy). Every technique is off by default.",
     )
     parser.add_argument("--config", metavar="FILE", help="JSON run settings; flags override it")
-    _flags.add_json(parser)
+    _flags.add(parser, "--json")
     defaults = TrainConfig()
     group = parser.add_argument_group("run settings (defaults: the plain loop on digits)")
     for f in dataclasses.fields(TrainConfig):
