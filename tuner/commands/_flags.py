@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -129,8 +130,22 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
 
 
 def print_json(value: Any) -> None:
-    """The ``--json`` result: one line, the last of stdout."""
-    print(json.dumps(value, default=str, allow_nan=False), flush=True)
+    """The ``--json`` result: one line, the last of stdout (NaN and infinities as null)."""
+    print(json.dumps(_jsonable(value), default=str, allow_nan=False), flush=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if type(value).__name__ == "NAType":  # pandas' missing value
+        return None
+    if hasattr(value, "item") and not isinstance(value, str | bytes):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:

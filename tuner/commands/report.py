@@ -70,13 +70,5 @@ def _pick(row: Any, answer: Answer) -> dict[str, Any]:
 
     trial_id = str(row[TRIAL_ID])
     config = answer.configs.get(trial_id)
-    values = {metric: _plain(row.get(metric)) for metric in answer.best}  # the objectives
+    values = {metric: row.get(metric) for metric in answer.best}  # the objectives
     return {TRIAL_ID: trial_id, **values, "config": None if config is None else config.to_dict()}
-
-
-def _plain(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if number != number else number  # NaN is not JSON
