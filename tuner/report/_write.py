@@ -23,6 +23,7 @@ from tuner.recommend import Answer, decide
 from tuner.report import _effects, _plots
 from tuner.report._importance import distributions, param_importances
 from tuner.report._recommend import describe, export_config, trial_config
+from tuner.report._scaling import scaling_section
 from tuner.report.document import (
     Details,
     Image,
@@ -75,6 +76,7 @@ def write_report(experiment_dir: Path | Experiment, *, out_dir: Path) -> Path:
         _front(experiment, answer, out_dir),
         _techniques(experiment, effects, out_dir),
         _speed_choices(experiment),
+        *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),

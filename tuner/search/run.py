@@ -31,7 +31,7 @@ from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, PROBE_CACHE_FILE
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.recommend import decide
 from tuner.results import load_experiment
-from tuner.search import cluster
+from tuner.search import cluster, data_parallel
 from tuner.search.design import startup_design
 from tuner.search.effects import measure_effects
 from tuner.search.experiment import (
@@ -149,7 +149,7 @@ def _search(
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     state = "finished" if finished else "interrupted"
     orphans = _reconcile_study(paths, records) if finished else []
-    if finished:
+    if finished and plan.max_workers == 1:  # both measure one process alone
         _remeasure(options, plan, paths, search_only)
         _effects(options, plan, paths, search_only)
     update_metadata(paths, state=state, ended_at=now(), num_trials=len(records))
@@ -247,6 +247,8 @@ def _trainable(
         speed_repeats=options.speed_repeats,
         cache_namespace=_cache_namespace(paths),
     )
+    if plan.max_workers > 1:
+        return data_parallel.trainable(context, plan, max_failures=options.max_failures)
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
@@ -320,6 +322,7 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
             *logger_callbacks(
                 mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
             ),
+            *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
         ],
         verbose=1 if options.verbose else 0,
     )

@@ -66,9 +66,13 @@ def train_config_of(
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
-    torch.set_num_threads(max(1, context.threads))
+    _run(_TrialRun(context), config)
+
+
+def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
+    """One trial's run and its error policy (also each worker's, in tuner.search.data_parallel)."""
+    torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
-    trial = _TrialRun(context)
     try:
         trial.run(config)
     except TunerError as exc:  # deterministic: the same input fails the same way again
@@ -81,7 +85,8 @@ def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
 
 
 class _TrialRun:
-    """One trial's state between reports."""
+    """One trial's state between reports. Its Ray I/O is four methods (``_send``,
+    ``_latest_checkpoint``, ``_cached``, ``_store``) that a data-parallel worker replaces."""
 
     def __init__(self, context: TrialContext) -> None:
         self.context = context
@@ -97,10 +102,10 @@ class _TrialRun:
         base = train_config_of(
             config, device=self.context.device, search_only=self.context.search_only
         )
-        state, meta = _restore()
+        state, meta = _restore(self._latest_checkpoint())
         self._load(meta)
         if "final_metrics" in meta:  # finished before the driver stopped: report, don't retrain
-            tune.report(meta["final_metrics"])
+            self._send(meta["final_metrics"], None)
             return
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -120,7 +125,7 @@ class _TrialRun:
     def report_error(self, exc: Exception) -> None:
         error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
         failed = {"status": "error", "error": error.splitlines()[0][:500] if error else ""}
-        tune.report(self._metrics(failed, phase="setup", final=True))
+        self._send(self._metrics(failed, phase="setup", final=True), None)
 
     # ---- speed ---------------------------------------------------------------------------
 
@@ -133,8 +138,7 @@ class _TrialRun:
 
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
-        cache = _cache(self.context.cache_namespace)
-        cached = _call(cache, "get", key)
+        cached = self._cached(key)
         if cached is not None:
             return SpeedChoice.from_dict(cached), "cache"
         start = time.perf_counter()
@@ -149,7 +153,7 @@ class _TrialRun:
         self.engine_time_s += time.perf_counter() - start
         self.training_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
-        _call(cache, "put", key, choice.to_dict())
+        self._store(key, choice.to_dict())
         return choice, "probed"
 
     # ---- the run -------------------------------------------------------------------------
@@ -215,7 +219,24 @@ class _TrialRun:
             if state is not None:
                 write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+            self._send(metrics, Path(folder))
+
+    # ---- Ray I/O -------------------------------------------------------------------------
+
+    def _send(self, metrics: dict[str, Any], checkpoint: Path | None) -> None:
+        if checkpoint is None:
+            tune.report(metrics)
+        else:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+
+    def _latest_checkpoint(self) -> Any:
+        return tune.get_checkpoint()
+
+    def _cached(self, key: str) -> dict[str, Any] | None:
+        return _call(_cache(self.context.cache_namespace), "get", key)
+
+    def _store(self, key: str, choice: dict[str, Any]) -> None:
+        _call(_cache(self.context.cache_namespace), "put", key, choice)
 
     def _load(self, meta: dict[str, Any]) -> None:
         """Carry the counters and the speed choice over a restart from a checkpoint."""
@@ -227,9 +248,8 @@ class _TrialRun:
             self.speed_source = str(meta.get("speed_source") or "probed")
 
 
-def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _restore(checkpoint: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The engine state and metadata of the trial's latest checkpoint (None, {} if none)."""
-    checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         return None, {}
     with checkpoint.as_directory() as folder:
