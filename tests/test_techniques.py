@@ -24,7 +24,8 @@ from tuner.techniques import (
 )
 
 NEUTRAL = {"set_to_none", "non_blocking", "pin_memory", "prefetch", "channels_last", "compile",
-           "fused_adamw", "num_workers", "persistent_workers"}  # fmt: skip
+           "fused_adamw", "num_workers", "persistent_workers", "ddp_bucket_cap_mb",
+           "ddp_gradient_as_bucket_view", "ddp_static_graph"}  # fmt: skip
 TRAINING = {"amp", "norm", "gn_groups", "batch_size", "lr"}
 TINY = TrainConfig(
     model="vit_tiny_r_s16_p8_224",
@@ -60,7 +61,7 @@ def test_every_on_value_makes_a_valid_config_with_what_it_implies(field: str, va
 
 # torch.compile on a CPU compiles for tens of seconds: tests/engine/test_engine_loop.py runs it.
 @pytest.mark.parametrize("entry", [k for k in KNOBS if k.cpu and not k.companion
-                                   and not k.slow_build],
+                                   and not k.slow_build and not k.needs_workers],
                          ids=lambda k: k.field)  # fmt: skip
 def test_every_cpu_knob_runs_a_real_step_and_reports_what_ran(entry) -> None:
     result = probe(TINY.replace(**entry.settings(entry.cpu[0])), steps=1)
@@ -113,3 +114,14 @@ def test_speed_settings_in_words_name_what_is_on() -> None:
                 "set_to_none": False}  # fmt: skip
     assert settings_text(settings) == "channels_last, num_workers=1"  # companions unsaid
     assert settings_text({}) == settings_text({"fused_adamw": False}) == "plain"
+
+
+def test_a_knob_that_needs_workers_runs_off_in_one_process_and_says_so() -> None:
+    needs = [k for k in KNOBS if k.needs_workers]
+    assert needs and not {k.field for k in needs} & {k.field for k in speed_knobs(cuda=True)}
+    assert {k.field for k in needs} <= {k.field for k in speed_knobs(cuda=False, workers=2)}
+    asked = TINY.replace(**{k.field: k.cpu[0] for k in needs})
+    result = probe(asked, steps=1)
+    assert result.status == "ok" and result.world_size == 1
+    assert all(result.effective[k.field] == k.off for k in needs)
+    assert any("needs more than one worker" in note for note in result.notes)

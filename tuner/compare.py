@@ -127,6 +127,8 @@ def plan_toggles(
     for entry in KNOBS:
         if entry.companion or (not entry.cpu and not entry.cuda and entry.field != "norm"):
             continue  # companions move with their knob; batch size and lr are not toggles
+        if entry.needs_workers:  # DDP's knobs do nothing in the one process measuring effects
+            continue
         if entry.field in skip:
             left_out.append(f"{entry.field}: {skip[entry.field]}")
             continue

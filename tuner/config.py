@@ -73,7 +73,7 @@ class TrainConfig:
     num_classes: int | None = _field(None, "classifier outputs ('none': taken from the data)")
 
     # Loader.
-    batch_size: int = _field(64, "training batch size")
+    batch_size: int = _field(64, "training batch size (per worker in a data-parallel run)")
     num_workers: int = _field(0, "DataLoader worker processes")
     pin_memory: bool = _field(False, "page-locked host batches (CUDA only)")
     persistent_workers: bool = _field(False, "keep DataLoader workers alive across epochs")
@@ -85,7 +85,7 @@ class TrainConfig:
     )
 
     # Optimization.
-    lr: float = _field(1e-3, "peak learning rate (AdamW)")
+    lr: float = _field(1e-3, "peak learning rate (AdamW) at batch_size; N workers train at N x lr")
     weight_decay: float = _field(0.05, "AdamW weight decay on weight matrices/kernels")
     warmup_fraction: float = _field(
         0.05, "fraction of the budget spent in linear lr warm-up before cosine decay"
@@ -130,6 +130,16 @@ class TrainConfig:
     )
     max_eval_batches: int | None = _field(None, "evaluate on at most N val batches ('none': all)")
 
+    # Data-parallel runs (DDP; torchrun or Ray Train start the workers): speed knobs that only
+    # matter with more than one worker. batch_size is per worker.
+    ddp_bucket_cap_mb: int = _field(25, "DDP gradient bucket size in MiB (torch's default)")
+    ddp_gradient_as_bucket_view: bool = _field(
+        False, "DDP gradients are views into its all-reduce buckets (one copy less)"
+    )
+    ddp_static_graph: bool = _field(
+        False, "DDP static_graph: every step uses the same parameters (skips per-step checks)"
+    )
+
     seed: int = _field(0, "random seed")
     device: str = _field("auto", "auto | cpu | cuda | cuda:N")
 
@@ -141,7 +151,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise :class:`TunerError` naming the first impossible setting or combination."""
-        for name in ("img_size", "batch_size", "gn_groups", "synthetic_size"):
+        for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
             _check_positive(name, getattr(self, name))
         if self.num_workers < 0:
             raise TunerError(f"num_workers={self.num_workers} is negative; use 0 or more.")

@@ -120,7 +120,7 @@ TRIAL_DTYPES: dict[str, str] = {
     "torch_version": TEXT, "cuda_version": TEXT, "timm_version": TEXT, "num_parameters": COUNT,
     "phase": TEXT, "final": FLAG, "engine_time_s": NUMBER, "max_memory_bytes": COUNT,
     "memory_violation": NUMBER, "step": COUNT, "first_step_unix_s": NUMBER,
-    "skipped_images": COUNT,
+    "skipped_images": COUNT, "world_size": COUNT, "global_batch_size": COUNT,
     # The trial's own keys (tuner.search.trainable): its speed choice and its time.
     "speed_choice": TEXT, "speed_source": TEXT, "speed_probe_seconds": NUMBER,
     "speed_settings": TEXT,

@@ -54,6 +54,8 @@ class Knob:
         companion: only ever set by another knob's ``implies`` (never searched alone).
         slow_build: turning it on costs far more than a short run on a CPU (torch.compile:
             tens of seconds per build), so CPU probes and searches leave it out by default.
+        needs_workers: only matters in a data-parallel run (the DDP knobs): a single worker
+            runs it off, records that in ``effective`` and says so in a note.
     """
 
     field: str
@@ -65,6 +67,7 @@ class Knob:
     in_ladder: bool = False
     companion: bool = False
     slow_build: bool = False
+    needs_workers: bool = False
 
     @property
     def off(self) -> Any:
@@ -172,6 +175,31 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(True,),
         companion=True,
     ),
+    # Data-parallel knobs: DistributedDataParallel's settings (more than one worker only).
+    Knob(
+        field="ddp_bucket_cap_mb",
+        label="DDP bucket size",
+        accuracy_neutral=True,
+        cpu=(100,),
+        cuda=(10, 100),
+        needs_workers=True,
+    ),
+    Knob(
+        field="ddp_gradient_as_bucket_view",
+        label="DDP gradients as bucket views",
+        accuracy_neutral=True,
+        cpu=(True,),
+        cuda=(True,),
+        needs_workers=True,
+    ),
+    Knob(
+        field="ddp_static_graph",
+        label="DDP static graph",
+        accuracy_neutral=True,
+        cpu=(True,),
+        cuda=(True,),
+        needs_workers=True,
+    ),
     # Training knobs: what a training run is for.
     Knob(
         field="norm",
@@ -216,9 +244,9 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "plain"
 
 
-def speed_knobs(*, cuda: bool) -> tuple[Knob, ...]:
-    """The accuracy-neutral knobs worth trying on this kind of device: runnable there, not a
-    companion, and (on a CPU) not slow to build."""
+def speed_knobs(*, cuda: bool, workers: int = 1) -> tuple[Knob, ...]:
+    """The accuracy-neutral knobs worth trying on this kind of device and number of workers:
+    runnable there, not a companion, (on a CPU) not slow to build, and (one worker) not DDP's."""
     return tuple(
         k
         for k in KNOBS
@@ -226,6 +254,7 @@ def speed_knobs(*, cuda: bool) -> tuple[Knob, ...]:
         and k.values(cuda=cuda)
         and not k.companion
         and (cuda or not k.slow_build)
+        and (workers > 1 or not k.needs_workers)
     )
 
 

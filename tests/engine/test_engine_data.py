@@ -11,7 +11,8 @@ from PIL import Image
 from torch.utils.data import TensorDataset
 
 from tuner.engine import train
-from tuner.engine.data import build_data, normalize
+from tuner.engine.data import DATASETS, build_data, data_source, normalize
+from tuner.engine.distributed import World
 from tuner.errors import TunerError
 
 CPU = torch.device("cpu")
@@ -207,3 +208,34 @@ def test_large_sets_resize_per_image_instead_of_all_at_once(
     for i in (0, 9):  # the same pixels either way
         assert torch.equal(eager[i][0], lazy[i][0]) and eager[i][0].shape == (3, 24, 24)
         assert eager[i][1] == lazy[i][1] == i
+
+
+def _example(name: str, root: Path) -> str:
+    """A spec naming ``name``, with a folder written for it when it takes a path."""
+    writers = {"imagefolder": _write_image_folder, "cifar10": _write_cifar}
+    if not DATASETS[name].takes_path:
+        return name
+    writers[name](root)
+    return f"{name}:{root}"
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_every_registered_dataset_serves_uint8_batches_and_shards_its_val_set(
+    name: str, tmp_path: Path
+) -> None:
+    config = tiny(data=_example(name, tmp_path), batch_size=4, img_size=16, synthetic_size=32)
+    assert data_source(config.data)[0] is DATASETS[name]
+    data = build_data(config, CPU)
+    images, labels = next(iter(data.train_loader))
+    assert images.dtype == torch.uint8 and images.shape == (4, 3, 16, 16)
+    assert labels.shape == (4,) and data.on_device == (DATASETS[name].load is None)
+    # Two workers score disjoint shares that together are one process's validation batches.
+    whole = sum(y.shape[0] for _, y in data.val_loader)
+    shares = [build_data(config, CPU, World(rank, 2)).val_loader for rank in (0, 1)]
+    assert sum(y.shape[0] for share in shares for _, y in share) == whole
+
+
+@pytest.mark.parametrize("spec", ["digits:/x", "imagefolder", "cifar10:", "Digits"])
+def test_a_spec_that_does_not_fit_the_registry_names_every_choice(spec: str) -> None:
+    with pytest.raises(TunerError, match=r"use digits, synthetic, .* or cifar10:PATH"):
+        data_source(spec)

@@ -29,9 +29,7 @@ def test_prefetcher_yields_the_same_normalized_batches_as_the_plain_path() -> No
     prefetcher = CudaPrefetcher(loader, device, data.mean, data.std, channels_last=True)
     mean = torch.tensor(data.mean).view(1, -1, 1, 1)
     std = torch.tensor(data.std).view(1, -1, 1, 1)
-    data.generator.manual_seed(0)
     plain = [(normalize(x, mean, std), y) for x, y in loader]
-    data.generator.manual_seed(0)
     fetched = [(x.cpu(), y.cpu()) for x, y in prefetcher]
     assert len(fetched) == len(plain) == len(prefetcher)
     for (xa, ya), (xb, yb) in zip(plain, fetched, strict=True):

@@ -2,7 +2,8 @@
 
 Every :class:`~tuner.config.TrainConfig` field is a flag, generated from the dataclass so the two
 cannot drift; ``--config FILE`` (JSON) is read first and flags override it. ``--json`` prints the
-result as one JSON object on the last line of stdout.
+result as one JSON object on the last line of stdout. Under ``torchrun --nproc-per-node N`` the
+run is data-parallel over N workers and only rank 0 prints.
 """
 
 from __future__ import annotations
@@ -93,10 +94,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.engine import train
+    import torch
+
+    from tuner.engine import launched_group, train
 
     config = config_from_args(args)
-    result = train(config, progress_bar=not args.json)
+    cuda = config.device != "cpu" and torch.cuda.is_available()
+    with launched_group(cuda=cuda) as world:  # torchrun: one worker of a data-parallel run
+        result = train(config, progress_bar=not args.json and world.rank == 0)
+    if world.rank != 0:  # rank 0's result is the global one: it alone speaks
+        return 0 if result.ok else 1
     _print_summary(result, file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(result.to_json(), flush=True)
@@ -122,6 +129,8 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"{result.measured_steps} steady-state steps",
         f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time",
         f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
+        f"batch             {cfg.get('batch_size')} per worker x {result.world_size} worker(s) = "
+        f"{result.global_batch_size} global, peak lr {result.effective.get('lr', cfg.get('lr')):g}",
         f"steps / epochs    {result.steps} / {result.epochs:.2f} in {result.train_time_s:.1f} s",
         f"effective         {json.dumps(result.effective, sort_keys=True)}",
     ]

@@ -1,7 +1,8 @@
-"""Everything a run is built from, resolved once: device, precision, optimizer, schedule, compile.
+"""What a run is built from, once: :class:`RunParts`, which never change while it trains.
 
-A technique that cannot run here falls back and says so: ``Run.effective`` holds what actually
-ran and ``Run.notes`` one line per fallback.
+Device, data, model (and the compiled, data-parallel forward), precision, optimizer, schedule
+and meters are resolved here. A technique that cannot run here falls back and says so:
+``RunParts.effective`` holds what actually ran and ``RunParts.notes`` one line per fallback.
 """
 
 from __future__ import annotations
@@ -9,75 +10,88 @@ from __future__ import annotations
 import contextlib
 import math
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from tuner.config import TrainConfig
 from tuner.engine.data import DataBundle, build_data
+from tuner.engine.distributed import World
+from tuner.engine.meters import MemoryMeter, ThroughputMeter
 from tuner.engine.model import build_model
 from tuner.engine.prefetch import CudaPrefetcher
 from tuner.errors import TunerError
+from tuner.techniques import KNOBS
 
-__all__ = ["COMPILE_WARMUP_STEPS", "Run", "build_run", "lr_at", "resolve_device"]
+__all__ = ["COMPILE_WARMUP_STEPS", "RunParts", "Schedule", "build_parts", "resolve_device"]
 
 
-@dataclass
-class Run:
-    """The live pieces of one training run and its counters."""
+@dataclass(frozen=True)
+class Schedule:
+    """The budget and the learning rate: linear warm-up, then cosine to zero.
+
+    ``lr`` is the peak at the global batch: ``config.lr`` is given for ``batch_size`` images,
+    and with N workers the global batch is N times that, so the peak is N times ``config.lr``
+    (the per-256 rule of the search spaces, ``lr = base_lr * batch / 256``, at the global batch).
+    """
+
+    lr: float
+    warmup_fraction: float
+    steps_per_epoch: int
+    planned_steps: int | None  # None: only a time budget
+    time_budget_s: float | None
+
+    def progress(self, step: int, train_time_s: float) -> float:
+        """Fraction of the budget used: the furthest of steps and training time."""
+        done = step / self.planned_steps if self.planned_steps else 0.0
+        if self.time_budget_s:
+            done = max(done, train_time_s / self.time_budget_s)
+        return min(done, 1.0)
+
+    def lr_at(self, progress: float) -> float:
+        if progress < self.warmup_fraction:
+            return self.lr * min(1.0, max(progress, 1e-3) / self.warmup_fraction)
+        rest = (progress - self.warmup_fraction) / (1.0 - self.warmup_fraction)
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * min(rest, 1.0)))
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """The pieces of one run, built once (their contents train; the fields never change)."""
 
     config: TrainConfig
     device: torch.device
+    world: World
     data: DataBundle
-    model: nn.Module  # the uncompiled module: checkpoints and evaluation use it
-    forward: Callable[[torch.Tensor], torch.Tensor]  # compiled or not: training uses it
+    model: nn.Module  # the uncompiled, unwrapped module: checkpoints and evaluation use it
+    forward: Callable[[torch.Tensor], torch.Tensor]  # DDP-wrapped, compiled or not: training
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     autocast: Callable[[], contextlib.AbstractContextManager]
     criterion: nn.Module
     mean: torch.Tensor
     std: torch.Tensor
-    train_batches: Any  # the loader, or the prefetcher wrapping it
-    steps_per_epoch: int
-    planned_steps: int | None  # None: only a time budget
-    warmup_steps: int
+    train_batches: Iterable[tuple[torch.Tensor, torch.Tensor]]  # loader, or its prefetcher
+    schedule: Schedule
+    warmup_steps: int  # steps excluded from throughput (warm-up and compile)
+    throughput: ThroughputMeter
+    memory: MemoryMeter
     effective: dict[str, Any]
     notes: list[str]
-    step: int = 0
-    train_time_s: float = 0.0
-    first_step_unix_s: float | None = None  # wall clock at this run's first step
-    loss_curve: list[tuple[int, float]] = field(default_factory=list)
-    time_to_target_s: float | None = None
-    val_accuracy: float | None = None
-    val_loss: float | None = None
-    val_images: int = 0
-    throughput: Any = None  # ThroughputMeter, set by the loop
-    memory: Any = None  # MemoryMeter, set by the loop
-
-    @property
-    def epoch(self) -> float:
-        return self.step / self.steps_per_epoch
-
-    def progress(self, ahead: int = 0) -> float:
-        """Fraction of the budget used (after ``ahead`` more steps): the furthest of steps, time."""
-        done = 0.0
-        if self.planned_steps:
-            done = (self.step + ahead) / self.planned_steps
-        if self.config.time_budget_s:
-            done = max(done, self.train_time_s / self.config.time_budget_s)
-        return min(done, 1.0)
-
-    def finished(self) -> bool:
-        return self.progress() >= 1.0
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` -> cuda if available else cpu; an unavailable CUDA request is an error."""
+    """``auto`` -> cuda if available else cpu; an unavailable CUDA request is an error. In a
+    data-parallel run, ``auto`` and ``cuda`` are each worker's own GPU (``LOCAL_RANK``)."""
+    world = World.current()
+    if name in ("auto", "cuda") and torch.cuda.is_available():
+        return world.local_cuda() if world.size > 1 else torch.device("cuda")
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -91,44 +105,36 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def lr_at(config: TrainConfig, progress: float) -> float:
-    """Linear warm-up over ``warmup_fraction`` of the budget, then cosine to zero."""
-    if progress < config.warmup_fraction:
-        return config.lr * min(1.0, max(progress, 1e-3) / config.warmup_fraction)
-    rest = (progress - config.warmup_fraction) / (1.0 - config.warmup_fraction)
-    return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(rest, 1.0)))
-
-
-def build_run(config: TrainConfig, device: torch.device) -> Run:
-    """Build data, model, precision, optimizer and compile for ``config`` on ``device``.
+def build_parts(config: TrainConfig, device: torch.device, memory: MemoryMeter) -> RunParts:
+    """Build data, model, precision, optimizer, DDP and compile for ``config`` on ``device``,
+    in the process group a launcher initialized (if any).
 
     Raises:
         TunerError: bad input (data, model, batch size, groups).
     """
     torch.manual_seed(config.seed)
+    world = World.current()
+    if world.size > 1 and device.type == "cuda":
+        torch.cuda.set_device(device)  # nccl's collectives run on the current device
     effective: dict[str, Any] = {"device": str(device)}
     notes: list[str] = []
-    data = build_data(config, device)
+    data = build_data(config, device, world)
     notes.extend(data.notes)
-    num_classes = _num_classes(config, data)
-    model = build_model(config, num_classes)
+    model = build_model(config, _num_classes(config, data))
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format
     model = model.to(device, memory_format=memory_format)
     effective.update(channels_last=config.channels_last, norm=config.norm)
     autocast, scaler = _precision(config, device, effective, notes)
-    steps_per_epoch = len(data.train_loader)
-    if steps_per_epoch == 0:
-        raise TunerError(
-            f"batch_size={config.batch_size} leaves zero training steps on {config.data!r}; "
-            "use a smaller batch_size or drop_last=False."
-        )
-    planned = _planned_steps(config, steps_per_epoch)
-    return Run(
+    schedule = _schedule(config, len(data.train_loader), world, effective, notes)
+    warmup_steps = _warmup_steps(config, notes)
+    ddp = _data_parallel(model, config, world, effective, notes)
+    return RunParts(
         config=config,
         device=device,
+        world=world,
         data=data,
         model=model,
-        forward=_compile(model, config, device, effective, notes),
+        forward=_compile(ddp, config, device, effective, notes),
         optimizer=_optimizer(model, config, device, effective, notes),
         scaler=scaler,
         autocast=autocast,
@@ -136,12 +142,35 @@ def build_run(config: TrainConfig, device: torch.device) -> Run:
         mean=torch.tensor(data.mean, device=device).view(1, -1, 1, 1),
         std=torch.tensor(data.std, device=device).view(1, -1, 1, 1),
         train_batches=_train_batches(config, data, device, effective, notes),
-        steps_per_epoch=steps_per_epoch,
-        planned_steps=planned,
-        warmup_steps=_warmup_steps(config, notes),
+        schedule=schedule,
+        warmup_steps=warmup_steps,
+        throughput=ThroughputMeter(device, warmup_steps),
+        memory=memory,
         effective=effective,
         notes=notes,
     )
+
+
+def _schedule(
+    config: TrainConfig, steps_per_epoch: int, world: World, effective: dict, notes: list[str]
+) -> Schedule:
+    if steps_per_epoch == 0:
+        raise TunerError(
+            f"batch_size={config.batch_size} leaves zero training steps on {config.data!r}; "
+            "use a smaller batch_size or drop_last=False."
+        )
+    limits = [config.steps] if config.steps else []
+    if config.epochs:
+        limits.append(config.epochs * steps_per_epoch)
+    lr = config.lr * world.size
+    effective["lr"] = lr
+    if world.size > 1:
+        notes.append(
+            f"lr {config.lr:g} is for batch_size={config.batch_size}; {world.size} workers "
+            f"train a global batch of {config.batch_size * world.size}, so the peak lr is {lr:g}."
+        )
+    return Schedule(lr, config.warmup_fraction, steps_per_epoch, min(limits, default=None),
+                    config.time_budget_s)  # fmt: skip
 
 
 def _num_classes(config: TrainConfig, data: DataBundle) -> int:
@@ -153,13 +182,6 @@ def _num_classes(config: TrainConfig, data: DataBundle) -> int:
             f"{config.data!r}; leave num_classes unset to take it from the data."
         )
     return config.num_classes
-
-
-def _planned_steps(config: TrainConfig, steps_per_epoch: int) -> int | None:
-    limits = [config.steps] if config.steps else []
-    if config.epochs:
-        limits.append(config.epochs * steps_per_epoch)
-    return min(limits) if limits else None
 
 
 COMPILE_WARMUP_STEPS = 3  # compile on step 1; max-autotune's CUDA graphs record on 2-3
@@ -229,9 +251,32 @@ def _has_c_compiler() -> bool:
     return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
 
 
+def _data_parallel(
+    model: nn.Module, config: TrainConfig, world: World, effective: dict, notes: list[str]
+) -> nn.Module:
+    """DDP across the workers (gradients averaged in buckets, overlapping backward); one worker
+    trains the module itself and its DDP knobs fall back (they only matter across workers)."""
+    knobs = [k for k in KNOBS if k.needs_workers]
+    if world.size == 1:
+        asked = [k.field for k in knobs if getattr(config, k.field) != k.off]
+        effective.update({k.field: k.off for k in knobs})
+        if asked:
+            notes.append(f"{', '.join(asked)}: needs more than one worker; ran without DDP.")
+        return model
+    effective.update({k.field: getattr(config, k.field) for k in knobs})
+    cuda = next(model.parameters()).device
+    return DistributedDataParallel(
+        model,
+        device_ids=[cuda.index] if cuda.type == "cuda" else None,
+        bucket_cap_mb=config.ddp_bucket_cap_mb,
+        gradient_as_bucket_view=config.ddp_gradient_as_bucket_view,
+        static_graph=config.ddp_static_graph,
+    )
+
+
 def _train_batches(
     config: TrainConfig, data: DataBundle, device: torch.device, effective: dict, notes: list[str]
-) -> Any:
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     cuda = device.type == "cuda"
     effective["pin_memory"] = config.pin_memory and cuda and not data.on_device
     effective["non_blocking"] = config.non_blocking and cuda and not data.on_device

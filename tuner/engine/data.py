@@ -22,16 +22,20 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 from tuner.config import TrainConfig
+from tuner.engine.distributed import World
 from tuner.errors import TunerError
 
 __all__ = [
+    "DATASETS",
     "DataBundle",
+    "DataSource",
     "SyntheticLoader",
     "UnreadableImage",
     "build_data",
+    "data_source",
     "normalize",
     "read_image",
 ]
@@ -66,13 +70,14 @@ class DataBundle:
     """What the loop needs from the data stage."""
 
     train_loader: Any  # iterable of (uint8 images, labels); has len()
-    val_loader: Any
+    val_loader: Any  # this worker's share of the validation batches
     num_classes: int
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     train_size: int
     on_device: bool = False  # batches are already on the run's device (synthetic)
-    generator: torch.Generator | None = None  # the train shuffle's RNG (checkpointed)
+    # The train shuffle (this worker's shard): a function of (seed, epoch), set each epoch.
+    sampler: DistributedSampler | None = None
     notes: list[str] = field(default_factory=list)  # e.g. files of an image folder ignored
     skipping: tuple[_SkipUnreadable, ...] = ()  # datasets that skip unreadable images
 
@@ -80,6 +85,27 @@ class DataBundle:
     def skipped_images(self) -> int:
         """Unreadable image files skipped so far (each counted once)."""
         return sum(dataset.skipped for dataset in self.skipping)
+
+
+Splits = tuple[Dataset, Dataset, int, list[str]]  # train, val, classes, notes
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """One kind of data that ``config.data`` names: ``name`` or, with ``takes_path``,
+    ``name:PATH``. ``load(config, path)`` gives the splits (None: generated on the device);
+    ``files``: decoded from image files, so ``skip_unreadable_images`` applies."""
+
+    name: str
+    mean: tuple[float, float, float]  # per-channel normalization in [0, 1] units
+    std: tuple[float, float, float]
+    load: Callable[[TrainConfig, str], Splits] | None
+    takes_path: bool = False
+    files: bool = False
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:PATH" if self.takes_path else self.name
 
 
 def normalize(
@@ -90,61 +116,59 @@ def normalize(
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
-def build_data(config: TrainConfig, device: torch.device) -> DataBundle:
-    """Build the train/val loaders that ``config.data`` names.
+def data_source(spec: str) -> tuple[DataSource, str]:
+    """The registry entry and path that ``spec`` (``digits``, ``imagefolder:PATH``) names.
+
+    Raises:
+        TunerError: an unknown name, or a path missing or given where none is taken.
+    """
+    name, _, path = spec.partition(":")
+    source = DATASETS.get(name)
+    if source is None or source.takes_path != bool(path):
+        specs = [s.spec for s in DATASETS.values()]
+        raise TunerError(f"data={spec!r} is not known; use {', '.join(specs[:-1])} or {specs[-1]}.")
+    return source, path
+
+
+def build_data(config: TrainConfig, device: torch.device, world: World | None = None) -> DataBundle:
+    """Build this worker's train/val loaders of the data that ``config.data`` names.
+
+    Each worker trains on its shard of every epoch's shuffle (a ``DistributedSampler``; one
+    worker: the whole shuffle) and evaluates every ``world.size``-th validation batch, so the
+    workers together score the whole validation set, the same batches as one process would.
 
     Raises:
         TunerError: unknown data name, missing/malformed folder, or an impossible batch size.
     """
-    kind, _, path = config.data.partition(":")
-    notes: list[str] = []
-    if kind == "synthetic":
-        return _synthetic(config, device)
-    if kind == "digits":
-        train, val, classes = _digits(config.img_size)
-        mean, std = DIGITS_MEAN, DIGITS_STD
-    elif kind == "synthetic_host":
-        train, val, classes = _synthetic_host(config)
-        mean, std = IMAGENET_MEAN, IMAGENET_STD
-    elif kind == "cifar10" and path:
-        train, val, classes = _cifar10(Path(path), config.img_size)
-        mean, std = CIFAR10_MEAN, CIFAR10_STD
-    elif kind == "imagefolder" and path:
-        train, val, classes, notes = _imagefolder(Path(path), config.img_size)
-        mean, std = IMAGENET_MEAN, IMAGENET_STD
-    else:
-        raise TunerError(
-            f"data={config.data!r} is not known; use digits, synthetic, synthetic_host, "
-            "imagefolder:PATH or cifar10:PATH."
-        )
+    source, path, world = *data_source(config.data), world or World()
+    if source.load is None:
+        return _synthetic(config, device, world)
+    train, val, classes, notes = source.load(config, path)
     _check_batch_size(config, len(train))
     skipping: tuple[_SkipUnreadable, ...] = ()
-    if kind == "imagefolder" and config.skip_unreadable_images:
+    if source.files and config.skip_unreadable_images:
         train, val = _SkipUnreadable(train), _SkipUnreadable(val)
         skipping = (train, val)
-    generator = torch.Generator().manual_seed(config.seed)
-    pin = config.pin_memory and device.type == "cuda"
+    sampler = DistributedSampler(train, world.size, world.rank, shuffle=True, seed=config.seed)
     common: dict[str, Any] = dict(
-        batch_size=config.batch_size,
         num_workers=config.num_workers,
-        pin_memory=pin,
+        pin_memory=config.pin_memory and device.type == "cuda",
         persistent_workers=config.persistent_workers,
     )
     train_loader = DataLoader(
-        train, shuffle=True, drop_last=config.drop_last, generator=generator, **common
+        train, config.batch_size, sampler=sampler, drop_last=config.drop_last, **common
     )
-    val_loader = DataLoader(val, shuffle=False, drop_last=False, **common)
-    return DataBundle(
-        train_loader,
-        val_loader,
-        classes,
-        mean,
-        std,
-        len(train),
-        generator=generator,
-        notes=notes,
-        skipping=skipping,
-    )
+    val_batches = _val_share(len(val), config.batch_size, config.max_eval_batches, world)
+    val_loader = DataLoader(val, batch_sampler=val_batches, **common)
+    return DataBundle(train_loader, val_loader, classes, source.mean, source.std, len(train),
+                      sampler=sampler, notes=notes, skipping=skipping)  # fmt: skip
+
+
+def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[list[int]]:
+    """This worker's validation batches: every ``world.size``-th of the first ``limit``."""
+    count = min(-(-size // batch), limit or size)
+    return [list(range(i * batch, min(size, (i + 1) * batch)))
+            for i in range(world.rank, count, world.size)]  # fmt: skip
 
 
 def _check_batch_size(config: TrainConfig, train_size: int) -> None:
@@ -158,8 +182,12 @@ def _check_batch_size(config: TrainConfig, train_size: int) -> None:
 # ---- digits: scikit-learn's embedded 8x8 handwritten digits ----------------------------------
 
 
+def _digits(config: TrainConfig, path: str) -> Splits:
+    return (*_digits_at(config.img_size), [])
+
+
 @functools.lru_cache(maxsize=4)
-def _digits(img_size: int) -> tuple[Dataset, Dataset, int]:
+def _digits_at(img_size: int) -> tuple[Dataset, Dataset, int]:
     """Built once per size and process: the speed probes of a search build many runs of it
     (the datasets are read-only tensors, safe to share between runs)."""
     from sklearn.datasets import load_digits
@@ -233,7 +261,8 @@ class _BatchUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _cifar10(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
+def _cifar10(config: TrainConfig, folder: str) -> Splits:
+    path, img_size = Path(folder), config.img_size
     root = path / "cifar-10-batches-py" if (path / "cifar-10-batches-py").is_dir() else path
     names = [f"data_batch_{i}" for i in range(1, 6)]
     missing = [n for n in [*names, "test_batch"] if not (root / n).is_file()]
@@ -244,7 +273,7 @@ def _cifar10(path: Path, img_size: int) -> tuple[Dataset, Dataset, int]:
         )
     train = _cifar_batches([root / n for n in names], img_size)
     val = _cifar_batches([root / "test_batch"], img_size)
-    return train, val, 10
+    return train, val, 10, []
 
 
 def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
@@ -266,10 +295,11 @@ def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
 # ---- imagefolder:PATH: PATH/train/<class>/*.jpg and PATH/val/<class>/*.jpg -------------------
 
 
-def _imagefolder(path: Path, img_size: int) -> tuple[Dataset, Dataset, int, list[str]]:
+def _imagefolder(config: TrainConfig, folder: str) -> Splits:
     """The train/ and val/ splits, and a note naming the files that are not images."""
     from torchvision import datasets, transforms
 
+    path, img_size = Path(folder), config.img_size
     for split in ("train", "val"):
         if not (path / split).is_dir():
             raise TunerError(
@@ -397,26 +427,28 @@ class SyntheticLoader:
             yield self.images, self.labels
 
 
-def _synthetic(config: TrainConfig, device: torch.device) -> DataBundle:
-    if config.batch_size > config.synthetic_size:
+def _synthetic(config: TrainConfig, device: torch.device, world: World) -> DataBundle:
+    if config.batch_size * world.size > config.synthetic_size:
         raise TunerError(
-            f"batch_size={config.batch_size} is larger than synthetic_size="
-            f"{config.synthetic_size}, so an epoch has zero steps; raise synthetic_size."
+            f"batch_size={config.batch_size} x {world.size} worker(s) is larger than "
+            f"synthetic_size={config.synthetic_size}, so an epoch has zero steps; raise "
+            "synthetic_size."
         )
     classes = config.num_classes or 1000
     gen = torch.Generator(device=device).manual_seed(config.seed)
     shape = (config.batch_size, 3, config.img_size, config.img_size)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, device=device, generator=gen)
     labels = torch.randint(0, classes, (config.batch_size,), device=device, generator=gen)
-    train = SyntheticLoader(config.synthetic_size // config.batch_size, images, labels)
-    val = SyntheticLoader(1, images, labels)
+    steps = config.synthetic_size // (config.batch_size * world.size)
+    train = SyntheticLoader(steps, images, labels)
+    val = SyntheticLoader(1 if world.rank == 0 else 0, images, labels)
     return DataBundle(train, val, classes, IMAGENET_MEAN, IMAGENET_STD, config.synthetic_size, True)
 
 
 # ---- synthetic_host: random images in host memory, through a DataLoader ----------------------
 
 
-def _synthetic_host(config: TrainConfig) -> tuple[Dataset, Dataset, int]:
+def _synthetic_host(config: TrainConfig, path: str) -> Splits:
     """``synthetic_size`` random uint8 images in host memory, served by a DataLoader.
 
     Unlike ``synthetic`` (one batch that lives on the device), batches take a real dataset's
@@ -428,7 +460,7 @@ def _synthetic_host(config: TrainConfig) -> tuple[Dataset, Dataset, int]:
     classes = config.num_classes or 1000
     images, labels = _host_images(config.synthetic_size, config.img_size, classes, config.seed)
     n_val = min(config.batch_size, config.synthetic_size)
-    return TensorDataset(images, labels), TensorDataset(images[:n_val], labels[:n_val]), classes
+    return TensorDataset(images, labels), TensorDataset(images[:n_val], labels[:n_val]), classes, []
 
 
 # One set kept: at the GPU recipe's size it is 1.2 GB and takes seconds to draw, and the recipe's
@@ -440,3 +472,15 @@ def _host_images(
     gen = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (size, 3, img_size, img_size), dtype=torch.uint8, generator=gen)
     return images, torch.randint(0, classes, (size,), generator=gen)
+
+
+DATASETS: dict[str, DataSource] = {
+    s.name: s
+    for s in (
+        DataSource("digits", DIGITS_MEAN, DIGITS_STD, _digits),
+        DataSource("synthetic", IMAGENET_MEAN, IMAGENET_STD, None),
+        DataSource("synthetic_host", IMAGENET_MEAN, IMAGENET_STD, _synthetic_host),
+        DataSource("imagefolder", IMAGENET_MEAN, IMAGENET_STD, _imagefolder, True, True),
+        DataSource("cifar10", CIFAR10_MEAN, CIFAR10_STD, _cifar10, True),
+    )
+}

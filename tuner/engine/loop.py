@@ -1,9 +1,14 @@
 """The training loop: ``train(config) -> RunResult`` and the search's feasibility ``probe``.
 
-Read it top to bottom: build the run, then per step fetch a batch (timed as data wait), set the
-lr, forward/backward under one autocast context, unscale + clip, step, zero the grads; every
-window flush the losses (NaN/inf -> diverged) and, at each epoch end or ``eval_every_steps``,
-evaluate and call ``on_eval``. A failing run (OOM, divergence, crash) returns a result.
+Read :func:`_train_loop` top to bottom: per step fetch a batch (timed as data wait), set the lr,
+forward/backward under one autocast context, unscale + clip, step, zero the grads, count the
+step; every window flush the losses (NaN/inf -> diverged); once, report the probe; at each epoch
+end or ``eval_every_steps``, evaluate and call ``on_eval``. The parts it trains were built once
+(:mod:`tuner.engine.build`); only :class:`~tuner.engine.state.RunState` changes. A failing run
+(OOM, divergence, crash) returns a result.
+
+Data-parallel runs take the same path: every decision is made from the step count or from a
+value all workers agreed on, so the workers stay in step; what is reported is all-reduced.
 """
 
 from __future__ import annotations
@@ -11,7 +16,6 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +24,12 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from tuner.config import TrainConfig
-from tuner.engine.build import COMPILE_WARMUP_STEPS, Run, build_run, lr_at, resolve_device
+from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
 from tuner.engine.data import UnreadableImage, normalize
-from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, ThroughputMeter, environment
+from tuner.engine.distributed import World
+from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, environment
 from tuner.engine.result import RunResult
-from tuner.engine.state import Progress, load_state, make_state
+from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError
 
 __all__ = ["probe", "train"]
@@ -51,10 +56,14 @@ def train(
 ) -> RunResult:
     """Run one measured training run of ``config``.
 
+    Inside an initialized ``torch.distributed`` process group (torchrun, Ray Train), every
+    worker calls it with the same arguments: it trains data-parallel, and every worker returns
+    (and hands its hooks) the global result; rank 0's is the one to keep.
+
     Args:
         config: the run's settings.
         on_eval: called with a :class:`Progress` after each evaluation; returning ``True``
-            stops the run early (status stays ``ok``).
+            stops the run early (status stays ``ok``; rank 0's answer counts).
         resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
         progress_bar: show a tqdm bar on stderr.
         on_probe: called once after the warm-up and ``probe_steps`` more steps with the result
@@ -68,8 +77,8 @@ def train(
     Raises:
         TunerError: bad input, found before training starts.
     """
-    hooks = _Hooks(on_eval, None if resume_state is not None else on_probe, probe_steps)
-    return _execute(config, hooks, resume_state, progress_bar, evaluate=True)
+    hooks = _Hooks(on_eval, None if resume_state is not None else on_probe, probe_steps, True)
+    return _execute(config, hooks, resume_state, progress_bar)
 
 
 def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
@@ -84,7 +93,7 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     only_steps = config.replace(
         steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
     )
-    return _execute(only_steps, _Hooks(None, None, 0), None, False, evaluate=False)
+    return _execute(only_steps, _Hooks(None, None, 0, False), None, False)
 
 
 @dataclass(frozen=True)
@@ -92,248 +101,220 @@ class _Hooks:
     on_eval: OnEval | None
     on_probe: OnProbe | None
     probe_steps: int
+    evaluate: bool
 
 
 def _execute(
-    config: TrainConfig,
-    hooks: _Hooks,
-    resume_state: dict[str, Any] | None,
-    progress_bar: bool,
-    *,
-    evaluate: bool,
+    config: TrainConfig, hooks: _Hooks, resume_state: dict[str, Any] | None, bar: bool
 ) -> RunResult:
     started = time.perf_counter()
     device = resolve_device(config.device)
-    _forget_earlier_compiles()
-    memory = MemoryMeter(device)
-    run: Run | None = None
+    # Start as a fresh process would: dynamo's caches keep an earlier run's compiled graphs
+    # alive, and with them max-autotune's CUDA-graph pool, which empty_cache cannot free (the
+    # next run's reserved peak would include it, and runs of one model class would count
+    # against dynamo's recompile limit). Costs nothing when nothing was compiled.
+    torch._dynamo.reset()
+    memory = MemoryMeter(device)  # before the build: its peak counters are reset here
+    parts, state = None, RunState()
     status, error = "ok", None
     try:
-        run = build_run(config, device)
-        run.memory, run.throughput = memory, ThroughputMeter(device, run.warmup_steps)
+        parts = build_parts(config, device, memory)
         if resume_state is not None:
-            load_state(run, resume_state)
-        _loop(run, hooks, progress_bar, evaluate=evaluate)
+            state = load_state(parts, resume_state)
+        _train_loop(parts, state, hooks, bar)
     except TunerError:
-        memory.close()
         raise
     except Exception as exc:  # a failing run is a result; the traceback is dropped here
         status, error = _classify(exc)
-    result = _result(run, status, error, started, device, memory)
-    memory.close()
+    result = _result(parts, state, status, error, device, memory, started)
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
     # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
     # successful CPU run skips it: its gc.collect costs 0.2 s and frees nothing another needs.
-    del run
+    del parts, state
     if status != "ok" or device.type == "cuda":
-        _release()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return result
 
 
-def _forget_earlier_compiles() -> None:
-    """Start as a fresh process would: drop what earlier runs in this process compiled.
-
-    Dynamo's caches keep an earlier run's compiled graphs alive after the run ends, and with
-    them max-autotune's CUDA-graph memory pool, which ``empty_cache`` cannot free: the next run's
-    reserved peak would include it (and runs of one model class would count against dynamo's
-    recompile limit, then fall back to eager). Costs nothing when nothing was compiled.
-    """
-    torch._dynamo.reset()
-
-
-def _loop(run: Run, hooks: _Hooks, bar: bool, *, evaluate: bool) -> None:
+def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> None:
+    """Train until the budget is used or a hook stops the run, then evaluate once more."""
     from tqdm.auto import tqdm
 
-    with tqdm(total=run.planned_steps, initial=run.step, disable=not bar, unit="step") as progress:
-        clock = _TrainClock(run)
-        run.throughput.start()
-        try:
-            stopped = _steps(run, hooks, progress, clock, evaluate=evaluate)
-        finally:  # a run that fails (diverged at a flush) keeps the time it trained
-            clock.lap()
-    if evaluate and not stopped and (run.val_accuracy is None or not _eval_due(run)):
-        _evaluate_and_report(run, hooks.on_eval)
+    schedule, meter, start = parts.schedule, parts.throughput, state.step
+    count_memory_at = start + _memory_step(parts, start)  # the last warm-up step
+    probe_at = count_memory_at + hooks.probe_steps if hooks.on_probe else None
+    batches = _batches(parts, state)
+    progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
+    stop = False
+    meter.start()
+    state.start_clock()
+    try:
+        while not stop and _progress(parts, state) < 1.0:
+            tick = time.perf_counter()
+            state.first_step_unix_s = state.first_step_unix_s or time.time()
+            images, labels = next(batches)
+            waited = time.perf_counter() - tick
+            lr = schedule.lr_at(_progress(parts, state, ahead=1))
+            counted = state.step + 1 == count_memory_at
+            state.losses.append(_step(parts, images, labels, lr, count_memory=counted))
+            state.step += 1
+            meter.step(state.step - start, labels.shape[0], waited)
+            progress.update(1)
+            if len(state.losses) >= WINDOW_STEPS:
+                _flush(parts, state, progress)
+            state.lap()
+            eval_due = hooks.evaluate and _eval_due(parts, state)
+            # The probe comes after memory was counted, and before any evaluation: an
+            # evaluation must never report an unchecked run.
+            if (
+                probe_at
+                and state.step >= count_memory_at
+                and (state.step >= probe_at or eval_due or _progress(parts, state) >= 1.0)
+            ):
+                probe_at = None
+                _flush(parts, state, progress)
+                with state.clock_stopped():
+                    stop = _report(parts, state, hooks.on_probe)
+            if eval_due and not stop:
+                _flush(parts, state, progress)
+                with state.clock_stopped():
+                    stop = _evaluate(parts, state, hooks.on_eval)
+        _flush(parts, state, progress)
+        meter.pause()
+    finally:  # a run that fails (diverged at a flush) keeps the time it trained
+        state.lap()
+        progress.close()
+    if hooks.evaluate and not stop and (state.val_accuracy is None or not _eval_due(parts, state)):
+        _evaluate(parts, state, hooks.on_eval)
 
 
-def _steps(run: Run, hooks: _Hooks, progress: Any, clock: _TrainClock, *, evaluate: bool) -> bool:
-    """Train until the run is finished or a hook stops it (then True)."""
-    batches, losses = _batches(run), []
-    count_at, taken = _memory_step(run), 0
-    stopped = probed = False
-    while not run.finished():
-        tick = time.perf_counter()
-        run.first_step_unix_s = run.first_step_unix_s or time.time()
-        images, labels = next(batches)
-        waited = time.perf_counter() - tick
-        taken += 1
-        losses.append(_step(run, images, labels, count_memory=taken == count_at))
-        run.step += 1
-        run.throughput.step(labels.shape[0], waited)
-        progress.update(1)
-        if len(losses) >= WINDOW_STEPS:
-            _flush(run, losses, progress)
-        clock.lap()
-        if hooks.on_probe and not probed and _probe_due(run, hooks, taken, count_at, evaluate):
-            _flush(run, losses, progress)
-            probed = True
-            with clock.outside():
-                stopped = _probe_says_stop(run, hooks.on_probe)
-            if stopped:
-                break
-        if evaluate and _eval_due(run):
-            _flush(run, losses, progress)
-            with clock.outside():
-                stopped = _evaluate_and_report(run, hooks.on_eval)
-            if stopped:
-                break
-    _flush(run, losses, progress)
-    run.throughput.pause()
-    return stopped
+def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
+    """Fraction of the budget used (after ``ahead`` more steps). Data-parallel workers go by
+    their agreed clock, so all take the same lr and stop at the same step."""
+    clock = state.train_time_s if parts.world.size == 1 else state.shared_time_s
+    return parts.schedule.progress(state.step + ahead, clock)
 
 
-class _TrainClock:
-    """``run.train_time_s``: the loop's wall time except evaluations and probes.
-
-    Every moment between them counts, not just each step's own span: on a GPU a step only queues
-    work, and the sync that waits for it (a loss flush, a window edge) is training time too.
-    Timing steps alone missed the catch-up at flushes that fall outside a step, and so favoured
-    whatever lets the host run further ahead (``non_blocking``, the prefetcher).
-    """
-
-    def __init__(self, run: Run) -> None:
-        self.run, self.last = run, time.perf_counter()
-
-    def lap(self) -> None:
-        now = time.perf_counter()
-        self.run.train_time_s += now - self.last
-        self.last = now
-
-    @contextmanager
-    def outside(self) -> Iterator[None]:
-        """Time inside the block is not training (an evaluation, a probe's report)."""
-        self.lap()
-        try:
-            yield
-        finally:
-            self.last = time.perf_counter()
-
-
-def _probe_due(run: Run, hooks: _Hooks, taken: int, count_at: int, evaluate: bool) -> bool:
-    """After memory was counted: ``probe_steps`` later, or before the first evaluation or the
-    end, whichever comes first (an evaluation must never report an unchecked run)."""
-    if taken < count_at:
-        return False
-    return taken >= count_at + hooks.probe_steps or (evaluate and _eval_due(run)) or run.finished()
-
-
-def _probe_says_stop(run: Run, on_probe: OnProbe) -> bool:
-    """Close the open throughput window, show the result so far, reopen."""
-    run.throughput.pause()
-    stop = bool(on_probe(_result(run, "ok", None, None, run.device, run.memory)))
-    run.throughput.resume()
-    return stop
-
-
-def _memory_step(run: Run) -> int:
+def _memory_step(parts: RunParts, start: int) -> int:
     """Which step of this run counts memory: the last warm-up step (never past the run's end)."""
-    left = run.planned_steps - run.step if run.planned_steps else run.warmup_steps
-    return max(1, min(run.warmup_steps, left))
+    planned = parts.schedule.planned_steps
+    left = planned - start if planned else parts.warmup_steps
+    return max(1, min(parts.warmup_steps, left))
 
 
-def _batches(run: Run) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Batches forever; a new pass over the loader starts at each epoch boundary."""
+def _batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Batches forever: at each epoch boundary a new pass over that epoch's shuffle."""
+    per_epoch = parts.schedule.steps_per_epoch
     while True:
-        remaining = run.steps_per_epoch - run.step % run.steps_per_epoch
-        for i, batch in enumerate(run.train_batches):
+        epoch, done = divmod(state.step, per_epoch)
+        if parts.data.sampler is not None:
+            parts.data.sampler.set_epoch(epoch)
+        for i, batch in enumerate(parts.train_batches):
             yield batch
-            if i + 1 >= remaining:
+            if i + 1 >= per_epoch - done:
                 break
 
 
 def _step(
-    run: Run, images: torch.Tensor, labels: torch.Tensor, *, count_memory: bool = False
+    parts: RunParts, images: torch.Tensor, labels: torch.Tensor, lr: float, *, count_memory: bool
 ) -> torch.Tensor:
-    cfg = run.config
-    x, y = _to_input(run, images, labels)
-    lr = lr_at(cfg, run.progress(ahead=1))
-    for group in run.optimizer.param_groups:
+    cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler
+    x, y = _to_input(parts, images, labels)
+    for group in optimizer.param_groups:
         group["lr"] = lr
-    with run.autocast(), run.memory.activations(run.model, enabled=count_memory):
-        loss = run.criterion(run.forward(x), y)
-    run.scaler.scale(loss).backward()
+    with parts.autocast(), parts.memory.activations(parts.model, enabled=count_memory):
+        loss = parts.criterion(parts.forward(x), y)
+    scaler.scale(loss).backward()  # DDP all-reduces (averages) the gradients here
     if cfg.grad_clip_norm is not None:
-        run.scaler.unscale_(run.optimizer)
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip_norm)
-    run.scaler.step(run.optimizer)
-    run.scaler.update()
-    run.optimizer.zero_grad(set_to_none=cfg.set_to_none)
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(parts.model.parameters(), cfg.grad_clip_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=cfg.set_to_none)
     if count_memory:
-        run.memory.record_state(run.model, run.optimizer, keeps_grads=not cfg.set_to_none)
+        parts.memory.record_state(parts.model, optimizer, keeps_grads=not cfg.set_to_none)
     return loss.detach()
 
 
-def _to_input(run: Run, images: torch.Tensor, labels: torch.Tensor):
+def _to_input(
+    parts: RunParts, images: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     if images.is_floating_point():  # the prefetcher already moved and normalized it
         return images, labels
-    non_blocking = bool(run.effective["non_blocking"])
-    images = images.to(run.device, non_blocking=non_blocking)
-    labels = labels.to(run.device, non_blocking=non_blocking)
-    x = normalize(images, run.mean, run.std, channels_last=run.config.channels_last)
+    non_blocking = bool(parts.effective["non_blocking"])
+    images = images.to(parts.device, non_blocking=non_blocking)
+    labels = labels.to(parts.device, non_blocking=non_blocking)
+    x = normalize(images, parts.mean, parts.std, channels_last=parts.config.channels_last)
     return x, labels
 
 
-def _flush(run: Run, losses: list[torch.Tensor], progress: Any) -> None:
-    """Move the window's losses to the host (one sync); NaN/inf means the run diverged."""
-    if not losses:
+def _flush(parts: RunParts, state: RunState, progress: Any) -> None:
+    """Move the window's losses to the host (one sync) and average them over the workers;
+    NaN/inf means the run diverged. Workers agree on their clock here."""
+    if not state.losses:
         return
-    values = torch.stack(losses).float().tolist()
-    losses.clear()
+    world = parts.world
+    values = [v / world.size for v in world.sum(torch.stack(state.losses).float().tolist())]
+    state.losses.clear()
+    (state.shared_time_s,) = world.max([state.train_time_s])
     mean = sum(values) / len(values)
     if not all(v == v and abs(v) != float("inf") for v in values):
-        raise Diverged(f"training loss became {mean} by step {run.step}; lower lr or clip grads.")
-    run.loss_curve.append((run.step, mean))
+        raise Diverged(f"training loss became {mean} by step {state.step}; lower lr or clip grads.")
+    state.loss_curve.append((state.step, mean))
     progress.set_postfix(loss=f"{mean:.3f}", refresh=False)
 
 
-def _eval_due(run: Run) -> bool:
-    every = run.config.eval_every_steps or run.steps_per_epoch
-    return run.step % every == 0
+def _eval_due(parts: RunParts, state: RunState) -> bool:
+    return state.step % (parts.config.eval_every_steps or parts.schedule.steps_per_epoch) == 0
 
 
-def _evaluate_and_report(run: Run, on_eval: OnEval | None) -> bool:
-    run.throughput.pause()
-    run.val_accuracy, run.val_loss, run.val_images = evaluate(run)
-    target = run.config.target_accuracy
-    if target is not None and run.time_to_target_s is None and run.val_accuracy >= target:
-        run.time_to_target_s = run.train_time_s
+def _report(parts: RunParts, state: RunState, on_probe: OnProbe) -> bool:
+    """Close the open throughput window, show the result so far, reopen."""
+    parts.throughput.pause()
+    result = _result(parts, state, "ok", None, parts.device, parts.memory)
+    stop = parts.world.decide(bool(on_probe(result)))
+    parts.throughput.resume()
+    return stop
+
+
+def _evaluate(parts: RunParts, state: RunState, on_eval: OnEval | None) -> bool:
+    parts.throughput.pause()
+    state.val_accuracy, state.val_loss, state.val_images = evaluate(parts)
+    target = parts.config.target_accuracy
+    if target is not None and state.time_to_target_s is None and state.val_accuracy >= target:
+        state.time_to_target_s = state.train_time_s
     stop = False
     if on_eval is not None:
-        partial = _result(run, "ok", None, None, run.device, run.memory)
-        stop = bool(on_eval(Progress(run.step, run.epoch, partial, lambda: make_state(run))))
-    run.throughput.resume()
+        result = _result(parts, state, "ok", None, parts.device, parts.memory)
+        epoch = state.step / parts.schedule.steps_per_epoch
+        made = Progress(state.step, epoch, result, lambda: make_state(parts, state))
+        stop = parts.world.decide(bool(on_eval(made)))
+    parts.throughput.resume()
     return stop
 
 
 @torch.no_grad()
-def evaluate(run: Run) -> tuple[float, float, int]:
+def evaluate(parts: RunParts) -> tuple[float, float, int]:
     """Top-1 accuracy, mean cross-entropy (no label smoothing) and the number of images, on the
-    validation split.
+    whole validation split (each worker scores its share; the counts are summed).
 
-    Uses the uncompiled model (evaluation speed is not measured; this avoids recompiles).
+    Uses the uncompiled, unwrapped model (evaluation speed is not measured; this avoids
+    recompiles and DDP's collectives).
     """
-    run.model.eval()
-    correct, loss_sum, seen = 0, torch.zeros((), device=run.device), 0
-    for i, (images, labels) in enumerate(run.data.val_loader):
-        if run.config.max_eval_batches is not None and i >= run.config.max_eval_batches:
-            break
-        x, y = _to_input(run, images, labels)
-        with run.autocast():
-            logits = run.model(x)
+    parts.model.eval()
+    correct, loss_sum, seen = 0, torch.zeros((), device=parts.device), 0
+    for images, labels in parts.data.val_loader:
+        x, y = _to_input(parts, images, labels)
+        with parts.autocast():
+            logits = parts.model(x)
         loss_sum += F.cross_entropy(logits.float(), y, reduction="sum")
         correct += int((logits.argmax(dim=1) == y).sum())
         seen += y.shape[0]
-    run.model.train()
-    return correct / max(seen, 1), float(loss_sum) / max(seen, 1), seen
+    parts.model.train()
+    correct, total_loss, seen = parts.world.sum([correct, float(loss_sum), seen])
+    return correct / max(seen, 1), total_loss / max(seen, 1), int(seen)
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
@@ -350,49 +331,43 @@ def _classify(exc: BaseException) -> tuple[str, str]:
     return "error", message
 
 
-def _release() -> None:
-    """Return a finished run's memory: collect cycles, then CUDA's cached blocks."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def _result(
-    run: Run | None,
+    parts: RunParts | None,
+    state: RunState,
     status: str,
     error: str | None,
-    started: float | None,
     device: torch.device,
     memory: MemoryMeter,
+    started: float | None = None,
 ) -> RunResult:
-    fields: dict[str, Any] = dict(status=status, error=error, **environment(device))
-    fields.update(memory.read())
+    """The result so far, over every worker (a collective: all call it at the same step)."""
+    world = parts.world if parts is not None else World.current()
+    fields: dict[str, Any] = dict(status=status, error=error, world_size=world.size)
+    fields.update(environment(device), **memory.read(world))
     if started is not None:
         fields["wall_time_s"] = time.perf_counter() - started
-    if run is not None:
-        if run.throughput is not None:
-            fields.update(run.throughput.summary())
-        fields.update(_run_fields(run))
-    return RunResult(**fields)
-
-
-def _run_fields(run: Run) -> dict[str, Any]:
-    curve = list(run.loss_curve)
-    return {
-        "val_accuracy": run.val_accuracy,
-        "val_loss": run.val_loss,
-        "val_images": run.val_images,
-        "train_loss": curve[-1][1] if curve else None,
-        "train_loss_curve": curve,
-        "time_to_target_s": run.time_to_target_s,
-        "steps": run.step,
-        "epochs": run.epoch,
-        "images_seen": run.step * run.config.batch_size,
-        "train_time_s": run.train_time_s,
-        "first_step_unix_s": run.first_step_unix_s,
-        "skipped_images": run.data.skipped_images,
-        "effective": dict(run.effective, warmup_steps=run.warmup_steps),
-        "notes": list(run.notes),
-        "num_parameters": sum(p.numel() for p in run.model.parameters()),
-        "config": run.config.to_dict(),
-    }
+    if parts is None:
+        return RunResult(**fields)
+    cfg, curve = parts.config, list(state.loss_curve)
+    (train_time_s,) = world.max([state.train_time_s])
+    return RunResult(
+        **fields,
+        **parts.throughput.summary(world),
+        val_accuracy=state.val_accuracy,
+        val_loss=state.val_loss,
+        val_images=state.val_images,
+        train_loss=curve[-1][1] if curve else None,
+        train_loss_curve=curve,
+        time_to_target_s=state.time_to_target_s,
+        global_batch_size=cfg.batch_size * world.size,
+        steps=state.step,
+        epochs=state.step / parts.schedule.steps_per_epoch,
+        images_seen=state.step * cfg.batch_size * world.size,
+        train_time_s=train_time_s,
+        first_step_unix_s=state.first_step_unix_s,
+        skipped_images=parts.data.skipped_images,
+        effective=dict(parts.effective, warmup_steps=parts.warmup_steps),
+        notes=list(parts.notes),
+        num_parameters=sum(p.numel() for p in parts.model.parameters()),
+        config=cfg.to_dict(),
+    )

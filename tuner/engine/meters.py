@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from tuner.engine.distributed import World
 from tuner.stats import median_interval
 
 __all__ = ["MemoryMeter", "ThroughputMeter", "environment", "synchronize"]
@@ -40,7 +41,7 @@ class ThroughputMeter:
 
     def __init__(self, device: torch.device, warmup_steps: int) -> None:
         self.device, self.warmup_steps = device, warmup_steps
-        self.steps_seen = 0
+        self.warm = warmup_steps == 0  # past the warm-up: windows may open
         self.windows: list[tuple[int, int, float, float]] = []  # (steps, images, s, wait s)
         self._open: list[float] | None = None  # [start time, images, steps, wait s]
         self.warmup_time_s: float | None = None
@@ -50,9 +51,9 @@ class ThroughputMeter:
         self._started = time.perf_counter()
         self.resume()
 
-    def step(self, images: int, data_wait_s: float) -> None:
-        """Count one finished training step (call after the optimizer step is queued)."""
-        self.steps_seen += 1
+    def step(self, taken: int, images: int, data_wait_s: float) -> None:
+        """Count a finished training step, the ``taken``-th of this process (call after the
+        optimizer step is queued)."""
         if self._open is not None:
             self._open[1] += images
             self._open[2] += 1
@@ -60,14 +61,15 @@ class ThroughputMeter:
             if self._open[2] >= WINDOW_STEPS:
                 self.pause()
                 self.resume()
-        elif self.steps_seen == self.warmup_steps:
+        elif taken == self.warmup_steps:
             synchronize(self.device)
             self.warmup_time_s = time.perf_counter() - self._started
+            self.warm = True
             self.resume()
 
     def resume(self) -> None:
         """Open a window now, unless still in warm-up."""
-        if self.steps_seen >= self.warmup_steps:
+        if self.warm:
             synchronize(self.device)
             self._open = [time.perf_counter(), 0, 0, 0.0]
 
@@ -81,26 +83,44 @@ class ThroughputMeter:
             self.windows.append((int(steps), int(images), time.perf_counter() - start, wait))
         self._open = None
 
-    def summary(self) -> dict[str, Any]:
-        """images_per_second (overall and per full window), data_wait_fraction, step time."""
-        steps = sum(w[0] for w in self.windows)
-        seconds = sum(w[2] for w in self.windows)
+    def summary(self, world: World) -> dict[str, Any]:
+        """images_per_second (overall and per full window), data_wait_fraction, step time: of
+        every worker together (a collective: every worker calls it at the same step)."""
+        windows = self._global_windows(world)
+        (warmup,) = world.max([-1.0 if self.warmup_time_s is None else self.warmup_time_s])
+        warmup_time_s = None if warmup < 0 else warmup
+        steps = sum(w[0] for w in windows)
+        seconds = sum(w[2] for w in windows)
         if not steps or seconds <= 0:
-            return {"measured_steps": 0, "warmup_time_s": self.warmup_time_s}
-        full = [w[1] / w[2] for w in self.windows if w[0] >= WINDOW_STEPS // 2 and w[2] > 0]
+            return {"measured_steps": 0, "warmup_time_s": warmup_time_s}
+        full = [w[1] / w[2] for w in windows if w[0] >= WINDOW_STEPS // 2 and w[2] > 0]
         # Steady state is the median window (robust to one hiccup); the interval is its spread.
         spread = median_interval(full)
-        overall = sum(w[1] for w in self.windows) / seconds
+        overall = sum(w[1] for w in windows) / seconds
         return {
             "images_per_second": spread.median if spread.n >= 2 else overall,
             "images_per_second_low": None if math.isnan(spread.low) else spread.low,
             "images_per_second_high": None if math.isnan(spread.high) else spread.high,
             "images_per_second_windows": full,
-            "data_wait_fraction": sum(w[3] for w in self.windows) / seconds,
+            "data_wait_fraction": sum(w[3] for w in windows) / seconds,
             "step_time_s": seconds / steps,
             "measured_steps": steps,
-            "warmup_time_s": self.warmup_time_s,
+            "warmup_time_s": warmup_time_s,
         }
+
+    def _global_windows(self, world: World) -> list[tuple[int, int, float, float]]:
+        """Each window over every worker: images summed, seconds of the slowest, mean wait.
+
+        Windows close at the same steps on every worker (steps, evaluations and probes are
+        decided by the step count alone), so the i-th windows of all workers are one window.
+        """
+        if world.size == 1 or not self.windows:
+            return self.windows
+        n = len(self.windows)
+        summed = world.sum([w[1] for w in self.windows] + [w[3] for w in self.windows])
+        slowest = world.max([w[2] for w in self.windows])
+        return [(w[0], int(summed[i]), slowest[i], summed[n + i] / world.size)
+                for i, w in enumerate(self.windows)]  # fmt: skip
 
 
 class MemoryMeter:
@@ -168,7 +188,14 @@ class MemoryMeter:
             + max(activations + (grads if keeps_grads else 0), grads),
         }
 
-    def read(self) -> dict[str, Any]:
+    def read(self, world: World) -> dict[str, Any]:
+        """The peak and its breakdown: the largest of every worker's (a collective)."""
+        fields = self._read()
+        counts = sorted(k for k, v in fields.items() if isinstance(v, int))
+        peaks = world.max([fields[k] for k in counts])
+        return {**fields, **{k: int(v) for k, v in zip(counts, peaks, strict=True)}}
+
+    def _read(self) -> dict[str, Any]:
         fields: dict[str, Any] = dict(self._state or {})
         peak_state = fields.pop("training_state_bytes", None)
         if self.device.type == "cuda":
@@ -181,9 +208,6 @@ class MemoryMeter:
                 "peak_memory_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
             }
         return {**fields, "peak_memory_bytes": peak_state, "memory_kind": "cpu_training_state"}
-
-    def close(self) -> None:
-        """Nothing to stop (kept so callers need not know the device)."""
 
 
 def _unpack(tensor: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ initialization such as a ResNet's zero-initialized last BN survives the swap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import timm
 import torch
@@ -20,7 +20,7 @@ from torch import nn
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 
-__all__ = ["CONV_NORM_TYPES", "build_model", "conv_norm_layers", "swap_norms"]
+__all__ = ["CONV_NORM_TYPES", "build_model", "check_norm_choices", "conv_norm_layers", "swap_norms"]
 
 # What counts as a convolutional norm layer (the *Act variants subclass these).
 CONV_NORM_TYPES: tuple[type[nn.Module], ...] = (nn.BatchNorm2d, nn.GroupNorm, LayerNorm2d,
@@ -84,21 +84,56 @@ def swap_norms(model: nn.Module, norm: str, groups: int) -> int:
     Raises:
         TunerError: unknown norm, or ``groups`` does not divide some layer's channels.
     """
-    if norm not in _PLAIN:
-        raise TunerError(f"norm={norm!r} cannot be swapped in; use one of {', '.join(_PLAIN)}.")
+    check_norm_choices(model, model_name=type(model).__name__, norms=[norm], groups=[groups])
     layers = conv_norm_layers(model)
-    if not layers:
-        raise TunerError(
-            f"norm={norm!r} changes nothing: {type(model).__name__} has no convolutional norm "
-            "layers; use norm=native, or a model with a conv stem or backbone "
-            "(e.g. vit_small_r26_s32_224, resnet50)."
-        )
-    if norm == "group":
-        for name, layer in layers.items():
-            _check_groups(name, _channels(layer), groups)
     for name, layer in layers.items():
         _set_module(model, name, _replacement(layer, norm, groups))
     return len(layers)
+
+
+def check_norm_choices(
+    model: nn.Module,
+    *,
+    model_name: str,
+    norms: Collection[str],
+    groups: Collection[int],
+    chosen_by: str = "",
+) -> None:
+    """Check that every norm in ``norms`` can be swapped into ``model`` and, with ``group``,
+    that every group count divides every convolutional norm layer's channels.
+
+    The one owner of these checks: :func:`swap_norms` calls it for one run, the search's
+    preflight for every value a space can choose (``chosen_by`` names that source).
+
+    Raises:
+        TunerError: an unknown norm, a model with no convolutional norm layers, or a group
+            count that does not divide some layer's channels.
+    """
+    swapped = sorted(set(norms) - {"native"})
+    unknown = [n for n in swapped if n not in _PLAIN]
+    if unknown:
+        raise TunerError(
+            f"norm={unknown[0]!r} cannot be swapped in; use one of {', '.join(_PLAIN)}."
+        )
+    layers = conv_norm_layers(model)
+    if swapped and not layers:
+        raise TunerError(
+            f"norm={'/'.join(swapped)}{chosen_by} changes nothing: {model_name} has no "
+            "convolutional norm layers; use norm=native, or a model with a conv stem or "
+            "backbone (e.g. vit_small_r26_s32_224, resnet50)."
+        )
+    if "group" not in swapped:
+        return
+    channels = {name: _channels(layer) for name, layer in layers.items()}
+    fits = [d for d in range(1, min(channels.values()) + 1)
+            if all(c % d == 0 for c in channels.values())]  # fmt: skip
+    for g in groups:
+        bad = next((name for name, c in channels.items() if c % g), None)
+        if bad is not None:
+            raise TunerError(
+                f"gn_groups={g}{chosen_by} does not divide the {channels[bad]} channels of layer "
+                f"{bad!r}; use one of {', '.join(map(str, fits))} (divides every layer)."
+            )
 
 
 def _replacement(old: nn.Module, norm: str, groups: int) -> nn.Module:
@@ -123,15 +158,6 @@ def _channels(layer: nn.Module) -> int:
     if isinstance(layer, nn.GroupNorm):
         return layer.num_channels
     return int(layer.normalized_shape[0])
-
-
-def _check_groups(name: str, channels: int, groups: int) -> None:
-    if channels % groups:
-        valid = [g for g in range(1, channels + 1) if channels % g == 0]
-        raise TunerError(
-            f"gn_groups={groups} does not divide the {channels} channels of layer {name!r}; "
-            f"use one of {', '.join(map(str, valid))} (or a common divisor of all layers)."
-        )
 
 
 def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:

@@ -26,7 +26,7 @@ class RunResult:
     error: str | None = None
 
     # Throughput over steady-state steps only (warm-up and compile excluded).
-    images_per_second: float | None = None  # images over seconds of every measured step
+    images_per_second: float | None = None  # of every worker together (global)
     # The interval of the median per-window rate (tuner.stats.median_interval): the spread.
     images_per_second_low: float | None = None
     images_per_second_high: float | None = None
@@ -55,6 +55,8 @@ class RunResult:
     time_to_target_s: float | None = None  # training seconds until val_accuracy >= target
 
     # Progress.
+    world_size: int = 1  # data-parallel workers; images/s and memory are over all of them
+    global_batch_size: int | None = None  # images per optimizer step: world_size x batch_size
     steps: int = 0
     epochs: float = 0.0
     images_seen: int = 0

@@ -1,26 +1,31 @@
-"""Checkpoints of a run and the :class:`Progress` handed to ``on_eval``.
+"""What changes while a run trains (:class:`RunState`), its checkpoints, and the
+:class:`Progress` handed to ``on_eval``.
 
 A checkpoint holds only tensors and plain Python values, so ``torch.load(path,
-weights_only=True)`` reads it: the **uncompiled** model, the optimizer, the schedule position,
-the GradScaler, the step/epoch counters and the RNG states (torch, CUDA, the loader's shuffle).
+weights_only=True)`` reads it: the **uncompiled, unwrapped** model, the optimizer, the schedule
+position, the GradScaler, the step/epoch counters and the RNG states. The training shuffle is a
+function of (seed, epoch), so the loader needs no state of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from tuner.engine.build import Run
+from tuner.engine.build import RunParts
 from tuner.engine.result import RunResult
 from tuner.errors import TunerError
 
 __all__ = [
     "CHECKPOINT_VERSION",
     "Progress",
+    "RunState",
     "load_state",
     "make_state",
     "read_state_file",
@@ -29,6 +34,51 @@ __all__ = [
 
 CHECKPOINT_VERSION = 1
 _WHAT_RAN = ("effective", "notes")  # RunResult's non-scalar fields that every report carries
+
+
+@dataclass
+class RunState:
+    """The few things that change while a run trains: the one step counter, the training clock,
+    the losses and the latest evaluation.
+
+    The clock (``train_time_s``) is the loop's wall time except evaluations and probes. Every
+    moment between them counts, not just each step's own span: on a GPU a step only queues work,
+    and the sync that waits for it (a loss flush, a window edge) is training time too. Timing
+    steps alone missed the catch-up at flushes outside a step, and so favoured whatever lets the
+    host run further ahead (``non_blocking``, the prefetcher).
+    """
+
+    step: int = 0  # counted from the start of the first run, across resumes
+    train_time_s: float = 0.0
+    # The time the schedule and the budget see: every worker's latest agreed clock (at a loss
+    # flush) in a data-parallel run, so all take the same lr and stop at the same step.
+    shared_time_s: float = 0.0
+    first_step_unix_s: float | None = None  # wall clock at this run's first step
+    losses: list[torch.Tensor] = field(default_factory=list)  # on the device, not yet flushed
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, window mean)
+    val_accuracy: float | None = None
+    val_loss: float | None = None
+    val_images: int = 0
+    time_to_target_s: float | None = None
+    _lap_start: float = field(default_factory=time.perf_counter)
+
+    def start_clock(self) -> None:
+        self._lap_start = time.perf_counter()
+
+    def lap(self) -> None:
+        """Add the time since the last lap to the training clock."""
+        now = time.perf_counter()
+        self.train_time_s += now - self._lap_start
+        self._lap_start = now
+
+    @contextmanager
+    def clock_stopped(self) -> Iterator[None]:
+        """Time inside the block is not training (an evaluation, a probe's report)."""
+        self.lap()
+        try:
+            yield
+        finally:
+            self.start_clock()
 
 
 @dataclass(frozen=True)
@@ -57,33 +107,59 @@ class Progress:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy."""
+        """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy. In a
+        data-parallel run every worker holds the same state; rank 0 writes it."""
         return self._state()
 
 
-def make_state(run: Run) -> dict[str, Any]:
+def make_state(parts: RunParts, state: RunState) -> dict[str, Any]:
     """A CPU copy of the run's state, made of tensors and plain values only."""
     rng: dict[str, Any] = {"torch": torch.get_rng_state()}
-    if run.device.type == "cuda":
-        rng["cuda"] = torch.cuda.get_rng_state(run.device)
-    if run.data.generator is not None:
-        rng["loader"] = run.data.generator.get_state()
-    state = {
+    if parts.device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(parts.device)
+    saved = {
         "version": CHECKPOINT_VERSION,
-        "model": run.model.state_dict(),
-        "optimizer": run.optimizer.state_dict(),
-        "scheduler": {"progress": run.progress(), "train_time_s": run.train_time_s},
-        "scaler": run.scaler.state_dict(),
-        "step": run.step,
-        "epoch": run.epoch,
+        "model": parts.model.state_dict(),
+        "optimizer": parts.optimizer.state_dict(),
+        "scheduler": {
+            "progress": parts.schedule.progress(state.step, state.train_time_s),
+            "train_time_s": state.train_time_s,
+        },
+        "scaler": parts.scaler.state_dict(),
+        "step": state.step,
+        "epoch": state.step / parts.schedule.steps_per_epoch,
         "rng": rng,
-        "loss_curve": [[s, v] for s, v in run.loss_curve],
-        "time_to_target_s": run.time_to_target_s,
-        "val_accuracy": run.val_accuracy,
-        "val_loss": run.val_loss,
-        "val_images": run.val_images,
+        "loss_curve": [[s, v] for s, v in state.loss_curve],
+        "time_to_target_s": state.time_to_target_s,
+        "val_accuracy": state.val_accuracy,
+        "val_loss": state.val_loss,
+        "val_images": state.val_images,
     }
-    return _cpu_copy(state)
+    return _cpu_copy(saved)
+
+
+def load_state(parts: RunParts, saved: dict[str, Any]) -> RunState:
+    """Load ``saved`` (as :func:`make_state` wrote it) into ``parts``; the state to go on from."""
+    parts.model.load_state_dict(saved["model"])
+    parts.optimizer.load_state_dict(saved["optimizer"])
+    if saved.get("scaler"):
+        parts.scaler.load_state_dict(saved["scaler"])
+    rng = saved.get("rng", {})
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and parts.device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], parts.device)
+    train_time_s = float(saved["scheduler"]["train_time_s"])
+    return RunState(
+        step=int(saved["step"]),
+        train_time_s=train_time_s,
+        shared_time_s=train_time_s,
+        loss_curve=[(int(s), float(v)) for s, v in saved.get("loss_curve", [])],
+        val_accuracy=saved.get("val_accuracy"),
+        val_loss=saved.get("val_loss"),
+        val_images=int(saved.get("val_images") or 0),
+        time_to_target_s=saved.get("time_to_target_s"),
+    )
 
 
 def write_state_file(state: dict[str, Any], path: Path) -> None:
@@ -107,27 +183,6 @@ def read_state_file(path: Path) -> dict[str, Any]:
     if not isinstance(state, dict) or "model" not in state or "step" not in state:
         raise TunerError(f"Checkpoint {path} holds no training state; delete it.")
     return state
-
-
-def load_state(run: Run, state: dict[str, Any]) -> None:
-    """Continue ``run`` from ``state`` (as :func:`make_state` wrote it)."""
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
-    if state.get("scaler"):
-        run.scaler.load_state_dict(state["scaler"])
-    run.step = int(state["step"])
-    run.train_time_s = float(state["scheduler"]["train_time_s"])
-    run.loss_curve = [(int(s), float(v)) for s, v in state.get("loss_curve", [])]
-    run.time_to_target_s = state.get("time_to_target_s")
-    run.val_accuracy, run.val_loss = state.get("val_accuracy"), state.get("val_loss")
-    run.val_images = int(state.get("val_images") or 0)
-    rng = state.get("rng", {})
-    if "torch" in rng:
-        torch.set_rng_state(rng["torch"])
-    if "cuda" in rng and run.device.type == "cuda":
-        torch.cuda.set_rng_state(rng["cuda"], run.device)
-    if "loader" in rng and run.data.generator is not None:
-        run.data.generator.set_state(rng["loader"])
 
 
 def _cpu_copy(value: Any) -> Any:

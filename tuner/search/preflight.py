@@ -28,7 +28,7 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
     import torch
 
     from tuner.engine.data import build_data
-    from tuner.engine.model import build_model, conv_norm_layers
+    from tuner.engine.model import build_model, check_norm_choices
 
     base = TrainConfig.from_params({**plan.workload, "device": "cpu", "num_workers": 0,
                                     "persistent_workers": False, "norm": "native"})  # fmt: skip
@@ -40,16 +40,13 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
             f"{data.train_size} training images of {base.data!r}; drop it from the space or "
             "use more data."
         )
-    model = build_model(base, data.num_classes)
-    norms = set(_choices(profile, plan, "norm")) - {"native"}
-    if norms and not conv_norm_layers(model):
-        raise TunerError(
-            f"The space chooses norm={'/'.join(sorted(norms))} but {base.model} has no "
-            "convolutional norm layers; search norm only for a model with a conv stem or "
-            "backbone (e.g. vit_small_r26_s32_224, resnet50)."
-        )
-    if "group" in norms:
-        _check_groups(model, _choices(profile, plan, "gn_groups"), conv_norm_layers)
+    check_norm_choices(
+        build_model(base, data.num_classes),
+        model_name=base.model,
+        norms=_choices(profile, plan, "norm"),
+        groups=_choices(profile, plan, "gn_groups"),
+        chosen_by=" (a choice of the space)",
+    )
 
 
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
@@ -59,22 +56,3 @@ def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
     if name in plan.workload:
         return [plan.workload[name]]
     return [getattr(TrainConfig(), name)]
-
-
-def _check_groups(model: Any, groups: list[int], layers: Any) -> None:
-    channels = sorted({_channels(layer) for layer in layers(model).values()})
-    for g in groups:
-        bad = [c for c in channels if c % g]
-        if bad:
-            fits = [d for d in range(1, min(channels) + 1) if all(c % d == 0 for c in channels)]
-            raise TunerError(
-                f"gn_groups={g} (a choice of the space) does not divide the model's "
-                f"{bad[0]}-channel norm layers; use one of {', '.join(map(str, fits))}."
-            )
-
-
-def _channels(layer: Any) -> int:
-    for attr in ("num_features", "num_channels"):
-        if hasattr(layer, attr):
-            return int(getattr(layer, attr))
-    return int(layer.normalized_shape[0])
