@@ -74,12 +74,17 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
     killer = WorkerKiller(root / "experiments" / "ddp")
     killer.thread.start()
     tables: list[dict[str, Any]] = []
+    cleaners: list[dict[str, Any]] = []
     real_shutdown = cluster.shutdown
 
     def shutdown() -> None:  # what Ray holds when the search is over, before Ray stops
         import ray
 
+        from ray._private.state import state
+
         tables.append(ray.util.placement_group_table())
+        actors = state.actor_table(None).values()
+        cleaners.extend(a for a in actors if a["ActorClassName"] == "PlacementGroupCleaner")
         real_shutdown()
 
     patch = pytest.MonkeyPatch()
@@ -89,7 +94,8 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
     finally:
         patch.undo()
         killer.done.set()
-    yield outcome, {"killer": killer, "placement_groups": tables[0] if tables else None}
+    seen = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
+    yield outcome, {"killer": killer, **seen}
 
 
 def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:
@@ -129,6 +135,8 @@ def test_an_early_stopped_trial_leaves_no_placement_group(searched) -> None:
     groups = seen["placement_groups"]
     assert groups, "the search's placement groups were seen before Ray stopped"
     assert {g["state"] for g in groups.values()} == {"REMOVED"}
+    # Ray Train's detached watcher of the stopped trial's controller was ended too.
+    assert seen["cleaners"] and {a["State"] for a in seen["cleaners"]} == {"DEAD"}
 
 
 @pytest.mark.slow

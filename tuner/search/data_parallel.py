@@ -50,6 +50,7 @@ __all__ = [
     "PlacementGroupReaper",
     "WorkerGroup",
     "leaked_placement_groups",
+    "orphaned_cleaners",
     "run_worker_group",
     "trainable",
     "trial_workers",
@@ -117,6 +118,7 @@ def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: Wo
             failure_config=ray.train.FailureConfig(max_failures=group.max_failures),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
             callbacks=[TuneReportCallback()],
+            logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
         ),
     )
     trainer.fit()
@@ -163,7 +165,9 @@ class _WorkerRun(_TrialRun):
 
 
 class PlacementGroupReaper(tune.Callback):
-    """Removes the worker placement groups whose Ray Train controller died with its trial.
+    """Removes the worker placement groups whose Ray Train controller died with its trial, and
+    ends the controller's detached watcher (Ray's cleaner), which without the State API would
+    otherwise poll, and warn, for as long as the cluster lives.
 
     Checked when a trial ends and, at most every ``interval_s``, while Tune runs (a stopped
     trial's actors die shortly after Tune reports it complete).
@@ -184,11 +188,21 @@ class PlacementGroupReaper(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._reap()
 
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        """The last trial's driver may die just after Tune ends: wait for it (up to 10 s)."""
+        deadline = time.monotonic() + 10
+        while _train_controllers("ALIVE") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        self._reap()
+
     def _reap(self) -> None:
         self._last = time.monotonic()
         for group in leaked_placement_groups():
             ray.util.remove_placement_group(group)
             self.removed.append(group.id.hex())
+        worker = ray._private.worker.global_worker
+        for actor_id in orphaned_cleaners():
+            worker.core_worker.kill_actor(ray.ActorID.from_hex(actor_id), True)
 
 
 def leaked_placement_groups() -> list[Any]:
@@ -217,3 +231,32 @@ def leaked_placement_groups() -> list[Any]:
         ):
             leaked.append(PlacementGroup(ray.PlacementGroupID(info.placement_group_id)))
     return leaked
+
+
+def orphaned_cleaners() -> list[str]:
+    """Ids of this job's live Ray Train placement-group cleaners whose controller is dead."""
+    actors = _job_actors()
+    dead = {_address(a["Address"]) for a in _train_controllers("DEAD", actors)}
+    return [
+        a["ActorID"]
+        for a in actors
+        if a["ActorClassName"] == "PlacementGroupCleaner"
+        and a["State"] == "ALIVE"
+        and _address(a["OwnerAddress"]) in dead
+    ]
+
+
+def _train_controllers(state: str, actors: list[dict[str, Any]] | None = None) -> list[Any]:
+    found = _job_actors() if actors is None else actors
+    return [a for a in found if a["ActorClassName"] == "TrainController" and a["State"] == state]
+
+
+def _job_actors() -> list[dict[str, Any]]:
+    from ray._private.state import state
+
+    job = ray.get_runtime_context().get_job_id()
+    return [a for a in state.actor_table(None).values() if a["JobID"] == job]
+
+
+def _address(address: dict[str, Any]) -> tuple[str, int]:
+    return address["IPAddress"], int(address["Port"])

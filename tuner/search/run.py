@@ -285,7 +285,7 @@ def _tune_config(
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
-        reuse_actors=True,
+        reuse_actors=plan.max_workers == 1,  # a stopped data-parallel driver must end
         trial_dirname_creator=trial_dirname,
     )
 
