@@ -79,7 +79,6 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
 
     def shutdown() -> None:  # what Ray holds when the search is over, before Ray stops
         import ray
-
         from ray._private.state import state
 
         tables.append(ray.util.placement_group_table())
@@ -135,8 +134,7 @@ def test_an_early_stopped_trial_leaves_no_placement_group(searched) -> None:
     groups = seen["placement_groups"]
     assert groups, "the search's placement groups were seen before Ray stopped"
     assert {g["state"] for g in groups.values()} == {"REMOVED"}
-    # Ray Train's detached watcher of the stopped trial's controller was ended too.
-    assert seen["cleaners"] and {a["State"] for a in seen["cleaners"]} == {"DEAD"}
+    assert not seen["cleaners"]  # no detached watcher outlives a trial either (none started)
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ removes such groups as trials end.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,9 @@ import ray.train
 import torch.distributed as dist
 from ray import tune
 from ray.train.torch import TorchConfig, TorchTrainer
+from ray.train.v2._internal.callbacks.placement_group_callback import (
+    PlacementGroupCleanerCallback,
+)
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from tuner.search.plan import SearchPlan
@@ -50,7 +54,6 @@ __all__ = [
     "PlacementGroupReaper",
     "WorkerGroup",
     "leaked_placement_groups",
-    "orphaned_cleaners",
     "run_worker_group",
     "trainable",
     "trial_workers",
@@ -106,7 +109,7 @@ def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: Wo
     (use with ``tune.with_parameters(run_worker_group, context=..., group=...)``)."""
     tune_context = tune.get_context()
     storage = tune_context.get_storage()
-    trainer = TorchTrainer(
+    trainer = _TorchTrainer(
         _worker,
         train_loop_config={"config": config, "context": context},
         scaling_config=group.scaling(trial_workers(config, group.workers)),
@@ -124,6 +127,18 @@ def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: Wo
     trainer.fit()
 
 
+class _TorchTrainer(TorchTrainer):
+    """Ray's TorchTrainer without its placement-group cleaner: a detached actor per trial that
+    asks the State API whether the controller lives; without the dashboard package (a plain
+    ``ray[tune]`` install) it warns every second and never ends, outliving the job. Its one
+    job, removing the group of a controller that died, is :class:`PlacementGroupReaper`'s (and
+    Ray ends a dead driver's groups with its job)."""
+
+    def _create_default_callbacks(self) -> list[Any]:
+        callbacks = super()._create_default_callbacks()
+        return [c for c in callbacks if not isinstance(c, PlacementGroupCleanerCallback)]
+
+
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
     _run(_WorkerRun(loop_config["context"]), loop_config["config"])
@@ -133,6 +148,8 @@ class _WorkerRun(_TrialRun):
     """A trial's run on one rank of its worker group."""
 
     def __init__(self, context: TrialContext) -> None:
+        # Ray Train logs every report of every rank at INFO (the whole metrics dict).
+        logging.getLogger("ray.train.v2._internal.execution.context").setLevel(logging.WARNING)
         train_context = ray.train.get_context()
         self.rank = train_context.get_world_rank()
         self.world_size = train_context.get_world_size()
@@ -165,9 +182,7 @@ class _WorkerRun(_TrialRun):
 
 
 class PlacementGroupReaper(tune.Callback):
-    """Removes the worker placement groups whose Ray Train controller died with its trial, and
-    ends the controller's detached watcher (Ray's cleaner), which without the State API would
-    otherwise poll, and warn, for as long as the cluster lives.
+    """Removes the worker placement groups whose Ray Train controller died with its trial.
 
     Checked when a trial ends and, at most every ``interval_s``, while Tune runs (a stopped
     trial's actors die shortly after Tune reports it complete).
@@ -191,7 +206,7 @@ class PlacementGroupReaper(tune.Callback):
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         """The last trial's driver may die just after Tune ends: wait for it (up to 10 s)."""
         deadline = time.monotonic() + 10
-        while _train_controllers("ALIVE") and time.monotonic() < deadline:
+        while _live_controllers() and time.monotonic() < deadline:
             time.sleep(0.5)
         self._reap()
 
@@ -200,9 +215,6 @@ class PlacementGroupReaper(tune.Callback):
         for group in leaked_placement_groups():
             ray.util.remove_placement_group(group)
             self.removed.append(group.id.hex())
-        worker = ray._private.worker.global_worker
-        for actor_id in orphaned_cleaners():
-            worker.core_worker.kill_actor(ray.ActorID.from_hex(actor_id), True)
 
 
 def leaked_placement_groups() -> list[Any]:
@@ -233,30 +245,13 @@ def leaked_placement_groups() -> list[Any]:
     return leaked
 
 
-def orphaned_cleaners() -> list[str]:
-    """Ids of this job's live Ray Train placement-group cleaners whose controller is dead."""
-    actors = _job_actors()
-    dead = {_address(a["Address"]) for a in _train_controllers("DEAD", actors)}
-    return [
-        a["ActorID"]
-        for a in actors
-        if a["ActorClassName"] == "PlacementGroupCleaner"
-        and a["State"] == "ALIVE"
-        and _address(a["OwnerAddress"]) in dead
-    ]
-
-
-def _train_controllers(state: str, actors: list[dict[str, Any]] | None = None) -> list[Any]:
-    found = _job_actors() if actors is None else actors
-    return [a for a in found if a["ActorClassName"] == "TrainController" and a["State"] == state]
-
-
-def _job_actors() -> list[dict[str, Any]]:
+def _live_controllers() -> int:
+    """How many of this job's Ray Train controllers are alive (from GCS, no State API)."""
     from ray._private.state import state
 
     job = ray.get_runtime_context().get_job_id()
-    return [a for a in state.actor_table(None).values() if a["JobID"] == job]
-
-
-def _address(address: dict[str, Any]) -> tuple[str, int]:
-    return address["IPAddress"], int(address["Port"])
+    return sum(
+        1
+        for a in state.actor_table(None).values()
+        if a["JobID"] == job and a["ActorClassName"] == "TrainController" and a["State"] == "ALIVE"
+    )
