@@ -489,12 +489,14 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
+    workers = f"{plan.workers_per_trial} workers x " if plan.max_workers > 1 else ""
     print(
         f"{'Resuming' if options.resume else 'Searching'} {options.space} "
         f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
         f"{plan.workload.get('data')} @ {plan.workload.get('img_size')}px]: {samples}, "
         f"objective {options.objective}, sampler {options.sampler}, "
-        f"{plan.concurrency} at a time, {plan.cpus_per_trial:g} CPU{gpu} per trial{shared}\n"
+        f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
+        f"{shared}\n"
         f"Experiment folder: {paths.local}",
         flush=True,
     )
