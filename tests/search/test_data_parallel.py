@@ -33,7 +33,8 @@ SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
 
 
 class WorkerKiller:
-    """Kills one Ray Train worker of this process's Ray once the first checkpoint is written."""
+    """Kills one Ray Train worker of this process's Ray once a trial's first checkpointed report
+    reached Tune (its result.json has a line)."""
 
     def __init__(self, experiment: Path) -> None:
         self.experiment = experiment
@@ -43,7 +44,8 @@ class WorkerKiller:
 
     def _run(self) -> None:
         while not self.done.is_set():
-            if list(self.experiment.glob("*/train/checkpoint_*")):
+            reported = [r for r in self.experiment.glob("*/result.json") if r.stat().st_size]
+            if reported and list(reported[0].parent.glob("train/checkpoint_*")):
                 for proc in psutil.Process().children(recursive=True):
                     try:
                         title = " ".join(proc.cmdline())

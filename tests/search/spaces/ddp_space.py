@@ -1,7 +1,7 @@
 """Data-parallel test space: three trials of 2 workers each, in an order the start-up design fixes.
 
 - ``strong``: a tiny ResNet that learns: trains to the end (the test kills one of its workers
-  after its first checkpoint; it resumes from there);
+  after its first checkpointed report; it resumes from there);
 - ``weak``: ResNet-18 (slower) that cannot learn (lr 1e-9): dominated at its first evaluation,
   so early stopping ends it (its workers' placement group must not outlive it);
 - ``strong2``: like ``strong`` with another lr, on ONE worker (the space's ``workers``
@@ -29,7 +29,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 NUM_SAMPLES = {"cpu": 3}
 VARIANTS: dict[str, dict[str, Any]] = {
-    "strong": {"batch_size": 16, "lr": 1e-2},
+    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 64},  # 8 reports: time to kill a worker
     "weak": {"batch_size": 16, "lr": 1e-9, "model": "resnet18"},
     "strong2": {"batch_size": 16, "lr": 8e-3},
 }
