@@ -30,6 +30,7 @@ removes such groups as trials end.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -175,7 +176,7 @@ class _WorkerRun(_TrialRun):
             super()._store(self._key(key), choice)
 
     def _key(self, key: str) -> str:
-        return f"{key}|workers={self.world_size}"
+        return json.dumps({**json.loads(key), "workers": self.world_size}, sort_keys=True)
 
 
 # ---- placement groups that outlive their trial ----------------------------------------------

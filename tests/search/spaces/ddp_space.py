@@ -22,14 +22,15 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "epochs": None,
         "steps": 24,
         "eval_every_steps": 8,
-        "max_eval_batches": 2,
+        "max_eval_batches": 4,
         "warmup_steps": 2,
         "warmup_fraction": 0.0,
     },
 }
 NUM_SAMPLES = {"cpu": 3}
 VARIANTS: dict[str, dict[str, Any]] = {
-    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 64},  # 8 reports: time to kill a worker
+    # 4 reports (time to kill a worker), the first after 16 steps: it has learned by the rung
+    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 64, "eval_every_steps": 16},
     "weak": {"batch_size": 16, "lr": 1e-9, "model": "resnet18"},
     "strong2": {"batch_size": 16, "lr": 8e-3},
 }
