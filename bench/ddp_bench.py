@@ -174,6 +174,8 @@ def markdown(result: dict[str, Any]) -> str:
     ips = scale["images_per_second"]
 
     def show(e: dict[str, float], spec: str = ".1f") -> str:
+        if e["low"] != e["low"]:  # NaN: one value, no interval
+            return f"{e['median']:{spec}} (n=1)"
         return f"{e['median']:{spec}} [{e['low']:{spec}}–{e['high']:{spec}}]"
 
     eff = scale["efficiency"]
