@@ -47,5 +47,5 @@ export PYTHONPATH="/tmp/site:$work" PYTHONUNBUFFERED=1
 python3 bench/torch_api_check.py tuner bench tests
 
 echo "== every stage's dry run"
-python3 bench/gpu_suite.py all --dry-run --out "$work/out" 2>&1 | tee "$work/dry-run.log" | tail -8
+python3 -m bench.gpu_suite all --dry-run --out "$work/out" 2>&1 | tee "$work/dry-run.log" | tail -8
 echo "rehearsal passed; logs and results in $work"

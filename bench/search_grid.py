@@ -35,6 +35,7 @@ from tuner.config import TrainConfig
 from tuner.engine import probe, train
 from tuner.spaces import get_space
 from tuner.techniques import knob
+from tuner.workloads import MICRO_VIT
 
 OUT = Path(__file__).resolve().parent / "data" / "search_grid.json"
 # The main job's CPU workload, evaluated more often (every 20 steps: the halving rungs) and with
@@ -132,7 +133,7 @@ def main() -> None:
     if args.smoke_test:
         space = {"batch_size": [16], "norm": ["batch", "group"], "amp": ["off"], "base_lr": [1e-3]}
         workload.update(
-            model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+            model_kwargs=MICRO_VIT["model_kwargs"],
             img_size=16,
             steps=8,
             eval_every_steps=4,

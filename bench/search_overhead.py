@@ -4,7 +4,7 @@ Runs the main job (``python -m tuner search vit_space`` on the CPU workload, in 
 folder) or reads a finished experiment folder, and reports:
 
 - the share of the search's wall time (``Tuner.fit``, from the experiment metadata) spent inside
-  training steps (every trial's ``training_seconds``: its speed probes' and its run's steps);
+  training steps (every trial's ``trial_train_time_s``: its speed probes' and its run's steps);
 - per pair of consecutive trials (concurrency 1), the time from one trial's last report to the
   next trial's first training step (its first probe step, or its run's first step);
 - the whole command's wall time, with the parts after the search (re-measurement, technique
@@ -56,14 +56,14 @@ def last_reports(experiment: Path) -> list[dict[str, Any]]:
 def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
     meta = json.loads((experiment / "tuner_experiment.json").read_text())
     trials = sorted(last_reports(experiment), key=lambda r: r["trial_first_step_unix_s"])
-    training = sum(r["training_seconds"] for r in trials)
+    training = sum(r["trial_train_time_s"] for r in trials)
     gaps = [b["trial_first_step_unix_s"] - a["reported_unix_s"] for a, b in pairwise(trials)]
     return {
         "trials": len(trials),
-        "fit_seconds": meta["fit_seconds"],
-        "training_seconds": training,
-        "training_share": training / meta["fit_seconds"],
-        "probe_seconds": sum(r["speed_probe_seconds"] for r in trials),
+        "fit_time_s": meta["fit_time_s"],
+        "trial_train_time_s": training,
+        "training_share": training / meta["fit_time_s"],
+        "probe_seconds": sum(r["speed_probe_time_s"] for r in trials),
         "gaps_s": gaps,
         "gap_median_s": statistics.median(gaps) if gaps else None,
         "gap_max_s": max(gaps) if gaps else None,
@@ -79,10 +79,10 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
                     "phase",
                     "final",
                     "steps",
-                    "training_seconds",
+                    "trial_train_time_s",
                     "engine_time_s",
                     "speed_source",
-                    "speed_probe_seconds",
+                    "speed_probe_time_s",
                 )
             }
             for r in trials
@@ -102,8 +102,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         "",
         "| measure | value | goal |",
         "|---|---|---|",
-        f"| search wall time (Tuner.fit) | {result['fit_seconds']:.1f} s | |",
-        f"| inside training steps (runs and speed probes) | {result['training_seconds']:.1f} s | |",
+        f"| search wall time (Tuner.fit) | {result['fit_time_s']:.1f} s | |",
+        f"| inside training steps (runs and speed probes) | {result['trial_train_time_s']:.1f} s "
+        "| |",
         f"| share of the search in training steps | {result['training_share']:.1%} | "
         f">= {SHARE_TARGET:.0%} |",
         f"| of which speed probes (wall) | {result['probe_seconds']:.1f} s | |",

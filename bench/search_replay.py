@@ -3,10 +3,10 @@
 ``bench/search_grid.py`` measured, once, every learning curve and every speed combination of a
 small space. Here each strategy runs many seeds with the **real** pieces — Optuna's samplers
 as the search builds them (``tuner.search.samplers.make_sampler``), the start-up design
-(``tuner.search.design``), the speed-probe decision (``tuner.speed.decide``) and the early-stopping
-core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from the grid
-instead of by training. No training runs; only the compute the strategy would have spent is
-counted, in engine seconds measured on the grid.
+(``tuner.search.design``), the speed-probe decision (``tuner.compare.speed.decide``) and the
+early-stopping core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from
+the grid instead of by training. No training runs; only the compute the strategy would have
+spent is counted, in engine seconds measured on the grid.
 
 Strategies (concurrency 1, a memory budget that rejects part of the grid):
 
@@ -45,13 +45,13 @@ import optuna
 import pandas as pd
 
 from tuner.compare import Arm
+from tuner.compare.speed import combination, decide, settle
 from tuner.config import TrainConfig
 from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
 from tuner.search.design import startup_design
 from tuner.search.plan import SpaceProfile
 from tuner.search.samplers import make_sampler
-from tuner.speed import combination, decide, settle
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = Path(__file__).resolve().parent / "data" / "search_grid.json"
@@ -234,7 +234,7 @@ def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: L
     plain = grid.plain()
     singles = [{**plain, k: (1 if k == "num_workers" else True)} for k in grid.speed_knobs]
     ledger.pay(grid.probe_cost(key, plain, 0))  # the plain setting alone first
-    if not grid.fits(key, plain):  # tuner.speed._fit_first: each knob once, for memory
+    if not grid.fits(key, plain):  # tuner.compare.speed._fit_first: each knob once, for memory
         for single in singles:
             ledger.pay(grid.probe_cost(key, single, 0))
         fitting = [c for c in singles if grid.fits(key, c)]
@@ -246,7 +246,7 @@ def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: L
     runs = _probe_rounds(grid, key, [plain, *singles], arms, ledger)
     rows, _ = decide(runs, arms, max_memory_bytes=grid.budget)
     combined = None
-    if sum(row["kept"] for row in rows) >= 2:  # tuner.speed._combined_ratio: two pairs
+    if sum(row["kept"] for row in rows) >= 2:  # tuner.compare.speed._combined_ratio: two pairs
         together = {**plain, **{k: v for k, v in combination(rows).items() if k in plain}}
         combined = _combined(grid, key, plain, together, ledger)
     settings = settle(rows, combined)
@@ -270,7 +270,7 @@ def _combined(grid: Grid, key: dict[str, Any], plain: dict[str, Any], together: 
 
 def _probe_rounds(grid: Grid, key: dict[str, Any], cells: list[dict[str, Any]],
                   arms: list[Arm], ledger: Ledger) -> pd.DataFrame:  # fmt: skip
-    """The live probes' rounds (tuner.speed._rounds): all arms twice, then the survivors."""
+    """The live probes' rounds (tuner.compare.speed._rounds): all arms twice, then the survivors."""
     rows, live = [], list(range(len(cells)))
     repeats = min(SPEED_REPEATS, len(grid.cell(key, cells[0])["repeats"]))
     for repeat in range(repeats):
@@ -310,7 +310,7 @@ def _run(study: optuna.Study, trial: optuna.Trial, grid: Grid, config: dict[str,
         if halving is not None and report < len(curve):
             values = [point["images_per_second"] * ips / grid.ips(config, grid.plain()),
                       point["val_accuracy"]]  # fmt: skip
-            if not halving.decide(trial_id, report, values, True):
+            if not halving.continues(trial_id, report, values, True):
                 ledger.pay(grid.train_cost(config, combo, report))
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 return

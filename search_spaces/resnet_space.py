@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 
 from tuner.techniques import knob
+from tuner.workloads import GPU_TRIAL
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
@@ -25,16 +26,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "eval_every_steps": 40,
         "warmup_steps": 3,
     },
-    "gpu": {
-        "model": "resnet50",
-        "data": "digits",
-        "img_size": 224,
-        "epochs": None,
-        "steps": 400,
-        "time_budget_s": 300.0,
-        "eval_every_steps": 100,
-        "warmup_steps": 20,
-    },
+    "gpu": {"model": "resnet50", **GPU_TRIAL},
 }
 NUM_SAMPLES = {"cpu": 8, "gpu": 48}
 

@@ -19,30 +19,18 @@ from typing import Any
 import optuna
 
 from tuner.techniques import knob
+from tuner.workloads import DIGITS_TINY_VIT, GPU_TRIAL
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
-        "model": "vit_tiny_r_s16_p8_224",
-        # The stem downsamples 4x; patch 2 gives 4x4 tokens at 32 px.
-        "model_kwargs": {"patch_size": 2, "embed_dim": 64, "depth": 2, "num_heads": 2},
-        "data": "digits",
-        "img_size": 32,
+        **DIGITS_TINY_VIT,
         "epochs": None,
         "steps": 100,
         "time_budget_s": 12.0,
         "eval_every_steps": 50,
         "warmup_steps": 3,
     },
-    "gpu": {
-        "model": "vit_small_r26_s32_224",
-        "data": "digits",
-        "img_size": 224,
-        "epochs": None,
-        "steps": 400,
-        "time_budget_s": 300.0,
-        "eval_every_steps": 100,
-        "warmup_steps": 20,
-    },
+    "gpu": {"model": "vit_small_r26_s32_224", **GPU_TRIAL},
 }
 NUM_SAMPLES = {"cpu": 8, "gpu": 48}
 

@@ -18,9 +18,9 @@ def test_rungs_grow_by_eta_and_stop_before_the_end() -> None:
 
 def test_the_first_trial_at_a_rung_goes_on_and_a_dominated_one_stops() -> None:
     h = _halving()
-    assert h.decide("a", 1, [1000.0, 0.8], True)
-    assert not h.decide("b", 1, [500.0, 0.5], True)  # dominated by a: 2 at the rung, top 1
-    assert h.decide("a", 2, [1000.0, 0.9], True)  # not a rung: always on
+    assert h.continues("a", 1, [1000.0, 0.8], True)
+    assert not h.continues("b", 1, [500.0, 0.5], True)  # dominated by a: 2 at the rung, top 1
+    assert h.continues("a", 2, [1000.0, 0.9], True)  # not a rung: always on
 
 
 def test_the_front_goes_on_before_dominated_trials() -> None:
@@ -29,22 +29,22 @@ def test_the_front_goes_on_before_dominated_trials() -> None:
     points = {"a": [1000, 0.5], "b": [400, 0.9], "c": [300, 0.4], "d": [350, 0.3],
               "e": [900, 0.6], "f": [200, 0.2]}  # fmt: skip
     for trial_id, values in points.items():
-        decisions[trial_id] = h.decide(trial_id, 1, values, True)
+        decisions[trial_id] = h.continues(trial_id, 1, values, True)
     assert decisions["a"] and decisions["b"] and decisions["e"]  # on the front when they came
     assert not decisions["c"] and not decisions["d"] and not decisions["f"]
 
 
 def test_infeasible_and_unmeasured_trials_rank_last() -> None:
     h = _halving()
-    assert h.decide("a", 1, [100.0, 0.1], True)
-    assert not h.decide("big", 1, [5000.0, 0.99], False)  # best numbers, but over budget
-    assert not h.decide("nan", 1, [float("nan"), 0.99], True)
+    assert h.continues("a", 1, [100.0, 0.1], True)
+    assert not h.continues("big", 1, [5000.0, 0.99], False)  # best numbers, but over budget
+    assert not h.continues("nan", 1, [float("nan"), 0.99], True)
 
 
 def test_a_trial_seen_again_at_a_rung_replaces_its_record() -> None:
     h = _halving()
-    h.decide("a", 1, [100.0, 0.1], True)
-    h.decide("a", 1, [200.0, 0.2], True)  # a restarted trial reports the rung again
+    h.continues("a", 1, [100.0, 0.1], True)
+    h.continues("a", 1, [200.0, 0.2], True)  # a restarted trial reports the rung again
     assert [e[0] for e in h.records[1]] == ["a"] and h.records[1][0][1] == (200.0, 0.2)
 
 

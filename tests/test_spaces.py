@@ -18,6 +18,7 @@ from tuner.spaces import (
     load_space_file,
     register_spaces,
     suggest_loader_and_techniques,
+    train_config_of,
 )
 from tuner.techniques import accuracy_neutral_fields
 
@@ -46,7 +47,7 @@ def test_every_space_samples_and_builds_a_config(name: str, cuda: bool) -> None:
     space = get_space(name)
     kind = space.workload("auto", cuda=cuda)
     for searched, params in _samples(name, cuda=cuda):
-        config = space.build_config(space.workloads[kind], params)
+        config = train_config_of(params, workload=space.workloads[kind])
         assert config.batch_size == params["batch_size"]
         if "base_lr" in searched:  # lr is searched per 256 images
             assert math.isclose(config.lr, searched["base_lr"] * config.batch_size / 256)
@@ -173,3 +174,15 @@ def test_technique_helper_searches_cuda_switches_only_with_a_gpu(cuda: bool) -> 
         assert not params.get("non_blocking") or params["pin_memory"]
         assert cuda or params["amp"] in ("off", "bf16")
     assert (seen >= cuda_only) if cuda else not (seen & cuda_only)
+
+
+def test_trial_parameters_become_a_train_config_in_one_place() -> None:
+    workload = {"model": "vit_tiny_patch16_224", "img_size": 32, "device": "auto"}
+    params = {"batch_size": 32, "base_lr": 0.2, "lr": 0.025, "device": "auto"}
+    config = train_config_of(params, workload=workload, search_only=["base_lr"], device="cpu")
+    assert (config.batch_size, config.lr, config.img_size) == (32, 0.025, 32)
+    assert config.device == "cpu"  # a trial without a GPU runs on the CPU, whatever params say
+    assert train_config_of({"batch_size": 8}, workload={"batch_size": 64}).batch_size == 8
+    with pytest.raises(TunerError, match="base_lr") as info:
+        train_config_of(params)  # base_lr is no run setting unless named search-only
+    assert "\n" not in str(info.value)

@@ -103,3 +103,15 @@ def test_an_accuracy_change_from_agreeing_repeats_keeps_the_validation_sets_erro
     assert not many.tie  # a large validation set can tell 0.6 points apart
     spread = accuracy_difference([0.70, 0.80, 0.60], [0.75, 0.65, 0.70], [100_000] * 6)
     assert spread.tie  # repeats that disagree widen it beyond the binomial error
+
+
+@pytest.mark.parametrize(
+    ("other", "images", "tie"),
+    [(0.72, 359, True), (0.80, 359, False), (0.72, 100_000, False), (float("nan"), 359, True)],
+)
+def test_one_run_each_is_a_tie_inside_the_validation_sets_error(
+    other: float, images: int, tie: bool
+) -> None:
+    # What the recommendation asks of two trials (one run each): the sets' sampling error decides.
+    change = accuracy_difference([0.69], [other], images=[images, images])
+    assert change.tie is tie

@@ -7,12 +7,13 @@ import itertools
 import pandas as pd
 import pytest
 
-from tuner.ablate import skippable
 from tuner.compare import plan_ladder, plan_toggles
+from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields
 from tuner.engine import probe
+from tuner.record import EFFECTIVE_PREFIX
+from tuner.record import engine_values as result_metrics
 from tuner.report._effects import observed_techniques
-from tuner.search.metrics import EFFECTIVE_PREFIX, result_metrics
 from tuner.techniques import (
     KNOBS,
     is_accuracy_neutral,
@@ -22,16 +23,15 @@ from tuner.techniques import (
     settings_text,
     speed_knobs,
 )
+from tuner.workloads import MICRO_VIT
 
 NEUTRAL = {"set_to_none", "non_blocking", "pin_memory", "prefetch", "channels_last", "compile",
            "fused_adamw", "num_workers", "persistent_workers", "ddp_bucket_cap_mb",
            "ddp_gradient_as_bucket_view", "ddp_static_graph"}  # fmt: skip
 TRAINING = {"amp", "norm", "gn_groups", "batch_size", "lr"}
 TINY = TrainConfig(
-    model="vit_tiny_r_s16_p8_224",
-    model_kwargs={"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
-    img_size=16, batch_size=16, epochs=None, steps=2, warmup_steps=1, device="cpu",
-)  # fmt: skip
+    **MICRO_VIT, img_size=16, batch_size=16, epochs=None, steps=2, warmup_steps=1, device="cpu"
+)
 
 
 def test_the_registry_says_which_knobs_change_the_maths() -> None:

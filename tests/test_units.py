@@ -1,4 +1,5 @@
-"""``tuner.units``: the one reading of reported numbers and the one way values become JSON."""
+"""``tuner.units``: the one reading of reported numbers, the one way values become JSON, and the
+one way a ratio and an interval are written."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from tuner.units import as_number, finite_or_none, json_ready
+from tuner.stats import median_interval
+from tuner.units import as_number, finite_or_none, interval_text, json_ready, ratio_text
 
 
 def test_json_ready_makes_any_report_strict_json() -> None:
@@ -30,3 +33,23 @@ def test_reported_numbers_read_alike_whatever_spells_them_missing() -> None:
     values = (None, "1.5", True, math.inf, 1.5, np.float64(2))
     assert [finite_or_none(v) for v in values] == [None, None, None, None, 1.5, 2.0]
     assert math.isnan(as_number(object()))
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        ((1.0712, 1.011, 1.129), "1.07x [1.01–1.13]"),
+        ((1.07, None, None), "1.07x"),
+        ((1.07, float("nan"), 1.2), "1.07x"),  # one pair: no interval
+        ((None,), "n/a"),
+        ((float("nan"), 1.0, 2.0), "n/a"),
+    ],
+)
+def test_every_ratio_is_written_one_way(args: tuple, text: str) -> None:
+    assert ratio_text(*args) == text
+
+
+def test_intervals_use_one_dash_whatever_the_numbers() -> None:
+    assert interval_text(-0.012, 0.004, "{:+.3f}".format) == "[-0.012–+0.004]"
+    assert interval_text(None, 1.0) == ""
+    assert median_interval([1.0, 2.0, 3.0]).format(".1f") == "2.0 [1.0–3.0]"

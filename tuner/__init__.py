@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.config import TrainConfig, load_config_file, make_config
+from tuner.config import TrainConfig, load_config_file
 from tuner.errors import TunerError
 
-__all__ = ["TrainConfig", "TunerError", "load_config_file", "make_config"]
+__all__ = ["TrainConfig", "TunerError", "load_config_file"]
 __version__ = "0.1.0"

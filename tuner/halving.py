@@ -69,7 +69,9 @@ class ParetoHalving:
                 break
         return out
 
-    def decide(self, trial_id: str, report: int, values: Sequence[float], feasible: bool) -> bool:
+    def continues(
+        self, trial_id: str, report: int, values: Sequence[float], feasible: bool
+    ) -> bool:
         """Whether the trial goes on after its ``report``-th report (``True``: continue)."""
         if report not in self.rungs():
             return True

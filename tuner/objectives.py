@@ -5,8 +5,9 @@
   ``pareto`` (both), ``throughput`` or ``accuracy``.
 - A measurement is **feasible** when its run finished ok within the memory budget
   (:func:`judge`); the budget's Optuna constraint is :func:`memory_violation` (> 0: infeasible).
-- A trial is a **candidate** (can be recommended) when it is feasible, ran to its end (not
-  stopped early) and measured every objective (:func:`candidate_mask`).
+- Which trials can be recommended is the trial record's word (:func:`tuner.record.is_candidate`,
+  applied by :func:`tuner.answer.candidates`); the functions over a table here take those
+  candidates and keep the ones that measured every objective (:func:`measured_mask`).
 - The **Pareto front** is the candidates no other candidate dominates (:func:`pareto_mask`);
   :func:`nondominated_ranks` sorts any set of points into successive fronts.
 
@@ -27,23 +28,21 @@ if TYPE_CHECKING:  # numpy and pandas load on first use: the CLI imports this mo
 
 __all__ = [
     "DEFAULT_OBJECTIVES",
-    "MEMORY_VIOLATION_KEY",
     "OBJECTIVE_NAMES",
     "Objective",
     "ObjectiveName",
     "best_per_objective",
-    "candidate_mask",
-    "candidates",
     "judge",
-    "memory_limit",
+    "measured_mask",
     "memory_violation",
     "nondominated_ranks",
+    "objective_directions",
+    "objective_metrics",
     "objectives_of",
     "pareto_front",
     "pareto_mask",
     "rank_candidates",
     "report_objectives",
-    "usable",
 ]
 
 ObjectiveName = Literal["pareto", "throughput", "accuracy"]
@@ -58,13 +57,22 @@ _NAMED: dict[str, list[Objective]] = {
     "throughput": [THROUGHPUT],
     "accuracy": [ACCURACY],
 }
-MEMORY_VIOLATION_KEY = "memory_violation"  # Optuna constraint: > 0 means infeasible
 OOM_VIOLATION = 1.0  # an OOM without a measured peak counts as 100 % over budget
 
 
 def objectives_of(name: str) -> list[Objective]:
     """What ``--objective NAME`` optimises, in order."""
     return list(_NAMED[name])
+
+
+def objective_metrics(name: str) -> list[str]:
+    """The metric keys Optuna optimizes for ``--objective NAME``, in order."""
+    return [metric for metric, _ in objectives_of(name)]
+
+
+def objective_directions(name: str) -> list[str]:
+    """Their directions ("max" | "min"), in the same order."""
+    return [direction for _, direction in objectives_of(name)]
 
 
 def report_objectives(metadata: Mapping[str, Any]) -> list[Objective]:
@@ -81,20 +89,10 @@ def report_objectives(metadata: Mapping[str, Any]) -> list[Objective]:
         for item in raw:
             if isinstance(item, Mapping) and item.get("metric"):
                 parsed.append((str(item["metric"]), str(item.get("direction", "max"))))
-    # Experiments of the first release told Optuna objective_<metric>; the metric is the same.
-    parsed = [
-        (m.removeprefix("objective_"), "min" if d.startswith("min") else "max") for m, d in parsed
-    ]
     for default in DEFAULT_OBJECTIVES:
         if default[0] not in {m for m, _ in parsed}:
             parsed.append(default)
     return parsed
-
-
-def memory_limit(metadata: Mapping[str, Any]) -> float | None:
-    """The search's memory budget in bytes, or ``None`` when it had none."""
-    value = metadata.get("max_memory_bytes")
-    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 # ---- feasibility -----------------------------------------------------------------------------
@@ -126,17 +124,6 @@ def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: float | No
         return OOM_VIOLATION if oom else -1.0
     violation = (peak - max_memory_bytes) / max_memory_bytes
     return max(violation, OOM_VIOLATION) if oom else violation
-
-
-def usable(metrics: Mapping[str, Any], *, ray_status: str) -> bool:
-    """Whether a trial's last report can be recommended: Ray finished it (or its state is
-    unknown), it is its final report (not stopped early), it ran ok and it is feasible."""
-    return (
-        ray_status in ("TERMINATED", "")
-        and metrics.get("status") == "ok"
-        and bool(metrics.get("final", True))
-        and bool(metrics.get("feasible", True))
-    )
 
 
 # ---- dominance -------------------------------------------------------------------------------
@@ -179,27 +166,20 @@ def nondominated_ranks(values: np.ndarray, directions: Sequence[str]) -> np.ndar
 # ---- over a trials table ---------------------------------------------------------------------
 
 
-def candidate_mask(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.Series:
-    """Trials that can be recommended: every objective measured, and ``feasible`` (in a trials
-    table that column is :func:`usable`: ok, finished, within budget).
-    """
+def measured_mask(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.Series:
+    """The rows that measured every objective (a finite number each)."""
     import numpy as np
     import pandas as pd
 
-    mask = trials["feasible"].astype(bool)
+    mask = pd.Series(True, index=trials.index)
     for metric, _ in objs:
-        mask &= np.isfinite(pd.to_numeric(trials[metric], errors="coerce"))
+        mask &= np.isfinite(pd.to_numeric(trials[metric], errors="coerce").astype(float))
     return mask
 
 
-def candidates(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
-    return trials[candidate_mask(trials, objs)]
-
-
-def pareto_front(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
-    """The non-dominated candidates, best first on the first objective."""
-
-    pool = candidates(trials, objs)
+def pareto_front(pool: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
+    """The non-dominated rows of ``pool`` (the candidates), best first on the first objective."""
+    pool = pool[measured_mask(pool, objs)]
     if pool.empty:
         return pool
     keep = pareto_mask(pool[[m for m, _ in objs]].to_numpy(dtype=float), [d for _, d in objs])
@@ -207,10 +187,10 @@ def pareto_front(trials: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFram
     return pool[keep].sort_values(first, ascending=direction == "min")
 
 
-def rank_candidates(trials: pd.DataFrame, objs: Sequence[Objective], *, top: int) -> pd.DataFrame:
-    """The best ``top`` candidates: by non-dominated rank, then by the last objective."""
-
-    pool = candidates(trials, objs)
+def rank_candidates(pool: pd.DataFrame, objs: Sequence[Objective], *, top: int) -> pd.DataFrame:
+    """The best ``top`` of ``pool`` (the candidates): by non-dominated rank, then by the last
+    objective."""
+    pool = pool[measured_mask(pool, objs)]
     if pool.empty or top <= 0:
         return pool.head(0)
     values = pool[[m for m, _ in objs]].to_numpy(dtype=float)
@@ -222,10 +202,10 @@ def rank_candidates(trials: pd.DataFrame, objs: Sequence[Objective], *, top: int
     return ordered.drop(columns="_rank").head(top)
 
 
-def best_per_objective(trials: pd.DataFrame, objs: Sequence[Objective]) -> dict[str, pd.Series]:
-    """For each objective, the candidate that is best on it (ties: better on the others)."""
-
-    pool = candidates(trials, objs)
+def best_per_objective(pool: pd.DataFrame, objs: Sequence[Objective]) -> dict[str, pd.Series]:
+    """For each objective, the row of ``pool`` (the candidates) that is best on it (ties: better
+    on the others)."""
+    pool = pool[measured_mask(pool, objs)]
     best: dict[str, pd.Series] = {}
     for metric, direction in objs if not pool.empty else ():
         others = [(m, d) for m, d in objs if m != metric]

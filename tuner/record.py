@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from tuner.config import TrainConfig
 from tuner.engine.result import RunResult
 from tuner.objectives import judge, memory_violation
 from tuner.techniques import KNOBS
@@ -49,6 +50,7 @@ __all__ = [
     "Key",
     "Kind",
     "classify",
+    "config_dtype",
     "declared_dtype",
     "engine_values",
     "is_candidate",
@@ -91,10 +93,29 @@ def _hint_dtype(hint: Any) -> str:
     return {bool: FLAG, int: COUNT, float: NUMBER}.get(base, TEXT)
 
 
+# What the trials table's leading engine columns mean, in a reader's words (the others: see
+# tuner.engine.result.RunResult).
+_ENGINE_MEANINGS = {
+    "status": "how the engine's run ended: ok | oom | diverged | error",
+    "error": "error text of a failed trial (missing when none)",
+    "images_per_second": "steady-state training throughput (warm-up and compile excluded)",
+    "data_wait_fraction": "share of measured step time spent waiting for the next batch",
+    "val_accuracy": "top-1 accuracy on the validation split at the trial's last evaluation",
+    "val_loss": "validation loss at the last evaluation",
+    "peak_memory_bytes": "peak memory the run held (see memory_kind)",
+    "memory_kind": "cuda_max_memory_reserved or cpu_training_state",
+    "wall_time_s": "the engine's own wall time of the run (build, compile, train, evaluate)",
+}
+
+
 def _engine_keys() -> dict[str, Key]:
     hints = typing.get_type_hints(RunResult)
     keys = {
-        f.name: Key(f.name, _hint_dtype(hints[f.name]), "the engine's RunResult field")
+        f.name: Key(
+            f.name,
+            _hint_dtype(hints[f.name]),
+            _ENGINE_MEANINGS.get(f.name, "the engine's RunResult field of that name"),
+        )
         for f in dataclasses.fields(RunResult)
         if f.name not in _NOT_REPORTED
     }
@@ -109,16 +130,27 @@ ERROR = "error"
 # ---- the search's keys: added by the trainable to every tune.report ---------------------------
 
 SEARCH_KEYS: dict[str, Key] = {}
-PHASE = _declare(SEARCH_KEYS, "phase", TEXT,
-                 "probe (its feasibility check stopped the run), train, or setup (failed before "
-                 "training)")  # fmt: skip
-FINAL = _declare(SEARCH_KEYS, "final", FLAG,
-                 "this report is the trial's last: its run ended (False: an evaluation; a trial "
-                 "whose last report is not final was stopped early, or has not ended)")  # fmt: skip
+PHASE = _declare(
+    SEARCH_KEYS,
+    "phase",
+    TEXT,
+    "probe (its feasibility check stopped the run), train, or setup (failed before training)",
+)
+FINAL = _declare(
+    SEARCH_KEYS,
+    "final",
+    FLAG,
+    "this report is the trial's last: its run ended (False: an evaluation; a trial whose last "
+    "report is not final was stopped early, or has not ended)",
+)
 STEP = _declare(SEARCH_KEYS, "step", COUNT, "training step of the report: every logger's x-axis")
-FEASIBLE = _declare(SEARCH_KEYS, "feasible", FLAG,
-                    "ran ok within the memory budget (Optuna's constraint is met); says nothing "
-                    "about whether it ran to its end: see kind")  # fmt: skip
+FEASIBLE = _declare(
+    SEARCH_KEYS,
+    "feasible",
+    FLAG,
+    "ran ok within the memory budget (Optuna's constraint is met); says nothing about whether "
+    "it ran to its end: see kind",
+)
 INFEASIBLE_REASON = _declare(SEARCH_KEYS, "infeasible_reason", TEXT, "why not feasible")
 MEMORY_VIOLATION = _declare(
     SEARCH_KEYS,
@@ -128,9 +160,12 @@ MEMORY_VIOLATION = _declare(
 )
 MAX_MEMORY_BYTES = _declare(SEARCH_KEYS, "max_memory_bytes", COUNT, "the search's memory budget")
 NODE = _declare(SEARCH_KEYS, "node", TEXT, "host name (or IP) of the node that ran the trial")
-ENGINE_TIME_S = _declare(SEARCH_KEYS, "engine_time_s", NUMBER,
-                         "seconds the trial spent in the engine: speed probes, builds, training, "
-                         "evaluation")  # fmt: skip
+ENGINE_TIME_S = _declare(
+    SEARCH_KEYS,
+    "engine_time_s",
+    NUMBER,
+    "seconds the trial spent in the engine: speed probes, builds, training, evaluation",
+)
 TRIAL_TRAIN_TIME_S = _declare(
     SEARCH_KEYS,
     "trial_train_time_s",
@@ -168,9 +203,13 @@ REPORTED_UNIX_S = _declare(SEARCH_KEYS, "reported_unix_s", NUMBER, "when the rep
 
 TABLE_KEYS: dict[str, Key] = {}
 TRIAL_ID = _declare(TABLE_KEYS, "trial_id", TEXT, "Ray Tune's trial id")
-KIND = _declare(TABLE_KEYS, "kind", TEXT,
-                "what the trial was: ok | stopped early | over budget | diverged | errored | "
-                "incomplete (classify)")  # fmt: skip
+KIND = _declare(
+    TABLE_KEYS,
+    "kind",
+    TEXT,
+    "what the trial was: ok | stopped early | over budget | diverged | errored | incomplete; "
+    "only ok can be recommended",
+)
 RAY_STATUS = _declare(
     TABLE_KEYS,
     "ray_status",
@@ -192,16 +231,19 @@ def declared_dtype(name: str) -> str | None:
     for family in (TABLE_KEYS, SEARCH_KEYS, ENGINE_KEYS):
         if name in family:
             return family[name].dtype
-    if name.startswith(EFFECTIVE_PREFIX):
-        return _effective_dtypes().get(name.removeprefix(EFFECTIVE_PREFIX))
+    field = name.removeprefix(EFFECTIVE_PREFIX)
+    if name.startswith(EFFECTIVE_PREFIX) and field in {k.field for k in KNOBS}:
+        return config_dtype(field)
     return None
 
 
-def _effective_dtypes() -> dict[str, str]:
-    from tuner.config import TrainConfig
+def config_dtype(field: str) -> str | None:
+    """The trials-table dtype of a ``TrainConfig`` field's values (``None``: no such field)."""
+    hint = _CONFIG_HINTS.get(field)
+    return None if hint is None else _hint_dtype(hint)
 
-    hints = typing.get_type_hints(TrainConfig)
-    return {k.field: _hint_dtype(hints[k.field]) for k in KNOBS if k.field in hints}
+
+_CONFIG_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
 
 
 # ---- what a trial was ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -44,6 +44,7 @@ __all__ = [
     "load_space_file",
     "register_spaces",
     "suggest_loader_and_techniques",
+    "train_config_of",
 ]
 
 WORKLOAD_KINDS = ("cpu", "gpu")
@@ -100,9 +101,23 @@ class SearchSpace:
             raise TunerError(f"Space {self.name}: {exc}") from None
         return params
 
-    def build_config(self, workload: Mapping[str, Any], params: Mapping[str, Any]) -> TrainConfig:
-        """The run config of one sample: the fixed workload, then the sampled settings."""
-        return TrainConfig.from_params({**workload, **params})
+
+def train_config_of(
+    params: Mapping[str, Any],
+    *,
+    workload: Mapping[str, Any] | None = None,
+    search_only: Collection[str] = (),
+    device: str = "auto",
+) -> TrainConfig:
+    """The ``TrainConfig`` a trial runs (the one step from trial parameters to a run config):
+    ``workload``, then ``params`` (a trial's sample or ``params.json``, speed settings merged),
+    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run.
+
+    Raises:
+        TunerError: the settings do not make a valid run config (one line naming the field).
+    """
+    merged = {**(workload or {}), **params, **({"device": "cpu"} if device == "cpu" else {})}
+    return TrainConfig.from_params(merged, ignore=search_only)
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
@@ -116,8 +131,9 @@ def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
         value = trial.suggest_categorical(entry.field, entry.choices(cuda=cuda))
-        params.update({k: v for k, v in entry.settings(value).items()
-                       if k not in params or v != knob(k).off})  # fmt: skip
+        params.update(
+            {k: v for k, v in entry.settings(value).items() if k not in params or v != knob(k).off}
+        )
     return params
 
 

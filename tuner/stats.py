@@ -23,6 +23,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.units import interval_text
+
 __all__ = [
     "CONFIDENCE",
     "Change",
@@ -53,7 +55,7 @@ class Estimate:
             return "n/a"
         if self.n < 2 or math.isnan(self.low):
             return f"{self.median:{spec}} (n=1)"
-        return f"{self.median:{spec}} [{self.low:{spec}}–{self.high:{spec}}]"
+        return f"{self.median:{spec}} {interval_text(self.low, self.high, lambda v: f'{v:{spec}}')}"
 
 
 @dataclass(frozen=True)

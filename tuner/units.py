@@ -3,13 +3,14 @@
 ``as_number`` is the one reading of a reported value (JSON, CSV and pandas spell a missing number
 as None, NaN, pd.NA or text); ``json_ready`` the one way a value is made fit for a JSON file;
 ``format_bytes`` the one formatter every table, line and plot uses, and ``parse_memory_size`` its
-parser."""
+parser; ``ratio_text`` and ``interval_text`` the one way a ratio and an interval are written
+(one dash, the en dash, so a negative bound never reads as a range)."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,22 @@ import numpy as np
 from tuner.errors import TunerError
 
 __all__ = [
+    "DASH",
     "GIB",
     "MIB",
     "as_number",
     "finite_or_none",
     "format_bytes",
+    "interval_text",
     "is_finite",
     "json_ready",
     "parse_memory_size",
+    "ratio_text",
 ]
 
 MIB = 2**20
 GIB = 2**30
+DASH = "–"  # between an interval's bounds, everywhere
 _UNITS = {
     "": 1,
     "b": 1,
@@ -111,3 +116,18 @@ def parse_memory_size(text: str) -> int:
     if size <= 0:
         raise TunerError(f"Memory size {text!r} must be positive.")
     return size
+
+
+def interval_text(low: Any, high: Any, show: Callable[[float], str] = "{:.2f}".format) -> str:
+    """``[1.01–1.13]``; empty when either bound is missing (one measurement: no interval)."""
+    if not (is_finite(low) and is_finite(high)):
+        return ""
+    return f"[{show(as_number(low))}{DASH}{show(as_number(high))}]"
+
+
+def ratio_text(value: Any, low: Any = None, high: Any = None) -> str:
+    """``1.07x [1.01–1.13]``; ``1.07x`` without an interval; ``n/a`` without a value."""
+    if not is_finite(value):
+        return "n/a"
+    interval = interval_text(low, high)
+    return f"{as_number(value):.2f}x" + (f" {interval}" if interval else "")

@@ -20,7 +20,7 @@ import optuna
 import pytest
 from conftest import HEAD_IP, WORKER_IPS, RayCluster, isolated_env, scratch_root
 
-from tuner.search.metrics import objective_metrics
+from tuner.objectives import objective_metrics
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The ``cuda`` marker: a test that needs a CUDA device, skipped without one.
 
-``bench/gpu_suite.py cuda-tests`` runs ``pytest tests/engine -m cuda`` on a GPU, where none of
-them may skip.
+``python -m bench.gpu_suite cuda-tests`` runs ``pytest tests/engine -m cuda`` on a GPU, where
+none of them may skip.
 """
 
 from __future__ import annotations

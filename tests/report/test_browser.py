@@ -15,19 +15,31 @@ from pathlib import Path
 
 import pytest
 
-from tuner.recommend import decide
+from tuner.answer import decide
+from tuner.experiment import load_experiment
 from tuner.report import write_report
-from tuner.results import load_experiment
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium() -> str:
-    found = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-                  if shutil.which(n)), None)  # fmt: skip
+    found = next(
+        (
+            shutil.which(n)
+            for n in ("chromium", "chromium-browser", "google-chrome")
+            if shutil.which(n)
+        ),
+        None,
+    )
     if found is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run installs Debian's chromium package")
@@ -74,8 +86,11 @@ def test_the_rendered_page_leads_with_the_recommendation(
     answer = events.index(("section", "answer"))
     first_details = events.index(("details", ""))
     assert answer < first_details  # the recommendation before any metadata
-    assert all(e != ("table", "") or events[i - 1] == ("div", "scroll")
-               for i, e in enumerate(events) if e[0] == "table")  # fmt: skip
+    assert all(
+        e != ("table", "") or events[i - 1] == ("div", "scroll")
+        for i, e in enumerate(events)
+        if e[0] == "table"
+    )
     text = "".join(dom.text)
     recommended = decide(load_experiment(smoke_experiment)).recommended
     head = text[: text.index("2. Pareto front")]

@@ -12,13 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tuner.answer import decide
 from tuner.cli import main
 from tuner.compare import PLAIN, REFERENCE
 from tuner.config import load_config_file
-from tuner.recommend import decide
+from tuner.experiment import load_experiment, read_trials_csv, speed_settings_of
+from tuner.record import KINDS
 from tuner.report import write_report
 from tuner.report._effects import controlled_effects, effects_table, plain_loop_gain
-from tuner.results import load_experiment, read_trials_csv, speed_settings_of
 from tuner.techniques import settings_text
 
 SECTIONS = [
@@ -109,11 +110,11 @@ def test_report_front_is_the_decision_on_re_measured_numbers(
         assert row["search_images_per_second"] == pytest.approx(
             experiment.trials.set_index("trial_id").loc[row["trial_id"], "images_per_second"]
         )
-    counts = md_table((report / "report.md").read_text(), "Trials by status").set_index("status")
+    counts = md_table((report / "report.md").read_text(), "Trials by kind").set_index("kind")
     assert (
-        counts["trials"].astype(int).to_dict()
-        == experiment.trials["status"].value_counts().to_dict()
+        counts["trials"].astype(int).to_dict() == experiment.trials["kind"].value_counts().to_dict()
     )
+    assert set(counts.index) <= set(KINDS)  # the trial record's words, none of its own
 
 
 def test_technique_section_is_the_controlled_comparison(report: Path) -> None:
@@ -125,6 +126,8 @@ def test_technique_section_is_the_controlled_comparison(report: Path) -> None:
         assert {f"+{knob}", f"-{knob}"} & changes, knob
     assert {"num_workers=1", "num_workers=0"} & changes
     assert "not compared: prefetch: needs CUDA" in techniques
+    # Its reference row is its own measurement: the page says so and names the answer's figure.
+    assert "differs from the answer's figure (section 1: " in techniques
 
 
 def test_speed_section_shows_each_key_and_what_won(report: Path, smoke_experiment: Path) -> None:
@@ -145,8 +148,21 @@ def test_recommended_config_trains(report: Path) -> None:
     config = load_config_file(files[0])
     trials = pd.read_csv(report / "trials.csv", dtype={"trial_id": str})
     assert config.lr in set(trials["param_lr"])  # the trial's computed lr, not base_lr
-    command = [sys.executable, "-m", "tuner", "train", "--config", str(files[0]), "--json",
-               "--steps", "2", "--warmup-steps", "1", "--max-eval-batches", "1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tuner",
+        "train",
+        "--config",
+        str(files[0]),
+        "--json",
+        "--steps",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--max-eval-batches",
+        "1",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -163,11 +179,13 @@ def test_zero_feasible_experiment_says_why(infeasible_experiment: Path, tmp_path
     out = write_report(infeasible_experiment, out_dir=tmp_path / "r")
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) >= 1 and not trials["feasible"].any()
+    assert set(trials["kind"]) == {"over budget"}
     first = section((out / "report.md").read_text(), 1)
     assert "No configuration can be recommended" in first
     assert "measured more than the budget of 1000 B" in first
     failures = md_table((out / "report.md").read_text(), "Trials that cannot be picked, and why")
     assert len(failures) == len(trials) and (failures["infeasible_reason"] != "").all()
+    assert set(failures["kind"]) == {"over budget"}
     assert not list(out.glob("recommended_*.json"))
     assert (out / "report.html").is_file()
 
@@ -176,7 +194,7 @@ def test_partial_experiment(partial_experiment: Path, tmp_path: Path) -> None:
     out = write_report(partial_experiment, out_dir=tmp_path / "r")
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == 3
-    assert (trials["status"] == "incomplete").sum() == 1
+    assert (trials["kind"] == "incomplete").sum() == 1
     markdown = (out / "report.md").read_text()
     assert "## 2. Pareto front" in markdown and "as measured in the search" in markdown
 
@@ -212,13 +230,21 @@ def _runs(arms: dict[str, float], repeats: int, seed: int) -> pd.DataFrame:
     for repeat in range(repeats):
         drift = rng.lognormal(0, 0.1)
         for name, speed in arms.items():
-            rows.append({
-                "arm": name, "group": "effects", "repeat": repeat, "status": "ok",
-                "reference": "" if name == REFERENCE else REFERENCE, "baseline": "",
-                "images_per_second": speed * drift * rng.lognormal(0, 0.08),
-                "peak_memory_bytes": 100.0 * 2**20, "memory_kind": "cpu_training_state",
-                "val_accuracy": float("nan"), "fell_back": "",
-            })  # fmt: skip
+            rows.append(
+                {
+                    "arm": name,
+                    "group": "effects",
+                    "repeat": repeat,
+                    "status": "ok",
+                    "reference": "" if name == REFERENCE else REFERENCE,
+                    "baseline": "",
+                    "images_per_second": speed * drift * rng.lognormal(0, 0.08),
+                    "peak_memory_bytes": 100.0 * 2**20,
+                    "memory_kind": "cpu_training_state",
+                    "val_accuracy": float("nan"),
+                    "fell_back": "",
+                }
+            )
     return pd.DataFrame(rows)
 
 

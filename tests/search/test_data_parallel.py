@@ -19,12 +19,12 @@ from typing import Any
 import psutil
 import pytest
 
+from tuner.answer import decide
 from tuner.errors import TunerError
-from tuner.recommend import decide
+from tuner.experiment import load_experiment
 from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
-from tuner.results import load_experiment
 from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
 from tuner.search.plan import make_plan
 from tuner.spaces import get_space

@@ -10,15 +10,16 @@ import pytest
 from tuner.search import SearchOptions
 from tuner.search.design import startup_design
 from tuner.search.plan import SpaceProfile, check_space, make_plan
-from tuner.spaces import get_space, list_spaces
+from tuner.spaces import get_space, list_spaces, train_config_of
 
 
 @pytest.mark.parametrize("cuda", [False, True])
 @pytest.mark.parametrize("name", [s.name for s in list_spaces()])
 def test_every_unconditional_level_of_every_space_is_in_the_design(name: str, cuda: bool) -> None:
     space = get_space(name)
-    plan = make_plan(SearchOptions(space=name), space, node_cpus=[8.0],
-                     total_gpus=1.0 if cuda else 0.0)  # fmt: skip
+    plan = make_plan(
+        SearchOptions(space=name), space, node_cpus=[8.0], total_gpus=1.0 if cuda else 0.0
+    )
     profile = check_space(space, plan)
     design = startup_design(profile, budget=None)
     for param, choices in profile.categoricals.items():
@@ -26,7 +27,7 @@ def test_every_unconditional_level_of_every_space_is_in_the_design(name: str, cu
             continue
         assert {row[param] for row in design} == set(choices), param
     for row in design:  # every row builds
-        space.build_config(plan.workload, space.sample(_Fixed(row), cuda=cuda))
+        train_config_of(space.sample(_Fixed(row), cuda=cuda), workload=plan.workload)
 
 
 class _Fixed:
@@ -48,11 +49,15 @@ class _Fixed:
 def test_two_level_knobs_stay_orthogonal_when_the_rows_allow() -> None:
     profile = SpaceProfile(
         search_only=[],
-        categoricals={"batch_size": [32, 64, 128, 256], "norm": ["batch", "group"],
-                      "amp": ["off", "bf16"], "gn_groups": [1, 4, 16, 32]},
+        categoricals={
+            "batch_size": [32, 64, 128, 256],
+            "norm": ["batch", "group"],
+            "amp": ["off", "bf16"],
+            "gn_groups": [1, 4, 16, 32],
+        },
         conditional={"gn_groups"},
         returned=set(),
-    )  # fmt: skip
+    )
     design = startup_design(profile, budget=None)
     assert sorted(r["batch_size"] for r in design) == [32, 64, 128, 256]
     pairs = {(r["norm"], r["amp"]) for r in design}
@@ -64,8 +69,9 @@ def test_the_seed_shuffles_which_levels_meet() -> None:
     profile = SpaceProfile([], {"lr": [1, 2, 3], "norm": ["a", "b"]}, set(), set())
     designs = {json.dumps(startup_design(profile, budget=None, seed=s)) for s in range(8)}
     assert len(designs) > 1
-    assert startup_design(profile, budget=None, seed=3) == startup_design(profile, budget=None,
-                                                                          seed=3)  # fmt: skip
+    assert startup_design(profile, budget=None, seed=3) == startup_design(
+        profile, budget=None, seed=3
+    )
 
 
 def test_a_budget_smaller_than_the_design_truncates_it() -> None:

@@ -58,13 +58,38 @@ def test_impossible_options_are_one_clear_error(changes: dict, message: str) -> 
 def test_cli_flags_map_to_options() -> None:
     args = build_parser().parse_args(
         [
-            "search", "vit_space", "--max-memory", "20GiB", "--objective", "accuracy",
-            "--sampler", "gp", "--num-samples", "12", "--time-budget", "600", "--workload",
-            "gpu", "--model", "vit_small_r26_s32_224", "--img-size", "224",
-            "--time-budget-s", "90", "--set", "amp=bf16", "--set", "warmup_steps=10",
-            "--gpus-per-trial", "0.5", "--concurrency", "4", "--name", "run1",
+            "search",
+            "vit_space",
+            "--max-memory",
+            "20GiB",
+            "--objective",
+            "accuracy",
+            "--sampler",
+            "gp",
+            "--num-samples",
+            "12",
+            "--time-budget",
+            "600",
+            "--workload",
+            "gpu",
+            "--model",
+            "vit_small_r26_s32_224",
+            "--img-size",
+            "224",
+            "--time-budget-s",
+            "90",
+            "--set",
+            "amp=bf16",
+            "--set",
+            "warmup_steps=10",
+            "--gpus-per-trial",
+            "0.5",
+            "--concurrency",
+            "4",
+            "--name",
+            "run1",
         ]
-    )  # fmt: skip
+    )
     options = options_from_args(args)
     assert options.max_memory_bytes == 20 * 2**30
     assert (options.objective, options.sampler, options.num_samples) == ("accuracy", "gp", 12)

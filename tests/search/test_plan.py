@@ -13,8 +13,9 @@ VIT = get_space("vit_space")
 
 
 def _plan(node_cpus: list[float], gpus: float, **options):
-    return make_plan(SearchOptions(space="vit_space", **options), VIT, node_cpus=node_cpus,
-                     total_gpus=gpus)  # fmt: skip
+    return make_plan(
+        SearchOptions(space="vit_space", **options), VIT, node_cpus=node_cpus, total_gpus=gpus
+    )
 
 
 def test_gpu_machine_gets_one_whole_gpu_per_trial_and_the_gpu_workload() -> None:

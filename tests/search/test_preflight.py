@@ -15,8 +15,9 @@ from tuner.spaces import get_space
 
 def _check(space_name: str, **overrides: object) -> None:
     space = get_space(space_name)
-    plan = make_plan(SearchOptions(space=space_name, overrides=overrides), space,
-                     node_cpus=[2.0], total_gpus=0.0)  # fmt: skip
+    plan = make_plan(
+        SearchOptions(space=space_name, overrides=overrides), space, node_cpus=[2.0], total_gpus=0.0
+    )
     check_workload(plan, check_space(space, plan))
 
 
@@ -71,8 +72,18 @@ def test_the_cli_fails_in_the_driver_with_one_line_and_no_trial(
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "tuner", "search", "vit_space", "--storage",
-               str(tmp_path), "--name", "bad", *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tuner",
+        "search",
+        "vit_space",
+        "--storage",
+        str(tmp_path),
+        "--name",
+        "bad",
+        *flags,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

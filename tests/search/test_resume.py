@@ -28,10 +28,24 @@ PROGRESS_LINE = re.compile(r"^\[[^\]]*\]\s+(?P<event>[\w-]+)\s+(?P<trial_id>\w+)
 
 def _cli(tmp_path: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "tuner", "search", *extra, "--name", "resumed",
-        "--storage", str(tmp_path / "experiments"), "--no-report", "--remeasure-top", "0",
-        "--no-early-stopping", "--effects-repeats", "0", "--speed-repeats", "1",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tuner",
+        "search",
+        *extra,
+        "--name",
+        "resumed",
+        "--storage",
+        str(tmp_path / "experiments"),
+        "--no-report",
+        "--remeasure-top",
+        "0",
+        "--no-early-stopping",
+        "--effects-repeats",
+        "0",
+        "--speed-repeats",
+        "1",
+    ]
 
 
 def _records(exp: Path) -> dict[str, list[dict[str, Any]]]:

@@ -17,9 +17,11 @@ from typing import Any
 import optuna
 import pytest
 
-from tuner.recommend import decide
-from tuner.results import load_experiment
+from tuner import record
+from tuner.answer import decide
+from tuner.experiment import load_experiment
 from tuner.search import SearchOptions, SearchOutcome, run_search
+from tuner.search import run as run_module
 from tuner.techniques import KNOBS
 from tuner.units import parse_memory_size
 
@@ -28,15 +30,42 @@ pytestmark = pytest.mark.slow
 SPACE = Path(__file__).parent / "spaces" / "e2e_space.py"
 BUDGET = parse_memory_size("220MiB")
 METRIC_KEYS = {
-    "status", "error", "images_per_second", "peak_memory_bytes", "memory_kind", "val_accuracy",
-    "val_loss", "steps", "step", "feasible", "infeasible_reason", "phase", "node",
-    "engine_time_s", "memory_violation", "final", "notes", "speed_choice", "speed_source",
-    "training_seconds", *(f"effective_{k.field}" for k in KNOBS),
-}  # fmt: skip
+    *record.SEARCH_KEYS,
+    *record.ENGINE_KEYS,
+    *(f"effective_{k.field}" for k in KNOBS),
+}
+# variant -> what the trial was (tests/search/spaces/e2e_space.py forces each).
+KINDS = {
+    "strong": "ok",
+    "strong2": "ok",
+    "weak": "stopped early",
+    "over": "over budget",
+    "bad": "errored",
+}
+LOADS: list[str] = []  # every load_experiment of the search, counted by the fixture
+WRITES: list[str] = []  # every write of its metadata file
 
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment, LOADS))
+        for name in ("write_metadata", "update_metadata"):
+            patch.setattr(run_module, name, _counted(getattr(run_module, name), WRITES))
+        return _search(tmp_path_factory)
+
+
+def _counted(function: Any, calls: list[str]) -> Any:
+    """``function`` itself, each call recorded in ``calls``."""
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(function.__name__)
+        return function(*args, **kwargs)
+
+    return counted
+
+
+def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     root = tmp_path_factory.mktemp("search")
     options = SearchOptions(
         space=str(SPACE),
@@ -69,8 +98,12 @@ def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
     meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
     # The design shuffles the levels with the search's seed (0): this order, known in advance.
     assert [row["variant"] for row in meta["startup_design"]] == [
-        "over", "bad", "strong", "weak", "strong2"
-    ]  # fmt: skip
+        "over",
+        "bad",
+        "strong",
+        "weak",
+        "strong2",
+    ]
     for trial_dir in sorted(p.parent for p in outcome.experiment_dir.glob("*/result.json")):
         lines = _result_lines(trial_dir)
         assert lines and all(set(line) >= METRIC_KEYS for line in lines)
@@ -86,7 +119,7 @@ def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
     assert m["images_per_second"] > 0 and 0 <= m["val_accuracy"] <= 1
     assert 0 < m["peak_memory_bytes"] <= BUDGET and m["memory_kind"] == "cpu_training_state"
     assert m["speed_source"] == "probed" and m["speed_choice"]
-    assert 0 < m["training_seconds"] <= m["engine_time_s"]
+    assert 0 < m["trial_train_time_s"] <= m["engine_time_s"]
 
 
 def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome) -> None:
@@ -109,13 +142,15 @@ def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
     assert m["step"] == 15  # stopped at its first evaluation
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[weak.trial_id]
-    assert not row["feasible"] and "stopped early" in row["infeasible_reason"]
+    # It ran ok within the budget (feasible, as every client is told) but not to its end.
+    assert row["feasible"] and row["kind"] == "stopped early"
     answer = decide(experiment)
     assert weak.trial_id not in set(answer.front["trial_id"])
     assert weak.trial_id not in {str(r["trial_id"]) for r in answer.best.values()}
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{experiment.path / 'study.db'}")
     told = {t.user_attrs["ray_trial_id"]: t for t in study.trials}[weak.trial_id]
-    assert told.state == optuna.trial.TrialState.PRUNED and told.user_attrs["stopped_early"]
+    assert told.state == optuna.trial.TrialState.PRUNED
+    assert told.user_attrs["kind"] == "stopped early"
 
 
 def test_what_ran_is_in_the_trials_table_and_a_fallback_counts_as_off(
@@ -143,16 +178,36 @@ def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
     assert m["speed_choice"] == "nothing fits the memory budget"
 
 
-def test_an_error_inside_a_trial_is_recorded_once_and_not_retried(outcome: SearchOutcome) -> None:
+def test_an_error_inside_a_trial_is_recorded_once_and_not_trained_again(
+    outcome: SearchOutcome,
+) -> None:
     record = _by_variant(outcome)["bad"]
-    assert record.ray_status == "TERMINATED"  # ended normally: Ray did not retry it
+    assert record.ray_status == "ERROR"  # Ray's retries raised at once: one report below
     assert record.metrics["status"] == "error" and "num_classes=5" in record.metrics["error"]
-    trial_dir = next(p.parent for p in outcome.experiment_dir.glob("*/params.json")
-                     if json.loads(p.read_text()).get("variant") == "bad")  # fmt: skip
+    trial_dir = next(
+        p.parent
+        for p in outcome.experiment_dir.glob("*/params.json")
+        if json.loads(p.read_text()).get("variant") == "bad"
+    )
     assert len(_result_lines(trial_dir)) == 1
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[record.trial_id]
-    assert row["status"] == "error" and not row["feasible"]
+    assert row["status"] == "error" and not row["feasible"] and row["kind"] == "errored"
+
+
+def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
+    outcome: SearchOutcome,
+) -> None:
+    assert len(LOADS) <= 2  # after the trials; after the re-measurement
+    assert WRITES == ["write_metadata", "update_metadata"]  # at the start; at the end
+    trials = outcome.experiment.trials.set_index("trial_id")
+    kinds = {r.config["variant"]: trials.loc[r.trial_id, "kind"] for r in outcome.records}
+    assert kinds == KINDS
+    again = load_experiment(outcome.experiment_dir)
+    assert outcome.experiment.metadata == again.metadata  # the final metadata, not a stale one
+    assert outcome.experiment.trials.equals(again.trials)
+    assert outcome.answer.front["trial_id"].tolist() == decide(again).front["trial_id"].tolist()
+    assert outcome.usable == sum(kind == "ok" for kind in KINDS.values())
 
 
 def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
@@ -168,9 +223,11 @@ def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
     assert states["strong"] == states["over"] == complete and states["bad"] == failed
     over = by_ray_id[_by_variant(outcome)["over"].trial_id]
     measured = _by_variant(outcome)["over"].metrics
-    assert over.values == pytest.approx([measured["images_per_second"], measured["val_accuracy"]]
-                                        if not math.isnan(measured["val_accuracy"]) else
-                                        [measured["images_per_second"], 0.0])  # fmt: skip
+    assert over.values == pytest.approx(
+        [measured["images_per_second"], measured["val_accuracy"]]
+        if not math.isnan(measured["val_accuracy"])
+        else [measured["images_per_second"], 0.0]
+    )
     assert over.system_attrs["constraints"][0] > 0 and all(v > 0 for v in over.constraints.values())
     assert over.number not in {t.number for t in study.best_trials}
     assert all(t.user_attrs["feasible"] for t in study.best_trials)

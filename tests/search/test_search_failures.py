@@ -38,15 +38,32 @@ def test_a_search_whose_every_trial_errors_exits_1_and_calls_them_errors(tmp_pat
     data = _truncated_image_folder(tmp_path / "data", per_class=9)  # 18 >= the batch size 16
     done = subprocess.run(
         [
-            sys.executable, "-m", "tuner", "search", str(SPACE), "--name", "broken",
-            "--storage", str(tmp_path / "experiments"), "--reports-dir", str(tmp_path / "reports"),
-            "--num-samples", "2", "--data", f"imagefolder:{data}", "--remeasure-top", "0",
-            "--effects-repeats", "0",
+            sys.executable,
+            "-m",
+            "tuner",
+            "search",
+            str(SPACE),
+            "--name",
+            "broken",
+            "--storage",
+            str(tmp_path / "experiments"),
+            "--reports-dir",
+            str(tmp_path / "reports"),
+            "--num-samples",
+            "2",
+            "--data",
+            f"imagefolder:{data}",
+            "--remeasure-top",
+            "0",
+            "--effects-repeats",
+            "0",
         ],
-        capture_output=True, text=True, timeout=TIMEOUT_S,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "Search finished: 2 trials (2 error)" in done.stdout
+    assert "Search finished: 2 trials (2 errored)" in done.stdout
     assert "infeasible" not in done.stdout
 
     trials = pd.read_csv(tmp_path / "reports" / "broken" / "trials.csv")

@@ -8,7 +8,8 @@ import optuna
 import pytest
 
 from tuner.errors import TunerError
-from tuner.search.metrics import objective_metrics
+from tuner.objectives import objective_metrics
+from tuner.record import KIND, classify, optuna_state
 from tuner.search.samplers import make_sampler
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.spaces import SpaceSampler
@@ -36,6 +37,7 @@ def _result(*, violation: float, feasible: bool, ips: float = 100.0, acc: float 
         "feasible": feasible,
         "peak_memory_bytes": 123.0,
         "status": "ok",
+        "final": True,
     }
 
 
@@ -72,21 +74,53 @@ def test_oom_without_a_measurement_is_complete_at_the_worst_corner(tmp_path: Pat
     assert trial.system_attrs["constraints"] == [1.0]
 
 
-def test_a_trial_with_nothing_measured_is_failed(tmp_path: Path) -> None:
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("result", "error", "kind"),
+    [
+        ({"status": "ok", "final": True, "memory_violation": -0.5}, False, "ok"),
+        ({"status": "ok", "final": False, "memory_violation": -0.5}, False, "stopped early"),
+        ({"status": "ok", "final": True, "memory_violation": 0.7}, False, "over budget"),
+        # A diverged run measured a finite accuracy before its loss blew up: still a failure.
+        ({"status": "diverged", "final": True, "error": "loss is nan"}, False, "diverged"),
+        ({"status": "error", "error": "num_classes=5", ACCURACY: _NAN}, False, "errored"),
+        ({"status": "ok", "final": True, "memory_violation": -0.5}, True, "errored"),
+    ],
+)
+def test_each_kind_is_told_in_the_state_the_record_gives_it(
+    tmp_path: Path, result: dict, error: bool, kind: str
+) -> None:
     searcher = _searcher(tmp_path)
-    searcher.suggest("ray-c")
-    crashed = {"status": "error", THROUGHPUT: float("nan"), ACCURACY: float("nan")}
-    searcher.on_trial_complete("ray-c", result=crashed)
+    searcher.suggest("ray-k")
+    told = {**_result(violation=-1, feasible=True), **result}
+    searcher.on_trial_complete("ray-k", result=told, error=error)
+    (trial,) = _stored(tmp_path).trials
+    assert trial.user_attrs[KIND] == kind == classify(trial.user_attrs, ended=True, crashed=error)
+    assert trial.state == optuna.trial.TrialState[optuna_state(kind)]
+    if kind in ("diverged", "errored") and "error" in result:
+        assert trial.user_attrs["error"] == result["error"]
+
+
+def test_an_errored_trial_ray_ends_without_a_result_keeps_its_last_report(tmp_path: Path) -> None:
+    searcher = _searcher(tmp_path)
+    searcher.suggest("ray-e")
+    last = {"status": "error", "error": "bad input", "final": True, THROUGHPUT: _NAN}
+    searcher.on_trial_result("ray-e", last)
+    searcher.on_trial_complete("ray-e", error=True)  # what Ray's controller calls on an ERROR
     (trial,) = _stored(tmp_path).trials
     assert trial.state == optuna.trial.TrialState.FAIL
+    assert trial.user_attrs[KIND] == "errored" and trial.user_attrs["error"] == "bad input"
 
 
-def test_errored_trial_is_failed_even_after_reporting_objectives(tmp_path: Path) -> None:
+def test_a_trial_that_crashed_before_any_report_is_errored_with_a_reason(tmp_path: Path) -> None:
     searcher = _searcher(tmp_path)
-    searcher.suggest("ray-b")
-    searcher.on_trial_complete("ray-b", result=_result(violation=-1, feasible=True), error=True)
-    (trial,) = searcher._ot_study.trials
-    assert trial.state == optuna.trial.TrialState.FAIL
+    searcher.suggest("ray-x")
+    searcher.on_trial_complete("ray-x", error=True)
+    (trial,) = _stored(tmp_path).trials
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[KIND] == "errored"
+    assert "error.txt" in trial.user_attrs["error"]
 
 
 def test_pareto_front_holds_only_feasible_trials(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ from ray.tune.utils.callback import _create_default_callbacks
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.search import SearchOptions
-from tuner.search.tracking import StepTBXLoggerCallback, logger_callbacks, trial_dirname
+from tuner.search.loggers import logger_callbacks
+from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
 
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 NEEDS_MLFLOW = pytest.mark.skipif(
@@ -34,6 +35,7 @@ NEEDS_MLFLOW = pytest.mark.skipif(
 NAME = "track"
 # What Ray's TuneController passes to every callback's setup (the experiment's public spec).
 RAY_SETUP = {"stop": {}, "num_samples": 2, "total_num_samples": 2}
+_LOGGERS = {"wandb_project": None, "experiment": "e", "experiment_dir": Path("unused")}
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +150,30 @@ def test_mlflow_without_the_package_is_one_line_before_any_trial(
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
+@pytest.mark.parametrize(
+    ("project", "hidden", "message"),
+    [
+        ("my-search", True, "pip install 'tuner[wandb]'"),  # what an environment without it sees
+        ("team/project", False, "must be a W&B project name"),
+    ],
+)
+def test_a_wandb_that_cannot_work_is_one_line_before_any_trial(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    project: str,
+    hidden: bool,
+    message: str,
+) -> None:
+    if hidden:
+        monkeypatch.setitem(sys.modules, "wandb", None)
+    code = main(["search", "smoke_space", "--storage", str(tmp_path), "--wandb", project])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.fixture
 def broken_store(tmp_path: Path) -> str:
     """A real SQLite tracking URI that cannot be opened: its folder is a regular file."""
@@ -183,12 +209,26 @@ def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
     assert err.count("warning: MLflow logging stopped") == 1 and err.count("\n") == 1
 
 
+def test_wandb_failing_during_a_search_is_one_warning_and_stops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    wandb_logger = pytest.importorskip("tuner.search.wandb_logger")
+    monkeypatch.setenv("WANDB_MODE", "no-such-mode")  # wandb.init raises on it
+    logger = wandb_logger.WandbOfflineCallback(project="p", folder=tmp_path, tags={})
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    logger.log_trial_start(trial)  # Ray calls these; none of them may raise into Tune's loop
+    logger.log_trial_result(1, trial, {"step": 6, "images_per_second": 1.0})
+    logger.log_trial_end(trial)
+    err = capsys.readouterr().err
+    assert err.count("warning: W&B logging stopped") == 1 and err.count("\n") == 1
+
+
 @NEEDS_MLFLOW
 def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
     from tuner.commands.search import _log_to_mlflow
-    from tuner.experiment_files import METADATA_FILE
+    from tuner.experiment import METADATA_FILE
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))
@@ -239,9 +279,7 @@ def test_an_empty_mlflow_uri_is_refused() -> None:
 
 
 def test_our_tensorboard_logger_replaces_rays_default() -> None:
-    callbacks = _create_default_callbacks(
-        logger_callbacks(mlflow_uri=None, experiment="e", space="s")
-    )
+    callbacks = _create_default_callbacks(logger_callbacks(**_LOGGERS, mlflow_uri=None, space="s"))
     tbx = [c for c in callbacks if isinstance(c, TBXLoggerCallback)]
     assert len(tbx) == 1 and isinstance(tbx[0], StepTBXLoggerCallback)
 
@@ -250,8 +288,8 @@ def test_our_tensorboard_logger_replaces_rays_default() -> None:
 def test_mlflow_logger_only_with_a_uri() -> None:
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    plain = logger_callbacks(mlflow_uri=None, experiment="e", space="spaces/my_space.py")
-    tracked = logger_callbacks(mlflow_uri="sqlite:///m.db", experiment="e", space="my_space.py")
+    plain = logger_callbacks(**_LOGGERS, mlflow_uri=None, space="spaces/my_space.py")
+    tracked = logger_callbacks(**_LOGGERS, mlflow_uri="sqlite:///m.db", space="my_space.py")
     assert not any(isinstance(c, MLflowLoggerCallback) for c in plain)
     (mlflow_logger,) = [c for c in tracked if isinstance(c, MLflowLoggerCallback)]
     assert mlflow_logger.tags == {"space": "my_space", "experiment": "e"}
@@ -275,3 +313,31 @@ def test_trial_dirname(config: dict[str, Any], tag: str | None, expected: str) -
     trial = Trial("run_trial", config=config, trial_id="abc", experiment_tag=tag, stub=True)
     assert trial_dirname(trial) == expected
     assert pickle.loads(pickle.dumps(trial_dirname)) is trial_dirname  # Ray pickles it
+
+
+@pytest.mark.parametrize(
+    ("last", "crashed", "kind"),
+    [
+        ({"status": "ok", "final": True, "memory_violation": -0.5}, False, "ok"),
+        ({"status": "ok", "final": False, "memory_violation": -0.5}, False, "stopped early"),
+        ({"status": "ok", "final": True, "memory_violation": 0.2}, False, "over budget"),
+        ({"status": "diverged", "final": True, "error": "nan loss"}, False, "diverged"),
+        ({"status": "error", "final": True, "error": "boom"}, True, "errored"),
+    ],
+)
+def test_the_console_line_names_the_kind_in_the_records_words(
+    last: dict[str, Any], crashed: bool, kind: str
+) -> None:
+    import io
+
+    from tuner.search.progress import ProgressPrinter
+
+    out = io.StringIO()
+    printer = ProgressPrinter(total=1, stream=out)
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
+    printer.on_trial_start(0, [], trial)
+    printer.on_trial_start(0, [], trial)  # Ray restarts a failed trial: no second start line
+    trial.run_metadata.last_result = last
+    (printer.on_trial_error if crashed else printer.on_trial_complete)(0, [], trial)
+    start, end = out.getvalue().splitlines()
+    assert "start  abc" in start and re.search(rf"\] {kind} +abc  ", end)

@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from tuner import ablate
+    from tuner.compare import ablation as ablate
     from tuner.compare import check_repeats
 
     check_repeats(args.repeats)

@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(args)
-    from tuner.benchmark import run_benchmark, to_markdown
+    from tuner.compare.bench import run_benchmark, to_markdown
 
     report = run_benchmark(
         workload=args.workload,
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     import torch
 
-    from tuner.fidelity import run_verify, to_markdown, verify_config
+    from tuner.compare.fidelity import run_verify, to_markdown, verify_config
 
     config = verify_config(cuda=torch.cuda.is_available(), workload=args.workload, amp=args.amp)
     report = run_verify(

@@ -22,13 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tuner.answer import decide
+    from tuner.experiment import load_experiment, resolve_experiment
     from tuner.report import write_report
-    from tuner.results import load_experiment, resolve_experiment
 
     path = resolve_experiment(args.experiment, storage=args.storage)
     experiment = load_experiment(path)
     out = Path(args.out) if args.out else Path("reports") / path.name
-    written = write_report(experiment, out_dir=out)
+    written = write_report(experiment, decide(experiment), out_dir=out)
     for line in experiment.problem_lines():
         print(line, file=sys.stderr)
     print(written / "report.html")

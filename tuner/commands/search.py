@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.commands.train import add_config_flag
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
-from tuner.search.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.record import TRIAL_ID
+from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
+from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
+
+if TYPE_CHECKING:
+    from tuner.search.run import SearchOutcome
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
-# Spellings of the first release, still accepted as hidden aliases.
-OLD_SPELLINGS = {"img_size": ("--image-size",), "time_budget_s": ("--time-per-trial",)}
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a
@@ -92,7 +95,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
-        add_config_flag(group, name, hidden_aliases=OLD_SPELLINGS.get(name, ()))
+        add_config_flag(group, name)
     group.add_argument(
         "--set",
         action="append",
@@ -192,6 +195,12 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "http://host:5000, ...) and the report to a parent run; needs pip install "
         "'tuner[mlflow]'. Off by default: nothing leaves the machine",
     )
+    group.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        help="also log every trial as a W&B run of this project, offline, into the experiment "
+        "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
+    )
     group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
 
 
@@ -235,6 +244,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
         mlflow=args.mlflow,
+        wandb=args.wandb,
         verbose=args.verbose,
     )
 
@@ -266,36 +276,51 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     report = None
     if not args.no_report:
-        out_dir = Path(args.reports_dir) / outcome.experiment_dir.name
-        report = _write_report(outcome.experiment_dir, out_dir)
-    _log_to_mlflow(outcome.experiment_dir, report)
+        report = _write_report(outcome, Path(args.reports_dir) / outcome.experiment_dir.name)
+    _log_to_mlflow(outcome, report)
     return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 
-def _write_report(experiment_dir: Path, out_dir: Path) -> Path | None:
+def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
     try:
-        write_report(experiment_dir, out_dir=out_dir.resolve())
+        write_report(outcome.experiment, outcome.answer, out_dir=out_dir.resolve())
     except Exception as exc:  # the search's results stand even when the report fails
-        print(f"warning: the report failed ({type(exc).__name__}: {exc}); "
-              f"run `python -m tuner report {experiment_dir}` to retry.")  # fmt: skip
+        print(
+            f"warning: the report failed ({type(exc).__name__}: {exc}); "
+            f"run `python -m tuner report {outcome.experiment_dir}` to retry."
+        )
         return None
     print(f"Report:            {out_dir.resolve() / 'report.html'}")
     return out_dir.resolve()
 
 
-def _log_to_mlflow(experiment_dir: Path, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the report files become
-    artifacts of the search's parent run. A failing MLflow costs nothing but a warning."""
-    from tuner.search.tracking import log_report
+def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
+    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
+    its figures, and the report files, go to the search's parent run. A failing MLflow costs
+    nothing but a warning."""
+    experiment = outcome.experiment
+    uri = (experiment.metadata.get("options") or {}).get("mlflow")
+    if not uri:
+        return
+    from tuner.search.mlflow_logger import log_report
 
+    pick = outcome.answer.recommended
     try:
-        where = log_report(experiment_dir, report)
+        where = log_report(
+            uri,
+            experiment.name,
+            space=str(experiment.metadata.get("space")),
+            report_dir=report,
+            recommended=None if pick is None else pick.to_dict(),
+            config=None if pick is None else experiment.configs[str(pick[TRIAL_ID])],
+        )
     except Exception as exc:  # the experiment and report folders hold every result anyway
         line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        print(f"warning: logging the report to MLflow failed ({line}); the results are in "
-              f"{experiment_dir}.")  # fmt: skip
+        print(
+            f"warning: logging the report to MLflow failed ({line}); the results are in "
+            f"{outcome.experiment_dir}."
+        )
         return
-    if where:
-        print(f"MLflow:            {where}")
+    print(f"MLflow:            {where}")

@@ -61,18 +61,14 @@ def add_config_flag(
     name: str,
     *,
     help: str | None = None,
-    hidden_aliases: tuple[str, ...] = (),
 ) -> None:
     """The flag of one ``TrainConfig`` field, spelled and typed from the field, so every
     command spells a run setting the same way (``img_size`` is ``--img-size``).
 
     An unset flag is left out of the parsed namespace (``hasattr(args, name)`` is false).
-    ``hidden_aliases`` are older spellings that still work but are not shown in ``--help``.
     """
     kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(_HINTS[name]))
     group.add_argument(config_flag(name), help=field_help(name) if help is None else help, **kwargs)
-    for alias in hidden_aliases:
-        group.add_argument(alias, help=argparse.SUPPRESS, **kwargs)
 
 
 def config_flag(name: str) -> str:

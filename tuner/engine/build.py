@@ -114,8 +114,6 @@ def build_parts(config: TrainConfig, device: torch.device, memory: MemoryMeter) 
     """
     torch.manual_seed(config.seed)
     world = World.current()
-    if world.size > 1 and device.type == "cuda":
-        torch.cuda.set_device(device)  # nccl's collectives run on the current device
     effective: dict[str, Any] = {"device": str(device)}
     notes: list[str] = []
     data = build_data(config, device, world)
@@ -169,8 +167,8 @@ def _schedule(
             f"lr {config.lr:g} is for batch_size={config.batch_size}; {world.size} workers "
             f"train a global batch of {config.batch_size * world.size}, so the peak lr is {lr:g}."
         )
-    return Schedule(lr, config.warmup_fraction, steps_per_epoch, min(limits, default=None),
-                    config.time_budget_s)  # fmt: skip
+    planned = min(limits, default=None)
+    return Schedule(lr, config.warmup_fraction, steps_per_epoch, planned, config.time_budget_s)
 
 
 def _num_classes(config: TrainConfig, data: DataBundle) -> int:

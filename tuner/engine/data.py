@@ -160,15 +160,24 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
     )
     val_batches = _val_share(len(val), config.batch_size, config.max_eval_batches, world)
     val_loader = DataLoader(val, batch_sampler=val_batches, **common)
-    return DataBundle(train_loader, val_loader, classes, source.mean, source.std, len(train),
-                      sampler=sampler, notes=notes, skipping=skipping)  # fmt: skip
+    return DataBundle(
+        train_loader,
+        val_loader,
+        classes,
+        source.mean,
+        source.std,
+        len(train),
+        sampler=sampler,
+        notes=notes,
+        skipping=skipping,
+    )
 
 
 def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[list[int]]:
     """This worker's validation batches: every ``world.size``-th of the first ``limit``."""
     count = min(-(-size // batch), limit or size)
-    return [list(range(i * batch, min(size, (i + 1) * batch)))
-            for i in range(world.rank, count, world.size)]  # fmt: skip
+    mine = range(world.rank, count, world.size)
+    return [list(range(i * batch, min(size, (i + 1) * batch))) for i in mine]
 
 
 def _check_batch_size(config: TrainConfig, train_size: int) -> None:

@@ -34,10 +34,13 @@ class World:
         return cls()
 
     def local_cuda(self) -> torch.device:
-        """This worker's GPU: ``LOCAL_RANK`` (set by torchrun and Ray Train) among the visible."""
-        return torch.device(
-            "cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
-        )
+        """This worker's GPU, made the current device: ``LOCAL_RANK`` (set by torchrun and Ray
+        Train) among the visible ones. Set before anything touches CUDA, so no worker opens a
+        context on GPU 0, and nccl's collectives run there."""
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        return device
 
     def sum(self, values: Sequence[float]) -> list[float]:
         return self._reduce(values, dist.ReduceOp.SUM)

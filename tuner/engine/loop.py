@@ -77,7 +77,8 @@ def train(
     Raises:
         TunerError: bad input, found before training starts.
     """
-    hooks = _Hooks(on_eval, None if resume_state is not None else on_probe, probe_steps, True)
+    on_probe = None if resume_state is not None else on_probe
+    hooks = _Hooks(on_eval, on_probe, probe_steps, evaluate=True)
     return _execute(config, hooks, resume_state, progress_bar)
 
 
@@ -93,7 +94,7 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     only_steps = config.replace(
         steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
     )
-    return _execute(only_steps, _Hooks(None, None, 0, False), None, False)
+    return _execute(only_steps, _Hooks(None, None, 0, evaluate=False), None, False)
 
 
 @dataclass(frozen=True)
@@ -169,14 +170,14 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
             # The probe comes after memory was counted, and before any evaluation: an
             # evaluation must never report an unchecked run.
             if (
-                probe_at
+                probe_at is not None
                 and state.step >= count_memory_at
                 and (state.step >= probe_at or eval_due or _progress(parts, state) >= 1.0)
             ):
                 probe_at = None
                 _flush(parts, state, progress)
                 with state.clock_stopped():
-                    stop = _report(parts, state, hooks.on_probe)
+                    stop = _show_probe(parts, state, hooks.on_probe)
             if eval_due and not stop:
                 _flush(parts, state, progress)
                 with state.clock_stopped():
@@ -270,7 +271,7 @@ def _eval_due(parts: RunParts, state: RunState) -> bool:
     return state.step % (parts.config.eval_every_steps or parts.schedule.steps_per_epoch) == 0
 
 
-def _report(parts: RunParts, state: RunState, on_probe: OnProbe) -> bool:
+def _show_probe(parts: RunParts, state: RunState, on_probe: OnProbe) -> bool:
     """Close the open throughput window, show the result so far, reopen."""
     parts.throughput.pause()
     result = _result(parts, state, "ok", None, parts.device, parts.memory)

@@ -119,8 +119,9 @@ class ThroughputMeter:
         n = len(self.windows)
         summed = world.sum([w[1] for w in self.windows] + [w[3] for w in self.windows])
         slowest = world.max([w[2] for w in self.windows])
-        return [(w[0], int(summed[i]), slowest[i], summed[n + i] / world.size)
-                for i, w in enumerate(self.windows)]  # fmt: skip
+        waits = [s / world.size for s in summed[n:]]
+        rows = zip(self.windows, summed[:n], slowest, waits, strict=True)
+        return [(w[0], int(images), seconds, wait) for w, images, seconds, wait in rows]
 
 
 class MemoryMeter:

@@ -10,6 +10,8 @@ initialization such as a ResNet's zero-initialized last BN survives the swap.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Collection
 
 import timm
@@ -125,8 +127,8 @@ def check_norm_choices(
     if "group" not in swapped:
         return
     channels = {name: _channels(layer) for name, layer in layers.items()}
-    fits = [d for d in range(1, min(channels.values()) + 1)
-            if all(c % d == 0 for c in channels.values())]  # fmt: skip
+    common = functools.reduce(math.gcd, channels.values())
+    fits = [d for d in range(1, common + 1) if common % d == 0]
     for g in groups:
         bad = next((name for name, c in channels.items() if c % g), None)
         if bad is not None:

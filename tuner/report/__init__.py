@@ -1,8 +1,10 @@
 """``tuner report``: an experiment folder -> trials table, report.md / report.html, plots, configs.
 
-Public surface: :func:`write_report` (called by ``tuner search`` at the end of every search and
-by ``tuner report``). Implementation lives in the private modules: ``_tables`` (pandas),
-``_effects``, ``_importance`` (Optuna), ``_plots`` (matplotlib), ``_recommend``, ``_render``.
+Public surface: :func:`write_report` (called by ``tuner search`` at the end of every search, with
+the experiment and answer it has, and by ``tuner report``). Implementation lives in the private
+modules: ``_write`` (the sections), ``_effects`` (technique tables), ``_importance`` (Optuna),
+``_plots`` (matplotlib), ``_configs`` (the recommended configs in words and as files), and
+``document`` (the document model and its Markdown/HTML rendering).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What each technique does: the controlled effects table, and an observational appendix.
 
-The controlled table summarizes ``effects.csv`` (:mod:`tuner.search.effects`): each arm is the
+The controlled table summarizes ``effects.csv`` (:mod:`tuner.search.after_search`): each arm is the
 recommended config with one knob switched, measured interleaved with it, so its change is a
 paired ratio (images/s) or difference (peak memory) with a 95 % interval. An interval that
 contains "no change" reads "no measurable effect"; an arm whose setting did not run here reads

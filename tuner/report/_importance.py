@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment_files import STUDY_FILE
+from tuner.experiment import STUDY_FILE
 
 __all__ = ["MIN_TRIALS", "distributions", "param_importances"]
 

@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from tuner.objectives import Objective
+from tuner.record import KIND
 from tuner.units import MIB
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
@@ -28,27 +29,26 @@ def pareto_plot(
     """Objective 1 vs objective 2 with intervals: candidates, front, over budget, failed."""
     (x, _), (y, _) = objs[0], objs[1]
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
-    feasible = trials["feasible"].astype(bool)
-    failed = ~feasible & (trials["status"] != "ok")
-    _errorbars(ax, trials[feasible], x, y, fmt="o", color="tab:blue", label="feasible")
-    over = trials[~feasible & ~failed]
+    kinds = trials[KIND]
+    _errorbars(ax, trials[kinds == "ok"], x, y, fmt="o", color="tab:blue", label="ok")
+    over = trials[kinds.isin(["over budget", "stopped early"])]
     ax.scatter(
         _num(over, x),
         _num(over, y),
         marker="x",
         c="tab:orange",
-        label="over budget / stopped early",
+        label="over budget, or stopped early",
         zorder=2,
     )
     ys = _num(trials, y)
     floor = np.nanmin(ys) if np.isfinite(ys).any() else 0.0
-    bad = trials[failed]
+    bad = trials[kinds.isin(["errored", "diverged"])]
     ax.scatter(
         _num(bad, x),
         np.where(np.isfinite(_num(bad, y)), _num(bad, y), floor),
         marker="v",
         c="tab:red",
-        label="failed (oom / error / diverged)",
+        label="errored, or diverged",
         zorder=2,
     )
     if not front.empty:

@@ -20,8 +20,9 @@ from typing import Any
 
 import pandas as pd
 
+from tuner.experiment import Experiment
+from tuner.record import KIND, is_candidate
 from tuner.report.document import Section, Table, estimate_text
-from tuner.results import Experiment
 from tuner.spaces import WORKERS_PARAM
 from tuner.stats import Estimate, median_interval
 from tuner.units import as_number
@@ -59,12 +60,10 @@ def scaling_section(
 
 
 def _usable(trials: pd.DataFrame) -> pd.DataFrame:
-    """Trials that finished ok within budget with a throughput and a world size."""
+    """Candidates (ran to their end, ok, within budget) with a throughput and a world size."""
     if "world_size" not in trials.columns or trials.empty:
         return trials.iloc[0:0]
-    ok = trials["status"].astype(str).eq("ok") & trials["world_size"].notna()
-    if "feasible" in trials.columns:
-        ok &= trials["feasible"].fillna(False).astype(bool)
+    ok = trials[KIND].astype(str).map(is_candidate) & trials["world_size"].notna()
     ok &= pd.to_numeric(trials[_IPS], errors="coerce").gt(0)
     usable = trials[ok].copy()
     usable["world_size"] = usable["world_size"].astype(int)

@@ -17,12 +17,33 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, REMEASURE_FILE
-from tuner.objectives import memory_limit
-from tuner.recommend import Answer, decide
+from tuner.answer import Answer, decide
+from tuner.experiment import (
+    EFFECTS_FILE,
+    METADATA_FILE,
+    PARAM_PREFIX,
+    REMEASURE_FILE,
+    Experiment,
+    column_meanings,
+    load_experiment,
+    memory_limit,
+    speed_settings_of,
+    write_trials_csv,
+)
+from tuner.record import (
+    ERROR,
+    INFEASIBLE_REASON,
+    KIND,
+    KINDS,
+    SPEED_SETTINGS,
+    STATUS,
+    TRIAL_ID,
+    TRIAL_TIME_S,
+    is_candidate,
+)
 from tuner.report import _effects, _plots
+from tuner.report._configs import describe, export_config
 from tuner.report._importance import distributions, param_importances
-from tuner.report._recommend import describe, export_config, trial_config
 from tuner.report._scaling import scaling_section
 from tuner.report.document import (
     Details,
@@ -33,25 +54,21 @@ from tuner.report.document import (
     render_html,
     render_markdown,
 )
-from tuner.results import (
-    TRIAL_COLUMNS,
-    Experiment,
-    load_experiment,
-    speed_settings_of,
-    write_trials_csv,
-)
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite
+from tuner.units import format_bytes, is_finite, ratio_text
 
 __all__ = ["write_report"]
 
 
-def write_report(experiment_dir: Path | Experiment, *, out_dir: Path) -> Path:
+def write_report(
+    experiment: Path | Experiment, answer: Answer | None = None, *, out_dir: Path
+) -> Path:
     """Write ``trials.csv``, ``trials.parquet``, ``report.md``, ``report.html``, plots and
     ``recommended_<metric>.json`` for an experiment folder (finished, partial or all-failed).
 
     Args:
-        experiment_dir: the experiment folder (``<storage>/<name>``), or it already loaded.
+        experiment: the experiment folder (``<storage>/<name>``), or it already loaded.
+        answer: its answer, when the caller decided already (``tuner search`` has).
         out_dir: the report folder; created if needed, files in it are overwritten.
 
     Returns:
@@ -60,21 +77,18 @@ def write_report(experiment_dir: Path | Experiment, *, out_dir: Path) -> Path:
     Raises:
         TunerError: the folder is missing or not an experiment.
     """
-    experiment = (
-        experiment_dir
-        if isinstance(experiment_dir, Experiment)
-        else load_experiment(experiment_dir)
-    )
+    if not isinstance(experiment, Experiment):
+        experiment = load_experiment(experiment)
+    answer = answer or decide(experiment)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_trials_csv(experiment.trials, out_dir / "trials.csv")
     experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
-    answer = decide(experiment)
     effects = _effects.controlled_effects(experiment.effects)
     sections = [
         _answer(experiment, answer, effects, out_dir),
         _front(experiment, answer, out_dir),
-        _techniques(experiment, effects, out_dir),
+        _techniques(experiment, answer, effects, out_dir),
         _speed_choices(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment),
@@ -98,11 +112,11 @@ def _answer(experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: 
         return section
     by_trial: dict[str, list[str]] = {}
     for metric, row in answer.best.items():
-        by_trial.setdefault(str(row["trial_id"]), []).append(metric)
+        by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     files = {}
     for trial_id, metrics in by_trial.items():
         row = answer.best[metrics[0]]
-        config = _config(experiment, trial_id)
+        config = answer.configs[trial_id]
         for metric in metrics:
             files[metric] = export_config(config, out / f"recommended_{metric}.json")
         section.blocks.extend(_pick_text(row, metrics, config, answer))
@@ -110,9 +124,9 @@ def _answer(experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: 
     section.blocks.append(_gain_text(gain, experiment))
     section.blocks.append(answer.sentence())
     recommended = answer.recommended
-    chosen = next(m for m, r in answer.best.items() if r["trial_id"] == recommended["trial_id"])
+    chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
     section.blocks.append(
-        f"Train with it (trial `{recommended['trial_id']}`): `python -m tuner train --config "
+        f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
         f"{_shown_path(files[chosen])}` (the full run config: the fixed workload plus the chosen "
         "settings, lr already computed)."
     )
@@ -135,15 +149,13 @@ def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) 
     )
     acc = estimate_text(row, "val_accuracy", ".3f")
     images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0
-    return [
-        f"**{title}: trial `{row['trial_id']}`**: {describe(config)}.",
-        "\n".join([
-            f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
-            f"- validation accuracy {acc} (95% interval over {images:,} images)",
-            f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
-            f"({row.get('memory_kind') or 'kind unknown'})",
-        ]),
-    ]  # fmt: skip
+    facts = [
+        f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
+        f"- validation accuracy {acc} (95% interval over {images:,} images)",
+        f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
+        f"({row.get('memory_kind') or 'kind unknown'})",
+    ]
+    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {describe(config)}.", "\n".join(facts)]
 
 
 def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
@@ -154,7 +166,7 @@ def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
                 "the technique effects step)."
             )
         return "The recommended config already is the plain loop (no speed technique on)."
-    interval = f"{gain['ratio']:.2f}x [{gain['low']:.2f}–{gain['high']:.2f}]"
+    interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
     plain = f"{gain['plain_images_per_second']:,.0f} images/s"
     if gain["tie"]:
         return (
@@ -171,9 +183,8 @@ def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
 def _no_pick(experiment: Experiment) -> str:
     trials = experiment.trials
     limit = memory_limit(experiment.metadata)
-    reasons = trials["infeasible_reason"].fillna("").astype(str)
-    over = int(reasons.str.contains("over the budget").sum())
-    errors = int((trials["status"] == "error").sum())
+    over = int((trials[KIND] == "over budget").sum())
+    errors = int((trials[KIND] == "errored").sum())
     lines = [
         f"**No configuration can be recommended**: none of the {len(trials)} trial(s) "
         "finished ok within the memory budget."
@@ -194,7 +205,7 @@ def _no_pick(experiment: Experiment) -> str:
 def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
     section = Section("Pareto front", anchor="front")
     if answer.front.empty:
-        section.blocks.append("No feasible trial: there is no front.")
+        section.blocks.append("No trial ran ok to its end within the budget: there is no front.")
     else:
         source = (
             "re-measured medians (only re-measured candidates can be picked)"
@@ -218,13 +229,13 @@ def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
     for _, row in front.iterrows():
         rows.append(
             {
-                "trial_id": row["trial_id"],
+                TRIAL_ID: row[TRIAL_ID],
                 "images/s": estimate_text(row, "images_per_second", ",.0f"),
                 "throughput from": row["throughput_source"],
                 "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
                 "peak memory": format_bytes(row.get("peak_memory_bytes")),
-                **{n: row.get(f"param_{n}") for n in experiment.param_names},
-                "speed settings": settings_text(speed_settings_of(row.get("speed_settings"))),
+                **{n: row.get(PARAM_PREFIX + n) for n in experiment.param_names},
+                "speed settings": settings_text(speed_settings_of(row.get(SPEED_SETTINGS))),
             }
         )
     return pd.DataFrame(rows)
@@ -233,7 +244,9 @@ def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
 # ---- 3. techniques ---------------------------------------------------------------------------
 
 
-def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Section:
+def _techniques(
+    experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: Path
+) -> Section:
     section = Section("What each technique does for the recommended config", anchor="techniques")
     info = experiment.metadata.get("effects") or {}
     if effects.empty:
@@ -243,7 +256,7 @@ def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Sec
         )
         return section
     section.blocks.append(
-        f"Each row is the recommended config (trial `{info.get('trial_id', '?')}`) with one "
+        f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
         "change, measured in short fresh runs interleaved with the recommended config itself and "
         "repeated; changes are paired, with 95% intervals. **No measurable effect** means the "
         "interval contains no change: on this machine the difference is inside the noise. "
@@ -251,6 +264,7 @@ def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Sec
         "is not re-measured here: the speed techniques do not change the maths of training; AMP "
         "and the norm layers do, and the search's trials show their accuracy."
     )
+    section.blocks.append(_reference_note(answer))
     section.blocks.append(Table(_effects.effects_table(effects), "One change at a time"))
     plot = _plots.effects_plot(effects, out / "effects.png")
     if plot is not None:
@@ -261,14 +275,30 @@ def _techniques(experiment: Experiment, effects: pd.DataFrame, out: Path) -> Sec
     return section
 
 
+def _reference_note(answer: Answer) -> str:
+    """Why this table's figure for the recommended config is not the answer's."""
+    pick = answer.recommended
+    figure = ""
+    if pick is not None:
+        source = "re-measured" if pick.get("throughput_source") == "re-measured" else "search"
+        ips = estimate_text(pick, "images_per_second", ",.0f")
+        figure = f" (section 1: {ips} images/s, {source})"
+    return (
+        "The first row's images/s is the recommended config measured again here, in this "
+        f"table's own short interleaved runs, so it differs from the answer's figure{figure}: "
+        "compare the rows of this table with each other, not with other sections."
+    )
+
+
 # ---- 4. speed settings per training config ----------------------------------------------
 
 
 def _speed_choices(experiment: Experiment) -> Section:
     section = Section("Speed settings chosen per training config", anchor="speed")
     if not experiment.probe_cache:
-        section.blocks.append("No speed probes ran (--speed-repeats 0): the speed knobs stayed "
-                              "as the space set them.")  # fmt: skip
+        section.blocks.append(
+            "No speed probes ran (--speed-repeats 0): the speed knobs stayed as the space set them."
+        )
         return section
     section.blocks.append(
         "Before a training config first trains, short probes measure the plain setting and each "
@@ -301,20 +331,15 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
         }
         for variant in choice.get("variants", []):
             row[variant["name"]] = _ratio_text(variant) + (" **kept**" if variant["kept"] else "")
-        row["chosen"] = "over budget: not probed" if choice.get("over_budget") else (
-            settings_text(choice.get("settings", {}))
-        )  # fmt: skip
+        chosen = settings_text(choice.get("settings", {}))
+        row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
         row["probe seconds"] = choice.get("probe_seconds")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _ratio_text(variant: Mapping[str, Any]) -> str:
-    if variant.get("ratio") is None:
-        return "n/a"
-    if variant.get("low") is None or variant.get("high") is None:
-        return f"{variant['ratio']:.2f}x"
-    return f"{variant['ratio']:.2f}x [{variant['low']:.2f}–{variant['high']:.2f}]"
+    return ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
 
 
 # ---- 5. trials -------------------------------------------------------------------------------
@@ -323,16 +348,16 @@ def _ratio_text(variant: Mapping[str, Any]) -> str:
 def _trials(experiment: Experiment) -> Section:
     trials = experiment.trials
     section = Section("Trials", anchor="trials")
-    counts = (
-        trials.groupby("status", sort=True)["feasible"].agg(["size", "sum"])
-        if len(trials)
-        else pd.DataFrame(columns=["size", "sum"])
+    counts = trials[KIND].value_counts()
+    table = pd.DataFrame(
+        {KIND: kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}
+        for kind in KINDS
+        if kind in counts
     )
-    counts = counts.rename(columns={"size": "trials", "sum": "feasible"}).reset_index()
-    section.blocks.append(Table(counts, "Trials by status"))
-    failed = trials[~trials["feasible"].astype(bool)]
+    section.blocks.append(Table(table, "Trials by kind"))
+    failed = trials[trials[KIND] != "ok"]
     if not failed.empty:
-        shown = failed[["trial_id", "status", "infeasible_reason", "error"]].assign(
+        shown = failed[[TRIAL_ID, KIND, STATUS, INFEASIBLE_REASON, ERROR]].assign(
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
@@ -389,14 +414,15 @@ def _details(experiment: Experiment) -> Section:
             f"- space: {meta.get('space', 'unknown')}, sampler {meta.get('sampler', '?')}, "
             f"seed {meta.get('seed', '?')}",
             f"- memory limit: {format_bytes(memory_limit(meta)) if memory_limit(meta) else 'none'}",
-            f"- trials: {len(trials)}, feasible: {int(trials['feasible'].sum())}",
-            f"- summed trial wall time: {_duration(trials['wall_time_s'].sum())}",
+            f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
+            f"- summed trial wall time: {_duration(trials[TRIAL_TIME_S].sum())}",
             f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({0 if experiment.remeasure is None else len(experiment.remeasure)} rows)",
         ]
     )
-    columns = pd.DataFrame({"column": list(TRIAL_COLUMNS), "meaning": list(TRIAL_COLUMNS.values())})
+    meanings = column_meanings()
+    columns = pd.DataFrame({"column": list(meanings), "meaning": list(meanings.values())})
     metadata = Details(f"Run metadata ({METADATA_FILE})", [Table(_metadata_table(meta))])
     observed = Details(
         "Techniques across trials (observational)",
@@ -419,7 +445,7 @@ _COLUMNS_NOTE = (
     "Then every other reported metric, and `param_<name>` per searched/derived setting. Counts "
     "are nullable integers, missing text is missing (not an empty string), flags are booleans "
     "and times are UTC. `trials.parquet` keeps these dtypes; read `trials.csv` with "
-    "`tuner.results.read_trials_csv(path)` to get the same frame."
+    "`tuner.experiment.read_trials_csv(path)` to get the same frame."
 )
 
 
@@ -436,15 +462,6 @@ def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def _config(experiment: Experiment, trial_id: str) -> Any:
-    workload = experiment.metadata.get("workload")
-    return trial_config(
-        experiment.configs.get(trial_id, {}),
-        workload if isinstance(workload, Mapping) else None,
-        experiment.metadata.get("search_only_params") or ["base_lr"],
-    )
 
 
 def _shown_path(path: Path) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tuner.units import as_number, format_bytes
+from tuner.units import as_number, format_bytes, interval_text
 
 __all__ = [
     "Details",
@@ -95,7 +95,7 @@ def estimate_text(row: Mapping[str, Any], column: str, spec: str) -> str:
         return show(median)
     if low == high == median:
         return show(median)
-    return f"{show(median)} [{show(low)}–{show(high)}]"
+    return f"{show(median)} {interval_text(low, high, show)}"
 
 
 def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
@@ -120,8 +120,7 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
 
     text = show(value)
     if not (math.isnan(low) or math.isnan(high)) and not (low == high == value):
-        bounds = f"{low:.2f}–{high:.2f}" if "ratio" in key else f"{show(low)}–{show(high)}"
-        text += f" [{bounds}]"
+        text += " " + interval_text(low, high, "{:.2f}".format if "ratio" in key else show)
     return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
 
 

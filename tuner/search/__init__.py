@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tuner.search.options import OBJECTIVES, SAMPLERS, SearchOptions
+from tuner.search.options import OBJECTIVES, SearchOptions
+from tuner.search.samplers import SAMPLERS
 
 if TYPE_CHECKING:
     from tuner.search.run import SearchOutcome, run_search

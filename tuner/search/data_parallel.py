@@ -156,10 +156,10 @@ class _WorkerRun(_TrialRun):
         self.world_size = train_context.get_world_size()
         super().__init__(context)
 
-    def _send(self, metrics: dict[str, Any], checkpoint: Path | None) -> None:
+    def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
         attach = checkpoint is not None and self.rank == 0
         ray.train.report(
-            metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if attach else None
+            report, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if attach else None
         )
 
     def _latest_checkpoint(self) -> Any:

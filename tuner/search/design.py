@@ -29,10 +29,13 @@ def startup_design(
     """Partial parameter dicts to enqueue first (at most ``budget`` of them)."""
     rng = random.Random(seed)
     factors = sorted(
-        ((name, choices) for name, choices in profile.categoricals.items()
-         if name not in profile.conditional and len(choices) > 1),
+        (
+            (name, choices)
+            for name, choices in profile.categoricals.items()
+            if name not in profile.conditional and len(choices) > 1
+        ),
         key=lambda item: -len(item[1]),
-    )  # fmt: skip
+    )
     if not factors:
         return []
     rows = max(len(choices) for _, choices in factors)

@@ -1,14 +1,16 @@
-"""Writing the experiment folder: where it is, and its metadata file.
+"""Where a search's experiment folder is, and what its driver records about itself.
 
-What the folder holds, file by file, is declared in :mod:`tuner.experiment_files`. With a URI
-storage (``s3://...``) tuner's own files are written to ``experiments/<name>/`` locally and
-copied next to Ray's folder at the end.
+The folder's files, its metadata's writer and reader and its trials table are
+:mod:`tuner.experiment`'s (Ray-free). This module is the search's side: :class:`ExperimentPaths`
+(Ray's storage: with a URI ``s3://...`` tuner's own files are written to
+``experiments/<name>/`` locally and copied next to Ray's folder by :meth:`~ExperimentPaths.upload`,
+through pyarrow's file systems, as Ray does), the options of a search to resume, and the
+driver's environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 import shlex
 import socket
@@ -18,16 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
-from tuner.experiment_files import METADATA_FILE, STUDY_FILE, TUNER_FILES
+from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
 from tuner.search.options import SearchOptions
 
-__all__ = [
-    "ExperimentPaths",
-    "load_metadata",
-    "options_from_metadata",
-    "update_metadata",
-    "write_metadata",
-]
+__all__ = ["ExperimentPaths", "environment", "now", "options_to_resume"]
 
 _LOCAL_MIRROR = "experiments"
 
@@ -39,7 +35,7 @@ class ExperimentPaths:
     name: str
     storage: str  # what Ray gets as storage_path (absolute path or URI)
     ray_path: str  # Ray's experiment folder: <storage>/<name>
-    local: Path  # tuner's own files (experiment_files.TUNER_FILES)
+    local: Path  # tuner's own files (tuner.experiment.TUNER_FILES)
 
     @classmethod
     def of(cls, storage: str, name: str) -> ExperimentPaths:
@@ -78,39 +74,18 @@ class ExperimentPaths:
                 pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
 
 
-def write_metadata(paths: ExperimentPaths, fields: dict[str, Any]) -> None:
-    """Write ``tuner_experiment.json`` (atomically: a killed driver never leaves half a file)."""
-    paths.local.mkdir(parents=True, exist_ok=True)
-    target = paths.local / METADATA_FILE
-    temporary = target.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(fields, indent=2, sort_keys=True, default=str))
-    temporary.replace(target)
-
-
-def load_metadata(paths: ExperimentPaths) -> dict[str, Any]:
-    """Read ``tuner_experiment.json``.
+def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
+    """The options the experiment at ``paths`` was started with, ``changes`` applied.
 
     Raises:
-        TunerError: the experiment folder has none (nothing to resume).
+        TunerError: the experiment folder has no metadata (nothing to resume).
     """
-    target = paths.local / METADATA_FILE
-    if not target.exists():
+    metadata = read_metadata(paths.local)
+    if not metadata:
         raise TunerError(
             f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
-    return json.loads(target.read_text())
-
-
-def update_metadata(paths: ExperimentPaths, **changes: Any) -> dict[str, Any]:
-    """Merge ``changes`` into ``tuner_experiment.json`` and return the result."""
-    fields = {**load_metadata(paths), **changes}
-    write_metadata(paths, fields)
-    return fields
-
-
-def options_from_metadata(metadata: dict[str, Any], **changes: Any) -> SearchOptions:
-    """The options an experiment was started with, with ``changes`` applied (for --resume)."""
     saved = dict(metadata["options"])
     known = {f.name for f in dataclasses.fields(SearchOptions)}
     return SearchOptions(**{k: v for k, v in {**saved, **changes}.items() if k in known})

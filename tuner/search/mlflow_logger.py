@@ -1,9 +1,12 @@
 """``--mlflow URI``: Ray's MLflow logger by training step, and the search's parent run.
 
 Imported only when a search is tracked: importing Ray's MLflow logger imports ``mlflow``.
-Every trial is one MLflow run (params: its config; metrics: every report at its training step;
-tags: ``space``, ``experiment``, ``trial_name``) nested under one parent run per search, in the
-MLflow experiment named after the search. The parent run gets the report's files at the end.
+Every trial is one MLflow run (params: its config; metrics: every report at its training step,
+each step once; tags: ``space``, ``experiment``, ``trial_name`` and, at its end, ``kind``
+(:func:`tuner.record.classify`) and ``error``), nested under one parent run per search, in the
+MLflow experiment named after the search. A trial Optuna is told as FAIL (errored, diverged) ends
+FAILED, every other FINISHED. The parent run gets the recommended config and its figures and the
+report's files at the end (:func:`log_report`).
 
 MLflow never stops a search: the URI is tried before any trial runs (:func:`check_tracking_uri`),
 and a store that fails later costs one warning line, after which the search goes on untracked.
@@ -12,28 +15,33 @@ and a store that fails later costs one warning line, after which the search goes
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 
+from tuner import record
 from tuner.errors import TunerError
-from tuner.search.tracking import StepFilter, metrics_only
+from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_outcome
+from tuner.units import finite_or_none
 
 __all__ = [
     "PARENT_RUN_TAG",
     "StepMLflowLoggerCallback",
     "check_tracking_uri",
-    "finish_parent_run",
+    "log_report",
     "parent_run",
 ]
 
 # Marks the parent run of a search in its MLflow experiment (the trial runs are its children).
 PARENT_RUN_TAG = "tuner.parent"
 _MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own tag for a nested run
+RECOMMENDED = "recommended"  # prefix of the parent run's params and metrics of the pick
+_TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
 class StepMLflowLoggerCallback(MLflowLoggerCallback):
@@ -43,7 +51,7 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
         self._steps = StepFilter()
-        self._failed = False
+        self._guard = Guard("MLflow")
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
@@ -59,17 +67,17 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        self._failed = False  # a resumed search tries again
-        self._guarded(self._setup, *args, **kwargs)
+        self._guard.failed = False  # a resumed search tries again
+        self._guard.run(self._setup, *args, **kwargs)
 
     def log_trial_start(self, trial: Any) -> None:
-        self._guarded(self._start, trial)
+        self._guard.run(self._start, trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guarded(self._log_result, trial, result)
+        self._guard.run(self._log_result, trial, result)
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guarded(super().log_trial_end, trial, failed)
+        self._guard.run(self._end, trial, failed)
 
     def _setup(self, *args: Any, **kwargs: Any) -> None:
         super().setup(*args, **kwargs)
@@ -88,17 +96,13 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
                 run_id=self._trial_runs[trial], metrics_to_log=metrics_only(result), step=step
             )
 
-    def _guarded(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Run ``method``; the first failure is one warning line and ends MLflow logging."""
-        if self._failed:
-            return
-        try:
-            method(*args, **kwargs)
-        except Exception as exc:
-            self._failed = True
-            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warning = f"warning: MLflow logging stopped ({line}); the search goes on."
-            print(warning, file=sys.stderr, flush=True)
+    def _end(self, trial: Any, failed: bool) -> None:
+        kind, error = trial_outcome(trial, failed=failed)
+        tags = {record.KIND: kind, **({record.ERROR: error[:_TAG_CHARS]} if error else {})}
+        client = MlflowClient(self.tracking_uri)
+        for key, value in tags.items():
+            client.set_tag(self._trial_runs[trial], key, value)
+        super().log_trial_end(trial, failed=record.optuna_state(kind) == "FAIL")
 
 
 def check_tracking_uri(tracking_uri: str) -> None:
@@ -140,14 +144,53 @@ def parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str:
     return run.info.run_id
 
 
-def finish_parent_run(
-    tracking_uri: str, experiment: str, *, tags: dict[str, str], artifacts: Path | None
+def log_report(
+    tracking_uri: str,
+    experiment: str,
+    *,
+    space: str,
+    report_dir: Path | None,
+    recommended: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> str:
-    """Log the files of ``artifacts`` (the report folder) to the parent run, mark it finished,
-    and return its id."""
+    """Close the search's parent run with what the search decided.
+
+    Args:
+        tracking_uri, experiment: the search's ``--mlflow`` URI and experiment name.
+        space: the search space's name (a tag, as on every trial run).
+        report_dir: the report folder; its files become the run's artifacts.
+        recommended: the recommended trial's figures (``Answer.recommended``): its trial id
+            becomes the tag ``recommended.trial_id``, its finite numbers the metrics
+            ``recommended.<name>``.
+        config: what the recommended trial ran (``Experiment.configs[trial_id]``): the params
+            ``recommended.<name>``.
+
+    Returns:
+        ``"<tracking URI>, experiment <name>, run <id>"``.
+    """
+    tags = {"space": Path(space).stem, "experiment": experiment}
     run_id = parent_run(tracking_uri, experiment, tags)
     client = MlflowClient(tracking_uri)
-    if artifacts is not None and artifacts.is_dir():
-        client.log_artifacts(run_id, str(artifacts))
+    if recommended is not None:
+        client.set_tag(
+            run_id, f"{RECOMMENDED}.{record.TRIAL_ID}", str(recommended[record.TRIAL_ID])
+        )
+        client.log_batch(run_id, metrics=_figures(recommended), params=_params(config or {}))
+    if report_dir is not None and report_dir.is_dir():
+        client.log_artifacts(run_id, str(report_dir))
     client.set_terminated(run_id, "FINISHED")
-    return run_id
+    return f"{tracking_uri}, experiment {experiment!r}, run {run_id}"
+
+
+def _figures(row: Mapping[str, Any]) -> list[Metric]:
+    """The finite numbers of the pick's row (flags and text are no figures)."""
+    numbers = {name: finite_or_none(value) for name, value in row.items()}
+    return [
+        Metric(f"{RECOMMENDED}.{name}", value, 0, 0)
+        for name, value in numbers.items()
+        if value is not None and not isinstance(row[name], bool | np.bool_)
+    ]
+
+
+def _params(config: Mapping[str, Any]) -> list[Param]:
+    return [Param(f"{RECOMMENDED}.{key}", str(value)[:_TAG_CHARS]) for key, value in config.items()]

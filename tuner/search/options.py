@@ -6,23 +6,20 @@ import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
+from tuner.search.samplers import SAMPLERS, SamplerName
 
 __all__ = [
     "OBJECTIVES",
-    "SAMPLERS",
     "WORKLOAD_CHOICES",
-    "SamplerName",
     "SearchOptions",
 ]
 
-SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
-SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
 
 
@@ -63,6 +60,7 @@ class SearchOptions:
     remeasure_max_repeats: int = 6  # ... and up to this many while candidates are inseparable
     effects_repeats: int = 3  # technique effects around the recommended config (0: none)
     mlflow: str | None = None  # MLflow tracking URI; None: nothing is sent anywhere
+    wandb: str | None = None  # W&B project: offline runs in the experiment folder
     verbose: bool = False
 
     def __post_init__(self) -> None:
@@ -110,6 +108,7 @@ class SearchOptions:
                 f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
         _check_mlflow(self.mlflow)
+        _check_wandb(self.wandb)
         check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
@@ -131,12 +130,28 @@ def _check_mlflow(uri: str | None) -> None:
         raise TunerError(
             "--mlflow needs a tracking URI, e.g. sqlite:///mlflow.db or http://host:5000."
         )
+    _check_installed("mlflow", flag="--mlflow", client="MLflow")
+
+
+def _check_wandb(project: str | None) -> None:
+    """``--wandb`` needs a project name and the wandb package, found before Ray starts."""
+    if project is None:
+        return
+    if not re.fullmatch(r"[^/\\#?%:]{1,128}", project) or not project.strip():
+        raise TunerError(
+            f"--wandb {project!r} must be a W&B project name (no / \\ # ? % :), e.g. my-search."
+        )
+    _check_installed("wandb", flag="--wandb", client="W&B")
+
+
+def _check_installed(package: str, *, flag: str, client: str) -> None:
+    """The package a tracking flag needs (its extra of the same name installs it)."""
     try:
-        found = importlib.util.find_spec("mlflow") is not None
+        found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a broken install, or one hidden in sys.modules
         found = False
     if not found:
         raise TunerError(
-            "--mlflow needs MLflow, which is not installed: pip install 'tuner[mlflow]' "
-            "(or pip install mlflow)."
+            f"{flag} needs {client}, which is not installed: pip install 'tuner[{package}]' "
+            f"(or pip install {package})."
         )

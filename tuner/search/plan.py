@@ -11,7 +11,7 @@ import optuna
 from tuner.config import config_fields
 from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
-from tuner.spaces import WORKERS_PARAM, SearchSpace
+from tuner.spaces import WORKERS_PARAM, SearchSpace, train_config_of
 
 __all__ = ["SearchPlan", "SpaceProfile", "check_space", "make_plan"]
 
@@ -77,7 +77,7 @@ def make_plan(
     cuda = gpus > 0
     kind = space.workload(options.workload, cuda=cuda)
     workload = {**space.workloads[kind], **options.overrides}
-    space.build_config(workload, {})  # a bad override fails here, in one line
+    train_config_of({}, workload=workload)  # a bad override fails here, in one line
     return SearchPlan(
         workload_kind=kind,
         workload=workload,
@@ -132,7 +132,7 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     for _ in range(samples):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda)
-        space.build_config(plan.workload, params)
+        train_config_of(params, workload=plan.workload)
         returned |= set(params)
         for name, value in params.items():
             seen_values = values.setdefault(name, [])

@@ -30,8 +30,15 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
     from tuner.engine.data import build_data
     from tuner.engine.model import build_model, check_norm_choices
 
-    base = TrainConfig.from_params({**plan.workload, "device": "cpu", "num_workers": 0,
-                                    "persistent_workers": False, "norm": "native"})  # fmt: skip
+    base = TrainConfig.from_params(
+        {
+            **plan.workload,
+            "device": "cpu",
+            "num_workers": 0,
+            "persistent_workers": False,
+            "norm": "native",
+        }
+    )
     data = build_data(base.replace(batch_size=1), torch.device("cpu"))
     too_big = sorted(b for b in _choices(profile, plan, "batch_size") if b > data.train_size)
     if too_big:

@@ -1,6 +1,6 @@
 """The experiment's cache of speed probes, shared by every trial on every node.
 
-A small Ray actor on the driver's node holds ``key -> SpeedChoice`` (see :mod:`tuner.speed`)
+A small Ray actor on the driver's node holds ``key -> SpeedChoice`` (see :mod:`tuner.compare.speed`)
 and writes the whole cache to ``probe_cache.json`` in the experiment folder after every change
 (atomically), so a resumed search starts with what was already probed. Trials reach it by name.
 """

@@ -2,9 +2,12 @@
 
 Flow: connect to Ray -> plan resources and workload -> check the space -> Tuner (new or
 restored) with ``ConstrainedOptunaSearch`` (SQLite study in the experiment folder) ->
-reconcile the study with Ray's trials -> re-measure the top candidates -> metadata -> summary.
-The report is the caller's next step (``tuner search`` writes it from the experiment folder);
-this package never imports it.
+reconcile the study with Ray's trials -> load the experiment -> re-measure the top candidates
+(and load it again) -> decide once -> the technique effects around the pick -> metadata ->
+summary. The folder is read at most twice and the metadata written twice (at the start and at
+the end; once more when the fit is interrupted). :class:`SearchOutcome` hands the
+:class:`~tuner.experiment.Experiment` and the :class:`~tuner.answer.Answer` on: the report is
+the caller's next step (``tuner search`` writes it from them); this package never imports it.
 """
 
 from __future__ import annotations
@@ -26,35 +29,41 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from tuner.answer import Answer, candidates, decide
 from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError
-from tuner.experiment_files import EFFECTS_FILE, METADATA_FILE, PROBE_CACHE_FILE, REMEASURE_FILE
-from tuner.objectives import objectives_of, rank_candidates
-from tuner.recommend import decide
-from tuner.results import load_experiment
-from tuner.search import cluster, data_parallel
-from tuner.search.design import startup_design
-from tuner.search.effects import measure_effects
-from tuner.search.experiment import (
-    ExperimentPaths,
-    environment,
-    load_metadata,
-    now,
-    options_from_metadata,
+from tuner.experiment import (
+    EFFECTS_FILE,
+    METADATA_FILE,
+    PROBE_CACHE_FILE,
+    REMEASURE_FILE,
+    STUDY_TRIAL_ID_ATTR,
+    Experiment,
+    load_experiment,
     update_metadata,
     write_metadata,
 )
-from tuner.search.metrics import objective_directions, objective_metrics
+from tuner.objectives import (
+    objective_directions,
+    objective_metrics,
+    objectives_of,
+    rank_candidates,
+)
+from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT, TRIAL_ID
+from tuner.search import cluster, data_parallel
+from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
+from tuner.search.design import startup_design
+from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
+from tuner.search.loggers import logger_callbacks
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
 from tuner.search.preflight import check_workload
 from tuner.search.probe_cache import start_cache
 from tuner.search.progress import ProgressPrinter
-from tuner.search.remeasure import remeasure, write_remeasure_csv
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
-from tuner.search.searcher import RAY_TRIAL_ID_ATTR, ConstrainedOptunaSearch
+from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
-from tuner.search.tracking import logger_callbacks, trial_dirname
+from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
@@ -75,12 +84,18 @@ class TrialRecord:
 
 @dataclasses.dataclass(frozen=True)
 class SearchOutcome:
-    """Where a search's results are, and what happened."""
+    """Where a search's results are, what happened, and what it found."""
 
     experiment_dir: Path
     state: str  # finished | interrupted
     records: list[TrialRecord]
-    usable: int  # trials that can be recommended (feasible, finished, measured)
+    experiment: Experiment  # the folder as read at the end (after re-measurement and effects)
+    answer: Answer  # decided once, on ``experiment``
+
+    @property
+    def usable(self) -> int:
+        """How many trials can be recommended (kind ok, every objective measured)."""
+        return int(self.answer.trials["candidate"].sum())
 
 
 def run_search(options: SearchOptions) -> SearchOutcome:
@@ -92,11 +107,8 @@ def run_search(options: SearchOptions) -> SearchOutcome:
     name = options.name or f"{Path(options.space).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     paths = ExperimentPaths.of(options.storage, name)
     if options.resume:
-        options = options_from_metadata(
-            load_metadata(paths),
-            resume=True,
-            address=options.address,
-            verbose=options.verbose,
+        options = options_to_resume(
+            paths, resume=True, address=options.address, verbose=options.verbose
         )
     elif (paths.local / METADATA_FILE).exists():
         raise TunerError(
@@ -122,43 +134,58 @@ def _search(
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
 ) -> SearchOutcome:
+    started = time.time()
     design: list[dict[str, Any]] = []
-    if not options.resume:
+    if options.resume:
+        metadata = update_metadata(paths.local, state="running", resumed_at=now())
+    else:
         profile = check_space(space, plan)
         check_workload(plan, profile)  # a bad workload fails here, once, in one line
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
-        write_metadata(paths, _metadata(options, space, plan, paths, info, profile, design))
-    metadata = update_metadata(paths, state="running", resumed_at=now() if options.resume else None)
+        metadata = _metadata(options, space, plan, paths, info, profile, design)
+        write_metadata(paths.local, metadata)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
-    before = _finished_trials(paths) if options.resume else 0
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
-            trials, interrupted = _fit(options, space, plan, paths, search_only, design)
+            trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
     except KeyboardInterrupt:
-        update_metadata(paths, state="interrupted", ended_at=now())
-        paths.upload()
+        _mark_interrupted(paths)
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
-        update_metadata(paths, state="interrupted", ended_at=now())
-        paths.upload()
+        _mark_interrupted(paths)
         what = f"Ray ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})"
         raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     state = "finished" if finished else "interrupted"
     orphans = _reconcile_study(paths, records) if finished else []
-    if finished and plan.max_workers == 1:  # both measure one process alone
-        _remeasure(options, plan, paths, search_only)
-        _effects(options, plan, paths, search_only)
-    update_metadata(paths, state=state, ended_at=now(), num_trials=len(records))
+    experiment = load_experiment(paths.local)
+    alone = finished and plan.max_workers == 1  # both measure one process alone
+    if alone and _remeasure(options, plan, paths, experiment, search_only):
+        experiment = load_experiment(paths.local)  # with the re-measurements
+    answer = decide(experiment)
+    effects = _effects(options, plan, paths, experiment, answer, search_only) if alone else {}
+    end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **effects}
+    experiment = experiment.with_effects(update_metadata(paths.local, **end))
     paths.upload()
-    resumed = None
-    if options.resume:
-        resumed = {"before": before, "after": _finished_trials(paths) - before, "orphans": orphans}
-    answer = print_summary(paths=paths, state=state, resumed=resumed)
-    return SearchOutcome(paths.local, state, records, int(answer.trials["candidate"].sum()))
+    resumed = _resumed(experiment, started, orphans) if options.resume else None
+    print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
+    return SearchOutcome(paths.local, state, records, experiment, answer)
+
+
+def _mark_interrupted(paths: ExperimentPaths) -> None:
+    update_metadata(paths.local, state="interrupted", **{ENDED_AT: now()})
+    paths.upload()
+
+
+def _resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict[str, Any]:
+    """How many trials had ended before this driver started, and how many ended since."""
+    trials = experiment.trials
+    ended = trials[KIND] != "incomplete"
+    before = ended & (trials[REPORTED_UNIX_S].astype(float) < started)
+    return {"before": int(before.sum()), "after": int((ended & ~before).sum()), "orphans": orphans}
 
 
 def _fit(
@@ -168,7 +195,7 @@ def _fit(
     paths: ExperimentPaths,
     search_only: tuple[str, ...],
     design: list[dict[str, Any]],
-) -> tuple[list[Any], bool]:
+) -> tuple[list[Any], bool, dict[str, Any]]:
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
     cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths))
     trainable = _trainable(options, plan, paths, search_only)
@@ -184,17 +211,15 @@ def _fit(
     started = time.perf_counter()
     results = tuner.fit()
     interrupted = _tune_was_interrupted()
-    _record_cache_stats(paths, cache)
-    update_metadata(paths, fit_seconds=time.perf_counter() - started)
-    return list(results._experiment_analysis.trials), interrupted
+    fit = {"fit_time_s": time.perf_counter() - started, **_cache_stats(cache)}
+    return list(results._experiment_analysis.trials), interrupted, fit
 
 
-def _record_cache_stats(paths: ExperimentPaths, cache: Any) -> None:
+def _cache_stats(cache: Any) -> dict[str, Any]:
     try:
-        stats = ray.get(cache.stats.remote(), timeout=10)
+        return {"probe_cache": ray.get(cache.stats.remote(), timeout=10)}
     except Exception:  # statistics only: a dead cache actor costs nothing but this line
-        return
-    update_metadata(paths, probe_cache=stats)
+        return {}
 
 
 def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:
@@ -202,8 +227,7 @@ def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> 
     say so in one line, mark the experiment resumable, and exit as a runtime error."""
     print(f"error: {_lost_message(paths, options, what)}", file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
-        update_metadata(paths, state="interrupted", ended_at=now())
-        paths.upload()
+        _mark_interrupted(paths)
     sys.stdout.flush()
     os._exit(EXIT_RUNTIME)
 
@@ -297,8 +321,11 @@ def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
         return FIFOScheduler()
     metrics = objective_metrics(options.objective)
     if options.multi_objective:
-        return ParetoASHA(metrics=metrics, directions=objective_directions(options.objective),
-                          max_reports=_evaluations(plan.workload))  # fmt: skip
+        return ParetoASHA(
+            metrics=metrics,
+            directions=objective_directions(options.objective),
+            max_reports=_evaluations(plan.workload),
+        )
     return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
 
 
@@ -320,7 +347,11 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
         callbacks=[
             ProgressPrinter(total=total),
             *logger_callbacks(
-                mlflow_uri=options.mlflow, experiment=paths.name, space=options.space
+                mlflow_uri=options.mlflow,
+                wandb_project=options.wandb,
+                experiment=paths.name,
+                space=options.space,
+                experiment_dir=paths.local,
             ),
             *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
         ],
@@ -344,7 +375,7 @@ def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list
     ray_ids = {record.trial_id for record in records}
     closed = []
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if frozen.user_attrs.get(RAY_TRIAL_ID_ATTR) in ray_ids:
+        if frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR) in ray_ids:
             continue  # its Ray trial finished; the searcher told it already or will not
         study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
@@ -352,31 +383,26 @@ def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list
     return closed
 
 
-def _finished_trials(paths: ExperimentPaths) -> int:
-    """How many trials of the experiment folder have a final result."""
-    if not (paths.local / METADATA_FILE).exists():
-        return 0
-    trials = load_experiment(paths.local).trials
-    return int(trials["status"].isin(["ok", "oom", "diverged", "error"]).sum())
-
-
 def _remeasure(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
-) -> None:
-    experiment = load_experiment(paths.local)
-    top = rank_candidates(
-        experiment.trials, objectives_of(options.objective), top=options.remeasure_top
-    )
+    options: SearchOptions,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    experiment: Experiment,
+    search_only: tuple[str, ...],
+) -> bool:
+    """Re-measure the top candidates; whether it wrote re-measurements."""
+    objs = objectives_of(options.objective)
+    top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
     if top.empty:
-        return
+        return False
     print(
         f"Re-measuring throughput of the top {len(top)} candidate(s) alone, interleaved, "
         f"{options.remeasure_repeats} to {options.remeasure_max_repeats} repeats ...",
         flush=True,
     )
-    candidates = [(tid, experiment.configs[tid]) for tid in top["trial_id"]]
+    configs = [(tid, experiment.configs[tid]) for tid in top[TRIAL_ID]]
     rows = remeasure(
-        candidates,
+        configs,
         steps=max(REMEASURE_STEPS, options.probe_steps),
         min_repeats=options.remeasure_repeats,
         max_repeats=options.remeasure_max_repeats,
@@ -387,22 +413,29 @@ def _remeasure(
         search_only=search_only,
     )
     write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
+    return True
 
 
 def _effects(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
-) -> None:
-    answer = decide(load_experiment(paths.local))
+    options: SearchOptions,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    experiment: Experiment,
+    answer: Answer,
+    search_only: tuple[str, ...],
+) -> dict[str, Any]:
+    """The technique effects around the recommended config, as the metadata records them."""
     pick = answer.recommended
     if options.effects_repeats < 1 or pick is None:
-        return
+        return {}
+    trial_id = str(pick[TRIAL_ID])
     print(
-        f"Measuring each technique's effect around the recommended config {pick['trial_id']}, "
+        f"Measuring each technique's effect around the recommended config {trial_id}, "
         f"{options.effects_repeats} interleaved repeats ...",
         flush=True,
     )
     info = measure_effects(
-        load_experiment(paths.local).configs[str(pick["trial_id"])],
+        experiment.configs[trial_id],
         steps=max(REMEASURE_STEPS, options.probe_steps),
         repeats=options.effects_repeats,
         num_cpus=plan.cpus_per_trial,
@@ -412,7 +445,7 @@ def _effects(
         search_only=search_only,
         out=paths.local / EFFECTS_FILE,
     )
-    update_metadata(paths, effects={"trial_id": str(pick["trial_id"]), **info})
+    return {"effects": {TRIAL_ID: trial_id, **info}}
 
 
 def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -> dict[str, Any]:
@@ -423,7 +456,7 @@ def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -
         "workload_kind": plan.workload_kind,
         "workload": plan.workload,
         "objective": options.objective,
-        "max_memory_bytes": options.max_memory_bytes,
+        MAX_MEMORY_BYTES: options.max_memory_bytes,
         "hardware": {
             "host": env["host"],
             "gpus": env["driver_gpus"],
@@ -462,7 +495,7 @@ def _metadata(
         "seed": options.seed,
         "num_samples": plan.num_samples,
         "time_budget_s": options.time_budget_s,
-        "max_memory_bytes": options.max_memory_bytes,
+        MAX_MEMORY_BYTES: options.max_memory_bytes,
         "concurrency": plan.concurrency,
         "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
         "gpus_shared": plan.gpus_shared,
@@ -471,8 +504,8 @@ def _metadata(
         "environment": environment(),
         "study": {"path": str(paths.study_file), "name": paths.name},
         "ray_experiment_path": paths.ray_path,
-        "started_at": now(),
-        "ended_at": None,
+        STARTED_AT: now(),
+        ENDED_AT: None,
         "state": "running",
         "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
     }
@@ -481,8 +514,9 @@ def _metadata(
 def _early_stopping_name(options: SearchOptions) -> str | None:
     if not options.early_stopping:
         return None
-    return "pareto-asha (eta 3, first rung after a third of the evaluations)" \
-        if options.multi_objective else "asha"  # fmt: skip
+    if options.multi_objective:
+        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
+    return "asha"
 
 
 def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> None:
@@ -503,10 +537,12 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
 
 
 def _quiet_ray(*, verbose: bool) -> None:
-    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings."""
+    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
+    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if not verbose:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
 
 
 def _node_cpus() -> list[float]:

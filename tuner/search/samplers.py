@@ -1,5 +1,7 @@
 """Optuna samplers by name, seeded, each learning the memory constraint where it can.
 
+The one list of sampler names (:data:`SAMPLERS`): the options, the CLI's choices and the
+metadata read it here. Optuna loads on first use, so ``tuner --help`` does not import it.
 Optuna >= 5 reads constraints that the searcher sets on each trial (``Trial.set_constraint``)
 before telling it; older Optuna gets the same value through ``constraints_func``.
 """
@@ -8,17 +10,27 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import optuna
-from optuna.trial import FrozenTrial
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tuner.errors import TunerError
-from tuner.search.metrics import MEMORY_VIOLATION_KEY
+from tuner.record import MEMORY_VIOLATION
 
-__all__ = ["SETS_CONSTRAINTS", "make_sampler", "memory_constraint"]
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
 
-SETS_CONSTRAINTS = hasattr(optuna.trial.Trial, "set_constraint")  # Optuna >= 5
+__all__ = ["SAMPLERS", "SamplerName", "make_sampler", "memory_constraint"]  # + SETS_CONSTRAINTS
+
+SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
+SAMPLERS: tuple[str, ...] = get_args(SamplerName)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SETS_CONSTRAINTS":  # Optuna >= 5; computed on first use (imports optuna)
+        import optuna
+
+        return hasattr(optuna.trial.Trial, "set_constraint")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def memory_constraint(trial: FrozenTrial) -> Sequence[float]:
@@ -27,7 +39,7 @@ def memory_constraint(trial: FrozenTrial) -> Sequence[float]:
     The searcher attaches it as a user attribute before telling the trial; a trial told
     without one (it crashed before measuring) counts as feasible so it does not bias the model.
     """
-    return (float(trial.user_attrs.get(MEMORY_VIOLATION_KEY, -1.0)),)
+    return (float(trial.user_attrs.get(MEMORY_VIOLATION, -1.0)),)
 
 
 def make_sampler(
@@ -43,8 +55,11 @@ def make_sampler(
     Raises:
         TunerError: ``grid`` was asked for a space that declares no ``GRID``.
     """
+    import optuna
+
     startup = 10 if budget is None else max(2, min(10, budget // 3))
-    constraints = None if SETS_CONSTRAINTS else memory_constraint
+    sets_constraints = hasattr(optuna.trial.Trial, "set_constraint")
+    constraints = None if sets_constraints else memory_constraint
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if name == "tpe":
         return optuna.samplers.TPESampler(
@@ -73,4 +88,4 @@ def make_sampler(
                 "use --sampler tpe or random for this space."
             )
         return optuna.samplers.GridSampler(dict(grid), seed=seed)
-    raise TunerError(f"Unknown sampler {name!r}; use tpe, gp, nsga2, random or grid.")
+    raise TunerError(f"Unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}.")

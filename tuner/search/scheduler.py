@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ray.air.constants import TRAINING_ITERATION
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tuner.halving import ParetoHalving
+from tuner.record import FEASIBLE, FINAL
 from tuner.units import as_number
 
 __all__ = ["ParetoASHA"]
@@ -38,11 +40,12 @@ class ParetoASHA(FIFOScheduler):
         self.stopped: list[str] = []
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
-        if result.get("final", True) or "training_iteration" not in result:
+        if result.get(FINAL, True) or TRAINING_ITERATION not in result:
             return TrialScheduler.CONTINUE  # a final report has nothing left to stop
         values = [as_number(result.get(m)) for m in self.metrics]
-        feasible = bool(result.get("feasible", True))
-        if self.core.decide(trial.trial_id, int(result["training_iteration"]), values, feasible):
+        feasible = bool(result.get(FEASIBLE, True))
+        report = int(result[TRAINING_ITERATION])
+        if self.core.continues(trial.trial_id, report, values, feasible):
             return TrialScheduler.CONTINUE
         self.stopped.append(trial.trial_id)
         return TrialScheduler.STOP

@@ -2,19 +2,16 @@
 
 - The study's objectives are named (``images_per_second``, ``val_accuracy``) and the space,
   workload and hardware are study user attributes.
-- Every trial carries its Ray trial id and its measurements as user attributes.
-- A trial that measured its objectives is told COMPLETE with them, infeasible or not, and its
-  memory constraint is written both where Optuna >= 5's samplers read it
+- Every trial carries its Ray trial id, its measurements and its kind
+  (:func:`tuner.record.classify`) as user attributes, and the state the record gives that kind
+  (:func:`tuner.record.optuna_state`): ok and over budget COMPLETE, stopped early PRUNED (its
+  accuracy so far is not its accuracy), diverged, errored and incomplete FAIL (with the error
+  text as the ``error`` attribute).
+- A COMPLETE trial's memory constraint is written both where Optuna >= 5's samplers read it
   (``Trial.set_constraint``) and where optuna-dashboard and older Optuna read it (the
   ``constraints`` system attribute), so an over-budget trial ranks behind feasible ones and
-  ``study.best_trials`` never holds it.
-- A trial that early stopping ended (its last report is not final) is PRUNED: its accuracy so
-  far is not its accuracy, so the sampler must not learn it as one.
-- A trial that errored is FAIL. A trial over the memory budget (or OOM) is COMPLETE with what
-  it measured and :data:`~tuner.search.metrics.NO_MEASUREMENT` (0, the worst value of both
-  maximized objectives) for what it never measured (its accuracy: it was stopped before
-  training), with its violation > 0, so the sampler learns the infeasible region and no client
-  reads it as best.
+  ``study.best_trials`` never holds it. What it never measured (the accuracy of a trial stopped
+  by its feasibility probe) is told as :data:`NO_MEASUREMENT`.
 """
 
 from __future__ import annotations
@@ -27,31 +24,35 @@ from typing import Any
 import optuna
 from ray.tune.search.optuna import OptunaSearch
 
-from tuner.experiment_files import STUDY_TRIAL_ID_ATTR
-from tuner.objectives import MEMORY_VIOLATION_KEY
-from tuner.search.metrics import NO_MEASUREMENT
+from tuner import record
+from tuner.experiment import STUDY_TRIAL_ID_ATTR
 from tuner.search.samplers import SETS_CONSTRAINTS
 from tuner.units import finite_or_none
 
-__all__ = ["RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
+__all__ = ["NO_MEASUREMENT", "RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
 
 RAY_TRIAL_ID_ATTR = STUDY_TRIAL_ID_ATTR
-STUDY_ATTR_KEYS = (
-    MEMORY_VIOLATION_KEY,
-    "final",  # the trial's last report was its final one (not stopped early)
-    "feasible",
-    "infeasible_reason",
-    "status",
-    "phase",
-    "error",
-    "peak_memory_bytes",
-    "memory_kind",
-    "images_per_second",
-    "val_accuracy",
-    "engine_time_s",
-    "node",
+# What Optuna is told for an objective a COMPLETE trial never measured (the accuracy of a trial
+# its feasibility probe stopped; anything of an OOM before its first step): 0 is the worst value
+# of both maximized objectives, so no client reads it as a best trial, and the trial's memory
+# violation > 0 makes it infeasible to Optuna.
+NO_MEASUREMENT = 0.0
+_ENGINE_ATTRS = ("peak_memory_bytes", "memory_kind", "images_per_second", "val_accuracy")
+# The report keys every Optuna trial carries as user attributes (the kind is added to them).
+STUDY_ATTR_KEYS: tuple[str, ...] = (
+    record.MEMORY_VIOLATION,
+    record.FINAL,
+    record.FEASIBLE,
+    record.INFEASIBLE_REASON,
+    record.STATUS,
+    record.PHASE,
+    record.ERROR,
+    *(record.ENGINE_KEYS[name].name for name in _ENGINE_ATTRS),  # a KeyError if one goes
+    record.ENGINE_TIME_S,
+    record.NODE,
 )
 _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
+_NO_REPORT = "the trial's process failed before it reported; see error.txt in its folder"
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
@@ -66,6 +67,8 @@ class ConstrainedOptunaSearch(OptunaSearch):
         self, *args: Any, study_attrs: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> None:
         self._study_attrs = dict(study_attrs or {})
+        # Ray tells an errored trial's end without its result: its last one is kept here.
+        self._last_results: dict[str, dict[str, Any]] = {}
         super().__init__(*args, **kwargs)
 
     def _setup_study(self, mode: str | list) -> None:
@@ -83,43 +86,47 @@ class ConstrainedOptunaSearch(OptunaSearch):
             ot_trial.set_user_attr(RAY_TRIAL_ID_ATTR, trial_id)
         return config
 
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        self._last_results[trial_id] = result
+        super().on_trial_result(trial_id, result)
+
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
         ot_trial = self._ot_trials.get(trial_id)
+        last = self._last_results.pop(trial_id, None)
         if ot_trial is None or trial_id in self._completed_trials:
             return super().on_trial_complete(trial_id, result=result, error=error)
         self._completed_trials.add(trial_id)
         if self._ot_study._storage.get_trial(ot_trial._trial_id).state.is_finished():
             return None  # told before the driver died; Ray's older snapshot re-ran it
-        result = result or {}
+        result = result or last or {}
+        kind = record.classify(result, ended=True, crashed=error)
+        self._describe(ot_trial, result, kind)
+        state = optuna.trial.TrialState[record.optuna_state(kind)]
+        # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
+        with contextlib.suppress(RuntimeError):
+            if state == optuna.trial.TrialState.COMPLETE:
+                self._constrain(ot_trial, float(result.get(record.MEMORY_VIOLATION, -1.0)))
+                self._ot_study.tell(ot_trial, self._values(result))
+            else:
+                self._ot_study.tell(ot_trial, state=state)
+        return None
+
+    def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
+        """The trial's user attributes: its measurements, its kind and, failed, why."""
         for key in STUDY_ATTR_KEYS:
             if key in result:
                 ot_trial.set_user_attr(key, _plain(result[key]))
-        values = self._values(result)
-        errored = error or result.get("status") == "error"
-        stopped = not errored and result.get("final") is False  # early stopping ended it
-        # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
-        with contextlib.suppress(RuntimeError):
-            if stopped:
-                ot_trial.set_user_attr("stopped_early", True)
-                self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.PRUNED)
-            elif values is None or errored:
-                self._ot_study.tell(ot_trial, state=optuna.trial.TrialState.FAIL)
-            else:
-                self._constrain(ot_trial, float(result.get(MEMORY_VIOLATION_KEY, -1.0)))
-                self._ot_study.tell(ot_trial, values)
-        return None
+        ot_trial.set_user_attr(record.KIND, kind)
+        if kind == "errored" and not result.get(record.ERROR):
+            ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
 
-    def _values(self, result: Mapping[str, Any]) -> list[float] | None:
-        """The objectives to tell, or ``None`` when the trial has nothing to tell."""
+    def _values(self, result: Mapping[str, Any]) -> list[float]:
+        """The objectives to tell; one never measured is :data:`NO_MEASUREMENT`."""
         names = self._metric if isinstance(self._metric, list) else [self._metric]
         values = [finite_or_none(result.get(name)) for name in names]
-        if all(v is not None for v in values):
-            return [float(v) for v in values]  # type: ignore[arg-type]
-        if float(result.get(MEMORY_VIOLATION_KEY, -1.0)) > 0:  # over budget or OOM
-            return [NO_MEASUREMENT if v is None else v for v in values]
-        return None
+        return [NO_MEASUREMENT if v is None else float(v) for v in values]
 
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
         storage = self._ot_study._storage

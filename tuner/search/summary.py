@@ -1,8 +1,8 @@
 """The end-of-search printout: counts, the answer (the same as the report's), where things are.
 
-It reads the experiment folder back with :mod:`tuner.results` and decides with
-:func:`tuner.recommend.decide`, exactly as ``tuner report`` does, so the console and the report
-can never show different fronts.
+It prints the :class:`~tuner.experiment.Experiment` and the :class:`~tuner.answer.Answer` the
+search already has (the report is written from the same two), and counts trials by their
+``kind`` in the trial record's words (:data:`tuner.record.KINDS`).
 """
 
 from __future__ import annotations
@@ -11,23 +11,29 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.recommend import Answer, decide
-from tuner.results import load_experiment, speed_settings_of
+from tuner.answer import Answer
+from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
+from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
 from tuner.search.experiment import ExperimentPaths
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite
+from tuner.units import format_bytes, interval_text, is_finite
 
-__all__ = ["print_summary", "status_line"]
+__all__ = ["kind_counts", "print_summary"]
 
 SHOWN = 5
 
 
-def print_summary(*, paths: ExperimentPaths, state: str, resumed: dict[str, Any] | None) -> Answer:
-    """Print the summary of the experiment at ``paths`` and return its answer."""
-    experiment = load_experiment(paths.local)
-    answer = decide(experiment)
+def print_summary(
+    experiment: Experiment,
+    answer: Answer,
+    *,
+    paths: ExperimentPaths,
+    state: str,
+    resumed: dict[str, Any] | None,
+) -> None:
+    """Print the summary of a search: its trials by kind, its answer, where its files are."""
     print()
-    print(f"Search {state}: {len(experiment.trials)} trials ({status_line(experiment.trials)})")
+    print(f"Search {state}: {len(experiment.trials)} trials ({kind_counts(experiment.trials)})")
     if resumed:
         print(_resume_line(resumed))
     for line in experiment.problem_lines():
@@ -37,32 +43,20 @@ def print_summary(*, paths: ExperimentPaths, state: str, resumed: dict[str, Any]
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
     if state != "finished":
         print(f"Continue it with:  {paths.resume_command()}")
-    return answer
 
 
-def status_line(trials: pd.DataFrame) -> str:
-    """``5 feasible, 2 over budget, 1 error``: each trial counted once, as what it is."""
-    kinds = trials.apply(_kind, axis=1).value_counts() if len(trials) else pd.Series(dtype=int)
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none"
-
-
-def _kind(row: pd.Series) -> str:
-    status = str(row.get("status") or "")
-    if status == "ok" and row.get("feasible"):
-        return "feasible"
-    if status == "ok" and not bool(row.get("final", True)):
-        return "stopped early"
-    if status == "ok":
-        return "over budget"
-    return {"incomplete": "not finished", "pending": "not started"}.get(status, status)
+def kind_counts(trials: pd.DataFrame) -> str:
+    """``5 ok, 2 over budget, 1 errored``: each trial counted once, as what it was."""
+    counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
+    return ", ".join(f"{counts[kind]} {kind}" for kind in KINDS if kind in counts) or "none"
 
 
 def _print_front(answer: Answer) -> None:
     if answer.front.empty:
-        print("No feasible trial finished: loosen --max-memory or check the errors above.")
+        print("No trial finished ok within the budget: loosen --max-memory or check the errors.")
         return
     source = "re-measured" if answer.remeasured else "as measured in the search"
-    print(f"Pareto front (throughput {source}, feasible trials only):")
+    print(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     for _, row in answer.front.head(SHOWN).iterrows():
         print("  " + _line(row))
     print(answer.sentence())
@@ -71,19 +65,19 @@ def _print_front(answer: Answer) -> None:
 def _line(row: pd.Series) -> str:
     ips = row["images_per_second"]
     low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
-    spread = f" [{low:,.0f}-{high:,.0f}]" if is_finite(low) and is_finite(high) else ""
+    spread = f" {interval_text(low, high, '{:,.0f}'.format)}".rstrip()
     acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
     acc = f"{row['val_accuracy']:.3f}"
     if is_finite(acc_low) and is_finite(acc_high):
-        acc += f" [{acc_low:.3f}-{acc_high:.3f}]"
+        acc += " " + interval_text(acc_low, acc_high, "{:.3f}".format)
     params = " ".join(
-        f"{c.removeprefix('param_')}={_short(row[c])}"
+        f"{c.removeprefix(PARAM_PREFIX)}={_short(row[c])}"
         for c in row.index
-        if c.startswith("param_") and _present(row[c])
+        if c.startswith(PARAM_PREFIX) and _present(row[c])
     )
-    speed = settings_text(speed_settings_of(row.get("speed_settings")))
+    speed = settings_text(speed_settings_of(row.get(SPEED_SETTINGS)))
     return (
-        f"{row['trial_id']}: {ips:,.0f}{spread} img/s, val acc {acc}, peak "
+        f"{row[TRIAL_ID]}: {ips:,.0f}{spread} img/s, val acc {acc}, peak "
         f"{format_bytes(row.get('peak_memory_bytes'))} | {params} | speed: {speed}"
     )
 

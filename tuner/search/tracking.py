@@ -1,61 +1,74 @@
-"""What the tools ML engineers already use see of a search: TensorBoard, MLflow, trial folders.
+"""What TensorBoard sees of a search, and what every logger shares: trial folders, steps, kinds.
 
 - TensorBoard is always on: Ray writes an event file into every trial folder. Here its x-axis is
-  the training step that every report carries (:data:`~tuner.search.metrics.STEP_KEY`), not
-  Ray's count of reports, and each step is written once: a trial's final report repeats the
-  step of its last evaluation and is not plotted again.
-- ``--mlflow URI`` (off by default, so nothing leaves the machine): Ray's MLflow logger makes
-  one run per trial (its config as params, its metrics by training step, tags ``space`` and
-  ``experiment``), nested under one parent run per search in the MLflow experiment named after
-  the search; :func:`log_report` adds the report's files to the parent run at the end.
+  the training step that every report carries (:data:`tuner.record.STEP`), not Ray's count of
+  reports, and each step is written once: a trial's final report repeats the step of its last
+  evaluation and is not plotted again. At the trial's end its kind
+  (:func:`tuner.record.classify`) and error text are written as text (``ray/tune/kind``,
+  ``ray/tune/error``; tensorboardX adds ``/text_summary``): a scalar cannot say "stopped early".
+- :class:`StepFilter`, :func:`metrics_only`, :func:`trial_outcome` and :class:`Guard` are what
+  the MLflow and W&B loggers (:mod:`~tuner.search.mlflow_logger`,
+  :mod:`~tuner.search.wandb_logger`) share; they import this module, never the other way round.
 - Trial folders are named ``t_<trial id>_<trial number>_<main settings>`` (:func:`trial_dirname`)
   instead of Ray's 120-character parameter strings.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from pathlib import Path
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ray.air.constants import TRAINING_ITERATION
-from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECKPOINT, TRIAL_ID
 
-from tuner.experiment_files import METADATA_FILE
-from tuner.search.metrics import STEP_KEY
+from tuner import record
 from tuner.techniques import knob
 
 __all__ = [
+    "Guard",
     "StepFilter",
     "StepTBXLoggerCallback",
-    "log_report",
-    "logger_callbacks",
     "metrics_only",
     "trial_dirname",
+    "trial_outcome",
 ]
 
 _RAY_KEYS = frozenset((*AUTO_RESULT_KEYS, DONE, SHOULD_CHECKPOINT, TRIAL_ID, EXPERIMENT_TAG))
 # Not plotted: with one point per step, the final report (final=True) is never the one written.
-_NOT_PLOTTED = _RAY_KEYS | {"final"}
+_NOT_PLOTTED = _RAY_KEYS | {record.FINAL}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_TEXT_PREFIX = "ray/tune/"  # where Ray's TensorBoard logger writes a trial's scalars
 
 
-def logger_callbacks(*, mlflow_uri: str | None, experiment: str, space: str) -> list[Callback]:
-    """The loggers a search adds to Ray's CSV and JSON ones: TensorBoard by training step (in
-    place of Ray's default), and MLflow when a tracking URI is given."""
-    callbacks: list[Callback] = [StepTBXLoggerCallback()]
-    if mlflow_uri:  # imported only here: importing Ray's MLflow logger imports mlflow (~1 s)
-        from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+class Guard:
+    """A tracking client never stops a search: its first failure is one warning line on
+    stderr, after which it logs nothing more (``failed = False`` tries again)."""
 
-        tags = {"space": Path(space).stem, "experiment": experiment}
-        callbacks.append(
-            StepMLflowLoggerCallback(mlflow_uri, experiment_name=experiment, tags=tags)
-        )
-    return callbacks
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.failed = False
+
+    def run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        if self.failed:
+            return
+        try:
+            method(*args, **kwargs)
+        except Exception as exc:
+            self.failed = True
+            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            warning = f"warning: {self.client} logging stopped ({line}); the search goes on."
+            print(warning, file=sys.stderr, flush=True)
+
+
+def trial_outcome(trial: Any, *, failed: bool) -> tuple[str, str]:
+    """A trial that ended: its kind (:func:`tuner.record.classify` over its last report; Ray's
+    ``failed`` is a crash) and its error text ("" when none)."""
+    result = trial.last_result or {}
+    kind = record.classify(result, ended=True, crashed=failed)
+    return kind, str(result.get(record.ERROR) or "")
 
 
 def trial_dirname(trial: Any) -> str:
@@ -89,7 +102,7 @@ class StepFilter:
         self.last: dict[str, int] = {}  # trial id -> training step
 
     def new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
-        step = int(result.get(STEP_KEY) or 0)
+        step = int(result.get(record.STEP) or 0)
         if self.last.get(trial.trial_id) == step:
             return None
         self.last[trial.trial_id] = step
@@ -124,21 +137,12 @@ class StepTBXLoggerCallback(TBXLoggerCallback):
             iteration, trial, {**metrics_only(result), TRAINING_ITERATION: step}
         )
 
-
-def log_report(experiment_dir: Path, report_dir: Path | None) -> str | None:
-    """Add the report's files to the search's MLflow parent run and close it.
-
-    Returns:
-        ``"<tracking URI>, experiment <name>, run <id>"``, or ``None`` when the search was not
-        tracked (no ``--mlflow``).
-    """
-    metadata = json.loads((experiment_dir / METADATA_FILE).read_text())
-    uri = (metadata.get("options") or {}).get("mlflow")
-    if not uri:
-        return None
-    from tuner.search.mlflow_logger import finish_parent_run
-
-    experiment = str(metadata.get("name") or experiment_dir.name)
-    tags = {"space": str(metadata.get("space")), "experiment": experiment}
-    run_id = finish_parent_run(uri, experiment, tags=tags, artifacts=report_dir)
-    return f"{uri}, experiment {experiment!r}, run {run_id}"
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        writer = self._trial_writer.get(trial)
+        if writer is not None:
+            kind, error = trial_outcome(trial, failed=failed)
+            step = self._steps.last.get(trial.trial_id, 0)
+            writer.add_text(_TEXT_PREFIX + record.KIND, kind, global_step=step)
+            if error:
+                writer.add_text(_TEXT_PREFIX + record.ERROR, error, global_step=step)
+        super().log_trial_end(trial, failed)

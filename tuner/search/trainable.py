@@ -1,7 +1,7 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.speed.choose_speed`), looked up first in the experiment's probe cache (per
+   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache (per
    training config key), so a later trial with the same key reuses them.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
@@ -10,9 +10,13 @@
    ``weights_only=True``) so a trial Ray restarts continues where it stopped; the final report
    checkpoints the final metrics too, so a finished trial is never trained again.
 
-A ``TunerError`` inside a trial (bad input no driver check could see) is deterministic: it is
-reported as ``status="error"`` and the trial ends normally, so Ray does not retry it. Anything
-else is reported and raised: Ray retries it from its checkpoint (``--max-failures``).
+A trial that raises reports ``status="error"`` and raises again, so Ray ends it as ERROR
+(its ``ResultGrid.errors`` and ``ExperimentAnalysis`` say so). Ray Tune retries every exception
+alike (``Trial.should_recover``: failures <= ``--max-failures``; no per-exception policy), so a
+``TunerError`` (bad input no driver check could see: deterministic) is reported with a
+checkpoint that marks it final, and each retry Ray makes of it raises at once from that
+checkpoint without training again. Anything else is retried from the last evaluation's
+checkpoint.
 """
 
 from __future__ import annotations
@@ -29,15 +33,16 @@ from typing import Any
 import torch
 from ray import tune
 
+from tuner import record
+from tuner.compare.speed import SpeedChoice, choose_speed, speed_key
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
-from tuner.search.metrics import trial_metrics
-from tuner.speed import SpeedChoice, choose_speed, speed_key
+from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
 
-__all__ = ["TrialContext", "run_trial", "train_config_of"]
+__all__ = ["TrialContext", "run_trial"]
 
 STATE_FILE = "engine_state.pt"
 META_FILE = "trial_meta.json"
@@ -56,14 +61,6 @@ class TrialContext:
     cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
 
 
-def train_config_of(
-    config: dict[str, Any], *, device: str = "auto", search_only: tuple[str, ...] = ()
-) -> TrainConfig:
-    """The trial's ``TrainConfig``: its settings, the search-only parameters dropped by name."""
-    params = {**config, **({"device": "cpu"} if device == "cpu" else {})}
-    return TrainConfig.from_params(params, ignore=search_only)
-
-
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
     _run(_TrialRun(context), config)
@@ -73,25 +70,40 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
     """One trial's run and its error policy (also each worker's, in tuner.search.data_parallel)."""
     torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
+    _raise_final_error(trial._latest_checkpoint())
     try:
         trial.run(config)
-    except TunerError as exc:  # deterministic: the same input fails the same way again
-        trial.report_error(exc)
+    except TunerError as exc:  # deterministic: a retry raises at once (_raise_final_error)
+        trial.report_error(exc, final=True)
+        raise
     except Exception as exc:  # an engine bug or a lost node: record it, let Ray retry
-        trial.report_error(exc)
+        trial.report_error(exc, final=False)
         raise
     finally:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
 
 
+def _raise_final_error(checkpoint: Any) -> None:
+    """Raise the deterministic error this trial already reported, if it did: Ray retries every
+    exception up to ``--max-failures`` times, and this retry must not train again."""
+    if checkpoint is None:
+        return
+    with checkpoint.as_directory() as folder:
+        path = Path(folder) / META_FILE
+        final = json.loads(path.read_text()).get("final_report") if path.exists() else None
+    if final and final.get(record.STATUS) == "error":
+        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
+
+
 class _TrialRun:
-    """One trial's state between reports. Its Ray I/O is four methods (``_send``,
-    ``_latest_checkpoint``, ``_cached``, ``_store``) that a data-parallel worker replaces."""
+    """One trial's state between reports: its counters (carried over a restart) and speed.
+    Its Ray I/O is four methods (``_emit``, ``_latest_checkpoint``, ``_cached``, ``_store``)
+    that a data-parallel worker replaces."""
 
     def __init__(self, context: TrialContext) -> None:
         self.context = context
-        self.engine_time_s = 0.0
-        self.training_s = 0.0  # training seconds, the engine's train_time_s (probes included)
+        self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
+        self.train_time_s = 0.0  # in training steps, the speed probes' included
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
@@ -104,8 +116,8 @@ class _TrialRun:
         )
         state, meta = _restore(self._latest_checkpoint())
         self._load(meta)
-        if "final_metrics" in meta:  # finished before the driver stopped: report, don't retrain
-            self._send(meta["final_metrics"], None)
+        if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
+            self._emit(meta["final_report"], None)
             return
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -120,12 +132,20 @@ class _TrialRun:
         )
         self._count(result, time.perf_counter() - start)
         phase = "probe" if self.rejected else "train"
-        self._report(self._metrics(result, phase=phase, final=True), state=None, final=True)
+        self._send(self._report(result, phase=phase, final=True), state=None, final=True)
 
-    def report_error(self, exc: Exception) -> None:
+    def report_error(self, exc: Exception, *, final: bool) -> None:
+        """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
         error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
-        failed = {"status": "error", "error": error.splitlines()[0][:500] if error else ""}
-        self._send(self._metrics(failed, phase="setup", final=True), None)
+        failed = {
+            record.STATUS: "error",
+            record.ERROR: error.splitlines()[0][:500] if error else "",
+        }
+        report = self._report(failed, phase="setup", final=True)
+        if final:
+            self._send(report, state=None, final=True)
+        else:  # retried from the last evaluation's checkpoint, which this must not replace
+            self._emit(report, None)
 
     # ---- speed ---------------------------------------------------------------------------
 
@@ -151,7 +171,7 @@ class _TrialRun:
             max_memory_bytes=self.context.max_memory_bytes,
         )
         self.engine_time_s += time.perf_counter() - start
-        self.training_s += choice.probe_step_seconds
+        self.train_time_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
         self._store(key, choice.to_dict())
         return choice, "probed"
@@ -166,68 +186,79 @@ class _TrialRun:
 
     def _on_eval(self, start: float) -> Any:
         def on_eval(progress: Progress) -> None:
-            elapsed = self.engine_time_s + time.perf_counter() - start
-            metrics = self._metrics(progress.result, phase="train", final=False)
-            metrics["engine_time_s"] = elapsed
-            metrics["training_seconds"] = self.training_s + progress.result.train_time_s
-            first = progress.result.first_step_unix_s
-            metrics["trial_first_step_unix_s"] = self.first_step_unix_s or first
-            self._report(metrics, state=progress.state_dict())
+            running = {
+                "engine": time.perf_counter() - start,
+                "train": progress.result.train_time_s,
+                "first_step": progress.result.first_step_unix_s,
+            }
+            report = self._report(progress.result, phase="train", final=False, running=running)
+            self._send(report, state=progress.state_dict())
 
         return on_eval
 
     def _count(self, result: RunResult, seconds: float) -> None:
         self.engine_time_s += seconds
-        self.training_s += result.train_time_s
+        self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
 
-    def _metrics(self, result: Any, *, phase: str, final: bool) -> dict[str, Any]:
-        metrics = trial_metrics(
+    def _report(
+        self,
+        result: RunResult | dict[str, Any],
+        *,
+        phase: str,
+        final: bool,
+        running: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One ``tune.report``; ``running``: the engine run in progress, not counted yet."""
+        running = running or {}
+        speed = self.speed or SpeedChoice(settings={})
+        times = {
+            record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
+            record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
+        }
+        return record.trial_report(
             result,
             max_memory_bytes=self.context.max_memory_bytes,
             phase=phase,
             node=self.node,
-            engine_time_s=self.engine_time_s,
             final=final,
+            times=times,
+            speed={
+                record.SPEED_CHOICE: speed.summary() if self.speed is not None else "",
+                record.SPEED_SOURCE: self.speed_source,
+                # What the run used on top of its parameters (the experiment reader merges it).
+                record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
+            },
         )
-        speed = self.speed or SpeedChoice(settings={})
-        metrics.update(
-            speed_choice=speed.summary() if self.speed is not None else "",
-            # What the run used on top of its parameters (tuner.results merges it back).
-            speed_settings=json.dumps(speed.settings, sort_keys=True),
-            speed_source=self.speed_source,
-            speed_probe_seconds=speed.probe_seconds if self.speed_source == "probed" else 0.0,
-            training_seconds=self.training_s,
-            trial_first_step_unix_s=self.first_step_unix_s or float("nan"),
-            reported_unix_s=time.time(),  # Ray's own timestamp has whole seconds only
-        )
-        return metrics
 
-    def _report(self, metrics: dict[str, Any], *, state: dict[str, Any] | None,
-                final: bool = False) -> None:  # fmt: skip
+    def _send(
+        self, report: dict[str, Any], *, state: dict[str, Any] | None, final: bool = False
+    ) -> None:
         meta: dict[str, Any] = {
-            "engine_time_s": metrics["engine_time_s"],
-            "training_s": self.training_s,
-            "first_step_unix_s": self.first_step_unix_s,
+            record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
-            "speed_source": self.speed_source,
+            record.SPEED_SOURCE: self.speed_source,
         }
         if final:
-            meta["final_metrics"] = metrics
+            meta["final_report"] = report
         with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
             if state is not None:
                 write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
-            self._send(metrics, Path(folder))
+            self._emit(report, Path(folder))
 
     # ---- Ray I/O -------------------------------------------------------------------------
 
-    def _send(self, metrics: dict[str, Any], checkpoint: Path | None) -> None:
+    def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
         if checkpoint is None:
-            tune.report(metrics)
+            tune.report(report)
         else:
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+            tune.report(report, checkpoint=tune.Checkpoint.from_directory(checkpoint))
 
     def _latest_checkpoint(self) -> Any:
         return tune.get_checkpoint()
@@ -240,12 +271,12 @@ class _TrialRun:
 
     def _load(self, meta: dict[str, Any]) -> None:
         """Carry the counters and the speed choice over a restart from a checkpoint."""
-        self.engine_time_s = float(meta.get("engine_time_s") or 0.0)
-        self.training_s = float(meta.get("training_s") or 0.0)
-        self.first_step_unix_s = meta.get("first_step_unix_s")
+        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
+        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
+        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
-            self.speed_source = str(meta.get("speed_source") or "probed")
+            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
 
 
 def _restore(checkpoint: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:

@@ -1,0 +1,96 @@
+"""The GPU suite (issue 13): run one stage, several, or all, each into its own folder.
+
+python -m bench.gpu_suite --list                      # the stages, in order, with estimates
+python -m bench.gpu_suite ladder                      # one stage on the GPU (about 8 min)
+python -m bench.gpu_suite all --dry-run               # every stage on the CPU, tiny (< 3 min)
+
+Run from the project root (the folder holding bench/ and tuner/).
+
+On a GPU each stage writes reports/examples/gpu-<device>/<stage>/ (the dry run writes
+reports/gpu-suite-dry-run/<stage>/); --out ROOT puts the stage folders under ROOT instead.
+bench/README.md lists the device commands. The exit status is 0 when every stage's checks passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tuner.errors import TunerError
+from tuner.units import parse_memory_size
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.dry_run:
+        # One thread (here and in the stages' subprocesses): tiny models gain nothing from more,
+        # and on a shared machine two spinning OpenMP threads can make a step 100x slower.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from bench.gpu_suite import _stages as gpu_suite  # after the threads are set: loads torch
+
+    if args.list:
+        for s in gpu_suite.STAGES:
+            print(f"{s.name:11s} ~{s.estimate_min:.0f} min on an H100  {s.summary}")
+        return 0
+    try:
+        names = gpu_suite.stage_names(args.stages or ["all"])
+        root = args.out or gpu_suite.default_root(dry_run=args.dry_run)
+        options = {"repeats": args.repeats, "max_memory": args.max_memory, "tests": args.tests}
+        records = [
+            gpu_suite.run_stage(
+                name,
+                root=root,
+                dry_run=args.dry_run,
+                options=options,
+                time_limit_s=args.time_limit,
+                log=_log,
+            )
+            for name in names
+        ]
+    except TunerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for r in records:
+        status = "ok  " if r["ok"] else "FAIL"
+        print(f"{status} {r['stage']:11s} {r['seconds']:7.1f} s  {r['summary']}")
+    print(f"results: {root}")
+    return 0 if all(r["ok"] for r in records) else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="The GPU suite: each stage measures one CUDA path and writes one folder.",
+        epilog="Stages: cuda-tests, ladder, recipe, norms, search, fidelity (or all).",
+    )
+    parser.add_argument("stages", nargs="*", help="stage names, or all (default)")
+    parser.add_argument("--dry-run", action="store_true", help="every stage on the CPU, tiny")
+    parser.add_argument("--list", action="store_true", help="list the stages and exit")
+    parser.add_argument("--out", type=Path, help="root folder of the stage folders")
+    parser.add_argument("--repeats", type=int, help="interleaved repeats (default: per stage)")
+    parser.add_argument(
+        "--max-memory", type=_memory_size, help="search budget, e.g. 12GiB (default: calibrated)"
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=480, help="seconds of measuring per stage (480)"
+    )
+    parser.add_argument(
+        "--tests", type=Path, help="cuda-tests' test folder (default: this checkout's tests/engine)"
+    )
+    return parser
+
+
+def _memory_size(text: str) -> int:
+    try:
+        return parse_memory_size(text)
+    except TunerError as exc:  # argparse prints ArgumentTypeError as one usage line
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

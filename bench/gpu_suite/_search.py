@@ -1,0 +1,159 @@
+"""Stage ``search``: a short real ``python -m tuner search vit_space`` under a memory budget.
+
+On the space's ``gpu`` workload, one GPU per trial (the search's default where GPUs exist), with
+a ``--max-memory`` budget that rejects some configs: unless ``--max-memory`` is given, 1.5x the
+peak of the workload at batch 128 in bf16 (measured here first), so the large batches of the
+space are over it. The search's own report lands in this stage's folder, its small experiment
+files (study, metadata, re-measurement) beside it; Ray's trial folders (with checkpoints) stay
+in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tuner.config import TrainConfig
+from tuner.experiment import TUNER_FILES
+from tuner.techniques import knob
+from tuner.units import format_bytes
+
+from ._context import STOPPED, StageContext, StageResult, run_stoppable
+
+__all__ = ["SPACE", "run"]
+
+SPACE = "vit_space"
+NAME = f"{SPACE}-suite"
+_GPU: dict[str, Any] = {
+    "workload": "gpu",
+    "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
+    "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
+    "flags": ["--num-samples", "10", "--steps", "150", "--speed-repeats", "1",
+              "--time-budget-s", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
+              "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
+    "time_budget_s": 300,
+}  # fmt: skip
+# What the search command spends outside its --time-budget: Ray's start, the re-measurement of
+# the top trials (fresh builds, compiled ones included) and the report. An estimate, not measured.
+_AFTER_SEARCH_S = 170
+_DRY: dict[str, Any] = {
+    "workload": "cpu",
+    "calibration": {"batch_size": 64},
+    "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
+    "flags": ["--num-samples", "2", "--steps", "10", "--time-budget-s", "3",
+              "--remeasure-top", "1", "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
+              "--effects-repeats", "0"],
+    "time_budget_s": None,
+}  # fmt: skip
+
+
+def run(ctx: StageContext) -> StageResult:
+    s = ctx.pick(_GPU, _DRY)
+    given = ctx.options.get("max_memory")
+    budget = given or _calibrated_budget(ctx, s)
+    source = "--max-memory" if given else (
+        f"{s['budget_factor']}x the workload's peak at {s['calibration']}")  # fmt: skip
+    storage = Path(tempfile.mkdtemp(prefix="tuner-suite-search-"))
+    command = [
+        sys.executable, "-m", "tuner", "search", SPACE, "--workload", s["workload"],
+        "--max-memory", f"{budget}B", "--name", NAME, "--storage", str(storage),
+        "--reports-dir", str(ctx.out_dir), *s["flags"], *_time_budget(ctx, s["time_budget_s"]),
+    ]  # fmt: skip
+    ctx.log("+ " + " ".join(command))
+    code = _run_search(ctx, command)
+    trials = _keep_experiment_files(ctx, storage / NAME)
+    shutil.rmtree(storage, ignore_errors=True)
+    return _finish(ctx, command, code, (budget, source), trials)
+
+
+def _time_budget(ctx: StageContext, most_s: int | None) -> list[str]:
+    """``--time-budget``: at most ``most_s``, and what the stage's time leaves after the rest."""
+    if most_s is None:
+        return []
+    return ["--time-budget", str(int(max(60, min(most_s, ctx.remaining_s() - _AFTER_SEARCH_S))))]
+
+
+def _run_search(ctx: StageContext, command: list[str]) -> int:
+    """The search's exit code; ``STOPPED`` when the stage's time ran out (files still kept)."""
+    timeout = max(ctx.remaining_s(), 60)
+    code = run_stoppable(command, ctx.path("search.log"), timeout, grace_s=60)
+    if code == STOPPED:
+        ctx.log(f"the search outran the stage's time ({timeout:.0f} s) and was stopped")
+    return code
+
+
+def _calibrated_budget(ctx: StageContext, s: dict[str, Any]) -> int:
+    """A multiple of the peak memory of the space's workload at the calibration batch."""
+    from tuner.engine import probe
+    from tuner.spaces import get_space
+
+    workload = dict(get_space(SPACE).workloads[s["workload"]])
+    config = TrainConfig.from_params({**workload, **s["calibration"], "device": ctx.device})
+    peak = probe(config, steps=2).peak_memory_bytes
+    ctx.log(f"calibration: peak {format_bytes(peak)} at batch {config.batch_size}")
+    return int(s["budget_factor"] * (peak or 0)) or 1
+
+
+def _keep_experiment_files(ctx: StageContext, experiment: Path) -> Any:
+    """Copy the tuner's small experiment files here; the trials as a table (None if absent)."""
+    kept = ctx.path("experiment")
+    kept.mkdir(exist_ok=True)
+    for name in TUNER_FILES:
+        if (experiment / name).is_file():
+            shutil.copy2(experiment / name, kept / name)
+    try:
+        from tuner.experiment import load_experiment
+
+        return load_experiment(experiment).trials
+    except Exception as exc:  # the stage reports what it can; the log says the rest
+        ctx.log(f"the trials could not be read ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _finish(
+    ctx: StageContext, command: list[str], code: int, budget_from: tuple[int, str], trials: Any
+) -> StageResult:
+    from tuner.report.document import Section, Table
+
+    budget, source = budget_from
+    report = ctx.path(NAME) / "report.md"
+    n = 0 if trials is None else len(trials)
+    feasible = 0 if trials is None else int(trials["feasible"].fillna(False).astype(bool).sum())
+    line = (
+        f"search exit {code}: {n} trials, {feasible} within the budget "
+        f"{format_bytes(budget)}, {n - feasible} not"
+    )
+    ctx.write_json(
+        "search.json",
+        {"command": command, "exit_code": code, "max_memory_bytes": budget,
+         "max_memory_from": source, "trials": n,
+         "feasible": feasible, "report": str(report.relative_to(ctx.out_dir))},
+    )  # fmt: skip
+    shown = _shown_trials(trials) if trials is not None else None
+    outcome = [
+        f"{line}.",
+        f"Budget: {source}.",
+        f"The search's report: [{NAME}/report.md]({NAME}/report.md); its console output: "
+        "search.log.",
+    ]
+    ctx.write_markdown(
+        f"A short search: {SPACE} under {format_bytes(budget)}",
+        [
+            Section("Outcome", outcome),
+            Section("Trials", [Table(shown) if shown is not None else "(no trials read)"]),
+            Section("Command", [f"`{' '.join(command)}`"]),
+        ],
+    )
+    return StageResult(code in (0, 1) and n > 0 and report.is_file(), line)
+
+
+def _shown_trials(trials: Any) -> Any:
+    columns = ["trial_id", "status", "feasible", "infeasible_reason", "images_per_second",
+               "val_accuracy", "peak_memory_bytes", "memory_kind"]  # fmt: skip
+    shown = trials[[c for c in columns if c in trials]].copy()
+    if "peak_memory_bytes" in shown:
+        shown["peak_memory_bytes"] = shown["peak_memory_bytes"].map(format_bytes)
+    return shown.rename(columns={"peak_memory_bytes": "peak memory"})

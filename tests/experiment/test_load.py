@@ -1,0 +1,252 @@
+"""tuner.experiment reads a real experiment folder made by ``tuner search`` (tests/conftest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tuner.answer import decide
+from tuner.errors import TunerError
+from tuner.experiment import (
+    LEADING_COLUMNS,
+    load_experiment,
+    resolve_experiment,
+    speed_settings_of,
+)
+from tuner.techniques import accuracy_neutral_fields
+
+LEADING = list(LEADING_COLUMNS)
+
+
+def load_trials(path: Path) -> pd.DataFrame:
+    return load_experiment(path).trials
+
+
+def test_one_row_per_trial_with_documented_columns(smoke_experiment: Path) -> None:
+    trials = load_trials(smoke_experiment)
+    assert list(trials.columns[: len(LEADING)]) == LEADING
+    assert any(column.startswith("effective_") for column in trials.columns)
+    assert len(trials) == 3 and trials["trial_id"].is_unique
+    for _, row in trials.iterrows():
+        lines = (smoke_experiment / row["trial_dir"] / "result.json").read_text().splitlines()
+        last = json.loads(lines[-1])  # the final report is the trial's result
+        assert row["images_per_second"] == pytest.approx(last["images_per_second"])
+        assert row["status"] == last["status"]
+        assert row["reports"] == len(lines)
+
+
+def test_param_columns_come_from_the_study(smoke_experiment: Path) -> None:
+    experiment = load_experiment(smoke_experiment)
+    assert {"norm", "batch_size", "base_lr"} <= set(experiment.searched_names)
+    assert "lr" in experiment.param_names  # derived by the space, shown next to base_lr
+    assert "model" not in experiment.param_names  # fixed workload
+    # Speed knobs the probes chose are in the run config, not parameters: speed_settings.
+    assert not set(experiment.param_names) & set(accuracy_neutral_fields())
+    for trial_id, config in experiment.configs.items():
+        row = experiment.trials.set_index("trial_id").loc[trial_id]
+        assert row["param_batch_size"] == config["batch_size"]
+        assert speed_settings_of(row["speed_settings"]).items() <= config.items()
+
+
+def test_partial_experiment_has_an_incomplete_row(partial_experiment: Path) -> None:
+    trials = load_trials(partial_experiment)
+    incomplete = trials[trials["kind"] == "incomplete"]
+    assert len(incomplete) == 1 and not incomplete["feasible"].any()
+    assert incomplete["status"].isna().all() and (incomplete["reports"] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["missing", "not-an-experiment"])
+def test_bad_folder_is_one_clear_error(tmp_path: Path, name: str) -> None:
+    (tmp_path / "not-an-experiment").mkdir()
+    with pytest.raises(TunerError, match="experiment") as info:
+        resolve_experiment(name, storage=tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_corrupt_metadata_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "tuner_experiment.json").write_text("{not json")
+    with pytest.raises(TunerError, match="not valid JSON"):
+        load_experiment(tmp_path)
+
+
+def test_an_experiment_without_trials_is_an_empty_table(tmp_path: Path) -> None:
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "empty"}))
+    trials = load_trials(tmp_path)
+    assert trials.empty and list(trials.columns) == LEADING
+
+
+def test_counts_text_flags_and_times_have_their_dtypes(smoke_experiment: Path) -> None:
+    trials = load_trials(smoke_experiment)
+    for column in ("steps", "peak_memory_bytes", "num_parameters", "images_seen", "reports"):
+        assert trials[column].dtype == "Int64", column
+    for column in ("error", "infeasible_reason", "notes", "status", "trial_id", "kind"):
+        assert trials[column].dtype == "string", column
+        assert not (trials[column] == "").any(), f"{column}: missing text must be missing"
+    assert trials["error"].isna().all()  # no trial failed
+    assert trials.loc[trials["feasible"], "infeasible_reason"].isna().all()
+    assert trials["feasible"].dtype == trials["final"].dtype == "boolean"
+    assert trials["feasible"].notna().all()  # every trial is feasible or not
+    assert trials["param_batch_size"].dtype == "Int64"  # the TrainConfig field is an int
+    assert trials["param_base_lr"].dtype == "float64"  # search-only: inferred from its values
+
+
+def test_started_and_ended_at_come_from_rays_report_times(smoke_experiment: Path) -> None:
+    trials = load_trials(smoke_experiment)
+    assert str(trials["started_at"].dtype) == str(trials["ended_at"].dtype) == "datetime64[ms, UTC]"
+    for _, row in trials.iterrows():
+        lines = (smoke_experiment / row["trial_dir"] / "result.json").read_text().splitlines()
+        first, last = json.loads(lines[0]), json.loads(lines[-1])
+        assert row["ended_at"].timestamp() == last["timestamp"]
+        assert row["started_at"].timestamp() == round(first["timestamp"] - first["time_total_s"])
+        assert row["started_at"] <= row["ended_at"]
+
+
+# ---- nothing lost, nothing guessed silently --------------------------------------------------
+
+
+def _copy(experiment: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / experiment.name
+    shutil.copytree(experiment, copy)
+    return copy
+
+
+def _result_lines(experiment: Path, trial_id: str) -> tuple[Path, list[str]]:
+    (file,) = [f for f in experiment.glob("*/result.json") if f"_{trial_id}_" in f.parent.name]
+    return file, file.read_text().splitlines()
+
+
+def _front(experiment: Path) -> list[str]:
+    return decide(load_experiment(experiment)).front["trial_id"].tolist()
+
+
+def test_a_damaged_last_line_keeps_the_trial_with_its_final_values_and_a_warning(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    best = _front(copy)[0]
+    file, lines = _result_lines(copy, best)
+    file.write_text("\n".join([*lines[:-1], lines[-1][: len(lines[-1]) // 2]]) + "\n")
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[best]
+    last_valid = json.loads(lines[-2])  # the final evaluation: the same measurements
+    assert row["kind"] == "ok" and row["feasible"]  # not "stopped early"
+    assert row["images_per_second"] == pytest.approx(last_valid["images_per_second"])
+    assert row["val_accuracy"] == pytest.approx(last_valid["val_accuracy"])
+    where = f"{file.parent.name}/result.json line {len(lines)} is damaged"
+    assert any(p.startswith(where) for p in experiment.problems)
+    assert any(f"trial {best}: its final report is damaged" in p for p in experiment.problems)
+    assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
+
+
+def test_without_the_study_a_damaged_trial_keeps_its_last_valid_report(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (copy / "study.db").unlink()
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    file.write_text("\n".join([*lines[:-1], "{not json"]) + "\n")
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[trial_id]
+    assert row["reports"] == len(lines) - 1
+    assert row["images_per_second"] == pytest.approx(json.loads(lines[-2])["images_per_second"])
+    # Its end is lost with its final report: not stopped early, not ok, but incomplete.
+    assert row["kind"] == "incomplete" and "damaged" in row["infeasible_reason"]
+    assert experiment.problems == [
+        f"{file.parent.name}/result.json line {len(lines)} is damaged "
+        "(Expecting property name enclosed in double quotes at column 2); skipped."
+    ]
+
+
+def test_result_json_and_the_study_disagreeing_is_listed(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    final = {**json.loads(lines[-1]), "val_accuracy": 0.123456}
+    file.write_text("\n".join([*lines[:-1], json.dumps(final)]) + "\n")
+
+    (problem,) = load_experiment(copy).problems
+    assert problem.startswith(
+        f"trial {trial_id}: result.json and study.db disagree on val_accuracy"
+    )
+
+
+def _ray_state_with(state_file: Path, status: str) -> str:
+    """The experiment state file's text with every trial's Ray status replaced."""
+    data = json.loads(state_file.read_text())
+    for entry in data["trial_data"]:
+        entry[0] = json.dumps({**json.loads(entry[0]), "status": status})
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("old_mtime", ["equal", "newer"])
+def test_ray_state_comes_from_the_file_ray_resumes_from_not_the_newest_mtime(
+    smoke_experiment: Path, tmp_path: Path, old_mtime: str
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (latest,) = copy.glob("experiment_state-*.json")
+    older = copy / "experiment_state-2000-01-01_00-00-00.json"  # as before a resume
+    older.write_text(_ray_state_with(latest, "RUNNING"))
+    stamp = latest.stat().st_mtime
+    os.utime(latest, (stamp, stamp))
+    os.utime(older, (stamp, stamp + (1 if old_mtime == "newer" else 0)))
+
+    trials = load_trials(copy)
+    assert set(trials["ray_status"]) == {"TERMINATED"}
+    assert "incomplete" not in set(trials["kind"])
+    assert _front(copy) == _front(smoke_experiment)
+
+
+def test_a_trial_with_its_final_report_is_finished_whatever_ray_state_says(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (latest,) = copy.glob("experiment_state-*.json")
+    latest.write_text(_ray_state_with(latest, "RUNNING"))  # saved before the trials ended
+
+    trials = load_trials(copy)
+    assert set(trials["ray_status"]) == {"RUNNING"}
+    final = trials["final"].fillna(False).astype(bool)
+    assert final.any()
+    assert set(trials.loc[final, "kind"]) == {"ok"}
+    # One stopped early by the scheduler has no final report: Ray's word is all there is.
+    assert set(trials.loc[~final, "kind"]) <= {"incomplete"}
+    assert _front(copy) == _front(smoke_experiment)
+
+
+def test_an_unreadable_ray_state_file_is_listed_and_an_older_one_used(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (copy / "experiment_state-2999-01-01_00-00-00.json").write_text('{"trial_data": [')
+    experiment = load_experiment(copy)
+    assert set(experiment.trials["ray_status"]) == {"TERMINATED"}
+    assert experiment.problems[0].startswith("experiment_state-2999-01-01_00-00-00.json could not")
+
+
+def test_report_lists_what_it_could_not_read(
+    smoke_experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.cli import main
+
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    file.write_text("\n".join([*lines[:-1], lines[-1][:10]]) + "\n")
+
+    assert main(["report", str(copy), "--out", str(tmp_path / "report")]) == 0
+    damaged = f"{file.parent.name}/result.json line {len(lines)} is damaged"
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"warning: could not read everything in {copy}:"
+    assert any(line.strip().startswith(damaged) for line in err[1:])
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "Could not read everything" in markdown and damaged in markdown

@@ -1,0 +1,177 @@
+"""The one interleaving loop (A, B, A, B, ...) and the one pairing by repeat."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from tuner.compare._arms import Arm
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+
+__all__ = ["check_repeats", "fallbacks", "interleave", "paired", "run_interleaved"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+Measure = Callable[[TrainConfig], Any]  # returns a RunResult
+
+
+def interleave(
+    arms: Sequence[T],
+    *,
+    repeats: int,
+    measure: Callable[[T], R | None],
+    on_run: Callable[[int, T, R], None] | None = None,
+    warmup: Sequence[T] = (),
+    keep_going: Callable[[int, float], bool] | None = None,
+) -> int:
+    """Measure every arm once per round, in order, for up to ``repeats`` rounds.
+
+    Args:
+        measure: one measurement of an arm; ``None`` leaves the arm out of later rounds (it
+            cannot be built).
+        on_run: called with ``(repeat, arm, result)`` after each measurement.
+        warmup: arms measured first, results dropped: a process's one-time costs (lazy
+            imports, data, allocator pools) land there. Their time is the first estimate of a
+            round's.
+        keep_going: asked before each round with ``(repeat, slowest round so far in s)``; False
+            ends the loop (a time limit, a comparison already resolved).
+
+    Returns:
+        How many rounds ran.
+    """
+    started = time.perf_counter()
+    for arm in warmup:
+        measure(arm)
+    slowest, live, done = time.perf_counter() - started, list(arms), 0
+    for repeat in range(repeats):
+        if keep_going is not None and not keep_going(repeat, slowest):
+            break
+        round_started = time.perf_counter()
+        for arm in list(live):
+            result = measure(arm)
+            if result is None:
+                live.remove(arm)
+            elif on_run is not None:
+                on_run(repeat, arm, result)
+        slowest, done = max(slowest, time.perf_counter() - round_started), repeat + 1
+    return done
+
+
+def run_interleaved(
+    arms: Sequence[Arm],
+    *,
+    repeats: int,
+    measure: Measure,
+    on_run: Callable[[int, Arm, dict[str, Any]], None] | None = None,
+    warmup: bool = True,
+    drop_invalid: bool = False,
+    time_limit_s: float | None = None,
+) -> pd.DataFrame:
+    """Measure every arm's config ``repeats`` times with :func:`interleave`; one row each.
+
+    A failing measurement (OOM, NaN, crash) is a row with its status, never an exception.
+    With ``warmup``, the first arm is measured once first, unrecorded. With ``drop_invalid``,
+    an arm whose config cannot be built (a ``TunerError``, e.g. a group count that does not
+    divide) is left out after its first try and listed in ``runs.attrs["dropped"]``. With
+    ``time_limit_s``, no repeat after the first starts that would end after it (judged by the
+    slowest repeat so far); ``runs.attrs["repeats_done"]`` says how many ran.
+
+    Raises:
+        TunerError: ``repeats`` < 1, or (without ``drop_invalid``) an impossible arm.
+    """
+    check_repeats(repeats)
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    dropped: list[str] = []
+
+    def one(arm: Arm) -> Any:
+        try:
+            return measure(arm.config)
+        except TunerError as exc:
+            if not drop_invalid:
+                raise
+            dropped.append(f"{arm.name}: {exc}")
+            return None
+
+    def record(repeat: int, arm: Arm, result: Any) -> None:
+        rows.append(_row(arm, repeat, result))
+        if on_run is not None:
+            on_run(repeat, arm, rows[-1])
+
+    def in_time(repeat: int, slowest: float) -> bool:
+        elapsed = time.perf_counter() - started
+        return not repeat or time_limit_s is None or elapsed + slowest <= time_limit_s
+
+    if warmup and arms:
+        measure(arms[0].config)  # outside the loop: an impossible first arm raises here
+    done = interleave(arms, repeats=repeats, measure=one, on_run=record, keep_going=in_time)
+    runs = pd.DataFrame(rows)
+    runs.attrs["dropped"] = dropped
+    runs.attrs["repeats_done"] = done if len(runs) else 0
+    return runs
+
+
+def check_repeats(repeats: int) -> None:
+    """Raises ``TunerError`` unless ``repeats`` >= 1 (found before anything runs)."""
+    if repeats < 1:
+        raise TunerError(f"--repeats {repeats} must be at least 1 (3 or more to see the spread).")
+
+
+def paired(
+    runs: pd.DataFrame, name: str, other: str, *, by: str = "arm"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The finished (``status == "ok"``) repeats of ``name`` and ``other``, aligned on the
+    repeat: row ``i`` of each was measured in the same round. ``by`` names the arm column."""
+    if runs.empty:
+        return runs, runs
+    ok = runs[runs["status"] == "ok"]
+    mine = ok[ok[by] == name].set_index("repeat")
+    theirs = ok[ok[by] == other].set_index("repeat")
+    common = mine.index.intersection(theirs.index)
+    return mine.loc[common], theirs.loc[common]
+
+
+def _row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
+    r = result.to_dict()
+    return {
+        "arm": arm.name,
+        "group": arm.group,
+        "reference": arm.reference or "",
+        "baseline": arm.baseline or "",
+        "changes": json.dumps(dict(arm.changes), sort_keys=True),
+        "repeat": repeat,
+        "status": r["status"],
+        "images_per_second": _nan(r.get("images_per_second")),
+        "step_time_s": _nan(r.get("step_time_s")),
+        "peak_memory_bytes": _nan(r.get("peak_memory_bytes")),
+        "peak_memory_allocated_bytes": _nan(r.get("peak_memory_allocated_bytes")),
+        "memory_kind": r.get("memory_kind") or "",
+        "val_accuracy": _nan(r.get("val_accuracy")),
+        "val_images": r.get("val_images") or 0,
+        "train_loss": _nan(r.get("train_loss")),
+        "data_wait_fraction": _nan(r.get("data_wait_fraction")),
+        "train_time_s": _nan(r.get("train_time_s")),
+        "wall_time_s": _nan(r.get("wall_time_s")),
+        "fell_back": "; ".join(fallbacks(arm.changes, r.get("effective", {}), r.get("notes", []))),
+        "error": r.get("error") or "",
+        "device": r.get("device", ""),
+        "device_name": r.get("device_name", ""),
+    }
+
+
+def fallbacks(
+    changes: Mapping[str, Any], effective: Mapping[str, Any], notes: list[str]
+) -> list[str]:
+    """The engine's notes about ``changes`` that did not take effect (what actually ran)."""
+    missed = [k for k, v in changes.items() if k in effective and effective[k] != v]
+    return [n for n in notes if any(k in n for k in missed)] or [f"{k} not applied" for k in missed]
+
+
+def _nan(value: Any) -> float:
+    return math.nan if value is None else float(value)

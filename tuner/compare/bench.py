@@ -1,0 +1,249 @@
+"""The engine benchmark: the plain loop vs each speed technique added in turn, in ONE run.
+
+The ladder comes from the technique registry (:func:`tuner.compare.plan_ladder`); every rung is
+a short :func:`tuner.engine.probe`, measured ``repeats`` times interleaved, and each rung's
+change is a paired ratio with its interval (:mod:`tuner.compare`). On top, model FLOPs
+utilization: training FLOPs per image (3 x the forward FLOPs counted by
+``torch.utils.flop_counter``) x images/s over the device's dense matmul rate, timed in the same
+run. Used by ``python -m tuner bench`` and ``bench/engine_bench.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from tuner.compare import plan_ladder, run_interleaved, summarize
+from tuner.config import TrainConfig
+from tuner.engine import probe
+from tuner.engine.build import resolve_device
+from tuner.engine.meters import environment, synchronize
+from tuner.engine.model import build_model
+from tuner.units import format_bytes, interval_text, ratio_text
+from tuner.workloads import workload as reference
+
+__all__ = [
+    "benchmark_config",
+    "forward_flops",
+    "matmul_flops_per_s",
+    "run_benchmark",
+    "to_markdown",
+]
+
+
+def benchmark_config(
+    workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
+) -> TrainConfig:
+    """The bench workload (:data:`tuner.workloads.BENCH`) of the device that ``workload`` (or
+    ``auto``) names, ``workload`` over it, as a step-budget run: the benchmark's plain loop.
+
+    Raises:
+        TunerError: an unknown setting or an impossible value.
+    """
+    device = resolve_device((workload or {}).get("device", "auto"))
+    params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
+    return TrainConfig.from_params(
+        {**params, "steps": steps, "epochs": None, "warmup_steps": warmup_steps}
+    )
+
+
+def forward_flops(config: TrainConfig, device: torch.device) -> float:
+    """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build_model(config, config.num_classes or 1000).to(device).eval()
+    x = torch.randn(1, 3, config.img_size, config.img_size, device=device)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    return float(counter.get_total_flops())
+
+
+def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int = 8192) -> float:
+    """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
+    n = n if device.type == "cuda" else min(n, 1024)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    iters = 20 if device.type == "cuda" else 3
+    best = 0.0
+    for _ in range(4):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(iters):
+            a @ b
+        synchronize(device)
+        best = max(best, 2 * n**3 * iters / (time.perf_counter() - start))
+    return best
+
+
+def run_benchmark(
+    *,
+    workload: dict[str, Any] | None = None,
+    steps: int = 20,
+    warmup_steps: int = 5,
+    repeats: int = 3,
+    skip: tuple[str, ...] = (),
+    amp: str | None = None,
+    time_limit_s: float | None = None,
+    warmup: bool = True,
+    matmul_size: int = 8192,
+    out_dir: Path | None = None,
+    stem: str | None = None,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
+
+    Args:
+        amp: the ``+amp`` rung's mode (default: the registry's first for this device).
+        time_limit_s: start no repeat that would end after this many seconds.
+        warmup: run the first rung once, unrecorded, first (off where the caller already paid
+            the process's one-time costs).
+        matmul_size: the side of the square matmuls that time the device's dense rate.
+        stem: the output files' name (default ``engine_cuda`` / ``engine_cpu``).
+    """
+    base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
+    device = resolve_device(base.device)
+    cuda = device.type == "cuda"
+    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=skip, autotune=cuda)
+    for line in left_out:
+        log(f"left out on {device.type}: {line}")
+
+    def on_run(repeat: int, arm: Any, row: dict[str, Any]) -> None:
+        log(
+            f"repeat {repeat + 1}/{repeats} {arm.name:16s} {row['status']:8s} "
+            f"{row['images_per_second']:10.1f} img/s"
+        )
+
+    runs = run_interleaved(
+        arms,
+        repeats=repeats,
+        measure=lambda c: probe(c, steps=steps),
+        on_run=on_run,
+        time_limit_s=time_limit_s,
+        warmup=warmup,
+    )
+    report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
+    report["left_out"] = left_out
+    if out_dir is not None:
+        _write(report, Path(out_dir), stem or ("engine_cuda" if cuda else "engine_cpu"))
+    return report
+
+
+def _summarize(
+    base: TrainConfig, table: pd.DataFrame, runs: pd.DataFrame, device: torch.device, n: int
+) -> dict[str, Any]:
+    flops_fwd = forward_flops(base, device)
+    peak = matmul_flops_per_s(device, torch.bfloat16, n)
+    peak_fp32 = matmul_flops_per_s(device, torch.float32, n)
+    # MFU against the device's best dense rate: bf16 on a GPU; fp32 on a CPU without bf16 units.
+    best_rate = max(peak, peak_fp32)
+    table = table.assign(
+        mfu=3 * flops_fwd * table["images_per_second"] / best_rate,
+        peak_memory_allocated_bytes=table["arm"].map(_median_allocated(runs)),
+    )
+    rows = json.loads(table.to_json(orient="records"))
+    measured = table.dropna(subset=["images_per_second"])
+    best = measured.loc[measured["images_per_second"].idxmax()] if len(measured) else None
+    return {
+        "environment": environment(device),
+        "config": base.to_dict(),
+        "memory_kind": rows[0]["memory_kind"] if rows else "",
+        "repeats": int(runs["repeat"].max()) + 1 if len(runs) else 0,
+        "forward_gflop_per_image": flops_fwd / 1e9,
+        "train_gflop_per_image": 3 * flops_fwd / 1e9,
+        "matmul_bf16_tflop_per_s": peak / 1e12,
+        "matmul_fp32_tflop_per_s": peak_fp32 / 1e12,
+        "mfu_reference": "bf16" if peak >= peak_fp32 else "fp32",
+        "best_rung": None if best is None else best["arm"],
+        "best_ratio_vs_plain": None if best is None else _ratio_vs_plain(best),
+        "best_mfu": None if best is None else best["mfu"],
+        "rows": rows,
+        "runs": json.loads(runs.to_json(orient="records")),
+        "cuda": device.type == "cuda",
+    }
+
+
+def _ratio_vs_plain(row: pd.Series) -> float:
+    """The paired ratio to the plain loop; 1 for the plain loop itself."""
+    ratio = row["throughput_ratio_vs_baseline"]
+    return 1.0 if pd.isna(ratio) else float(ratio)
+
+
+def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
+    """Each arm's median CUDA ``max_memory_allocated`` over its finished repeats (NaN on CPU)."""
+    if runs.empty:
+        return {}
+    ok = runs[runs["status"] == "ok"]
+    return ok.groupby("arm")["peak_memory_allocated_bytes"].median().to_dict()
+
+
+def _write(report: dict[str, Any], out_dir: Path, stem: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out_dir / f"{stem}.md").write_text(to_markdown(report))
+
+
+def _ratio(row: dict[str, Any], label: str) -> str:
+    key = f"throughput_ratio_vs_{label}"
+    if row.get(key) is None:
+        return ""
+    tie = " (tie)" if row.get(f"{key}_tie") else ""
+    return ratio_text(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")) + tie
+
+
+def _spread(row: dict[str, Any], ips: float) -> str:
+    low, high = row["images_per_second_low"] or ips, row["images_per_second_high"] or ips
+    return interval_text(low, high, "{:,.1f}".format)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    env, rows, cfg = report["environment"], report["rows"], report["config"]
+    cuda = bool(report["cuda"])
+    lines = [
+        f"# Engine benchmark: {cfg['model']} at {cfg['img_size']} px",
+        "",
+        f"Device: {env['device']} ({env['device_name']}), torch {env['torch_version']}, "
+        f"CUDA {env['cuda_version']}, timm {env['timm_version']}. Data: {cfg['data']}, batch "
+        f"{cfg['batch_size']}, {cfg['steps']} measured steps after {cfg['warmup_steps']} warm-up "
+        f"steps, {report['repeats']} interleaved repeats. images/s: median [interval of the "
+        "median over repeats]; ratios: paired, geometric mean [95% t-interval]; '(tie)': the "
+        "interval contains 1x, the change is inside the noise.",
+        "",
+        f"Training FLOPs/image (3 x forward): {report['train_gflop_per_image']:.4f} GFLOP; dense "
+        f"matmul rate measured in this run: bf16 {report['matmul_bf16_tflop_per_s']:.3f} TFLOP/s, "
+        f"fp32 {report['matmul_fp32_tflop_per_s']:.3f} TFLOP/s; MFU is against the "
+        f"{report['mfu_reference']} rate.",
+        "",
+        f"| rung | images/s | vs rung before | vs plain | peak memory ({report['memory_kind']}) "
+        f"|{' peak allocated |' if cuda else ''} MFU |",
+        "|---|---|---|---|---|" + ("---|" if cuda else "") + "---|",
+    ]
+    for r in rows:
+        ips = r["images_per_second"]
+        if ips is None:
+            lines.append(f"| {r['arm']} | {r['failed'] or 'failed'} |||||" + ("|" if cuda else ""))
+            continue
+        allocated = f" {format_bytes(r.get('peak_memory_allocated_bytes'))} |" if cuda else ""
+        lines.append(
+            f"| {r['arm']} | {ips:,.1f} {_spread(r, ips)} | {_ratio(r, 'reference')} | "
+            f"{_ratio(r, 'baseline')} | {format_bytes(r['peak_memory_bytes'])} |{allocated} "
+            f"{r['mfu']:.1%} |"
+        )
+    fell_back = sorted({r["fell_back"] for r in rows if r["fell_back"]})
+    if fell_back or report.get("left_out"):
+        lines += ["", "Fallbacks and rungs left out on this device:"]
+        lines += [f"- {n}" for n in [*report.get("left_out", []), *fell_back]]
+    if report["best_rung"] is not None:
+        lines += [
+            "",
+            f"Fastest rung: {report['best_rung']} at "
+            f"{report['best_ratio_vs_plain'] or 1.0:.2f}x the plain loop, MFU "
+            f"{report['best_mfu']:.1%}.",
+            "",
+        ]
+    return "\n".join(lines)

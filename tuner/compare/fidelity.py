@@ -1,0 +1,315 @@
+"""The fidelity self-check: does the engine train as fast as a minimal loop would?
+
+``python -m tuner bench --verify`` times one model, batch and precision twice: with the engine
+(a :func:`tuner.engine.probe`, its own steady-state images/s) and with
+:mod:`tuner.compare.minimal_loop` (plain PyTorch written without the engine). Each measurement
+is a **fresh process**, so neither inherits the other's allocator, compile caches or threads;
+they run interleaved (:func:`tuner.compare.interleave`: engine, minimal, engine, minimal, ...)
+after one discarded pair, so a drift of
+a shared machine hits both alike, and each repeat's two runs form a pair. The engine/minimal
+ratio of images/s is the geometric mean of the per-pair ratios with its 95% interval
+(:func:`tuner.stats.paired_ratio`): an interval that contains 1x means the engine is within the
+noise of the minimal loop.
+
+The engine runs with every speed technique off except ``set_to_none``, because the minimal
+loop's ``optimizer.zero_grad()`` frees the gradients too (PyTorch's default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tuner.compare import interleave
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+from tuner.stats import median_interval, paired_ratio
+from tuner.units import DASH, interval_text, json_ready
+from tuner.workloads import workload as reference
+
+__all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
+
+KINDS = ("engine", "minimal")
+_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the tuner package
+_TIMEOUT_S = 900  # one measured process, when no time limit is given
+_MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
+
+
+def verify_config(
+    *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
+) -> TrainConfig:
+    """The bench workload (:data:`tuner.workloads.BENCH`, ``workload`` over it) in ``amp``
+    (default: bf16 on a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
+
+    Raises:
+        TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
+    """
+    amp = amp or ("bf16" if cuda else "off")
+    if amp not in ("off", "bf16"):
+        raise TunerError(f"--amp {amp!r}: the fidelity check compares fp32 (off) or bf16.")
+    params = {**reference("bench", cuda=cuda), **(workload or {}), "amp": amp, "set_to_none": True}
+    return TrainConfig.from_params({**params, "epochs": None, "steps": 1})
+
+
+def run_verify(
+    config: TrainConfig,
+    *,
+    steps: int = 50,
+    warmup_steps: int = 10,
+    repeats: int = 6,
+    threads: int | None = None,
+    out_dir: Path | None = None,
+    log: Callable[[str], Any] = print,
+    time_limit_s: float | None = None,
+) -> dict[str, Any]:
+    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
+
+    Args:
+        threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
+        time_limit_s: seconds the whole check may take (default: none). No process outlives
+            it, none starts with less than ``_MIN_CHILD_S`` left, and no pair starts that the
+            slowest pair so far (the discarded first one included) says would not end in time;
+            the report says how many of ``repeats`` ran.
+
+    Returns:
+        The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
+
+    Raises:
+        TunerError: ``repeats`` < 2 (a ratio needs pairs to have an interval).
+    """
+    if repeats < 2:
+        raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
+    config = config.replace(warmup_steps=warmup_steps)
+    env, deadline = _child_env(threads), _Deadline(time_limit_s)
+    load_before = os.getloadavg()[0]
+    runs: list[dict[str, Any]] = []
+
+    def measure(kind: str) -> dict[str, Any]:
+        return _measure(kind, config, steps, env, deadline)
+
+    def record(repeat: int, kind: str, measured: dict[str, Any]) -> None:
+        runs.append({"repeat": repeat, "kind": kind, **measured})
+        rate = f"{_rate(measured):10.1f} img/s"
+        log(f"repeat {repeat + 1}/{repeats} {kind:8s} {measured['status']:6s} {rate}")
+
+    def in_time(repeat: int, slowest: float) -> bool:
+        if deadline.fits(slowest):
+            return True
+        log(f"stopped after {repeat} of {repeats} pairs: the time limit would be passed")
+        return False
+
+    # The discarded pair (cold caches after a while) also says how long a pair takes.
+    warmup = KINDS if deadline.fits(0.0) else ()
+    interleave(
+        KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
+    )
+    report = _summarize(config, runs, steps)
+    report["repeats_planned"] = repeats
+    report["threads_per_process"] = threads or report["threads"]
+    report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
+    report["cpu_count"] = os.cpu_count()
+    if out_dir is not None:
+        _write(report, Path(out_dir))
+    return report
+
+
+def _child_env(threads: int | None) -> dict[str, str]:
+    """The environment of the measured processes: this package importable, threads if given."""
+    path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+class _Deadline:
+    """The check's time limit: how long a process may run, whether a pair still fits."""
+
+    def __init__(self, limit_s: float | None) -> None:
+        self.end = None if limit_s is None else time.perf_counter() + limit_s
+
+    def left(self) -> float:
+        return math.inf if self.end is None else self.end - time.perf_counter()
+
+    def fits(self, pair_s: float) -> bool:
+        """A pair taking ``pair_s`` (with a fifth to spare) would end in time."""
+        return self.left() >= max(1.2 * pair_s, 2 * _MIN_CHILD_S)
+
+    def timeout(self) -> float | None:
+        """A process's limit: the time left; None when too little is left to start one."""
+        left = self.left()
+        return None if left < _MIN_CHILD_S else min(_TIMEOUT_S, left)
+
+
+def _measure(
+    kind: str, config: TrainConfig, steps: int, env: dict[str, str], deadline: _Deadline
+) -> dict[str, Any]:
+    """One fresh process; its last stdout line is a JSON object."""
+    timeout = deadline.timeout()
+    if timeout is None:
+        return _failed("not started: the time limit was reached")
+    command = _command(kind, config, steps)
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return _failed(f"timed out after {timeout:.0f} s")
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return _failed(f"exit {done.returncode}: {tail}"[:300])
+    measured = json.loads(lines[-1])
+    return {"status": measured.pop("status", "ok"), "error": measured.pop("error", ""), **measured}
+
+
+def _failed(error: str) -> dict[str, Any]:
+    return {"status": "error", "error": error, "images_per_second": math.nan}
+
+
+def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
+    if kind == "engine":
+        return [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict()), str(steps)]
+    from tuner.engine.build import resolve_device
+
+    return [
+        sys.executable, "-m", "tuner.compare.minimal_loop",
+        "--model", config.model,
+        "--model-kwargs", json.dumps(dict(config.model_kwargs)),
+        "--img-size", str(config.img_size),
+        "--batch-size", str(config.batch_size),
+        "--num-classes", str(config.num_classes or 1000),
+        "--amp", config.amp,
+        "--steps", str(steps),
+        "--warmup-steps", str(config.warmup_steps),
+        "--device", str(resolve_device(config.device)),
+    ]  # fmt: skip
+
+
+def _engine_worker(argv: Sequence[str]) -> None:
+    """``python -m tuner.compare.fidelity CONFIG_JSON STEPS``: one engine probe, one JSON line."""
+    from tuner.engine import probe
+
+    config = TrainConfig.from_params(json.loads(argv[0]))
+    result = probe(config, steps=int(argv[1]))
+    mean = config.batch_size / result.step_time_s if result.step_time_s else math.nan
+    print(json.dumps({
+        "status": result.status,
+        "error": result.error or "",
+        "images_per_second": result.images_per_second or math.nan,
+        "images_per_second_mean": mean,
+        "effective": result.effective,
+    }))  # fmt: skip
+
+
+def _rate(run: dict[str, Any]) -> float:
+    """A run's overall mean images/s (an engine run also reports its median window)."""
+    return run.get("images_per_second_mean", run["images_per_second"])
+
+
+def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    import torch
+
+    from tuner.engine.build import resolve_device
+    from tuner.engine.meters import environment
+
+    # Like for like: the minimal loop reports its overall mean, so the engine's overall mean
+    # (not its median window, which drops a hiccup the minimal loop keeps).
+    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in KINDS}
+    ratio = paired_ratio(rates["minimal"], rates["engine"])
+    estimates = {k: median_interval(v) for k, v in rates.items()}
+    device = resolve_device(config.device)
+    report = {
+        "environment": environment(device),
+        "threads": torch.get_num_threads(),
+        "config": config.to_dict(),
+        "steps": steps,
+        "repeats": max((r["repeat"] for r in runs), default=-1) + 1,
+        "images_per_second": {k: asdict(e) for k, e in estimates.items()},
+        "ratio_engine_to_minimal": {**asdict(ratio), "tie": ratio.tie},
+        "verdict": verdict(ratio.value, ratio.low, ratio.high, tie=ratio.tie),
+        "runs": runs,
+    }
+    return json_ready(report)
+
+
+def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
+    """One sentence on the engine/minimal ratio."""
+    if math.isnan(value):
+        return "No pair of runs finished: no verdict (see the runs' errors)."
+    text = f"The engine runs at {value:.3f}x the minimal loop's images/s"
+    if math.isnan(low):
+        return text + " (one pair: no interval, so no claim)."
+    text += f" [95% interval {low:.3f}{DASH}{high:.3f}]"
+    if tie:
+        return text + ": within the noise (the interval contains 1x)."
+    side = "slower" if value < 1 else "faster"
+    return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."
+
+
+def _write(report: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = "fidelity_cuda" if report["environment"]["device"].startswith("cuda") else "fidelity_cpu"
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out_dir / f"{stem}.md").write_text(to_markdown(report))
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
+    env, cfg = report["environment"], report["config"]
+    load = report.get("load_average_1min") or {"before": math.nan, "after": math.nan}
+    precision = "bf16 autocast" if cfg["amp"] == "bf16" else "fp32"
+    lines = [
+        "# Fidelity self-check: the engine vs a minimal training loop",
+        "",
+        f"Device: {env['device']} ({env['device_name']}), torch "
+        f"{env['torch_version']}, CUDA {env['cuda_version']}, timm {env['timm_version']}. Model "
+        f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
+        f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
+        f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
+        f"{report.get('threads_per_process')} CPU thread(s), {report['repeats']} interleaved "
+        "pairs (engine, minimal) after one discarded pair.",
+        "",
+        f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
+        f"{load['after']:.1f} on {report.get('cpu_count')} cores; a load above the core count "
+        "means other work shared the cores, which the pairing absorbs only as extra noise.",
+        "",
+        "| loop | images/s: median [interval of the median] |",
+        "|---|---|",
+    ]
+    for kind in KINDS:
+        e = report["images_per_second"][kind]
+        low, high = _num(e["low"]), _num(e["high"])
+        spread = interval_text(low, high, "{:,.1f}".format)
+        median = f"{_num(e['median']):,.1f}" + (f" {spread}" if spread else "")
+        lines.append(f"| {kind} | {median} (n={e['n']}) |")
+    lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]
+    lines += ["|---|---|---|---|"]
+    pairs: dict[int, dict[str, float]] = {}
+    for run in report["runs"]:
+        pairs.setdefault(run["repeat"], {})[run["kind"]] = _num(_rate(run))
+    for repeat, pair in sorted(pairs.items()):
+        engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
+        lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
+    planned = report.get("repeats_planned", report["repeats"])
+    if report["repeats"] < planned:
+        lines += ["", f"Only {report['repeats']} of the {planned} planned pairs ran: the check's "
+                  "time limit would have been passed."]  # fmt: skip
+    lines += ["", report["verdict"], ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _engine_worker(sys.argv[1:])

@@ -1,0 +1,357 @@
+"""Speed settings settled by probes: the accuracy-neutral knobs are chosen per training config.
+
+A speed knob (set_to_none, pinned memory and non_blocking copies, the prefetcher,
+channels_last, fused AdamW, compile, DataLoader workers) changes speed and memory but not what
+is learned, so training a config again to learn its accuracy under another speed setting is
+wasted: its accuracy equals its twin's. A short probe measures what differs.
+
+For one training config (model, batch size, AMP, norm, ...): the plain setting (every unpinned
+speed knob off) and each knob switched on alone are probed, interleaved and repeated
+(:mod:`tuner.compare`), each a fresh short build. A knob is kept when it was faster than the
+plain setting in every pair and its paired ratio (geometric mean) is above 1x, and it fits the
+memory budget: the choice is by estimated speed, since a speed knob cannot change what is
+learned and a wrong pick costs at most the noise. Whether each gain is also beyond the noise
+(its 95 % interval above 1x) is recorded and reported as such. When two or more knobs are kept,
+their combination is probed against the plain setting too and used only if it is at least as
+fast as the best knob alone (knobs can interact). The choice and every knob's measured ratio
+are the result, cached per :func:`speed_key` so later trials with the same key reuse it. The
+trial's own training run then measures the chosen setting for real: its throughput is the
+objective.
+
+A space pins a knob by returning it (the probes leave it alone); slow-to-build knobs (compile
+on a CPU) are not probed there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tuner.compare import Arm, paired, run_interleaved, summarize
+from tuner.config import TrainConfig
+from tuner.techniques import Knob, speed_knobs
+from tuner.units import finite_or_none, ratio_text
+
+__all__ = [
+    "KEY_FIELDS",
+    "SpeedChoice",
+    "choose_speed",
+    "combination",
+    "decide",
+    "settle",
+    "speed_key",
+    "variants",
+]
+
+# What decides which speed setting is fastest (lr, seed, budget do not).
+KEY_FIELDS = ("model", "model_kwargs", "data", "img_size", "batch_size", "amp", "norm",
+              "gn_groups", "num_classes", "device")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    """What the probes chose for one key, and what they measured."""
+
+    settings: dict[str, Any]  # the speed knobs switched on (empty: the plain setting)
+    variants: list[dict[str, Any]] = field(default_factory=list)  # one row per probed change
+    plain_images_per_second: float = math.nan
+    probe_seconds: float = 0.0  # wall time of the probes (their steps count as training)
+    probe_step_seconds: float = 0.0  # training seconds of that (the probes' train_time_s)
+    repeats: int = 0
+    first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
+    combined_ratio: float | None = None  # the kept knobs together vs plain (when 2 or more)
+    over_budget: bool = False  # no probed setting fits the memory budget (or all OOM)
+    plain_over_budget: bool = False  # the plain setting did not fit: the choice is for memory
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpeedChoice:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def summary(self) -> str:
+        """``channels_last (1.12x [1.03–1.22])`` or ``plain (nothing measurably faster)``."""
+        if self.over_budget:
+            return "nothing fits the memory budget"
+        kept = [v for v in self.variants if v["kept"]]
+        if self.plain_over_budget:
+            return f"plain over the memory budget; {kept[0]['name']} makes it fit"
+        if not kept:
+            return "plain (no knob was faster in every probe)"
+        parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
+        if len(kept) > 1 and self.combined_ratio is not None:
+            parts.append(f"together {self.combined_ratio:.2f}x")
+        return ", ".join(parts)
+
+
+def _ratio_text(row: dict[str, Any]) -> str:
+    """``1.12x [1.03–1.22]``; a knob with one measurement (probed once to fit the budget, or
+    its other pair failed) has no interval, and a failed probe no ratio."""
+    ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
+    if ratio is None:
+        return "not measured"
+    if low is None or high is None:
+        return f"{ratio_text(ratio)}, one measurement"
+    return ratio_text(ratio, low, high) + ("" if row["clear"] else ", within noise")
+
+
+def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
+    """The cache key: the fields that decide the fastest setting, the device's name, and the
+    knobs the space pinned (with their values: they are not probed, and a choice made without
+    them must not override them)."""
+    values = config.to_dict()
+    key = {name: values[name] for name in KEY_FIELDS}
+    if key["norm"] != "group":
+        key["gn_groups"] = None  # unused unless GroupNorm
+    key["device_name"] = device_name
+    key["pinned"] = {name: values[name] for name in sorted(pinned)}
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def _knobs(*, cuda: bool) -> tuple[Knob, ...]:
+    """The speed knobs of this run: DDP's too inside a data-parallel worker group, whose probes
+    are short data-parallel runs of the same workers (tuner.search.data_parallel)."""
+    from tuner.engine.distributed import World
+
+    return speed_knobs(cuda=cuda, workers=World.current().size)
+
+
+def variants(*, cuda: bool, pinned: Collection[str]) -> list[tuple[Knob, Any]]:
+    """(knob, value) pairs to probe: every unpinned speed knob's "on" values on this device
+    (one value for a slow-to-build knob)."""
+    found = []
+    for entry in _knobs(cuda=cuda):
+        if entry.field in pinned:
+            continue
+        values = entry.values(cuda=cuda)
+        found += [(entry, v) for v in (values[:1] if entry.slow_build else values)]
+    return found
+
+
+def choose_speed(
+    config: TrainConfig,
+    *,
+    cuda: bool,
+    pinned: Collection[str],
+    steps: int,
+    repeats: int,
+    max_memory_bytes: float | None,
+) -> SpeedChoice:
+    """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
+
+    ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
+    The plain setting is probed once first: over the budget (or OOM), each knob is probed once
+    for memory instead (:func:`_fit_first`). After two rounds, a knob that was
+    slower than the plain setting in either pair is dropped: a third pair cannot make its
+    interval clear 1x any more (Student's t with 2 degrees of freedom needs every pair to agree).
+    """
+    from tuner.objectives import judge
+
+    started = time.perf_counter()
+    # Two warm-up steps: the first builds the allocator's pools, the second runs at speed
+    # (torch.compile keeps its own three, see tuner.engine.build).
+    config = config.replace(warmup_steps=min(config.warmup_steps, 2))
+    plain = config.replace(**_all_off(config, pinned, cuda=cuda))
+    arms = _arms(plain, cuda=cuda, pinned=pinned)
+    meter = _Meter(steps)
+    first = meter(plain)
+    if not judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
+        return _fit_first(arms, first, meter, max_memory_bytes, started)
+    runs = _rounds(arms, repeats, meter)
+    rows, plain_ips = decide(runs, arms, max_memory_bytes=max_memory_bytes)
+    combined = None
+    if sum(row["kept"] for row in rows) >= 2:
+        combined = _combined_ratio(plain, rows, meter, max_memory_bytes)
+    return SpeedChoice(
+        settings=settle(rows, combined),
+        variants=rows,
+        plain_images_per_second=plain_ips,
+        probe_seconds=time.perf_counter() - started,
+        probe_step_seconds=meter.step_seconds,
+        repeats=repeats,
+        first_step_unix_s=meter.first_step_unix_s,
+        combined_ratio=combined,
+    )
+
+
+def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
+    """The settings to run with: every kept knob when their combination is at least as fast
+    as the best one alone (``combined``: its ratio vs plain), else the best one alone. Rows
+    no longer used are marked not kept."""
+    kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["ratio"])
+    if len(kept) >= 2 and (combined is None or combined < kept[0]["ratio"]):
+        for row in kept[1:]:
+            row["kept"] = False
+        kept = kept[:1]
+    settings: dict[str, Any] = {}
+    for row in kept:
+        settings.update(row["changes"])
+    return settings
+
+
+def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The changes of every kept knob together."""
+    changes: dict[str, Any] = {}
+    for row in rows:
+        if row["kept"]:
+            changes.update(row["changes"])
+    return changes
+
+
+def _combined_ratio(
+    plain: TrainConfig, rows: list[dict[str, Any]], meter: _Meter, budget: float | None
+) -> float | None:
+    """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit)."""
+    from tuner.objectives import judge
+
+    changes = combination(rows)
+    arms = [Arm("plain", "speed", plain), Arm("combined", "speed", plain.replace(**changes),
+                                              changes, "plain")]  # fmt: skip
+    runs = run_interleaved(arms, repeats=2, measure=meter, warmup=False, drop_invalid=True)
+    row = summarize(runs, arms).iloc[1]
+    fits = judge({"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]},
+                 max_memory_bytes=budget)[0]  # fmt: skip
+    return finite_or_none(row["throughput_ratio_vs_reference"]) if fits else None
+
+
+class _Meter:
+    """``probe`` that adds up the probes' training seconds (``train_time_s``) and the first
+    step's time."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self.step_seconds = steps, 0.0
+        self.first_step_unix_s: float | None = None
+
+    def __call__(self, config: TrainConfig) -> Any:
+        from tuner.engine import probe
+
+        result = probe(config, steps=self.steps)
+        self.step_seconds += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or math.inf,
+                                         result.first_step_unix_s)  # fmt: skip
+        return result
+
+
+def _fit_first(
+    arms: list[Any], first: Any, meter: _Meter, budget: float | None, started: float
+) -> SpeedChoice:
+    """The plain setting is over the budget: a memory-saving knob (set_to_none frees the
+    gradients between steps) may make it fit. Each knob is probed once; the fastest one that
+    fits is used, or, when none fits, the trial's first steps will confirm it is infeasible."""
+    from tuner.objectives import judge
+
+    rows, fitting = [], []
+    for arm in arms[1:]:
+        result = meter(arm.config)
+        fits = judge(result.to_dict(), max_memory_bytes=budget)[0]
+        ratio = (result.images_per_second or math.nan) / (first.images_per_second or math.nan)
+        rows.append({"name": arm.name, "field": next(iter(arm.changes)),
+                     "changes": dict(arm.changes), "ratio": finite_or_none(ratio), "low": None,
+                     "high": None, "peak_memory_bytes": result.peak_memory_bytes,
+                     "fell_back": "", "clear": False, "kept": False, "fits": fits})  # fmt: skip
+        if fits:
+            fitting.append((result.images_per_second or 0.0, len(rows) - 1))
+    settings: dict[str, Any] = {}
+    if fitting:
+        best = rows[max(fitting)[1]]
+        best["kept"], settings = True, dict(best["changes"])
+    return SpeedChoice(
+        settings=settings,
+        variants=rows,
+        plain_images_per_second=first.images_per_second or math.nan,
+        probe_seconds=time.perf_counter() - started,
+        probe_step_seconds=meter.step_seconds,
+        repeats=1,
+        first_step_unix_s=meter.first_step_unix_s,
+        over_budget=not fitting,
+        plain_over_budget=True,
+    )
+
+
+def decide(
+    runs: Any, arms: list[Any], *, max_memory_bytes: float | None
+) -> tuple[list[dict[str, Any]], float]:
+    """From interleaved probe runs (``arms[0]`` the plain setting): one row per probed change
+    (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
+    median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
+    table = summarize(runs, arms)
+    rows = [_variant_row(row, arms, runs, max_memory_bytes)
+            for _, row in table.iloc[1:].iterrows()]  # fmt: skip
+    kept = _best_per_knob([r for r in rows if r["kept"]])
+    for row in rows:
+        row["kept"] = row in kept
+    return rows, float(table.iloc[0]["images_per_second"])
+
+
+def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Arm]:
+    arms = [Arm("plain", "speed", plain)]
+    for entry, value in variants(cuda=cuda, pinned=pinned):
+        changes = entry.settings(value)
+        name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
+        arms.append(Arm(name, "speed", plain.replace(**changes), changes, "plain"))
+    return arms
+
+
+def _rounds(arms: list[Arm], repeats: int, measure: Any) -> pd.DataFrame:
+    """Interleaved rounds; after the second, only knobs faster than plain in both pairs stay."""
+    frames, live = [], list(arms)
+    for repeat in range(repeats):
+        runs = run_interleaved(live, repeats=1, measure=measure, warmup=False, drop_invalid=True)
+        frames.append(runs.assign(repeat=repeat))
+        if repeat == 1 and repeats > 2:
+            live = [live[0], *(a for a in live[1:] if _ahead(pd.concat(frames), a.name))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ahead(runs: pd.DataFrame, name: str) -> bool:
+    """Whether arm ``name`` beat the plain setting in every repeat so far (a repeat in which
+    either failed counts against it)."""
+    mine, plain = paired(runs, name, "plain")
+    if len(mine) < runs["repeat"].nunique():
+        return False
+    return bool((mine["images_per_second"] > plain["images_per_second"]).all())
+
+
+def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for entry in _knobs(cuda=cuda):
+        if entry.field not in pinned and getattr(config, entry.field) != entry.off:
+            changes.update(entry.settings(entry.off))
+    return changes
+
+
+def _variant_row(row: Any, arms: list[Any], runs: Any, budget: float | None) -> dict[str, Any]:
+    arm = next(a for a in arms if a.name == row["arm"])
+    ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
+    peak = row["peak_memory_bytes"]
+    fits = budget is None or math.isnan(peak) or peak <= budget
+    candidate = ratio > 1 and _ahead(runs, arm.name)  # faster in every pair, and on average
+    return {
+        "name": arm.name,
+        "field": next(iter(arm.changes)),
+        "changes": dict(arm.changes),
+        "ratio": finite_or_none(ratio),
+        "low": finite_or_none(low),
+        "high": finite_or_none(row["throughput_ratio_vs_reference_high"]),
+        "peak_memory_bytes": finite_or_none(peak),
+        "fell_back": row["fell_back"],
+        "clear": bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
+        "kept": bool(candidate and fits and not row["fell_back"]),
+    }
+
+
+def _best_per_knob(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One value per knob (num_workers=2 vs 4): the one with the higher ratio."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["field"] not in best or row["ratio"] > best[row["field"]]["ratio"]:
+            best[row["field"]] = row
+    return list(best.values())

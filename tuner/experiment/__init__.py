@@ -1,0 +1,60 @@
+"""The experiment folder, both ends, Ray-free: its file names (``_files``), its metadata's one
+writer and reader (``_metadata``), the trials table's schema and CSV round trip (``_schema``),
+reading each file (``_read``) and a whole folder, reconciled (``_load``); and one driver at a
+time (:mod:`tuner.experiment.lock`, imported by the search only).
+"""
+
+from __future__ import annotations
+
+from tuner.experiment._files import (
+    EFFECTS_FILE,
+    METADATA_FILE,
+    PROBE_CACHE_FILE,
+    REMEASURE_FILE,
+    STUDY_FILE,
+    STUDY_TRIAL_ID_ATTR,
+    TUNER_FILES,
+)
+from tuner.experiment._load import (
+    Experiment,
+    load_experiment,
+    resolve_experiment,
+    speed_settings_of,
+)
+from tuner.experiment._metadata import memory_limit, read_metadata, update_metadata, write_metadata
+from tuner.experiment._read import load_study
+from tuner.experiment._schema import (
+    LEADING_COLUMNS,
+    PARAM_PREFIX,
+    column_meanings,
+    read_trials_csv,
+    trial_dtypes,
+    typed_trials,
+    write_trials_csv,
+)
+
+__all__ = [
+    "EFFECTS_FILE",
+    "LEADING_COLUMNS",
+    "METADATA_FILE",
+    "PARAM_PREFIX",
+    "PROBE_CACHE_FILE",
+    "REMEASURE_FILE",
+    "STUDY_FILE",
+    "STUDY_TRIAL_ID_ATTR",
+    "TUNER_FILES",
+    "Experiment",
+    "column_meanings",
+    "load_experiment",
+    "load_study",
+    "memory_limit",
+    "read_metadata",
+    "read_trials_csv",
+    "resolve_experiment",
+    "speed_settings_of",
+    "trial_dtypes",
+    "typed_trials",
+    "update_metadata",
+    "write_metadata",
+    "write_trials_csv",
+]

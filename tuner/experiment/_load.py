@@ -1,0 +1,359 @@
+"""An experiment folder -> :class:`Experiment`: one row per trial, reconciled, from files only.
+
+A trial's row is its last valid report (every key of :mod:`tuner.record`), what it was
+(``kind``, by :func:`tuner.record.classify`) and Ray's view of it. Nothing is lost and nothing
+is guessed silently; what could not be read is listed in :attr:`Experiment.problems`:
+
+- Ray's trial states come from the experiment state file Ray itself would resume from. A trial
+  whose last report is final has ended, whatever Ray's (possibly stale) state says.
+- A damaged ``result.json`` line is skipped and the trial keeps its last valid report. When the
+  lost line was the final report and the Optuna study holds the trial's final values, they are
+  taken from the study; when the study and ``result.json`` disagree, that is listed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner import record
+from tuner.errors import TunerError
+from tuner.experiment import _read
+from tuner.experiment._files import (
+    EFFECTS_FILE,
+    METADATA_FILE,
+    PARAMS_FILE,
+    PROBE_CACHE_FILE,
+    RAY_HOSTNAME,
+    RAY_KEYS,
+    RAY_NODE_IP,
+    RAY_STATE_GLOB,
+    RAY_TIME_TOTAL_S,
+    RAY_TIMESTAMP,
+    REMEASURE_FILE,
+    RESULT_FILE,
+    STUDY_FILE,
+    STUDY_TRIAL_ID_ATTR,
+)
+from tuner.experiment._metadata import read_metadata
+from tuner.experiment._schema import LEADING_COLUMNS, PARAM_PREFIX, typed_trials
+from tuner.units import as_number
+
+DEFAULT_STORAGE = Path("experiments")
+_ENDED_BY_RAY = ("TERMINATED", "ERROR")
+# Compared between a trial's final result.json line and what the study was told.
+_RECONCILED = (record.STATUS, "images_per_second", "val_accuracy")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment folder, read: its metadata, trials table and re-measurements."""
+
+    name: str
+    path: Path
+    metadata: dict[str, Any]
+    trials: pd.DataFrame
+    configs: dict[str, dict[str, Any]]  # trial_id -> what it ran: params.json + speed settings
+    param_names: list[str]  # searched and derived settings, i.e. the param_<name> columns
+    searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
+    remeasure: pd.DataFrame | None = None
+    effects: pd.DataFrame | None = None  # effects.csv: one row per measurement of each arm
+    probe_cache: dict[str, Any] = field(default_factory=dict)  # speed key -> SpeedChoice dict
+    study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
+    problems: list[str] = field(default_factory=list)  # what could not be read, one line each
+
+    def problem_lines(self, shown: int = 10) -> list[str]:
+        """The short list of what could not be read, for a console ([] when all was read)."""
+        if not self.problems:
+            return []
+        lines = [f"warning: could not read everything in {self.path}:"]
+        lines += [f"  {problem}" for problem in self.problems[:shown]]
+        if len(self.problems) > shown:
+            lines.append(f"  ... and {len(self.problems) - shown} more (the report's Details)")
+        return lines
+
+    def with_effects(self, metadata: dict[str, Any]) -> Experiment:
+        """This experiment after its technique effects were measured (``effects.csv``) and its
+        metadata rewritten: the files that changed, read again; the trials are kept."""
+        effects = _read.read_table(self.path / EFFECTS_FILE)
+        return dataclasses.replace(self, metadata=metadata, effects=effects)
+
+
+def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
+    """The experiment folder for a path, or for a name under ``storage``.
+
+    Raises:
+        TunerError: neither exists or the folder holds no experiment.
+    """
+    candidates = [Path(name_or_path), Path(storage) / str(name_or_path)]
+    for path in candidates:
+        if path.is_dir():
+            if not _looks_like_experiment(path):
+                raise TunerError(
+                    f"{path} is not an experiment folder (no {METADATA_FILE}, {STUDY_FILE} or "
+                    "trial folders); give the folder that `tuner search --name` created."
+                )
+            return path.resolve()
+    tried = " nor ".join(dict.fromkeys(str(path) for path in candidates))
+    raise TunerError(
+        f"No experiment {str(name_or_path)!r}: {tried} does not exist; "
+        "give its path or its name under --storage."
+    )
+
+
+def load_experiment(experiment_dir: str | Path) -> Experiment:
+    """Read an experiment folder, finished, interrupted or still running.
+
+    Raises:
+        TunerError: the folder is missing or its metadata is not valid JSON.
+    """
+    path = resolve_experiment(experiment_dir)
+    metadata = read_metadata(path)
+    name = str(metadata.get("name") or path.name)
+    problems: list[str] = []
+    study = _read.load_study(path / STUDY_FILE, name)
+    if study is None and (path / STUDY_FILE).is_file():
+        problems.append(
+            f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
+            "without it (no reconciliation with result.json, no parameter importance)."
+        )
+    configs, rows, probed = _read_trials(path, _study_finals(study), problems)
+    searched = _searched_names(study)
+    params = _param_names(configs, metadata, searched, probed)
+    return Experiment(
+        name=name,
+        path=path,
+        metadata=metadata,
+        trials=_trials_frame(rows, configs, params),
+        configs=configs,
+        param_names=params,
+        searched_names=searched,
+        remeasure=_read.read_table(path / REMEASURE_FILE),
+        effects=_read.read_table(path / EFFECTS_FILE),
+        probe_cache=_read.read_probe_cache(path / PROBE_CACHE_FILE),
+        study=study,
+        problems=problems,
+    )
+
+
+def speed_settings_of(value: Any) -> dict[str, Any]:
+    """A trial's ``speed_settings`` (JSON text in its reports and in trials.csv) as a dict;
+    empty when missing or damaged."""
+    try:
+        settings = json.loads(value) if isinstance(value, str) and value else {}
+    except json.JSONDecodeError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _looks_like_experiment(path: Path) -> bool:
+    if (path / METADATA_FILE).is_file() or (path / STUDY_FILE).is_file():
+        return True
+    return any(path.glob(f"*/{PARAMS_FILE}")) or any(path.glob(RAY_STATE_GLOB))
+
+
+# ---- the trials --------------------------------------------------------------------------------
+
+
+def _read_trials(
+    path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
+    """Each trial's run config and row, and the settings only speed probes chose (in no
+    trial's parameters)."""
+    states = _read.ray_states(path, problems)
+    dirs = {p.parent.name: p.parent for p in path.glob(f"*/{PARAMS_FILE}")}
+    by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
+    configs: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    chosen: set[str] = set()
+    given: set[str] = set()
+    for name in sorted(dirs, key=_trial_order):
+        trial_dir = dirs[name]
+        results = _read.read_results(trial_dir, problems)
+        trial_id = str(
+            results.last.get(record.TRIAL_ID) or by_dir.get(name) or _id_from_dirname(name)
+        )
+        result, lost = _reconcile(trial_id, results, finals.get(trial_id), problems)
+        params = _read.read_params(trial_dir, problems)
+        configs[trial_id] = {**params, **speed_settings_of(result.get(record.SPEED_SETTINGS))}
+        given |= set(params)
+        chosen |= set(configs[trial_id]) - set(params)
+        state = states.pop(trial_id, {})
+        row = _trial_row(trial_id, name, trial_dir, result, results.reports, state, lost=lost)
+        rows.append({**row, **_trial_times(results.first, result)})
+    for trial_id, state in states.items():  # known to Ray, but no folder yet
+        rows.append(_trial_row(trial_id, "", None, {}, 0, state, lost=False))
+    return configs, rows, chosen - given
+
+
+def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
+    """Ray trial id -> the user attributes of its finished Optuna trial (the measurements the
+    searcher told the study when the trial completed)."""
+    if study is None:
+        return {}
+    finals: dict[str, dict[str, Any]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        if trial.state.is_finished() and STUDY_TRIAL_ID_ATTR in attrs and record.STATUS in attrs:
+            finals[str(attrs[STUDY_TRIAL_ID_ATTR])] = dict(attrs)
+    return finals
+
+
+def _reconcile(
+    trial_id: str, results: _read.Results, told: Mapping[str, Any] | None, problems: list[str]
+) -> tuple[dict[str, Any], bool]:
+    """The trial's result: its last valid line, or what the study was told at the trial's end
+    when its final line is damaged; a disagreement between the two is listed. True: its last
+    report is lost and nothing else holds it (whether it ended is not known)."""
+    result = dict(results.last)
+    final_lost = results.lost_tail and not result.get(record.FINAL)
+    if final_lost and told and told.get(record.FINAL):
+        measured = {k: v for k, v in told.items() if k != STUDY_TRIAL_ID_ATTR}
+        result.update({k: math.nan if v is None else v for k, v in measured.items()})
+        problems.append(
+            f"trial {trial_id}: its final report is damaged; its final status and "
+            f"measurements are taken from {STUDY_FILE}."
+        )
+    elif final_lost:  # nothing else holds its final values: it keeps its last valid report
+        result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
+        return result, True
+    elif told and result:
+        for key in _RECONCILED:
+            if key in told and not _same(result.get(key), told[key]):
+                problems.append(
+                    f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
+                    f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
+                )
+    return result, False
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal; numbers within rounding; missing (None, NaN) only equal to missing."""
+    if isinstance(a, str | bool) or isinstance(b, str | bool):
+        return a == b
+    x, y = as_number(a), as_number(b)
+    if math.isnan(x) or math.isnan(y):
+        return math.isnan(x) and math.isnan(y)
+    return math.isclose(x, y, rel_tol=1e-9)
+
+
+def _trial_row(
+    trial_id: str,
+    dirname: str,
+    trial_dir: Path | None,
+    result: Mapping[str, Any],
+    reports: int,
+    state: Mapping[str, Any],
+    *,
+    lost: bool,
+) -> dict[str, Any]:
+    """``lost``: the trial's last report is damaged, so whether it ended is not known."""
+    ray_status = str(state.get("status", ""))
+    report = {k: v for k, v in result.items() if k not in RAY_KEYS and _is_scalar(v)}
+    ended = not lost and (report.get(record.FINAL) is True or ray_status in _ENDED_BY_RAY)
+    kind = record.classify(report, ended=ended, crashed=ray_status == "ERROR")
+    status = report.get(record.STATUS) or None
+    error = str(report.get(record.ERROR) or "")
+    if kind == "errored":
+        status, error = "error", error or _read.error_text(trial_dir)
+    feasible = report.get(record.FEASIBLE) is True and kind != "errored"
+    reason = str(report.get(record.INFEASIBLE_REASON) or ("" if feasible else error))
+    trial_time = result.get(RAY_TIME_TOTAL_S, report.get(record.ENGINE_TIME_S))
+    node = report.get(record.NODE) or result.get(RAY_HOSTNAME) or result.get(RAY_NODE_IP) or ""
+    return {
+        **report,
+        record.TRIAL_ID: trial_id,
+        record.KIND: kind,
+        record.STATUS: status,
+        record.FEASIBLE: feasible,
+        record.INFEASIBLE_REASON: reason,
+        record.NODE: str(node),
+        record.TRIAL_TIME_S: as_number(trial_time),
+        record.ERROR: error,
+        record.RAY_STATUS: ray_status,
+        record.REPORTS: reports,
+        record.TRIAL_DIR: dirname,
+    }
+
+
+def _trial_times(first: Mapping[str, Any], last: Mapping[str, Any]) -> dict[str, Any]:
+    """``started_at`` / ``ended_at`` from the times Ray stamps on every report line (UTC,
+    whole seconds): the first report's time less the trial's run time then, the last's time."""
+    started = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
+    return {
+        record.STARTED_AT: _utc(started),
+        record.ENDED_AT: _utc(as_number(last.get(RAY_TIMESTAMP))),
+    }
+
+
+def _utc(seconds: float) -> pd.Timestamp | None:
+    return pd.Timestamp(round(seconds), unit="s", tz="UTC") if math.isfinite(seconds) else None
+
+
+def _trial_order(dirname: str) -> tuple[int, str]:
+    parts = dirname.split("_")
+    number = next((int(p) for p in parts[2:3] if p.isdigit()), 0)
+    return number, dirname
+
+
+def _id_from_dirname(dirname: str) -> str:
+    parts = dirname.split("_")
+    return parts[1] if len(parts) > 1 else dirname
+
+
+# ---- the parameters and the frame --------------------------------------------------------------
+
+
+def _searched_names(study: Any) -> list[str]:
+    """The Optuna distributions' names, from the stored study (none without one)."""
+    if study is None:
+        return []
+    names: dict[str, None] = {}
+    for trial in study.get_trials(deepcopy=False):
+        names.update(dict.fromkeys(trial.distributions))
+    return list(names)
+
+
+def _param_names(
+    configs: Mapping[str, Mapping[str, Any]],
+    metadata: Mapping[str, Any],
+    searched: list[str],
+    probed: set[str],
+) -> list[str]:
+    """Searched names plus the settings the space derived from them (e.g. lr from base_lr).
+    Speed knobs the probes chose are not parameters: ``speed_settings`` holds them."""
+    workload = metadata.get("workload")
+    names = dict.fromkeys(searched)
+    keys = dict.fromkeys(k for config in configs.values() for k in config)
+    for key in keys:
+        values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs.values()}
+        fixed = len(values) <= 1 or (isinstance(workload, Mapping) and key in workload)
+        if not fixed and key not in probed:
+            names[key] = None
+    return list(names)
+
+
+def _trials_frame(
+    rows: list[dict[str, Any]], configs: Mapping[str, Mapping[str, Any]], params: list[str]
+) -> pd.DataFrame:
+    for row in rows:
+        config = configs.get(row[record.TRIAL_ID], {})
+        for name in params:
+            value = config.get(name)
+            row[PARAM_PREFIX + name] = value if _is_scalar(value) else json.dumps(value)
+    frame = pd.DataFrame(rows)
+    param_cols = [PARAM_PREFIX + n for n in params]
+    rest = sorted(c for c in frame if c not in LEADING_COLUMNS and c not in param_cols)
+    frame = frame.reindex(columns=[*LEADING_COLUMNS, *rest, *param_cols])
+    return typed_trials(frame.reset_index(drop=True))
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)

@@ -1,0 +1,167 @@
+"""Reading the files of an experiment folder, one function per file, never a pickle.
+
+What cannot be read is appended to ``problems`` (one line each) instead of raising: a report
+of a damaged folder says what it could not read.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.experiment._files import (
+    ERROR_FILE,
+    PARAMS_FILE,
+    RAY_STATE_GLOB,
+    RESULT_FILE,
+    STUDY_FILE,
+)
+from tuner.record import TRIAL_ID
+
+
+def load_study(study_db: Path, study_name: str) -> Any:
+    """The stored Optuna study, loaded from a temporary copy (the experiment is never written).
+
+    Returns ``None`` when there is no readable study (no file, or another study name).
+    """
+    if not study_db.is_file():
+        return None
+    import optuna  # here, so reading a trials table needs no optuna import
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / STUDY_FILE
+        shutil.copyfile(study_db, copy)
+        storage = optuna.storages.InMemoryStorage()
+        try:
+            names = optuna.get_all_study_names(f"sqlite:///{copy}")
+            name = study_name if study_name in names else (names[0] if len(names) == 1 else None)
+            if name is None:
+                return None
+            optuna.copy_study(
+                from_study_name=name, from_storage=f"sqlite:///{copy}", to_storage=storage
+            )
+        except Exception:  # a half-written or foreign database: report without it
+            return None
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def read_probe_cache(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # none (speed probes off), or damaged
+    return data if isinstance(data, dict) else {}
+
+
+def read_table(file: Path) -> pd.DataFrame | None:
+    """A CSV the search wrote (re-measurements, effects), or ``None`` when absent or empty."""
+    if not file.is_file() or file.stat().st_size == 0:
+        return None
+    frame = pd.read_csv(file)
+    if TRIAL_ID in frame:
+        frame[TRIAL_ID] = frame[TRIAL_ID].astype(str)
+    return frame
+
+
+def ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
+    """trial_id -> {status, relative_logdir} from Ray's latest experiment state.
+
+    Latest as Ray orders them when it resumes: the greatest file name (``experiment_state-``
+    and the session's start time), not the modification time (after a resume the old and the
+    new file are written within a millisecond of each other). A file that is not valid JSON
+    (being written) is listed as a problem and the one before it is read instead. The state
+    file is JSON; its pickled fields are hex strings that are never unpickled.
+    """
+    for file in sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.name, reverse=True):
+        try:
+            data = json.loads(file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            problems.append(f"{file.name} could not be read ({reason(exc)}); an older one is used.")
+            continue
+        return _trial_states(data)
+    return {}
+
+
+def _trial_states(data: Any) -> dict[str, dict[str, Any]]:
+    states: dict[str, dict[str, Any]] = {}
+    for entry in data.get("trial_data", []) if isinstance(data, dict) else []:
+        try:
+            state = json.loads(entry[0])
+        except (json.JSONDecodeError, IndexError, TypeError):
+            continue
+        states[str(state.get(TRIAL_ID))] = {
+            "status": str(state.get("status", "")),
+            "relative_logdir": state.get("relative_logdir") or "",
+        }
+    return states
+
+
+@dataclass(frozen=True)
+class Results:
+    """A trial's result.json, read line by line."""
+
+    last: dict[str, Any]  # the last valid line ({} when none)
+    first: dict[str, Any]  # the first valid line ({} when none)
+    reports: int  # valid lines
+    lost_tail: bool  # a damaged line came after the last valid one: the latest report is lost
+
+
+def read_results(trial_dir: Path, problems: list[str]) -> Results:
+    """The valid JSON lines of result.json; each damaged line is skipped and listed."""
+    file = trial_dir / RESULT_FILE
+    if not file.is_file():
+        return Results({}, {}, 0, lost_tail=False)
+    first: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    reports, lost_tail = 0, False
+    text = file.read_text(errors="replace")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)  # Python's json reads NaN, as Ray writes it
+        except json.JSONDecodeError as exc:
+            row, why = None, reason(exc)
+        else:
+            why = "" if isinstance(row, dict) else "not a JSON object"
+        if why:
+            problems.append(
+                f"{trial_dir.name}/{RESULT_FILE} line {number} is damaged ({why}); skipped."
+            )
+            lost_tail = True
+            continue
+        last, reports, lost_tail = row, reports + 1, False
+        first = first or row
+    return Results(last, first, reports, lost_tail)
+
+
+def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
+    file = trial_dir / PARAMS_FILE
+    try:
+        config = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged ({reason(exc)}).")
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def error_text(trial_dir: Path | None) -> str:
+    """The last line of a crashed trial's error.txt (error.pkl is never unpickled)."""
+    file = None if trial_dir is None else trial_dir / ERROR_FILE
+    if file is None or not file.is_file():
+        return ""
+    lines = [line for line in file.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def reason(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return type(exc).__name__

@@ -1,0 +1,125 @@
+"""``--wandb PROJECT``: one W&B run per trial, offline, in the experiment folder.
+
+Imported only when asked for (importing ``wandb`` takes ~1 s). Not Ray's ``WandbLoggerCallback``:
+that one reads ``WANDB_PROJECT_NAME`` (not W&B's ``WANDB_PROJECT``), logs every report at W&B's
+own counter (a trial's final report repeats its last evaluation's step: twice), runs each trial's
+W&B process beside the trial so its files land in Ray's session folder before they are complete,
+and lets W&B print between the trial lines. Here the driver logs:
+
+- one run per trial (id: the Ray trial id; config: the trial's; tags: space, experiment and at
+  the end ``kind: <kind>`` (:func:`tuner.record.classify`)), its summary holding ``kind`` and the
+  ``error`` text, its exit code 1 for a trial Optuna is told as FAIL (errored, diverged);
+- every number of a report at its training step (:data:`tuner.record.STEP`), each step once;
+- offline (``WANDB_MODE`` may say otherwise) into ``<experiment>/wandb/offline-run-*``, complete
+  when the trial ends: ``wandb sync <experiment>/wandb/offline-run-*`` uploads them later;
+- silently: no W&B line reaches the console, and the console is not captured; a W&B that fails
+  costs one warning line and the search goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import wandb
+from ray.tune.logger import LoggerCallback
+
+from tuner import record
+from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_dirname, trial_outcome
+
+__all__ = ["KIND_TAG", "WandbOfflineCallback"]
+
+KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
+
+
+class WandbOfflineCallback(LoggerCallback):
+    """One W&B run per trial, logged from the driver by training step.
+
+    Args:
+        project: the W&B project.
+        folder: the experiment folder; W&B writes into its ``wandb/`` folder.
+        tags: ``space`` and ``experiment``, as every logger's runs carry them.
+    """
+
+    def __init__(self, *, project: str, folder: Path, tags: Mapping[str, str]) -> None:
+        self.project = project
+        self.folder = Path(folder)
+        self.tags = dict(tags)
+        self._steps = StepFilter()
+        self._guard = Guard("W&B")
+        self._runs: dict[str, Any] = {}  # trial id -> its live wandb Run (never pickled)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_runs": {}}  # Ray pickles callbacks; live runs stay here
+
+    def get_state(self) -> dict[str, Any] | None:
+        return {"steps": dict(self._steps.last)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._steps.last = dict(state.get("steps", {}))
+
+    def log_trial_start(self, trial: Any) -> None:
+        self._guard.run(self._start, trial)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        self._guard.run(self._log_result, trial, result)
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        self._guard.run(self._end, trial, failed)
+
+    def _start(self, trial: Any) -> None:
+        if trial.trial_id in self._runs:
+            return  # Ray restarts a failed trial: the same run goes on
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._runs[trial.trial_id] = wandb.init(
+            project=self.project,
+            dir=str(self.folder),
+            id=trial.trial_id,
+            name=trial_dirname(trial),
+            group=self.tags.get("experiment"),
+            config=dict(trial.config),
+            tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
+            resume="allow",  # a resumed search goes on in the trial's run
+            reinit="create_new",  # trials run side by side: one run each
+            settings=_settings(),
+        )
+
+    def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
+        run = self._runs.get(trial.trial_id)
+        step = self._steps.new_step(trial, result)
+        if run is None or step is None:
+            return
+        numbers = {
+            key: value
+            for key, value in metrics_only(result).items()
+            if isinstance(value, int | float) and key != record.STEP
+        }
+        run.log(numbers, step=step)
+
+    def _end(self, trial: Any, failed: bool) -> None:
+        run = self._runs.pop(trial.trial_id, None)
+        if run is None:
+            return
+        kind, error = trial_outcome(trial, failed=failed)
+        run.tags = (*run.tags, f"{KIND_TAG}{kind}")
+        run.summary[record.KIND] = kind
+        if error:
+            run.summary[record.ERROR] = error
+        run.finish(exit_code=1 if record.optuna_state(kind) == "FAIL" else 0)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        for trial_id in list(self._runs):  # a stopped search: close what is open
+            self._guard.run(self._runs.pop(trial_id).finish)
+
+
+def _settings() -> wandb.Settings:
+    return wandb.Settings(
+        mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+        silent=True,
+        console="off",  # never capture the search's console (the trial lines)
+        disable_git=True,
+        save_code=False,
+        x_disable_stats=True,  # no system metrics: the trials measure themselves
+    )
