@@ -139,6 +139,8 @@ def _train(workers: int, steps: int) -> dict[str, Any]:
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT, check=True)
     line = next(ln for ln in reversed(done.stdout.splitlines()) if ln.startswith("{"))
     result = json.loads(line)
+    if result.get("world_size") != workers or result.get("status") != "ok":
+        raise RuntimeError(f"{workers}-worker run: {result.get('status')} {result.get('error')}")
     return {k: result.get(k) for k in ("images_per_second", "world_size", "global_batch_size")}
 
 
