@@ -119,7 +119,8 @@ def test_every_trial_records_its_world_size_and_global_throughput(searched) -> N
         assert lines, variant
         for line in lines:
             assert line["world_size"] == sizes[variant], variant
-            assert line["global_batch_size"] == 16 * sizes[variant], variant
+            batch = 64 if variant == "strong2" else 16
+            assert line["global_batch_size"] == batch * sizes[variant], variant
             assert line["images_per_second"] > 0, variant
     for variant in ("strong", "strong2"):
         final = reports[variant][-1]
@@ -182,6 +183,6 @@ def test_the_report_shows_scaling_by_world_size(searched, tmp_path: Path) -> Non
     speed, accuracy = tables[0].frame, tables[-1].frame
     assert speed["workers"].tolist() == [1, 2]  # the weak trial stopped early: not pooled
     assert speed["scaling efficiency"].iloc[0].startswith("1.00")
-    assert accuracy[["global batch", "workers"]].values.tolist() == [[16, 1], [32, 2]]
+    assert accuracy[["global batch", "workers"]].values.tolist() == [[64, 1], [32, 2]]
     write_report(experiment, out_dir=tmp_path / "report")
     assert "Scaling" in (tmp_path / "report" / "report.md").read_text()
