@@ -125,13 +125,6 @@ HOMONYMS = {
     "tuner.commands.search": {"reports"},
     "tuner.search.options": {"reports"},
 }
-# Modules of work under way in other branches (the clients: every client told from the record;
-# the GPU suite leaving the package): their keys move to tuner.record's names there.
-PENDING = {
-    "tuner.search.searcher",
-    "tuner.search.progress",
-    "tuner.search.tracking",
-}
 
 
 def _string_literals(file: Path) -> Iterator[tuple[str, int]]:
@@ -155,7 +148,7 @@ def _string_literals(file: Path) -> Iterator[tuple[str, int]]:
             yield node.value, node.lineno
 
 
-@pytest.mark.parametrize("name", sorted(set(MODULES) - {"tuner.record"} - PENDING))
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {"tuner.record"}))
 def test_the_record_keys_are_spelled_only_in_tuner_record(name: str) -> None:
     allowed = HOMONYMS.get(name, set())
     spelled = [

@@ -23,8 +23,8 @@ from typing import Any
 
 import optuna
 import pytest
-from tuner.results import load_experiment
 
+from tuner.experiment import load_experiment, read_trials_csv, write_trials_csv
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
 
 pytestmark = pytest.mark.slow
@@ -68,15 +68,12 @@ def _trial_dirs(experiment: Path) -> list[Path]:
 
 
 def _table_kinds(search: dict[str, Any]) -> dict[str, str]:
-    """Each trial's kind in the experiment's trials table: what every other client must say."""
-    trials = load_experiment(search["experiment"]).trials.set_index("trial_id")
-    if KIND in trials.columns:  # the record helper's `kind` column of trials.csv
-        return trials[KIND].to_dict()
-    # Until that column lands: the one classifier over the table's own columns.
-    return {
-        trial_id: classify(row.to_dict(), ended=True, crashed=row["ray_status"] == "ERROR")
-        for trial_id, row in trials.iterrows()
-    }
+    """Each trial's kind in the experiment's trials.csv (written and read back as the report
+    does): what every other client must say."""
+    csv = search["experiment"].parent / "trials.csv"
+    write_trials_csv(load_experiment(search["experiment"]).trials, csv)
+    trials = read_trials_csv(csv).set_index("trial_id")
+    return trials[KIND].to_dict()
 
 
 def _expected(search: dict[str, Any]) -> dict[str, str]:
@@ -94,6 +91,10 @@ def test_the_console_names_each_kind_in_the_records_words(search: dict[str, Any]
     wandb_lines = [line for line in (search["stdout"] + search["stderr"]).splitlines()
                    if line.lower().startswith("wandb")]  # fmt: skip
     assert wandb_lines == []
+    # The summary at the end counts the same kinds, each once, in the record's order.
+    counts = {kind: list(_expected(search).values()).count(kind) for kind in KINDS}
+    words = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+    assert f"Search finished: {len(EXPECTED)} trials ({words})" in search["stdout"]
 
 
 def test_the_trials_table_tells_the_kind_each_trial_was_made_to_be(search: dict[str, Any]) -> None:

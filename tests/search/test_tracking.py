@@ -227,12 +227,16 @@ def test_wandb_failing_during_a_search_is_one_warning_and_stops_nothing(
 def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
+    from tuner.answer import decide
     from tuner.commands.search import _log_to_mlflow
-    from tuner.experiment import METADATA_FILE
+    from tuner.experiment import METADATA_FILE, load_experiment
+    from tuner.search.run import SearchOutcome
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))
-    _log_to_mlflow(tmp_path, None)  # after the search and its report: must not raise
+    experiment = load_experiment(tmp_path)
+    outcome = SearchOutcome(tmp_path, "finished", [], experiment, decide(experiment))
+    _log_to_mlflow(outcome, None)  # after the search and its report: must not raise
     out = capsys.readouterr().out
     assert out.startswith("warning: logging the report to MLflow failed") and out.count("\n") == 1
 
