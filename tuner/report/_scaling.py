@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.experiment import Experiment
-from tuner.record import KIND, is_candidate
+from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.report.document import Section, Table, estimate_text
 from tuner.spaces import WORKERS_PARAM
 from tuner.stats import Estimate, median_interval
@@ -109,8 +109,8 @@ def _recommended_gain(
     experiment: Experiment, trials: pd.DataFrame, recommended: Mapping[str, Any]
 ) -> str | Table:
     """The recommended settings at each world size they ran at, and the gain per worker."""
-    tid = str(recommended.get("trial_id"))
-    same = trials[[_same_settings(experiment, tid, str(t)) for t in trials["trial_id"]]]
+    tid = str(recommended.get(TRIAL_ID))
+    same = trials[[_same_settings(experiment, tid, str(t)) for t in trials[TRIAL_ID]]]
     sizes = sorted(set(same["world_size"]))
     if len(sizes) < 2:
         return (
@@ -128,7 +128,7 @@ def _recommended_gain(
         rows.append(
             {
                 "workers": int(row["world_size"]),
-                "trial": row["trial_id"],
+                "trial": row[TRIAL_ID],
                 "images/s": estimate_text(row, _IPS, ",.0f"),
                 "gain per added worker (images/s)": "" if math.isnan(gain) else f"{gain:+,.0f}",
             }
@@ -167,7 +167,7 @@ def _accuracy_table(experiment: Experiment, trials: pd.DataFrame) -> pd.DataFram
 def _global_batch(experiment: Experiment, trials: pd.DataFrame) -> pd.Series:
     """Images per optimizer step: the engine's ``global_batch_size``, else workers x batch."""
     per_worker = [
-        as_number(experiment.configs.get(str(t), {}).get("batch_size")) for t in trials["trial_id"]
+        as_number(experiment.configs.get(str(t), {}).get("batch_size")) for t in trials[TRIAL_ID]
     ]
     derived = trials["world_size"] * pd.Series(per_worker, index=trials.index)
     if "global_batch_size" in trials.columns:
