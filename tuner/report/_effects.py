@@ -49,6 +49,8 @@ def verdict(row: pd.Series) -> str:
     ratio = as_number(row.get("throughput_ratio_vs_reference"))
     if math.isnan(ratio):
         return "not measured"
+    if math.isnan(as_number(row.get("throughput_ratio_vs_reference_low"))):
+        return "one pair: no interval, no verdict"
     speed = (
         "no measurable effect on speed"
         if row.get("throughput_ratio_vs_reference_tie")

@@ -119,7 +119,9 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
             return f"{100 * v:+.1f} pts"
 
     text = show(value)
-    if not (math.isnan(low) or math.isnan(high)) and not (low == high == value):
+    if math.isnan(low) or math.isnan(high):
+        return f"{text} (no interval)"  # no verdict without evidence
+    if not low == high == value:
         text += " " + interval_text(low, high, "{:.2f}".format if "ratio" in key else show)
     return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
 
