@@ -136,15 +136,19 @@ def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
 
 def not_tried(
     trials: pd.DataFrame, searched: list[str], distributions: dict[str, Any]
-) -> list[str]:
-    """Searched categorical values no finished trial ran (named, never compared)."""
-    missing = []
+) -> dict[str, list[str]]:
+    """Searched categorical values no trial finished ok with, named (never compared): "not
+    tried" when no trial ran them, "tried, errored" when every trial that did failed."""
+    found: dict[str, list[str]] = {"not tried": [], "tried, errored (no trial finished ok)": []}
     done = trials[trials["status"] == "ok"]
     for name, distribution in distributions.items():
         choices = getattr(distribution, "choices", None)
         column = f"param_{name}"
-        if choices is None or column not in done or name not in searched:
+        if choices is None or column not in trials or name not in searched:
             continue
         seen = {str(v) for v in done[column].dropna()}
-        missing += [f"{name}={c}" for c in choices if str(c) not in seen]
-    return missing
+        tried = {str(v) for v in trials[column].dropna()}
+        for choice in (str(c) for c in choices if str(c) not in seen):
+            key = "tried, errored (no trial finished ok)" if choice in tried else "not tried"
+            found[key].append(f"{name}={choice}")
+    return {what: values for what, values in found.items() if values}
