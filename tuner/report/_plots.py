@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from tuner.objectives import Objective
 from tuner.record import KIND, TRIAL_ID
-from tuner.report.document import Image
+from tuner.report.document import Image, plural
 from tuner.units import MIB
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
@@ -67,7 +67,7 @@ def pareto_plot(
     ax.set(
         xlabel=f"{x} (median, interval)",
         ylabel=f"{y} (95% interval)",
-        title=f"Every trial ({len(trials)}), by kind; not measured: on the band at 0",
+        title=f"Every trial ({len(trials)}) by kind; not measured: on the band at 0",
     )
     return _save(fig, ax, path, "Pareto front with intervals", points)
 
@@ -160,7 +160,7 @@ def throughput_plot(trials: pd.DataFrame, path: Path) -> Image | None:
         points += _points(f"ok, amp={mode}", group, batch, ips)
     points += _other_kinds(ax, shown[shown[KIND] != "ok"], "images_per_second", 1.0)
     _batch_axis(ax, shown)
-    ax.set(ylabel="images/s", title=f"Throughput vs batch size: {len(shown)} trial(s)")
+    ax.set(ylabel="images/s", title=f"Throughput vs batch size: {plural(len(shown), 'trial')}")
     return _save(fig, ax, path, "throughput_vs_batch", points)
 
 
@@ -184,7 +184,7 @@ def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Image 
     _batch_axis(ax, measured)
     ax.set(
         ylabel=f"peak memory, MiB ({kinds.iloc[0] if len(kinds) else 'unknown kind'})",
-        title=f"Memory vs batch size: {len(measured)} trial(s)",
+        title=f"Memory vs batch size: {plural(len(measured), 'trial')}",
     )
     return _save(fig, ax, path, "memory_vs_batch", points)
 
@@ -221,6 +221,7 @@ def _save(
 ) -> Image:
     """Write the PNG; the Image carries the points drawn and the series its legend names."""
     legend: list[str] = []
+    title = " / ".join(a.get_title() for a in fig.axes if a.get_title())
     if ax is not None:
         ax.grid(alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
@@ -229,4 +230,4 @@ def _save(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return Image(path, alt, tuple(points), tuple(legend))
+    return Image(path, alt, tuple(points), tuple(legend), title)

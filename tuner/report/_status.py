@@ -55,9 +55,7 @@ def _lead(
 ) -> str:
     if state == "finished":
         return ""
-    resume = (
-        f"`tuner search --resume --name {experiment.name} --storage {experiment.path.parent}`"
-    )
+    resume = f"`tuner search --resume --name {experiment.name} --storage {experiment.path.parent}`"
     head = {
         "running": "**Still running**: this report is a snapshot of a search in progress "
         f"(driven by process {(driver or {}).get('pid', '?')} on "

@@ -5,8 +5,8 @@ The HTML embeds every PNG as base64 and carries its own CSS and script, so it op
 or an e-mail attachment with no server and no other file. Wide tables scroll inside their own
 box; :class:`Details` blocks are folded (``<details>``) until opened; a ``sortable`` table sorts
 by the column whose header is clicked. Each plot carries the points it draws (``data-points``,
-one ``{series, x, y, trial_id}`` per point, and ``data-legend``), so what it promises can be
-checked.
+one ``{series, x, y, trial_id}`` per point), its legend and its title, so what it promises can
+be checked.
 
 User text (names, categorical values, data names, error messages) enters a paragraph through
 :func:`user`, and every table cell is user text: both renderings escape it, so ``<script>`` or
@@ -60,6 +60,7 @@ class Image:
     alt: str
     points: tuple[dict[str, Any], ...] = ()  # what the plot draws: {series, x, y, trial_id}
     legend: tuple[str, ...] = ()  # the series its legend names
+    title: str = ""  # the plot's title, which may promise a count
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,8 @@ def _html_block(block: Block) -> str:
         legend = html.escape(json.dumps(list(block.legend)), quote=True)
         return (
             f"<img alt='{html.escape(block.alt, quote=True)}' data-points='{points}' "
-            f"data-legend='{legend}' src='data:image/png;base64,{data}'>"
+            f"data-legend='{legend}' data-title='{html.escape(block.title, quote=True)}' "
+            f"src='data:image/png;base64,{data}'>"
         )
     lines = block.splitlines()
     if lines and all(line.startswith("- ") for line in lines):
