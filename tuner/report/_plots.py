@@ -62,12 +62,17 @@ def pareto_plot(
         ax.plot(xs, ys, "-", c="black", lw=1, zorder=1)
         ax.scatter(xs, ys, s=130, facecolors="none", edgecolors="black", label=FRONT, zorder=3)
         points += _points(FRONT, ordered, xs, ys)
-    ax.axvline(0, color="0.85", lw=6, zorder=0)  # the bands of what was not measured
-    ax.axhline(0, color="0.85", lw=6, zorder=0)
+    band = ""
+    if not np.isfinite(_num(trials, x)).all():  # the bands of what was not measured
+        ax.axvline(0, color="0.85", lw=6, zorder=0)
+        band = "; not measured: on the grey band at 0"
+    if not np.isfinite(_num(trials, y)).all():
+        ax.axhline(0, color="0.85", lw=6, zorder=0)
+        band = "; not measured: on the grey band at 0"
     ax.set(
         xlabel=f"{x} (median, interval)",
         ylabel=f"{y} (95% interval)",
-        title=f"Every trial ({len(trials)}) by kind; not measured: on the band at 0",
+        title=f"Every trial ({len(trials)}) by kind{band}",
     )
     return _save(fig, ax, path, "Pareto front with intervals", points)
 

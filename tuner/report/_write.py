@@ -121,6 +121,7 @@ def _answer(
     chance = _chance_warning(recommended, config)
     if chance:
         section.blocks.append(chance)
+    failed = {f[TRIAL_ID] for f in remeasure_failures(experiment)}
     by_trial: dict[str, list[str]] = {}
     for metric, row in answer.best.items():
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
@@ -130,7 +131,7 @@ def _answer(
         config = answer.configs[trial_id]
         for metric in metrics:
             files[metric] = export_config(config, out / f"recommended_{metric}.json")
-        section.blocks.extend(_pick_text(row, metrics, config, answer))
+        section.blocks.extend(_pick_text(row, metrics, config, answer, failed))
     failures = _failures_text(experiment)
     if failures:
         section.blocks.append(failures)
@@ -212,7 +213,9 @@ def _failures_text(experiment: Experiment) -> str:
     return "\n\n".join([lines[0], "\n".join(lines[1:])])
 
 
-def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) -> list[str]:
+def _pick_text(
+    row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
+) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
     title = (
         " and ".join(names.get(m, m) for m in metrics)
@@ -225,6 +228,7 @@ def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) 
         "re-measured, median over interleaved repeats"
         if row.get("throughput_source") == "re-measured"
         else "as measured in the search"
+        + (": its re-measurement failed, see below" if str(row[TRIAL_ID]) in failed else "")
     )
     acc = estimate_text(row, "val_accuracy", ".3f")
     images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0

@@ -85,7 +85,9 @@ class Section:
 
 _OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks around user text inside a paragraph
 _USER = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.S)
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[|~])")  # those that act mid-line
+# The characters that act mid-line: always; "_" only at a word's edge (inside a word, as in
+# trial_id, it is no emphasis); a bracket only where it would close a link ("](", "][").
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<=\])[(\[])")
 
 
 def user(value: Any) -> str:
