@@ -118,6 +118,13 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         "per training config (default 2: enough to choose by estimate; 3 or more also tells "
         "which gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
     )
+    group.add_argument(
+        "--fresh-probes",
+        action="store_true",
+        help="probe every training config again instead of reusing the speed probes earlier "
+        "searches on this machine remembered (in $TUNER_CACHE_DIR, else the user cache folder, "
+        "e.g. ~/.cache/tuner); the new probes replace them",
+    )
 
 
 def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
@@ -149,6 +156,13 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--reports-dir", default="reports", help="reports go to DIR/NAME")
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
+    )
+    group.add_argument(
+        "--warm-start",
+        metavar="EXPERIMENT",
+        help="start the study with the finished trials of an earlier experiment of the same "
+        "space and workload (its name under --storage, or its folder): the sampler learns "
+        "from them and the start-up design skips what they cover",
     )
     group.add_argument(
         "--remeasure-top",
@@ -224,6 +238,8 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         overrides=_overrides(args),
         probe_steps=args.probe_steps,
         speed_repeats=args.speed_repeats,
+        fresh_probes=args.fresh_probes,
+        warm_start=args.warm_start,
         early_stopping=not args.no_early_stopping,
         remeasure_top=args.remeasure_top,
         remeasure_repeats=args.remeasure_repeats,

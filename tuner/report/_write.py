@@ -538,6 +538,8 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             f"- re-measurements: {REMEASURE_FILE} "
             f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
             f", {plural(sum(int(f['runs']) for f in failures), 'failed run')})",
+            # --warm-start: how many of the study's trials came from which experiment
+            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]
     )
     meanings = column_meanings()

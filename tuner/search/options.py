@@ -50,6 +50,8 @@ class SearchOptions:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     probe_steps: int = 5  # measured steps of each probe (speed probes, feasibility probe)
     speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
+    fresh_probes: bool = False  # ignore the speed probes remembered on this machine (re-probe)
+    warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
     remeasure_repeats: int = 3  # at least this many interleaved repeats ...

@@ -94,6 +94,8 @@ class SpaceProfile:
         returned: every run setting the space returns (a speed knob among them is pinned).
         values: every distinct value each returned run setting took (``norm``, ``gn_groups``,
             ``batch_size``, ...), for checks that must hold for all of them.
+        distributions: every parameter's Optuna distribution (what a warm-started trial must
+            fit).
     """
 
     search_only: list[str]
@@ -101,6 +103,7 @@ class SpaceProfile:
     conditional: set[str]
     returned: set[str]
     values: dict[str, list[Any]] = field(default_factory=dict)
+    distributions: dict[str, optuna.distributions.BaseDistribution] = field(default_factory=dict)
 
 
 def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> SpaceProfile:
@@ -119,6 +122,7 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     seen: list[set[str]] = []
     returned: set[str] = set()
     values: dict[str, list[Any]] = {}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     for _ in range(samples):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda)
@@ -131,11 +135,14 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
         seen.append(set(trial.params))
         search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
         for name, distribution in trial.distributions.items():
+            distributions.setdefault(name, distribution)
             if isinstance(distribution, optuna.distributions.CategoricalDistribution):
                 categoricals.setdefault(name, list(distribution.choices))
     everywhere = set.intersection(*seen) if seen else set()
     conditional = set().union(*seen) - everywhere if seen else set()
-    return SpaceProfile(list(search_only), categoricals, conditional, returned, values)
+    return SpaceProfile(
+        list(search_only), categoricals, conditional, returned, values, distributions
+    )
 
 
 def _hashable(value: Any) -> bool:

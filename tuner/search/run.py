@@ -54,10 +54,11 @@ from tuner.search.after_search import measure_effects, remeasure, write_remeasur
 from tuner.search.design import startup_design
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
 from tuner.search.loggers import logger_callbacks
+from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
 from tuner.search.preflight import check_workload
-from tuner.search.probe_cache import start_cache
+from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.progress import ProgressPrinter
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
@@ -65,6 +66,7 @@ from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
 from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
+from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace, SpaceSampler, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -143,10 +145,18 @@ def _search(
         check_workload(plan, profile)  # a bad workload fails here, once, in one line
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
-        metadata = _metadata(options, space, plan, paths, info, profile, design)
+        design, warm = warm_start(
+            options, plan, profile, paths, space_name=space.name, design=design
+        )
+        metadata = {
+            **_metadata(options, space, plan, paths, info, profile, design),
+            **({"warm_start": warm} if warm else {}),
+        }
         write_metadata(paths.local, metadata)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths)
+    if metadata.get("warm_start"):
+        print(metadata["warm_start"]["summary"], flush=True)
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
             trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
@@ -196,7 +206,13 @@ def _fit(
     design: list[dict[str, Any]],
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
-    cache = start_cache(paths.local / PROBE_CACHE_FILE, _cache_namespace(paths))
+    cache = start_cache(
+        paths.local / PROBE_CACHE_FILE,
+        _cache_namespace(paths),
+        machine_dir=cache_dir(),
+        fresh=options.fresh_probes,
+        experiment=paths.name,
+    )
     trainable = _trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
@@ -216,9 +232,11 @@ def _fit(
 
 def _cache_stats(cache: Any) -> dict[str, Any]:
     try:
-        return {"probe_cache": ray.get(cache.stats.remote(), timeout=10)}
+        stats = ray.get(cache.stats.remote(), timeout=10)
     except Exception:  # statistics only: a dead cache actor costs nothing but this line
         return {}
+    print(machine_cache_line(stats), flush=True)
+    return {"probe_cache": stats}
 
 
 def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:

@@ -1,8 +1,9 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache (per
-   training config key), so a later trial with the same key reuses them.
+   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache
+   (per training config key), so a later trial with the same key reuses them, and below it in
+   the machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
    there and the trial reports ``phase="probe"``, infeasible, with its measurement.
@@ -39,6 +40,8 @@ from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
+from tuner.search.machine_cache import this_machine
+from tuner.search.probe_cache import Lookup
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
 
@@ -102,6 +105,7 @@ class _TrialRun:
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
+        self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
         self.node = _node()
 
@@ -153,10 +157,12 @@ class _TrialRun:
 
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
+        lookup = Lookup(key, this_machine(), self.context.max_memory_bytes)
         cache = _cache(self.context.cache_namespace)
-        cached = _call(cache, "get", key)
-        if cached is not None:
-            return SpeedChoice.from_dict(cached), "cache"
+        found = _call(cache, "get", lookup)
+        if found is not None:
+            self.speed_cache_age_s = found.age_s
+            return SpeedChoice.from_dict(found.choice), found.source
         start = time.perf_counter()
         choice = choose_speed(
             base,
@@ -169,7 +175,7 @@ class _TrialRun:
         self.engine_time_s += time.perf_counter() - start
         self.train_time_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
-        _call(cache, "put", key, choice.to_dict())
+        _call(cache, "put", lookup, choice.to_dict())
         return choice, "probed"
 
     # ---- the run -------------------------------------------------------------------------
@@ -213,6 +219,7 @@ class _TrialRun:
             record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
             record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
             record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
         }
         return record.trial_report(
@@ -239,6 +246,7 @@ class _TrialRun:
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
             record.SPEED_SOURCE: self.speed_source,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
         }
         if final:
             meta["final_report"] = report
@@ -256,6 +264,7 @@ class _TrialRun:
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
             self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
+            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
 
 
 def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
