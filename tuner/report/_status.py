@@ -80,21 +80,18 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, str]:
         if state == "running"
         else "not run: the search was interrupted before it"
     )
+    steps = (  # step, its table, the option that turns it off, why it may find nothing to do
+        (REMEASURE, experiment.remeasure, "remeasure_top", f"no candidate ({REMEASURE_FILE})"),
+        (EFFECTS, experiment.effects, "effects_repeats", f"no recommended config ({EFFECTS_FILE})"),
+    )
     found: dict[str, str] = {}
-    if _empty(experiment.remeasure):
-        if options.get("remeasure_top") == 0:
-            found[REMEASURE] = "turned off (--remeasure-top 0)"
-        elif state != "finished":
-            found[REMEASURE] = interrupted
+    for step, table, option, nothing in steps:
+        if not _empty(table):
+            continue
+        if options.get(option) == 0:
+            found[step] = f"turned off (--{option.replace('_', '-')} 0)"
         else:
-            found[REMEASURE] = f"not run: no candidate to re-measure ({REMEASURE_FILE} missing)"
-    if _empty(experiment.effects):
-        if options.get("effects_repeats") == 0:
-            found[EFFECTS] = "turned off (--effects-repeats 0)"
-        elif state != "finished":
-            found[EFFECTS] = interrupted
-        else:
-            found[EFFECTS] = f"not run: no config to measure around ({EFFECTS_FILE} missing)"
+            found[step] = interrupted if state != "finished" else f"not run: {nothing}"
     return found
 
 
