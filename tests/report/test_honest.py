@@ -106,12 +106,22 @@ def test_without_re_measurement_nothing_is_called_a_tie(
 ) -> None:
     folder = _copy(smoke_experiment, tmp_path)
     (folder / "remeasure.csv").unlink()
+    # Two picks: the slower ok trial made the most accurate (its last report says 0.9).
+    trials = load_experiment(folder).trials
+    ok = trials[trials["kind"] == "ok"].sort_values("images_per_second")
+    slower = str(ok["trial_id"].iloc[0])
+    for file in folder.glob(f"*{slower}*/result.json"):
+        lines = [json.loads(line) for line in file.read_text().splitlines()]
+        lines[-1]["val_accuracy"] = 0.9
+        file.write_text("".join(json.dumps(line) + "\n" for line in lines))
     answer = decide(load_experiment(folder))
+    assert answer.picks is not None and answer.picks.slower == slower
+    assert not answer.picks.throughput.tie and not answer.picks.throughput.has_interval
     markdown = _report(folder, tmp_path)
     assert "either will do" not in markdown and "same within noise" not in markdown
-    if answer.picks is not None:  # two picks, never re-measured side by side
-        assert not answer.picks.throughput.tie
-        assert "not re-measured" in answer.sentence() and answer.sentence() in markdown
+    assert "not re-measured side by side" in answer.sentence() and answer.sentence() in markdown
+    first = _answer_section(markdown).strip().splitlines()[0]
+    assert "no verdict on speed" in first
     assert "as measured in the search" in _answer_section(markdown)
 
 
