@@ -64,6 +64,7 @@ def test_an_interrupted_search_says_so_first_and_why_steps_did_not_run(
     name = load_experiment(folder).name
     assert f"tuner search --resume --name {name} --storage {folder.parent}" in lead
     assert "re-measurement: not run: the search was interrupted before it" in lead
+    assert re.search(r"- trials: 3 trials of the \d+ asked for ended", lead)
     assert "technique effects: not run: the search was interrupted before it" in lead
     assert "ran without the technique effects step" not in markdown
     assert "technique effects not run: the search was interrupted" in _answer_section(markdown)

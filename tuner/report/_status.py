@@ -19,7 +19,8 @@ import pandas as pd
 
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.experiment.lock import holder
-from tuner.record import ERROR, STATUS, TRIAL_ID
+from tuner.record import ERROR, KIND, STATUS, TRIAL_ID
+from tuner.report.document import plural
 
 __all__ = ["Progress", "progress_of", "remeasure_failures"]
 
@@ -69,8 +70,20 @@ def _lead(
         "**State unknown**: the experiment folder has no readable state "
         "(no metadata file): it may be unfinished.",
     )
-    steps = [f"- {step}: {why}" for step, why in not_run.items()]
+    steps = [_trials_line(experiment), *(f"- {step}: {why}" for step, why in not_run.items())]
     return "\n\n".join([head, "\n".join(steps)] if steps else [head])
+
+
+def _trials_line(experiment: Experiment) -> str:
+    """How many of the trials asked for ended, and how many stopped half-way."""
+    trials = experiment.trials
+    ended = int((trials[KIND] != "incomplete").sum())
+    asked = (experiment.metadata.get("options") or {}).get("num_samples")
+    of = f" of the {asked} asked for" if isinstance(asked, int) else ""
+    cut = len(trials) - ended
+    return f"- trials: {plural(ended, 'trial')}{of} ended" + (
+        f"; {plural(cut, 'trial')} stopped half-way (incomplete)" if cut else ""
+    )
 
 
 def _not_run(experiment: Experiment, state: str) -> dict[str, str]:
