@@ -202,3 +202,19 @@ def test_the_table_of_all_trials_sorts_in_the_browser(page: Path, tmp_path: Path
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in table.split("<tr")[2:]]
     shown = [float(r[column].replace(",", "")) for r in rows if r[column].strip()]
     assert len(rows) >= 3 and shown == sorted(shown, reverse=True)
+
+
+def test_over_budget_trials_are_drawn_marked_apart(
+    infeasible_experiment: Path, tmp_path: Path
+) -> None:
+    page = write_report(infeasible_experiment, out_dir=tmp_path / "r") / "report.html"
+    dom = _rendered(page, tmp_path / "profile")
+    trials = read_trials_csv(page.parent / "trials.csv")
+    plots = {image["alt"]: image for image in dom.images}
+    pareto = json.loads(plots["Pareto front with intervals"]["data-points"])
+    assert sorted(p["trial_id"] for p in pareto) == sorted(trials["trial_id"].astype(str))
+    assert {p["series"] for p in pareto} == {"over budget"}
+    assert set(json.loads(plots["Pareto front with intervals"]["data-legend"])) == {"over budget"}
+    for alt in ("throughput_vs_batch", "memory_vs_batch"):
+        if alt in plots:
+            assert {p["series"] for p in json.loads(plots[alt]["data-points"])} == {"over budget"}
