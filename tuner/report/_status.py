@@ -32,7 +32,7 @@ class Progress:
     """What the report says about how far the experiment got."""
 
     state: str  # finished | running | interrupted | stopped | unknown
-    lead: str  # the first paragraph of the report ("" when finished)
+    lead: list[str]  # the report's first blocks: the state, then the steps (none if finished)
     not_run: dict[str, str]  # step -> why it did not run (REMEASURE, EFFECTS)
 
     @property
@@ -53,9 +53,9 @@ def progress_of(experiment: Experiment) -> Progress:
 
 def _lead(
     experiment: Experiment, state: str, driver: dict[str, Any] | None, not_run: dict[str, str]
-) -> str:
+) -> list[str]:
     if state == "finished":
-        return ""
+        return []
     resume = f"`tuner search --resume --name {experiment.name} --storage {experiment.path.parent}`"
     head = {
         "running": "**Still running**: this report is a snapshot of a search in progress "
@@ -71,7 +71,7 @@ def _lead(
         "(no metadata file): it may be unfinished.",
     )
     steps = [_trials_line(experiment), *(f"- {step}: {why}" for step, why in not_run.items())]
-    return "\n\n".join([head, "\n".join(steps)] if steps else [head])
+    return [head, "\n".join(steps)]
 
 
 def _trials_line(experiment: Experiment) -> str:

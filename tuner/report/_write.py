@@ -99,7 +99,7 @@ def write_report(
         _details(experiment, progress),
     ]
     title = f"Tuning report: {user(experiment.name)}"
-    lead = [progress.lead] if progress.lead else []  # unfinished: said before anything else
+    lead = progress.lead  # unfinished: said before anything else
     (out_dir / "report.md").write_text(render_markdown(title, sections, lead))
     (out_dir / "report.html").write_text(render_html(title, sections, lead))
     return out_dir
