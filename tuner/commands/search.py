@@ -139,6 +139,18 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
     group.add_argument(
+        "--workers-per-trial",
+        type=int,
+        default=1,
+        help="data-parallel workers per trial (DDP via Ray Train); CPUs/GPUs per trial are "
+        "then per worker (default 1: one process per trial)",
+    )
+    group.add_argument(
+        "--spread-workers",
+        action="store_true",
+        help="place a trial's workers on different nodes (default: packed on one node)",
+    )
+    group.add_argument(
         "--max-failures",
         type=int,
         default=2,
@@ -232,6 +244,8 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         gpus_per_trial=args.gpus_per_trial,
         cpus_per_trial=args.cpus_per_trial,
         address=args.address,
+        workers_per_trial=args.workers_per_trial,
+        spread_workers=args.spread_workers,
         resume=args.resume,
         max_failures=args.max_failures,
         workload=args.workload,

@@ -44,6 +44,7 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._importance import distributions, param_importances
+from tuner.report._scaling import scaling_section
 from tuner.report._status import EFFECTS as EFFECTS_STEP
 from tuner.report._status import Progress, progress_of, remeasure_failures
 from tuner.report.document import (
@@ -93,6 +94,7 @@ def write_report(
         _front(experiment, answer, out_dir),
         _techniques(experiment, answer, effects, progress, out_dir),
         _speed_choices(experiment),
+        *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment, answer),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),

@@ -49,7 +49,7 @@ from tuner.objectives import (
     rank_candidates,
 )
 from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT, TRIAL_ID
-from tuner.search import cluster
+from tuner.search import cluster, data_parallel
 from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
 from tuner.search.design import startup_design
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
@@ -172,10 +172,11 @@ def _search(
     state = "finished" if finished else "interrupted"
     orphans = _reconcile_study(paths, records) if finished else []
     experiment = load_experiment(paths.local)
-    if finished and _remeasure(options, plan, paths, experiment, search_only):
+    alone = finished and plan.max_workers == 1  # both measure one process alone
+    if alone and _remeasure(options, plan, paths, experiment, search_only):
         experiment = load_experiment(paths.local)  # with the re-measurements
     answer = decide(experiment)
-    effects = _effects(options, plan, paths, experiment, answer, search_only) if finished else {}
+    effects = _effects(options, plan, paths, experiment, answer, search_only) if alone else {}
     end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **effects}
     experiment = experiment.with_effects(update_metadata(paths.local, **end))
     paths.upload()
@@ -288,6 +289,8 @@ def _trainable(
         speed_repeats=options.speed_repeats,
         cache_namespace=_cache_namespace(paths),
     )
+    if plan.max_workers > 1:
+        return data_parallel.trainable(context, plan, max_failures=options.max_failures)
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
@@ -324,7 +327,7 @@ def _tune_config(
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
-        reuse_actors=True,
+        reuse_actors=plan.max_workers == 1,  # a stopped data-parallel driver must end
         trial_dirname_creator=trial_dirname,
     )
 
@@ -368,6 +371,7 @@ def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths
                 space=options.space,
                 experiment_dir=paths.local,
             ),
+            *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
         ],
         verbose=1 if options.verbose else 0,
     )
@@ -537,12 +541,14 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
+    workers = f"{plan.workers_per_trial} workers x " if plan.max_workers > 1 else ""
     print(
         f"{'Resuming' if options.resume else 'Searching'} {options.space} "
         f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
         f"{plan.workload.get('data')} @ {plan.workload.get('img_size')}px]: {samples}, "
         f"objective {options.objective}, sampler {options.sampler}, "
-        f"{plan.concurrency} at a time, {plan.cpus_per_trial:g} CPU{gpu} per trial{shared}\n"
+        f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
+        f"{shared}\n"
         f"Experiment folder: {paths.local}",
         flush=True,
     )
