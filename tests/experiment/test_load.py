@@ -144,6 +144,28 @@ def test_a_damaged_last_line_keeps_the_trial_with_its_final_values_and_a_warning
     assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
 
 
+@pytest.mark.parametrize("damage", ["empty", "unreadable"])
+def test_an_empty_or_unreadable_result_file_falls_back_to_the_study_with_a_warning(
+    smoke_experiment: Path, tmp_path: Path, damage: str
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    best = _front(copy)[0]
+    file, lines = _result_lines(copy, best)
+    if damage == "empty":
+        file.write_text("")
+    else:
+        file.unlink()
+        file.mkdir()  # reading it fails with an OSError, as an unreadable file does for root
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[best]
+    final = json.loads(lines[-1])
+    assert row["kind"] == "ok" and row["feasible"]  # still a finished trial, not dropped
+    assert row["images_per_second"] == pytest.approx(final["images_per_second"])
+    assert any(f"trial {best}: its " in p and "study.db" in p for p in experiment.problems)
+    assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
+
+
 def test_without_the_study_a_damaged_trial_keeps_its_last_valid_report(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:

@@ -121,7 +121,11 @@ def read_results(trial_dir: Path, problems: list[str]) -> Results:
     first: dict[str, Any] = {}
     last: dict[str, Any] = {}
     reports, lost_tail = 0, False
-    text = file.read_text(errors="replace")
+    try:
+        text = file.read_text(errors="replace")
+    except OSError as exc:  # unreadable (permissions, I/O): as if every line were damaged
+        problems.append(f"{trial_dir.name}/{RESULT_FILE} cannot be read ({exc.strerror}).")
+        return Results({}, {}, 0, lost_tail=True)
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
