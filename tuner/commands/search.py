@@ -101,7 +101,8 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other TrainConfig field (JSON value), repeatable",
+        help="any other TrainConfig field (JSON value), repeatable; a field the space samples "
+        "is fixed to VALUE and leaves the space (every trial runs it; the start line says so)",
     )
     group.add_argument(
         "--probe-steps",
@@ -250,9 +251,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
+    options = options_from_args(args)  # a bad option fails before Ray's modules load
     from tuner.search.run import run_search
 
-    options = options_from_args(args)
     if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
         from tuner.search.mlflow_logger import check_tracking_uri
 

@@ -228,7 +228,8 @@ def _reconcile(
             f"trial {trial_id}: its {what}; its final status and "
             f"measurements are taken from {STUDY_FILE}."
         )
-    elif final_lost and results.reports:  # nothing else holds its final values: it keeps its last valid report
+    elif final_lost and results.reports:  # nothing else holds its final values: it keeps its
+        # last valid report
         result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
         return result, True
     elif told and result:
