@@ -221,7 +221,7 @@ def _after_trials(
     it stopped."""
     experiment = load_experiment(paths.local)
     answer: Answer | None = None
-    after: dict[str, Any] = {}
+    after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
     step = "re-measurement"
     try:
         if finished:
@@ -236,7 +236,7 @@ def _after_trials(
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
-    return experiment, answer or decide(experiment), after
+    return experiment, decide(experiment) if answer is None else answer, after
 
 
 def _mark_interrupted(paths: ExperimentPaths) -> None:
