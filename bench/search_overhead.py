@@ -40,7 +40,9 @@ def run_main_job(folder: Path, name: str) -> tuple[Path, float]:
     """The README's main command (named, so the folder is known), timed from outside."""
     started = time.perf_counter()
     command = [sys.executable, "-m", "tuner", "search", "vit_space", "--name", name]
-    subprocess.run(command, cwd=folder, check=True)
+    # A first search on the machine, as on a fresh clone: no speed probes remembered from others.
+    env = {**os.environ, "TUNER_CACHE_DIR": str(folder / "cache")}
+    subprocess.run(command, cwd=folder, check=True, env=env)
     return folder / "experiments" / name, time.perf_counter() - started
 
 

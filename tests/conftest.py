@@ -1,6 +1,7 @@
-"""Real, small experiments made by the real ``tuner search`` (no hand-written numbers), shared by
-the experiment, report and search tests; checks shared by the tests that stop a real search and
-resume it (local Ray, a cluster)."""
+"""Shared by every test: the machine cache in a temporary folder. Real, small experiments made
+by the real ``tuner search`` (no hand-written numbers), shared by the experiment, report and
+search tests; checks shared by the tests that stop a real search and resume it (local Ray, a
+cluster)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +61,15 @@ def _final_statuses(experiment: Path) -> dict[str, str]:
         if last.get("final"):
             finals[last["trial_id"]] = last["status"]
     return finals
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _machine_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reads or writes the user's cache folder: the speed probes every search of this
+    session remembers per machine go to a temporary folder (child processes inherit it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TUNER_CACHE_DIR", str(tmp_path_factory.mktemp("machine_cache")))
+        yield
 
 
 @pytest.fixture

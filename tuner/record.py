@@ -177,7 +177,14 @@ SPEED_SOURCE = _declare(
     SEARCH_KEYS,
     "speed_source",
     TEXT,
-    "where the speed settings came from: probed | cache | not probed",
+    "where the speed settings came from: probed | cache (this experiment's) | machine cache (an "
+    "earlier search's on this machine) | not probed",
+)
+SPEED_CACHE_AGE_S = _declare(
+    SEARCH_KEYS,
+    "speed_cache_age_s",
+    NUMBER,
+    "how long ago an earlier search measured the speed settings (speed_source machine cache)",
 )
 SPEED_SETTINGS = _declare(
     SEARCH_KEYS,
@@ -328,8 +335,8 @@ def trial_report(
     """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included.
 
     Args:
-        times: the trial's ``engine_time_s``, ``trial_train_time_s``, ``speed_probe_time_s``
-            and ``trial_first_step_unix_s``.
+        times: the trial's ``engine_time_s``, ``trial_train_time_s``, ``speed_probe_time_s``,
+            ``speed_cache_age_s`` and ``trial_first_step_unix_s`` (NaN when missing).
         speed: its ``speed_choice``, ``speed_source`` and ``speed_settings``.
     """
     report = engine_values(result)
@@ -348,7 +355,14 @@ def trial_report(
             REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
         }
     )
-    for name in (ENGINE_TIME_S, TRIAL_TRAIN_TIME_S, SPEED_PROBE_TIME_S, TRIAL_FIRST_STEP_UNIX_S):
+    timed = (
+        ENGINE_TIME_S,
+        TRIAL_TRAIN_TIME_S,
+        SPEED_PROBE_TIME_S,
+        SPEED_CACHE_AGE_S,
+        TRIAL_FIRST_STEP_UNIX_S,
+    )
+    for name in timed:
         report[name] = as_number(times.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS):
         report[name] = str(speed.get(name) or "")

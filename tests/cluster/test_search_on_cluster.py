@@ -56,6 +56,21 @@ def test_trials_run_on_every_node_and_all_results_arrive(two_nodes: RayCluster) 
     assert all(final["status"] == "ok" and final["steps"] == 12 for final in finals)
 
 
+def test_a_data_parallel_trial_spreads_its_workers_over_both_nodes(two_nodes: RayCluster) -> None:
+    # Two 1-CPU nodes, one trial of 2 workers x 1 CPU: packed on one node it cannot be placed
+    # (refused before any trial), spread its workers can only run one on each node.
+    packed = _search(two_nodes, "packed", "--num-samples", "1", "--workers-per-trial", "2")
+    assert packed.returncode == 2 and "--spread-workers" in packed.stderr
+    done = _search(two_nodes, "ddp", "--num-samples", "1", "--workers-per-trial", "2",
+                   "--spread-workers")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (records,) = _trial_records(two_nodes, "ddp").values()
+    final = records[-1]
+    assert final["status"] == "ok" and final["final"] is True and final["steps"] == 12
+    assert final["world_size"] == 2 and final["images_per_second"] > 0
+    assert final["node"] in (HEAD_IP, WORKER_IPS[0])  # rank 0's node
+
+
 def test_a_trial_on_a_killed_node_resumes_from_its_checkpoint(two_nodes: RayCluster) -> None:
     # Long enough trials (checkpoint every 40 steps) that the kill lands mid-trial.
     driver = _start_search(

@@ -119,6 +119,13 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         "per training config (default 2: enough to choose by estimate; 3 or more also tells "
         "which gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
     )
+    group.add_argument(
+        "--fresh-probes",
+        action="store_true",
+        help="probe every training config again instead of reusing the speed probes earlier "
+        "searches on this machine remembered (in $TUNER_CACHE_DIR, else the user cache folder, "
+        "e.g. ~/.cache/tuner); the new probes replace them",
+    )
 
 
 def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
@@ -132,6 +139,18 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
+    group.add_argument(
+        "--workers-per-trial",
+        type=int,
+        default=1,
+        help="data-parallel workers per trial (DDP via Ray Train); CPUs/GPUs per trial are "
+        "then per worker (default 1: one process per trial)",
+    )
+    group.add_argument(
+        "--spread-workers",
+        action="store_true",
+        help="place a trial's workers on different nodes (default: packed on one node)",
+    )
     group.add_argument(
         "--max-failures",
         type=int,
@@ -150,6 +169,13 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--reports-dir", default="reports", help="reports go to DIR/NAME")
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
+    )
+    group.add_argument(
+        "--warm-start",
+        metavar="EXPERIMENT",
+        help="start the study with the finished trials of an earlier experiment of the same "
+        "space and workload (its name under --storage, or its folder): the sampler learns "
+        "from them and the start-up design skips what they cover",
     )
     group.add_argument(
         "--remeasure-top",
@@ -219,12 +245,16 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         gpus_per_trial=args.gpus_per_trial,
         cpus_per_trial=args.cpus_per_trial,
         address=args.address,
+        workers_per_trial=args.workers_per_trial,
+        spread_workers=args.spread_workers,
         resume=args.resume,
         max_failures=args.max_failures,
         workload=args.workload,
         overrides=_overrides(args),
         probe_steps=args.probe_steps,
         speed_repeats=args.speed_repeats,
+        fresh_probes=args.fresh_probes,
+        warm_start=args.warm_start,
         early_stopping=not args.no_early_stopping,
         remeasure_top=args.remeasure_top,
         remeasure_repeats=args.remeasure_repeats,

@@ -115,11 +115,19 @@ def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) ->
     return json.dumps(key, sort_keys=True, default=str)
 
 
+def _knobs(*, cuda: bool) -> tuple[Knob, ...]:
+    """The speed knobs of this run: DDP's too inside a data-parallel worker group, whose probes
+    are short data-parallel runs of the same workers (tuner.search.data_parallel)."""
+    from tuner.engine.distributed import World
+
+    return speed_knobs(cuda=cuda, workers=World.current().size)
+
+
 def variants(*, cuda: bool, pinned: Collection[str]) -> list[tuple[Knob, Any]]:
     """(knob, value) pairs to probe: every unpinned speed knob's "on" values on this device
     (one value for a slow-to-build knob)."""
     found = []
-    for entry in speed_knobs(cuda=cuda):
+    for entry in _knobs(cuda=cuda):
         if entry.field in pinned:
             continue
         values = entry.values(cuda=cuda)
@@ -314,7 +322,7 @@ def _ahead(runs: pd.DataFrame, name: str) -> bool:
 
 def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dict[str, Any]:
     changes: dict[str, Any] = {}
-    for entry in speed_knobs(cuda=cuda):
+    for entry in _knobs(cuda=cuda):
         if entry.field not in pinned and getattr(config, entry.field) != entry.off:
             changes.update(entry.settings(entry.off))
     return changes

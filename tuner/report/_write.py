@@ -44,6 +44,7 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._configs import describe, export_config
 from tuner.report._importance import distributions, param_importances
+from tuner.report._scaling import scaling_section
 from tuner.report.document import (
     Details,
     Image,
@@ -89,6 +90,7 @@ def write_report(
         _front(experiment, answer, out_dir),
         _techniques(experiment, answer, effects, out_dir),
         _speed_choices(experiment),
+        *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
@@ -417,6 +419,8 @@ def _details(experiment: Experiment) -> Section:
             f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({0 if experiment.remeasure is None else len(experiment.remeasure)} rows)",
+            # --warm-start: how many of the study's trials came from which experiment
+            *([f"- {meta['warm_start']['summary']}"] if meta.get("warm_start") else []),
         ]
     )
     meanings = column_meanings()

@@ -43,6 +43,10 @@ class SearchOptions:
     gpus_per_trial: float | None = None
     cpus_per_trial: float | None = None
     address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
+    # Data-parallel trials (tuner.search.data_parallel): N > 1 makes each trial a Ray Train
+    # run of N workers; --cpus/--gpus-per-trial are then per worker.
+    workers_per_trial: int = 1
+    spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
     resume: bool = False
     max_failures: int = 2
     # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
@@ -50,6 +54,8 @@ class SearchOptions:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     probe_steps: int = 5  # measured steps of each probe (speed probes, feasibility probe)
     speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
+    fresh_probes: bool = False  # ignore the speed probes remembered on this machine (re-probe)
+    warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
     remeasure_repeats: int = 3  # at least this many interleaved repeats ...
@@ -81,6 +87,7 @@ class SearchOptions:
             ("--concurrency", self.concurrency),
             ("--cpus-per-trial", self.cpus_per_trial),
             ("--probe-steps", self.probe_steps),
+            ("--workers-per-trial", self.workers_per_trial),
         ):
             if value is not None and not value > 0:
                 raise TunerError(f"{flag} {value} must be positive.")

@@ -11,7 +11,7 @@ import optuna
 from tuner.config import config_fields
 from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
-from tuner.spaces import SearchSpace, train_config_of
+from tuner.spaces import WORKERS_PARAM, SearchSpace, train_config_of
 
 __all__ = ["SearchPlan", "SpaceProfile", "check_space", "make_plan"]
 
@@ -25,8 +25,11 @@ class SearchPlan:
     cuda: bool  # whether trials get a GPU (decides the space's GPU-only choices)
     num_samples: int  # -1: until the time budget ends
     concurrency: int
-    cpus_per_trial: float
-    gpus_per_trial: float
+    cpus_per_trial: float  # per worker when workers_per_trial > 1
+    gpus_per_trial: float  # per worker when workers_per_trial > 1
+    workers_per_trial: int = 1  # a trial's world size, unless the space's ``workers`` says
+    max_workers: int = 1  # the largest world size a trial may take: > 1 is data-parallel
+    spread_workers: bool = False
     fixed: dict[str, Any] = field(default_factory=dict)  # the user's --set (pinned if sampled)
 
     @property
@@ -62,13 +65,25 @@ def make_plan(
             f"--gpus-per-trial {gpus:g} but the cluster has {total_gpus:g} GPU(s); "
             "use --gpus-per-trial 0 for CPU trials."
         )
-    concurrency = options.concurrency or _default_concurrency(gpus, total_gpus, node_cpus)
-    cpus = options.cpus_per_trial or _default_cpus(gpus, total_gpus, node_cpus, concurrency)
+    max_workers = max(options.workers_per_trial, _space_max_workers(space, cuda=gpus > 0))
+    if max_workers > 1:
+        concurrency, cpus = _worker_groups(options, max_workers, gpus, total_gpus, node_cpus)
+    else:
+        concurrency = options.concurrency or _default_concurrency(gpus, total_gpus, node_cpus)
+        cpus = options.cpus_per_trial or _default_cpus(gpus, total_gpus, node_cpus, concurrency)
     if cpus > max(node_cpus):
         raise TunerError(
             f"--cpus-per-trial {cpus:g} is more than any node has ({max(node_cpus):g}); lower it."
         )
-    return draft_plan(options, space, cuda=gpus > 0, concurrency=concurrency, cpus=cpus, gpus=gpus)
+    return draft_plan(
+        options,
+        space,
+        cuda=gpus > 0,
+        concurrency=concurrency,
+        cpus=cpus,
+        gpus=gpus,
+        max_workers=max_workers,
+    )
 
 
 def draft_plan(
@@ -79,6 +94,7 @@ def draft_plan(
     concurrency: int = 1,
     cpus: float = 1.0,
     gpus: float | None = None,
+    max_workers: int | None = None,
 ) -> SearchPlan:
     """The plan's deterministic part (workload, budget) for a kind of device, with the
     resources given (before Ray: placeholders, enough for the checks that need no cluster).
@@ -89,6 +105,8 @@ def draft_plan(
     kind = space.workload(options.workload, cuda=cuda)
     workload = {**space.workloads[kind], **options.overrides}
     train_config_of({}, workload=workload)  # a bad override fails here, in one line
+    if max_workers is None:
+        max_workers = max(options.workers_per_trial, _space_max_workers(space, cuda=cuda))
     return SearchPlan(
         workload_kind=kind,
         workload=workload,
@@ -97,6 +115,9 @@ def draft_plan(
         concurrency=concurrency,
         cpus_per_trial=cpus,
         gpus_per_trial=(1.0 if cuda else 0.0) if gpus is None else gpus,
+        workers_per_trial=options.workers_per_trial,
+        max_workers=max_workers,
+        spread_workers=options.spread_workers,
         fixed=dict(options.overrides),
     )
 
@@ -113,6 +134,8 @@ class SpaceProfile:
         returned: every run setting the space returns (a speed knob among them is pinned).
         values: every distinct value each returned run setting took (``norm``, ``gn_groups``,
             ``batch_size``, ...), for checks that must hold for all of them.
+        distributions: every parameter's Optuna distribution (what a warm-started trial must
+            fit).
         pinned: the ``--set`` names the space samples or returns: fixed, out of the space.
     """
 
@@ -121,6 +144,7 @@ class SpaceProfile:
     conditional: set[str]
     returned: set[str]
     values: dict[str, list[Any]] = field(default_factory=dict)
+    distributions: dict[str, optuna.distributions.BaseDistribution] = field(default_factory=dict)
     pinned: list[str] = field(default_factory=list)
 
 
@@ -140,6 +164,7 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     seen: list[set[str]] = []
     returned: set[str] = set()
     values: dict[str, list[Any]] = {}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     for _ in range(samples):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda, fixed=plan.fixed)
@@ -152,12 +177,15 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
         seen.append(set(trial.params))
         search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
         for name, distribution in trial.distributions.items():
+            distributions.setdefault(name, distribution)
             if isinstance(distribution, optuna.distributions.CategoricalDistribution):
                 categoricals.setdefault(name, list(distribution.choices))
     everywhere = set.intersection(*seen) if seen else set()
     conditional = set().union(*seen) - everywhere if seen else set()
     pinned = _pinned(space, plan, study) if plan.fixed else []
-    return SpaceProfile(list(search_only), categoricals, conditional, returned, values, pinned)
+    return SpaceProfile(
+        list(search_only), categoricals, conditional, returned, values, distributions, pinned
+    )
 
 
 def _pinned(
@@ -183,6 +211,51 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
     if options.time_budget_s is not None:
         return -1
     return space.num_samples[kind]
+
+
+def _space_max_workers(space: SearchSpace, *, cuda: bool) -> int:
+    """The largest value of the space's ``workers`` parameter (1 without one)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    largest = 1
+    for _ in range(16):  # a conditional parameter shows in some samples only
+        trial = study.ask()
+        space.sample(trial, cuda=cuda)
+        dist = trial.distributions.get(WORKERS_PARAM)
+        if isinstance(dist, optuna.distributions.CategoricalDistribution):
+            largest = max(largest, *(int(c) for c in dist.choices))
+        elif dist is not None:
+            largest = max(largest, int(dist.high))
+    return largest
+
+
+def _worker_groups(
+    options: SearchOptions, workers: int, gpus: float, total_gpus: float, node_cpus: list[float]
+) -> tuple[int, float]:
+    """Concurrency and CPUs per worker of data-parallel trials: as many trials at a time as
+    whole worker groups fit, so no trial starts and then waits for half its workers (Ray Train
+    times out a group it cannot place). A trial's driver only waits on its group and asks for
+    no CPU. Packed groups must fit on one node each; spread groups anywhere."""
+    cpus = options.cpus_per_trial or max(1.0, float(min(node_cpus) // workers))
+    if options.spread_workers:
+        fit_cpus = int(sum(node_cpus) // (cpus * workers))
+    else:
+        fit_cpus = sum(int(node // (cpus * workers)) for node in node_cpus)
+    fit = min(fit_cpus, int(total_gpus // (gpus * workers))) if gpus > 0 else fit_cpus
+    need = f"{workers} workers x ({cpus:g} CPU{f', {gpus:g} GPU' if gpus else ''})"
+    if fit < 1:
+        where = "in all" if options.spread_workers else "on one node (or --spread-workers)"
+        raise TunerError(
+            f"--workers-per-trial {workers} needs {need} {where}, more than the cluster has "
+            f"({sum(node_cpus):g} CPUs on {len(node_cpus)} node(s), {total_gpus:g} GPUs); "
+            "lower --workers-per-trial or --cpus-per-trial."
+        )
+    if options.concurrency is not None and options.concurrency > fit:
+        raise TunerError(
+            f"--concurrency {options.concurrency} trials of {need} do not fit at once (only "
+            f"{fit} do); lower --concurrency."
+        )
+    return options.concurrency or fit, cpus
 
 
 def _default_concurrency(gpus: float, total_gpus: float, node_cpus: list[float]) -> int:

@@ -50,11 +50,13 @@ from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
 from tuner.search.design import startup_design
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
+from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan, make_plan
 from tuner.search.preflight import check_workload
-from tuner.search.probe_cache import start_cache
+from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.summary import print_summary
+from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -182,10 +184,18 @@ def _search(
     else:
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
-        metadata = _metadata(options, space, plan, paths, info, profile, design)
+        design, warm = warm_start(
+            options, plan, profile, paths, space_name=space.name, design=design
+        )
+        metadata = {
+            **_metadata(options, space, plan, paths, info, profile, design),
+            **({"warm_start": warm} if warm else {}),
+        }
         write_metadata(paths.local, metadata)
     search_only = tuple(metadata.get("search_only_params", ()))
     _print_start(options, plan, paths, profile)
+    if metadata.get("warm_start"):
+        print(metadata["warm_start"]["summary"], flush=True)
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
             trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
@@ -199,8 +209,10 @@ def _search(
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     orphans = _reconcile_study(paths, records) if finished else []
-    experiment, answer, after = _after_trials(options, plan, paths, search_only, finished)
-    state = "finished" if finished and not after.get("interrupted_during") else "interrupted"
+    alone = finished and plan.max_workers == 1  # both measure one process alone
+    experiment, answer, after = _after_trials(options, plan, paths, search_only, alone)
+    ended = finished and not after.get("interrupted_during")
+    state = "finished" if ended else "interrupted"
     end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **after}
     experiment = experiment.with_effects(update_metadata(paths.local, **end))
     paths.upload()
@@ -214,9 +226,10 @@ def _after_trials(
     plan: SearchPlan,
     paths: ExperimentPaths,
     search_only: tuple[str, ...],
-    finished: bool,
+    alone: bool,
 ) -> tuple[Experiment, Answer, dict[str, Any]]:
-    """Re-measurement and the technique effects (when the trials finished), the answer, and
+    """Re-measurement and the technique effects (when the trials finished, each run alone in
+    one process; a data-parallel search skips both), the answer, and
     what the metadata records of them; Ctrl-C here keeps what was done and says which step
     it stopped."""
     experiment = load_experiment(paths.local)
@@ -224,14 +237,14 @@ def _after_trials(
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
     step = "re-measurement"
     try:
-        if finished:
+        if alone:
             failures, wrote = remeasure_candidates(options, plan, paths, experiment, search_only)
             after["remeasure_failures"] = failures
             if wrote:
                 experiment = load_experiment(paths.local)  # with the re-measurements
         answer = decide(experiment)
         step = "technique effects"
-        if finished:
+        if alone:
             after.update(effects_around(options, plan, paths, experiment, answer, search_only))
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
@@ -261,7 +274,13 @@ def _fit(
     design: list[dict[str, Any]],
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
-    cache = start_cache(paths.local / PROBE_CACHE_FILE, tune_setup.cache_namespace(paths))
+    cache = start_cache(
+        paths.local / PROBE_CACHE_FILE,
+        tune_setup.cache_namespace(paths),
+        machine_dir=cache_dir(),
+        fresh=options.fresh_probes,
+        experiment=paths.name,
+    )
     trainable = tune_setup.trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
@@ -281,9 +300,11 @@ def _fit(
 
 def _cache_stats(cache: Any) -> dict[str, Any]:
     try:
-        return {"probe_cache": ray.get(cache.stats.remote(), timeout=10)}
+        stats = ray.get(cache.stats.remote(), timeout=10)
     except Exception:  # statistics only: a dead cache actor costs nothing but this line
         return {}
+    print(machine_cache_line(stats), flush=True)
+    return {"probe_cache": stats}
 
 
 def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:
@@ -394,12 +415,14 @@ def _print_start(
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
+    workers = f"{plan.workers_per_trial} workers x " if plan.max_workers > 1 else ""
     print(
         f"{'Resuming' if options.resume else 'Searching'} {options.space} "
         f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
         f"{plan.workload.get('data')} @ {plan.workload.get('img_size')}px]: {samples}, "
         f"objective {options.objective}, sampler {options.sampler}, "
-        f"{plan.concurrency} at a time, {plan.cpus_per_trial:g} CPU{gpu} per trial{shared}\n"
+        f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
+        f"{shared}\n"
         f"Experiment folder: {paths.local}",
         flush=True,
     )

@@ -29,7 +29,14 @@ from tuner.experiment import STUDY_TRIAL_ID_ATTR
 from tuner.search.samplers import SETS_CONSTRAINTS
 from tuner.units import finite_or_none
 
-__all__ = ["NO_MEASUREMENT", "RAY_TRIAL_ID_ATTR", "STUDY_ATTR_KEYS", "ConstrainedOptunaSearch"]
+__all__ = [
+    "NO_MEASUREMENT",
+    "RAY_TRIAL_ID_ATTR",
+    "STUDY_ATTR_KEYS",
+    "ConstrainedOptunaSearch",
+    "constraint_arguments",
+    "measured_violation",
+]
 
 RAY_TRIAL_ID_ATTR = STUDY_TRIAL_ID_ATTR
 # What Optuna is told for an objective a COMPLETE trial never measured (the accuracy of a trial
@@ -52,6 +59,7 @@ STUDY_ATTR_KEYS: tuple[str, ...] = (
     record.NODE,
 )
 _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
+_CONSTRAINT = "memory"  # the constraint's name for Trial.set_constraint (Optuna >= 5)
 _NO_REPORT = "the trial's process failed before it reported; see error.txt in its folder"
 
 
@@ -132,7 +140,22 @@ class ConstrainedOptunaSearch(OptunaSearch):
         storage = self._ot_study._storage
         storage.set_trial_system_attr(ot_trial._trial_id, _LEGACY_CONSTRAINTS_KEY, [violation])
         if SETS_CONSTRAINTS:
-            ot_trial.set_constraint("memory", violation)
+            ot_trial.set_constraint(_CONSTRAINT, violation)
+
+
+def constraint_arguments(violation: float) -> dict[str, Any]:
+    """``optuna.trial.create_trial`` keywords that give a trial its memory constraint where a
+    live trial has it (:meth:`ConstrainedOptunaSearch._constrain`): for warm-started trials."""
+    arguments: dict[str, Any] = {"system_attrs": {_LEGACY_CONSTRAINTS_KEY: [violation]}}
+    if SETS_CONSTRAINTS:
+        arguments["constraints"] = {_CONSTRAINT: violation}
+    return arguments
+
+
+def measured_violation(trial: optuna.trial.FrozenTrial) -> float | None:
+    """The memory constraint a trial was told with (``None``: told without one)."""
+    told = trial.system_attrs.get(_LEGACY_CONSTRAINTS_KEY)
+    return float(told[0]) if told else None
 
 
 def _plain(value: Any) -> Any:

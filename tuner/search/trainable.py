@@ -1,8 +1,9 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache (per
-   training config key), so a later trial with the same key reuses them.
+   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache
+   (per training config key), so a later trial with the same key reuses them, and below it in
+   the machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
 2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
    probe (peak memory counted, throughput measured): over the memory budget, the run stops
    there and the trial reports ``phase="probe"``, infeasible, with its measurement.
@@ -39,6 +40,8 @@ from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.errors import TunerError
 from tuner.objectives import judge
+from tuner.search.machine_cache import this_machine
+from tuner.search.probe_cache import Lookup, Remembered
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
 
@@ -63,10 +66,14 @@ class TrialContext:
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
-    torch.set_num_threads(max(1, context.threads))
+    _run(_TrialRun(context), config)
+
+
+def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
+    """One trial's run and its error policy (also each worker's, in tuner.search.data_parallel)."""
+    torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
-    _raise_final_error()
-    trial = _TrialRun(context)
+    _raise_final_error(trial._latest_checkpoint())
     try:
         trial.run(config)
     except TunerError as exc:  # deterministic: a retry raises at once (_raise_final_error)
@@ -79,10 +86,9 @@ def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
 
 
-def _raise_final_error() -> None:
+def _raise_final_error(checkpoint: Any) -> None:
     """Raise the deterministic error this trial already reported, if it did: Ray retries every
     exception up to ``--max-failures`` times, and this retry must not train again."""
-    checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         return
     with checkpoint.as_directory() as folder:
@@ -93,7 +99,9 @@ def _raise_final_error() -> None:
 
 
 class _TrialRun:
-    """One trial's state between reports: its counters (carried over a restart) and speed."""
+    """One trial's state between reports: its counters (carried over a restart) and speed.
+    Its Ray I/O is four methods (``_emit``, ``_latest_checkpoint``, ``_cached``, ``_store``)
+    that a data-parallel worker replaces."""
 
     def __init__(self, context: TrialContext) -> None:
         self.context = context
@@ -102,6 +110,7 @@ class _TrialRun:
         self.first_step_unix_s: float | None = None
         self.speed: SpeedChoice | None = None
         self.speed_source = ""
+        self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
         self.node = _node()
 
@@ -109,10 +118,10 @@ class _TrialRun:
         base = train_config_of(
             config, device=self.context.device, search_only=self.context.search_only
         )
-        state, meta = _restore()
+        state, meta = _restore(self._latest_checkpoint())
         self._load(meta)
         if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
-            tune.report(meta["final_report"])
+            self._emit(meta["final_report"], None)
             return
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -140,7 +149,7 @@ class _TrialRun:
         if final:
             self._send(report, state=None, final=True)
         else:  # retried from the last evaluation's checkpoint, which this must not replace
-            tune.report(report)
+            self._emit(report, None)
 
     # ---- speed ---------------------------------------------------------------------------
 
@@ -153,10 +162,11 @@ class _TrialRun:
 
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
-        cache = _cache(self.context.cache_namespace)
-        cached = _call(cache, "get", key)
-        if cached is not None:
-            return SpeedChoice.from_dict(cached), "cache"
+        lookup = Lookup(key, this_machine(), self.context.max_memory_bytes)
+        found = self._cached(lookup)
+        if found is not None:
+            self.speed_cache_age_s = found.age_s
+            return SpeedChoice.from_dict(found.choice), found.source
         start = time.perf_counter()
         choice = choose_speed(
             base,
@@ -169,7 +179,7 @@ class _TrialRun:
         self.engine_time_s += time.perf_counter() - start
         self.train_time_s += choice.probe_step_seconds
         self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
-        _call(cache, "put", key, choice.to_dict())
+        self._store(lookup, choice.to_dict())
         return choice, "probed"
 
     # ---- the run -------------------------------------------------------------------------
@@ -213,6 +223,7 @@ class _TrialRun:
             record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
             record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
             record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
         }
         return record.trial_report(
@@ -239,6 +250,7 @@ class _TrialRun:
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
             "speed": self.speed.to_dict() if self.speed is not None else None,
             record.SPEED_SOURCE: self.speed_source,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
         }
         if final:
             meta["final_report"] = report
@@ -246,7 +258,24 @@ class _TrialRun:
             if state is not None:
                 write_state_file(state, Path(folder) / STATE_FILE)
             (Path(folder) / META_FILE).write_text(json.dumps(meta))
-            tune.report(report, checkpoint=tune.Checkpoint.from_directory(folder))
+            self._emit(report, Path(folder))
+
+    # ---- Ray I/O -------------------------------------------------------------------------
+
+    def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
+        if checkpoint is None:
+            tune.report(report)
+        else:
+            tune.report(report, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+
+    def _latest_checkpoint(self) -> Any:
+        return tune.get_checkpoint()
+
+    def _cached(self, lookup: Lookup) -> Remembered | None:
+        return _call(_cache(self.context.cache_namespace), "get", lookup)
+
+    def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        _call(_cache(self.context.cache_namespace), "put", lookup, choice)
 
     def _load(self, meta: dict[str, Any]) -> None:
         """Carry the counters and the speed choice over a restart from a checkpoint."""
@@ -256,11 +285,11 @@ class _TrialRun:
         if meta.get("speed") is not None:
             self.speed = SpeedChoice.from_dict(meta["speed"])
             self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
+            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
 
 
-def _restore() -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _restore(checkpoint: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The engine state and metadata of the trial's latest checkpoint (None, {} if none)."""
-    checkpoint = tune.get_checkpoint()
     if checkpoint is None:
         return None, {}
     with checkpoint.as_directory() as folder:

@@ -1,0 +1,44 @@
+"""Data-parallel test space: three trials of 2 workers each, in an order the start-up design fixes.
+
+- ``strong``: a tiny ResNet that learns: trains to the end (the test kills one of its workers
+  after its first checkpointed report; it resumes from there);
+- ``weak``: ResNet-18 (slower) that cannot learn (lr 1e-9): dominated at its first evaluation,
+  so early stopping ends it (its workers' placement group must not outlive it);
+- ``strong2``: like ``strong`` at batch 64, on ONE worker (the space's ``workers`` parameter):
+  its worker starts after ``weak`` was stopped, and the report gets two world sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "cpu": {
+        "model": "test_resnet",
+        "data": "digits",
+        "img_size": 32,
+        "epochs": None,
+        "steps": 24,
+        "eval_every_steps": 8,
+        "max_eval_batches": 4,
+        "warmup_steps": 2,
+        "warmup_fraction": 0.0,
+    },
+}
+NUM_SAMPLES = {"cpu": 3}
+VARIANTS: dict[str, dict[str, Any]] = {
+    # 4 reports (time to kill a worker), the first after 16 steps: it has learned by the rung
+    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 64, "eval_every_steps": 16},
+    "weak": {"batch_size": 16, "lr": 1e-9, "model": "resnet18"},
+    # Batch 64 (faster) and one evaluation, at its end: ahead of both at the first rung.
+    "strong2": {"batch_size": 64, "lr": 8e-3, "eval_every_steps": 24},
+}
+
+
+def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
+    variant = trial.suggest_categorical("variant", list(VARIANTS))
+    if variant == "strong2":
+        trial.suggest_int("workers", 1, 1)  # the world size as a parameter (search-only)
+    return dict(VARIANTS[variant])

@@ -1,0 +1,191 @@
+"""Data-parallel trials with real Ray Train: 2 gloo workers per trial on the local CPU.
+
+One search (module fixture) over ``spaces/ddp_space.py`` with ``--workers-per-trial 2``, three
+trials in a known order: ``strong`` (one of its 2 workers is killed after its first checkpoint),
+``weak`` (2 workers, stopped early by ParetoASHA), ``strong2`` (one worker, from the space's
+``workers`` parameter; it starts after the early stop). Each worker group costs 20-30 s to start
+on 2 cores, so everything, the report's "Scaling" section included, is asserted on this search.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tuner.answer import decide
+from tuner.errors import TunerError
+from tuner.experiment import load_experiment
+from tuner.report import write_report
+from tuner.report._scaling import scaling_section
+from tuner.report.document import Table
+from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.search.plan import make_plan
+from tuner.spaces import get_space
+
+SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
+
+# The module's one search runs inside the first slow test: room for it on a loaded machine.
+pytestmark = pytest.mark.timeout(1100)
+
+
+class WorkerKiller:
+    """Kills one Ray Train worker of this process's Ray once a trial's first checkpointed report
+    reached Tune (its result.json has a line)."""
+
+    def __init__(self, experiment: Path) -> None:
+        self.experiment = experiment
+        self.killed_at: float | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            reported = [r for r in self.experiment.glob("*/result.json") if r.stat().st_size]
+            if reported and list(reported[0].parent.glob("train/checkpoint_*")):
+                for proc in psutil.Process().children(recursive=True):
+                    try:
+                        title = " ".join(proc.cmdline())
+                    except psutil.Error:
+                        continue
+                    if title.startswith("ray::RayTrainWorker"):
+                        proc.kill()
+                        self.killed_at = time.time()
+                        return
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchOutcome, Any]]:
+    root = tmp_path_factory.mktemp("ddp")
+    options = SearchOptions(
+        space=str(SPACE),
+        name="ddp",
+        storage=str(root / "experiments"),
+        seed=4,  # the start-up design's order: strong, weak, strong2
+        workers_per_trial=2,
+        cpus_per_trial=1,
+        probe_steps=2,
+        speed_repeats=1,
+        remeasure_top=0,
+        effects_repeats=0,
+    )
+    killer = WorkerKiller(root / "experiments" / "ddp")
+    killer.thread.start()
+    tables: list[dict[str, Any]] = []
+    cleaners: list[dict[str, Any]] = []
+    real_shutdown = cluster.shutdown
+
+    def shutdown() -> None:  # what Ray holds when the search is over, before Ray stops
+        import ray
+        from ray._private.state import state
+
+        tables.append(ray.util.placement_group_table())
+        actors = state.actor_table(None).values()
+        cleaners.extend(a for a in actors if a["ActorClassName"] == "PlacementGroupCleaner")
+        real_shutdown()
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(cluster, "shutdown", shutdown)
+    try:
+        outcome = run_search(options)
+    finally:
+        patch.undo()
+        killer.done.set()
+    seen = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
+    yield outcome, {"killer": killer, **seen}
+
+
+def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:
+    by_variant = {}
+    for result in outcome.experiment_dir.glob("*/result.json"):
+        lines = [json.loads(line) for line in result.read_text().splitlines()]
+        params = json.loads((result.parent / "params.json").read_text())
+        by_variant[params["variant"]] = lines
+    return by_variant
+
+
+@pytest.mark.slow
+def test_every_trial_records_its_world_size_and_global_throughput(searched) -> None:
+    outcome, _ = searched
+    assert outcome.state == "finished"
+    reports = _reports(outcome)
+    assert set(reports) == {"strong", "weak", "strong2"}
+    sizes = {"strong": 2, "weak": 2, "strong2": 1}  # --workers-per-trial 2; the space's 1
+    for variant, lines in reports.items():
+        assert lines, variant
+        for line in lines:
+            assert line["world_size"] == sizes[variant], variant
+            batch = 64 if variant == "strong2" else 16
+            assert line["global_batch_size"] == batch * sizes[variant], variant
+            assert line["images_per_second"] > 0, variant
+    for variant in ("strong", "strong2"):
+        final = reports[variant][-1]
+        assert final["final"] is True and final["status"] == "ok", variant
+        assert final["speed_source"] in ("probed", "cache", "machine cache")
+
+
+@pytest.mark.slow
+def test_an_early_stopped_trial_leaves_no_placement_group(searched) -> None:
+    outcome, seen = searched
+    reports = _reports(outcome)
+    assert reports["weak"][-1]["final"] is False  # stopped by ParetoASHA at its first rung
+    assert reports["strong2"][-1]["final"] is True  # its workers started after the stop
+    groups = seen["placement_groups"]
+    assert groups, "the search's placement groups were seen before Ray stopped"
+    assert {g["state"] for g in groups.values()} == {"REMOVED"}
+    assert not seen["cleaners"]  # no detached watcher outlives a trial either (none started)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_resumes_its_trial_from_the_checkpoint(searched) -> None:
+    outcome, seen = searched
+    killed_at = seen["killer"].killed_at
+    assert killed_at is not None, "a worker was killed"
+    lines = _reports(outcome)["strong"]
+    before = [line["step"] for line in lines if line["reported_unix_s"] < killed_at]
+    after = [line["step"] for line in lines if line["reported_unix_s"] > killed_at]
+    assert before and after
+    assert min(after) > max(before)  # continued from the checkpoint, not from step 0
+    assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("workers", "spread", "node_cpus", "concurrency"),
+    [(2, False, [2.0], 1), (2, False, [4.0, 4.0], 4), (2, False, [1.0, 1.0], None),
+     (2, True, [1.0, 1.0], 1), (3, True, [2.0, 2.0, 2.0], 2)],
+)  # fmt: skip
+def test_concurrency_counts_whole_worker_groups(
+    workers: int, spread: bool, node_cpus: list[float], concurrency: int | None
+) -> None:
+    options = SearchOptions(
+        space=str(SPACE), workers_per_trial=workers, spread_workers=spread, cpus_per_trial=1
+    )
+    space = get_space(options.space)
+    if concurrency is None:  # packed 2 workers need one node with 2 CPUs
+        with pytest.raises(TunerError, match="--spread-workers"):
+            make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
+        return
+    plan = make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
+    assert (plan.concurrency, plan.workers_per_trial) == (concurrency, workers)
+
+
+@pytest.mark.slow
+def test_the_report_shows_scaling_by_world_size(searched, tmp_path: Path) -> None:
+    outcome, _ = searched
+    experiment = load_experiment(outcome.experiment_dir)
+    section = scaling_section(experiment, recommended=decide(experiment).recommended)
+    assert section is not None and section.title == "Scaling"
+    tables = [block for block in section.blocks if isinstance(block, Table)]
+    speed, accuracy = tables[0].frame, tables[-1].frame
+    assert speed["workers"].tolist() == [1, 2]  # the weak trial stopped early: not pooled
+    assert speed["scaling efficiency"].iloc[0].startswith("1.00")
+    assert accuracy[["global batch", "workers"]].values.tolist() == [[64, 1], [32, 2]]
+    write_report(experiment, out_dir=tmp_path / "report")
+    assert "Scaling" in (tmp_path / "report" / "report.md").read_text()

@@ -1,0 +1,261 @@
+"""Data-parallel trials: one Tune trial trains on N workers (``tuner search --workers-per-trial``).
+
+Ray Train V2 cannot be a Tune trainable itself; Ray's documented way, followed here, is a Tune
+function trainable (:func:`run_worker_group`, the trial's driver) that builds a
+``ray.train.torch.TorchTrainer`` and fits it. Ray Train starts N workers in one placement
+group (PACK by default, SPREAD with ``--spread-workers``), initializes a torch process group
+(nccl on GPUs, gloo on CPUs) and runs :func:`_worker` in each; the engine
+(:func:`tuner.engine.train`) sees the initialized group and trains data-parallel. Data stays the
+engine's: no ``prepare_data_loader``, whose device copies would bypass the engine's prefetcher.
+
+Each worker is the one-worker trial (:class:`tuner.search.trainable._TrialRun`) with its Ray I/O
+swapped: every rank calls ``ray.train.report`` (Ray Train waits for all), rank 0 alone attaches
+the checkpoint, and Ray's ``TuneReportCallback`` forwards rank 0's report to Tune, so a trial
+reports the same keys at any world size (the engine adds ``world_size`` and
+``global_batch_size``). The speed probes run inside the running group (each arm is a short
+data-parallel run of the same workers); rank 0 alone reads and writes the probe cache and
+broadcasts what it read, so every rank runs the same arms.
+
+Failures: a killed worker makes Ray Train restart the group from its latest checkpoint
+(``max_failures`` of the search); a killed driver makes Tune restart the trial, whose new
+``TorchTrainer`` of the same name and storage (the trial's folder) resumes from that
+checkpoint too.
+
+A trial Tune stops (early stopping, the time budget) kills its driver, and with it Ray Train's
+controller, before the controller removes its workers' placement group; Ray's own cleaner
+needs the State API (the dashboard package), absent from a plain ``ray[tune]`` install, and the
+next trial's workers then wait for resources that never free. :class:`PlacementGroupReaper`
+removes such groups as trials end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+import ray.train
+import torch.distributed as dist
+from ray import tune
+from ray.train.torch import TorchConfig, TorchTrainer
+from ray.train.v2._internal.callbacks.placement_group_callback import (
+    PlacementGroupCleanerCallback,
+)
+from ray.tune.integration.ray_train import TuneReportCallback
+
+from tuner.search.plan import SearchPlan
+from tuner.search.probe_cache import Lookup, Remembered
+from tuner.search.trainable import TrialContext, _run, _TrialRun
+from tuner.spaces import WORKERS_PARAM
+
+__all__ = [
+    "PlacementGroupReaper",
+    "WorkerGroup",
+    "leaked_placement_groups",
+    "run_worker_group",
+    "trainable",
+    "trial_workers",
+]
+
+_TRAIN_DIR = "train"
+# The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
+# leave a node of N cores one short of N one-core workers.
+_DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """How every data-parallel trial of one search places its workers."""
+
+    workers: int  # the default world size (a space's ``workers`` parameter overrides it)
+    cpus_per_worker: float
+    gpus_per_worker: float
+    spread: bool = False  # SPREAD the workers over nodes instead of PACKing them on one
+    max_failures: int = 2  # group restarts from the latest checkpoint after a worker dies
+
+    def scaling(self, workers: int) -> ray.train.ScalingConfig:
+        resources = {"CPU": self.cpus_per_worker, "GPU": self.gpus_per_worker}
+        return ray.train.ScalingConfig(
+            num_workers=workers,
+            use_gpu=self.gpus_per_worker > 0,
+            resources_per_worker={k: v for k, v in resources.items() if v > 0},
+            placement_strategy="SPREAD" if self.spread else "PACK",
+        )
+
+
+def trial_workers(config: dict[str, Any], default: int) -> int:
+    """A trial's world size: the space's ``workers`` parameter if it has one."""
+    return int(config.get(WORKERS_PARAM, default))
+
+
+def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
+    """The search's trainable when trials span workers; the driver itself asks for no CPU (it
+    waits on its workers), so the plan's concurrency counts worker groups only."""
+    group = WorkerGroup(
+        workers=plan.workers_per_trial,
+        cpus_per_worker=plan.cpus_per_trial,
+        gpus_per_worker=plan.gpus_per_trial,
+        spread=plan.spread_workers,
+        max_failures=max_failures,
+    )
+    driver = tune.with_parameters(run_worker_group, context=context, group=group)
+    return tune.with_resources(driver, {"cpu": 0, "memory": _DRIVER_MEMORY_BYTES})
+
+
+def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: WorkerGroup) -> None:
+    """Ray Tune function trainable (the trial's driver): fit a TorchTrainer of the trial's workers
+    (use with ``tune.with_parameters(run_worker_group, context=..., group=...)``)."""
+    tune_context = tune.get_context()
+    storage = tune_context.get_storage()
+    trainer = _TorchTrainer(
+        _worker,
+        train_loop_config={"config": config, "context": context},
+        scaling_config=group.scaling(trial_workers(config, group.workers)),
+        torch_config=TorchConfig(backend="nccl" if group.gpus_per_worker > 0 else "gloo"),
+        run_config=ray.train.RunConfig(
+            name=_TRAIN_DIR,
+            storage_path=storage.trial_fs_path,
+            storage_filesystem=storage.storage_filesystem,
+            failure_config=ray.train.FailureConfig(max_failures=group.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
+            callbacks=[TuneReportCallback()],
+            logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
+        ),
+    )
+    trainer.fit()
+
+
+class _TorchTrainer(TorchTrainer):
+    """Ray's TorchTrainer without its placement-group cleaner: a detached actor per trial that
+    asks the State API whether the controller lives; without the dashboard package (a plain
+    ``ray[tune]`` install) it warns every second and never ends, outliving the job. Its one
+    job, removing the group of a controller that died, is :class:`PlacementGroupReaper`'s (and
+    Ray ends a dead driver's groups with its job)."""
+
+    def _create_default_callbacks(self) -> list[Any]:
+        callbacks = super()._create_default_callbacks()
+        return [c for c in callbacks if not isinstance(c, PlacementGroupCleanerCallback)]
+
+
+def _worker(loop_config: dict[str, Any]) -> None:
+    """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
+    _run(_WorkerRun(loop_config["context"]), loop_config["config"])
+
+
+class _WorkerRun(_TrialRun):
+    """A trial's run on one rank of its worker group."""
+
+    def __init__(self, context: TrialContext) -> None:
+        # Ray Train logs every report of every rank at INFO (the whole metrics dict).
+        logging.getLogger("ray.train.v2._internal.execution.context").setLevel(logging.WARNING)
+        train_context = ray.train.get_context()
+        self.rank = train_context.get_world_rank()
+        self.world_size = train_context.get_world_size()
+        super().__init__(context)
+
+    def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
+        attach = checkpoint is not None and self.rank == 0
+        ray.train.report(
+            report, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if attach else None
+        )
+
+    def _latest_checkpoint(self) -> Any:
+        return ray.train.get_checkpoint()
+
+    # The probe cache is keyed per world size; only rank 0 talks to it.
+    def _cached(self, lookup: Lookup) -> Remembered | None:
+        found = [super()._cached(self._keyed(lookup)) if self.rank == 0 else None]
+        dist.broadcast_object_list(found, src=0)  # every rank runs the same probes, or none
+        return found[0]
+
+    def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        if self.rank == 0:
+            super()._store(self._keyed(lookup), choice)
+
+    def _keyed(self, lookup: Lookup) -> Lookup:
+        key = json.dumps({**json.loads(lookup.key), "workers": self.world_size}, sort_keys=True)
+        return dataclasses.replace(lookup, key=key)
+
+
+# ---- placement groups that outlive their trial ----------------------------------------------
+
+
+class PlacementGroupReaper(tune.Callback):
+    """Removes the worker placement groups whose Ray Train controller died with its trial.
+
+    Checked when a trial ends and, at most every ``interval_s``, while Tune runs (a stopped
+    trial's actors die shortly after Tune reports it complete).
+    """
+
+    def __init__(self, *, interval_s: float = 2.0) -> None:
+        self.interval_s = interval_s
+        self.removed: list[str] = []
+        self._last = 0.0
+
+    def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        if time.monotonic() - self._last >= self.interval_s:
+            self._reap()
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._reap()
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._reap()
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        """The last trial's driver may die just after Tune ends: wait for it (up to 10 s)."""
+        deadline = time.monotonic() + 10
+        while _live_controllers() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        self._reap()
+
+    def _reap(self) -> None:
+        self._last = time.monotonic()
+        for group in leaked_placement_groups():
+            ray.util.remove_placement_group(group)
+            self.removed.append(group.id.hex())
+
+
+def leaked_placement_groups() -> list[Any]:
+    """This job's placement groups whose creating actor is dead and which still hold resources.
+
+    Tune's own trial groups are created by the driver (no creating actor) and are left alone, as
+    are detached groups and other jobs' groups. The creator is only in GCS's raw table (the
+    public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
+    """
+    from ray._private.state import state
+    from ray.core.generated import gcs_pb2
+    from ray.util.placement_group import PlacementGroup
+
+    job = ray.get_runtime_context().get_job_id()
+    removed = gcs_pb2.PlacementGroupTableData.REMOVED
+    leaked = []
+    for raw in state._connect_and_get_accessor().get_placement_group_table():
+        info = gcs_pb2.PlacementGroupTableData.FromString(raw)
+        if (
+            info.creator_actor_id
+            and not ray.ActorID(info.creator_actor_id).is_nil()
+            and info.creator_actor_dead
+            and not info.is_detached
+            and info.state != removed
+            and info.creator_job_id.hex() == job
+        ):
+            leaked.append(PlacementGroup(ray.PlacementGroupID(info.placement_group_id)))
+    return leaked
+
+
+def _live_controllers() -> int:
+    """How many of this job's Ray Train controllers are alive (from GCS, no State API)."""
+    from ray._private.state import state
+
+    job = ray.get_runtime_context().get_job_id()
+    return sum(
+        1
+        for a in state.actor_table(None).values()
+        if a["JobID"] == job and a["ActorClassName"] == "TrainController" and a["State"] == "ALIVE"
+    )

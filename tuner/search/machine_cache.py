@@ -1,0 +1,224 @@
+"""Speed probes remembered per machine, across experiments: the search's cache below its cache.
+
+A speed probe's verdict (:class:`tuner.compare.speed.SpeedChoice`) depends on the training config,
+the hardware and the software, not on the experiment, so a second search on the same machine need
+not probe a config again. Each machine fingerprint (:class:`Machine`: CPU model and count, GPU
+models and driver, torch / CUDA / timm / tuner versions) has one JSON file under :func:`cache_dir`;
+any change of the fingerprint (a new driver, a torch upgrade, a new tuner) reads another file, so it
+misses and probes again. An entry keeps when it was measured (its age is reported) and by which
+experiment.
+
+Two searches may write one file at once: a writer holds an exclusive ``flock`` on a lock file
+beside it, reads the file, merges its entry and replaces the file atomically (a temporary file
+in the same folder, then ``os.replace``), so readers, who take no lock, see the old or the new
+file, never half of one, and no writer drops another's entry.
+
+Ray-free (the experiment's cache actor, :mod:`tuner.search.probe_cache`, reads and writes
+through it), so it is tested and usable without a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.record import MAX_MEMORY_BYTES
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "Entry",
+    "Machine",
+    "MachineCache",
+    "cache_dir",
+    "entry_key",
+    "this_machine",
+]
+
+CACHE_DIR_ENV = "TUNER_CACHE_DIR"  # overrides the user cache folder (tests use a tmp folder)
+_SUBDIR = "speed_probes"
+_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    """Where tuner keeps what outlives an experiment: ``$TUNER_CACHE_DIR``, else the user
+    cache folder (``$XDG_CACHE_HOME/tuner``, by default ``~/.cache/tuner`` on Linux,
+    ``~/Library/Caches/tuner`` on macOS)."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("tuner", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What decides a speed probe besides the training config: hardware and software."""
+
+    cpu_model: str
+    cpu_count: int
+    gpus: tuple[str, ...]  # every GPU of the machine, by model name
+    gpu_driver: str  # "" without an NVIDIA driver
+    torch: str
+    cuda: str  # the CUDA runtime torch was built with ("" for a CPU build)
+    timm: str
+    tuner: str
+
+    @property
+    def id(self) -> str:
+        """A short digest of every field: the name of the machine's cache file."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def this_machine() -> Machine:
+    """The fingerprint of the machine this process runs on (the hardware is read once)."""
+    import timm
+    import torch
+
+    import tuner
+
+    cpu_model, cpu_count, gpus, driver = _hardware()
+    return Machine(
+        cpu_model=cpu_model,
+        cpu_count=cpu_count,
+        gpus=gpus,
+        gpu_driver=driver,
+        torch=torch.__version__,
+        cuda=torch.version.cuda or "",
+        timm=timm.__version__,
+        tuner=tuner.__version__,
+    )
+
+
+@functools.cache
+def _hardware() -> tuple[str, int, tuple[str, ...], str]:
+    gpus, driver = _nvidia_gpus()
+    if not gpus:
+        gpus = _torch_gpus()  # a GPU without nvidia-smi (ROCm, a container without it)
+    return _cpu_model(), os.cpu_count() or 1, gpus, driver
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _nvidia_gpus() -> tuple[tuple[str, ...], str]:
+    """Every NVIDIA GPU of the machine and the driver version. nvidia-smi, not torch: a trial
+    sees only its own GPUs (CUDA_VISIBLE_DEVICES), and torch does not tell the driver."""
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return (), ""
+    rows = [[part.strip() for part in line.split(",")] for line in out.splitlines() if line]
+    return tuple(row[0] for row in rows), (rows[0][-1] if rows else "")
+
+
+def _torch_gpus() -> tuple[str, ...]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return ()
+    return tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+
+
+def entry_key(speed_key: str, *, max_memory_bytes: int | None) -> str:
+    """An entry's key: the experiment's speed key (:func:`tuner.compare.speed.speed_key`: the
+    training config, the device, the pinned knobs) and the memory budget, which decides whether
+    a knob is kept (constant within an experiment, not across them)."""
+    key = {"config": json.loads(speed_key), MAX_MEMORY_BYTES: max_memory_bytes}
+    return json.dumps(key, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One remembered speed choice."""
+
+    choice: dict[str, Any]  # SpeedChoice.to_dict()
+    measured_unix_s: float  # when its probes ran
+    experiment: str = ""  # the experiment that measured it
+
+    def age_s(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.measured_unix_s)
+
+
+class MachineCache:
+    """The speed choices measured on one machine, in ``<cache dir>/speed_probes/<id>.json``."""
+
+    def __init__(self, machine: Machine, folder: Path | None = None) -> None:
+        self.machine = machine
+        self.path = (folder or cache_dir()) / _SUBDIR / f"{machine.id}.json"
+
+    def get(self, key: str) -> Entry | None:
+        return self.entries().get(key)
+
+    def entries(self) -> dict[str, Entry]:
+        """Every entry (none when the file is missing or damaged: probing again is cheap)."""
+        return {key: Entry(**value) for key, value in self._read().items()}
+
+    def put(self, key: str, entry: Entry) -> None:
+        """Remember ``entry`` under ``key`` (replacing an older one), safe beside other writers."""
+        with self._locked():
+            entries = self._read()
+            entries[key] = dataclasses.asdict(entry)
+            self._replace(entries)
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text())
+            entries = data["entries"] if data.get("format") == _FORMAT else {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {}
+        return {k: v for k, v in entries.items() if _valid(v)}
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes, or its process dies
+            yield
+        finally:
+            os.close(fd)
+
+    def _replace(self, entries: Mapping[str, Any]) -> None:
+        data = {"format": _FORMAT, "machine": dataclasses.asdict(self.machine), "entries": entries}
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as file:
+                json.dump(data, file, indent=1, sort_keys=True)
+                file.flush()
+                os.fsync(file.fileno())  # the rename must not outlive the data (power loss)
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _valid(value: Any) -> bool:
+    fields = {f.name for f in dataclasses.fields(Entry)}
+    return (
+        isinstance(value, dict)
+        and set(value) <= fields
+        and isinstance(value.get("choice"), dict)
+        and isinstance(value.get("measured_unix_s"), int | float)
+    )
