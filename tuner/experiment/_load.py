@@ -218,12 +218,12 @@ def _reconcile(
     when its final line is damaged; a disagreement between the two is listed. True: its last
     report is lost and nothing else holds it (whether it ended is not known)."""
     result = dict(results.last)
-    # An empty or unreadable result.json loses every report, the final one with it.
-    final_lost = (results.lost_tail or not results.reports) and not result.get(record.FINAL)
+    final_lost = results.lost_tail and not result.get(record.FINAL)
     if final_lost and told and told.get(record.FINAL):
         measured = {k: v for k, v in told.items() if k != STUDY_TRIAL_ID_ATTR}
         result.update({k: math.nan if v is None else v for k, v in measured.items()})
-        what = "final report is damaged" if results.reports else f"{RESULT_FILE} is empty"
+        lost = f"{RESULT_FILE} is empty or unreadable"
+        what = "final report is damaged" if results.reports else lost
         problems.append(
             f"trial {trial_id}: its {what}; its final status and "
             f"measurements are taken from {STUDY_FILE}."
