@@ -68,6 +68,12 @@ def test_bad_folder_is_one_clear_error(tmp_path: Path, name: str) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_a_file_is_not_an_experiment_folder(tmp_path: Path) -> None:
+    (tmp_path / "report.md").write_text("# not an experiment")
+    with pytest.raises(TunerError, match="is a file, not an experiment folder"):
+        resolve_experiment(tmp_path / "report.md")
+
+
 def test_corrupt_metadata_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "tuner_experiment.json").write_text("{not json")
     with pytest.raises(TunerError, match="not valid JSON"):
