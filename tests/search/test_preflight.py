@@ -129,3 +129,15 @@ def test_usage_errors_end_before_ray_starts(
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert not storage.exists()  # no experiment folder either (nor its lock)
+
+
+def test_an_odd_space_file_name_is_no_fault_of_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.cli import main
+
+    odd = tmp_path / "my space (v2)!.py"
+    odd.write_text(_BAD_SPACE)
+    assert main(["search", str(odd), "--storage", str(tmp_path / "exp"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "batch_size=0" in err and "--name" not in err  # the space's fault, named as such
