@@ -99,8 +99,11 @@ def effects_around(
         flush=True,
     )
     steps = max(REMEASURE_STEPS, options.probe_steps)
+    pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
+    runs = _effect_arms(experiment.configs[trial_id], plan, search_only)
     info = measure_effects(
         experiment.configs[trial_id],
+        expected_s=runs * (options.effects_repeats + 1) * _run_s(pick_row, steps) or None,
         steps=steps,
         repeats=options.effects_repeats,
         num_cpus=plan.cpus_per_trial,
@@ -111,6 +114,19 @@ def effects_around(
         out=paths.local / EFFECTS_FILE,
     )
     return {"effects": {TRIAL_ID: trial_id, **info}}
+
+
+def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collection[str]) -> int:
+    """How many arms the effects step measures around ``config`` (0 when unknown): for its
+    estimate of the time left."""
+    from tuner.compare import plan_toggles
+    from tuner.spaces import train_config_of
+
+    try:
+        base = train_config_of(config, device=plan.trial_device, search_only=search_only)
+        return len(plan_toggles(base, cuda=plan.cuda)[0])
+    except Exception:  # an estimate only: the task itself reports what it could not build
+        return 0
 
 
 def _run_s(top: Any, steps: int) -> float:
@@ -215,6 +231,7 @@ def measure_effects(
     device: str,
     search_only: Collection[str],
     out: Path,
+    expected_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure the arms around ``config`` (a trial's config) in one Ray task; write ``out``.
 
@@ -228,7 +245,7 @@ def measure_effects(
 
     task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_effects)
     ref = task.remote(config, steps, repeats, device, threads, sorted(search_only))
-    rows, info = wait_with_heartbeat(ref, what="measuring technique effects", expected_s=None)
+    rows, info = wait_with_heartbeat(ref, what="measuring technique effects", expected_s=expected_s)
     pd.DataFrame(rows).to_csv(out, index=False)
     return info
 
