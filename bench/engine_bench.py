@@ -1,7 +1,7 @@
 """Engine benchmark: plain loop vs speed techniques added in turn (same code as `tuner bench`).
 
 python bench/engine_bench.py                 # all rungs, 3 interleaved repeats
-python bench/engine_bench.py --skip compile fused_adamw --repeats 5
+python bench/engine_bench.py --skip compile,fused_adamw --repeats 5
 """
 
 from __future__ import annotations

@@ -82,3 +82,29 @@ def test_no_candidate_no_answer() -> None:
     answer = decide(_experiment([("x", "over budget", 100.0, 0.5, 1000)]))
     assert answer.front.empty and answer.recommended is None and not answer.configs
     assert answer.sentence().startswith("No trial can be recommended")
+
+
+def test_picks_not_re_measured_are_never_a_tie() -> None:
+    # 2.05x apart in the search, nothing re-measured: no interval, so no verdict on speed.
+    answer = decide(
+        _experiment([("fast", "ok", 205.0, 0.50, 1000), ("acc", "ok", 100.0, 0.52, 1000)])
+    )
+    assert answer.picks is not None and not answer.picks.throughput.has_interval
+    assert not answer.picks.throughput.tie and not answer.picks.same_within_noise
+    sentence = answer.sentence()
+    assert "not re-measured" in sentence and "2.05x" in sentence
+    assert "same within noise" not in sentence and "either will do" not in sentence
+    assert answer.recommended is not None and answer.recommended["trial_id"] == "fast"
+
+
+def test_re_measured_picks_far_apart_are_beyond_noise() -> None:
+    remeasure = pd.DataFrame(
+        [("a", r, "ok", 200.0 + r) for r in range(3)]
+        + [("b", r, "ok", 100.0 - r) for r in range(3)],
+        columns=["trial_id", "repeat", "status", "images_per_second"],
+    )
+    answer = decide(
+        _experiment([("a", "ok", 200.0, 0.50, 1000), ("b", "ok", 100.0, 0.80, 1000)], remeasure)
+    )
+    assert answer.picks is not None and answer.picks.throughput.separated
+    assert answer.sentence().startswith("A real trade-off")

@@ -120,9 +120,7 @@ HOMONYMS = {
     "tuner.compare.ablation": {"step"},
     "tuner.report._importance": {"step"},  # an Optuna trial's intermediate value
     "tuner.compare.fidelity": {"kind"},  # a check's kind
-    "tuner.commands.ablate": {"reports"},  # the default --out folder, reports/
-    "tuner.commands.report": {"reports"},
-    "tuner.commands.search": {"reports"},
+    "tuner.commands._flags": {"reports"},  # the default --reports-dir, reports/
     "tuner.search.options": {"reports"},
 }
 

@@ -55,14 +55,20 @@ def test_ratio_interval_contains_the_truth_about_95_percent_of_the_time() -> Non
 
 def test_one_pair_makes_no_claim() -> None:
     change = paired_ratio([100.0], [150.0])
-    assert change.value == pytest.approx(1.5) and math.isnan(change.low) and change.tie
+    assert change.value == pytest.approx(1.5) and math.isnan(change.low)
+    assert not change.has_interval and not change.tie and not change.separated  # no verdict
+
+
+def test_nothing_measured_is_no_tie() -> None:
+    change = paired_ratio([], [])
+    assert not change.tie and not change.separated and not change.has_interval
 
 
 def test_a_deterministic_difference_is_exact_and_zero_is_no_effect() -> None:
     same = paired_difference([10.0, 10.0, 10.0], [10.0, 10.0, 10.0])
     assert same.value == 0 and same.tie
     more = paired_difference([10.0, 10.0, 10.0], [12.0, 12.0, 12.0])
-    assert more.value == 2 and not more.tie
+    assert more.value == 2 and not more.tie and more.separated
 
 
 def test_median_interval_from_order_statistics() -> None:
@@ -107,7 +113,8 @@ def test_an_accuracy_change_from_agreeing_repeats_keeps_the_validation_sets_erro
 
 @pytest.mark.parametrize(
     ("other", "images", "tie"),
-    [(0.72, 359, True), (0.80, 359, False), (0.72, 100_000, False), (float("nan"), 359, True)],
+    # Nothing measured on one side: no interval, so neither a tie nor a difference.
+    [(0.72, 359, True), (0.80, 359, False), (0.72, 100_000, False), (float("nan"), 359, False)],
 )
 def test_one_run_each_is_a_tie_inside_the_validation_sets_error(
     other: float, images: int, tie: bool
@@ -115,3 +122,4 @@ def test_one_run_each_is_a_tie_inside_the_validation_sets_error(
     # What the recommendation asks of two trials (one run each): the sets' sampling error decides.
     change = accuracy_difference([0.69], [other], images=[images, images])
     assert change.tie is tie
+    assert change.separated is (change.has_interval and not tie)

@@ -13,7 +13,8 @@
   validation images.
 - Two picks are a **tie** on throughput when the paired ratio of their re-measurements has an
   interval containing 1x, and on accuracy when the interval of their difference
-  (:func:`tuner.stats.accuracy_difference`, the one accuracy test) contains 0.
+  (:func:`tuner.stats.accuracy_difference`, the one accuracy test) contains 0. Picks not
+  re-measured together have no throughput interval: "not re-measured", never a tie.
 """
 
 from __future__ import annotations
@@ -58,13 +59,20 @@ class PairVerdict:
 
     faster: str
     slower: str
-    throughput: Change  # faster / slower
-    accuracy_difference: float  # faster minus slower
-    accuracy_tie: bool
+    throughput: Change  # faster / slower (no interval unless both were re-measured together)
+    accuracy: Change  # faster minus slower
+
+    @property
+    def accuracy_difference(self) -> float:
+        return self.accuracy.value
+
+    @property
+    def accuracy_tie(self) -> bool:
+        return self.accuracy.tie
 
     @property
     def same_within_noise(self) -> bool:
-        return self.throughput.tie and self.accuracy_tie
+        return self.throughput.tie and self.accuracy.tie
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,7 @@ class Answer:
             return None
         first = self.best[self.objectives[0][0]]
         p = self.picks
-        if p is not None and p.throughput.tie and not p.accuracy_tie:
+        if p is not None and p.throughput.tie and p.accuracy.separated:
             return self.best["val_accuracy"]
         return first
 
@@ -105,26 +113,49 @@ class Answer:
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
         speed = f"throughput {_ratio(p.throughput)}"
-        points = f"{100 * abs(p.accuracy_difference):.1f} accuracy points"
+        points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
+        if not p.throughput.has_interval:  # no verdict without evidence
+            return (
+                f"{fast.capitalize()} and {slow} were not re-measured side by side: their "
+                f"throughputs are {p.throughput.value:.2f}x apart as measured in the search, with "
+                f"no interval, so no verdict on speed; {_accuracy_clause(p.accuracy, slow)}. "
+                f"The fastest is shown first; re-measure both (--remeasure-top 2 or more) to "
+                "tell them apart."
+            )
         if p.same_within_noise:
             return (
                 f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
                 f"{points} apart, inside the interval): either will do."
             )
-        if p.throughput.tie:
+        if p.throughput.tie and p.accuracy.separated:
             return (
                 f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
                 f" so {slow} is the pick: {points} more accurate, beyond noise."
             )
-        if p.accuracy_tie:
+        if p.accuracy.tie:
             return (
                 f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
                 f"apart), so {fast} is the pick: {speed}, beyond noise."
+            )
+        if not p.accuracy.has_interval:
+            return (
+                f"{fast.capitalize()} is faster beyond noise ({speed}); {slow} is {points} "
+                "more accurate, with no interval (validation images unknown), so no verdict "
+                "on accuracy: the fastest is the pick."
             )
         return (
             f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
             f"{points} more accurate beyond noise; pick by what matters more to you."
         )
+
+
+def _accuracy_clause(accuracy: Change, slow: str) -> str:
+    points = f"{100 * abs(accuracy.value):.1f} accuracy points"
+    if accuracy.separated:
+        return f"{slow} is {points} more accurate, beyond noise"
+    if accuracy.tie:
+        return f"their accuracies are {points} apart, inside the noise"
+    return f"their accuracies are {points} apart, with no interval"
 
 
 def decide(experiment: Experiment) -> Answer:
@@ -173,9 +204,10 @@ def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVe
     fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
     if fast is None or accurate is None or fast[TRIAL_ID] == accurate[TRIAL_ID]:
         return None
-    diff, tie = _accuracy_test(fast, accurate)
     ratio = _throughput_ratio(fast, accurate, remeasure)
-    return PairVerdict(str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, diff, tie)
+    return PairVerdict(
+        str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, _accuracy_test(fast, accurate)
+    )
 
 
 def decision_values(
@@ -226,8 +258,8 @@ def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerd
     verdicts = []
     for (_, fast), (_, slow) in itertools.pairwise(ordered.iterrows()):
         ratio = _throughput_ratio(fast, slow, remeasure)
-        diff, tie = _accuracy_test(fast, slow)
-        verdicts.append(PairVerdict(str(fast[TRIAL_ID]), str(slow[TRIAL_ID]), ratio, diff, tie))
+        accuracy = _accuracy_test(fast, slow)
+        verdicts.append(PairVerdict(str(fast[TRIAL_ID]), str(slow[TRIAL_ID]), ratio, accuracy))
     return verdicts
 
 
@@ -241,13 +273,12 @@ def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame 
     return Change(value, math.nan, math.nan, 1, 1.0)
 
 
-def _accuracy_test(a: pd.Series, b: pd.Series) -> tuple[float, bool]:
-    """``a - b`` in accuracy, and whether it is inside the noise (:func:`accuracy_difference`
-    on the two trials' single measurements, over the smaller validation set)."""
+def _accuracy_test(a: pd.Series, b: pd.Series) -> Change:
+    """``a - b`` in accuracy with its interval (:func:`accuracy_difference` on the two trials'
+    single measurements, over the smaller validation set)."""
     images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
     accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]
-    change = accuracy_difference(accuracy[:1], accuracy[1:], [images])
-    return change.value, change.tie
+    return accuracy_difference(accuracy[:1], accuracy[1:], [images])
 
 
 def _ratio(change: Change) -> str:

@@ -35,7 +35,6 @@ __all__ = [
     "config_fields",
     "field_help",
     "load_config_file",
-    "make_config",
 ]
 
 Amp = Literal["off", "bf16", "fp16"]
@@ -223,11 +222,6 @@ def check_settings(params: Mapping[str, Any]) -> None:
 def field_help(name: str) -> str:
     """The help text of one :class:`TrainConfig` field (its metadata)."""
     return next(f.metadata["help"] for f in dataclasses.fields(TrainConfig) if f.name == name)
-
-
-def make_config(params: Mapping[str, Any]) -> TrainConfig:
-    """``TrainConfig.from_params(params)``: kept for callers of the first release."""
-    return TrainConfig.from_params(params)
 
 
 def load_config_file(path: str | Path) -> TrainConfig:

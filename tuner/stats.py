@@ -13,7 +13,8 @@
   validation set's sampling error (repeats of one seed are replicas: their spread is zero, yet
   a 359-image validation set cannot tell 0.72 from 0.69).
 - An interval that contains "no change" (ratio 1, difference 0) is a **tie**: the difference
-  is inside the noise.
+  is inside the noise; one that excludes it is **separated**. Without an interval (one pair,
+  nothing re-measured) a change is neither: no verdict without evidence.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class Change:
     """A paired change: ``value`` (a ratio or a difference) with its interval.
 
     ``tie`` is True when the interval contains no change (1 for a ratio, 0 for a difference):
-    the measurements cannot tell the two settings apart.
+    the measurements cannot tell the two settings apart. ``separated`` is True when it excludes
+    it. Without an interval (one pair, or figures not measured together) both are False.
     """
 
     value: float
@@ -73,12 +75,16 @@ class Change:
     neutral: float  # 1.0 for ratios, 0.0 for differences
 
     @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.value) or math.isnan(self.low) or math.isnan(self.high))
+
+    @property
     def tie(self) -> bool:
-        if math.isnan(self.value):
-            return True
-        if math.isnan(self.low):  # one pair: no interval, so no claim
-            return True
-        return self.low <= self.neutral <= self.high
+        return self.has_interval and self.low <= self.neutral <= self.high
+
+    @property
+    def separated(self) -> bool:
+        return self.has_interval and not self.low <= self.neutral <= self.high
 
     @property
     def measured(self) -> bool:

@@ -76,8 +76,8 @@ def test_a_spent_time_limit_starts_no_process_and_says_so(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_verify_measures_both_loops_in_fresh_processes(tmp_path: Path) -> None:
     argv = ["bench", "--verify", "--repeats", "2", "--steps", "4", "--warmup-steps", "1",
-            "--threads", "1", "--workload", json.dumps(TINY_WORKLOAD),
-            "--out", str(tmp_path)]  # fmt: skip
+            "--threads", "1", "--out", str(tmp_path),
+            *(f"--set={k}={json.dumps(v)}" for k, v in TINY_WORKLOAD.items())]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((tmp_path / "fidelity_cpu.json").read_text())
     assert [(r["repeat"], r["kind"]) for r in report["runs"]] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -37,9 +38,14 @@ SECTIONS = [
 def md_table(markdown: str, caption: str) -> pd.DataFrame:
     """The pipe table that follows ``*caption*`` in report.md, as strings."""
     block = markdown.split(f"*{caption}*", 1)[1].strip().split("\n\n", 1)[0]
-    lines = [line.strip().strip("|").split(" | ") for line in block.splitlines()]
-    header, rows = [c.strip() for c in lines[0]], [[c.strip() for c in r] for r in lines[2:]]
+    lines = [re.split(r"(?<!\\) \| ", line.strip().strip("|")) for line in block.splitlines()]
+    header, rows = [_cell(c) for c in lines[0]], [[_cell(c) for c in r] for r in lines[2:]]
     return pd.DataFrame(rows, columns=header)
+
+
+def _cell(text: str) -> str:
+    """A Markdown cell as its text: backslash escapes and HTML entities undone."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", text.strip()))
 
 
 def section(markdown: str, number: int) -> str:
@@ -138,7 +144,7 @@ def test_speed_section_shows_each_key_and_what_won(report: Path, smoke_experimen
     assert {"set_to_none", "channels_last", "fused_adamw", "chosen"} <= set(table.columns)
     assert all(re.match(r"\d\.\d\dx", cell) for cell in table["channels_last"])
     for _, row in table.iterrows():  # what won: exactly the knobs marked kept
-        kept = {name for name, cell in row.items() if "**kept**" in str(cell)}
+        kept = {name for name, cell in row.items() if "(kept)" in str(cell)}
         assert set(row["chosen"].split(", ")) == (kept or {"plain"})
 
 

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from tuner.commands import _flags
 from tuner.errors import TunerError
 from tuner.techniques import ladder_knobs
+
+# The run settings ablate takes as flags (over tuner.workloads.ABLATION of the device).
+_RUN_SETTINGS = (
+    "model",
+    "model_kwargs",
+    "data",
+    "img_size",
+    "batch_size",
+    "steps",
+    "epochs",
+    "warmup_steps",
+    "num_workers",
+    "device",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,52 +34,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "step repeated with the same seed (interleaved), and write reports/<name>/ablation.*. "
         "Defaults: a tiny hybrid ViT on digits (CPU) or ViT-B/16 at 224 on synthetic data (GPU).",
     )
-    parser.add_argument("--model", help="timm model name (default: per device)")
-    parser.add_argument("--model-kwargs", type=json.loads, help="JSON dict for timm.create_model")
-    parser.add_argument("--data", help="digits | synthetic | imagefolder:PATH | cifar10:PATH")
-    parser.add_argument("--img-size", type=int)
-    parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--steps", type=int, help="training steps per run (default: per device)")
-    parser.add_argument("--epochs", type=int, help="epochs per run instead of --steps")
-    parser.add_argument("--warmup-steps", type=int, help="steps excluded from throughput")
-    parser.add_argument("--num-workers", type=int)
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per step (default 3)")
+    group = parser.add_argument_group("run settings (default: the ablation workload per device)")
+    for name in _RUN_SETTINGS:
+        _flags.add_config_flag(group, name)
+    _flags.add_config_flag(group, "amp", default="fp16 on CUDA, else bf16; the +amp step's mode")
+    _flags.add(parser, "--repeats", default=3, detail="default: 3")
     parser.add_argument("--groups", default="8,16,32", help="GroupNorm group counts (8,16,32)")
     parser.add_argument(
         "--norm-model",
         help="model for the norm comparison (default: --model; on GPU without --model, "
         "vit_small_r26_s32_224, since ViT-B/16 has no convolutional norm layers)",
     )
-    parser.add_argument("--amp", choices=["bf16", "fp16"], help="default: fp16 on CUDA, else bf16")
-    parser.add_argument(
-        "--skip",
-        default="",
-        help=f"comma list of: {', '.join(k.field for k in ladder_knobs())}, norm",
+    _flags.add(
+        parser, "--skip", detail="of: " + ", ".join((*(k.field for k in ladder_knobs()), "norm"))
     )
-    parser.add_argument("--name", default="ablation", help="report folder name (ablation)")
-    parser.add_argument("--out", default="reports", help="reports root (default: reports)")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON lines")
+    _flags.add(parser, "--name", default="ablation", detail="default: ablation")
+    _flags.add(parser, "--reports-dir")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import json
+
     import torch
 
     from tuner.compare import ablation as ablate
     from tuner.compare import check_repeats
 
     check_repeats(args.repeats)
-    cuda = torch.cuda.is_available() and args.device != "cpu"
-    base = ablate.default_config(cuda=cuda).replace(**_overrides(args))
+    skip = _flags.skip_list(args.skip, valid=ablate.skippable())
+    given = _flags.run_settings(args)
+    cuda = torch.cuda.is_available() and given.get("device", "auto") != "cpu"
+    base = ablate.default_config(cuda=cuda).replace(**_overrides(given))
     arms, left_out = ablate.plan_ablation(
         base,
         cuda=cuda,
-        amp=args.amp or ("fp16" if cuda else "bf16"),
+        amp=given.get("amp") or ("fp16" if cuda else "bf16"),
         groups=_groups(args.groups),
-        skip=[s.strip() for s in args.skip.split(",") if s.strip()],
+        skip=skip,
         norm_model=args.norm_model
-        or (None if args.model else ablate.default_norm_model(cuda=cuda)),
+        or (None if "model" in given else ablate.default_norm_model(cuda=cuda)),
     )
     for line in left_out:
         print(f"left out: {line}", file=sys.stderr)
@@ -75,35 +84,25 @@ def run(args: argparse.Namespace) -> int:
     out = ablate.write_ablation(
         summary,
         runs,
-        out_dir=Path(args.out) / args.name,
+        out_dir=Path(args.reports_dir) / args.name,
         title=f"Technique ablation: {args.name}",
         about=_about(base, runs, args) + [f"left out on this device: {x}" for x in left_out],
     )
-    if args.json:
-        print(summary.to_json(orient="records", lines=True))
-    else:
+    if not args.json:
         print(ablate.terminal_table(summary))
     print(f"report: {out / 'ablation.html'}")
+    if args.json:
+        records = json.loads(summary.to_json(orient="records"))  # NaN -> null
+        _flags.print_json({"report": str(out / "ablation.html"), "summary": records})
     return 0
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    given = {
-        "model": args.model,
-        "model_kwargs": args.model_kwargs,
-        "data": args.data,
-        "img_size": args.img_size,
-        "batch_size": args.batch_size,
-        "steps": args.steps,
-        "epochs": args.epochs,
-        "warmup_steps": args.warmup_steps,
-        "num_workers": args.num_workers,
-        "device": args.device,
-    }
-    changes = {k: v for k, v in given.items() if v is not None}
-    if args.model and args.model_kwargs is None:
+def _overrides(given: dict[str, Any]) -> dict[str, Any]:
+    """The run-setting flags given, over the device's ablation workload."""
+    changes = {k: v for k, v in given.items() if k != "amp"}  # amp is the +amp step's mode
+    if "model" in given and "model_kwargs" not in given:
         changes["model_kwargs"] = {}  # the default model's kwargs do not fit another model
-    if args.epochs is not None and args.steps is None:
+    if given.get("epochs") is not None and "steps" not in given:
         changes["steps"] = None  # an epoch budget replaces the default step budget
     return changes
 

@@ -9,12 +9,19 @@ Writes ``reports/benchmarks/engine_cpu.{json,md}`` (or ``engine_cuda.*`` on a GP
 from __future__ import annotations
 
 import argparse
-import json
+import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+from tuner.commands import _flags
+from tuner.errors import TunerError
 from tuner.techniques import ladder_knobs
 
 _REPEATS = {"ladder": 3, "verify": 6}
+_LADDER = tuple(k.field for k in ladder_knobs())
+_OUT = "reports/benchmarks"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,71 +35,90 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "same workload with the engine and with a minimal independent PyTorch loop instead, "
         "each run a fresh process, interleaved, and print their ratio with its interval.",
     )
-    parser.add_argument("--steps", type=int, help="measured steps per run (20; --verify: 50)")
-    parser.add_argument("--warmup-steps", type=int, help="excluded steps per run (5; --verify: 10)")
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        help=f"interleaved repeats ({_REPEATS['ladder']}; --verify: {_REPEATS['verify']} pairs)",
+    group = parser.add_argument_group("run settings (default: the bench workload per device)")
+    _flags.add_config_flag(group, "steps", default="20; --verify: 50")
+    _flags.add_config_flag(group, "warmup_steps", default="5; --verify: 10")
+    _flags.add_config_flag(
+        group,
+        "amp",
+        default="the +amp step: the registry's first mode here; --verify: bf16 on a GPU, off on "
+        "a CPU",
     )
-    parser.add_argument(
-        "--workload", type=json.loads, default=None, metavar="JSON",
-        help='run settings that replace the default workload, e.g. \'{"batch_size": 128}\'',
-    )  # fmt: skip
-    parser.add_argument(
-        "--skip", nargs="*", default=[], metavar="KNOB",
-        help="ladder knobs to leave out, e.g. compile fused_adamw",
-    )  # fmt: skip
+    _flags.add(group, "--set")
+    repeats = f"default: {_REPEATS['ladder']}; --verify: {_REPEATS['verify']} pairs"
+    _flags.add(parser, "--repeats", detail=repeats)
+    _flags.add(parser, "--skip", detail="of: " + ", ".join(_LADDER))
     parser.add_argument(
         "--verify",
         action="store_true",
         help="fidelity self-check: the engine vs a minimal loop, in fresh processes",
     )
     parser.add_argument(
-        "--amp",
-        choices=["off", "bf16"],
-        help="--verify's precision (default: bf16 on a GPU, off = fp32 on a CPU)",
-    )
-    parser.add_argument(
         "--threads",
         type=int,
-        help="--verify's CPU threads per process (default: torch's choice; 1 resists a busy "
+        metavar="N",
+        help="CPU threads per training process (default: torch's choice; 1 resists a busy "
         "machine's contention)",
     )
-    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks"), help="output dir")
+    _flags.add(parser, "--out", detail="default: reports/benchmarks")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    workload = _flags.parse_sets(args.set) or None
+    skip = tuple(_flags.skip_list(args.skip, valid=_LADDER))
     if args.verify:
-        return _verify(args)
+        return _verify(args, workload)
+    import torch
+
     from tuner.compare.bench import run_benchmark, to_markdown
 
+    if getattr(args, "amp", None) == "off":
+        raise TunerError("--amp off has no +amp step to measure; leave the step out: --skip amp.")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     report = run_benchmark(
-        workload=args.workload,
-        steps=args.steps or 20,
-        warmup_steps=5 if args.warmup_steps is None else args.warmup_steps,
+        workload=workload,
+        steps=getattr(args, "steps", None) or 20,
+        warmup_steps=getattr(args, "warmup_steps", 5),
         repeats=args.repeats or _REPEATS["ladder"],
-        skip=tuple(args.skip),
-        out_dir=args.out,
+        skip=skip,
+        amp=getattr(args, "amp", None),
+        out_dir=Path(args.out or _OUT),
+        log=_log(args),
     )
-    print(to_markdown(report))
+    _print(report, to_markdown, args)
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _verify(args: argparse.Namespace, workload: dict[str, Any] | None) -> int:
     import torch
 
     from tuner.compare.fidelity import run_verify, to_markdown, verify_config
 
-    config = verify_config(cuda=torch.cuda.is_available(), workload=args.workload, amp=args.amp)
+    amp = getattr(args, "amp", None)
+    config = verify_config(cuda=torch.cuda.is_available(), workload=workload, amp=amp)
     report = run_verify(
         config,
-        steps=args.steps or 50,
-        warmup_steps=10 if args.warmup_steps is None else args.warmup_steps,
+        steps=getattr(args, "steps", None) or 50,
+        warmup_steps=getattr(args, "warmup_steps", 10),
         repeats=args.repeats or _REPEATS["verify"],
         threads=args.threads,
-        out_dir=args.out,
+        out_dir=Path(args.out or _OUT),
+        log=_log(args),
     )
-    print(to_markdown(report))
+    _print(report, to_markdown, args)
     return 0
+
+
+def _log(args: argparse.Namespace) -> Callable[[str], Any]:
+    """Progress lines: to stderr under --json, so stdout's last line is the result."""
+    return partial(print, file=sys.stderr) if args.json else print
+
+
+def _print(report: dict[str, Any], to_markdown: Callable[[dict[str, Any]], str], args: Any) -> None:
+    if args.json:
+        _flags.print_json(report)
+    else:
+        print(to_markdown(report))

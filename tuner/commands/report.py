@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tuner.commands import _flags
+
+if TYPE_CHECKING:
+    from tuner.answer import Answer
+    from tuner.experiment import Experiment
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "configs (python -m tuner train --config FILE) into reports/<name>/.",
     )
     parser.add_argument("experiment", help="experiment folder, or its name under --storage")
-    parser.add_argument("--storage", default="experiments", help="where named experiments live")
-    parser.add_argument("--out", help="report folder (default: reports/<experiment name>)")
+    _flags.add(parser, "--storage")
+    _flags.add(parser, "--out", detail="default: reports/<experiment name>")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 
@@ -28,9 +36,39 @@ def run(args: argparse.Namespace) -> int:
 
     path = resolve_experiment(args.experiment, storage=args.storage)
     experiment = load_experiment(path)
-    out = Path(args.out) if args.out else Path("reports") / path.name
-    written = write_report(experiment, decide(experiment), out_dir=out)
+    out = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
+    answer = decide(experiment)
+    written = write_report(experiment, answer, out_dir=out)
     for line in experiment.problem_lines():
         print(line, file=sys.stderr)
     print(written / "report.html")
+    if args.json:
+        _flags.print_json(result_json(experiment, answer, written))
     return 0
+
+
+def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> dict[str, Any]:
+    """A search's result for ``--json`` (``tuner search``, ``tuner report``): its trials
+    counted by kind, the answer's picks with their run configs, where the files are."""
+    from tuner.record import KIND, TRIAL_ID
+
+    counts = experiment.trials[KIND].value_counts() if len(experiment.trials) else {}
+    recommended = answer.recommended
+    return {
+        "experiment": str(experiment.path),
+        "report": None if report is None else str(report / "report.html"),
+        "trials": {str(kind): int(n) for kind, n in dict(counts).items()},
+        "answer": answer.sentence(),
+        "recommended": None if recommended is None else str(recommended[TRIAL_ID]),
+        "picks": {metric: _pick(row, answer) for metric, row in answer.best.items()},
+        "problems": list(experiment.problems),
+    }
+
+
+def _pick(row: Any, answer: Answer) -> dict[str, Any]:
+    from tuner.record import TRIAL_ID
+
+    trial_id = str(row[TRIAL_ID])
+    config = answer.configs.get(trial_id)
+    values = {metric: row.get(metric) for metric in answer.best}  # the objectives
+    return {TRIAL_ID: trial_id, **values, "config": None if config is None else config.to_dict()}

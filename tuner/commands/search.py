@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.commands.train import add_config_flag
+from tuner.commands import _flags
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
 from tuner.record import TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
@@ -72,7 +71,12 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         help="pareto: maximize throughput and accuracy (default)",
     )
     group.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler")
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed (of the sampler, the start-up design and every trial's run; default 0)",
+    )
     group.add_argument(
         "--max-memory",
         type=_memory_size,
@@ -95,14 +99,12 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
-        add_config_flag(group, name)
-    group.add_argument(
+        _flags.add_config_flag(group, name)
+    _flags.add(
+        group,
         "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other TrainConfig field (JSON value), repeatable; a field the space samples "
-        "is fixed to VALUE and leaves the space (every trial runs it; the start line says so)",
+        detail="a field the space samples is fixed to VALUE and leaves the space: every trial "
+        "runs it, the start line says so",
     )
     group.add_argument(
         "--probe-steps",
@@ -160,13 +162,9 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--name", help="experiment name (default: SPACE-DATE-TIME)")
-    group.add_argument(
-        "--storage",
-        default="experiments",
-        help="folder or URI (s3://...) for experiments (default: experiments)",
-    )
-    group.add_argument("--reports-dir", default="reports", help="reports go to DIR/NAME")
+    _flags.add(group, "--name", detail="default: SPACE-DATE-TIME")
+    _flags.add(group, "--storage")
+    _flags.add(group, "--reports-dir")
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
     )
@@ -216,7 +214,8 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         help="also log every trial as a W&B run of this project, offline, into the experiment "
         "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
     )
-    group.add_argument("--verbose", action="store_true", help="show Ray Tune's own progress")
+    _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
+    _flags.add(group, "--json")
 
 
 def _memory_size(text: str) -> int:
@@ -268,15 +267,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
-    for item in args.set:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise TunerError(f"--set {item!r} must look like KEY=VALUE, e.g. --set lr=0.001.")
-        try:
-            overrides[key] = json.loads(text)
-        except json.JSONDecodeError:
-            overrides[key] = text  # a bare string such as --set amp=bf16
-    return overrides
+    return {**overrides, **_flags.parse_sets(args.set)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -295,6 +286,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_report:
         report = _write_report(outcome, Path(args.reports_dir) / outcome.experiment_dir.name)
     _log_to_mlflow(outcome, report)
+    if args.json:
+        from tuner.commands.report import result_json
+
+        _flags.print_json(result_json(outcome.experiment, outcome.answer, report))
     return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tuner.commands import _flags
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -12,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List the built-in search spaces. `tuner search` also takes a path to "
         "your own .py space file (see tuner/spaces.py for what it must define).",
     )
-    parser.add_argument("--verbose", "-v", action="store_true", help="also show workloads")
+    _flags.add(parser, "--verbose", detail="also each space's workloads")
+    _flags.add(parser, "--json")
     parser.set_defaults(run=run)
 
 
@@ -20,6 +23,11 @@ def run(args: argparse.Namespace) -> int:
     from tuner.spaces import list_spaces
 
     spaces = list_spaces()
+    if args.json:
+        _flags.print_json(
+            [{"name": s.name, "summary": s.summary, "workloads": s.workloads} for s in spaces]
+        )
+        return 0
     width = max(len(space.name) for space in spaces)
     for space in spaces:
         print(f"{space.name:<{width}}  {space.summary}")

@@ -12,23 +12,13 @@ import argparse
 import dataclasses
 import json
 import sys
-import types
-import typing
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
-from tuner.config import TrainConfig, config_fields, field_help
+from tuner.commands import _flags
+from tuner.config import TrainConfig
 from tuner.units import format_bytes
 
-__all__ = [
-    "add_config_flag",
-    "add_config_flags",
-    "config_flag",
-    "config_from_args",
-    "register",
-    "run",
-]
-
-_HINTS = typing.get_type_hints(TrainConfig)
+__all__ = ["config_from_args", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,41 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(throughput, data wait, peak memory, val accuracy). Every technique is off by default.",
     )
     parser.add_argument("--config", metavar="FILE", help="JSON run settings; flags override it")
-    parser.add_argument(
-        "--json", action="store_true", help="print the result as one JSON object (last line)"
-    )
-    add_config_flags(parser)
-    parser.set_defaults(run=run)
-
-
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per ``TrainConfig`` field (``--batch-size``); unset flags are left out."""
+    _flags.add(parser, "--json")
     defaults = TrainConfig()
     group = parser.add_argument_group("run settings (defaults: the plain loop on digits)")
     for f in dataclasses.fields(TrainConfig):
         default = getattr(defaults, f.name)
-        shown = json.dumps(dict(default)) if f.name == "model_kwargs" else default
-        add_config_flag(group, f.name, help=f"{field_help(f.name)} (default: {shown})")
-
-
-def add_config_flag(
-    group: argparse._ActionsContainer,
-    name: str,
-    *,
-    help: str | None = None,
-) -> None:
-    """The flag of one ``TrainConfig`` field, spelled and typed from the field, so every
-    command spells a run setting the same way (``img_size`` is ``--img-size``).
-
-    An unset flag is left out of the parsed namespace (``hasattr(args, name)`` is false).
-    """
-    kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(_HINTS[name]))
-    group.add_argument(config_flag(name), help=field_help(name) if help is None else help, **kwargs)
-
-
-def config_flag(name: str) -> str:
-    """The command-line spelling of a ``TrainConfig`` field: ``img_size`` -> ``--img-size``."""
-    return "--" + name.replace("_", "-")
+        shown = json.dumps(dict(default)) if f.name == "model_kwargs" else str(default)
+        _flags.add_config_flag(group, f.name, default=shown)
+    parser.set_defaults(run=run)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -85,8 +48,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     from tuner.config import load_config_file
 
     base = load_config_file(args.config).to_dict() if getattr(args, "config", None) else {}
-    flags = {k: v for k, v in vars(args).items() if k in config_fields()}
-    return TrainConfig.from_params({**base, **flags})
+    return TrainConfig.from_params({**base, **_flags.run_settings(args)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.ok else 1
     _print_summary(result, file=sys.stderr if args.json else sys.stdout)
     if args.json:
-        print(result.to_json(), flush=True)
+        print(result.to_json(), flush=True)  # already JSON text: the last line of stdout
     if not result.ok:
         print(f"error: run {result.status}: {result.error}", file=sys.stderr)
         return 1
@@ -148,38 +110,3 @@ def _accuracy_interval(result: Any) -> str:
         return ""
     low, high = wilson_interval(round(result.val_accuracy * result.val_images), result.val_images)
     return f" [{low:.4f}-{high:.4f}, {result.val_images} images]"
-
-
-def _flag_kwargs(hint: Any) -> dict[str, Any]:
-    args = [a for a in get_args(hint) if a is not type(None)]
-    optional = get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1
-    base = args[0] if optional else hint
-    if get_origin(base) is Literal:
-        return {"choices": list(get_args(base))}
-    if base is bool:
-        return {"action": argparse.BooleanOptionalAction}
-    if get_origin(base) is not None or base is dict:  # Mapping[str, Any]
-        return {"type": _json_object, "metavar": "JSON"}
-    convert = base if base in (int, float, str) else str
-    return {
-        "type": _optional(convert) if optional else convert,
-        "metavar": convert.__name__.upper(),
-    }
-
-
-def _optional(convert: type) -> Any:
-    def parse(text: str) -> Any:
-        return None if text.lower() == "none" else convert(text)
-
-    parse.__name__ = convert.__name__  # argparse names the type in its error messages
-    return parse
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value

@@ -70,7 +70,8 @@ def separated(runs: pd.DataFrame, *, by: str = "candidate") -> bool:
     order = runs[by].drop_duplicates().sort_values(key=lambda c: c.map(speed).fillna(0.0))
     for slow, fast in itertools.pairwise(order):
         a, b = paired(runs, slow, fast, by=by)
-        if paired_ratio(a["images_per_second"].tolist(), b["images_per_second"].tolist()).tie:
+        ratio = paired_ratio(a["images_per_second"].tolist(), b["images_per_second"].tolist())
+        if not ratio.separated:
             return False
     return True
 

@@ -2,7 +2,8 @@
 
 Public surface: :func:`write_report` (called by ``tuner search`` at the end of every search, with
 the experiment and answer it has, and by ``tuner report``). Implementation lives in the private
-modules: ``_write`` (the sections), ``_effects`` (technique tables), ``_importance`` (Optuna),
+modules: ``_write`` (the sections), ``_answer`` (section 1), ``_status`` (how far the
+experiment got), ``_effects`` (technique tables), ``_importance`` (Optuna),
 ``_plots`` (matplotlib), ``_configs`` (the recommended configs in words and as files), and
 ``document`` (the document model and its Markdown/HTML rendering).
 """

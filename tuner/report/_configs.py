@@ -10,9 +10,14 @@ import json
 from pathlib import Path
 
 from tuner.config import TrainConfig
+from tuner.report.document import plural
 from tuner.techniques import KNOBS
 
-__all__ = ["describe", "export_config"]
+__all__ = ["describe", "export_config", "num_classes"]
+
+# The classes of the data sources whose count is fixed (the engine's data registry); the others
+# (an image folder) count their class folders, and a set ``num_classes`` wins for all.
+_FIXED_CLASSES = {"digits": 10, "cifar10": 10, "synthetic": 1000, "synthetic_host": 1000}
 
 
 def export_config(config: TrainConfig, path: Path) -> Path:
@@ -31,7 +36,7 @@ def describe(config: TrainConfig) -> str:
             continue
         if entry.field == "norm":
             if value == "group":
-                parts.append(f"GroupNorm with {config.gn_groups} groups")
+                parts.append(f"GroupNorm with {plural(config.gn_groups, 'group')}")
             elif value == "batch":
                 parts.append("BatchNorm")
             continue
@@ -40,3 +45,16 @@ def describe(config: TrainConfig) -> str:
     if config.amp == "off":
         parts.append("fp32")
     return ", ".join(parts)
+
+
+def num_classes(config: TrainConfig) -> int | None:
+    """How many classes ``config`` trains on (chance accuracy is one over it), when known."""
+    if config.num_classes:
+        return config.num_classes
+    name, _, path = config.data.partition(":")
+    if name in _FIXED_CLASSES:
+        return _FIXED_CLASSES[name]
+    train = Path(path) / "train"
+    if name == "imagefolder" and train.is_dir():
+        return sum(1 for child in train.iterdir() if child.is_dir()) or None
+    return None

@@ -49,6 +49,8 @@ def verdict(row: pd.Series) -> str:
     ratio = as_number(row.get("throughput_ratio_vs_reference"))
     if math.isnan(ratio):
         return "not measured"
+    if math.isnan(as_number(row.get("throughput_ratio_vs_reference_low"))):
+        return "one pair: no interval, no verdict"
     speed = (
         "no measurable effect on speed"
         if row.get("throughput_ratio_vs_reference_tie")
@@ -134,15 +136,19 @@ def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
 
 def not_tried(
     trials: pd.DataFrame, searched: list[str], distributions: dict[str, Any]
-) -> list[str]:
-    """Searched categorical values no finished trial ran (named, never compared)."""
-    missing = []
+) -> dict[str, list[str]]:
+    """Searched categorical values no trial finished ok with, named (never compared): "not
+    tried" when no trial ran them, "tried, errored" when every trial that did failed."""
+    found: dict[str, list[str]] = {"not tried": [], "tried, errored (no trial finished ok)": []}
     done = trials[trials["status"] == "ok"]
     for name, distribution in distributions.items():
         choices = getattr(distribution, "choices", None)
         column = f"param_{name}"
-        if choices is None or column not in done or name not in searched:
+        if choices is None or column not in trials or name not in searched:
             continue
         seen = {str(v) for v in done[column].dropna()}
-        missing += [f"{name}={c}" for c in choices if str(c) not in seen]
-    return missing
+        tried = {str(v) for v in trials[column].dropna()}
+        for choice in (str(c) for c in choices if str(c) not in seen):
+            key = "tried, errored (no trial finished ok)" if choice in tried else "not tried"
+            found[key].append(f"{name}={choice}")
+    return {what: values for what, values in found.items() if values}

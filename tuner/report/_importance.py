@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.experiment import STUDY_FILE
+from tuner.report.document import plural
 
 __all__ = ["MIN_TRIALS", "distributions", "param_importances"]
 
@@ -49,7 +50,7 @@ def _importance(
     ok = trials[(trials["status"] == "ok") & pd.to_numeric(trials[metric], errors="coerce").notna()]
     if len(ok) < MIN_TRIALS:
         return (
-            f"not shown: {len(ok)} finished trial(s), and a ranking from fewer than "
+            f"not shown: {plural(len(ok), 'finished trial')}, and a ranking from fewer than "
             f"{MIN_TRIALS} is noise; run a longer search (--num-samples) to see it"
         )
     study = optuna.create_study(direction="maximize")

@@ -1,12 +1,15 @@
 """The report's PNG plots (matplotlib, Agg backend: no display needed).
 
 Every point a plot states carries its interval where one exists (error bars); memory is in MiB;
-batch-size axes are labelled with the batch sizes themselves.
+batch-size axes are labelled with the batch sizes themselves. Every trial a plot's title and
+legend promise is drawn, each kind marked apart; each plot comes back as an
+:class:`~tuner.report.document.Image` holding the points it drew, for the page to carry.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -17,65 +20,61 @@ import pandas as pd
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from tuner.objectives import Objective
-from tuner.record import KIND
+from tuner.record import KIND, TRIAL_ID
+from tuner.report.document import Image, plural
 from tuner.units import MIB
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
 
 
+# How each kind of trial is drawn: (series name in the legend, marker, colour).
+_KIND_STYLE = {
+    "ok": ("ok", "o", "tab:blue"),
+    "over budget": ("over budget", "x", "tab:orange"),
+    "stopped early": ("stopped early", "s", "tab:purple"),
+    "diverged": ("failed: diverged", "v", "tab:red"),
+    "errored": ("failed: errored", "v", "tab:red"),
+    "incomplete": ("incomplete", "^", "tab:gray"),
+}
+FRONT = "Pareto front"
+
+
 def pareto_plot(
     trials: pd.DataFrame, front: pd.DataFrame, objs: list[Objective], path: Path
-) -> Path:
-    """Objective 1 vs objective 2 with intervals: candidates, front, over budget, failed."""
+) -> Image:
+    """Objective 1 vs objective 2, every trial: ok ones with intervals, every other kind marked
+    apart at what it measured; a value it never measured sits on the grey band at 0."""
     (x, _), (y, _) = objs[0], objs[1]
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
-    kinds = trials[KIND]
-    _errorbars(ax, trials[kinds == "ok"], x, y, fmt="o", color="tab:blue", label="ok")
-    over = trials[kinds.isin(["over budget", "stopped early"])]
-    ax.scatter(
-        _num(over, x),
-        _num(over, y),
-        marker="x",
-        c="tab:orange",
-        label="over budget, or stopped early",
-        zorder=2,
-    )
-    ys = _num(trials, y)
-    floor = np.nanmin(ys) if np.isfinite(ys).any() else 0.0
-    bad = trials[kinds.isin(["errored", "diverged"])]
-    ax.scatter(
-        _num(bad, x),
-        np.where(np.isfinite(_num(bad, y)), _num(bad, y), floor),
-        marker="v",
-        c="tab:red",
-        label="errored, or diverged",
-        zorder=2,
-    )
+    points: list[dict[str, Any]] = []
+    for kind, group in trials.groupby(trials[KIND].astype(str), sort=False):
+        label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
+        xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
+        if kind == "ok":
+            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), fmt=marker,
+                        color=color, label=label, capsize=3, lw=0.8, zorder=2)  # fmt: skip
+        else:
+            ax.scatter(xs, ys, marker=marker, c=color, label=label, zorder=2)
+        points += _points(label, group, xs, ys)
     if not front.empty:
         ordered = front.sort_values(x)
-        ax.plot(_num(ordered, x), _num(ordered, y), "-", c="black", lw=1, zorder=1)
-        ax.scatter(
-            _num(ordered, x),
-            _num(ordered, y),
-            s=130,
-            facecolors="none",
-            edgecolors="black",
-            label="Pareto front",
-            zorder=3,
-        )
+        xs, ys = _num(ordered, x), _num(ordered, y)
+        ax.plot(xs, ys, "-", c="black", lw=1, zorder=1)
+        ax.scatter(xs, ys, s=130, facecolors="none", edgecolors="black", label=FRONT, zorder=3)
+        points += _points(FRONT, ordered, xs, ys)
+    band = ""
+    if not np.isfinite(_num(trials, x)).all():  # the bands of what was not measured
+        ax.axvline(0, color="0.85", lw=6, zorder=0)
+        band = "; not measured: on the grey band at 0"
+    if not np.isfinite(_num(trials, y)).all():
+        ax.axhline(0, color="0.85", lw=6, zorder=0)
+        band = "; not measured: on the grey band at 0"
     ax.set(
         xlabel=f"{x} (median, interval)",
         ylabel=f"{y} (95% interval)",
-        title="Trials: failed ones without a value sit at the bottom",
+        title=f"Every trial ({len(trials)}) by kind{band}",
     )
-    return _save(fig, ax, path)
-
-
-def _errorbars(ax: plt.Axes, frame: pd.DataFrame, x: str, y: str, **style: object) -> None:
-    xs, ys = _num(frame, x), _num(frame, y)
-    xerr = _err(frame, x, xs)
-    yerr = _err(frame, y, ys)
-    ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, capsize=3, lw=0.8, zorder=2, **style)
+    return _save(fig, ax, path, "Pareto front with intervals", points)
 
 
 def _err(frame: pd.DataFrame, column: str, mid: np.ndarray) -> np.ndarray | None:
@@ -86,20 +85,37 @@ def _err(frame: pd.DataFrame, column: str, mid: np.ndarray) -> np.ndarray | None
     return np.vstack([low, high])
 
 
-def importance_plot(importances: dict[str, dict[str, float] | str], path: Path) -> Path | None:
+def _on_band(values: np.ndarray) -> np.ndarray:
+    """A value that was never measured is drawn at 0, on the axis band."""
+    return np.where(np.isfinite(values), values, 0.0)
+
+
+def _points(
+    series: str, frame: pd.DataFrame, xs: np.ndarray, ys: np.ndarray
+) -> list[dict[str, Any]]:
+    ids = frame[TRIAL_ID].astype(str) if TRIAL_ID in frame else [""] * len(frame)
+    return [
+        {"series": series, "x": float(a), "y": float(b), TRIAL_ID: t}
+        for a, b, t in zip(xs, ys, ids, strict=True)
+    ]
+
+
+def importance_plot(importances: dict[str, dict[str, float] | str], path: Path) -> Image | None:
     """One horizontal bar chart per objective that has importances."""
     computed = {m: v for m, v in importances.items() if isinstance(v, dict) and v}
     if not computed:
         return None
     fig, axes = plt.subplots(1, len(computed), figsize=(5.2 * len(computed), 3.6), squeeze=False)
+    points = []
     for ax, (metric, values) in zip(axes[0], computed.items(), strict=True):
         names = list(values)[::-1]
         ax.barh(names, [values[n] for n in names], color="tab:green")
         ax.set(xlabel="importance (fANOVA)", title=metric, xlim=(0, 1))
-    return _save(fig, None, path)
+        points += [{"series": metric, "x": values[n], "y": n, TRIAL_ID: ""} for n in names]
+    return _save(fig, None, path, "parameter importance", points)
 
 
-def effects_plot(summary: pd.DataFrame, path: Path) -> Path | None:
+def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
     """Each arm's images/s as a ratio of the recommended config's, with its interval."""
     rows = summary.dropna(subset=["throughput_ratio_vs_reference"])
     if rows.empty:
@@ -121,46 +137,74 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Path | None:
         title="One change at a time, interleaved, paired",
     )
     ax.grid(alpha=0.3, axis="x")
-    return _save(fig, None, path)
+    points = [
+        {"series": "arms", "x": float(r), "y": str(a), TRIAL_ID: ""}
+        for r, a in zip(ratio, rows["arm"], strict=True)
+    ]
+    return _save(fig, None, path, "technique effects", points)
 
 
-def throughput_plot(trials: pd.DataFrame, path: Path) -> Path | None:
-    """images/s vs batch size, one series (points + median line) per AMP mode that ran."""
-    done = trials[trials["status"] == "ok"]
-    if done.empty or "param_batch_size" not in done:
+def throughput_plot(trials: pd.DataFrame, path: Path) -> Image | None:
+    """images/s vs batch size for every trial that measured it: the ok ones as one series (points
+    + median line) per AMP mode that ran, every other kind marked apart."""
+    if "param_batch_size" not in trials:
+        return None
+    shown = trials[np.isfinite(_num(trials, "images_per_second"))]
+    shown = shown[np.isfinite(_num(shown, "param_batch_size"))]
+    if shown.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    amp = done["effective_amp"] if "effective_amp" in done else pd.Series("off", index=done.index)
-    for mode, group in done.groupby(amp.fillna("off").astype(str)):
+    points: list[dict[str, Any]] = []
+    ok = shown[shown[KIND] == "ok"]
+    amp = ok["effective_amp"] if "effective_amp" in ok else pd.Series("off", index=ok.index)
+    for mode, group in ok.groupby(amp.astype(object).fillna("off").astype(str)):
         batch, ips = _num(group, "param_batch_size"), _num(group, "images_per_second")
-        points = ax.scatter(batch, ips, label=f"amp={mode}", alpha=0.7)
+        drawn = ax.scatter(batch, ips, label=f"ok, amp={mode}", alpha=0.7)
         medians = group.assign(b=batch, v=ips).groupby("b")["v"].median()
-        ax.plot(medians.index, medians.to_numpy(), c=points.get_facecolor()[0])
-    _batch_axis(ax, done)
-    ax.set(ylabel="images/s", title="Throughput vs batch size")
-    return _save(fig, ax, path)
+        ax.plot(medians.index, medians.to_numpy(), c=drawn.get_facecolor()[0])
+        points += _points(f"ok, amp={mode}", group, batch, ips)
+    points += _other_kinds(ax, shown[shown[KIND] != "ok"], "images_per_second", 1.0)
+    _batch_axis(ax, shown)
+    ax.set(ylabel="images/s", title=f"Throughput vs batch size: {plural(len(shown), 'trial')}")
+    return _save(fig, ax, path, "throughput_vs_batch", points)
 
 
-def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Path | None:
-    """Peak memory vs batch size (all trials that measured it) with the budget line."""
+def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Image | None:
+    """Peak memory vs batch size (every trial that measured it, by kind) with the budget line."""
     if "param_batch_size" not in trials:
         return None
     measured = trials[np.isfinite(_num(trials, "peak_memory_bytes"))]
+    measured = measured[np.isfinite(_num(measured, "param_batch_size"))]
     if measured.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    mib = _num(measured, "peak_memory_bytes") / MIB
-    colors = np.where(measured["status"] == "ok", "tab:blue", "tab:red")
-    ax.scatter(_num(measured, "param_batch_size"), mib, c=colors, label="trials (red: failed)")
+    ok = measured[measured[KIND] == "ok"]
+    mib = _num(ok, "peak_memory_bytes") / MIB
+    ax.scatter(_num(ok, "param_batch_size"), mib, c="tab:blue", label="ok")
+    points = _points("ok", ok, _num(ok, "param_batch_size"), mib)
+    points += _other_kinds(ax, measured[measured[KIND] != "ok"], "peak_memory_bytes", MIB)
     if limit:
         ax.axhline(limit / MIB, c="tab:orange", ls="--", label=f"budget {limit / MIB:,.0f} MiB")
     kinds = measured["memory_kind"].dropna().astype(str)
     _batch_axis(ax, measured)
     ax.set(
         ylabel=f"peak memory, MiB ({kinds.iloc[0] if len(kinds) else 'unknown kind'})",
-        title="Memory vs batch size",
+        title=f"Memory vs batch size: {plural(len(measured), 'trial')}",
     )
-    return _save(fig, ax, path)
+    return _save(fig, ax, path, "memory_vs_batch", points)
+
+
+def _other_kinds(
+    ax: plt.Axes, frame: pd.DataFrame, column: str, scale: float
+) -> list[dict[str, Any]]:
+    """Trials that are not ok, one marked series per kind, at the value they measured."""
+    points: list[dict[str, Any]] = []
+    for kind, group in frame.groupby(frame[KIND].astype(str), sort=False):
+        label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
+        xs, ys = _num(group, "param_batch_size"), _num(group, column) / scale
+        ax.scatter(xs, ys, marker=marker, c=color, s=60, label=label, zorder=3)
+        points += _points(label, group, xs, ys)
+    return points
 
 
 def _batch_axis(ax: plt.Axes, frame: pd.DataFrame) -> None:
@@ -177,11 +221,18 @@ def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
 
 
-def _save(fig: plt.Figure, ax: plt.Axes | None, path: Path) -> Path:
+def _save(
+    fig: plt.Figure, ax: plt.Axes | None, path: Path, alt: str, points: list[dict[str, Any]]
+) -> Image:
+    """Write the PNG; the Image carries the points drawn and the series its legend names."""
+    legend: list[str] = []
+    title = " / ".join(a.get_title() for a in fig.axes if a.get_title())
     if ax is not None:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles, labels, fontsize=8)
+        legend = [label for label in labels if not label.startswith("budget")]
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
+    return Image(path, alt, tuple(points), tuple(legend), title)

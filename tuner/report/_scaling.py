@@ -22,7 +22,7 @@ import pandas as pd
 
 from tuner.experiment import Experiment
 from tuner.record import KIND, TRIAL_ID, is_candidate
-from tuner.report.document import Section, Table, estimate_text
+from tuner.report.document import Section, Table, estimate_text, plural
 from tuner.spaces import WORKERS_PARAM
 from tuner.stats import Estimate, median_interval
 from tuner.units import as_number
@@ -48,7 +48,7 @@ def scaling_section(
     smallest = int(by_size["workers"].iloc[0])
     blocks: list[Any] = [
         "Images/s are global (every worker's images over the run's seconds); the efficiency is "
-        f"images/s over N x the per-worker rate at {smallest} worker(s) (1.00 = linear; "
+        f"images/s over N x the per-worker rate at {plural(smallest, 'worker')} (1.00 = linear; "
         "its interval pairs the ends of both intervals). Trials of all configs are pooled per "
         "world size.",
         Table(_throughput_table(by_size), "Images/s by number of workers (median [interval])"),

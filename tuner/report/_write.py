@@ -42,20 +42,23 @@ from tuner.record import (
     is_candidate,
 )
 from tuner.report import _effects, _plots
-from tuner.report._configs import describe, export_config
+from tuner.report._answer import answer_section
 from tuner.report._importance import distributions, param_importances
 from tuner.report._scaling import scaling_section
+from tuner.report._status import EFFECTS as EFFECTS_STEP
+from tuner.report._status import Progress, progress_of, remeasure_failures
 from tuner.report.document import (
     Details,
-    Image,
     Section,
     Table,
     estimate_text,
+    plural,
     render_html,
     render_markdown,
+    user,
 )
 from tuner.techniques import settings_text
-from tuner.units import format_bytes, is_finite, ratio_text
+from tuner.units import MIB, as_number, format_bytes, ratio_text
 
 __all__ = ["write_report"]
 
@@ -85,118 +88,23 @@ def write_report(
     write_trials_csv(experiment.trials, out_dir / "trials.csv")
     experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     effects = _effects.controlled_effects(experiment.effects)
+    progress = progress_of(experiment)
     sections = [
-        _answer(experiment, answer, effects, out_dir),
+        answer_section(experiment, answer, effects, progress, out_dir),
         _front(experiment, answer, out_dir),
-        _techniques(experiment, answer, effects, out_dir),
+        _techniques(experiment, answer, effects, progress, out_dir),
         _speed_choices(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
-        _trials(experiment),
+        _trials(experiment, answer),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
-        _details(experiment),
+        _details(experiment, progress),
     ]
-    title = f"Tuning report: {experiment.name}"
-    (out_dir / "report.md").write_text(render_markdown(title, sections))
-    (out_dir / "report.html").write_text(render_html(title, sections))
+    title = f"Tuning report: {user(experiment.name)}"
+    lead = progress.lead  # unfinished: said before anything else
+    (out_dir / "report.md").write_text(render_markdown(title, sections, lead))
+    (out_dir / "report.html").write_text(render_html(title, sections, lead))
     return out_dir
-
-
-# ---- 1. the answer ---------------------------------------------------------------------------
-
-
-def _answer(experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: Path) -> Section:
-    section = Section("The answer", anchor="answer")
-    if not answer.best:
-        section.blocks += [_no_pick(experiment)]
-        return section
-    by_trial: dict[str, list[str]] = {}
-    for metric, row in answer.best.items():
-        by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
-    files = {}
-    for trial_id, metrics in by_trial.items():
-        row = answer.best[metrics[0]]
-        config = answer.configs[trial_id]
-        for metric in metrics:
-            files[metric] = export_config(config, out / f"recommended_{metric}.json")
-        section.blocks.extend(_pick_text(row, metrics, config, answer))
-    gain = _effects.plain_loop_gain(effects)
-    section.blocks.append(_gain_text(gain, experiment))
-    section.blocks.append(answer.sentence())
-    recommended = answer.recommended
-    chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
-    section.blocks.append(
-        f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
-        f"{_shown_path(files[chosen])}` (the full run config: the fixed workload plus the chosen "
-        "settings, lr already computed)."
-    )
-    return section
-
-
-def _pick_text(row: pd.Series, metrics: list[str], config: Any, answer: Answer) -> list[str]:
-    names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
-    title = (
-        " and ".join(names.get(m, m) for m in metrics)
-        if len(metrics) > 1
-        else names.get(metrics[0], metrics[0])
-    )
-    if len(metrics) == len(answer.best) and len(metrics) > 1:
-        title = "Best on both"
-    source = (
-        "re-measured, median over interleaved repeats"
-        if row.get("throughput_source") == "re-measured"
-        else "as measured in the search"
-    )
-    acc = estimate_text(row, "val_accuracy", ".3f")
-    images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0
-    facts = [
-        f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
-        f"- validation accuracy {acc} (95% interval over {images:,} images)",
-        f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
-        f"({row.get('memory_kind') or 'kind unknown'})",
-    ]
-    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {describe(config)}.", "\n".join(facts)]
-
-
-def _gain_text(gain: dict[str, Any] | None, experiment: Experiment) -> str:
-    if gain is None:
-        if experiment.effects is None:
-            return (
-                "The gain over the plain loop was not measured (the search ran without "
-                "the technique effects step)."
-            )
-        return "The recommended config already is the plain loop (no speed technique on)."
-    interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
-    plain = f"{gain['plain_images_per_second']:,.0f} images/s"
-    if gain["tie"]:
-        return (
-            f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-            f"the recommendation is **not measurably faster**: {interval}."
-        )
-    word = "faster" if gain["ratio"] > 1 else "slower"
-    return (
-        f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-        f"the recommendation is **{interval} {word}** (paired, interleaved)."
-    )
-
-
-def _no_pick(experiment: Experiment) -> str:
-    trials = experiment.trials
-    limit = memory_limit(experiment.metadata)
-    over = int((trials[KIND] == "over budget").sum())
-    errors = int((trials[KIND] == "errored").sum())
-    lines = [
-        f"**No configuration can be recommended**: none of the {len(trials)} trial(s) "
-        "finished ok within the memory budget."
-    ]
-    if over:
-        lines.append(
-            f"{over} trial(s) measured more than the budget of "
-            f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
-        )
-    if errors:
-        lines.append(f"{errors} trial(s) failed with an error: see section 5 for each message.")
-    return " ".join(lines)
 
 
 # ---- 2. the front ----------------------------------------------------------------------------
@@ -213,14 +121,15 @@ def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
             else "the search's own measurements"
         )
         section.blocks.append(
-            f"{len(answer.front)} trial(s) are Pareto-optimal for throughput vs accuracy, judged "
-            f"on {source}. {answer.sentence()}"
+            f"{plural(len(answer.front), 'trial is', 'trials are')} Pareto-optimal for "
+            f"throughput vs accuracy, judged on {source}. {answer.sentence()}"
         )
         section.blocks.append(Table(_front_table(experiment, answer.front), "Pareto front"))
     trials = answer.trials
     if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
-        plot = _plots.pareto_plot(trials, answer.front, answer.objectives, out / "pareto.png")
-        section.blocks.append(Image(plot, "Pareto front with intervals"))
+        section.blocks.append(
+            _plots.pareto_plot(trials, answer.front, answer.objectives, out / "pareto.png")
+        )
     return section
 
 
@@ -245,15 +154,13 @@ def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
 
 
 def _techniques(
-    experiment: Experiment, answer: Answer, effects: pd.DataFrame, out: Path
+    experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
 ) -> Section:
     section = Section("What each technique does for the recommended config", anchor="techniques")
     info = experiment.metadata.get("effects") or {}
     if effects.empty:
-        section.blocks.append(
-            "Not measured: the search ran without the technique effects step "
-            f"({EFFECTS_FILE} is missing)."
-        )
+        why = progress.not_run.get(EFFECTS_STEP, f"not run ({EFFECTS_FILE} has no rows)")
+        section.blocks.append(f"Not measured: the technique effects step was {why}.")
         return section
     section.blocks.append(
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
@@ -268,10 +175,10 @@ def _techniques(
     section.blocks.append(Table(_effects.effects_table(effects), "One change at a time"))
     plot = _plots.effects_plot(effects, out / "effects.png")
     if plot is not None:
-        section.blocks.append(Image(plot, "technique effects"))
+        section.blocks.append(plot)
     left = [*info.get("left_out", []), *info.get("dropped", [])]
     if left:
-        section.blocks.append("\n".join(f"- not compared: {line}" for line in left))
+        section.blocks.append("\n".join(f"- not compared: {user(line)}" for line in left))
     return section
 
 
@@ -308,7 +215,7 @@ def _speed_choices(experiment: Experiment) -> Section:
         "more kept knobs are used together only if their combination, probed too, is at least "
         "as fast as the best one alone. Later trials with the same training config reuse the "
         "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
-        "interval (an interval containing 1x: within noise); **kept** marks what the trials ran "
+        "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
         "with."
     )
     section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
@@ -325,12 +232,14 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
         row: dict[str, Any] = {
             "batch size": fields.get("batch_size"),
             "amp": fields.get("amp"),
-            "norm": f"{norm} ({fields['gn_groups']} groups)" if norm == "group" else norm,
+            "norm": f"{norm} ({plural(int(fields['gn_groups']), 'group')})"
+            if norm == "group"
+            else norm,
             "pinned": ", ".join(f"{k}={v}" for k, v in (fields.get("pinned") or {}).items()),
             "plain images/s": choice.get("plain_images_per_second"),
         }
         for variant in choice.get("variants", []):
-            row[variant["name"]] = _ratio_text(variant) + (" **kept**" if variant["kept"] else "")
+            row[variant["name"]] = _ratio_text(variant) + (" (kept)" if variant["kept"] else "")
         chosen = settings_text(choice.get("settings", {}))
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
         row["probe seconds"] = choice.get("probe_seconds")
@@ -345,7 +254,7 @@ def _ratio_text(variant: Mapping[str, Any]) -> str:
 # ---- 5. trials -------------------------------------------------------------------------------
 
 
-def _trials(experiment: Experiment) -> Section:
+def _trials(experiment: Experiment, answer: Answer) -> Section:
     trials = experiment.trials
     section = Section("Trials", anchor="trials")
     counts = trials[KIND].value_counts()
@@ -361,12 +270,44 @@ def _trials(experiment: Experiment) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
-    missing = _effects.not_tried(trials, experiment.searched_names, distributions(experiment.study))
-    if missing:
-        section.blocks.append(
-            f"Not tried by any finished trial, so not compared: {', '.join(missing)}."
+    unseen = _effects.not_tried(trials, experiment.searched_names, distributions(experiment.study))
+    for what, values in unseen.items():
+        listed = ", ".join(user(v) for v in values)
+        section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
+    section.blocks.append(
+        Details(
+            f"All {plural(len(trials), 'trial')} (click a column header to sort)",
+            [Table(_all_trials(experiment, answer), "All trials", sortable=True)],
         )
+    )
     return section
+
+
+def _all_trials(experiment: Experiment, answer: Answer) -> pd.DataFrame:
+    """One row per trial: what it was, what it searched, how it ran, what it measured; the
+    search's figure and the re-measured one in their own columns (they are two measurements)."""
+    decided = answer.trials.set_index(answer.trials[TRIAL_ID].astype(str))
+    rows = []
+    for _, row in experiment.trials.iterrows():
+        tid = str(row[TRIAL_ID])
+        mine = decided.loc[tid] if tid in decided.index else row
+        remeasured = mine.get("throughput_source") == "re-measured"
+        rows.append(
+            {
+                TRIAL_ID: tid,
+                KIND: row[KIND],
+                **{n: row.get(PARAM_PREFIX + n) for n in experiment.param_names},
+                "speed settings": settings_text(speed_settings_of(row.get(SPEED_SETTINGS))),
+                "images/s in search": as_number(row.get("images_per_second")),
+                "images/s re-measured": as_number(mine["images_per_second"])
+                if remeasured
+                else math.nan,
+                "val accuracy": as_number(row.get("val_accuracy")),
+                "peak memory MiB": as_number(row.get("peak_memory_bytes")) / MIB,
+                "trial seconds": as_number(row.get(TRIAL_TIME_S)),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 # ---- 6. importance, 7. plots -----------------------------------------------------------------
@@ -385,7 +326,7 @@ def _importance(experiment: Experiment, answer: Answer, out: Path) -> Section:
             blocks.append(Table(frame, f"{metric}: fANOVA importance over finished trials"))
     plot = _plots.importance_plot(found, out / "importance.png")
     if plot:
-        blocks.append(Image(plot, "parameter importance"))
+        blocks.append(plot)
     return Section("Parameter importance", blocks, anchor="importance")
 
 
@@ -395,32 +336,35 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
         _plots.throughput_plot(experiment.trials, out / "throughput_vs_batch.png"),
         _plots.memory_plot(experiment.trials, limit, out / "memory_vs_batch.png"),
     ]
-    blocks: list[Any] = [Image(p, p.stem) for p in plots if p is not None]
-    return Section(
-        "Plots", blocks or ["No finished trial with a batch size to plot."], anchor="plots"
-    )
+    blocks: list[Any] = [p for p in plots if p is not None]
+    if blocks:
+        blocks.insert(0, "Throughput here is each trial's figure as measured in the search.")
+    return Section("Plots", blocks or ["No trial with a batch size to plot."], anchor="plots")
 
 
 # ---- 8. details ------------------------------------------------------------------------------
 
 
-def _details(experiment: Experiment) -> Section:
+def _details(experiment: Experiment, progress: Progress) -> Section:
     meta = experiment.metadata
     trials = experiment.trials
+    failures = remeasure_failures(experiment)
     summary = "\n".join(
         [
-            f"- experiment: `{experiment.name}` ({experiment.path})",
-            f"- state: {meta.get('state', 'unknown (no metadata file)')}",
-            f"- space: {meta.get('space', 'unknown')}, sampler {meta.get('sampler', '?')}, "
-            f"seed {meta.get('seed', '?')}",
+            f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
+            f"- state: {progress.state}",
+            *(f"- {step}: {why}" for step, why in progress.not_run.items()),
+            f"- space: {user(meta.get('space', 'unknown'))}, sampler "
+            f"{user(meta.get('sampler', '?'))}, seed {user(meta.get('seed', '?'))}",
             f"- memory limit: {format_bytes(memory_limit(meta)) if memory_limit(meta) else 'none'}",
             f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
             f"- summed trial wall time: {_duration(trials[TRIAL_TIME_S].sum())}",
-            f"- searched parameters: {', '.join(experiment.searched_names) or 'unknown'}",
+            f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} "
-            f"({0 if experiment.remeasure is None else len(experiment.remeasure)} rows)",
+            f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
+            f", {plural(sum(int(f['runs']) for f in failures), 'failed run')})",
             # --warm-start: how many of the study's trials came from which experiment
-            *([f"- {meta['warm_start']['summary']}"] if meta.get("warm_start") else []),
+            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]
     )
     meanings = column_meanings()
@@ -433,7 +377,7 @@ def _details(experiment: Experiment) -> Section:
     column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
     blocks = [summary, metadata, observed, column_list]
     if experiment.problems:  # what could not be read, shown first
-        unread = "\n".join(f"- {problem}" for problem in experiment.problems)
+        unread = "\n".join(f"- {user(problem)}" for problem in experiment.problems)
         blocks.insert(0, f"**Could not read everything** in the experiment folder:\n\n{unread}")
     return Section("Details", blocks, anchor="details")
 
@@ -464,14 +408,6 @@ def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def _shown_path(path: Path) -> Path:
-    """``path`` relative to the working directory when it lies below it."""
-    try:
-        return path.resolve().relative_to(Path.cwd())
-    except ValueError:
-        return path
 
 
 def _duration(seconds: float) -> str:

@@ -1,18 +1,27 @@
 """A small document model rendered two ways, Markdown and one self-contained HTML file, and the
 cell formatting every table of the report and the ablation shares.
 
-The HTML embeds every PNG as base64 and carries its own CSS, so it opens from disk or an
-e-mail attachment with no server and no other file. Wide tables scroll inside their own box;
-:class:`Details` blocks are folded (``<details>``) until opened.
+The HTML embeds every PNG as base64 and carries its own CSS and script, so it opens from disk
+or an e-mail attachment with no server and no other file. Wide tables scroll inside their own
+box; :class:`Details` blocks are folded (``<details>``) until opened; a ``sortable`` table sorts
+by the column whose header is clicked. Each plot carries the points it draws (``data-points``,
+one ``{series, x, y, trial_id}`` per point), its legend and its title, so what it promises can
+be checked.
+
+User text (names, categorical values, data names, error messages) enters a paragraph through
+:func:`user`, and every table cell is user text: both renderings escape it, so ``<script>`` or
+``**`` in a name is shown as written, never run or formatted. Markup (``**bold**``,
+```code```) belongs to the report's own words only, and never in a table cell.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +40,10 @@ __all__ = [
     "estimate_text",
     "fmt",
     "markdown_table",
+    "plural",
     "render_html",
     "render_markdown",
+    "user",
 ]
 
 
@@ -40,12 +51,16 @@ __all__ = [
 class Table:
     frame: pd.DataFrame
     caption: str = ""
+    sortable: bool = False  # HTML: click a header to sort by it
 
 
 @dataclass(frozen=True)
 class Image:
     path: Path
     alt: str
+    points: tuple[dict[str, Any], ...] = ()  # what the plot draws: {series, x, y, trial_id}
+    legend: tuple[str, ...] = ()  # the series its legend names
+    title: str = ""  # the plot's title, which may promise a count
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,41 @@ class Section:
     anchor: str = ""  # the HTML id of the section (tests and links find it by this)
 
 
+# ---- user text and counts -------------------------------------------------------------------
+
+_OPEN, _CLOSE = "\ue000", "\ue001"  # private-use marks around user text inside a paragraph
+_USER = re.compile(f"{_OPEN}(.*?){_CLOSE}", re.S)
+# The characters that act mid-line: always; "_" only at a word's edge (inside a word, as in
+# trial_id, it is no emphasis); a bracket only where it would close a link ("](", "][").
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<=\])[(\[])")
+
+
+def user(value: Any) -> str:
+    """``value`` marked as user text for a paragraph: rendered escaped, never as markup."""
+    return f"{_OPEN}{str(value).replace(_OPEN, '').replace(_CLOSE, '')}{_CLOSE}"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 group``, ``2 groups``, ``0 trials``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def _md_escape(text: str) -> str:
+    """Plain text for Markdown: HTML's three characters as entities, Markdown's with a
+    backslash, line breaks as spaces (a cell or a paragraph stays one)."""
+    text = " ".join(text.splitlines())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _md_text(text: str) -> str:
+    return _USER.sub(lambda m: _md_escape(m.group(1)), text)
+
+
+def _plain(text: str) -> str:
+    return _USER.sub(lambda m: m.group(1), text)
+
+
 # ---- cells -----------------------------------------------------------------------------------
 
 
@@ -79,7 +129,7 @@ def fmt(value: Any) -> str:
         return str(bool(value))
     if isinstance(value, float | np.floating):
         return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return str(value)
+    return _plain(str(value))
 
 
 def estimate_text(row: Mapping[str, Any], column: str, spec: str) -> str:
@@ -119,7 +169,9 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
             return f"{100 * v:+.1f} pts"
 
     text = show(value)
-    if not (math.isnan(low) or math.isnan(high)) and not (low == high == value):
+    if math.isnan(low) or math.isnan(high):
+        return f"{text} (no interval)"  # no verdict without evidence
+    if not low == high == value:
         text += " " + interval_text(low, high, "{:.2f}".format if "ratio" in key else show)
     return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
 
@@ -127,29 +179,29 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
 # ---- rendering -------------------------------------------------------------------------------
 
 
-def render_markdown(title: str, sections: list[Section]) -> str:
-    parts = [f"# {title}\n"]
+def render_markdown(title: str, sections: list[Section], lead: Sequence[Block] = ()) -> str:
+    parts = [f"# {_md_text(title)}\n", *(_md_block(block) for block in lead)]
     for number, section in enumerate(sections, 1):
-        parts.append(f"## {number}. {section.title}\n")
+        parts.append(f"## {number}. {_md_text(section.title)}\n")
         parts.extend(_md_block(block) for block in section.blocks)
     return "\n".join(parts)
 
 
-def render_html(title: str, sections: list[Section]) -> str:
-    body = [f"<h1>{html.escape(title)}</h1>"]
+def render_html(title: str, sections: list[Section], lead: Sequence[Block] = ()) -> str:
+    body = [f"<h1>{_inline(title)}</h1>", *(_html_block(block) for block in lead)]
     for number, section in enumerate(sections, 1):
         anchor = f" id='{html.escape(section.anchor)}'" if section.anchor else ""
-        body.append(f"<section{anchor}><h2>{number}. {html.escape(section.title)}</h2>")
+        body.append(f"<section{anchor}><h2>{number}. {_inline(section.title)}</h2>")
         body.extend(_html_block(block) for block in section.blocks)
         body.append("</section>")
-    return _PAGE.format(title=html.escape(title), body="\n".join(body))
+    return _PAGE.format(title=html.escape(_plain(title)), body="\n".join(body), script=_SORT)
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    header = "| " + " | ".join(_md_escape(str(c)) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(fmt(v).replace("|", "\\|") for v in row) + " |"
+        "| " + " | ".join(_md_escape(fmt(v)) for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *rows])
@@ -158,15 +210,16 @@ def markdown_table(frame: pd.DataFrame) -> str:
 def _md_block(block: Block) -> str:
     if isinstance(block, Details):
         inner = "\n".join(_md_block(b) for b in block.blocks)
-        return f"<details><summary>{block.summary}</summary>\n\n{inner}\n</details>\n"
+        summary = html.escape(_plain(block.summary))
+        return f"<details><summary>{summary}</summary>\n\n{inner}\n</details>\n"
     if isinstance(block, Table):
-        caption = f"*{block.caption}*\n\n" if block.caption else ""
+        caption = f"*{_md_text(block.caption)}*\n\n" if block.caption else ""
         if block.frame.empty:
             return f"{caption}(none)\n"
         return f"{caption}{markdown_table(block.frame)}\n"
     if isinstance(block, Image):
         return f"![{block.alt}]({block.path.name})\n"
-    return f"{block}\n"
+    return f"{_md_text(block)}\n"
 
 
 def _html_block(block: Block) -> str:
@@ -178,21 +231,60 @@ def _html_block(block: Block) -> str:
         if block.frame.empty:
             return f"{caption}<p>(none)</p>"
         cells = block.frame.map(fmt)
-        table = cells.to_html(index=False, escape=True, border=0)
+        classes = ["sortable"] if block.sortable else None
+        table = cells.to_html(index=False, escape=True, border=0, classes=classes)
         return f"{caption}<div class='scroll'>{table}</div>"
     if isinstance(block, Image):
         data = base64.b64encode(block.path.read_bytes()).decode("ascii")
-        return f"<img alt='{html.escape(block.alt)}' src='data:image/png;base64,{data}'>"
+        points = html.escape(json.dumps(list(block.points), default=_json_number), quote=True)
+        legend = html.escape(json.dumps(list(block.legend)), quote=True)
+        return (
+            f"<img alt='{html.escape(block.alt, quote=True)}' data-points='{points}' "
+            f"data-legend='{legend}' data-title='{html.escape(block.title, quote=True)}' "
+            f"src='data:image/png;base64,{data}'>"
+        )
     lines = block.splitlines()
     if lines and all(line.startswith("- ") for line in lines):
         return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>"
     return f"<p>{_inline(block)}</p>"
 
 
+def _json_number(value: Any) -> Any:
+    return None if value is pd.NA else float(value)
+
+
 def _inline(text: str) -> str:
-    escaped = html.escape(text)
+    """The report's own markup (bold, code) as HTML; user text escaped and left unformatted."""
+    held: list[str] = []
+
+    def hold(match: re.Match[str]) -> str:
+        held.append(html.escape(match.group(1)))
+        return f"{_OPEN}{len(held) - 1}{_CLOSE}"
+
+    escaped = html.escape(_USER.sub(hold, text))
     escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
+    escaped = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(f"{_OPEN}(\\d+){_CLOSE}", lambda m: held[int(m.group(1))], escaped)
+
+
+# Sort a table.sortable by the clicked header: numbers as numbers (commas ignored), else text.
+_SORT = """
+document.querySelectorAll('table.sortable th').forEach((th, col) => {
+  th.style.cursor = 'pointer';
+  th.addEventListener('click', () => {
+    const body = th.closest('table').tBodies[0];
+    const up = th.dataset.order !== 'up';
+    th.dataset.order = up ? 'up' : 'down';
+    const key = r => r.cells[col].textContent.trim();
+    const num = t => (t === '' || isNaN(t.replace(/,/g, ''))) ? null : +t.replace(/,/g, '');
+    [...body.rows].sort((a, b) => {
+      const [x, y] = [key(a), key(b)], [nx, ny] = [num(x), num(y)];
+      const c = nx !== null && ny !== null ? nx - ny : x.localeCompare(y);
+      return up ? c : -c;
+    }).forEach(r => body.appendChild(r));
+  });
+});
+"""
 
 
 _PAGE = """<!DOCTYPE html>
@@ -213,5 +305,6 @@ summary {{ cursor: pointer; color: #245; }}
 </style></head>
 <body>
 {body}
+<script>{script}</script>
 </body></html>
 """

@@ -1,0 +1,196 @@
+"""The flags that more than one command takes, each defined once, so one name means one thing.
+
+- run settings: one flag per :class:`~tuner.config.TrainConfig` field, spelled, typed and
+  explained from the field (``img_size`` is ``--img-size``; its help is the field's metadata)
+- ``--set KEY=VALUE``: any other run setting over the command's workload (JSON value)
+- ``--out DIR``: the folder the command writes its files into
+- ``--reports-dir DIR``: the reports root; the command writes ``DIR/NAME``
+- ``--name NAME``: the name of what the run makes (its folder under --storage, --reports-dir)
+- ``--storage DIR``: where experiments live
+- ``--json``: the result as one JSON document, the last line of stdout
+- ``--skip A,B``: ladder steps to leave out, checked against the technique registry
+- ``--repeats N``: interleaved repeats of each measured arm
+- ``--verbose``: say more
+
+Nothing here imports torch, pandas or Ray: ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, get_args, get_origin
+
+from tuner.config import TrainConfig, config_fields, field_help
+from tuner.errors import TunerError
+
+__all__ = [
+    "add",
+    "add_config_flag",
+    "config_flag",
+    "parse_sets",
+    "print_json",
+    "run_settings",
+    "skip_list",
+]
+
+_HINTS = typing.get_type_hints(TrainConfig)
+DEFAULT_STORAGE = "experiments"
+DEFAULT_REPORTS_DIR = "reports"
+
+
+# The shared flags: one spelling, one meaning each. A command adds one with :func:`add`, giving
+# only what differs by command (its default, what it covers) as the help's parenthesis.
+_SHARED: dict[str, dict[str, Any]] = {
+    "--set": {
+        "action": "append",
+        "default": [],
+        "metavar": "KEY=VALUE",
+        "help": "any other TrainConfig field (JSON value), repeatable",
+    },
+    "--out": {"metavar": "DIR", "help": "the folder this command writes its files into"},
+    "--reports-dir": {
+        "metavar": "DIR",
+        "default": DEFAULT_REPORTS_DIR,
+        "help": f"the reports root: the report goes to DIR/NAME (default: {DEFAULT_REPORTS_DIR})",
+    },
+    "--name": {"help": "the run's name: the name of its folders (under --storage, --reports-dir)"},
+    "--storage": {
+        "metavar": "DIR",
+        "default": DEFAULT_STORAGE,
+        "help": f"folder or URI (s3://...) where experiments live (default: {DEFAULT_STORAGE})",
+    },
+    "--json": {
+        "action": "store_true",
+        "help": "print the result as one JSON document, the last line of stdout",
+    },
+    "--skip": {"default": "", "metavar": "A,B", "help": "comma list of ladder steps to leave out"},
+    "--repeats": {"type": int, "metavar": "N", "help": "interleaved repeats of each measured arm"},
+    "--verbose": {"action": "store_true", "help": "say more"},
+}
+
+
+def add(
+    parser: argparse._ActionsContainer, flag: str, *, detail: str | None = None, **spec: Any
+) -> None:
+    """Add the shared ``flag``; ``detail`` (this command's default, what it covers) goes in
+    parentheses after the shared meaning, ``spec`` (a default value) over the shared one."""
+    spec = {**_SHARED[flag], **spec}
+    spec["help"] = _with_default(spec["help"], detail, prefix="")
+    parser.add_argument(*((flag, "-v") if flag == "--verbose" else (flag,)), **spec)
+
+
+def _with_default(meaning: str, default: str | None, *, prefix: str = "default: ") -> str:
+    return meaning if default is None else f"{meaning} ({prefix}{default})"
+
+
+def add_config_flag(
+    group: argparse._ActionsContainer, name: str, *, default: str | None = None
+) -> None:
+    """The flag of one ``TrainConfig`` field, spelled, typed and explained from the field.
+
+    An unset flag is left out of the parsed namespace (``hasattr(args, name)`` is false), so a
+    command's own workload keeps its values. ``default`` is the text that says what applies
+    when the flag is not given.
+    """
+    kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(_HINTS[name]))
+    group.add_argument(config_flag(name), help=_with_default(field_help(name), default), **kwargs)
+
+
+def config_flag(name: str) -> str:
+    """The command-line spelling of a ``TrainConfig`` field: ``img_size`` -> ``--img-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The run-setting flags that were given: ``TrainConfig`` field -> value."""
+    return {k: v for k, v in vars(args).items() if k in config_fields()}
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as settings; a value that is not JSON is a string (amp=bf16).
+
+    Raises:
+        TunerError: an item that is not KEY=VALUE.
+    """
+    settings: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise TunerError(f"--set {item!r} must look like KEY=VALUE, e.g. --set lr=0.001.")
+        try:
+            settings[key] = json.loads(text)
+        except json.JSONDecodeError:
+            settings[key] = text
+    return settings
+
+
+def print_json(value: Any) -> None:
+    """The ``--json`` result: one line, the last of stdout (NaN and infinities as null)."""
+    print(json.dumps(_jsonable(value), default=str, allow_nan=False), flush=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if type(value).__name__ == "NAType":  # pandas' missing value
+        return None
+    if hasattr(value, "item") and not isinstance(value, str | bytes):  # a numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
+    """The ``--skip`` list, every entry checked against ``valid``.
+
+    Raises:
+        TunerError: an unknown entry (named, with the valid ones).
+    """
+    entries = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in entries if s not in valid]
+    if unknown:
+        raise TunerError(f"--skip {', '.join(unknown)} unknown; choose from {', '.join(valid)}.")
+    return entries
+
+
+def _flag_kwargs(hint: Any) -> dict[str, Any]:
+    args = [a for a in get_args(hint) if a is not type(None)]
+    optional = get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1
+    base = args[0] if optional else hint
+    if get_origin(base) is Literal:
+        return {"choices": list(get_args(base))}
+    if base is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if get_origin(base) is not None or base is dict:  # Mapping[str, Any]
+        return {"type": _json_object, "metavar": "JSON"}
+    convert = base if base in (int, float, str) else str
+    return {
+        "type": _optional(convert) if optional else convert,
+        "metavar": convert.__name__.upper(),
+    }
+
+
+def _optional(convert: type) -> Any:
+    def parse(text: str) -> Any:
+        return None if text.lower() == "none" else convert(text)
+
+    parse.__name__ = convert.__name__  # argparse names the type in its error messages
+    return parse
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value

@@ -1,0 +1,205 @@
+"""Section 1 of the report, the answer: its first line is the pick and why; then each pick's
+figures (a chance-level pick flagged), the re-measurements that failed, the gain over the plain
+loop, whether the picks differ beyond noise, and the command to train the pick."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.answer import Answer
+from tuner.experiment import Experiment, memory_limit
+from tuner.record import ERROR, KIND, TRIAL_ID
+from tuner.report import _effects
+from tuner.report._configs import describe, export_config, num_classes
+from tuner.report._status import EFFECTS as EFFECTS_STEP
+from tuner.report._status import Progress, remeasure_failures
+from tuner.report.document import Section, estimate_text, plural, user
+from tuner.units import as_number, format_bytes, is_finite, ratio_text
+
+__all__ = ["answer_section"]
+
+
+def answer_section(
+    experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
+) -> Section:
+    section = Section("The answer", anchor="answer")
+    if not answer.best:
+        section.blocks += [_no_pick(experiment)]
+        return section
+    recommended = answer.recommended
+    config = answer.configs[str(recommended[TRIAL_ID])]
+    section.blocks.append(_pick_line(recommended, config, answer))
+    chance = _chance_warning(recommended, config)
+    if chance:
+        section.blocks.append(chance)
+    failed = {f[TRIAL_ID] for f in remeasure_failures(experiment)}
+    by_trial: dict[str, list[str]] = {}
+    for metric, row in answer.best.items():
+        by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
+    files = {}
+    for trial_id, metrics in by_trial.items():
+        row = answer.best[metrics[0]]
+        config = answer.configs[trial_id]
+        for metric in metrics:
+            files[metric] = export_config(config, out / f"recommended_{metric}.json")
+        section.blocks.extend(_pick_text(row, metrics, config, answer, failed))
+    failures = _failures_text(experiment)
+    if failures:
+        section.blocks.append(failures)
+    gain = _effects.plain_loop_gain(effects)
+    section.blocks.append(_gain_text(gain, progress))
+    section.blocks.append(answer.sentence())
+    chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
+    section.blocks.append(
+        f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
+        f"{_shown_path(files[chosen])}` (the full run config: the fixed workload plus the chosen "
+        "settings, lr already computed)."
+    )
+    return section
+
+
+def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
+    """The first line of the answer: the pick, and why it is the pick."""
+    p = answer.picks
+    trial = f"**Recommended: trial `{row[TRIAL_ID]}`**"
+    if p is None:
+        why = "the best on both throughput and accuracy"
+    elif str(row[TRIAL_ID]) == p.slower:
+        why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise"
+    elif not p.throughput.has_interval:
+        why = (
+            f"the fastest as measured in the search; `{p.slower}` is more accurate, and the two "
+            "were not re-measured side by side, so there is no verdict on speed"
+        )
+    elif p.accuracy.tie:
+        speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
+        why = (
+            f"the fastest beyond noise ({speed}), and as accurate as the most accurate "
+            f"(`{p.slower}`) within noise"
+        )
+    else:
+        why = (
+            f"the fastest beyond noise; `{p.slower}` is "
+            f"{100 * abs(p.accuracy.value):.1f} accuracy points more accurate (the trade-off "
+            "is below)"
+        )
+    return f"{trial}, {why}: {describe(config)}."
+
+
+def _chance_warning(row: pd.Series, config: Any) -> str:
+    """A flag when the pick's accuracy is no better than guessing among the classes."""
+    classes = num_classes(config)
+    accuracy = as_number(row.get("val_accuracy"))
+    if not classes or math.isnan(accuracy):
+        return ""
+    chance = 1 / classes
+    low = as_number(row.get("val_accuracy_low"))
+    at_chance = low <= chance if not math.isnan(low) else accuracy <= 1.1 * chance
+    if not at_chance:
+        return ""
+    return (
+        f"**Warning: accuracy at chance level.** The pick's validation accuracy "
+        f"{accuracy:.3f} is no better than guessing among {plural(classes, 'class', 'classes')} "
+        f"(1/{classes} = {chance:.3f}): it learned nothing measurable in its budget, so its "
+        "speed is all it shows. Train longer (--set steps=...) or check the lr before using it."
+    )
+
+
+def _failures_text(experiment: Experiment) -> str:
+    """The re-measurements that failed, counted and named."""
+    failures = remeasure_failures(experiment)
+    if not failures:
+        return ""
+    runs = sum(int(f["runs"]) for f in failures)
+    trials = {f[TRIAL_ID] for f in failures}
+    lines = [
+        f"**{plural(runs, 're-measurement run')} failed** "
+        f"({plural(len(trials), 'trial')}): a trial none of whose re-measurements finished "
+        "keeps its figure as measured in the search."
+    ]
+    lines += [
+        f"- trial `{f[TRIAL_ID]}`, {plural(int(f['runs']), 'run')}: {user(f[ERROR])}"
+        for f in failures
+    ]
+    return "\n\n".join([lines[0], "\n".join(lines[1:])])
+
+
+def _pick_text(
+    row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
+) -> list[str]:
+    names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
+    title = (
+        " and ".join(names.get(m, m) for m in metrics)
+        if len(metrics) > 1
+        else names.get(metrics[0], metrics[0])
+    )
+    if len(metrics) == len(answer.best) and len(metrics) > 1:
+        title = "Best on both"
+    source = (
+        "re-measured, median over interleaved repeats"
+        if row.get("throughput_source") == "re-measured"
+        else "as measured in the search"
+        + (": its re-measurement failed, see below" if str(row[TRIAL_ID]) in failed else "")
+    )
+    acc = estimate_text(row, "val_accuracy", ".3f")
+    images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0
+    facts = [
+        f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
+        f"- validation accuracy {acc} (95% interval over {images:,} images)",
+        f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
+        f"({row.get('memory_kind') or 'kind unknown'})",
+    ]
+    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {describe(config)}.", "\n".join(facts)]
+
+
+def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
+    if gain is None:
+        why = progress.not_run.get(EFFECTS_STEP)
+        if why:
+            return f"The gain over the plain loop was not measured: the technique effects {why}."
+        return "The recommended config already is the plain loop (no speed technique on)."
+    interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
+    plain = f"{gain['plain_images_per_second']:,.0f} images/s"
+    if gain["tie"]:
+        return (
+            f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
+            f"the recommendation is **not measurably faster**: {interval}."
+        )
+    word = "faster" if gain["ratio"] > 1 else "slower"
+    return (
+        f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
+        f"the recommendation is **{interval} {word}** (paired, interleaved)."
+    )
+
+
+def _no_pick(experiment: Experiment) -> str:
+    trials = experiment.trials
+    limit = memory_limit(experiment.metadata)
+    over = int((trials[KIND] == "over budget").sum())
+    errors = int((trials[KIND] == "errored").sum())
+    lines = [
+        f"**No configuration can be recommended**: none of the {plural(len(trials), 'trial')} "
+        "finished ok within the memory budget."
+    ]
+    if over:
+        lines.append(
+            f"{plural(over, 'trial')} measured more than the budget of "
+            f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
+        )
+    if errors:
+        lines.append(
+            f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
+        )
+    return " ".join(lines)
+
+
+def _shown_path(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
