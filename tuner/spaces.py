@@ -81,9 +81,18 @@ class SearchSpace:
             )
         return kind
 
-    def sample(self, trial: Any, *, cuda: bool) -> dict[str, Any]:
-        """Call the define-by-run function and check that it returned a dict of settings."""
-        params = self.define(trial, cuda=cuda)
+    def sample(
+        self, trial: Any, *, cuda: bool, fixed: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Call the define-by-run function and check that it returned a dict of settings.
+
+        ``fixed`` (the user's ``--set``) pins parameters: the space's ``suggest_*`` of such a
+        name returns the fixed value (Optuna gets no distribution for it: the parameter leaves
+        the space), and a returned setting of that name is the fixed value too (an ``lr`` the
+        space derives from a sampled ``base_lr``).
+        """
+        fixed = dict(fixed or {})
+        params = self.define(_Pinned(trial, fixed) if fixed else trial, cuda=cuda)
         if not isinstance(params, dict):
             raise TunerError(
                 f"Space {self.name}: space() returned {type(params).__name__}; "
@@ -99,7 +108,27 @@ class SearchSpace:
             check_settings(params)
         except TunerError as exc:
             raise TunerError(f"Space {self.name}: {exc}") from None
-        return params
+        return {**params, **{k: v for k, v in fixed.items() if k in params}}
+
+
+class _Pinned:
+    """An Optuna trial whose ``suggest_*`` return the fixed value for a pinned name."""
+
+    def __init__(self, trial: Any, fixed: Mapping[str, Any]) -> None:
+        self._trial = trial
+        self._fixed = fixed
+
+    def __getattr__(self, attr: str) -> Any:
+        found = getattr(self._trial, attr)
+        if not attr.startswith("suggest_"):
+            return found
+
+        def suggest(name: str, *args: Any, **kwargs: Any) -> Any:
+            if name in self._fixed:
+                return self._fixed[name]
+            return found(name, *args, **kwargs)
+
+        return suggest
 
 
 def train_config_of(
@@ -147,9 +176,10 @@ class SpaceSampler:
 
     ref: str  # SearchSpace.ref
     cuda: bool
+    fixed: Mapping[str, Any] | None = None  # the user's --set: pinned, out of the space
 
     def __call__(self, trial: Any) -> dict[str, Any]:
-        return get_space(self.ref).sample(trial, cuda=self.cuda)
+        return get_space(self.ref).sample(trial, cuda=self.cuda, fixed=self.fixed)
 
 
 def list_spaces() -> list[SearchSpace]:

@@ -68,6 +68,12 @@ def test_bad_folder_is_one_clear_error(tmp_path: Path, name: str) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_a_file_is_not_an_experiment_folder(tmp_path: Path) -> None:
+    (tmp_path / "report.md").write_text("# not an experiment")
+    with pytest.raises(TunerError, match="is a file, not an experiment folder"):
+        resolve_experiment(tmp_path / "report.md")
+
+
 def test_corrupt_metadata_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "tuner_experiment.json").write_text("{not json")
     with pytest.raises(TunerError, match="not valid JSON"):
@@ -141,6 +147,28 @@ def test_a_damaged_last_line_keeps_the_trial_with_its_final_values_and_a_warning
     where = f"{file.parent.name}/result.json line {len(lines)} is damaged"
     assert any(p.startswith(where) for p in experiment.problems)
     assert any(f"trial {best}: its final report is damaged" in p for p in experiment.problems)
+    assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
+
+
+@pytest.mark.parametrize("damage", ["empty", "unreadable"])
+def test_an_empty_or_unreadable_result_file_falls_back_to_the_study_with_a_warning(
+    smoke_experiment: Path, tmp_path: Path, damage: str
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    best = _front(copy)[0]
+    file, lines = _result_lines(copy, best)
+    if damage == "empty":
+        file.write_text("")
+    else:
+        file.unlink()
+        file.mkdir()  # reading it fails with an OSError, as an unreadable file does for root
+
+    experiment = load_experiment(copy)
+    row = experiment.trials.set_index("trial_id").loc[best]
+    final = json.loads(lines[-1])
+    assert row["kind"] == "ok" and row["feasible"]  # still a finished trial, not dropped
+    assert row["images_per_second"] == pytest.approx(final["images_per_second"])
+    assert any(f"trial {best}: its " in p and "study.db" in p for p in experiment.problems)
     assert _front(copy) == _front(smoke_experiment)  # the recommendation did not change
 
 

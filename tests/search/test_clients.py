@@ -34,7 +34,7 @@ NAME = "clients"
 MAX_FAILURES = 1  # Ray retries the errored trial once: the retry must raise at once
 EXPECTED = {"ok": "ok", "weak": "stopped early", "over": "over budget", "blowup": "diverged",
             "bad": "errored"}  # fmt: skip
-_LINE = re.compile(rf"^\[\s*\d+/\S+\s+\d+s\] ({'|'.join(KINDS)})\s+(\w+)  ")
+_LINE = re.compile(rf"^\[\s*\d+/\S+\s+\d+s(?:, eta \w+)?\] ({'|'.join(KINDS)})\s+(\w+)  ")
 
 
 @pytest.fixture(scope="module")

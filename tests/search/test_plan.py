@@ -67,3 +67,17 @@ def test_the_profile_shows_categoricals_conditionals_and_search_only_names() -> 
     assert profile.categoricals["amp"] == ["off", "bf16"]
     assert profile.conditional == {"gn_groups"}
     assert {"norm", "batch_size", "lr", "amp"} <= profile.returned
+
+
+def test_set_on_a_sampled_parameter_pins_it_out_of_the_space() -> None:
+    plan = _plan([8.0], 0.0, overrides={"batch_size": 24, "lr": 0.002, "norm": "group"})
+    profile = check_space(VIT, plan)
+    assert profile.pinned == ["batch_size", "lr", "norm"]
+    assert "batch_size" not in profile.categoricals and "norm" not in profile.categoricals
+    assert profile.values["batch_size"] == [24] and profile.values["lr"] == [0.002]
+    assert profile.values["norm"] == ["group"]  # and its conditional gn_groups still sampled
+    assert len(profile.values["gn_groups"]) > 1
+
+
+def test_set_of_a_field_the_space_does_not_sample_pins_nothing() -> None:
+    assert check_space(VIT, _plan([8.0], 0.0, overrides={"label_smoothing": 0.1})).pinned == []

@@ -89,3 +89,55 @@ def test_the_cli_fails_in_the_driver_with_one_line_and_no_trial(
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr[-2000:]
     assert not list(tmp_path.glob("bad/*/params.json"))  # no trial started
+
+
+_BAD_SPACE = """
+WORKLOADS = {"cpu": {"model": "resnet18", "data": "digits", "img_size": 16, "steps": 2}}
+
+
+def space(trial, *, cuda):
+    return {"batch_size": trial.suggest_categorical("batch_size", [8, 0])}
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "batch_size=0"], "batch_size=0 must be a positive integer"),
+        (["--set", "lr=-1"], "must be positive"),
+        (["--data", "imagefolder:/nonexistent"], "has no train/ folder"),
+        (["--model", "vit_nope"], "is not a timm model"),
+        (["bad_space.py"], "batch_size=0 must be a positive integer"),
+    ],
+)
+def test_usage_errors_end_before_ray_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    flags: list[str], message: str,
+) -> None:  # fmt: skip
+    from tuner.cli import main
+    from tuner.search import cluster
+
+    def no_ray(**_: object) -> None:
+        raise AssertionError("Ray was started before the usage error was found")
+
+    monkeypatch.setattr(cluster, "connect", no_ray)
+    (tmp_path / "bad_space.py").write_text(_BAD_SPACE)
+    space = str(tmp_path / flags[0]) if flags[0].endswith(".py") else "vit_space"
+    flags = flags[1:] if flags[0].endswith(".py") else flags
+    storage = tmp_path / "experiments"
+    argv = ["search", space, *flags, "--storage", str(storage), "--no-report"]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not storage.exists()  # no experiment folder either (nor its lock)
+
+
+def test_an_odd_space_file_name_is_no_fault_of_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.cli import main
+
+    odd = tmp_path / "my space (v2)!.py"
+    odd.write_text(_BAD_SPACE)
+    assert main(["search", str(odd), "--storage", str(tmp_path / "exp"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "batch_size=0" in err and "--name" not in err  # the space's fault, named as such

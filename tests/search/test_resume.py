@@ -71,7 +71,7 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
         assert driver.stdout is not None
         for line in driver.stdout:
             match = PROGRESS_LINE.match(line)
-            if match and match["event"] != "start":
+            if match and match["event"] not in ("start", "running"):
                 finished.append(match["trial_id"])
                 driver.send_signal(signal.SIGINT)  # Ctrl-C, as a user would
                 break

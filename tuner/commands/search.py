@@ -100,7 +100,12 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
         _flags.add_config_flag(group, name)
-    _flags.add(group, "--set")
+    _flags.add(
+        group,
+        "--set",
+        detail="a field the space samples is fixed to VALUE and leaves the space: every trial "
+        "runs it, the start line says so",
+    )
     group.add_argument(
         "--probe-steps",
         type=int,
@@ -267,9 +272,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
+    options = options_from_args(args)  # a bad option fails before Ray's modules load
     from tuner.search.run import run_search
 
-    options = options_from_args(args)
     if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
         from tuner.search.mlflow_logger import check_tracking_uri
 

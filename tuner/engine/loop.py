@@ -122,6 +122,7 @@ def _execute(
         parts = build_parts(config, device, memory)
         if resume_state is not None:
             state = load_state(parts, resume_state)
+        state.run_started = started  # intermediate results' wall_time_s too
         _train_loop(parts, state, hooks, bar)
     except TunerError:
         raise
@@ -345,8 +346,8 @@ def _result(
     world = parts.world if parts is not None else World.current()
     fields: dict[str, Any] = dict(status=status, error=error, world_size=world.size)
     fields.update(environment(device), **memory.read(world))
-    if started is not None:
-        fields["wall_time_s"] = time.perf_counter() - started
+    since = state.run_started if started is None else started
+    fields["wall_time_s"] = time.perf_counter() - since
     if parts is None:
         return RunResult(**fields)
     cfg, curve = parts.config, list(state.loss_curve)

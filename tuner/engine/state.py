@@ -61,6 +61,7 @@ class RunState:
     val_images: int = 0
     time_to_target_s: float | None = None
     _lap_start: float = field(default_factory=time.perf_counter)
+    run_started: float = field(default_factory=time.perf_counter)  # wall_time_s counts from it
 
     def start_clock(self) -> None:
         self._lap_start = time.perf_counter()

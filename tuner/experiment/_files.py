@@ -14,7 +14,8 @@
 - :data:`METADATA_FILE`: what was run (space, workload, objectives, budgets, hardware, state);
 - :data:`REMEASURE_FILE`: the top candidates re-measured after the search, one row per repeat;
 - :data:`EFFECTS_FILE`: the controlled technique effects around the recommended config;
-- :data:`PROBE_CACHE_FILE`: the speed settings probed per training config (reused by trials).
+- :data:`PROBE_CACHE_FILE`: the speed settings probed per training config (reused by trials);
+- :data:`LOCK_FILE`: who drives the experiment now (:mod:`tuner.experiment.lock`; never uploaded).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tuner.record import TRIAL_ID
 __all__ = [
     "EFFECTS_FILE",
     "ERROR_FILE",
+    "LOCK_FILE",
     "METADATA_FILE",
     "PARAMS_FILE",
     "PROBE_CACHE_FILE",
@@ -42,6 +44,7 @@ STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
+LOCK_FILE = "driver.lock"
 
 # Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
 RAY_STATE_GLOB = "experiment_state-*.json"

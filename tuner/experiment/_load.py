@@ -101,6 +101,11 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
                     "trial folders); give the folder that `tuner search --name` created."
                 )
             return path.resolve()
+        if path.is_file():
+            raise TunerError(
+                f"{path} is a file, not an experiment folder; give the folder that "
+                "`tuner search --name` created (or its name under --storage)."
+            )
     tried = " nor ".join(dict.fromkeys(str(path) for path in candidates))
     raise TunerError(
         f"No experiment {str(name_or_path)!r}: {tried} does not exist; "
@@ -217,11 +222,14 @@ def _reconcile(
     if final_lost and told and told.get(record.FINAL):
         measured = {k: v for k, v in told.items() if k != STUDY_TRIAL_ID_ATTR}
         result.update({k: math.nan if v is None else v for k, v in measured.items()})
+        lost = f"{RESULT_FILE} is empty or unreadable"
+        what = "final report is damaged" if results.reports else lost
         problems.append(
-            f"trial {trial_id}: its final report is damaged; its final status and "
+            f"trial {trial_id}: its {what}; its final status and "
             f"measurements are taken from {STUDY_FILE}."
         )
-    elif final_lost:  # nothing else holds its final values: it keeps its last valid report
+    elif final_lost and results.reports:  # nothing else holds its final values: it keeps its
+        # last valid report
         result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
         return result, True
     elif told and result:

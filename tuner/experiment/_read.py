@@ -116,12 +116,16 @@ class Results:
 def read_results(trial_dir: Path, problems: list[str]) -> Results:
     """The valid JSON lines of result.json; each damaged line is skipped and listed."""
     file = trial_dir / RESULT_FILE
-    if not file.is_file():
+    if not file.exists():  # not written yet (a trial that never started)
         return Results({}, {}, 0, lost_tail=False)
     first: dict[str, Any] = {}
     last: dict[str, Any] = {}
     reports, lost_tail = 0, False
-    text = file.read_text(errors="replace")
+    try:
+        text = file.read_text(errors="replace")
+    except OSError as exc:  # unreadable (permissions, I/O): as if every line were damaged
+        problems.append(f"{trial_dir.name}/{RESULT_FILE} cannot be read ({exc.strerror}).")
+        return Results({}, {}, 0, lost_tail=True)
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -139,7 +143,8 @@ def read_results(trial_dir: Path, problems: list[str]) -> Results:
             continue
         last, reports, lost_tail = row, reports + 1, False
         first = first or row
-    return Results(last, first, reports, lost_tail)
+    # An empty file (truncated, a full disk) lost whatever it held: the study may still have it.
+    return Results(last, first, reports, lost_tail or not reports)
 
 
 def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:

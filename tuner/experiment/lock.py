@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
+from tuner.experiment._files import LOCK_FILE
 
-__all__ = ["LOCK_FILE", "ExperimentLocked", "driver_lock", "holder"]
-
-LOCK_FILE = "driver.lock"
+__all__ = ["LOCK_FILE", "ExperimentLocked", "driver_lock", "holder", "refuse_if_held"]
 
 
 class ExperimentLocked(TunerError):
@@ -80,6 +79,16 @@ def holder(folder: Path) -> dict[str, Any] | None:
         return None  # nobody holds it: what the file says is a dead driver's
     finally:
         os.close(fd)
+
+
+def refuse_if_held(folder: Path) -> None:
+    """Refuse early, before any other check, when a live driver holds ``folder``.
+
+    Raises:
+        ExperimentLocked: a live process holds it; the message names it and what to do.
+    """
+    if holder(folder) is not None:
+        raise ExperimentLocked(_refusal(folder))
 
 
 def _write_holder(fd: int, command: str) -> None:

@@ -30,6 +30,7 @@ class SearchPlan:
     workers_per_trial: int = 1  # a trial's world size, unless the space's ``workers`` says
     max_workers: int = 1  # the largest world size a trial may take: > 1 is data-parallel
     spread_workers: bool = False
+    fixed: dict[str, Any] = field(default_factory=dict)  # the user's --set (pinned if sampled)
 
     @property
     def gpus_shared(self) -> bool:
@@ -74,10 +75,38 @@ def make_plan(
         raise TunerError(
             f"--cpus-per-trial {cpus:g} is more than any node has ({max(node_cpus):g}); lower it."
         )
-    cuda = gpus > 0
+    return draft_plan(
+        options,
+        space,
+        cuda=gpus > 0,
+        concurrency=concurrency,
+        cpus=cpus,
+        gpus=gpus,
+        max_workers=max_workers,
+    )
+
+
+def draft_plan(
+    options: SearchOptions,
+    space: SearchSpace,
+    *,
+    cuda: bool,
+    concurrency: int = 1,
+    cpus: float = 1.0,
+    gpus: float | None = None,
+    max_workers: int | None = None,
+) -> SearchPlan:
+    """The plan's deterministic part (workload, budget) for a kind of device, with the
+    resources given (before Ray: placeholders, enough for the checks that need no cluster).
+
+    Raises:
+        TunerError: a workload override that is invalid, a workload the space lacks.
+    """
     kind = space.workload(options.workload, cuda=cuda)
     workload = {**space.workloads[kind], **options.overrides}
     train_config_of({}, workload=workload)  # a bad override fails here, in one line
+    if max_workers is None:
+        max_workers = max(options.workers_per_trial, _space_max_workers(space, cuda=cuda))
     return SearchPlan(
         workload_kind=kind,
         workload=workload,
@@ -85,10 +114,11 @@ def make_plan(
         num_samples=_num_samples(options, space, kind),
         concurrency=concurrency,
         cpus_per_trial=cpus,
-        gpus_per_trial=gpus,
+        gpus_per_trial=(1.0 if cuda else 0.0) if gpus is None else gpus,
         workers_per_trial=options.workers_per_trial,
         max_workers=max_workers,
         spread_workers=options.spread_workers,
+        fixed=dict(options.overrides),
     )
 
 
@@ -106,6 +136,7 @@ class SpaceProfile:
             ``batch_size``, ...), for checks that must hold for all of them.
         distributions: every parameter's Optuna distribution (what a warm-started trial must
             fit).
+        pinned: the ``--set`` names the space samples or returns: fixed, out of the space.
     """
 
     search_only: list[str]
@@ -114,6 +145,7 @@ class SpaceProfile:
     returned: set[str]
     values: dict[str, list[Any]] = field(default_factory=dict)
     distributions: dict[str, optuna.distributions.BaseDistribution] = field(default_factory=dict)
+    pinned: list[str] = field(default_factory=list)
 
 
 def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> SpaceProfile:
@@ -135,7 +167,7 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     for _ in range(samples):
         trial = study.ask()
-        params = space.sample(trial, cuda=plan.cuda)
+        params = space.sample(trial, cuda=plan.cuda, fixed=plan.fixed)
         train_config_of(params, workload=plan.workload)
         returned |= set(params)
         for name, value in params.items():
@@ -150,9 +182,21 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
                 categoricals.setdefault(name, list(distribution.choices))
     everywhere = set.intersection(*seen) if seen else set()
     conditional = set().union(*seen) - everywhere if seen else set()
+    pinned = _pinned(space, plan, study) if plan.fixed else []
     return SpaceProfile(
-        list(search_only), categoricals, conditional, returned, values, distributions
+        list(search_only), categoricals, conditional, returned, values, distributions, pinned
     )
+
+
+def _pinned(
+    space: SearchSpace, plan: SearchPlan, study: optuna.Study, samples: int = 16
+) -> list[str]:
+    """The ``--set`` names the space would sample or return: those the pins took out of it."""
+    names: set[str] = set()
+    for _ in range(samples):
+        trial = study.ask()
+        names |= set(space.sample(trial, cuda=plan.cuda)) | set(trial.params)
+    return sorted(name for name in plan.fixed if name in names)
 
 
 def _hashable(value: Any) -> bool:

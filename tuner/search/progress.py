@@ -1,4 +1,9 @@
-"""Console progress: one line per started and finished trial instead of Ray's wide tables."""
+"""Console progress for the whole search: trials done/total with an ETA, the running trials'
+step and images/s as they report, a heartbeat in long trials, and the waits after the trials.
+
+Plain lines (``[  done/total  elapsed, eta ...] <event> <trial_id>  ...``) go to logs and CI;
+on a terminal the running trials' state is one live line, rewritten in place, below them.
+"""
 
 from __future__ import annotations
 
@@ -12,43 +17,76 @@ from ray.tune import Callback
 from tuner import record
 from tuner.units import format_bytes
 
-__all__ = ["ProgressPrinter", "describe_params"]
+__all__ = ["HEARTBEAT_S", "ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 
+HEARTBEAT_S = 30.0  # a plain line about the running trials when nothing was printed for this long
+_LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 _SKIP = {"model", "model_kwargs", "data", "img_size", "epochs", "steps", "time_budget_s",
          "eval_every_steps", "warmup_steps", "max_eval_batches", "seed", "device"}  # fmt: skip
 _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
+_ENDED = ("TERMINATED", "ERROR")
 
 
 class ProgressPrinter(Callback):
-    """Prints ``[done/total] kind trial  img/s  acc  peak`` as trials finish, the kind in the
-    record's words (:func:`tuner.record.classify`)."""
+    """Prints ``[done/total elapsed, eta] kind trial  img/s  acc  peak`` as trials finish, the
+    kind in the record's words (:func:`tuner.record.classify`). ``done`` counts the trials a
+    resumed search had finished before too; the ETA is from the trials finished in this run."""
 
     def __init__(self, *, total: int | None, stream: TextIO | None = None) -> None:
         self.total = total
         self.stream = stream  # None: sys.stdout at print time (Ray pickles this callback)
-        self.done = 0
-        self.start = time.monotonic()
-        self.started: set[str] = set()  # a trial Ray retries is not started again
+        self.setup()
 
     def setup(self, **info: Any) -> None:
         """Each run (also a resumed one, which unpickles this callback) counts from now."""
-        self.done = 0
         self.start = time.monotonic()
-        self.started = set()
+        self.last_line = self.start
+        self.last_live = 0.0
+        self.started: set[str] = set()  # a trial Ray retries is not started again
+        self.ended: set[str] = set()  # ended in this run
+        self.ended_before: set[str] = set()  # ended before this run (a resumed search)
+        self.running: dict[str, dict[str, Any]] = {}  # trial id -> its latest report
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._count_before(trials)
+        self.running.setdefault(trial.trial_id, {})
         if trial.trial_id not in self.started:
             self.started.add(trial.trial_id)
             self._print(f"start  {trial.trial_id}  {describe_params(trial.config)}")
 
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        self.running[trial.trial_id] = dict(result)
+        self._live()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self.running:
+            return
+        if time.monotonic() - self.last_line >= HEARTBEAT_S and not _is_terminal(self._out):
+            self._print(f"running {self._running_text()}")
+        self._live()
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._finished(trial, crashed=False)
+        self._finished(trials, trial, crashed=False)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._finished(trial, crashed=True)
+        self._finished(trials, trial, crashed=True)
 
-    def _finished(self, trial: Any, *, crashed: bool) -> None:
-        self.done += 1
+    @property
+    def done(self) -> int:
+        return len(self.ended | self.ended_before)
+
+    def _count_before(self, trials: list) -> None:
+        """Trials that had ended before this run (restored as ended) count as done."""
+        if not self.ended and not self.ended_before:
+            self.ended_before = {t.trial_id for t in trials if str(t.status) in _ENDED}
+
+    def _finished(self, trials: list, trial: Any, *, crashed: bool) -> None:
+        self._count_before(trials)
+        self.ended_before.discard(trial.trial_id)
+        self.ended.add(trial.trial_id)
+        self.running.pop(trial.trial_id, None)
         result = trial.last_result or {}
         kind = record.classify(result, ended=True, crashed=crashed)
         line = (
@@ -62,11 +100,73 @@ class ProgressPrinter(Callback):
             line += f"  ({str(reason)[:90]})"
         self._print(line)
 
-    def _print(self, text: str) -> None:
+    def _eta(self, elapsed: float) -> str:
+        left = None if self.total is None else self.total - self.done
+        if not self.ended or left is None or left <= 0:
+            return ""
+        return f", eta {duration_text(elapsed / len(self.ended) * left)}"
+
+    def _running_text(self) -> str:
+        parts = []
+        for trial_id, result in self.running.items():
+            step = result.get(record.STEP)
+            speed = _num(result.get("images_per_second"), ".1f")
+            parts.append(f"{trial_id} step {step if step is not None else '-'} {speed} img/s")
+        return "; ".join(parts)
+
+    def _live(self) -> None:
+        """On a terminal: the running trials on one line, rewritten in place."""
+        now = time.monotonic()
+        if not _is_terminal(self._out) or now - self.last_live < _LIVE_S or not self.running:
+            return
+        self.last_live = now
+        text = f"{self._prefix(now - self.start)} running {self._running_text()}"
+        self._out.write("\r\033[K" + text[:200])
+        self._out.flush()
+
+    def _prefix(self, elapsed: float) -> str:
         total = "?" if self.total is None else str(self.total)
-        elapsed = time.monotonic() - self.start
-        line = f"[{self.done:>3}/{total} {elapsed:6.0f}s] {text}"
-        print(line, file=self.stream or sys.stdout, flush=True)
+        return f"[{self.done:>3}/{total} {elapsed:6.0f}s{self._eta(elapsed)}]"
+
+    def _print(self, text: str) -> None:
+        now = time.monotonic()
+        self.last_line = now
+        clear = "\r\033[K" if _is_terminal(self._out) else ""
+        print(f"{clear}{self._prefix(now - self.start)} {text}", file=self._out, flush=True)
+
+    @property
+    def _out(self) -> TextIO:
+        return self.stream or sys.stdout
+
+
+def wait_with_heartbeat(
+    ref: Any, *, what: str, expected_s: float | None, every_s: float = HEARTBEAT_S
+) -> Any:
+    """``ray.get(ref)``, with a line every ``every_s`` saying how long ``what`` has run and,
+    from ``expected_s``, about how long it has left."""
+    import ray
+
+    start = time.monotonic()
+    while True:
+        ready, _ = ray.wait([ref], timeout=every_s)
+        if ready:
+            return ray.get(ref)
+        elapsed = time.monotonic() - start
+        left = ""
+        if expected_s:
+            left = f", about {duration_text(max(expected_s - elapsed, 0.0))} left"
+            left = left if elapsed < expected_s else ", taking longer than estimated"
+        print(f"  ... {what}: {duration_text(elapsed)}{left}", flush=True)
+
+
+def duration_text(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``1h12m``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def describe_params(config: dict[str, Any]) -> str:
@@ -78,6 +178,11 @@ def describe_params(config: dict[str, Any]) -> str:
         shown = f"{value:.2e}" if isinstance(value, float) else str(value)
         parts.append(f"{key}={shown}")
     return " ".join(parts)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _num(value: Any, spec: str) -> str:

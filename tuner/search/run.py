@@ -1,21 +1,26 @@
 """``run_search``: a Ray Tune ``Tuner`` over the trainable, driven by Optuna, then re-measured.
 
-Flow: connect to Ray -> plan resources and workload -> check the space -> Tuner (new or
-restored) with ``ConstrainedOptunaSearch`` (SQLite study in the experiment folder) ->
-reconcile the study with Ray's trials -> load the experiment -> re-measure the top candidates
-(and load it again) -> decide once -> the technique effects around the pick -> metadata ->
-summary. The folder is read at most twice and the metadata written twice (at the start and at
-the end; once more when the fit is interrupted). :class:`SearchOutcome` hands the
-:class:`~tuner.experiment.Experiment` and the :class:`~tuner.answer.Answer` on: the report is
-the caller's next step (``tuner search`` writes it from them); this package never imports it.
+Flow: the checks that need no Ray (options, space, workload: a usage error fails in seconds)
+-> the experiment's driver lock (one driver per folder, held to the end) -> connect to Ray ->
+plan resources -> Tuner (new or restored, :mod:`tuner.search.tune_setup`) with
+``ConstrainedOptunaSearch`` (SQLite study in the experiment folder) -> reconcile the study with
+Ray's trials -> load the experiment -> re-measure the top candidates (and load it again) ->
+decide once -> the technique effects around the pick -> metadata -> summary. The folder is read
+at most twice and the metadata written twice (at the start and at the end; once more when the
+fit is interrupted). Ctrl-C in any phase ends in the summary so far and the command that
+continues it. :class:`SearchOutcome` hands the :class:`~tuner.experiment.Experiment` and the
+:class:`~tuner.answer.Answer` on: the report is the caller's next step (``tuner search`` writes
+it from them); this package never imports it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
+import logging
 import os
+import re
+import shlex
 import signal
 import sys
 import threading
@@ -26,52 +31,35 @@ from typing import Any, NoReturn
 import optuna
 import ray
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
-from ray.tune.search import ConcurrencyLimiter
 
-from tuner.answer import Answer, candidates, decide
+from tuner.answer import Answer, decide
 from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError
 from tuner.experiment import (
-    EFFECTS_FILE,
     METADATA_FILE,
     PROBE_CACHE_FILE,
-    REMEASURE_FILE,
     STUDY_TRIAL_ID_ATTR,
     Experiment,
     load_experiment,
     update_metadata,
     write_metadata,
 )
-from tuner.objectives import (
-    objective_directions,
-    objective_metrics,
-    objectives_of,
-    rank_candidates,
-)
-from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT, TRIAL_ID
-from tuner.search import cluster, data_parallel
-from tuner.search.after_search import measure_effects, remeasure, write_remeasure_csv
+from tuner.experiment.lock import driver_lock, refuse_if_held
+from tuner.objectives import objective_directions, objective_metrics
+from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT
+from tuner.search import cluster, tune_setup
+from tuner.search.after_search import effects_around, remeasure_candidates
 from tuner.search.design import startup_design
 from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
-from tuner.search.loggers import logger_callbacks
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile, check_space, make_plan
+from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan, make_plan
 from tuner.search.preflight import check_workload
 from tuner.search.probe_cache import machine_cache_line, start_cache
-from tuner.search.progress import ProgressPrinter
-from tuner.search.samplers import make_sampler
-from tuner.search.scheduler import ParetoASHA
-from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.summary import print_summary
-from tuner.search.tracking import trial_dirname
-from tuner.search.trainable import TrialContext, run_trial
 from tuner.search.warm_start import warm_start
-from tuner.spaces import SearchSpace, SpaceSampler, get_space
+from tuner.spaces import SearchSpace, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
-
-REMEASURE_STEPS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,29 +92,81 @@ def run_search(options: SearchOptions) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
 
     Raises:
-        TunerError: a bad space, option, workload override or cluster address.
+        TunerError: a bad space, option, workload override or cluster address; another live
+            driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
-    name = options.name or f"{Path(options.space).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = options.name or _default_name(options.space)
     paths = ExperimentPaths.of(options.storage, name)
+    refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:
         options = options_to_resume(
             paths, resume=True, address=options.address, verbose=options.verbose
         )
-    elif (paths.local / METADATA_FILE).exists():
-        raise TunerError(
-            f"Experiment {name!r} already exists in {paths.local.parent}; continue it with "
-            "--resume or pick another --name."
-        )
+    else:
+        _refuse_existing(paths)
     space = get_space(options.space)
     options = dataclasses.replace(options, name=name, space=space.ref)
-    _quiet_ray(verbose=options.verbose)
-    info = cluster.connect(address=options.address)
-    try:
-        plan = make_plan(options, space, node_cpus=_node_cpus(), total_gpus=info.total_gpus)
-        return _search(options, space, plan, paths, info)
-    finally:
-        if info.is_local:
-            cluster.shutdown()
+    checked = None if options.resume else _check_before_ray(options, space)
+    with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
+        if not options.resume:
+            _refuse_existing(paths)  # another driver finished one of this name meanwhile
+        _quiet_ray(verbose=options.verbose)
+        info = cluster.connect(address=options.address)
+        try:
+            plan = make_plan(options, space, node_cpus=_node_cpus(), total_gpus=info.total_gpus)
+            profile = _profile(space, plan, checked)
+            return _search(options, space, plan, paths, info, profile)
+        finally:
+            if info.is_local:
+                cluster.shutdown()
+
+
+def _default_name(space: str) -> str:
+    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
+    fault of a --name the user did not give)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _refuse_existing(paths: ExperimentPaths) -> None:
+    if (paths.local / METADATA_FILE).exists():
+        raise TunerError(
+            f"Experiment {paths.name!r} already exists in {paths.local.parent}; continue it "
+            "with --resume or pick another --name."
+        )
+
+
+def _check_before_ray(options: SearchOptions, space: SearchSpace) -> tuple[bool, SpaceProfile]:
+    """Every check of a new search that needs no cluster (the space builds, the data and the
+    model exist, each batch size fits), for the device the trials will most likely get: a
+    usage error ends in seconds, before Ray starts."""
+    cuda = _expect_cuda(options)
+    draft = draft_plan(options, space, cuda=cuda)
+    profile = check_space(space, draft)
+    check_workload(draft, profile)  # a bad workload fails here, once, in one line
+    return cuda, profile
+
+
+def _expect_cuda(options: SearchOptions) -> bool:
+    if options.gpus_per_trial is not None:
+        return options.gpus_per_trial > 0
+    import torch
+
+    return torch.cuda.is_available()  # a remote cluster may differ: checked again after
+
+
+def _profile(
+    space: SearchSpace, plan: SearchPlan, checked: tuple[bool, SpaceProfile] | None
+) -> SpaceProfile | None:
+    """The space's profile for the planned device (None on resume: the metadata has it)."""
+    if checked is None:
+        return None
+    cuda, profile = checked
+    if cuda == plan.cuda:
+        return profile
+    profile = check_space(space, plan)  # the cluster's device differs from the driver's guess
+    check_workload(plan, profile)
+    return profile
 
 
 def _search(
@@ -135,14 +175,13 @@ def _search(
     plan: SearchPlan,
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
+    profile: SpaceProfile | None,
 ) -> SearchOutcome:
     started = time.time()
     design: list[dict[str, Any]] = []
-    if options.resume:
+    if profile is None:
         metadata = update_metadata(paths.local, state="running", resumed_at=now())
     else:
-        profile = check_space(space, plan)
-        check_workload(plan, profile)  # a bad workload fails here, once, in one line
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
         design, warm = warm_start(
@@ -154,7 +193,7 @@ def _search(
         }
         write_metadata(paths.local, metadata)
     search_only = tuple(metadata.get("search_only_params", ()))
-    _print_start(options, plan, paths)
+    _print_start(options, plan, paths, profile)
     if metadata.get("warm_start"):
         print(metadata["warm_start"]["summary"], flush=True)
     try:
@@ -169,20 +208,48 @@ def _search(
         raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
-    state = "finished" if finished else "interrupted"
     orphans = _reconcile_study(paths, records) if finished else []
-    experiment = load_experiment(paths.local)
     alone = finished and plan.max_workers == 1  # both measure one process alone
-    if alone and _remeasure(options, plan, paths, experiment, search_only):
-        experiment = load_experiment(paths.local)  # with the re-measurements
-    answer = decide(experiment)
-    effects = _effects(options, plan, paths, experiment, answer, search_only) if alone else {}
-    end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **effects}
+    experiment, answer, after = _after_trials(options, plan, paths, search_only, alone)
+    ended = finished and not after.get("interrupted_during")
+    state = "finished" if ended else "interrupted"
+    end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **after}
     experiment = experiment.with_effects(update_metadata(paths.local, **end))
     paths.upload()
     resumed = _resumed(experiment, started, orphans) if options.resume else None
     print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
     return SearchOutcome(paths.local, state, records, experiment, answer)
+
+
+def _after_trials(
+    options: SearchOptions,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    search_only: tuple[str, ...],
+    alone: bool,
+) -> tuple[Experiment, Answer, dict[str, Any]]:
+    """Re-measurement and the technique effects (when the trials finished, each run alone in
+    one process; a data-parallel search skips both), the answer, and
+    what the metadata records of them; Ctrl-C here keeps what was done and says which step
+    it stopped."""
+    experiment = load_experiment(paths.local)
+    answer: Answer | None = None
+    after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
+    step = "re-measurement"
+    try:
+        if alone:
+            failures, wrote = remeasure_candidates(options, plan, paths, experiment, search_only)
+            after["remeasure_failures"] = failures
+            if wrote:
+                experiment = load_experiment(paths.local)  # with the re-measurements
+        answer = decide(experiment)
+        step = "technique effects"
+        if alone:
+            after.update(effects_around(options, plan, paths, experiment, answer, search_only))
+    except KeyboardInterrupt:
+        print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
+        after["interrupted_during"] = step
+    return experiment, decide(experiment) if answer is None else answer, after
 
 
 def _mark_interrupted(paths: ExperimentPaths) -> None:
@@ -209,20 +276,20 @@ def _fit(
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
     cache = start_cache(
         paths.local / PROBE_CACHE_FILE,
-        _cache_namespace(paths),
+        tune_setup.cache_namespace(paths),
         machine_dir=cache_dir(),
         fresh=options.fresh_probes,
         experiment=paths.name,
     )
-    trainable = _trainable(options, plan, paths, search_only)
+    trainable = tune_setup.trainable(options, plan, paths, search_only)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
     else:
         tuner = tune.Tuner(
             trainable,
             param_space={**plan.workload, "seed": options.seed},
-            tune_config=_tune_config(options, space, plan, paths, design),
-            run_config=_run_config(options, plan, paths),
+            tune_config=tune_setup.tune_config(options, space, plan, paths, design),
+            run_config=tune_setup.run_config(options, plan, paths),
         )
     started = time.perf_counter()
     results = tuner.fit()
@@ -273,110 +340,6 @@ def _tune_was_interrupted() -> bool:
     return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
 
 
-def _cache_namespace(paths: ExperimentPaths) -> str:
-    return f"tuner-{paths.name}"
-
-
-def _trainable(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
-) -> Any:
-    context = TrialContext(
-        max_memory_bytes=options.max_memory_bytes,
-        probe_steps=options.probe_steps,
-        threads=plan.torch_threads,
-        device=plan.trial_device,
-        search_only=search_only,
-        speed_repeats=options.speed_repeats,
-        cache_namespace=_cache_namespace(paths),
-    )
-    if plan.max_workers > 1:
-        return data_parallel.trainable(context, plan, max_failures=options.max_failures)
-    resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
-    return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
-
-
-def _tune_config(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    design: list[dict[str, Any]],
-) -> tune.TuneConfig:
-    budget = plan.num_samples if plan.num_samples > 0 else None
-    searcher = ConstrainedOptunaSearch(
-        study_attrs=_study_attrs(options, space, plan),
-        space=SpaceSampler(space.ref, plan.cuda),
-        points_to_evaluate=design or None,
-        metric=objective_metrics(options.objective),
-        mode=objective_directions(options.objective),
-        sampler=make_sampler(
-            options.sampler,
-            seed=options.seed,
-            budget=budget,
-            concurrency=plan.concurrency,
-            grid=space.grid,
-        ),
-        study_name=paths.name,
-        storage=optuna.storages.RDBStorage(paths.study_url),
-    )
-    return tune.TuneConfig(
-        search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
-        scheduler=_scheduler(options, plan),
-        num_samples=plan.num_samples,
-        time_budget_s=options.time_budget_s,
-        # One worker process serves trial after trial: no process start and imports between
-        # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
-        # CPU memory is counted, not sampled from the process (tuner.engine.meters).
-        reuse_actors=plan.max_workers == 1,  # a stopped data-parallel driver must end
-        trial_dirname_creator=trial_dirname,
-    )
-
-
-def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
-    """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
-    ASHA for a single objective; every trial to its end with --no-early-stopping."""
-    if not options.early_stopping:
-        return FIFOScheduler()
-    metrics = objective_metrics(options.objective)
-    if options.multi_objective:
-        return ParetoASHA(
-            metrics=metrics,
-            directions=objective_directions(options.objective),
-            max_reports=_evaluations(plan.workload),
-        )
-    return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
-
-
-def _evaluations(workload: dict[str, Any]) -> int | None:
-    """How many evaluations a full trial makes, when the workload fixes it (a step budget)."""
-    steps, every = workload.get("steps"), workload.get("eval_every_steps")
-    if workload.get("epochs") or not steps or not every:
-        return None
-    return math.ceil(steps / every)
-
-
-def _run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> Any:
-    total = plan.num_samples if plan.num_samples > 0 else None
-    return tune.RunConfig(
-        name=paths.name,
-        storage_path=paths.storage,
-        failure_config=tune.FailureConfig(max_failures=options.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[
-            ProgressPrinter(total=total),
-            *logger_callbacks(
-                mlflow_uri=options.mlflow,
-                wandb_project=options.wandb,
-                experiment=paths.name,
-                space=options.space,
-                experiment_dir=paths.local,
-            ),
-            *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
-        ],
-        verbose=1 if options.verbose else 0,
-    )
-
-
 def _record(trial: Any) -> TrialRecord:
     return TrialRecord(
         trial_id=trial.trial_id,
@@ -401,90 +364,6 @@ def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list
     return closed
 
 
-def _remeasure(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    experiment: Experiment,
-    search_only: tuple[str, ...],
-) -> bool:
-    """Re-measure the top candidates; whether it wrote re-measurements."""
-    objs = objectives_of(options.objective)
-    top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
-    if top.empty:
-        return False
-    print(
-        f"Re-measuring throughput of the top {len(top)} candidate(s) alone, interleaved, "
-        f"{options.remeasure_repeats} to {options.remeasure_max_repeats} repeats ...",
-        flush=True,
-    )
-    configs = [(tid, experiment.configs[tid]) for tid in top[TRIAL_ID]]
-    rows = remeasure(
-        configs,
-        steps=max(REMEASURE_STEPS, options.probe_steps),
-        min_repeats=options.remeasure_repeats,
-        max_repeats=options.remeasure_max_repeats,
-        num_cpus=plan.cpus_per_trial,
-        threads=plan.torch_threads,
-        num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,  # a whole GPU: no sharing here
-        device=plan.trial_device,
-        search_only=search_only,
-    )
-    write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
-    return True
-
-
-def _effects(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    experiment: Experiment,
-    answer: Answer,
-    search_only: tuple[str, ...],
-) -> dict[str, Any]:
-    """The technique effects around the recommended config, as the metadata records them."""
-    pick = answer.recommended
-    if options.effects_repeats < 1 or pick is None:
-        return {}
-    trial_id = str(pick[TRIAL_ID])
-    print(
-        f"Measuring each technique's effect around the recommended config {trial_id}, "
-        f"{options.effects_repeats} interleaved repeats ...",
-        flush=True,
-    )
-    info = measure_effects(
-        experiment.configs[trial_id],
-        steps=max(REMEASURE_STEPS, options.probe_steps),
-        repeats=options.effects_repeats,
-        num_cpus=plan.cpus_per_trial,
-        num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,
-        threads=plan.torch_threads,
-        device=plan.trial_device,
-        search_only=search_only,
-        out=paths.local / EFFECTS_FILE,
-    )
-    return {"effects": {TRIAL_ID: trial_id, **info}}
-
-
-def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -> dict[str, Any]:
-    """What optuna-dashboard shows about the study: the question and the machine."""
-    env = environment()
-    return {
-        "space": space.name,
-        "workload_kind": plan.workload_kind,
-        "workload": plan.workload,
-        "objective": options.objective,
-        MAX_MEMORY_BYTES: options.max_memory_bytes,
-        "hardware": {
-            "host": env["host"],
-            "gpus": env["driver_gpus"],
-            "gpus_per_trial": plan.gpus_per_trial,
-            "cpus_per_trial": plan.cpus_per_trial,
-        },
-        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
-    }
-
-
 def _metadata(
     options: SearchOptions,
     space: SearchSpace,
@@ -500,6 +379,7 @@ def _metadata(
         "space": space.name,
         "space_source": space.source,
         "search_only_params": profile.search_only,
+        "pinned_params": profile.pinned,
         "startup_design": design,
         "speed_probes": {"repeats": options.speed_repeats, "steps": options.probe_steps},
         "workload_kind": plan.workload_kind,
@@ -517,7 +397,7 @@ def _metadata(
         "concurrency": plan.concurrency,
         "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
         "gpus_shared": plan.gpus_shared,
-        "early_stopping": _early_stopping_name(options),
+        "early_stopping": tune_setup.early_stopping_name(options),
         "cluster": dataclasses.asdict(info),
         "environment": environment(),
         "study": {"path": str(paths.study_file), "name": paths.name},
@@ -529,15 +409,9 @@ def _metadata(
     }
 
 
-def _early_stopping_name(options: SearchOptions) -> str | None:
-    if not options.early_stopping:
-        return None
-    if options.multi_objective:
-        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
-    return "asha"
-
-
-def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> None:
+def _print_start(
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, profile: SpaceProfile | None
+) -> None:
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
@@ -552,15 +426,25 @@ def _print_start(options: SearchOptions, plan: SearchPlan, paths: ExperimentPath
         f"Experiment folder: {paths.local}",
         flush=True,
     )
+    if profile is not None and profile.pinned:
+        fixed = ", ".join(f"{name}={plan.fixed[name]!r}" for name in profile.pinned)
+        print(f"Fixed by --set (out of the space, every trial runs it): {fixed}", flush=True)
 
 
 def _quiet_ray(*, verbose: bool) -> None:
     """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
     its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Ray's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the summary says how
+    # to continue a search (tuner search --resume), which Ray's line would contradict.
+    logging.getLogger("ray.tune.tune").addFilter(_no_restore_hint)
     if not verbose:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
         os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+
+
+def _no_restore_hint(record: logging.LogRecord) -> bool:
+    return "Tuner.restore(" not in record.getMessage()
 
 
 def _node_cpus() -> list[float]:

@@ -20,6 +20,8 @@ from tuner.units import format_bytes, interval_text, is_finite
 
 __all__ = ["kind_counts", "print_summary"]
 
+SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_images
+
 SHOWN = 5
 
 
@@ -38,6 +40,8 @@ def print_summary(
         print(_resume_line(resumed))
     for line in experiment.problem_lines():
         print(line)
+    for line in _unfinished_work(experiment):
+        print(line)
     _print_front(answer)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
@@ -49,6 +53,30 @@ def kind_counts(trials: pd.DataFrame) -> str:
     """``5 ok, 2 over budget, 1 errored``: each trial counted once, as what it was."""
     counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
     return ", ".join(f"{counts[kind]} {kind}" for kind in KINDS if kind in counts) or "none"
+
+
+def _unfinished_work(experiment: Experiment) -> list[str]:
+    """What did not run or was left out: the step Ctrl-C stopped, failed re-measurements,
+    image files skipped as unreadable."""
+    lines = []
+    step = experiment.metadata.get("interrupted_during")
+    if step:
+        lines.append(f"Stopped during the {step}: it did not finish (--resume runs it).")
+    failures = experiment.metadata.get("remeasure_failures") or []
+    if failures:
+        named = ", ".join(str(f.get(TRIAL_ID)) for f in failures)
+        lines.append(
+            f"Re-measurement failed for {len(failures)} candidate(s) ({named}): their "
+            "throughput is as measured in the search."
+        )
+    skipped = experiment.trials.get(SKIPPED_IMAGES)
+    if skipped is not None and skipped.fillna(0).sum() > 0:
+        trials = int((skipped.fillna(0) > 0).sum())
+        lines.append(
+            f"Skipped {int(skipped.fillna(0).max())} unreadable image file(s) (the most in one "
+            f"trial; {trials} trial(s) skipped some): the data folder holds non-images."
+        )
+    return lines
 
 
 def _print_front(answer: Answer) -> None:

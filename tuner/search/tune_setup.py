@@ -1,0 +1,168 @@
+"""The Ray Tune objects of a search: the trainable with its resources, the tune config (Optuna
+searcher, concurrency, scheduler) and the run config (storage, failures, callbacks).
+
+:mod:`tuner.search.run` is the flow; this module builds what it hands to ``tune.Tuner``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search import ConcurrencyLimiter
+
+from tuner.objectives import objective_directions, objective_metrics
+from tuner.record import MAX_MEMORY_BYTES
+from tuner.search import data_parallel
+from tuner.search.experiment import ExperimentPaths, environment
+from tuner.search.loggers import logger_callbacks
+from tuner.search.options import SearchOptions
+from tuner.search.plan import SearchPlan
+from tuner.search.progress import ProgressPrinter
+from tuner.search.samplers import make_sampler
+from tuner.search.scheduler import ParetoASHA
+from tuner.search.searcher import ConstrainedOptunaSearch
+from tuner.search.tracking import trial_dirname
+from tuner.search.trainable import TrialContext, run_trial
+from tuner.spaces import SearchSpace, SpaceSampler
+
+__all__ = ["cache_namespace", "run_config", "trainable", "tune_config"]
+
+
+def cache_namespace(paths: ExperimentPaths) -> str:
+    """The Ray namespace of the experiment's speed-probe cache actor."""
+    return f"tuner-{paths.name}"
+
+
+def trainable(
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
+) -> Any:
+    """``run_trial`` with the search's context and one trial's resources."""
+    context = TrialContext(
+        max_memory_bytes=options.max_memory_bytes,
+        probe_steps=options.probe_steps,
+        threads=plan.torch_threads,
+        device=plan.trial_device,
+        search_only=search_only,
+        speed_repeats=options.speed_repeats,
+        cache_namespace=cache_namespace(paths),
+    )
+    if plan.max_workers > 1:
+        return data_parallel.trainable(context, plan, max_failures=options.max_failures)
+    resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
+    return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
+
+
+def tune_config(
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    design: list[dict[str, Any]],
+) -> tune.TuneConfig:
+    """The Optuna searcher (its study in the experiment folder), concurrency and scheduler."""
+    budget = plan.num_samples if plan.num_samples > 0 else None
+    searcher = ConstrainedOptunaSearch(
+        study_attrs=_study_attrs(options, space, plan),
+        space=SpaceSampler(space.ref, plan.cuda, plan.fixed or None),
+        points_to_evaluate=design or None,
+        metric=objective_metrics(options.objective),
+        mode=objective_directions(options.objective),
+        sampler=make_sampler(
+            options.sampler,
+            seed=options.seed,
+            budget=budget,
+            concurrency=plan.concurrency,
+            grid=space.grid,
+        ),
+        study_name=paths.name,
+        storage=optuna.storages.RDBStorage(paths.study_url),
+    )
+    return tune.TuneConfig(
+        search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
+        scheduler=_scheduler(options, plan),
+        num_samples=plan.num_samples,
+        time_budget_s=options.time_budget_s,
+        # One worker process serves trial after trial: no process start and imports between
+        # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
+        # CPU memory is counted, not sampled from the process (tuner.engine.meters).
+        reuse_actors=plan.max_workers == 1,  # a stopped data-parallel driver must end
+        trial_dirname_creator=trial_dirname,
+    )
+
+
+def run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> Any:
+    """Storage, failure policy, checkpoints kept, and the callbacks (progress, loggers)."""
+    total = plan.num_samples if plan.num_samples > 0 else None
+    return tune.RunConfig(
+        name=paths.name,
+        storage_path=paths.storage,
+        failure_config=tune.FailureConfig(max_failures=options.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[
+            ProgressPrinter(total=total),
+            *logger_callbacks(
+                mlflow_uri=options.mlflow,
+                wandb_project=options.wandb,
+                experiment=paths.name,
+                space=options.space,
+                experiment_dir=paths.local,
+            ),
+            *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
+        ],
+        verbose=1 if options.verbose else 0,
+    )
+
+
+def early_stopping_name(options: SearchOptions) -> str | None:
+    """The scheduler in words, for the metadata."""
+    if not options.early_stopping:
+        return None
+    if options.multi_objective:
+        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
+    return "asha"
+
+
+def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
+    """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
+    ASHA for a single objective; every trial to its end with --no-early-stopping."""
+    if not options.early_stopping:
+        return FIFOScheduler()
+    metrics = objective_metrics(options.objective)
+    if options.multi_objective:
+        return ParetoASHA(
+            metrics=metrics,
+            directions=objective_directions(options.objective),
+            max_reports=_evaluations(plan.workload),
+        )
+    return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
+
+
+def _evaluations(workload: dict[str, Any]) -> int | None:
+    """How many evaluations a full trial makes, when the workload fixes it (a step budget)."""
+    steps, every = workload.get("steps"), workload.get("eval_every_steps")
+    if workload.get("epochs") or not steps or not every:
+        return None
+    return math.ceil(steps / every)
+
+
+def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -> dict[str, Any]:
+    """What optuna-dashboard shows about the study: the question and the machine."""
+    env = environment()
+    return {
+        "space": space.name,
+        "workload_kind": plan.workload_kind,
+        "workload": plan.workload,
+        "objective": options.objective,
+        MAX_MEMORY_BYTES: options.max_memory_bytes,
+        "hardware": {
+            "host": env["host"],
+            "gpus": env["driver_gpus"],
+            "gpus_per_trial": plan.gpus_per_trial,
+            "cpus_per_trial": plan.cpus_per_trial,
+        },
+        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
+    }
