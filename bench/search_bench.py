@@ -51,7 +51,7 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
         seed=seed,
         early_stopping=False,
         remeasure_top=0,
-        report=False,
+        effects_repeats=0,
     )
     start = time.perf_counter()
     outcome = run_search(options)

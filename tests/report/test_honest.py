@@ -81,6 +81,18 @@ def test_a_step_turned_off_by_a_flag_says_so(smoke_experiment: Path, tmp_path: P
     assert "the technique effects step was turned off (--effects-repeats 0)" in markdown
 
 
+def test_a_data_parallel_search_says_why_it_skipped_the_steps_after_the_trials(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    why = "data-parallel trials (both steps measure one process)"
+    folder = _copy(smoke_experiment, tmp_path, skipped_after_trials=why)
+    (folder / "remeasure.csv").unlink()
+    (folder / "effects.csv").unlink()
+    markdown = _report(folder, tmp_path)
+    assert f"the technique effects step was not run: {why}" in markdown
+    assert "no recommended config" not in markdown and "no candidate" not in markdown
+
+
 def test_a_running_search_with_a_live_driver_is_a_snapshot(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:

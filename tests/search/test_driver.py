@@ -181,3 +181,15 @@ def test_one_driver_kill_9_and_ctrl_c_in_remeasurement_resume_intact(tmp_path: P
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert sorted(t.user_attrs["ray_trial_id"] for t in complete) == sorted(finals)
     assert all(set(t.distributions) == {"base_lr"} for t in complete)  # pinned: no distribution
+
+
+def test_a_resume_summary_counts_a_table_where_no_trial_reported() -> None:
+    import pandas as pd
+
+    from tuner.experiment import typed_trials
+    from tuner.search.run import _resumed
+
+    class _Folder:  # _resumed reads only the trials table
+        trials = typed_trials(pd.DataFrame({"trial_id": ["a"], "kind": ["incomplete"]}))
+
+    assert _resumed(_Folder(), 0.0, []) == {"before": 0, "after": 0, "orphans": []}

@@ -87,8 +87,10 @@ def test_this_machine_follows_the_installed_versions(monkeypatch: pytest.MonkeyP
     assert this_machine().tuner == "99.0.0" and this_machine().id != before.id
 
 
-def test_the_memory_budget_is_part_of_the_key() -> None:
+def test_the_memory_budget_and_the_trials_threads_are_part_of_the_key() -> None:
     assert entry_key(KEY, max_memory_bytes=None) != entry_key(KEY, max_memory_bytes=2**30)
+    few, many = (entry_key(KEY, max_memory_bytes=None, threads=n) for n in (2, 16))
+    assert few != many  # a verdict probed on 2 threads is no verdict for 16
 
 
 def test_a_damaged_file_reads_as_empty_and_is_replaced(tmp_path: Path) -> None:

@@ -103,6 +103,8 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, str]:
             continue
         if options.get(option) == 0:
             found[step] = f"turned off (--{option.replace('_', '-')} 0)"
+        elif experiment.metadata.get("skipped_after_trials"):
+            found[step] = f"not run: {experiment.metadata['skipped_after_trials']}"
         else:
             found[step] = interrupted if state != "finished" else f"not run: {nothing}"
     return found

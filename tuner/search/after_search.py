@@ -101,18 +101,23 @@ def effects_around(
     steps = max(REMEASURE_STEPS, options.probe_steps)
     pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
     runs = _effect_arms(experiment.configs[trial_id], plan, search_only)
-    info = measure_effects(
-        experiment.configs[trial_id],
-        expected_s=runs * (options.effects_repeats + 1) * _run_s(pick_row, steps) or None,
-        steps=steps,
-        repeats=options.effects_repeats,
-        num_cpus=plan.cpus_per_trial,
-        num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,
-        threads=plan.torch_threads,
-        device=plan.trial_device,
-        search_only=search_only,
-        out=paths.local / EFFECTS_FILE,
-    )
+    try:
+        info = measure_effects(
+            experiment.configs[trial_id],
+            expected_s=runs * (options.effects_repeats + 1) * _run_s(pick_row, steps) or None,
+            steps=steps,
+            repeats=options.effects_repeats,
+            num_cpus=plan.cpus_per_trial,
+            num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,
+            threads=plan.torch_threads,
+            device=plan.trial_device,
+            search_only=search_only,
+            out=paths.local / EFFECTS_FILE,
+        )
+    except Exception as exc:  # the task died: the search's results and answer stand without it
+        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+        print(f"warning: the technique effects failed ({error}); the answer stands without them.")
+        return {"effects": {TRIAL_ID: trial_id, "error": error}}
     return {"effects": {TRIAL_ID: trial_id, **info}}
 
 

@@ -140,11 +140,14 @@ def _torch_gpus() -> tuple[str, ...]:
     return tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
 
 
-def entry_key(speed_key: str, *, max_memory_bytes: int | None) -> str:
+def entry_key(speed_key: str, *, max_memory_bytes: int | None, threads: int | None = None) -> str:
     """An entry's key: the experiment's speed key (:func:`tuner.compare.speed.speed_key`: the
-    training config, the device, the pinned knobs) and the memory budget, which decides whether
-    a knob is kept (constant within an experiment, not across them)."""
+    training config, the device, the pinned knobs), the memory budget, which decides whether
+    a knob is kept, and the trial's CPU threads, which decide what a loader worker costs
+    (both constant within an experiment, not across them)."""
     key = {"config": json.loads(speed_key), MAX_MEMORY_BYTES: max_memory_bytes}
+    if threads is not None:
+        key["threads"] = threads
     return json.dumps(key, sort_keys=True)
 
 

@@ -50,10 +50,11 @@ class Lookup:
     key: str  # tuner.compare.speed.speed_key
     machine: Machine  # the trial's machine (a cluster's nodes may differ)
     max_memory_bytes: int | None
+    threads: int | None = None  # the trial's CPU threads
 
     @property
     def machine_key(self) -> str:
-        return entry_key(self.key, max_memory_bytes=self.max_memory_bytes)
+        return entry_key(self.key, max_memory_bytes=self.max_memory_bytes, threads=self.threads)
 
 
 class ProbeCache:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import optuna
+import pandas as pd
 import ray
 from ray import tune
 
@@ -210,7 +211,13 @@ def _search(
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     orphans = _reconcile_study(paths, records) if finished else []
     alone = finished and plan.max_workers == 1  # both measure one process alone
-    experiment, answer, after = _after_trials(options, plan, paths, search_only, alone)
+    try:
+        experiment, answer, after = _after_trials(options, plan, paths, search_only, alone)
+    except BaseException:  # a step after the trials failed: the trials' results stay resumable
+        _mark_interrupted(paths)
+        raise
+    if finished and not alone:
+        after["skipped_after_trials"] = "data-parallel trials (both steps measure one process)"
     ended = finished and not after.get("interrupted_during")
     state = "finished" if ended else "interrupted"
     end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **after}
@@ -261,7 +268,8 @@ def _resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict
     """How many trials had ended before this driver started, and how many ended since."""
     trials = experiment.trials
     ended = trials[KIND] != "incomplete"
-    before = ended & (trials[REPORTED_UNIX_S].astype(float) < started)
+    reported = trials.get(REPORTED_UNIX_S, pd.Series(float("nan"), index=trials.index))
+    before = ended & (reported.astype(float) < started)  # NaN: never reported, not before
     return {"before": int(before.sum()), "after": int((ended & ~before).sum()), "orphans": orphans}
 
 
