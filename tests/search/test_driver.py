@@ -193,3 +193,21 @@ def test_a_resume_summary_counts_a_table_where_no_trial_reported() -> None:
         trials = typed_trials(pd.DataFrame({"trial_id": ["a"], "kind": ["incomplete"]}))
 
     assert _resumed(_Folder(), 0.0, []) == {"before": 0, "after": 0, "orphans": []}
+
+
+def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_command(
+    smoke_experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    import shutil
+
+    from tuner.search.experiment import ExperimentPaths
+    from tuner.search.run import _summary_so_far
+
+    folder = tmp_path / "exp"
+    shutil.copytree(smoke_experiment, folder)
+    paths = ExperimentPaths.of(str(tmp_path), "exp")
+    _summary_so_far(paths)
+    out = capsys.readouterr().out
+    assert "Search interrupted:" in out and f"Continue it with:  {paths.resume_command()}" in out
+    _summary_so_far(ExperimentPaths.of(str(tmp_path), "nothing-yet"))  # no folder to read yet
+    assert capsys.readouterr().out.strip().startswith("Continue it with:  python -m tuner")

@@ -200,8 +200,9 @@ def _search(
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
             trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
         _mark_interrupted(paths)
+        _summary_so_far(paths)
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
         _mark_interrupted(paths)
@@ -257,6 +258,17 @@ def _after_trials(
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
     return experiment, decide(experiment) if answer is None else answer, after
+
+
+def _summary_so_far(paths: ExperimentPaths) -> None:
+    """Ctrl-C before the trials ended: what finished, and the exact command to go on."""
+    with contextlib.suppress(Exception):  # a folder too new to read still gets the command
+        experiment = load_experiment(paths.local)
+        print_summary(
+            experiment, decide(experiment), paths=paths, state="interrupted", resumed=None
+        )
+        return
+    print(f"Continue it with:  {paths.resume_command()}", flush=True)
 
 
 def _mark_interrupted(paths: ExperimentPaths) -> None:
