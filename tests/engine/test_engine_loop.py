@@ -159,6 +159,22 @@ def test_resume_continues_from_the_checkpoint_step(tmp_path: Path) -> None:
     assert resumed.val_accuracy == pytest.approx(full.val_accuracy)
 
 
+def test_a_run_restored_at_its_last_step_reports_what_was_measured(tmp_path: Path) -> None:
+    """A worker killed between the last evaluation and the final report: the restored run
+    trains no step, and must not report an unmeasured (NaN) throughput or peak."""
+    states: list[dict] = []
+    full = train(
+        tiny(steps=24, eval_every_steps=12), on_eval=lambda p: states.append(p.state_dict())
+    )
+    write_state_file(states[-1], tmp_path / "ckpt.pt")
+    restored = train(
+        tiny(steps=24, eval_every_steps=12), resume_state=read_state_file(tmp_path / "ckpt.pt")
+    )
+    assert restored.steps == full.steps == 24 and restored.measured_steps == full.measured_steps
+    assert restored.images_per_second == pytest.approx(full.images_per_second)
+    assert restored.peak_memory_bytes == full.peak_memory_bytes > 0
+
+
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint", b"PK\x03\x04truncated"])
 def test_a_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "ckpt.pt"

@@ -171,6 +171,19 @@ def test_fresh_probes_ignore_the_machine_cache_and_replace_it(tmp_path: Path) ->
     )
 
 
+def test_a_verdict_on_fewer_speed_repeats_is_probed_again_and_replaced(tmp_path: Path) -> None:
+    once = {**CHOICE, "repeats": 1}
+    ProbeCache(str(tmp_path / "a.json"), str(tmp_path)).put(_lookup(), once)
+    asks_three = dataclasses.replace(_lookup(), repeats=3)
+    later = ProbeCache(str(tmp_path / "b.json"), str(tmp_path), experiment="b")
+    assert later.get(asks_three) is None  # one repeat is not the three this search asks for
+    assert later.get(dataclasses.replace(_lookup(), repeats=1)) is not None  # as many: reused
+    thrice = {**CHOICE, "repeats": 3}
+    ProbeCache(str(tmp_path / "c.json"), str(tmp_path), experiment="c").put(asks_three, thrice)
+    found = ProbeCache(str(tmp_path / "d.json"), str(tmp_path)).get(asks_three)
+    assert found is not None and found.choice == thrice  # the better verdict replaced it
+
+
 def test_without_a_machine_folder_only_the_experiment_remembers(tmp_path: Path) -> None:
     alone = ProbeCache(str(tmp_path / "a.json"), None)
     alone.put(_lookup(), CHOICE)

@@ -108,6 +108,7 @@ def space(trial, *, cuda):
         (["--data", "imagefolder:/nonexistent"], "has no train/ folder"),
         (["--model", "vit_nope"], "is not a timm model"),
         (["bad_space.py"], "batch_size=0 must be a positive integer"),
+        (["--warm-start", "nosuch"], "--warm-start nosuch"),
     ],
 )
 def test_usage_errors_end_before_ray_starts(

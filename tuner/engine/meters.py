@@ -4,6 +4,10 @@ Throughput is measured over windows of steps whose edges synchronize the device,
 covers the GPU work that was queued, not just the Python that queued it. The first
 ``warmup_steps`` steps of a run (and of a resumed run: compile happens again) are excluded.
 Memory: see :class:`MemoryMeter` (CUDA's reserved peak; on CPU the counted training state).
+
+A run resumed from a checkpoint carries what its earlier segments measured (``earlier``): its
+throughput is over every measured window and its peak the largest, so a run restored at its
+last step (a worker killed after the last evaluation) reports what was measured, not nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class ThroughputMeter:
         self._open: list[float] | None = None  # [start time, images, steps, wait s]
         self.warmup_time_s: float | None = None
         self._started = 0.0
+        self.earlier: list[tuple[int, int, float, float]] = []  # a checkpoint's global windows
+        self.measured: list[tuple[int, int, float, float]] = []  # the last summary's: to save
 
     def start(self) -> None:
         self._started = time.perf_counter()
@@ -86,7 +92,8 @@ class ThroughputMeter:
     def summary(self, world: World) -> dict[str, Any]:
         """images_per_second (overall and per full window), data_wait_fraction, step time: of
         every worker together (a collective: every worker calls it at the same step)."""
-        windows = self._global_windows(world)
+        windows = self.earlier + self._global_windows(world)
+        self.measured = windows
         (warmup,) = world.max([-1.0 if self.warmup_time_s is None else self.warmup_time_s])
         warmup_time_s = None if warmup < 0 else warmup
         steps = sum(w[0] for w in windows)
@@ -146,6 +153,8 @@ class MemoryMeter:
         self.device = device
         self._saved: dict[int, int] = {}
         self._state: dict[str, int] | None = None
+        self.earlier: dict[str, int] = {}  # a checkpoint's byte counts (earlier segments)
+        self.measured: dict[str, int] = {}  # the last read's byte counts: to save
         if device.type == "cuda":
             torch.cuda.init()  # an explicit index (cuda:0) does not initialise CUDA by itself
             gc.collect()  # blocks an earlier run left cached would otherwise count as this run's
@@ -194,7 +203,15 @@ class MemoryMeter:
         fields = self._read()
         counts = sorted(k for k, v in fields.items() if isinstance(v, int))
         peaks = world.max([fields[k] for k in counts])
-        return {**fields, **{k: int(v) for k, v in zip(counts, peaks, strict=True)}}
+        fields.update({k: int(v) for k, v in zip(counts, peaks, strict=True)})
+        if self.earlier and not isinstance(fields.get("peak_memory_bytes"), int):
+            fields.update(self.earlier)  # this segment counted nothing yet: the earlier count
+        elif self.earlier:  # the peak of the run is the largest of its segments'
+            fields["peak_memory_bytes"] = max(
+                fields["peak_memory_bytes"], self.earlier.get("peak_memory_bytes", 0)
+            )
+        self.measured = {k: v for k, v in fields.items() if isinstance(v, int)}
+        return fields
 
     def _read(self) -> dict[str, Any]:
         fields: dict[str, Any] = dict(self._state or {})

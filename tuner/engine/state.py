@@ -135,6 +135,10 @@ def make_state(parts: RunParts, state: RunState) -> dict[str, Any]:
         "val_accuracy": state.val_accuracy,
         "val_loss": state.val_loss,
         "val_images": state.val_images,
+        # What the meters measured so far (the last evaluation's result read them): a resumed
+        # run reports over every segment (tuner.engine.meters).
+        "throughput_windows": [list(w) for w in parts.throughput.measured],
+        "memory_bytes": dict(parts.memory.measured),
     }
     return _cpu_copy(saved)
 
@@ -151,6 +155,11 @@ def load_state(parts: RunParts, saved: dict[str, Any]) -> RunState:
     if "cuda" in rng and parts.device.type == "cuda":
         torch.cuda.set_rng_state(rng["cuda"], parts.device)
     train_time_s = float(saved["scheduler"]["train_time_s"])
+    parts.throughput.earlier = [
+        (int(w[0]), int(w[1]), float(w[2]), float(w[3]))
+        for w in saved.get("throughput_windows", [])
+    ]
+    parts.memory.earlier = {str(k): int(v) for k, v in saved.get("memory_bytes", {}).items()}
     return RunState(
         step=int(saved["step"]),
         train_time_s=train_time_s,

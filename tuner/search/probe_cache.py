@@ -6,8 +6,9 @@ and writes the whole cache to ``probe_cache.json`` in the experiment folder afte
 
 Below it is the machine cache (:mod:`tuner.search.machine_cache`): a key this experiment has
 not seen is looked up there, under the trial's machine fingerprint, and a new probe is written
-there too, so a later search on the same machine reuses it. ``fresh`` (``--fresh-probes``)
-skips the lookup; its probes still replace what the machine cache held.
+there too, so a later search on the same machine reuses it (unless it asks for more
+``--speed-repeats`` than that verdict had: the new probes then replace it). ``fresh``
+(``--fresh-probes``) skips the lookup; its probes still replace what the machine cache held.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Lookup:
     machine: Machine  # the trial's machine (a cluster's nodes may differ)
     max_memory_bytes: int | None
     threads: int | None = None  # the trial's CPU threads
+    repeats: int = 0  # --speed-repeats: an earlier search's verdict on fewer is not reused
 
     @property
     def machine_key(self) -> str:
@@ -111,8 +113,8 @@ class ProbeCache:
         if self.machine_dir is None or self.fresh:
             return False
         entry = MachineCache(lookup.machine, self.machine_dir).get(lookup.machine_key)
-        if entry is None:
-            return False
+        if entry is None or int(entry.choice.get("repeats") or 0) < lookup.repeats:
+            return False  # a verdict on fewer repeats than asked for is probed again
         self.entries[lookup.key] = entry.choice
         self.earlier[lookup.key] = entry.measured_unix_s
         self._write()

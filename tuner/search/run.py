@@ -57,7 +57,7 @@ from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan,
 from tuner.search.preflight import check_workload
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.summary import print_summary
-from tuner.search.warm_start import warm_start
+from tuner.search.warm_start import read_warm_start, warm_start
 from tuner.spaces import SearchSpace, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -116,7 +116,8 @@ def run_search(options: SearchOptions) -> SearchOutcome:
         try:
             plan = make_plan(options, space, node_cpus=_node_cpus(), total_gpus=info.total_gpus)
             profile = _profile(space, plan, checked)
-            return _search(options, space, plan, paths, info, profile)
+            earlier = checked.earlier if checked else None
+            return _search(options, space, plan, paths, info, profile, earlier)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -137,15 +138,27 @@ def _refuse_existing(paths: ExperimentPaths) -> None:
         )
 
 
-def _check_before_ray(options: SearchOptions, space: SearchSpace) -> tuple[bool, SpaceProfile]:
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """What the checks before Ray found, for the device the driver expects."""
+
+    cuda: bool
+    profile: SpaceProfile
+    earlier: Experiment | None  # --warm-start's experiment
+
+
+def _check_before_ray(options: SearchOptions, space: SearchSpace) -> _Checked:
     """Every check of a new search that needs no cluster (the space builds, the data and the
-    model exist, each batch size fits), for the device the trials will most likely get: a
-    usage error ends in seconds, before Ray starts."""
+    model exist, each batch size fits, --warm-start names an experiment of this space), for the
+    device the trials will most likely get: a usage error ends in seconds, before Ray starts."""
     cuda = _expect_cuda(options)
     draft = draft_plan(options, space, cuda=cuda)
     profile = check_space(space, draft)
     check_workload(draft, profile)  # a bad workload fails here, once, in one line
-    return cuda, profile
+    # A remote cluster's device may differ from this guess, and its workload with it.
+    workload = None if options.address else draft.workload
+    earlier = read_warm_start(options, space_name=space.name, workload=workload)
+    return _Checked(cuda, profile, earlier)
 
 
 def _expect_cuda(options: SearchOptions) -> bool:
@@ -156,15 +169,12 @@ def _expect_cuda(options: SearchOptions) -> bool:
     return torch.cuda.is_available()  # a remote cluster may differ: checked again after
 
 
-def _profile(
-    space: SearchSpace, plan: SearchPlan, checked: tuple[bool, SpaceProfile] | None
-) -> SpaceProfile | None:
+def _profile(space: SearchSpace, plan: SearchPlan, checked: _Checked | None) -> SpaceProfile | None:
     """The space's profile for the planned device (None on resume: the metadata has it)."""
     if checked is None:
         return None
-    cuda, profile = checked
-    if cuda == plan.cuda:
-        return profile
+    if checked.cuda == plan.cuda:
+        return checked.profile
     profile = check_space(space, plan)  # the cluster's device differs from the driver's guess
     check_workload(plan, profile)
     return profile
@@ -177,6 +187,7 @@ def _search(
     paths: ExperimentPaths,
     info: cluster.ClusterInfo,
     profile: SpaceProfile | None,
+    earlier: Experiment | None = None,
 ) -> SearchOutcome:
     started = time.time()
     design: list[dict[str, Any]] = []
@@ -186,7 +197,7 @@ def _search(
         budget = plan.num_samples if plan.num_samples > 0 else None
         design = startup_design(profile, budget=budget, seed=options.seed)
         design, warm = warm_start(
-            options, plan, profile, paths, space_name=space.name, design=design
+            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
         )
         metadata = {
             **_metadata(options, space, plan, paths, info, profile, design),

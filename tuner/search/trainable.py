@@ -162,7 +162,10 @@ class _TrialRun:
 
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
-        lookup = Lookup(key, this_machine(), self.context.max_memory_bytes, self.context.threads)
+        context = self.context
+        lookup = Lookup(
+            key, this_machine(), context.max_memory_bytes, context.threads, context.speed_repeats
+        )
         found = self._cached(lookup)
         if found is not None:
             self.speed_cache_age_s = found.age_s

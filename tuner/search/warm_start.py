@@ -41,7 +41,7 @@ from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.searcher import constraint_arguments, measured_violation
 
-__all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "warm_start"]
+__all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "read_warm_start", "warm_start"]
 
 WARM_START_ATTR = "warm_start_from"  # user attribute: the experiment that measured the trial
 _TAKEN = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -103,14 +103,16 @@ def warm_start(
     *,
     space_name: str,
     design: Sequence[Mapping[str, Any]],
+    earlier: Experiment | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """With ``--warm-start``: create the new study with the earlier trials and return the design
     rows left to run and what to record in the metadata; without it, the design and ``None``.
+    ``earlier``: the experiment :func:`read_warm_start` read before Ray started.
 
     Raises:
         TunerError: as :func:`load_warm_start`, before anything is written.
     """
-    warm = load_warm_start(options, plan, profile, space_name=space_name)
+    warm = load_warm_start(options, plan, profile, space_name=space_name, earlier=earlier)
     if warm is None:
         return [dict(row) for row in design], None
     left = warm.uncovered(design)
@@ -119,10 +121,11 @@ def warm_start(
     return left, warm.metadata(design_skipped=len(design) - len(left))
 
 
-def load_warm_start(
-    options: SearchOptions, plan: SearchPlan, profile: SpaceProfile, *, space_name: str
-) -> WarmStart | None:
-    """The trials ``--warm-start`` names, re-expressed for this search (``None`` without it).
+def read_warm_start(
+    options: SearchOptions, *, space_name: str, workload: Mapping[str, Any] | None = None
+) -> Experiment | None:
+    """The experiment ``--warm-start`` names, checked against this search's space (and
+    ``workload``, when already known): what a new search checks before Ray starts.
 
     Raises:
         TunerError: no such experiment, another space or workload, or no readable study.
@@ -130,7 +133,31 @@ def load_warm_start(
     if not options.warm_start:
         return None
     earlier = _read(options.warm_start, options.storage)
-    _check_same_question(options.warm_start, earlier, space_name, plan.workload)
+    _check_same_space(options.warm_start, earlier, space_name)
+    if workload is not None:
+        _check_same_workload(options.warm_start, earlier, workload)
+    return earlier
+
+
+def load_warm_start(
+    options: SearchOptions,
+    plan: SearchPlan,
+    profile: SpaceProfile,
+    *,
+    space_name: str,
+    earlier: Experiment | None = None,
+) -> WarmStart | None:
+    """The trials ``--warm-start`` names, re-expressed for this search (``None`` without it);
+    ``earlier``: that experiment, already read (:func:`read_warm_start`).
+
+    Raises:
+        TunerError: no such experiment, another space or workload, or no readable study.
+    """
+    if not options.warm_start:
+        return None
+    if earlier is None:
+        earlier = read_warm_start(options, space_name=space_name)
+    _check_same_workload(options.warm_start, earlier, plan.workload)
     metrics = objective_metrics(options.objective)
     names = _metric_names(earlier)
     budget_changed = memory_limit(earlier.metadata) != options.max_memory_bytes
@@ -157,7 +184,10 @@ def _read(reference: str, storage: str) -> Experiment:
     folder = Path(reference)
     if not folder.is_dir():
         folder = ExperimentPaths.of(storage, reference).local
-    earlier = load_experiment(folder)
+    try:
+        earlier = load_experiment(folder)
+    except TunerError as exc:  # the flag named, so the user knows which path was wrong
+        raise TunerError(f"--warm-start {reference}: {exc}") from None
     if earlier.study is None:
         raise TunerError(
             f"--warm-start {reference}: its study.db could not be read; warm-start from another "
@@ -166,15 +196,16 @@ def _read(reference: str, storage: str) -> Experiment:
     return earlier
 
 
-def _check_same_question(
-    reference: str, earlier: Experiment, space_name: str, workload: Mapping[str, Any]
-) -> None:
+def _check_same_space(reference: str, earlier: Experiment, space_name: str) -> None:
     old_space = earlier.metadata.get("space")
     if old_space != space_name:
         raise TunerError(
             f"--warm-start {reference}: that experiment searched space {old_space!r}, this "
             f"search {space_name!r}; warm-start from an experiment of {space_name!r}."
         )
+
+
+def _check_same_workload(reference: str, earlier: Experiment, workload: Mapping[str, Any]) -> None:
     old = earlier.metadata.get("workload") or {}
     differ = sorted(k for k in {*old, *workload} if _json(old.get(k)) != _json(workload.get(k)))
     if differ:

@@ -29,8 +29,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 NUM_SAMPLES = {"cpu": 3}
 VARIANTS: dict[str, dict[str, Any]] = {
-    # 4 reports (time to kill a worker), the first after 16 steps: it has learned by the rung
-    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 64, "eval_every_steps": 16},
+    # 6 reports (time to kill a worker), the first after 16 steps: it has learned by the rung
+    "strong": {"batch_size": 16, "lr": 1e-2, "steps": 96, "eval_every_steps": 16},
     "weak": {"batch_size": 16, "lr": 1e-9, "model": "resnet18"},
     # Batch 64 (faster) and one evaluation, at its end: ahead of both at the first rung.
     "strong2": {"batch_size": 64, "lr": 8e-3, "eval_every_steps": 24},

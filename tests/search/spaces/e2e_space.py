@@ -4,6 +4,8 @@
 - ``weak``: ResNet-18 (several times slower) that cannot learn (lr 1e-9): dominated at the
   first evaluation, so early stopping ends it; it pins the CUDA prefetcher (a fallback here);
 - ``strong2``: the same training config as ``strong`` but another lr: reuses its speed probes;
+  it evaluates only at its end, so no rung can stop it (at the rung it could be dominated by
+  ``strong`` by the throughput noise alone);
 - ``over``: batch 1024, over a 220 MiB budget (ResNet-18 at batch 32 needs ~185 MiB): rejected
   by its first steps;
 - ``bad``: ``num_classes=5`` for the 10 digit classes: the engine raises inside the trial (no
@@ -40,7 +42,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "prefetch": "cuda_stream",
         "pin_memory": True,
     },
-    "strong2": {"batch_size": 32, "lr": 8e-3},
+    "strong2": {"batch_size": 32, "lr": 8e-3, "eval_every_steps": 30},
     "over": {"batch_size": 1024, "lr": 1e-3},
     "bad": {"batch_size": 32, "lr": 1e-3, "num_classes": 5},
 }
