@@ -184,21 +184,29 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--remeasure-repeats",
         type=int,
-        default=3,
-        help="interleaved repeats of the re-measurement, at least (default 3)",
+        default=8,
+        help="interleaved rounds of the re-measurement, at least (default 8)",
     )
     group.add_argument(
         "--remeasure-max-repeats",
         type=int,
-        default=6,
-        help="go on up to this many repeats while candidates cannot be told apart (default 6)",
+        default=20,
+        help="at most this many rounds; it stops earlier (at round 8, 12, 16) once every "
+        "interval is within +-3 %% (default 20)",
     )
     group.add_argument(
         "--effects-repeats",
         type=int,
-        default=3,
-        help="repeats of the controlled technique effects around the recommended config "
-        "(0: skip them; default 3)",
+        default=20,
+        help="at most this many rounds of the controlled technique effects around the "
+        "recommended config, ended like the re-measurement (0: skip them; default 20)",
+    )
+    group.add_argument(
+        "--trust-budget",
+        default="25%",
+        metavar="SECONDS|SHARE",
+        help="time for re-measurement and effects together: seconds (90), a share of the "
+        "whole command (25%%, the default), or off",
     )
     group.add_argument("--no-report", action="store_true", help="skip writing the report")
     group.add_argument(
@@ -259,6 +267,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_repeats=args.remeasure_repeats,
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
+        trust_budget=args.trust_budget,
         mlflow=args.mlflow,
         wandb=args.wandb,
         verbose=args.verbose,
