@@ -54,6 +54,7 @@ RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
 _TARGET_ROUNDS = 8  # windows are sized so this many rounds fit in the time left (t: 2.36)
 _LOOK_EVERY = 4  # rounds between two looks of the stopping rule
+_SIZING_MARGIN = 0.8  # of the time left: a 2-step timing of each arm is a rough estimate
 _MIN_WINDOW = 2  # steps
 _COMPILE_ON_CPU = "left out on cpu, where each compiled build costs tens of seconds"
 METHOD = (
@@ -220,6 +221,7 @@ class _Windows:
         self.runs: dict[str, Any] = {}  # arm -> its WindowRun (None: it could not be built)
         self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed
         self.step_s: dict[str, float] = {}  # arm -> seconds per step after its warm-up
+        self.lead_s: dict[str, float] = {}  # arm -> its untimed lead-in per window
         self.told: set[str] = set()  # arms whose failure is recorded
 
     def warmup(self, arms: Sequence[Arm]) -> list[Arm]:
@@ -245,6 +247,7 @@ class _Windows:
         if run.warm_up() is None:
             timed = run.window(_MIN_WINDOW)  # discarded: settles the caches, times a step
             self.step_s[arm.name] = timed.step_time_s or 0.0
+            self.lead_s[arm.name] = self.step_s[arm.name] * run.queued  # untimed, every window
 
     def fit_rounds(self, seconds_left: float | None) -> None:
         """Steps per window such that ``_TARGET_ROUNDS`` rounds fit in ``seconds_left``
@@ -252,8 +255,8 @@ class _Windows:
         per_step = sum(self.step_s.values())
         if seconds_left is None or per_step <= 0:
             return
-        fits = int(seconds_left / (_TARGET_ROUNDS * per_step))
-        self.steps = max(_MIN_WINDOW, min(self.steps, fits))
+        per_round = _SIZING_MARGIN * seconds_left / _TARGET_ROUNDS - sum(self.lead_s.values())
+        self.steps = max(_MIN_WINDOW, min(self.steps, int(per_round / per_step)))
 
     def __call__(self, arm: Arm) -> Any:
         run = self.runs.get(arm.name)

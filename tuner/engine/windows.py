@@ -53,7 +53,8 @@ class WindowRun:
         self._planned = max(1, planned_steps)
         loader = self._parts.data.train_loader
         workers = getattr(loader, "num_workers", 0)  # a DataLoader's; other loaders: none
-        self._queued = workers * (getattr(loader, "prefetch_factor", None) or 0)  # batches ahead
+        # Batches its loader workers queue ahead: taken untimed at each window's start.
+        self.queued = workers * (getattr(loader, "prefetch_factor", None) or 0)
         self._environment = environment(device)
         self.failed: RunResult | None = None
 
@@ -80,7 +81,7 @@ class WindowRun:
         parts = self._live()
         waited = 0.0
         try:
-            for _ in range(self._queued):
+            for _ in range(self.queued):
                 self._one_step(count_memory=False)
             synchronize(parts.device)
             start = time.perf_counter()
