@@ -12,7 +12,7 @@ import pytest
 from tuner.experiment import Experiment, typed_trials
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
-from tuner.spaces import WORKERS_PARAM
+from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.stats import median_interval
 
 BATCH = 32  # per worker
@@ -30,14 +30,14 @@ def _experiment(ips: dict[int, list[float]], *, recorded_batch: bool = True) -> 
             tid = f"w{size}_{i}"
             global_batch = size * BATCH if recorded_batch and size < 4 else math.nan
             rows.append((tid, "ok", value, ACCURACY[size][i], size, global_batch))
-            configs[tid] = {"batch_size": BATCH, "lr": 1e-3 * (i + 1), WORKERS_PARAM: size}
+            configs[tid] = {"batch_size": BATCH, "lr": 1e-3 * (i + 1), WORLD_SIZE_PARAM: size}
     # Fastest of all but stopped early: never pooled.
     rows.append(("w8_0", "stopped early", 9000.0, 0.9, 8, 8 * BATCH))
-    configs["w8_0"] = {"batch_size": BATCH, "lr": 1e-3, WORKERS_PARAM: 8}
+    configs["w8_0"] = {"batch_size": BATCH, "lr": 1e-3, WORLD_SIZE_PARAM: 8}
     columns = ["trial_id", "kind", "images_per_second", "val_accuracy", "world_size",
                "global_batch_size"]  # fmt: skip
     trials = typed_trials(pd.DataFrame(rows, columns=columns))
-    names = ["batch_size", "lr", WORKERS_PARAM]
+    names = ["batch_size", "lr", WORLD_SIZE_PARAM]
     return Experiment("e", Path("."), {}, trials, configs, names)
 
 
@@ -51,11 +51,11 @@ def _tables(experiment: Experiment, recommended: str | None = "w1_0") -> list[pd
 
 def test_images_per_second_and_efficiency_by_world_size() -> None:
     speed = _tables(_experiment(IPS))[0]
-    assert speed["workers"].tolist() == [1, 2, 4]  # the stopped-early 8-worker trial: left out
+    assert speed["world size"].tolist() == [1, 2, 4]  # the stopped-early 8-worker trial: left out
     assert speed["trials"].tolist() == [5, 5, 5]
     one = median_interval(IPS[1])
     for size, text, per_worker, efficiency in speed[
-        ["workers", "images/s", "per worker", "scaling efficiency"]
+        ["world size", "images/s", "per worker", "scaling efficiency"]
     ].itertuples(index=False):
         mine = median_interval(IPS[size])
         assert text == mine.format(",.0f")
@@ -69,7 +69,7 @@ def test_images_per_second_and_efficiency_by_world_size() -> None:
 
 def test_the_recommended_config_gains_per_added_worker() -> None:
     gain = _tables(_experiment(IPS))[1]
-    assert gain["workers"].tolist() == [1, 2, 4]
+    assert gain["world size"].tolist() == [1, 2, 4]
     assert gain["trial"].tolist() == ["w1_0", "w2_0", "w4_0"]  # its settings at each size
     first = IPS[1][0]
     expected = [""] + [f"{(IPS[n][0] - first) / (n - 1):+,.0f}" for n in (2, 4)]
@@ -87,7 +87,7 @@ def test_accuracy_by_global_batch_falls_back_to_workers_times_batch() -> None:
     accuracy = _tables(_experiment(IPS), recommended=None)[-1]
     # World size 4 recorded no global batch: workers x the per-worker batch_size stands in.
     expected = [[n * BATCH, n] for n in (1, 2, 4)]
-    assert accuracy[["global batch", "workers"]].values.tolist() == expected
+    assert accuracy[["global batch", "world size"]].values.tolist() == expected
     assert accuracy["val accuracy"].tolist() == [
         median_interval(ACCURACY[n]).format(".3f") for n in (1, 2, 4)
     ]

@@ -1,4 +1,4 @@
-"""Data-parallel trials: one Tune trial trains on N workers (``tuner search --workers-per-trial``).
+"""Data-parallel trials: one Tune trial trains on N workers (``tuner search --world-size``).
 
 Ray Train V2 cannot be a Tune trainable itself; Ray's documented way, followed here, is a Tune
 function trainable (:func:`run_worker_group`, the trial's driver) that builds a
@@ -51,7 +51,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
 from tuner.search.trainable import TrialContext, _run, _TrialRun
-from tuner.spaces import WORKERS_PARAM
+from tuner.spaces import WORLD_SIZE_PARAM
 
 __all__ = [
     "PlacementGroupReaper",
@@ -72,7 +72,7 @@ _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's f
 class WorkerGroup:
     """How every data-parallel trial of one search places its workers."""
 
-    workers: int  # the default world size (a space's ``workers`` parameter overrides it)
+    workers: int  # the default world size (a space's ``world_size`` parameter overrides it)
     cpus_per_worker: float
     gpus_per_worker: float
     spread: bool = False  # SPREAD the workers over nodes instead of PACKing them on one
@@ -89,8 +89,8 @@ class WorkerGroup:
 
 
 def trial_workers(config: dict[str, Any], default: int) -> int:
-    """A trial's world size: the space's ``workers`` parameter if it has one."""
-    return int(config.get(WORKERS_PARAM, default))
+    """A trial's world size: the space's ``world_size`` parameter if it has one."""
+    return int(config.get(WORLD_SIZE_PARAM, default))
 
 
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
