@@ -46,6 +46,7 @@ from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
+from ray.train.v2._internal.execution import context as train_context_module
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from tuner.search.plan import SearchPlan
@@ -151,8 +152,10 @@ class _WorkerRun(_TrialRun):
     """A trial's run on one rank of its worker group."""
 
     def __init__(self, context: TrialContext) -> None:
-        # Ray Train logs every report of every rank at INFO (the whole metrics dict).
-        logging.getLogger("ray.train.v2._internal.execution.context").setLevel(logging.WARNING)
+        # Ray Train logs every report of every rank at INFO (the whole metrics dict), from a
+        # logger named after its file's path (getLogger(__file__)): outside "ray.train", so
+        # neither that logger's level nor LoggingConfig reaches it. Its own object does.
+        train_context_module.logger.setLevel(logging.WARNING)
         train_context = ray.train.get_context()
         self.rank = train_context.get_world_rank()
         self.world_size = train_context.get_world_size()
