@@ -182,7 +182,7 @@ def test_concurrency_counts_whole_worker_groups(
             make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
         return
     plan = make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
-    assert (plan.concurrency, plan.workers_per_trial) == (concurrency, workers)
+    assert (plan.concurrency, plan.world_size) == (concurrency, workers)
 
 
 @pytest.mark.slow

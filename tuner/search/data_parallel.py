@@ -98,7 +98,7 @@ def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> 
     """The search's trainable when trials span workers; the driver itself asks for no CPU (it
     waits on its workers), so the plan's concurrency counts worker groups only."""
     group = WorkerGroup(
-        workers=plan.workers_per_trial,
+        workers=plan.world_size,
         cpus_per_worker=plan.cpus_per_trial,
         gpus_per_worker=plan.gpus_per_trial,
         spread=plan.spread_workers,
