@@ -142,11 +142,11 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
     group.add_argument(
-        "--workers-per-trial",
+        "--world-size",
         type=int,
         default=1,
-        help="data-parallel workers per trial (DDP via Ray Train); CPUs/GPUs per trial are "
-        "then per worker (default 1: one process per trial)",
+        help="each trial's data-parallel world size: N workers, DDP via Ray Train; CPUs/GPUs "
+        "per trial are then per worker (default 1: one process per trial)",
     )
     group.add_argument(
         "--spread-workers",
@@ -252,7 +252,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         gpus_per_trial=args.gpus_per_trial,
         cpus_per_trial=args.cpus_per_trial,
         address=args.address,
-        workers_per_trial=args.workers_per_trial,
+        world_size=args.world_size,
         spread_workers=args.spread_workers,
         resume=args.resume,
         max_failures=args.max_failures,

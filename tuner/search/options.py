@@ -45,8 +45,8 @@ class SearchOptions:
     cpus_per_trial: float | None = None
     address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
     # Data-parallel trials (tuner.search.data_parallel): N > 1 makes each trial a Ray Train
-    # run of N workers; --cpus/--gpus-per-trial are then per worker.
-    workers_per_trial: int = 1
+    # run of N workers (its world size); --cpus/--gpus-per-trial are then per worker.
+    world_size: int = 1
     spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
     resume: bool = False
     max_failures: int = 2
@@ -93,7 +93,7 @@ class SearchOptions:
             ("--concurrency", self.concurrency),
             ("--cpus-per-trial", self.cpus_per_trial),
             ("--probe-steps", self.probe_steps),
-            ("--workers-per-trial", self.workers_per_trial),
+            ("--world-size", self.world_size),
         ):
             if value is not None and not value > 0:
                 raise TunerError(f"{flag} {value} must be positive.")

@@ -224,7 +224,7 @@ def _search(
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     orphans = _reconcile_study(paths, records) if finished else []
-    alone = finished and plan.max_workers == 1  # both measure one process alone
+    alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
         trust_s = options.trust_limit_s(time.perf_counter() - began)
         experiment, answer, after = _after_trials(options, plan, paths, search_only, alone, trust_s)
@@ -463,7 +463,7 @@ def _print_start(
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
-    workers = f"{plan.workers_per_trial} workers x " if plan.max_workers > 1 else ""
+    workers = f"{plan.world_size} workers x " if plan.max_world_size > 1 else ""
     print(
         f"{'Resuming' if options.resume else 'Searching'} {options.space} "
         f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
