@@ -281,7 +281,7 @@ def _after_trials(
     return experiment, decide(experiment) if answer is None else answer, after
 
 
-_REMEASURE_SHARE = 0.35  # of the trust budget; the effects (more arms) get what is left
+_REMEASURE_SHARE = 0.25  # of the trust budget: the effects have 8 arms to the re-measurement's 3
 
 
 def _part(seconds: float | None, share: float) -> float | None:

@@ -1,0 +1,74 @@
+"""kill -9 of the driver during a data-parallel trial, then ``--resume``: the trial's worker
+group starts again from the trial's last checkpoint (Ray Train's, in the trial folder), not from
+step 0, and the search finishes with that trial ``ok`` (real processes, 2 gloo workers)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_driver import _kill_tree, _start
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
+TIMEOUT_S = 400
+
+
+def _command(storage: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "tuner", "search", *extra, "--name", "killed",
+        "--storage", str(storage), "--no-report",
+    ]  # fmt: skip
+
+
+def _lines(experiment: Path) -> list[dict[str, Any]]:
+    found = list(experiment.glob("*/result.json"))
+    if not found:
+        return []
+    return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+
+
+def _wait_for_a_checkpointed_report(experiment: Path, driver: Any, log: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        lines = _lines(experiment)
+        if lines and not lines[-1]["final"] and list(experiment.glob("*/train/checkpoint_*")):
+            return
+        assert driver.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.05)
+    raise AssertionError("no checkpointed report in time")
+
+
+def test_a_killed_driver_resumes_its_data_parallel_trial_from_the_checkpoint(
+    tmp_path: Path,
+) -> None:
+    storage, experiment = tmp_path / "experiments", tmp_path / "experiments" / "killed"
+    flags = ["--world-size", "2", "--cpus-per-trial", "1", "--num-samples", "1", "--set",
+             "variant=strong", "--speed-repeats", "0", "--remeasure-top", "0",
+             "--effects-repeats", "0"]  # fmt: skip
+    log = tmp_path / "first.log"  # a file, not a pipe: nobody reads it while the trial runs
+    with log.open("w") as out:
+        first = subprocess.Popen(_command(storage, str(SPACE), *flags), stdout=out, stderr=out)
+        try:
+            _wait_for_a_checkpointed_report(experiment, first, log)
+        finally:
+            _kill_tree(first)
+    before = [line["step"] for line in _lines(experiment)]
+    assert before and before[-1] < 96  # killed mid-trial
+
+    resumed = _start(_command(storage, "--resume"))
+    out, _ = resumed.communicate(timeout=TIMEOUT_S)
+    assert resumed.returncode == 0, out[-3000:]
+    assert "Search finished: 1 trials (1 ok)" in out, out[-3000:]
+    lines = _lines(experiment)
+    after = [line["step"] for line in lines[len(before) :]]
+    assert after and min(after) > min(before)  # from a checkpoint, not from step 0
+    final = lines[-1]
+    assert final["final"] and final["status"] == "ok" and final["steps"] == 96
+    assert final["world_size"] == 2 and final["images_per_second"] > 0
