@@ -26,7 +26,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
 from tuner.errors import TunerError
-from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_outcome
+from tuner.search import tracking
 from tuner.units import finite_or_none
 
 __all__ = [
@@ -44,14 +44,14 @@ RECOMMENDED = "recommended"  # prefix of the parent run's params and metrics of 
 _TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
-class StepMLflowLoggerCallback(MLflowLoggerCallback):
+class StepMLflowLoggerCallback(tracking.KeepsSteps, MLflowLoggerCallback):
     """Ray's MLflow logger with the training step as MLflow's step (once per step) and every
     trial run nested under the search's parent run."""
 
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
-        self._steps = StepFilter()
-        self._guard = Guard("MLflow")
+        self._steps = tracking.StepFilter()
+        self._guard = tracking.Guard("MLflow")
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
@@ -60,44 +60,41 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         runs = {
             trial.trial_id: run_id for trial, run_id in getattr(self, "_trial_runs", {}).items()
         }
-        return {"steps": dict(self._steps.last), "runs": {**self._run_ids, **runs}}
+        return {**(super().get_state() or {}), "runs": {**self._run_ids, **runs}}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._steps.last = dict(state.get("steps", {}))
+        super().set_state(state)
         self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         self._guard.failed = False  # a resumed search tries again
-        self._guard.run(self._setup, *args, **kwargs)
+        self._setup(*args, **kwargs)
 
-    def log_trial_start(self, trial: Any) -> None:
-        self._guard.run(self._start, trial)
-
-    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guard.run(self._log_result, trial, result)
-
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guard.run(self._end, trial, failed)
-
+    @tracking.guarded
     def _setup(self, *args: Any, **kwargs: Any) -> None:
         super().setup(*args, **kwargs)
         parent = parent_run(self.tracking_uri, str(self.experiment_name), dict(self.tags or {}))
         self.tags = {**(self.tags or {}), _MLFLOW_PARENT_RUN_ID: parent}
 
-    def _start(self, trial: Any) -> None:
+    @tracking.guarded
+    def log_trial_start(self, trial: Any) -> None:
         if trial not in self._trial_runs and trial.trial_id in self._run_ids:
             self._trial_runs[trial] = self._run_ids[trial.trial_id]  # its run before --resume
         super().log_trial_start(trial)
 
-    def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
+    @tracking.guarded
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         step = self._steps.new_step(trial, result)
         if step is not None:
             self.mlflow_util.log_metrics(
-                run_id=self._trial_runs[trial], metrics_to_log=metrics_only(result), step=step
+                run_id=self._trial_runs[trial],
+                metrics_to_log=tracking.metrics_only(result),
+                step=step,
             )
 
-    def _end(self, trial: Any, failed: bool) -> None:
-        kind, error = trial_outcome(trial, failed=failed)
+    @tracking.guarded
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        kind, error = tracking.trial_outcome(trial, failed=failed)
         tags = {record.KIND: kind, **({record.ERROR: error[:_TAG_CHARS]} if error else {})}
         client = MlflowClient(self.tracking_uri)
         for key, value in tags.items():
