@@ -423,7 +423,7 @@ def _metadata(
         "sampler": options.sampler,
         "seed": options.seed,
         "num_samples": plan.num_samples,
-        "time_budget_s": options.time_budget_s,
+        "search_time_budget_s": options.search_time_budget_s,
         MAX_MEMORY_BYTES: options.max_memory_bytes,
         "concurrency": plan.concurrency,
         "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},

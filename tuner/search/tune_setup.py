@@ -85,7 +85,7 @@ def tune_config(
         search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
         scheduler=_scheduler(options, plan),
         num_samples=plan.num_samples,
-        time_budget_s=options.time_budget_s,
+        time_budget_s=options.search_time_budget_s,
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
