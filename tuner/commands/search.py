@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
-from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
 from tuner.record import TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
@@ -330,9 +330,8 @@ def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
             config=None if pick is None else experiment.configs[str(pick[TRIAL_ID])],
         )
     except Exception as exc:  # the experiment and report folders hold every result anyway
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         print(
-            f"warning: logging the report to MLflow failed ({line}); the results are in "
+            f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are in "
             f"{outcome.experiment_dir}."
         )
         return

@@ -25,7 +25,7 @@ from mlflow.entities import Metric, Param
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
 from tuner.search import tracking
 from tuner.units import finite_or_none
 
@@ -114,10 +114,9 @@ def check_tracking_uri(tracking_uri: str) -> None:
     try:
         MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as exc:
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         raise TunerError(
-            f"--mlflow {tracking_uri}: the tracking store cannot be reached ({line}); check the "
-            "URI (sqlite:///mlflow.db, http://host:5000) or start the server."
+            f"--mlflow {tracking_uri}: the tracking store cannot be reached ({error_line(exc)}); "
+            "check the URI (sqlite:///mlflow.db, http://host:5000) or start the server."
         ) from None
     finally:
         for key, value in saved.items():

@@ -23,7 +23,7 @@ import ray
 from ray import tune
 
 from tuner.answer import Answer, decide
-from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError
+from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError, error_line
 from tuner.experiment import (
     METADATA_FILE,
     PROBE_CACHE_FILE,
@@ -138,20 +138,7 @@ def _search(
     earlier: Experiment | None = None,
 ) -> SearchOutcome:
     started = time.time()
-    design: list[dict[str, Any]] = []
-    if profile is None:
-        metadata = update_metadata(paths.local, state="running", resumed_at=now())
-    else:
-        budget = plan.num_samples if plan.num_samples > 0 else None
-        design = startup_design(profile, budget=budget, seed=options.seed)
-        design, warm = warm_start(
-            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
-        )
-        metadata = {
-            **start_metadata(options, space, plan, paths, info, profile, design),
-            **({"warm_start": warm} if warm else {}),
-        }
-        write_metadata(paths.local, metadata)
+    metadata, design = _begin(options, space, plan, paths, info, profile, earlier)
     search_only = tuple(metadata.get("search_only_params", ()))
     print_start(options, plan, paths, profile)
     if metadata.get("warm_start"):
@@ -165,7 +152,7 @@ def _search(
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
         _mark_interrupted(paths)
-        what = f"Ray ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})"
+        what = f"Ray ({error_line(exc, limit=200)})"
         raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
@@ -189,6 +176,32 @@ def _search(
     return SearchOutcome(paths.local, state, records, experiment, answer)
 
 
+def _begin(
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    info: cluster.ClusterInfo,
+    profile: SpaceProfile | None,
+    earlier: Experiment | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The metadata the search runs under, written (a resumed search only marks it running),
+    and the start-up design of a new one (after what --warm-start covers)."""
+    if profile is None:
+        return update_metadata(paths.local, state="running", resumed_at=now()), []
+    budget = plan.num_samples if plan.num_samples > 0 else None
+    design = startup_design(profile, budget=budget, seed=options.seed)
+    design, warm = warm_start(
+        options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
+    )
+    metadata = {
+        **start_metadata(options, space, plan, paths, info, profile, design),
+        **({"warm_start": warm} if warm else {}),
+    }
+    write_metadata(paths.local, metadata)
+    return metadata, design
+
+
 def _after_trials(
     options: SearchOptions,
     plan: SearchPlan,
@@ -197,9 +210,8 @@ def _after_trials(
     alone: bool,
 ) -> tuple[Experiment, Answer, dict[str, Any]]:
     """Re-measurement and the technique effects (when the trials finished, each run alone in
-    one process; a data-parallel search skips both), the answer, and
-    what the metadata records of them; Ctrl-C here keeps what was done and says which step
-    it stopped."""
+    one process; a data-parallel search skips both), the answer, and what the metadata records
+    of them; Ctrl-C here keeps what was done and says which step it stopped."""
     experiment = load_experiment(paths.local)
     answer: Answer | None = None
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one

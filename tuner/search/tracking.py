@@ -26,6 +26,7 @@ from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECKPOINT, TRIAL_ID
 
 from tuner import record
+from tuner.errors import error_line
 from tuner.techniques import knob
 
 __all__ = [
@@ -61,8 +62,9 @@ class Guard:
             method(*args, **kwargs)
         except Exception as exc:
             self.failed = True
-            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warning = f"warning: {self.client} logging stopped ({line}); the search goes on."
+            warning = (
+                f"warning: {self.client} logging stopped ({error_line(exc)}); the search goes on."
+            )
             print(warning, file=sys.stderr, flush=True)
 
 
