@@ -1,12 +1,6 @@
-"""``--mlflow URI``: Ray's MLflow logger by training step, and the search's parent run.
-
-Imported only when a search is tracked: importing Ray's MLflow logger imports ``mlflow``.
-Every trial is one MLflow run (params: its config; metrics: every report at its training step,
-each step once; tags: ``space``, ``experiment``, ``trial_name`` and, at its end, ``kind``
-(:func:`tuner.record.classify`) and ``error``), nested under one parent run per search, in the
-MLflow experiment named after the search. A trial Optuna is told as FAIL (errored, diverged) ends
-FAILED, every other FINISHED. The parent run gets the recommended config and its figures and the
-report's files at the end (:func:`log_report`).
+"""``--mlflow URI``: Ray's MLflow logger by training step, every trial run nested under the
+search's parent run, which gets the recommendation and the report at the end (what is logged:
+README, "MLflow"). Imported only when a search is tracked: it imports ``mlflow``.
 
 MLflow never stops a search: the URI is tried before any trial runs (:func:`check_tracking_uri`),
 and a store that fails later costs one warning line, after which the search goes on untracked.

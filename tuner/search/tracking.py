@@ -1,16 +1,10 @@
 """What TensorBoard sees of a search, and what every logger shares: trial folders, steps, kinds.
 
-- TensorBoard is always on: Ray writes an event file into every trial folder. Here its x-axis is
-  the training step that every report carries (:data:`tuner.record.STEP`), not Ray's count of
-  reports, and each step is written once: a trial's final report repeats the step of its last
-  evaluation and is not plotted again. At the trial's end its kind
-  (:func:`tuner.record.classify`) and error text are written as text (``ray/tune/kind``,
-  ``ray/tune/error``; tensorboardX adds ``/text_summary``): a scalar cannot say "stopped early".
-- :class:`StepFilter`, :class:`KeepsSteps`, :func:`metrics_only`, :func:`trial_outcome`,
-  :class:`Guard` and :func:`guarded` are what the MLflow and W&B loggers share; they import this
-  module, never the other way round.
-- Trial folders are named ``t_<trial id>_<trial number>_<main settings>`` (:func:`trial_dirname`)
-  instead of Ray's 120-character parameter strings.
+TensorBoard plots every scalar against the training step (:data:`tuner.record.STEP`), each step
+once, and at a trial's end writes its kind and error text (``ray/tune/kind``, ``ray/tune/error``):
+a scalar cannot say "stopped early". The MLflow and W&B loggers import what they share from
+here, never the other way round. Trial folders are ``t_<trial id>_<number>_<main settings>``
+(:func:`trial_dirname`) instead of Ray's 120-character parameter strings.
 """
 
 from __future__ import annotations

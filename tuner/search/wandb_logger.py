@@ -1,19 +1,11 @@
-"""``--wandb PROJECT``: one W&B run per trial, offline, in the experiment folder.
+"""``--wandb PROJECT``: one offline W&B run per trial, logged from the driver by training step
+into ``<experiment>/wandb/`` (what is logged: README, "Weights & Biases"). Imported only when
+asked for (importing ``wandb`` takes ~1 s).
 
-Imported only when asked for (importing ``wandb`` takes ~1 s). Not Ray's ``WandbLoggerCallback``:
-that one reads ``WANDB_PROJECT_NAME`` (not W&B's ``WANDB_PROJECT``), logs every report at W&B's
-own counter (a trial's final report repeats its last evaluation's step: twice), runs each trial's
-W&B process beside the trial so its files land in Ray's session folder before they are complete,
-and lets W&B print between the trial lines. Here the driver logs:
-
-- one run per trial (id: the Ray trial id; config: the trial's; tags: space, experiment and at
-  the end ``kind: <kind>`` (:func:`tuner.record.classify`)), its summary holding ``kind`` and the
-  ``error`` text, its exit code 1 for a trial Optuna is told as FAIL (errored, diverged);
-- every number of a report at its training step (:data:`tuner.record.STEP`), each step once;
-- offline (``WANDB_MODE`` may say otherwise) into ``<experiment>/wandb/offline-run-*``, complete
-  when the trial ends: ``wandb sync <experiment>/wandb/offline-run-*`` uploads them later;
-- silently: no W&B line reaches the console, and the console is not captured; a W&B that fails
-  costs one warning line and the search goes on.
+Not Ray's ``WandbLoggerCallback``: that one reads ``WANDB_PROJECT_NAME`` (not W&B's
+``WANDB_PROJECT``), logs a trial's final report at its last evaluation's step again, writes each
+trial's files into Ray's session folder before they are complete, and lets W&B print between the
+trial lines. Here W&B prints nothing, and a W&B that fails costs one warning line.
 """
 
 from __future__ import annotations
