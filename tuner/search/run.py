@@ -107,7 +107,9 @@ def run_search(options: SearchOptions) -> SearchOutcome:
             )
             profile = profile_for(space, plan, checked)
             earlier = checked.earlier if checked else None
-            return _search(options, space, plan, paths, info, profile, earlier)
+            started = time.time()
+            search_only, design = _begin(options, space, plan, paths, info, profile, earlier)
+            return _search(options, space, plan, paths, search_only, design, started)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -133,16 +135,10 @@ def _search(
     space: SearchSpace,
     plan: SearchPlan,
     paths: ExperimentPaths,
-    info: cluster.ClusterInfo,
-    profile: SpaceProfile | None,
-    earlier: Experiment | None = None,
+    search_only: tuple[str, ...],
+    design: list[dict[str, Any]],
+    started: float,
 ) -> SearchOutcome:
-    started = time.time()
-    metadata, design = _begin(options, space, plan, paths, info, profile, earlier)
-    search_only = tuple(metadata.get("search_only_params", ()))
-    print_start(options, plan, paths, profile)
-    if metadata.get("warm_start"):
-        print(metadata["warm_start"]["summary"], flush=True)
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
             trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
@@ -184,22 +180,28 @@ def _begin(
     info: cluster.ClusterInfo,
     profile: SpaceProfile | None,
     earlier: Experiment | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The metadata the search runs under, written (a resumed search only marks it running),
-    and the start-up design of a new one (after what --warm-start covers)."""
+) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """Write the metadata the search runs under (a resumed search only marks it running) and
+    print the start line; return the search-only parameters and the start-up design of a new
+    search (after what --warm-start covers)."""
+    design: list[dict[str, Any]] = []
     if profile is None:
-        return update_metadata(paths.local, state="running", resumed_at=now()), []
-    budget = plan.num_samples if plan.num_samples > 0 else None
-    design = startup_design(profile, budget=budget, seed=options.seed)
-    design, warm = warm_start(
-        options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
-    )
-    metadata = {
-        **start_metadata(options, space, plan, paths, info, profile, design),
-        **({"warm_start": warm} if warm else {}),
-    }
-    write_metadata(paths.local, metadata)
-    return metadata, design
+        metadata = update_metadata(paths.local, state="running", resumed_at=now())
+    else:
+        budget = plan.num_samples if plan.num_samples > 0 else None
+        design = startup_design(profile, budget=budget, seed=options.seed)
+        design, warm = warm_start(
+            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
+        )
+        metadata = {
+            **start_metadata(options, space, plan, paths, info, profile, design),
+            **({"warm_start": warm} if warm else {}),
+        }
+        write_metadata(paths.local, metadata)
+    print_start(options, plan, paths, profile)
+    if metadata.get("warm_start"):
+        print(metadata["warm_start"]["summary"], flush=True)
+    return tuple(metadata.get("search_only_params", ())), design
 
 
 def _after_trials(
