@@ -8,7 +8,8 @@ folder) or reads a finished experiment folder, and reports:
 - per pair of consecutive trials (concurrency 1), the time from one trial's last report to the
   next trial's first training step (its first probe step, or its run's first step);
 - the whole command's wall time, with the parts after the search (re-measurement, technique
-  effects, report).
+  effects, report): their share of the command, and the technique effects' intervals (the
+  median over arms of a ratio interval's width, high / low) and how each measurement ended.
 
     .venv/bin/python bench/search_overhead.py                      # runs the main job (~5 min)
     .venv/bin/python bench/search_overhead.py --keep /tmp/main-job  # ... and keeps its folders
@@ -70,6 +71,7 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
         "gap_median_s": statistics.median(gaps) if gaps else None,
         "gap_max_s": max(gaps) if gaps else None,
         "command_seconds": command_s,
+        **trust_figures(experiment, meta, command_s),
         "command": " ".join(sys.argv),
         "load_average_1min_end": os.getloadavg()[0],
         "environment": meta.get("environment", {}),
@@ -89,6 +91,55 @@ def analyse(experiment: Path, command_s: float | None) -> dict[str, Any]:
             }
             for r in trials
         ],
+    }
+
+
+def trust_figures(experiment: Path, meta: dict[str, Any], command_s: float | None) -> dict:
+    """Re-measurement and effects: their time, how they ended, the effects' interval widths."""
+    import pandas as pd
+
+    from tuner.compare import summarize
+
+    out: dict[str, Any] = {}
+    for step in ("remeasure", "effects"):
+        info = meta.get(step) or {}
+        for key in ("seconds", "repeats_done", "stopped"):
+            out[f"{step}_{key}"] = info.get(key)
+    if out["remeasure_seconds"] is None:  # an experiment from before the record: file times
+        out.update(_from_file_times(experiment))
+    if command_s:
+        trust = sum(float(out.get(f"{step}_seconds") or 0) for step in ("remeasure", "effects"))
+        out["trust_s"] = trust or None
+        out["trust_share"] = trust / command_s if trust else None
+        out["after_trials_s"] = command_s - meta["fit_time_s"]  # Ray start/stop, report too
+        out["after_trials_share"] = out["after_trials_s"] / command_s
+    effects = experiment / "effects.csv"
+    if effects.exists():
+        key = "throughput_ratio_vs_reference"
+        summary = summarize(pd.read_csv(effects)).dropna(subset=[f"{key}_low", f"{key}_high"])
+        widths = (summary[f"{key}_high"] / summary[f"{key}_low"]).tolist()
+        out["effect_arms"] = len(widths)
+        out["effect_width_median"] = statistics.median(widths) if widths else None
+        out["effect_intervals"] = [
+            f"{r['arm']}: {r[key]:.2f}x [{r[f'{key}_low']:.2f}-{r[f'{key}_high']:.2f}]"
+            for _, r in summary.iterrows()
+        ]
+    return out
+
+
+def _from_file_times(experiment: Path) -> dict[str, Any]:
+    """Re-measurement: from the last trial report to remeasure.csv's write; effects: from
+    there to effects.csv's (each includes a read of the folder: slightly long)."""
+    last = max((r["reported_unix_s"] for r in last_reports(experiment)), default=None)
+    remeasure, effects = experiment / "remeasure.csv", experiment / "effects.csv"
+    if last is None or not remeasure.exists() or not effects.exists():
+        return {}
+    written = remeasure.stat().st_mtime
+    return {
+        "remeasure_seconds": written - last,
+        "effects_seconds": effects.stat().st_mtime - written,
+        "remeasure_stopped": "(file times)",
+        "effects_stopped": "(file times)",
     }
 
 
@@ -113,14 +164,40 @@ def to_markdown(result: dict[str, Any]) -> str:
         f"| gap between trials, median | {result['gap_median_s']:.2f} s | <= {GAP_TARGET_S} s |",
         f"| gap between trials, max | {result['gap_max_s']:.2f} s | |",
         f"| the whole command (search, re-measurement, effects, report) | {command} | |",
+        *_trust_rows(result),
         "",
         f"Gaps, in order (s): {gaps}.",
+        "",
+        "Technique effects (ratio vs the recommended config, 95 % interval): "
+        + "; ".join(result.get("effect_intervals") or ["none"]) + ".",
         "",
         f"Command: `{result['command']}`; 1-minute load average at the end "
         f"{result['load_average_1min_end']:.1f} on {os.cpu_count()} cores (above the core count, "
         "other work shared the machine and the shares are pessimistic).",
         "",
     ])  # fmt: skip
+
+
+def _trust_rows(result: dict[str, Any]) -> list[str]:
+    def seconds(step: str) -> str:
+        value = result.get(f"{step}_seconds")
+        rounds, stopped = result.get(f"{step}_repeats_done"), result.get(f"{step}_stopped")
+        return "n/a" if value is None else f"{value:.0f} s, {rounds} rounds, ended by {stopped}"
+
+    def percent(key: str) -> str:
+        value = result.get(key)
+        return "n/a" if value is None else f"{value:.1%}"
+
+    width = result.get("effect_width_median")
+    return [
+        f"| re-measurement | {seconds('remeasure')} | |",
+        f"| technique effects | {seconds('effects')} | |",
+        f"| re-measurement and effects, share of the command | {percent('trust_share')} | <= 25% |",
+        "| everything after the trials (also the report, Ray's stop), share of the command "
+        f"| {percent('after_trials_share')} | |",
+        "| technique effects: median interval width (high / low) over "
+        f"{result.get('effect_arms', 0)} arms | {'n/a' if width is None else f'{width:.2f}'} | |",
+    ]
 
 
 def main() -> None:

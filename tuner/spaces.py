@@ -35,8 +35,8 @@ from tuner.errors import TunerError
 from tuner.techniques import knob, speed_knobs
 
 __all__ = [
-    "WORKERS_PARAM",
     "WORKLOAD_KINDS",
+    "WORLD_SIZE_PARAM",
     "SearchSpace",
     "SpaceSampler",
     "get_space",
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 WORKLOAD_KINDS = ("cpu", "gpu")
-WORKERS_PARAM = "workers"  # a space parameter that is the trial's data-parallel world size
+WORLD_SIZE_PARAM = "world_size"  # a space parameter: the trial's data-parallel world size
 DEFAULT_NUM_SAMPLES = 10
 _PACKAGE = "search_spaces"
 

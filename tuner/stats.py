@@ -90,6 +90,16 @@ class Change:
     def measured(self) -> bool:
         return not math.isnan(self.value)
 
+    @property
+    def half_width(self) -> float:
+        """How far the interval reaches from the value: a ratio's as a fraction (0.03: the
+        interval is within +-3 % of the ratio), a difference's in its unit; NaN without one."""
+        if not self.has_interval:
+            return math.nan
+        if self.neutral == 1.0 and self.value > 0 and self.low > 0:
+            return max(self.high / self.value, self.value / self.low) - 1.0
+        return max(self.high - self.value, self.value - self.low)
+
 
 def _finite(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]

@@ -59,9 +59,9 @@ def test_trials_run_on_every_node_and_all_results_arrive(two_nodes: RayCluster) 
 def test_a_data_parallel_trial_spreads_its_workers_over_both_nodes(two_nodes: RayCluster) -> None:
     # Two 1-CPU nodes, one trial of 2 workers x 1 CPU: packed on one node it cannot be placed
     # (refused before any trial), spread its workers can only run one on each node.
-    packed = _search(two_nodes, "packed", "--num-samples", "1", "--workers-per-trial", "2")
+    packed = _search(two_nodes, "packed", "--num-samples", "1", "--world-size", "2")
     assert packed.returncode == 2 and "--spread-workers" in packed.stderr
-    done = _search(two_nodes, "ddp", "--num-samples", "1", "--workers-per-trial", "2",
+    done = _search(two_nodes, "ddp", "--num-samples", "1", "--world-size", "2",
                    "--spread-workers")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     (records,) = _trial_records(two_nodes, "ddp").values()

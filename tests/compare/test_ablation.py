@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from tuner.cli import main
 from tuner.compare import ablation
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.techniques import ladder
+from tuner.techniques import ladder, ladder_knobs
 from tuner.workloads import GPU_NORM_MODEL, MICRO_VIT
 
 TINY = TrainConfig(
@@ -27,6 +29,7 @@ TINY = TrainConfig(
 )
 CPU_LADDER = [r.name for r in ladder(cuda=False)[0]]
 GPU_LADDER = [r.name for r in ladder(cuda=True)[0]]
+CPU_LADDER_KNOBS = [k.field for k in ladder_knobs()]
 
 
 def test_ladder_keeps_every_earlier_change() -> None:
@@ -48,7 +51,11 @@ def test_ladder_keeps_every_earlier_change() -> None:
 def test_cpu_plan_leaves_out_what_needs_cuda() -> None:
     arms, left_out = ablation.plan_ablation(TINY, cuda=False, amp="bf16", skip=["norm"])
     assert [a.name for a in arms] == CPU_LADDER
-    assert left_out == ["non_blocking: needs CUDA", "prefetch: needs CUDA"]
+    assert left_out == [
+        "non_blocking: needs CUDA",
+        "prefetch: needs CUDA",
+        "DataParallel vs DDP: needs 2 or more CUDA GPUs; this machine has 0",
+    ]
 
 
 def test_norm_comparison_can_run_on_another_model() -> None:
@@ -125,3 +132,64 @@ def test_tiny_cpu_ablation(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 0
     assert len(pd.read_csv(out / "runs.csv")) == len(arms) * 3
     assert "tie" in (out / "ablation.md").read_text() or "x [" in (out / "ablation.md").read_text()
+
+
+def test_data_parallel_pair_on_two_or_more_gpus() -> None:
+    arms, left_out = ablation.plan_ablation(TINY, cuda=True, amp="fp16", skip=["norm"], gpus=4)
+    dataparallel, ddp = arms[-2:]
+    assert (dataparallel.name, ddp.name) == ("DataParallel x4", "DDP x4")
+    assert not any("DataParallel" in line for line in left_out)
+    # The same global batch and peak lr: one process at 4b, or 4 workers at b (the engine
+    # multiplies lr by the world size).
+    assert dataparallel.config == TINY.replace(device="cuda", batch_size=64, lr=4 * TINY.lr)
+    assert ddp.config == TINY.replace(device="cuda")
+    assert ddp.reference == ddp.baseline == dataparallel.name
+    assert dataparallel.measure is not None and ddp.measure is not None  # fresh processes
+
+
+@pytest.mark.parametrize(
+    ("cuda", "gpus", "why"),
+    [
+        (False, 0, "needs 2 or more CUDA GPUs; this machine has 0"),
+        (True, 1, "needs 2 or more CUDA GPUs; this machine has 1"),
+        (False, 2, "this run is on the CPU"),
+    ],
+)
+def test_data_parallel_pair_is_left_out_with_a_note(cuda: bool, gpus: int, why: str) -> None:
+    amp = "fp16" if cuda else "bf16"
+    arms, left_out = ablation.plan_ablation(TINY, cuda=cuda, amp=amp, skip=["norm"], gpus=gpus)
+    assert not any(a.group == "data parallel" for a in arms)
+    (note,) = [line for line in left_out if line.startswith("DataParallel vs DDP: ")]
+    assert why in note
+    _, left_out = ablation.plan_ablation(
+        TINY, cuda=cuda, amp=amp, skip=["norm", "data_parallel"], gpus=gpus
+    )
+    assert not any("DataParallel" in line for line in left_out)  # skipped: nothing to say
+
+
+def test_the_engine_refuses_dataparallel_without_two_gpus() -> None:
+    from tuner.engine import train
+
+    with pytest.raises(TunerError, match="DataParallel needs one process on 2 or more CUDA GPUs"):
+        train(TINY, dataparallel=True)
+
+
+def test_cli_says_why_data_parallel_was_not_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    gpus = torch.cuda.device_count()
+    if gpus >= 2:
+        pytest.skip("this machine measures DataParallel vs DDP")
+    flags = ["--model", TINY.model, "--model-kwargs", json.dumps(dict(TINY.model_kwargs)),
+             "--img-size", "16", "--batch-size", "16", "--steps", "2", "--warmup-steps", "1",
+             "--device", "cpu", "--repeats", "1", "--reports-dir", str(tmp_path), "--json",
+             "--skip", ",".join([*CPU_LADDER_KNOBS, "norm"])]  # fmt: skip
+    assert main(["ablate", *flags]) == 0
+    out, err = capsys.readouterr()
+    note = f"DataParallel vs DDP: needs 2 or more CUDA GPUs; this machine has {gpus}"
+    assert f"left out: {note}" in err.splitlines()
+    document = json.loads(out.strip().splitlines()[-1])
+    assert note in document["left_out"]
+    assert [row["arm"] for row in document["summary"]] == ["plain"]
+    for name in ("ablation.md", "ablation.html"):
+        assert note in (tmp_path / "ablation" / name).read_text()

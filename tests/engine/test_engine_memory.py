@@ -52,3 +52,23 @@ def test_bf16_autocast_halves_the_saved_activations() -> None:
     fp32 = probe(tiny(batch_size=32), steps=2).memory_activations_bytes
     bf16 = probe(tiny(batch_size=32, amp="bf16"), steps=2).memory_activations_bytes
     assert bf16 < 0.8 * fp32
+
+
+def test_a_window_run_counts_the_same_training_state_as_a_probe() -> None:
+    """Arms built side by side (tuner.compare.trust) each report their own state, not what the
+    process holds: the same count a fresh probe of the config makes."""
+    from tuner.engine import probe
+    from tuner.engine.windows import WindowRun
+
+    config = tiny(warmup_steps=2)
+    # Held beside it, with a loader worker that queues 2 batches while the other arm runs.
+    other = WindowRun(tiny(warmup_steps=2, batch_size=64, num_workers=1), planned_steps=20)
+    run = WindowRun(config, planned_steps=20)
+    assert other.warm_up() is None and run.warm_up() is None
+    window = run.window(3)
+    assert window.status == "ok" and window.measured_steps == 3 and window.images_per_second > 0
+    assert (run.queued, other.queued) == (0, 2)  # taken untimed before each of its windows
+    assert other.window(3).measured_steps == 3
+    assert window.peak_memory_bytes == probe(config, steps=3).peak_memory_bytes > 0
+    run.close()
+    other.close()

@@ -1,9 +1,9 @@
 """Data-parallel trials with real Ray Train: 2 gloo workers per trial on the local CPU.
 
-One search (module fixture) over ``spaces/ddp_space.py`` with ``--workers-per-trial 2``, three
+One search (module fixture) over ``spaces/ddp_space.py`` with ``--world-size 2``, three
 trials in a known order: ``strong`` (one of its 2 workers is killed after its first checkpoint),
 ``weak`` (2 workers, stopped early by ParetoASHA), ``strong2`` (one worker, from the space's
-``workers`` parameter; it starts after the early stop). Each worker group costs 20-30 s to start
+``world_size`` parameter; it starts after the early stop). Each worker group costs 20-30 s to start
 on 2 cores, so everything, the report's "Scaling" section included, is asserted on this search.
 """
 
@@ -76,7 +76,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
         name="ddp",
         storage=str(root / "experiments"),
         seed=4,  # the start-up design's order: strong, weak, strong2
-        workers_per_trial=2,
+        world_size=2,
         cpus_per_trial=1,
         probe_steps=2,
         speed_repeats=1,
@@ -124,7 +124,7 @@ def test_every_trial_records_its_world_size_and_global_throughput(searched) -> N
     assert outcome.state == "finished"
     reports = _reports(outcome)
     assert set(reports) == {"strong", "weak", "strong2"}
-    sizes = {"strong": 2, "weak": 2, "strong2": 1}  # --workers-per-trial 2; the space's 1
+    sizes = {"strong": 2, "weak": 2, "strong2": 1}  # --world-size 2; the space's 1
     for variant, lines in reports.items():
         assert lines, variant
         for line in lines:
@@ -174,7 +174,7 @@ def test_concurrency_counts_whole_worker_groups(
     workers: int, spread: bool, node_cpus: list[float], concurrency: int | None
 ) -> None:
     options = SearchOptions(
-        space=str(SPACE), workers_per_trial=workers, spread_workers=spread, cpus_per_trial=1
+        space=str(SPACE), world_size=workers, spread_workers=spread, cpus_per_trial=1
     )
     space = get_space(options.space)
     if concurrency is None:  # packed 2 workers need one node with 2 CPUs
@@ -182,7 +182,7 @@ def test_concurrency_counts_whole_worker_groups(
             make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
         return
     plan = make_plan(options, space, node_cpus=node_cpus, total_gpus=0)
-    assert (plan.concurrency, plan.workers_per_trial) == (concurrency, workers)
+    assert (plan.concurrency, plan.world_size) == (concurrency, workers)
 
 
 @pytest.mark.slow
@@ -193,8 +193,8 @@ def test_the_report_shows_scaling_by_world_size(searched, tmp_path: Path) -> Non
     assert section is not None and section.title == "Scaling"
     tables = [block for block in section.blocks if isinstance(block, Table)]
     speed, accuracy = tables[0].frame, tables[-1].frame
-    assert speed["workers"].tolist() == [1, 2]  # the weak trial stopped early: not pooled
+    assert speed["world size"].tolist() == [1, 2]  # the weak trial stopped early: not pooled
     assert speed["scaling efficiency"].iloc[0].startswith("1.00")
-    assert accuracy[["global batch", "workers"]].values.tolist() == [[64, 1], [32, 2]]
+    assert accuracy[["global batch", "world size"]].values.tolist() == [[64, 1], [32, 2]]
     write_report(experiment, out_dir=tmp_path / "report")
     assert "Scaling" in (tmp_path / "report" / "report.md").read_text()

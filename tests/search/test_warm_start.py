@@ -12,10 +12,11 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner.errors import TunerError
+from tuner.search.experiment import ExperimentPaths
 from tuner.search.options import SearchOptions
 from tuner.search.plan import check_space, make_plan
 from tuner.search.searcher import constraint_arguments
-from tuner.search.warm_start import WARM_START_ATTR, WarmStart, load_warm_start
+from tuner.search.warm_start import WARM_START_ATTR, WarmStart, load_warm_start, warm_start
 from tuner.spaces import get_space
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"  # batch_size 8 | 16, base_lr
@@ -131,3 +132,16 @@ def test_another_workload_or_no_such_experiment_is_refused_in_one_line(earlier: 
 
 def test_without_the_flag_nothing_is_read() -> None:
     assert _load("") is None
+
+
+def test_a_grid_search_says_it_runs_the_warm_started_points_again(
+    earlier: Path, tmp_path: Path
+) -> None:
+    options = SearchOptions(space=str(SPACE), warm_start=str(earlier), sampler="grid")
+    space = get_space(str(SPACE))
+    plan = make_plan(options, space, node_cpus=[2.0], total_gpus=0.0)
+    paths = ExperimentPaths.of(str(tmp_path / "experiments"), "new")
+    _, meta = warm_start(
+        options, plan, check_space(space, plan), paths, space_name=space.name, design=[]
+    )
+    assert meta is not None and "--sampler grid still runs its whole grid" in meta["summary"]

@@ -29,8 +29,10 @@ _RUN_SETTINGS = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ablate",
-        help="controlled ablation: plain -> +amp -> ... -> +compile, and BatchNorm vs GroupNorm",
-        description="Run the technique ladder and the norm comparison on one workload, each "
+        help="controlled ablation: plain -> +amp -> ... -> +compile, BatchNorm vs GroupNorm, "
+        "DataParallel vs DDP",
+        description="Run the technique ladder, the norm comparison and (on 2 or more GPUs) "
+        "DataParallel vs DDP on one workload, each "
         "step repeated with the same seed (interleaved), and write reports/<name>/ablation.*. "
         "Defaults: a tiny hybrid ViT on digits (CPU) or ViT-B/16 at 224 on synthetic data (GPU).",
     )
@@ -46,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "vit_small_r26_s32_224, since ViT-B/16 has no convolutional norm layers)",
     )
     _flags.add(
-        parser, "--skip", detail="of: " + ", ".join((*(k.field for k in ladder_knobs()), "norm"))
+        parser,
+        "--skip",
+        detail="of: " + ", ".join((*(k.field for k in ladder_knobs()), "norm", "data_parallel")),
     )
     _flags.add(parser, "--name", default="ablation", detail="default: ablation")
     _flags.add(parser, "--reports-dir")
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         skip=skip,
         norm_model=args.norm_model
         or (None if "model" in given else ablate.default_norm_model(cuda=cuda)),
+        gpus=torch.cuda.device_count(),
     )
     for line in left_out:
         print(f"left out: {line}", file=sys.stderr)
@@ -93,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"report: {out / 'ablation.html'}")
     if args.json:
         records = json.loads(summary.to_json(orient="records"))  # NaN -> null
-        _flags.print_json({"report": str(out / "ablation.html"), "summary": records})
+        _flags.print_json(
+            {"report": str(out / "ablation.html"), "summary": records, "left_out": left_out}
+        )
     return 0
 
 
@@ -138,6 +145,8 @@ def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
     import timm
     import torch
 
+    from tuner.compare import data_parallel
+
     device = f"{runs['device'].iloc[0]} ({runs['device_name'].iloc[0]})" if len(runs) else "?"
     return [
         f"model `{base.model}` {dict(base.model_kwargs) or ''}, data `{base.data}` at "
@@ -147,4 +156,8 @@ def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
         f"{args.repeats} repeats per step, seed {base.seed}, run round-robin across steps",
         f"device: {device}; torch {torch.__version__}, timm {timm.__version__}",
         f"memory: {runs['memory_kind'].iloc[0] if len(runs) else '?'}",
-    ]
+    ] + (
+        [data_parallel.setup_line(torch.cuda.device_count())]
+        if len(runs) and (runs["group"] == data_parallel.GROUP).any()
+        else []
+    )

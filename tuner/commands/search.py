@@ -143,11 +143,11 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
     group.add_argument(
-        "--workers-per-trial",
+        "--world-size",
         type=int,
         default=1,
-        help="data-parallel workers per trial (DDP via Ray Train); CPUs/GPUs per trial are "
-        "then per worker (default 1: one process per trial)",
+        help="each trial's data-parallel world size: N workers, DDP via Ray Train; CPUs/GPUs "
+        "per trial are then per worker (default 1: one process per trial)",
     )
     group.add_argument(
         "--spread-workers",
@@ -185,21 +185,29 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--remeasure-repeats",
         type=int,
-        default=3,
-        help="interleaved repeats of the re-measurement, at least (default 3)",
+        default=8,
+        help="interleaved rounds of the re-measurement, at least (default 8)",
     )
     group.add_argument(
         "--remeasure-max-repeats",
         type=int,
-        default=6,
-        help="go on up to this many repeats while candidates cannot be told apart (default 6)",
+        default=20,
+        help="at most this many rounds; it stops earlier (at round 8, 12, 16) once every "
+        "interval is within +-3 %% (default 20)",
     )
     group.add_argument(
         "--effects-repeats",
         type=int,
-        default=3,
-        help="repeats of the controlled technique effects around the recommended config "
-        "(0: skip them; default 3)",
+        default=20,
+        help="at most this many rounds of the controlled technique effects around the "
+        "recommended config, ended like the re-measurement (0: skip them; default 20)",
+    )
+    group.add_argument(
+        "--trust-budget",
+        default="25%",
+        metavar="SECONDS|SHARE",
+        help="time for re-measurement and effects together: seconds (90), a share of the "
+        "whole command (25%%, the default), or off",
     )
     group.add_argument("--no-report", action="store_true", help="skip writing the report")
     group.add_argument(
@@ -245,7 +253,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         gpus_per_trial=args.gpus_per_trial,
         cpus_per_trial=args.cpus_per_trial,
         address=args.address,
-        workers_per_trial=args.workers_per_trial,
+        world_size=args.world_size,
         spread_workers=args.spread_workers,
         resume=args.resume,
         max_failures=args.max_failures,
@@ -260,6 +268,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         remeasure_repeats=args.remeasure_repeats,
         remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
         effects_repeats=args.effects_repeats,
+        trust_budget=args.trust_budget,
         mlflow=args.mlflow,
         wandb=args.wandb,
         verbose=args.verbose,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,8 @@ class Arm:
         changes: the settings this arm changes against its reference (for fallback checks).
         reference: the arm it is compared with (``None``: it is a reference itself).
         baseline: the arm every arm of its group is also compared with.
+        measure: how this arm is measured when not by the comparison's own ``measure`` (the
+            ablation's DataParallel and DDP arms each run in fresh processes).
     """
 
     name: str
@@ -32,6 +34,7 @@ class Arm:
     changes: Mapping[str, Any] = field(default_factory=dict)
     reference: str | None = None
     baseline: str | None = None
+    measure: Callable[[TrainConfig], Any] | None = None
 
 
 def plan_ladder(

@@ -73,7 +73,8 @@ def run_interleaved(
     drop_invalid: bool = False,
     time_limit_s: float | None = None,
 ) -> pd.DataFrame:
-    """Measure every arm's config ``repeats`` times with :func:`interleave`; one row each.
+    """Measure every arm's config ``repeats`` times with :func:`interleave` (by ``measure``, or
+    the arm's own); one row each.
 
     A failing measurement (OOM, NaN, crash) is a row with its status, never an exception.
     With ``warmup``, the first arm is measured once first, unrecorded. With ``drop_invalid``,
@@ -92,7 +93,7 @@ def run_interleaved(
 
     def one(arm: Arm) -> Any:
         try:
-            return measure(arm.config)
+            return (arm.measure or measure)(arm.config)
         except TunerError as exc:
             if not drop_invalid:
                 raise
@@ -109,7 +110,8 @@ def run_interleaved(
         return not repeat or time_limit_s is None or elapsed + slowest <= time_limit_s
 
     if warmup and arms:
-        measure(arms[0].config)  # outside the loop: an impossible first arm raises here
+        # Outside the loop: an impossible first arm raises here.
+        (arms[0].measure or measure)(arms[0].config)
     done = interleave(arms, repeats=repeats, measure=one, on_run=record, keep_going=in_time)
     runs = pd.DataFrame(rows)
     runs.attrs["dropped"] = dropped

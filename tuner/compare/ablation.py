@@ -6,7 +6,9 @@ each a set of arms of :mod:`tuner.compare`, on :data:`tuner.workloads.ABLATION`:
 - the ladder of the technique registry (``plain -> +amp -> +set_to_none -> ... -> +compile``);
   each step keeps every change before it and is compared with the step before and the plain
   loop;
-- the norm comparison: the plain loop with BatchNorm, then GroupNorm at each group count.
+- the norm comparison: the plain loop with BatchNorm, then GroupNorm at each group count;
+- on 2 or more GPUs, DataParallel vs DDP over all of them (:mod:`tuner.compare.data_parallel`);
+  elsewhere a note says why not.
 
 Every step trains ``repeats`` times with the same seed, interleaved round-robin, and its changes
 are paired ratios/differences with intervals. A technique that cannot run on this hardware is
@@ -22,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import Arm, plan_ladder, run_interleaved, summarize
+from tuner.compare import data_parallel as dp
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.techniques import knob, ladder_knobs
@@ -40,8 +43,9 @@ __all__ = [
 
 
 def skippable() -> tuple[str, ...]:
-    """What ``--skip`` takes: every ladder knob of the registry, and ``norm``."""
-    return (*(k.field for k in ladder_knobs()), "norm")
+    """What ``--skip`` takes: every ladder knob of the registry, ``norm`` and the data-parallel
+    pair."""
+    return (*(k.field for k in ladder_knobs()), "norm", dp.SKIP)
 
 
 def default_config(*, cuda: bool) -> TrainConfig:
@@ -63,14 +67,16 @@ def plan_ablation(
     groups: Sequence[int] = (8, 16, 32),
     skip: Iterable[str] = (),
     norm_model: str | None = None,
+    gpus: int = 0,
 ) -> tuple[list[Arm], list[str]]:
-    """The ladder, then the norm comparison (BatchNorm, then GroupNorm per group count).
+    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count), then
+    DataParallel vs DDP over ``gpus`` (the visible CUDA devices) on ``base``.
 
     ``norm_model`` runs the norm comparison on another model (with its default kwargs), for a
     ladder model without convolutional norm layers such as ViT-B/16.
 
     Returns:
-        The arms, and the knobs left out because this device cannot run them.
+        The arms, and what was left out because this machine cannot run it (a line each).
 
     Raises:
         TunerError: an unknown name in ``skip``, or an ``amp`` mode this device cannot run.
@@ -85,10 +91,14 @@ def plan_ablation(
         raise TunerError(
             f"--amp {amp!r} cannot run here; use one of {', '.join(knob('amp').values(cuda=cuda))}."
         )
-    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=sorted(skip - {"norm"}))
+    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=sorted(skip - {"norm", dp.SKIP}))
     if "norm" not in skip:
         norm_base = base.replace(model=norm_model, model_kwargs={}) if norm_model else base
         arms += _norm_arms(norm_base, groups)
+    if dp.SKIP not in skip:
+        note = dp.left_out_note(cuda=cuda, gpus=gpus)
+        arms += [] if note else dp.arms(base, gpus=gpus)
+        left_out += [note] if note else []
     return arms, left_out
 
 

@@ -2,17 +2,32 @@
 
 - :func:`remeasure`: trials that ran side by side (or shared a GPU) measured each other's
   interference, and one figure per trial carries the machine's noise. The top candidates run
-  again alone, round-robin (A, B, C, A, B, C, ...; :func:`tuner.compare.interleave`), each
-  measurement a fresh build (:func:`tuner.engine.probe`), after one discarded warm-up. From
-  ``min_repeats`` on, it stops as soon as every two candidates adjacent in speed are
-  :func:`separated` (the paired ratio's interval excludes 1x) and otherwise goes on to
-  ``max_repeats``; candidates still inseparable then are ties.
+  again alone, round-robin, paired by round.
 - :func:`effects`: starting from the recommended config, every applicable knob of the registry
-  switched the other way one at a time (and the other norm choice), plus the plain loop, each a
-  fresh short probe interleaved with the recommended config itself and repeated
-  (:func:`tuner.compare.plan_toggles`, :func:`tuner.compare.run_interleaved`). torch.compile is
-  left out on a CPU unless the recommended config uses it: each compiled build costs tens of
+  switched the other way one at a time (and the other norm choice), plus the plain loop, each
+  paired with the recommended config itself (:func:`tuner.compare.plan_toggles`). torch.compile
+  is left out on a CPU unless the recommended config uses it: each compiled build costs tens of
   seconds there, more than the whole comparison.
+
+**Many short measurements.** On a CPU each arm is built once and timed in windows of steps,
+arm after arm (:class:`tuner.engine.windows.WindowRun`): a window costs its steps only, so a
+comparison gets many pairs for the price of a few fresh builds, and a t-interval narrows with
+their square root and a smaller t-quantile. Once the arms are built, the windows are sized (2
+to ``steps`` steps) so that 8 rounds fit in the time left. On CUDA each measurement stays a
+fresh build (:func:`tuner.engine.probe`): the reserved-memory peak belongs to a process, and
+arms side by side would share it.
+
+**Sequential stopping, close to the 95 % level.** A comparison looks after ``min_repeats`` rounds
+(8 by default) and every 4 rounds after, and stops at a look where every interval it reports is
+within ``resolution`` (+-3 % by default) of its ratio; otherwise when the next round would end
+past ``time_limit_s``, or at ``max_repeats``. The rule looks only at the intervals' widths,
+which depend on the spread of the paired log-ratios, never at which side of 1x they lie (for
+normal log-ratios the sample mean and variance are independent: a fixed-width sequential
+interval in the sense of Chow and Robbins, 1965); stopping when an interval first excludes 1x
+would spend the 95 % on every look. A width-based stop still favours a sample whose spread
+came out small, so few looks are taken: simulated coverage of the reported 95 % intervals is
+93.8 to 94.9 % (bench/trust_coverage.py; down to 91.6 % when it looked after every round from
+the 4th). What cannot be resolved in the budget is reported as it is: "within noise at +-X %".
 
 :mod:`tuner.search.after_search` runs both in a Ray task holding a trial's CPUs and a whole GPU.
 """
@@ -20,96 +35,268 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from tuner.compare import interleave, paired, plan_toggles, run_interleaved
+from tuner.compare import Arm, interleave, paired, plan_toggles
+from tuner.compare._interleave import _row
 from tuner.config import TrainConfig
+from tuner.errors import TunerError
 from tuner.stats import paired_ratio
 
-__all__ = ["effects", "remeasure", "separated"]
+__all__ = ["METHOD", "RESOLUTION", "Budget", "effects", "ended_text", "remeasure"]
 
+RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
+_MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
+_TARGET_ROUNDS = 8  # windows are sized so this many rounds fit in the time left (t: 2.36)
+_LOOK_EVERY = 4  # rounds between two looks of the stopping rule
+_SIZING_MARGIN = 0.8  # of the time left: a 2-step timing of each arm is a rough estimate
+_MIN_WINDOW = 2  # steps
 _COMPILE_ON_CPU = "left out on cpu, where each compiled build costs tens of seconds"
+METHOD = (
+    "interleaved rounds, paired by round; 95 % t-intervals of the log-ratio; stopped on the "
+    "intervals' widths only (fixed-width sequential, Chow-Robbins), never on their side of 1x"
+)
+
+Pairs = Callable[[pd.DataFrame], list[tuple[str, str]]]  # (reference arm, arm) per comparison
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a comparison may go on: rounds, seconds and the resolution that ends it."""
+
+    min_repeats: int
+    max_repeats: int
+    time_limit_s: float | None = None
+    resolution: float = RESOLUTION
+
+    def __post_init__(self) -> None:
+        if self.max_repeats < 1 or self.min_repeats > self.max_repeats:
+            raise TunerError(
+                f"repeats {self.min_repeats}..{self.max_repeats}: give at least 1, "
+                "the minimum no larger than the maximum."
+            )
 
 
 def remeasure(
-    configs: Sequence[TrainConfig], *, steps: int, min_repeats: int, max_repeats: int
-) -> list[dict[str, Any]]:
-    """Probe ``configs`` round-robin until they separate; one row per measurement, its
-    ``candidate`` the index into ``configs``."""
-    from tuner.engine import probe
-
-    rows: list[dict[str, Any]] = []
-
-    def record(repeat: int, index: int, result: Any) -> None:
-        rows.append({"candidate": index, "repeat": repeat, **_row(result)})
-
-    def unresolved(repeat: int, _slowest: float) -> bool:
-        return repeat < max(min_repeats, 1) or not separated(pd.DataFrame(rows))
-
-    interleave(
-        range(len(configs)),
-        repeats=max_repeats,
-        measure=lambda index: probe(configs[index], steps=steps),
-        on_run=record,
-        warmup=[0] if configs else [],  # the process's one-time start-up
-        keep_going=unresolved,
-    )
-    return rows
-
-
-def separated(runs: pd.DataFrame, *, by: str = "candidate") -> bool:
-    """Whether every two candidates adjacent in median speed are told apart by their paired
-    ratio of images/s (the finished repeats of both, paired by repeat)."""
-    if runs.empty:
-        return True
-    ok = runs[runs["status"] == "ok"]
-    speed = ok.groupby(by)["images_per_second"].median()
-    order = runs[by].drop_duplicates().sort_values(key=lambda c: c.map(speed).fillna(0.0))
-    for slow, fast in itertools.pairwise(order):
-        a, b = paired(runs, slow, fast, by=by)
-        ratio = paired_ratio(a["images_per_second"].tolist(), b["images_per_second"].tolist())
-        if not ratio.separated:
-            return False
-    return True
+    configs: Sequence[TrainConfig], *, steps: int, budget: Budget, cuda: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Measure ``configs`` round-robin until the candidates adjacent in speed are resolved;
+    one row per measurement (``candidate``: the index into ``configs``), and how it ended."""
+    arms = [Arm(str(i), "remeasure", config) for i, config in enumerate(configs)]
+    runs, info = _measure(arms, cuda=cuda, steps=steps, budget=budget, pairs=_adjacent)
+    rows = [{"candidate": int(row["arm"]), **row} for row in runs.to_dict(orient="records")]
+    return rows, info
 
 
 def effects(
-    base: TrainConfig, *, cuda: bool, steps: int, repeats: int
+    base: TrainConfig, *, cuda: bool, steps: int, budget: Budget
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Measure the arms around ``base`` (the recommended config), interleaved.
 
     Returns:
-        Every measurement (one row each), and ``{"arms", "left_out", "dropped"}`` for the
-        experiment's metadata.
+        Every measurement (one row each), and ``{"arms", "left_out", "dropped", ...}`` (how the
+        comparison ended) for the experiment's metadata.
     """
-    from tuner.engine import probe
-
     skip = {} if cuda or base.compile != "off" else {"compile": _COMPILE_ON_CPU}
     arms, left_out = plan_toggles(base, cuda=cuda, skip=skip)
-    runs = run_interleaved(
-        arms, repeats=repeats, measure=lambda c: probe(c, steps=steps), drop_invalid=True
-    )
+    pairs = [(a.reference, a.name) for a in arms if a.reference]
+    runs, info = _measure(arms, cuda=cuda, steps=steps, budget=budget, pairs=lambda _: pairs)
+    return runs, {"arms": [a.name for a in arms], "left_out": left_out, **info}
+
+
+def _measure(
+    arms: Sequence[Arm], *, cuda: bool, steps: int, budget: Budget, pairs: Pairs
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Every arm once per round until the budget's rule ends it; rows and how it ended."""
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    ended = {"stopped": "max repeats"}
+    clock = {"warm": True, "last": started, "round": 0.0}  # the slowest round, builds excluded
+    measure = _Windows(steps, budget) if not cuda else _FreshBuilds(steps)
+
+    def one(arm: Arm) -> Any:
+        if any(d.startswith(f"{arm.name}: ") for d in dropped):
+            return None
+        try:
+            return measure.prepare(arm) if clock["warm"] else measure(arm)
+        except TunerError as exc:  # a config this arm cannot build: left out, said why
+            dropped.append(f"{arm.name}: {exc}")
+            return None
+
+    def record(repeat: int, arm: Arm, result: Any) -> None:
+        rows.append(_row(arm, repeat, result))
+
+    def keep_going(repeat: int, _slowest: float) -> bool:
+        now, limit = time.perf_counter(), budget.time_limit_s
+        if not clock["warm"]:
+            clock["round"] = max(clock["round"], now - clock["last"])
+        if clock["warm"]:  # the builds are done: size the windows to the time left
+            measure.fit_rounds(None if limit is None else limit - (now - started))
+        clock.update(warm=False, last=now)
+        if repeat < _MIN_PAIRS:
+            return True
+        if limit is not None and now - started + clock["round"] > limit:
+            ended["stopped"] = "time limit"
+            return False
+        if _looks_at(repeat, budget) and _resolved(pd.DataFrame(rows), pairs, budget):
+            ended["stopped"] = "resolved"
+            return False
+        return True
+
+    try:
+        done = interleave(
+            arms,
+            repeats=budget.max_repeats,
+            measure=one,
+            on_run=record,
+            warmup=measure.warmup(arms),
+            keep_going=keep_going,
+        )
+    finally:
+        measure.close()
     info = {
-        "arms": [a.name for a in arms],
-        "left_out": left_out,
-        "dropped": list(runs.attrs.get("dropped", [])),
+        "dropped": dropped,
+        "repeats_done": done if rows else 0,
+        "seconds": round(time.perf_counter() - started, 1),
+        "resolution": budget.resolution,
+        "steps": measure.steps,  # per window (CPU) or per fresh build (CUDA)
+        "time_limit_s": budget.time_limit_s,
+        "method": METHOD
+        + ("; a fresh build per measurement" if cuda else "; windows of one build"),
+        **ended,
     }
+    runs = pd.DataFrame(rows)
+    runs.attrs.update(info)
     return runs, info
 
 
-def _row(result: Any) -> dict[str, Any]:
+def _looks_at(repeat: int, budget: Budget) -> bool:
+    """Whether the rule looks after ``repeat`` rounds: at the minimum, then every
+    ``_LOOK_EVERY`` rounds (fewer looks, closer to the nominal level: bench/trust_coverage.py)."""
+    extra = repeat - budget.min_repeats
+    return extra >= 0 and extra % _LOOK_EVERY == 0
+
+
+def ended_text(info: dict[str, Any]) -> str:
+    """What ended a measurement, in words (from its record: ``stopped``, ``resolution``)."""
+    stopped = str(info.get("stopped"))
     return {
-        "status": result.status,
-        "images_per_second": result.images_per_second,
-        "images_per_second_low": result.images_per_second_low,
-        "images_per_second_high": result.images_per_second_high,
-        "step_time_s": result.step_time_s,
-        "peak_memory_bytes": result.peak_memory_bytes,
-        "memory_kind": result.memory_kind,
-        "measured_steps": result.measured_steps,
-        "device": result.device,
-        "error": result.error or "",
-    }
+        "resolved": f"every interval within +-{float(info.get('resolution') or 0):.0%}",
+        "time limit": "the time limit (--trust-budget)",
+        "max repeats": "the most rounds allowed",
+    }.get(stopped, stopped)
+
+
+def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:
+    """Whether every comparison's 95 % interval is within the budget's resolution."""
+    for reference, arm in pairs(runs):
+        a, b = paired(runs, reference, arm)
+        change = paired_ratio(a["images_per_second"].tolist(), b["images_per_second"].tolist())
+        if not change.half_width <= budget.resolution:  # NaN (no interval yet): not resolved
+            return False
+    return True
+
+
+def _adjacent(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The candidates adjacent in median speed, slower first."""
+    if runs.empty:
+        return []
+    speed = runs[runs["status"] == "ok"].groupby("arm")["images_per_second"].median()
+    order = runs["arm"].drop_duplicates().sort_values(key=lambda c: c.map(speed).fillna(0.0))
+    return list(itertools.pairwise(order))
+
+
+class _Windows:
+    """A CPU measurement: each arm built once, then one window of ``steps`` steps per call."""
+
+    def __init__(self, steps: int, budget: Budget) -> None:
+        self.steps = steps
+        self.planned = (budget.max_repeats + 2) * steps  # the schedule's span: lr never ends
+        self.runs: dict[str, Any] = {}  # arm -> its WindowRun (None: it could not be built)
+        self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed
+        self.step_s: dict[str, float] = {}  # arm -> seconds per step after its warm-up
+        self.lead_s: dict[str, float] = {}  # arm -> its untimed lead-in per window
+        self.told: set[str] = set()  # arms whose failure is recorded
+
+    def warmup(self, arms: Sequence[Arm]) -> list[Arm]:
+        return list(arms)  # every arm is built and warmed up before the first round
+
+    def prepare(self, arm: Arm) -> None:
+        """Build the arm, run its warm-up steps and one short discarded window.
+
+        Raises:
+            TunerError: the arm's config cannot be built.
+        """
+        from tuner.engine.windows import WindowRun, failed_build
+
+        self.runs[arm.name] = None
+        try:
+            run = WindowRun(arm.config, planned_steps=self.planned)
+        except TunerError:
+            raise
+        except Exception as exc:  # out of memory while building, ...: a result, as in a run
+            self.broken[arm.name] = failed_build(exc)
+            return
+        self.runs[arm.name] = run
+        if run.warm_up() is None:
+            timed = run.window(_MIN_WINDOW)  # discarded: settles the caches, times a step
+            self.step_s[arm.name] = timed.step_time_s or 0.0
+            self.lead_s[arm.name] = self.step_s[arm.name] * run.queued  # untimed, every window
+
+    def fit_rounds(self, seconds_left: float | None) -> None:
+        """Steps per window such that ``_TARGET_ROUNDS`` rounds fit in ``seconds_left``
+        (between ``_MIN_WINDOW`` and the given steps): short windows, more pairs."""
+        per_step = sum(self.step_s.values())
+        if seconds_left is None or per_step <= 0:
+            return
+        per_round = _SIZING_MARGIN * seconds_left / _TARGET_ROUNDS - sum(self.lead_s.values())
+        self.steps = max(_MIN_WINDOW, min(self.steps, int(per_round / per_step)))
+
+    def __call__(self, arm: Arm) -> Any:
+        run = self.runs.get(arm.name)
+        if arm.name in self.told:
+            return None  # its failure is recorded: out
+        if arm.name in self.broken:
+            self.told.add(arm.name)
+            return self.broken[arm.name]
+        if run is None:
+            return None  # it could not be built (bad input, said in "dropped")
+        result = run.failed or run.window(self.steps)
+        if run.failed is not None:
+            self.told.add(arm.name)
+        return result
+
+    def close(self) -> None:
+        for run in self.runs.values():
+            if run is not None:
+                run.close()
+
+
+class _FreshBuilds:
+    """A CUDA measurement: a fresh build per call (its own reserved-memory peak)."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def warmup(self, arms: Sequence[Arm]) -> list[Arm]:
+        return list(arms[:1])  # the process's one-time start-up
+
+    def prepare(self, arm: Arm) -> None:
+        self(arm)
+
+    def fit_rounds(self, seconds_left: float | None) -> None:
+        return None  # a fresh build's steps stay: each is a run of its own
+
+    def __call__(self, arm: Arm) -> Any:
+        from tuner.engine import probe
+
+        return probe(arm.config, steps=self.steps)
+
+    def close(self) -> None:
+        return None

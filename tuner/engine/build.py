@@ -105,9 +105,12 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def build_parts(config: TrainConfig, device: torch.device, memory: MemoryMeter) -> RunParts:
+def build_parts(
+    config: TrainConfig, device: torch.device, memory: MemoryMeter, *, dataparallel: bool = False
+) -> RunParts:
     """Build data, model, precision, optimizer, DDP and compile for ``config`` on ``device``,
-    in the process group a launcher initialized (if any).
+    in the process group a launcher initialized (if any); with ``dataparallel``, one process
+    over every visible GPU (``torch.nn.DataParallel``) instead of DDP.
 
     Raises:
         TunerError: bad input (data, model, batch size, groups).
@@ -126,6 +129,7 @@ def build_parts(config: TrainConfig, device: torch.device, memory: MemoryMeter) 
     schedule = _schedule(config, len(data.train_loader), world, effective, notes)
     warmup_steps = _warmup_steps(config, notes)
     ddp = _data_parallel(model, config, world, effective, notes)
+    ddp = _dataparallel(ddp, world, notes) if dataparallel else ddp
     return RunParts(
         config=config,
         device=device,
@@ -270,6 +274,19 @@ def _data_parallel(
         gradient_as_bucket_view=config.ddp_gradient_as_bucket_view,
         static_graph=config.ddp_static_graph,
     )
+
+
+def _dataparallel(model: nn.Module, world: World, notes: list[str]) -> nn.Module:
+    """``torch.nn.DataParallel``: each step scatters the batch over the GPUs from this one
+    process, replicates the module and gathers the outputs on the first GPU."""
+    gpus = torch.cuda.device_count()
+    if world.size > 1 or next(model.parameters()).device.type != "cuda" or gpus < 2:
+        raise TunerError(
+            f"DataParallel needs one process on 2 or more CUDA GPUs (here: {gpus} GPUs, "
+            f"{world.size} processes); run on such a machine without a process group."
+        )
+    notes.append(f"DataParallel over {gpus} GPUs: each batch is split across them.")
+    return nn.DataParallel(model)
 
 
 def _train_batches(

@@ -53,6 +53,7 @@ def train(
     progress_bar: bool = False,
     on_probe: OnProbe | None = None,
     probe_steps: int = 5,
+    dataparallel: bool = False,
 ) -> RunResult:
     """Run one measured training run of ``config``.
 
@@ -70,6 +71,9 @@ def train(
             so far (peak memory counted, throughput measured); returning ``True`` stops the run
             there, before any evaluation. Not called when resuming.
         probe_steps: measured steps before ``on_probe``.
+        dataparallel: train in this one process with ``torch.nn.DataParallel`` over every
+            visible GPU, ``batch_size`` being the whole batch split across them (what DDP
+            replaced: ``tuner ablate`` compares the two).
 
     Returns:
         The run's :class:`RunResult`; OOM / NaN / crashes come back as its ``status``.
@@ -79,7 +83,7 @@ def train(
     """
     on_probe = None if resume_state is not None else on_probe
     hooks = _Hooks(on_eval, on_probe, probe_steps, evaluate=True)
-    return _execute(config, hooks, resume_state, progress_bar)
+    return _execute(config, hooks, resume_state, progress_bar, dataparallel=dataparallel)
 
 
 def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
@@ -106,7 +110,12 @@ class _Hooks:
 
 
 def _execute(
-    config: TrainConfig, hooks: _Hooks, resume_state: dict[str, Any] | None, bar: bool
+    config: TrainConfig,
+    hooks: _Hooks,
+    resume_state: dict[str, Any] | None,
+    bar: bool,
+    *,
+    dataparallel: bool = False,
 ) -> RunResult:
     started = time.perf_counter()
     device = resolve_device(config.device)
@@ -119,7 +128,7 @@ def _execute(
     parts, state = None, RunState()
     status, error = "ok", None
     try:
-        parts = build_parts(config, device, memory)
+        parts = build_parts(config, device, memory, dataparallel=dataparallel)
         if resume_state is not None:
             state = load_state(parts, resume_state)
         state.run_started = started  # intermediate results' wall_time_s too

@@ -3,8 +3,9 @@
 The controlled table summarizes ``effects.csv`` (:mod:`tuner.search.after_search`): each arm is the
 recommended config with one knob switched, measured interleaved with it, so its change is a
 paired ratio (images/s) or difference (peak memory) with a 95 % interval. An interval that
-contains "no change" reads "no measurable effect"; an arm whose setting did not run here reads
-"fell back". The plain loop's row says what the recommendation buys over it.
+contains "no change" reads "no measurable effect (within noise at +-X %)", X how far the
+interval reaches: a reader sees what effect it could still hide. An arm whose setting did not
+run here reads "fell back". The plain loop's row says what the recommendation buys over it.
 
 The appendix counts, per registry knob, the trials that *ran* with it on and off (the
 ``effective_<field>`` columns, so a CUDA-only switch that fell back on a CPU counts as off), with
@@ -20,6 +21,7 @@ import pandas as pd
 
 from tuner.compare import PLAIN, REFERENCE, summarize
 from tuner.report.document import change_text, estimate_text
+from tuner.stats import Change
 from tuner.techniques import KNOBS
 from tuner.units import as_number, is_finite
 
@@ -52,7 +54,7 @@ def verdict(row: pd.Series) -> str:
     if math.isnan(as_number(row.get("throughput_ratio_vs_reference_low"))):
         return "one pair: no interval, no verdict"
     speed = (
-        "no measurable effect on speed"
+        f"no measurable effect on speed (within noise at +-{_reach(row):.0%})"
         if row.get("throughput_ratio_vs_reference_tie")
         else ("faster" if ratio > 1 else "slower")
     )
@@ -60,6 +62,13 @@ def verdict(row: pd.Series) -> str:
     if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
         speed += ", " + ("more" if memory > 0 else "less") + " memory"
     return speed
+
+
+def _reach(row: pd.Series) -> float:
+    """How far the ratio's interval reaches: an effect smaller than this could hide in it."""
+    key = "throughput_ratio_vs_reference"
+    ratio, low, high = (as_number(row.get(k)) for k in (key, f"{key}_low", f"{key}_high"))
+    return Change(ratio, low, high, 2, 1.0).half_width
 
 
 def effects_table(summary: pd.DataFrame) -> pd.DataFrame:

@@ -1,14 +1,14 @@
-"""The report's "Scaling" section: how far data-parallel trials scale with their workers.
+"""The report's "Scaling" section: how far data-parallel trials scale with their world size.
 
-Shown when the finished trials ran at more than one world size (``tuner search
---workers-per-trial`` across searches, or a space whose ``workers`` parameter varies):
+Shown when the finished trials ran at more than one world size (``tuner search --world-size``
+across searches, or a space whose ``world_size`` parameter varies):
 
-- images/s by number of workers: the median over the trials of each world size with its
+- images/s by world size: the median over the trials of each world size with its
   interval (:func:`tuner.stats.median_interval`), per worker, and the scaling efficiency: the
   global images/s over N times the smallest world size's per-worker rate (1 = linear);
 - what the recommended config gains per added worker, from the trials that ran its settings at
   other world sizes (each with its own measured interval);
-- the accuracy at each global batch (workers x per-worker batch): the learning rate follows the
+- the accuracy at each global batch (world size x per-worker batch): the learning rate follows the
   global batch, so accuracy can move with the world size.
 """
 
@@ -22,14 +22,15 @@ import pandas as pd
 
 from tuner.experiment import Experiment
 from tuner.record import KIND, TRIAL_ID, is_candidate
-from tuner.report.document import Section, Table, estimate_text, plural
-from tuner.spaces import WORKERS_PARAM
+from tuner.report.document import Section, Table, estimate_text
+from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.stats import Estimate, median_interval
 from tuner.units import as_number
 
 __all__ = ["scaling_section"]
 
 _IPS = "images_per_second"
+_SIZE = "world size"  # the column header of the number of data-parallel workers
 
 
 def scaling_section(
@@ -45,13 +46,13 @@ def scaling_section(
     if trials.empty or trials["world_size"].nunique() < 2:
         return None
     by_size = _by_world_size(trials)
-    smallest = int(by_size["workers"].iloc[0])
+    smallest = int(by_size[_SIZE].iloc[0])
     blocks: list[Any] = [
         "Images/s are global (every worker's images over the run's seconds); the efficiency is "
-        f"images/s over N x the per-worker rate at {plural(smallest, 'worker')} (1.00 = linear; "
+        f"images/s over N x the per-worker rate at world size {smallest} (1.00 = linear; "
         "its interval pairs the ends of both intervals). Trials of all configs are pooled per "
         "world size.",
-        Table(_throughput_table(by_size), "Images/s by number of workers (median [interval])"),
+        Table(_throughput_table(by_size), "Images/s by world size (median [interval])"),
     ]
     if recommended is not None:
         blocks.append(_recommended_gain(experiment, trials, recommended))
@@ -74,18 +75,18 @@ def _by_world_size(trials: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for size, group in trials.groupby("world_size", sort=True):
         estimate = median_interval(pd.to_numeric(group[_IPS], errors="coerce").tolist())
-        rows.append({"workers": int(size), "trials": len(group), "estimate": estimate})
+        rows.append({_SIZE: int(size), "trials": len(group), "estimate": estimate})
     return pd.DataFrame(rows)
 
 
 def _throughput_table(by_size: pd.DataFrame) -> pd.DataFrame:
     base: Estimate = by_size["estimate"].iloc[0]
-    base_size = int(by_size["workers"].iloc[0])
+    base_size = int(by_size[_SIZE].iloc[0])
     rows = []
-    for size, count, estimate in by_size[["workers", "trials", "estimate"]].itertuples(False):
+    for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False):
         rows.append(
             {
-                "workers": size,
+                _SIZE: size,
                 "trials": count,
                 "images/s": estimate.format(",.0f"),
                 "per worker": f"{estimate.median / size:,.0f}",
@@ -115,7 +116,7 @@ def _recommended_gain(
     if len(sizes) < 2:
         return (
             f"The recommended config ({tid}) ran at one world size only; run it with another "
-            "--workers-per-trial (or a space with a `workers` parameter) to see its own gain "
+            "--world-size (or a space with a `world_size` parameter) to see its own gain "
             "per added worker."
         )
     best = same.sort_values(_IPS, ascending=False).drop_duplicates("world_size")
@@ -127,7 +128,7 @@ def _recommended_gain(
         gain = (as_number(row[_IPS]) - as_number(first[_IPS])) / added if added else math.nan
         rows.append(
             {
-                "workers": int(row["world_size"]),
+                _SIZE: int(row["world_size"]),
                 "trial": row[TRIAL_ID],
                 "images/s": estimate_text(row, _IPS, ",.0f"),
                 "gain per added worker (images/s)": "" if math.isnan(gain) else f"{gain:+,.0f}",
@@ -140,7 +141,7 @@ def _recommended_gain(
 def _same_settings(experiment: Experiment, tid: str, other: str) -> bool:
     """Whether two trials ran the same parameters, the world size aside."""
     a, b = experiment.configs.get(tid, {}), experiment.configs.get(other, {})
-    ignored = {WORKERS_PARAM, "seed"}
+    ignored = {WORLD_SIZE_PARAM, "seed"}
     keys = (set(a) | set(b)) - ignored
     return bool(a) and all(a.get(k) == b.get(k) for k in keys if k in experiment.param_names)
 
@@ -155,7 +156,7 @@ def _accuracy_table(experiment: Experiment, trials: pd.DataFrame) -> pd.DataFram
         rows.append(
             {
                 "global batch": int(global_batch),
-                "workers": int(size),
+                _SIZE: int(size),
                 "trials": len(group),
                 "val accuracy": median_interval(accuracy.tolist()).format(".3f"),
                 "best": f"{accuracy.max():.3f}",
@@ -165,7 +166,7 @@ def _accuracy_table(experiment: Experiment, trials: pd.DataFrame) -> pd.DataFram
 
 
 def _global_batch(experiment: Experiment, trials: pd.DataFrame) -> pd.Series:
-    """Images per optimizer step: the engine's ``global_batch_size``, else workers x batch."""
+    """Images per optimizer step: the engine's ``global_batch_size``, else world size x batch."""
     per_worker = [
         as_number(experiment.configs.get(str(t), {}).get("batch_size")) for t in trials[TRIAL_ID]
     ]

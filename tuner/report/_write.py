@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
+from tuner.compare.trust import ended_text
 from tuner.experiment import (
     EFFECTS_FILE,
     METADATA_FILE,
@@ -165,9 +166,10 @@ def _techniques(
         return section
     section.blocks.append(
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
-        "change, measured in short fresh runs interleaved with the recommended config itself and "
-        "repeated; changes are paired, with 95% intervals. **No measurable effect** means the "
-        "interval contains no change: on this machine the difference is inside the noise. "
+        f"change, measured interleaved with the recommended config itself, {_how_measured(info)}; "
+        "changes are paired by round, with 95% intervals. **No measurable effect** means the "
+        "interval contains no change: on this machine the difference is inside the noise, and "
+        "+-X % says how large an effect could still hide in it. "
         "**Fell back** means the setting could not run here, so nothing was compared. Accuracy "
         "is not re-measured here: the speed techniques do not change the maths of training; AMP "
         "and the norm layers do, and the search's trials show their accuracy."
@@ -181,6 +183,15 @@ def _techniques(
     if left:
         section.blocks.append("\n".join(f"- not compared: {user(line)}" for line in left))
     return section
+
+
+def _how_measured(info: Mapping[str, Any]) -> str:
+    """How the comparison ran and ended (tuner.compare.trust's record of it)."""
+    rounds = info.get("repeats_done")
+    if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
+        return "in short fresh runs, repeated"
+    kind = "windows of one build per arm" if "windows" in str(info.get("method")) else "fresh runs"
+    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}"
 
 
 def _reference_note(answer: Answer) -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.answer import Answer, candidates
+from tuner.compare.trust import Budget, ended_text
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
@@ -35,7 +37,8 @@ __all__ = [
     "write_remeasure_csv",
 ]
 
-REMEASURE_STEPS = 20
+REMEASURE_STEPS = 20  # a fresh build's measured steps (CUDA) ...
+WINDOW_STEPS = 10  # ... and a window's, of one build (CPU: tuner.compare.trust)
 _RUN_OVERHEAD_S = 3.0  # building a run (data, model) before its measured steps, about
 
 
@@ -45,39 +48,33 @@ def remeasure_candidates(
     paths: ExperimentPaths,
     experiment: Experiment,
     search_only: tuple[str, ...],
-) -> tuple[list[dict[str, Any]], bool]:
-    """Re-measure the top candidates; the failed ones (``[{trial_id, error, failed_runs,
-    runs}]``, for the metadata's ``remeasure_failures``) and whether it wrote re-measurements."""
+    time_limit_s: float | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Re-measure the top candidates within ``time_limit_s``; the failed ones (``[{trial_id,
+    error, failed_runs, runs}]``, for the metadata's ``remeasure_failures``) and how the
+    measurement ended (``None``: nothing was written)."""
     objs = objectives_of(options.objective)
     top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
     if top.empty:
-        return [], False
-    print(
-        f"Re-measuring throughput of the top {len(top)} candidate(s) alone, interleaved, "
-        f"{options.remeasure_repeats} to {options.remeasure_max_repeats} repeats ...",
-        flush=True,
-    )
-    steps = max(REMEASURE_STEPS, options.probe_steps)
-    runs = len(top) * (options.remeasure_repeats + 1)  # + the warm-up round
+        return [], None
+    budget = Budget(options.remeasure_repeats, options.remeasure_max_repeats, time_limit_s)
+    print(f"Re-measuring throughput of the top {len(top)} candidate(s) alone, {_how(budget)}")
     ids = [str(tid) for tid in top[TRIAL_ID]]
     try:
-        rows = remeasure(
+        rows, info = remeasure(
             [(tid, experiment.configs[tid]) for tid in ids],
-            steps=steps,
-            min_repeats=options.remeasure_repeats,
-            max_repeats=options.remeasure_max_repeats,
-            num_cpus=plan.cpus_per_trial,
-            threads=plan.torch_threads,
-            num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,  # a whole GPU: no sharing here
-            device=plan.trial_device,
+            steps=_steps(options, plan),
+            budget=budget,
+            resources=_resources(plan),
             search_only=search_only,
-            expected_s=runs * _run_s(top, steps),
+            expected_s=_expected_s(budget, len(ids) * _run_s(top, _steps(options, plan))),
         )
     except Exception as exc:  # the task itself died: every candidate keeps its search numbers
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
-        return _say_failures([{TRIAL_ID: tid, "error": error} for tid in ids], len(ids)), False
+        return _say_failures([{TRIAL_ID: tid, "error": error} for tid in ids], len(ids)), None
     write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
-    return _say_failures(_failures(rows), len(ids)), True
+    print(f"  {_ended(info)}", flush=True)
+    return _say_failures(_failures(rows), len(ids)), info
 
 
 def effects_around(
@@ -87,30 +84,26 @@ def effects_around(
     experiment: Experiment,
     answer: Answer,
     search_only: tuple[str, ...],
+    time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """The technique effects around the recommended config, as the metadata records them."""
+    """The technique effects around the recommended config within ``time_limit_s``, as the
+    metadata records them."""
     pick = answer.recommended
     if options.effects_repeats < 1 or pick is None:
         return {}
     trial_id = str(pick[TRIAL_ID])
-    print(
-        f"Measuring each technique's effect around the recommended config {trial_id}, "
-        f"{options.effects_repeats} interleaved repeats ...",
-        flush=True,
-    )
-    steps = max(REMEASURE_STEPS, options.probe_steps)
+    budget = Budget(min(8, options.effects_repeats), options.effects_repeats, time_limit_s)
+    print(f"Measuring each technique's effect around the recommended config {trial_id}, "
+          f"{_how(budget)}")  # fmt: skip
     pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
-    runs = _effect_arms(experiment.configs[trial_id], plan, search_only)
+    arms = _effect_arms(experiment.configs[trial_id], plan, search_only)
     try:
         info = measure_effects(
             experiment.configs[trial_id],
-            expected_s=runs * (options.effects_repeats + 1) * _run_s(pick_row, steps) or None,
-            steps=steps,
-            repeats=options.effects_repeats,
-            num_cpus=plan.cpus_per_trial,
-            num_gpus=1.0 if plan.gpus_per_trial > 0 else 0.0,
-            threads=plan.torch_threads,
-            device=plan.trial_device,
+            expected_s=_expected_s(budget, arms * _run_s(pick_row, _steps(options, plan))) or None,
+            steps=_steps(options, plan),
+            budget=budget,
+            resources=_resources(plan),
             search_only=search_only,
             out=paths.local / EFFECTS_FILE,
         )
@@ -118,7 +111,49 @@ def effects_around(
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
         print(f"warning: the technique effects failed ({error}); the answer stands without them.")
         return {"effects": {TRIAL_ID: trial_id, "error": error}}
+    print(f"  {_ended(info)}", flush=True)
     return {"effects": {TRIAL_ID: trial_id, **info}}
+
+
+def _how(budget: Budget) -> str:
+    limit = "" if budget.time_limit_s is None else f", within {budget.time_limit_s:.0f} s"
+    return (
+        f"interleaved, {budget.min_repeats} to {budget.max_repeats} rounds until every "
+        f"interval is within +-{budget.resolution:.0%}{limit} ..."
+    )
+
+
+def _ended(info: dict[str, Any]) -> str:
+    """How a measurement ended, in one line."""
+    rounds, seconds = info.get("repeats_done", 0), info.get("seconds", 0)
+    return f"{rounds} rounds in {seconds:.0f} s, ended by {ended_text(info)}."
+
+
+def _steps(options: SearchOptions, plan: SearchPlan) -> int:
+    return max(REMEASURE_STEPS if plan.cuda else WINDOW_STEPS, options.probe_steps)
+
+
+@dataclass(frozen=True)
+class _Resources:
+    """A measuring task's share: a trial's CPUs and threads, a whole GPU (no sharing)."""
+
+    num_cpus: float
+    num_gpus: float
+    threads: int
+    device: str
+
+
+def _resources(plan: SearchPlan) -> _Resources:
+    gpus = 1.0 if plan.gpus_per_trial > 0 else 0.0
+    return _Resources(plan.cpus_per_trial, gpus, plan.torch_threads, plan.trial_device)
+
+
+def _expected_s(budget: Budget, round_s: float) -> float:
+    """About how long a measurement will take: its rounds (a third of the way between the
+    fewest and the most: most stop early), or its time limit."""
+    rounds = budget.min_repeats + (budget.max_repeats - budget.min_repeats) / 3 + 1
+    expected = rounds * round_s
+    return expected if budget.time_limit_s is None else min(expected, budget.time_limit_s)
 
 
 def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collection[str]) -> int:
@@ -135,13 +170,13 @@ def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collecti
 
 
 def _run_s(top: Any, steps: int) -> float:
-    """About how long one re-measuring run takes, from the candidates' speed in the search."""
+    """About how long one measurement takes, from the candidates' speed in the search."""
     batch = top.get("param_batch_size", top.get("batch_size"))
     speed = top.get("images_per_second")
     if batch is None or speed is None:
         return _RUN_OVERHEAD_S
     seconds = (batch.astype(float) / speed.astype(float)).mean() * steps
-    return _RUN_OVERHEAD_S + (seconds if math.isfinite(seconds) else 0.0)
+    return seconds if math.isfinite(seconds) else _RUN_OVERHEAD_S
 
 
 def _failures(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,29 +228,25 @@ def remeasure(
     candidates: Sequence[tuple[str, dict[str, Any]]],
     *,
     steps: int,
-    min_repeats: int,
-    max_repeats: int,
-    num_cpus: float,
-    threads: int,
-    num_gpus: float,
-    device: str,
+    budget: Budget,
+    resources: _Resources,
     search_only: Collection[str],
     expected_s: float | None = None,
-) -> list[dict[str, Any]]:
-    """Re-measure ``(trial_id, trial config)`` pairs in one Ray task; one row per repeat."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Re-measure ``(trial_id, trial config)`` pairs in one Ray task; one row per round, and
+    how the measurement ended."""
     import ray
 
     from tuner.search.progress import wait_with_heartbeat
 
-    task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_remeasure)
+    task = ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, max_retries=0)
     configs = [config for _, config in candidates]
-    names = sorted(search_only)
-    ref = task.remote(configs, steps, min_repeats, max_repeats, device, threads, names)
-    rows = wait_with_heartbeat(ref, what="re-measuring", expected_s=expected_s)
+    ref = task(_remeasure).remote(configs, steps, budget, resources, sorted(search_only))
+    rows, info = wait_with_heartbeat(ref, what="re-measuring", expected_s=expected_s)
     return [
         {TRIAL_ID: candidates[row["candidate"]][0], "rank": row["candidate"] + 1, **row}
         for row in rows
-    ]
+    ], info
 
 
 def write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -229,11 +260,8 @@ def measure_effects(
     config: dict[str, Any],
     *,
     steps: int,
-    repeats: int,
-    num_cpus: float,
-    num_gpus: float,
-    threads: int,
-    device: str,
+    budget: Budget,
+    resources: _Resources,
     search_only: Collection[str],
     out: Path,
     expected_s: float | None = None,
@@ -241,15 +269,15 @@ def measure_effects(
     """Measure the arms around ``config`` (a trial's config) in one Ray task; write ``out``.
 
     Returns:
-        ``{"arms": [...], "left_out": [...], "dropped": [...]}`` for the experiment metadata.
+        ``{"arms", "left_out", "dropped", "repeats_done", "stopped", ...}`` for the metadata.
     """
     import pandas as pd
     import ray
 
     from tuner.search.progress import wait_with_heartbeat
 
-    task = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_effects)
-    ref = task.remote(config, steps, repeats, device, threads, sorted(search_only))
+    task = ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, max_retries=0)
+    ref = task(_effects).remote(config, steps, budget, resources, sorted(search_only))
     rows, info = wait_with_heartbeat(ref, what="measuring technique effects", expected_s=expected_s)
     pd.DataFrame(rows).to_csv(out, index=False)
     return info
@@ -258,42 +286,41 @@ def measure_effects(
 def _remeasure(
     configs: list[dict[str, Any]],
     steps: int,
-    min_repeats: int,
-    max_repeats: int,
-    device: str,
-    threads: int,
+    budget: Budget,
+    resources: _Resources,
     search_only: list[str],
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from tuner.compare import trust
 
-    train_configs = [_train_config(c, device, threads, search_only) for c in configs]
-    return trust.remeasure(
-        train_configs, steps=steps, min_repeats=min_repeats, max_repeats=max_repeats
-    )
+    train_configs = [_train_config(c, resources, search_only) for c in configs]
+    return trust.remeasure(train_configs, steps=steps, budget=budget, cuda=_cuda(train_configs))
 
 
 def _effects(
     config: dict[str, Any],
     steps: int,
-    repeats: int,
-    device: str,
-    threads: int,
+    budget: Budget,
+    resources: _Resources,
     search_only: list[str],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from tuner.compare import trust
-    from tuner.engine.build import resolve_device
 
-    base = _train_config(config, device, threads, search_only)
-    cuda = resolve_device(base.device).type == "cuda"
-    runs, info = trust.effects(base, cuda=cuda, steps=steps, repeats=repeats)
+    base = _train_config(config, resources, search_only)
+    runs, info = trust.effects(base, cuda=_cuda([base]), steps=steps, budget=budget)
     return runs.to_dict(orient="records"), info
 
 
-def _train_config(params: dict[str, Any], device: str, threads: int, search_only: list[str]) -> Any:
+def _cuda(configs: Sequence[Any]) -> bool:
+    from tuner.engine.build import resolve_device
+
+    return any(resolve_device(c.device).type == "cuda" for c in configs)
+
+
+def _train_config(params: dict[str, Any], resources: _Resources, search_only: list[str]) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
     import torch
 
     from tuner.spaces import train_config_of
 
-    torch.set_num_threads(max(1, threads))
-    return train_config_of(params, device=device, search_only=search_only)
+    torch.set_num_threads(max(1, resources.threads))
+    return train_config_of(params, device=resources.device, search_only=search_only)

@@ -1,4 +1,4 @@
-"""Data-parallel trials: one Tune trial trains on N workers (``tuner search --workers-per-trial``).
+"""Data-parallel trials: one Tune trial trains on N workers (``tuner search --world-size``).
 
 Ray Train V2 cannot be a Tune trainable itself; Ray's documented way, followed here, is a Tune
 function trainable (:func:`run_worker_group`, the trial's driver) that builds a
@@ -46,12 +46,13 @@ from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
+from ray.train.v2._internal.execution import context as train_context_module
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
 from tuner.search.trainable import TrialContext, _run, _TrialRun
-from tuner.spaces import WORKERS_PARAM
+from tuner.spaces import WORLD_SIZE_PARAM
 
 __all__ = [
     "PlacementGroupReaper",
@@ -72,7 +73,7 @@ _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's f
 class WorkerGroup:
     """How every data-parallel trial of one search places its workers."""
 
-    workers: int  # the default world size (a space's ``workers`` parameter overrides it)
+    workers: int  # the default world size (a space's ``world_size`` parameter overrides it)
     cpus_per_worker: float
     gpus_per_worker: float
     spread: bool = False  # SPREAD the workers over nodes instead of PACKing them on one
@@ -89,15 +90,15 @@ class WorkerGroup:
 
 
 def trial_workers(config: dict[str, Any], default: int) -> int:
-    """A trial's world size: the space's ``workers`` parameter if it has one."""
-    return int(config.get(WORKERS_PARAM, default))
+    """A trial's world size: the space's ``world_size`` parameter if it has one."""
+    return int(config.get(WORLD_SIZE_PARAM, default))
 
 
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
     """The search's trainable when trials span workers; the driver itself asks for no CPU (it
     waits on its workers), so the plan's concurrency counts worker groups only."""
     group = WorkerGroup(
-        workers=plan.workers_per_trial,
+        workers=plan.world_size,
         cpus_per_worker=plan.cpus_per_trial,
         gpus_per_worker=plan.gpus_per_trial,
         spread=plan.spread_workers,
@@ -151,8 +152,10 @@ class _WorkerRun(_TrialRun):
     """A trial's run on one rank of its worker group."""
 
     def __init__(self, context: TrialContext) -> None:
-        # Ray Train logs every report of every rank at INFO (the whole metrics dict).
-        logging.getLogger("ray.train.v2._internal.execution.context").setLevel(logging.WARNING)
+        # Ray Train logs every report of every rank at INFO (the whole metrics dict), from a
+        # logger named after its file's path (getLogger(__file__)): outside "ray.train", so
+        # neither that logger's level nor LoggingConfig reaches it. Its own object does.
+        train_context_module.logger.setLevel(logging.WARNING)
         train_context = ray.train.get_context()
         self.rank = train_context.get_world_rank()
         self.world_size = train_context.get_world_size()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,8 +45,8 @@ class SearchOptions:
     cpus_per_trial: float | None = None
     address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
     # Data-parallel trials (tuner.search.data_parallel): N > 1 makes each trial a Ray Train
-    # run of N workers; --cpus/--gpus-per-trial are then per worker.
-    workers_per_trial: int = 1
+    # run of N workers (its world size); --cpus/--gpus-per-trial are then per worker.
+    world_size: int = 1
     spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
     resume: bool = False
     max_failures: int = 2
@@ -58,9 +59,14 @@ class SearchOptions:
     warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
-    remeasure_repeats: int = 3  # at least this many interleaved repeats ...
-    remeasure_max_repeats: int = 6  # ... and up to this many while candidates are inseparable
-    effects_repeats: int = 3  # technique effects around the recommended config (0: none)
+    # Re-measurement and effects: interleaved rounds (on a CPU short windows of one build each),
+    # at least remeasure_repeats, at most the max, ended early once resolved (tuner.compare.trust)
+    remeasure_repeats: int = 8
+    remeasure_max_repeats: int = 20
+    effects_repeats: int = 20  # at most this many rounds of the technique effects (0: none)
+    # Re-measurement and effects together: seconds ("90") or a share of the whole command
+    # ("25%": they take at most a quarter of it, the trials the rest); "off": no limit.
+    trust_budget: str = "25%"
     mlflow: str | None = None  # MLflow tracking URI; None: nothing is sent anywhere
     wandb: str | None = None  # W&B project: offline runs in the experiment folder
     verbose: bool = False
@@ -87,7 +93,7 @@ class SearchOptions:
             ("--concurrency", self.concurrency),
             ("--cpus-per-trial", self.cpus_per_trial),
             ("--probe-steps", self.probe_steps),
-            ("--workers-per-trial", self.workers_per_trial),
+            ("--world-size", self.world_size),
         ):
             if value is not None and not value > 0:
                 raise TunerError(f"{flag} {value} must be positive.")
@@ -109,6 +115,7 @@ class SearchOptions:
                 f"--remeasure-max-repeats {self.remeasure_max_repeats} is below "
                 f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
+        self.trust_limit_s(1.0)  # a bad --trust-budget fails here, before Ray starts
         _check_mlflow(self.mlflow)
         _check_wandb(self.wandb)
         check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
@@ -122,6 +129,29 @@ class SearchOptions:
     @property
     def multi_objective(self) -> bool:
         return self.objective == "pareto"
+
+    def trust_limit_s(self, so_far_s: float) -> float | None:
+        """Seconds re-measurement and effects may take after a command that ran ``so_far_s``
+        (start-up and trials): a share ``s`` of the whole leaves them ``so_far_s * s / (1 - s)``.
+
+        Raises:
+            TunerError: ``--trust-budget`` is not seconds, a percentage or ``off``.
+        """
+        text = str(self.trust_budget).strip()
+        if text.lower() == "off":
+            return None
+        try:
+            value = float(text.removesuffix("%"))
+        except ValueError:
+            value = math.nan
+        if text.endswith("%") and 0 < value < 100:
+            return so_far_s * value / (100 - value)
+        if not text.endswith("%") and value > 0:
+            return value
+        raise TunerError(
+            f"--trust-budget {text!r}: give seconds (90), a share of the whole command below "
+            "100 % (25%), or off."
+        )
 
 
 def _check_mlflow(uri: str | None) -> None:

@@ -11,7 +11,7 @@ import optuna
 from tuner.config import config_fields
 from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
-from tuner.spaces import WORKERS_PARAM, SearchSpace, train_config_of
+from tuner.spaces import WORLD_SIZE_PARAM, SearchSpace, train_config_of
 
 __all__ = ["SearchPlan", "SpaceProfile", "check_space", "make_plan"]
 
@@ -25,10 +25,10 @@ class SearchPlan:
     cuda: bool  # whether trials get a GPU (decides the space's GPU-only choices)
     num_samples: int  # -1: until the time budget ends
     concurrency: int
-    cpus_per_trial: float  # per worker when workers_per_trial > 1
-    gpus_per_trial: float  # per worker when workers_per_trial > 1
-    workers_per_trial: int = 1  # a trial's world size, unless the space's ``workers`` says
-    max_workers: int = 1  # the largest world size a trial may take: > 1 is data-parallel
+    cpus_per_trial: float  # per worker when world_size > 1
+    gpus_per_trial: float  # per worker when world_size > 1
+    world_size: int = 1  # a trial's world size, unless the space's ``world_size`` says
+    max_world_size: int = 1  # the largest world size a trial may take: > 1 is data-parallel
     spread_workers: bool = False
     fixed: dict[str, Any] = field(default_factory=dict)  # the user's --set (pinned if sampled)
 
@@ -65,9 +65,9 @@ def make_plan(
             f"--gpus-per-trial {gpus:g} but the cluster has {total_gpus:g} GPU(s); "
             "use --gpus-per-trial 0 for CPU trials."
         )
-    max_workers = max(options.workers_per_trial, _space_max_workers(space, cuda=gpus > 0))
-    if max_workers > 1:
-        concurrency, cpus = _worker_groups(options, max_workers, gpus, total_gpus, node_cpus)
+    max_world_size = max(options.world_size, _space_max_world_size(space, cuda=gpus > 0))
+    if max_world_size > 1:
+        concurrency, cpus = _worker_groups(options, max_world_size, gpus, total_gpus, node_cpus)
     else:
         concurrency = options.concurrency or _default_concurrency(gpus, total_gpus, node_cpus)
         cpus = options.cpus_per_trial or _default_cpus(gpus, total_gpus, node_cpus, concurrency)
@@ -82,7 +82,7 @@ def make_plan(
         concurrency=concurrency,
         cpus=cpus,
         gpus=gpus,
-        max_workers=max_workers,
+        max_world_size=max_world_size,
     )
 
 
@@ -94,7 +94,7 @@ def draft_plan(
     concurrency: int = 1,
     cpus: float = 1.0,
     gpus: float | None = None,
-    max_workers: int | None = None,
+    max_world_size: int | None = None,
 ) -> SearchPlan:
     """The plan's deterministic part (workload, budget) for a kind of device, with the
     resources given (before Ray: placeholders, enough for the checks that need no cluster).
@@ -105,8 +105,8 @@ def draft_plan(
     kind = space.workload(options.workload, cuda=cuda)
     workload = {**space.workloads[kind], **options.overrides}
     train_config_of({}, workload=workload)  # a bad override fails here, in one line
-    if max_workers is None:
-        max_workers = max(options.workers_per_trial, _space_max_workers(space, cuda=cuda))
+    if max_world_size is None:
+        max_world_size = max(options.world_size, _space_max_world_size(space, cuda=cuda))
     return SearchPlan(
         workload_kind=kind,
         workload=workload,
@@ -115,8 +115,8 @@ def draft_plan(
         concurrency=concurrency,
         cpus_per_trial=cpus,
         gpus_per_trial=(1.0 if cuda else 0.0) if gpus is None else gpus,
-        workers_per_trial=options.workers_per_trial,
-        max_workers=max_workers,
+        world_size=options.world_size,
+        max_world_size=max_world_size,
         spread_workers=options.spread_workers,
         fixed=dict(options.overrides),
     )
@@ -213,15 +213,15 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
     return space.num_samples[kind]
 
 
-def _space_max_workers(space: SearchSpace, *, cuda: bool) -> int:
-    """The largest value of the space's ``workers`` parameter (1 without one)."""
+def _space_max_world_size(space: SearchSpace, *, cuda: bool) -> int:
+    """The largest value of the space's ``world_size`` parameter (1 without one)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     largest = 1
     for _ in range(16):  # a conditional parameter shows in some samples only
         trial = study.ask()
         space.sample(trial, cuda=cuda)
-        dist = trial.distributions.get(WORKERS_PARAM)
+        dist = trial.distributions.get(WORLD_SIZE_PARAM)
         if isinstance(dist, optuna.distributions.CategoricalDistribution):
             largest = max(largest, *(int(c) for c in dist.choices))
         elif dist is not None:
@@ -246,9 +246,9 @@ def _worker_groups(
     if fit < 1:
         where = "in all" if options.spread_workers else "on one node (or --spread-workers)"
         raise TunerError(
-            f"--workers-per-trial {workers} needs {need} {where}, more than the cluster has "
+            f"--world-size {workers} needs {need} {where}, more than the cluster has "
             f"({sum(node_cpus):g} CPUs on {len(node_cpus)} node(s), {total_gpus:g} GPUs); "
-            "lower --workers-per-trial or --cpus-per-trial."
+            "lower --world-size or --cpus-per-trial."
         )
     if options.concurrency is not None and options.concurrency > fit:
         raise TunerError(

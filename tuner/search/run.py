@@ -84,6 +84,7 @@ def run_search(options: SearchOptions) -> SearchOutcome:
         TunerError: a bad space, option, workload override or cluster address; another live
             driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
+    began = time.perf_counter()  # --trust-budget's share is of the whole command
     name = options.name or _default_name(options.space)
     paths = ExperimentPaths.of(options.storage, name)
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
@@ -109,7 +110,7 @@ def run_search(options: SearchOptions) -> SearchOutcome:
             earlier = checked.earlier if checked else None
             started = time.time()
             search_only, design = _begin(options, space, plan, paths, info, profile, earlier)
-            return _search(options, space, plan, paths, search_only, design, started)
+            return _search(options, space, plan, paths, search_only, design, started, began)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -137,7 +138,8 @@ def _search(
     paths: ExperimentPaths,
     search_only: tuple[str, ...],
     design: list[dict[str, Any]],
-    started: float,
+    started: float,  # time.time() when the search began (after Ray started)
+    began: float,  # time.perf_counter() when the command began (--trust-budget's share)
 ) -> SearchOutcome:
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
@@ -154,9 +156,10 @@ def _search(
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     ray_ids = {record.trial_id for record in records}
     orphans = close_orphans(paths.name, paths.study_url, ray_ids) if finished else []
-    alone = finished and plan.max_workers == 1  # both measure one process alone
+    alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
-        experiment, answer, after = _after_trials(options, plan, paths, search_only, alone)
+        trust_s = options.trust_limit_s(time.perf_counter() - began)
+        experiment, answer, after = _after_trials(options, plan, paths, search_only, alone, trust_s)
     except BaseException:  # a step after the trials failed: the trials' results stay resumable
         _mark_interrupted(paths)
         raise
@@ -210,28 +213,43 @@ def _after_trials(
     paths: ExperimentPaths,
     search_only: tuple[str, ...],
     alone: bool,
+    trust_s: float | None,
 ) -> tuple[Experiment, Answer, dict[str, Any]]:
     """Re-measurement and the technique effects (when the trials finished, each run alone in
-    one process; a data-parallel search skips both), the answer, and what the metadata records
-    of them; Ctrl-C here keeps what was done and says which step it stopped."""
+    one process; a data-parallel search skips both) within ``trust_s`` seconds together, the
+    answer, and what the metadata records of them; Ctrl-C here keeps what was done and says
+    which step it stopped."""
     experiment = load_experiment(paths.local)
     answer: Answer | None = None
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
-    step = "re-measurement"
+    step, started = "re-measurement", time.perf_counter()
+    share = _REMEASURE_SHARE if options.effects_repeats else 1.0
     try:
         if alone:
-            failures, wrote = remeasure_candidates(options, plan, paths, experiment, search_only)
+            failures, info = remeasure_candidates(
+                options, plan, paths, experiment, search_only, _part(trust_s, share)
+            )
             after["remeasure_failures"] = failures
-            if wrote:
+            if info is not None:
+                after["remeasure"] = info
                 experiment = load_experiment(paths.local)  # with the re-measurements
         answer = decide(experiment)
         step = "technique effects"
         if alone:
-            after.update(effects_around(options, plan, paths, experiment, answer, search_only))
+            left = None if trust_s is None else max(0.0, trust_s - time.perf_counter() + started)
+            effects = effects_around(options, plan, paths, experiment, answer, search_only, left)
+            after.update(effects)
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
     return experiment, decide(experiment) if answer is None else answer, after
+
+
+_REMEASURE_SHARE = 0.35  # of the trust budget; the effects (more arms) get what is left
+
+
+def _part(seconds: float | None, share: float) -> float | None:
+    return None if seconds is None else seconds * share
 
 
 def _summary_so_far(paths: ExperimentPaths) -> None:

@@ -35,7 +35,7 @@ def print_start(
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
-    workers = f"{plan.workers_per_trial} workers x " if plan.max_workers > 1 else ""
+    workers = f"{plan.world_size} workers x " if plan.max_world_size > 1 else ""
     print(
         f"{'Resuming' if options.resume else 'Searching'} {options.space} "
         f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "

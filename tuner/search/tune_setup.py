@@ -61,7 +61,7 @@ def trainable(
         speed_repeats=options.speed_repeats,
         cache_namespace=cache_namespace(paths),
     )
-    if plan.max_workers > 1:
+    if plan.max_world_size > 1:
         return data_parallel.trainable(context, plan, max_failures=options.max_failures)
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
@@ -100,7 +100,7 @@ def tune_config(
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
-        reuse_actors=plan.max_workers == 1,  # a stopped data-parallel driver must end
+        reuse_actors=plan.max_world_size == 1,  # a stopped data-parallel driver must end
         trial_dirname_creator=trial_dirname,
     )
 
@@ -122,7 +122,7 @@ def run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths)
                 space=options.space,
                 experiment_dir=paths.local,
             ),
-            *([data_parallel.PlacementGroupReaper()] if plan.max_workers > 1 else []),
+            *([data_parallel.PlacementGroupReaper()] if plan.max_world_size > 1 else []),
         ],
         verbose=1 if options.verbose else 0,
     )

@@ -118,7 +118,13 @@ def warm_start(
     left = warm.uncovered(design)
     paths.local.mkdir(parents=True, exist_ok=True)
     warm.add_to_study(paths.study_url, paths.name, objective_directions(options.objective))
-    return left, warm.metadata(design_skipped=len(design) - len(left))
+    metadata = warm.metadata(design_skipped=len(design) - len(left))
+    if options.sampler == "grid":  # measured: Optuna 5's GridSampler re-ran both added points
+        metadata["summary"] += (
+            "; --sampler grid still runs its whole grid (Optuna's GridSampler does not count "
+            "trials added to the study): the warm-started points run again"
+        )
+    return left, metadata
 
 
 def read_warm_start(

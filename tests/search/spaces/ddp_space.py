@@ -4,7 +4,7 @@
   after its first checkpointed report; it resumes from there);
 - ``weak``: ResNet-18 (slower) that cannot learn (lr 1e-9): dominated at its first evaluation,
   so early stopping ends it (its workers' placement group must not outlive it);
-- ``strong2``: like ``strong`` at batch 64, on ONE worker (the space's ``workers`` parameter):
+- ``strong2``: like ``strong`` at batch 64, on ONE worker (the space's ``world_size`` parameter):
   its worker starts after ``weak`` was stopped, and the report gets two world sizes.
 """
 
@@ -32,5 +32,5 @@ VARIANTS: dict[str, dict[str, Any]] = {
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     variant = trial.suggest_categorical("variant", list(VARIANTS))
     if variant == "strong2":
-        trial.suggest_int("workers", 1, 1)  # the world size as a parameter (search-only)
+        trial.suggest_int("world_size", 1, 1)  # the world size as a parameter (search-only)
     return dict(VARIANTS[variant])

@@ -1,0 +1,120 @@
+"""DataParallel vs DDP over the GPUs of one machine: the seeds' comparison, as arms of
+``tuner ablate``.
+
+Both arms train the same config at the same global batch (N x ``batch_size``) and peak lr
+(N x ``lr``, the per-256 rule at the global batch), each run in fresh processes so neither
+inherits the other's CUDA contexts or allocator:
+
+- ``DataParallel xN``: one process, ``torch.nn.DataParallel`` over the N visible GPUs; each step
+  scatters the global batch from GPU 0, replicates the module and gathers the outputs there
+  (the engine's ``train(config, dataparallel=True)``).
+- ``DDP xN``: N processes started by torchrun running ``tuner train``: the engine's
+  data-parallel path (one GPU each, ``batch_size`` per worker, gradients all-reduced).
+
+images/s is global in both. It needs 2 or more CUDA GPUs; elsewhere the pair is left out with a
+note (on a CPU DataParallel just calls the module: there is nothing to measure).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuner.compare._arms import Arm
+from tuner.config import TrainConfig
+
+if TYPE_CHECKING:
+    from tuner.engine import RunResult
+
+__all__ = ["GROUP", "SKIP", "arms", "left_out_note", "setup_line"]
+
+GROUP = "data parallel"
+SKIP = "data_parallel"  # its name in ``tuner ablate --skip``
+_TIMEOUT_S = 3600  # one run; a worker stuck in a collective must not hang the ablation
+
+
+def left_out_note(*, cuda: bool, gpus: int) -> str | None:
+    """Why the pair cannot run here (one line), or ``None`` when it can."""
+    if gpus < 2:
+        return f"DataParallel vs DDP: needs 2 or more CUDA GPUs; this machine has {gpus}"
+    if not cuda:
+        return f"DataParallel vs DDP: needs the CUDA GPUs; this run is on the CPU ({gpus} GPUs)"
+    return None
+
+
+def arms(base: TrainConfig, *, gpus: int) -> list[Arm]:
+    """DataParallel over ``gpus`` GPUs (the reference), then DDP over the same GPUs."""
+    per_worker = base.replace(device="cuda")
+    whole = {"batch_size": gpus * base.batch_size, "lr": gpus * base.lr}
+    first = f"DataParallel x{gpus}"
+    return [
+        Arm(first, GROUP, per_worker.replace(**whole), whole, measure=_dataparallel_run),
+        Arm(
+            f"DDP x{gpus}",
+            GROUP,
+            per_worker,
+            {"world_size": gpus},
+            first,
+            first,
+            measure=partial(_ddp_run, gpus=gpus),
+        ),
+    ]
+
+
+def setup_line(gpus: int) -> str:
+    """What the pair measured, for the ablation report's setup."""
+    return (
+        f"DataParallel vs DDP over {gpus} GPUs: the same global batch and peak lr; images/s of "
+        "all GPUs together; each run in fresh processes (DDP: one per GPU, torchrun); peak "
+        "memory is GPU 0's for DataParallel (where it gathers), the max over workers for DDP"
+    )
+
+
+def _dataparallel_run(config: TrainConfig) -> RunResult:
+    command = [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict())]
+    return _run(command)
+
+
+def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config.to_dict()))
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        return _run([*launch, f"--nproc-per-node={gpus}", "-m", "tuner", "train", "--config",
+                     str(path), "--json"])  # fmt: skip
+
+
+def _run(command: list[str]) -> RunResult:
+    """One run in fresh processes; its last stdout line is a RunResult's JSON. A process that
+    fails or hangs is a failed run, never an exception (like the engine's own failures)."""
+    from tuner.compare.fidelity import _child_env
+    from tuner.engine import RunResult
+
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=_child_env(None), timeout=_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return RunResult(status="error", error=f"timed out after {_TIMEOUT_S} s")
+    lines = done.stdout.strip().splitlines()
+    if not lines or not lines[-1].startswith("{"):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return RunResult(status="error", error=f"exit {done.returncode}: {tail}"[:500])
+    return RunResult(**json.loads(lines[-1]))
+
+
+def _main(argv: list[str]) -> None:
+    """``python -m tuner.compare.data_parallel CONFIG_JSON``: one DataParallel run, its JSON."""
+    from tuner.engine import train
+
+    result = train(TrainConfig.from_params(json.loads(argv[0])), dataparallel=True)
+    print(result.to_json(), flush=True)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

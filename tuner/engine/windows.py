@@ -1,0 +1,155 @@
+"""One run built once and timed in short windows of steps: speed comparisons without a build
+per measurement.
+
+A fresh build per measurement (:func:`tuner.engine.probe`) costs seconds on a CPU (data, model,
+optimizer, loader) for a measurement of a second or two, and each carries its own build. Here
+each arm of a comparison is built once and warmed up once (its memory counted on the last
+warm-up step, as in a run), and then timed ``steps`` steps at a time, arm after arm (A, B, C,
+A, B, C, ...; :func:`tuner.compare.interleave`; an arm with loader workers first takes the
+batches they queued meanwhile, untimed). Adjacent windows of two arms see the same
+machine, so their paired ratio cancels slow drift, and a window costs only its steps, so many
+are affordable: a t-interval narrows with the square root of the pairs and its t-quantile falls
+from 4.3 at 3 pairs to 2.1 at 16.
+
+Memory is each arm's own training state, counted as a run counts it on a CPU (exact whatever
+else the process holds). On CUDA the reserved peak belongs to the process and arms side by side
+would share it, so comparisons there keep a fresh build per measurement
+(:mod:`tuner.compare.trust` decides).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from tuner.config import TrainConfig
+from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
+from tuner.engine.distributed import World
+from tuner.engine.loop import Diverged, _batches, _classify, _step
+from tuner.engine.meters import MemoryMeter, environment, synchronize
+from tuner.engine.result import RunResult
+from tuner.engine.state import RunState
+
+__all__ = ["WindowRun", "failed_build"]
+
+
+class WindowRun:
+    """``config`` built once; :meth:`window` times ``steps`` training steps of it.
+
+    Raises:
+        TunerError: bad input (as :func:`tuner.engine.train`), when built.
+    """
+
+    def __init__(self, config: TrainConfig, *, planned_steps: int) -> None:
+        device = resolve_device(config.device)
+        self._memory = MemoryMeter(device)
+        self._parts: RunParts | None = build_parts(config, device, self._memory)
+        self._state = RunState()
+        self._batches: Iterator[Any] = _batches(self._parts, self._state)
+        self._planned = max(1, planned_steps)
+        loader = self._parts.data.train_loader
+        workers = getattr(loader, "num_workers", 0)  # a DataLoader's; other loaders: none
+        # Batches its loader workers queue ahead: taken untimed at each window's start.
+        self.queued = workers * (getattr(loader, "prefetch_factor", None) or 0)
+        self._environment = environment(device)
+        self.failed: RunResult | None = None
+
+    def warm_up(self) -> RunResult | None:
+        """The warm-up steps (compile included), memory counted on the last; a failure's result
+        (the arm is then out), else ``None``."""
+        parts = self._live()
+        count = max(
+            1, parts.warmup_steps, COMPILE_WARMUP_STEPS if parts.config.compile != "off" else 0
+        )
+        try:
+            for i in range(count):
+                self._one_step(count_memory=i == count - 1)
+            self._check_loss()
+        except Exception as exc:  # OOM, NaN, a crash: a result, as in a run
+            return self._fail(exc)
+        return None
+
+    def window(self, steps: int) -> RunResult:
+        """Time ``steps`` steps (the device synchronized at both ends); a failure's result.
+
+        Loader workers went on filling their queue while other arms ran: the batches they
+        queued are taken first, untimed, so no window is timed on work done outside it."""
+        parts = self._live()
+        waited = 0.0
+        try:
+            for _ in range(self.queued):
+                self._one_step(count_memory=False)
+            synchronize(parts.device)
+            start = time.perf_counter()
+            for _ in range(steps):
+                waited += self._one_step(count_memory=False)
+            synchronize(parts.device)
+            seconds = time.perf_counter() - start
+            self._check_loss()
+        except Exception as exc:
+            return self._fail(exc)
+        images = steps * parts.config.batch_size
+        return self._result(
+            status="ok",
+            images_per_second=images / seconds,
+            step_time_s=seconds / steps,
+            data_wait_fraction=waited / seconds,
+            measured_steps=steps,
+            train_time_s=seconds,
+        )
+
+    def close(self) -> None:
+        """Free the arm's model, optimizer and loader (its worker processes too)."""
+        self._parts, self._batches = None, iter(())
+        gc.collect()
+
+    def _live(self) -> RunParts:
+        if self._parts is None:
+            raise RuntimeError("this WindowRun was closed or failed")
+        return self._parts
+
+    def _one_step(self, *, count_memory: bool) -> float:
+        """One training step at the schedule's lr for its place in the planned steps; the
+        seconds spent waiting for its batch."""
+        parts, state = self._live(), self._state
+        tick = time.perf_counter()
+        images, labels = next(self._batches)
+        waited = time.perf_counter() - tick
+        lr = parts.schedule.lr_at(min(1.0, (state.step + 1) / self._planned))
+        state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
+        state.step += 1
+        return waited
+
+    def _check_loss(self) -> None:
+        losses, self._state.losses = self._state.losses, []
+        if losses and not bool(torch.isfinite(torch.stack(losses)).all()):
+            raise Diverged(f"training loss became non-finite by step {self._state.step}")
+
+    def _fail(self, exc: BaseException) -> RunResult:
+        status, error = _classify(exc)
+        self.failed = self._result(status=status, error=error)
+        self.close()  # the arm is out: what it built goes
+        return self.failed
+
+    def _result(self, **fields: Any) -> RunResult:
+        parts = self._parts
+        memory = self._memory.read(World.current())
+        extra: dict[str, Any] = {}
+        if parts is not None:
+            extra = {
+                "effective": dict(parts.effective, warmup_steps=parts.warmup_steps),
+                "notes": list(parts.notes),
+                "global_batch_size": parts.config.batch_size,
+                "config": parts.config.to_dict(),
+            }
+        return RunResult(**fields, **memory, **self._environment, steps=self._state.step, **extra)
+
+
+def failed_build(exc: BaseException) -> RunResult:
+    """The result of a build that failed for a reason other than bad input (out of memory)."""
+    status, error = _classify(exc)
+    return RunResult(status=status, error=error)
