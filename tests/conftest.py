@@ -9,12 +9,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from search_cli import search_command
 
 from tuner.answer import decide
 from tuner.cli import main
@@ -80,21 +80,9 @@ def nothing_lost() -> Callable[[Path, str, Path], None]:
 
 def run_search(storage: Path, name: str, *extra: str) -> Path:
     """``python -m tuner search smoke_space`` in a subprocess (its own Ray), report off."""
-    command = [
-        sys.executable,
-        "-m",
-        "tuner",
-        "search",
-        "smoke_space",
-        "--name",
-        name,
-        "--storage",
-        str(storage),
-        "--no-report",
-        "--seed",
-        "0",
-        *extra,
-    ]
+    command = search_command(
+        "smoke_space", "--no-report", "--seed", "0", *extra, name=name, storage=storage
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=400)
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]
     return storage / name

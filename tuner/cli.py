@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tuner import __version__
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TunerError
@@ -31,7 +31,12 @@ exit codes:
 
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line naming where the help is,
-    instead of the whole usage block (subcommand parsers are made of this class too)."""
+    instead of the whole usage block (subcommand parsers are made of this class too), and whose
+    flags are spelled whole: a prefix must not pass for a longer flag (``--time-budget`` is not
+    ``--time-budget-s``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

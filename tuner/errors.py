@@ -14,6 +14,7 @@ __all__ = [
     "EXIT_USAGE",
     "TunerError",
     "TunerRuntimeError",
+    "error_line",
 ]
 
 EXIT_OK = 0  # finished, with at least one usable trial where the command searches
@@ -39,3 +40,9 @@ class TunerRuntimeError(TunerError):
     """
 
     exit_code = EXIT_RUNTIME
+
+
+def error_line(exc: BaseException, *, limit: int = 300) -> str:
+    """``Type: message``, its first line cut to ``limit`` characters: a foreign error told in
+    a warning line or a record."""
+    return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:limit]

@@ -22,6 +22,7 @@ __all__ = [
     "GPU_TRIAL",
     "MICRO_BENCH",
     "MICRO_VIT",
+    "RESNET_CPU_TRIAL",
     "TINY_VIT",
     "VIT_B16",
     "workload",
@@ -56,6 +57,20 @@ GPU_TRIAL: dict[str, Any] = {
     "time_budget_s": 300.0,
     "eval_every_steps": 100,
     "warmup_steps": 20,
+}
+
+# timm's smallest ResNet on the digits, 30 steps evaluated twice: a real CNN search trial of
+# seconds on a CPU (the test spaces' trial).
+RESNET_CPU_TRIAL: dict[str, Any] = {
+    "model": "test_resnet",
+    "data": "digits",
+    "img_size": 32,
+    "epochs": None,
+    "steps": 30,
+    "eval_every_steps": 15,
+    "max_eval_batches": 2,
+    "warmup_steps": 2,
+    "warmup_fraction": 0.0,
 }
 
 # ``tuner ablate``: trained runs, so accuracy changes are visible too.

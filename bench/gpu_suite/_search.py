@@ -34,10 +34,11 @@ _GPU: dict[str, Any] = {
     "flags": ["--num-samples", "10", "--steps", "150", "--speed-repeats", "1",
               "--time-budget-s", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
-    "time_budget_s": 300,
+    "search_time_budget_s": 300,
 }  # fmt: skip
-# What the search command spends outside its --time-budget: Ray's start, the re-measurement of
-# the top trials (fresh builds, compiled ones included) and the report. An estimate, not measured.
+# What the search command spends outside its --search-time-budget-s: Ray's start, the
+# re-measurement of the top trials (fresh builds, compiled ones included) and the report. An
+# estimate, not measured.
 _AFTER_SEARCH_S = 170
 _DRY: dict[str, Any] = {
     "workload": "cpu",
@@ -46,7 +47,7 @@ _DRY: dict[str, Any] = {
     "flags": ["--num-samples", "2", "--steps", "10", "--time-budget-s", "3",
               "--remeasure-top", "1", "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
-    "time_budget_s": None,
+    "search_time_budget_s": None,
 }  # fmt: skip
 
 
@@ -60,7 +61,8 @@ def run(ctx: StageContext) -> StageResult:
     command = [
         sys.executable, "-m", "tuner", "search", SPACE, "--workload", s["workload"],
         "--max-memory", f"{budget}B", "--name", NAME, "--storage", str(storage),
-        "--reports-dir", str(ctx.out_dir), *s["flags"], *_time_budget(ctx, s["time_budget_s"]),
+        "--reports-dir", str(ctx.out_dir), *s["flags"],
+        *_time_budget(ctx, s["search_time_budget_s"]),
     ]  # fmt: skip
     ctx.log("+ " + " ".join(command))
     code = _run_search(ctx, command)
@@ -70,10 +72,14 @@ def run(ctx: StageContext) -> StageResult:
 
 
 def _time_budget(ctx: StageContext, most_s: int | None) -> list[str]:
-    """``--time-budget``: at most ``most_s``, and what the stage's time leaves after the rest."""
+    """``--search-time-budget-s``: at most ``most_s``, and what the stage's time leaves after the
+    rest."""
     if most_s is None:
         return []
-    return ["--time-budget", str(int(max(60, min(most_s, ctx.remaining_s() - _AFTER_SEARCH_S))))]
+    return [
+        "--search-time-budget-s",
+        str(int(max(60, min(most_s, ctx.remaining_s() - _AFTER_SEARCH_S)))),
+    ]
 
 
 def _run_search(ctx: StageContext, command: list[str]) -> int:

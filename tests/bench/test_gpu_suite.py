@@ -129,9 +129,9 @@ def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_re
         ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=limit_s)
         return _search._time_budget(ctx, 300)
 
-    assert budget(480) == ["--time-budget", "300"]  # room for all of it
+    assert budget(480) == ["--search-time-budget-s", "300"]  # room for all of it
     assert 225 <= int(budget(400)[1]) <= 230  # 170 s kept for re-measuring and the report
-    assert budget(100) == ["--time-budget", "60"]  # never below a minute
+    assert budget(100) == ["--search-time-budget-s", "60"]  # never below a minute
     row = {"arm": "plain", "images_per_second": 100.0}
     report = {"rows": [row], "best_mfu": 0.2, "best_rung": "plain", "mfu_reference": "bf16"}
     assert not _ladder._result({**report, "repeats": 1}).ok  # one repeat: no interval

@@ -5,13 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.config import TrainConfig
+from tuner.workloads import MICRO_VIT
 
 # A hybrid ViT (ResNetV2 stem with GroupNormAct + transformer) and a ResNet (BatchNorm2d).
-TINY_VIT: dict[str, Any] = {
-    "model": "vit_tiny_r_s16_p8_224",
-    "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
-    "img_size": 32,
-}
+TINY_VIT: dict[str, Any] = {**MICRO_VIT, "img_size": 32}
 TINY_RESNET: dict[str, Any] = {"model": "test_resnet", "model_kwargs": {}, "img_size": 32}
 
 

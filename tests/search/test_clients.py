@@ -16,13 +16,13 @@ import os
 import re
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
+from search_cli import search_command
 
 from tuner.experiment import load_experiment, read_trials_csv, write_trials_csv
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
@@ -42,12 +42,12 @@ def search(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The finished search: its folder, console, MLflow URI and each trial's variant."""
     root = tmp_path_factory.mktemp("clients")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    command = [
-        sys.executable, "-m", "tuner", "search", str(SPACE), "--name", NAME,
-        "--storage", str(root / "experiments"), "--no-report", "--max-memory", "220MiB",
+    command = search_command(
+        str(SPACE), "--no-report", "--max-memory", "220MiB",
         "--max-failures", str(MAX_FAILURES), "--speed-repeats", "0", "--probe-steps", "3",
         "--remeasure-top", "0", "--effects-repeats", "0", "--mlflow", uri, "--wandb", "tuner-test",
-    ]  # fmt: skip
+        name=NAME, storage=root / "experiments",
+    )  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WANDB_")},
            "WANDB_MODE": "offline"}  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=root, env=env)

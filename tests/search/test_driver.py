@@ -18,7 +18,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import IO
@@ -26,6 +25,7 @@ from typing import IO
 import optuna
 import psutil
 import pytest
+from search_cli import search_command
 
 pytestmark = pytest.mark.slow
 
@@ -37,18 +37,7 @@ FINISHED = re.compile(r"^\[\s*(?P<done>\d+)/(?P<total>\S+) [^\]]*\] (ok|stopped 
 
 
 def _cli(tmp_path: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "tuner",
-        "search",
-        *extra,
-        "--name",
-        "driven",
-        "--storage",
-        str(tmp_path / "experiments"),
-        "--no-report",
-    ]
+    return search_command(*extra, "--no-report", name="driven", storage=tmp_path / "experiments")
 
 
 def _first_run(tmp_path: Path) -> list[str]:

@@ -68,7 +68,7 @@ def test_cli_flags_map_to_options() -> None:
             "gp",
             "--num-samples",
             "12",
-            "--time-budget",
+            "--search-time-budget-s",
             "600",
             "--workload",
             "gpu",
@@ -93,7 +93,7 @@ def test_cli_flags_map_to_options() -> None:
     options = options_from_args(args)
     assert options.max_memory_bytes == 20 * 2**30
     assert (options.objective, options.sampler, options.num_samples) == ("accuracy", "gp", 12)
-    assert options.time_budget_s == 600 and options.workload == "gpu"
+    assert options.search_time_budget_s == 600 and options.workload == "gpu"
     assert options.overrides == {
         "model": "vit_small_r26_s32_224",
         "img_size": 224,

@@ -52,7 +52,7 @@ def test_asking_for_gpus_the_cluster_lacks_is_one_clear_error() -> None:
 
 
 def test_time_budget_alone_runs_until_it_ends() -> None:
-    assert _plan([2.0], 0.0, time_budget_s=60).num_samples == -1
+    assert _plan([2.0], 0.0, search_time_budget_s=60).num_samples == -1
 
 
 @pytest.mark.parametrize("cuda_gpus", [0.0, 1.0])

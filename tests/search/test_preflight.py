@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from search_cli import search_command
 
 from tuner.errors import TunerError
 from tuner.search import SearchOptions
@@ -70,20 +71,8 @@ def test_the_cli_fails_in_the_driver_with_one_line_and_no_trial(
     flags: list[str], tmp_path: Path
 ) -> None:
     import subprocess
-    import sys
 
-    command = [
-        sys.executable,
-        "-m",
-        "tuner",
-        "search",
-        "vit_space",
-        "--storage",
-        str(tmp_path),
-        "--name",
-        "bad",
-        *flags,
-    ]
+    command = search_command("vit_space", *flags, name="bad", storage=tmp_path)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -17,6 +17,7 @@ from typing import Any
 import optuna
 import psutil
 import pytest
+from search_cli import search_command
 
 pytestmark = pytest.mark.slow
 
@@ -27,16 +28,8 @@ PROGRESS_LINE = re.compile(r"^\[[^\]]*\]\s+(?P<event>[\w-]+)\s+(?P<trial_id>\w+)
 
 
 def _cli(tmp_path: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "tuner",
-        "search",
+    return search_command(
         *extra,
-        "--name",
-        "resumed",
-        "--storage",
-        str(tmp_path / "experiments"),
         "--no-report",
         "--remeasure-top",
         "0",
@@ -45,7 +38,9 @@ def _cli(tmp_path: Path, *extra: str) -> list[str]:
         "0",
         "--speed-repeats",
         "1",
-    ]
+        name="resumed",
+        storage=tmp_path / "experiments",
+    )
 
 
 def _records(exp: Path) -> dict[str, list[dict[str, Any]]]:

@@ -5,7 +5,6 @@ error everywhere, naming the file (console, trials.csv, the study: FAIL), and th
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ import optuna
 import pandas as pd
 import pytest
 from PIL import Image
+from search_cli import search_command
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +37,8 @@ def _truncated_image_folder(root: Path, per_class: int) -> Path:
 def test_a_search_whose_every_trial_errors_exits_1_and_calls_them_errors(tmp_path: Path) -> None:
     data = _truncated_image_folder(tmp_path / "data", per_class=9)  # 18 >= the batch size 16
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "search",
+        search_command(
             str(SPACE),
-            "--name",
-            "broken",
-            "--storage",
-            str(tmp_path / "experiments"),
             "--reports-dir",
             str(tmp_path / "reports"),
             "--num-samples",
@@ -57,7 +49,9 @@ def test_a_search_whose_every_trial_errors_exits_1_and_calls_them_errors(tmp_pat
             "0",
             "--effects-repeats",
             "0",
-        ],
+            name="broken",
+            storage=tmp_path / "experiments",
+        ),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,

@@ -21,6 +21,7 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.logger import TBXLoggerCallback
 from ray.tune.utils.callback import _create_default_callbacks
+from search_cli import search_command
 
 from tuner.cli import main
 from tuner.errors import TunerError
@@ -43,12 +44,11 @@ def search(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A finished 2-trial search with its report; MLflow-tracked when mlflow is installed."""
     root = tmp_path_factory.mktemp("tracking")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    command = [
-        sys.executable, "-m", "tuner", "search", "smoke_space", "--name", NAME,
-        "--storage", str(root / "experiments"), "--reports-dir", str(root / "reports"),
+    command = search_command(
+        "smoke_space", "--reports-dir", str(root / "reports"),
         "--num-samples", "2", "--remeasure-top", "0", "--effects-repeats", "0",
-        *(["--mlflow", uri] if HAS_MLFLOW else []),
-    ]  # fmt: skip
+        *(["--mlflow", uri] if HAS_MLFLOW else []), name=NAME, storage=root / "experiments",
+    )  # fmt: skip
     # In the temporary folder: a SQLite store keeps MLflow's artifacts in ./mlruns.
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=root)
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]

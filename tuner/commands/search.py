@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
-from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
 from tuner.record import TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
@@ -27,7 +27,7 @@ single fields of the chosen workload, e.g.:
   python -m tuner search vit_space
   python -m tuner search vit_space --workload gpu --data imagefolder:/data/imagenette
   python -m tuner search resnet_space --max-memory 20GiB --num-samples 60 --objective pareto
-  python -m tuner search my_space.py --time-budget 3600 --sampler gp
+  python -m tuner search my_space.py --search-time-budget-s 3600 --sampler gp
   python -m tuner search --resume --name vit_space-20250101-120000
 
 exit codes: 0 finished with at least one usable trial; 1 finished with none, or a runtime
@@ -59,10 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--num-samples", type=int, help="number of trials (default: the space's)")
     group.add_argument(
-        "--time-budget",
+        "--search-time-budget-s",
         type=float,
         metavar="SECONDS",
-        help="stop the search, running trials included, after this long",
+        help="stop the whole search, running trials included, after this long (each trial's "
+        "own training time: --time-budget-s)",
     )
     group.add_argument(
         "--objective",
@@ -243,7 +244,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
         storage=args.storage,
         reports_dir=args.reports_dir,
         num_samples=args.num_samples,
-        time_budget_s=args.time_budget,
+        search_time_budget_s=args.search_time_budget_s,
         objective=args.objective,
         sampler=args.sampler,
         seed=args.seed,
@@ -338,9 +339,8 @@ def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
             config=None if pick is None else experiment.configs[str(pick[TRIAL_ID])],
         )
     except Exception as exc:  # the experiment and report folders hold every result anyway
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         print(
-            f"warning: logging the report to MLflow failed ({line}); the results are in "
+            f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are in "
             f"{outcome.experiment_dir}."
         )
         return

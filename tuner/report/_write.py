@@ -1,12 +1,5 @@
-"""Assemble the report: the answer first, then the evidence, then the details (folded).
-
-Sections: 1. the answer (recommended configs in plain words, re-measured numbers with
-intervals, the gain over the plain loop, whether the picks differ beyond noise, the command to
-train); 2. the Pareto front; 3. what each technique does around the recommendation
-(controlled); 4. the speed settings the probes chose per training config; 5. trials and
-failures; 6. parameter importance; 7. plots; 8. details (metadata, an observational technique
-appendix, the columns of the trials table).
-"""
+"""Assemble the report: the answer first, then the evidence, then the details (folded); the
+sections in the order :func:`write_report` lists them."""
 
 from __future__ import annotations
 
@@ -46,6 +39,7 @@ from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._importance import distributions, param_importances
 from tuner.report._scaling import scaling_section
+from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS as EFFECTS_STEP
 from tuner.report._status import Progress, progress_of, remeasure_failures
 from tuner.report.document import (
@@ -59,7 +53,7 @@ from tuner.report.document import (
     user,
 )
 from tuner.techniques import settings_text
-from tuner.units import MIB, as_number, format_bytes, ratio_text
+from tuner.units import MIB, as_number, format_bytes
 
 __all__ = ["write_report"]
 
@@ -94,7 +88,7 @@ def write_report(
         answer_section(experiment, answer, effects, progress, out_dir),
         _front(experiment, answer, out_dir),
         _techniques(experiment, answer, effects, progress, out_dir),
-        _speed_choices(experiment),
+        speed_section(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment, answer),
         _importance(experiment, answer, out_dir),
@@ -144,11 +138,18 @@ def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
                 "throughput from": row["throughput_source"],
                 "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
                 "peak memory": format_bytes(row.get("peak_memory_bytes")),
-                **{n: row.get(PARAM_PREFIX + n) for n in experiment.param_names},
-                "speed settings": settings_text(speed_settings_of(row.get(SPEED_SETTINGS))),
+                **_config_columns(experiment, row),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _config_columns(experiment: Experiment, row: pd.Series) -> dict[str, Any]:
+    """What a trial ran: its searched parameters and the speed settings its probes chose."""
+    return {
+        **{n: row.get(PARAM_PREFIX + n) for n in experiment.param_names},
+        "speed settings": settings_text(speed_settings_of(row.get(SPEED_SETTINGS))),
+    }
 
 
 # ---- 3. techniques ---------------------------------------------------------------------------
@@ -208,60 +209,6 @@ def _reference_note(answer: Answer) -> str:
     )
 
 
-# ---- 4. speed settings per training config ----------------------------------------------
-
-
-def _speed_choices(experiment: Experiment) -> Section:
-    section = Section("Speed settings chosen per training config", anchor="speed")
-    if not experiment.probe_cache:
-        section.blocks.append(
-            "No speed probes ran (--speed-repeats 0): the speed knobs stayed as the space set them."
-        )
-        return section
-    section.blocks.append(
-        "Before a training config first trains, short probes measure the plain setting and each "
-        "accuracy-neutral speed knob switched on alone, interleaved and repeated. A knob is kept "
-        "when it was faster than the plain setting in every pair (and fits the memory budget): "
-        "a speed knob cannot change what is learned, so the choice goes by the estimate; two or "
-        "more kept knobs are used together only if their combination, probed too, is at least "
-        "as fast as the best one alone. Later trials with the same training config reuse the "
-        "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
-        "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
-        "with."
-    )
-    section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
-    return section
-
-
-def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
-    import json
-
-    rows = []
-    for key, choice in cache.items():
-        fields = json.loads(key)
-        norm = fields.get("norm")
-        row: dict[str, Any] = {
-            "batch size": fields.get("batch_size"),
-            "amp": fields.get("amp"),
-            "norm": f"{norm} ({plural(int(fields['gn_groups']), 'group')})"
-            if norm == "group"
-            else norm,
-            "pinned": ", ".join(f"{k}={v}" for k, v in (fields.get("pinned") or {}).items()),
-            "plain images/s": choice.get("plain_images_per_second"),
-        }
-        for variant in choice.get("variants", []):
-            row[variant["name"]] = _ratio_text(variant) + (" (kept)" if variant["kept"] else "")
-        chosen = settings_text(choice.get("settings", {}))
-        row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
-        row["probe seconds"] = choice.get("probe_seconds")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _ratio_text(variant: Mapping[str, Any]) -> str:
-    return ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
-
-
 # ---- 5. trials -------------------------------------------------------------------------------
 
 
@@ -307,8 +254,7 @@ def _all_trials(experiment: Experiment, answer: Answer) -> pd.DataFrame:
             {
                 TRIAL_ID: tid,
                 KIND: row[KIND],
-                **{n: row.get(PARAM_PREFIX + n) for n in experiment.param_names},
-                "speed settings": settings_text(speed_settings_of(row.get(SPEED_SETTINGS))),
+                **_config_columns(experiment, row),
                 "images/s in search": as_number(row.get("images_per_second")),
                 "images/s re-measured": as_number(mine["images_per_second"])
                 if remeasured

@@ -33,6 +33,7 @@ __all__ = [
     "connect",
     "is_loopback_address",
     "node_address",
+    "node_cpus",
     "ray_endpoints",
     "shutdown",
     "watch",
@@ -117,6 +118,14 @@ def connect(
             "set a node's resources with `ray start --num-cpus/--num-gpus` instead."
         )
     return _join(address)
+
+
+def node_cpus() -> list[float]:
+    """The CPUs of each alive node ([1.0] when none says)."""
+    import ray
+
+    cpus = [node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
+    return [c for c in cpus if c > 0] or [1.0]
 
 
 def shutdown() -> None:

@@ -4,8 +4,8 @@ The folder's files, its metadata's writer and reader and its trials table are
 :mod:`tuner.experiment`'s (Ray-free). This module is the search's side: :class:`ExperimentPaths`
 (Ray's storage: with a URI ``s3://...`` tuner's own files are written to
 ``experiments/<name>/`` locally and copied next to Ray's folder by :meth:`~ExperimentPaths.upload`,
-through pyarrow's file systems, as Ray does), the options of a search to resume, and the
-driver's environment.
+through pyarrow's file systems, as Ray does), the metadata a new search starts with, the options
+of a search to resume, and the driver's environment.
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
+from tuner.objectives import objective_directions, objective_metrics
+from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
+from tuner.search.cluster import ClusterInfo
 from tuner.search.options import SearchOptions
+from tuner.search.plan import SearchPlan, SpaceProfile
+from tuner.search.scheduler import early_stopping_name
+from tuner.spaces import SearchSpace
 
-__all__ = ["ExperimentPaths", "environment", "now", "options_to_resume"]
+__all__ = ["ExperimentPaths", "environment", "now", "options_to_resume", "start_metadata"]
 
 _LOCAL_MIRROR = "experiments"
 
@@ -89,6 +95,52 @@ def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
     saved = dict(metadata["options"])
     known = {f.name for f in dataclasses.fields(SearchOptions)}
     return SearchOptions(**{k: v for k, v in {**saved, **changes}.items() if k in known})
+
+
+def start_metadata(
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    info: ClusterInfo,
+    profile: SpaceProfile,
+    design: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The metadata a new search writes before its first trial (its end adds the rest)."""
+    metrics = objective_metrics(options.objective)
+    return {
+        "name": paths.name,
+        "space": space.name,
+        "space_source": space.source,
+        "search_only_params": profile.search_only,
+        "pinned_params": profile.pinned,
+        "startup_design": design,
+        "speed_probes": {"repeats": options.speed_repeats, "steps": options.probe_steps},
+        "workload_kind": plan.workload_kind,
+        "workload": plan.workload,
+        "objective": options.objective,
+        "objectives": [
+            {"metric": m, "direction": d}
+            for m, d in zip(metrics, objective_directions(options.objective), strict=True)
+        ],
+        "sampler": options.sampler,
+        "seed": options.seed,
+        "num_samples": plan.num_samples,
+        "search_time_budget_s": options.search_time_budget_s,
+        MAX_MEMORY_BYTES: options.max_memory_bytes,
+        "concurrency": plan.concurrency,
+        "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
+        "gpus_shared": plan.gpus_shared,
+        "early_stopping": early_stopping_name(options),
+        "cluster": dataclasses.asdict(info),
+        "environment": environment(),
+        "study": {"path": str(paths.study_file), "name": paths.name},
+        "ray_experiment_path": paths.ray_path,
+        STARTED_AT: now(),
+        ENDED_AT: None,
+        "state": "running",
+        "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
+    }
 
 
 def environment() -> dict[str, Any]:

@@ -1,12 +1,6 @@
-"""``--mlflow URI``: Ray's MLflow logger by training step, and the search's parent run.
-
-Imported only when a search is tracked: importing Ray's MLflow logger imports ``mlflow``.
-Every trial is one MLflow run (params: its config; metrics: every report at its training step,
-each step once; tags: ``space``, ``experiment``, ``trial_name`` and, at its end, ``kind``
-(:func:`tuner.record.classify`) and ``error``), nested under one parent run per search, in the
-MLflow experiment named after the search. A trial Optuna is told as FAIL (errored, diverged) ends
-FAILED, every other FINISHED. The parent run gets the recommended config and its figures and the
-report's files at the end (:func:`log_report`).
+"""``--mlflow URI``: Ray's MLflow logger by training step, every trial run nested under the
+search's parent run, which gets the recommendation and the report at the end (what is logged:
+README, "MLflow"). Imported only when a search is tracked: it imports ``mlflow``.
 
 MLflow never stops a search: the URI is tried before any trial runs (:func:`check_tracking_uri`),
 and a store that fails later costs one warning line, after which the search goes on untracked.
@@ -25,8 +19,8 @@ from mlflow.entities import Metric, Param
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
-from tuner.errors import TunerError
-from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_outcome
+from tuner.errors import TunerError, error_line
+from tuner.search import tracking
 from tuner.units import finite_or_none
 
 __all__ = [
@@ -44,14 +38,14 @@ RECOMMENDED = "recommended"  # prefix of the parent run's params and metrics of 
 _TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
-class StepMLflowLoggerCallback(MLflowLoggerCallback):
+class StepMLflowLoggerCallback(tracking.KeepsSteps, MLflowLoggerCallback):
     """Ray's MLflow logger with the training step as MLflow's step (once per step) and every
     trial run nested under the search's parent run."""
 
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
-        self._steps = StepFilter()
-        self._guard = Guard("MLflow")
+        self._steps = tracking.StepFilter()
+        self._guard = tracking.Guard("MLflow")
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
@@ -60,44 +54,41 @@ class StepMLflowLoggerCallback(MLflowLoggerCallback):
         runs = {
             trial.trial_id: run_id for trial, run_id in getattr(self, "_trial_runs", {}).items()
         }
-        return {"steps": dict(self._steps.last), "runs": {**self._run_ids, **runs}}
+        return {**(super().get_state() or {}), "runs": {**self._run_ids, **runs}}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._steps.last = dict(state.get("steps", {}))
+        super().set_state(state)
         self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         self._guard.failed = False  # a resumed search tries again
-        self._guard.run(self._setup, *args, **kwargs)
+        self._setup(*args, **kwargs)
 
-    def log_trial_start(self, trial: Any) -> None:
-        self._guard.run(self._start, trial)
-
-    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guard.run(self._log_result, trial, result)
-
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guard.run(self._end, trial, failed)
-
+    @tracking.guarded
     def _setup(self, *args: Any, **kwargs: Any) -> None:
         super().setup(*args, **kwargs)
         parent = parent_run(self.tracking_uri, str(self.experiment_name), dict(self.tags or {}))
         self.tags = {**(self.tags or {}), _MLFLOW_PARENT_RUN_ID: parent}
 
-    def _start(self, trial: Any) -> None:
+    @tracking.guarded
+    def log_trial_start(self, trial: Any) -> None:
         if trial not in self._trial_runs and trial.trial_id in self._run_ids:
             self._trial_runs[trial] = self._run_ids[trial.trial_id]  # its run before --resume
         super().log_trial_start(trial)
 
-    def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
+    @tracking.guarded
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         step = self._steps.new_step(trial, result)
         if step is not None:
             self.mlflow_util.log_metrics(
-                run_id=self._trial_runs[trial], metrics_to_log=metrics_only(result), step=step
+                run_id=self._trial_runs[trial],
+                metrics_to_log=tracking.metrics_only(result),
+                step=step,
             )
 
-    def _end(self, trial: Any, failed: bool) -> None:
-        kind, error = trial_outcome(trial, failed=failed)
+    @tracking.guarded
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        kind, error = tracking.trial_outcome(trial, failed=failed)
         tags = {record.KIND: kind, **({record.ERROR: error[:_TAG_CHARS]} if error else {})}
         client = MlflowClient(self.tracking_uri)
         for key, value in tags.items():
@@ -117,10 +108,9 @@ def check_tracking_uri(tracking_uri: str) -> None:
     try:
         MlflowClient(tracking_uri).search_experiments(max_results=1)
     except Exception as exc:
-        line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         raise TunerError(
-            f"--mlflow {tracking_uri}: the tracking store cannot be reached ({line}); check the "
-            "URI (sqlite:///mlflow.db, http://host:5000) or start the server."
+            f"--mlflow {tracking_uri}: the tracking store cannot be reached ({error_line(exc)}); "
+            "check the URI (sqlite:///mlflow.db, http://host:5000) or start the server."
         ) from None
     finally:
         for key, value in saved.items():

@@ -34,7 +34,7 @@ class SearchOptions:
     reports_dir: str = "reports"
     # Budgets: the search stops at whichever comes first (None: the space's default samples).
     num_samples: int | None = None
-    time_budget_s: float | None = None
+    search_time_budget_s: float | None = None
     objective: ObjectiveName = "pareto"
     sampler: SamplerName = "tpe"
     seed: int = 0
@@ -88,7 +88,7 @@ class SearchOptions:
             )
         for flag, value in (
             ("--num-samples", self.num_samples),
-            ("--time-budget", self.time_budget_s),
+            ("--search-time-budget-s", self.search_time_budget_s),
             ("--max-memory", self.max_memory_bytes),
             ("--concurrency", self.concurrency),
             ("--cpus-per-trial", self.cpus_per_trial),

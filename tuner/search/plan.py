@@ -208,7 +208,7 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
         return options.num_samples
     if options.sampler == "grid" and space.grid:
         return math.prod(len(values) for values in space.grid.values())
-    if options.time_budget_s is not None:
+    if options.search_time_budget_s is not None:
         return -1
     return space.num_samples[kind]
 

@@ -5,17 +5,23 @@ buries the one line that matters under Ray's tracebacks. Once, cheaply, before t
 the data is built (a missing or malformed folder), a model is built (an unknown model name, bad
 ``model_kwargs``), every batch size the space can choose is checked against the training set,
 and every GroupNorm group count it can choose against the model's convolutional channels.
+:func:`check_before_ray` runs every check of a new search that needs no cluster.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.search.plan import SearchPlan, SpaceProfile
+from tuner.experiment import Experiment
+from tuner.search.options import SearchOptions
+from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
+from tuner.search.warm_start import read_warm_start
+from tuner.spaces import SearchSpace
 
-__all__ = ["check_workload"]
+__all__ = ["Checked", "check_before_ray", "check_workload", "profile_for"]
 
 
 def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
@@ -63,3 +69,47 @@ def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
     if name in plan.workload:
         return [plan.workload[name]]
     return [getattr(TrainConfig(), name)]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks before Ray found, for the device the driver expects."""
+
+    cuda: bool
+    profile: SpaceProfile
+    earlier: Experiment | None  # --warm-start's experiment
+
+
+def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
+    """Every check of a new search that needs no cluster (the space builds, the data and the
+    model exist, each batch size fits, --warm-start names an experiment of this space), for the
+    device the trials will most likely get: a usage error ends in seconds, before Ray starts."""
+    cuda = _expect_cuda(options)
+    draft = draft_plan(options, space, cuda=cuda)
+    profile = check_space(space, draft)
+    check_workload(draft, profile)  # a bad workload fails here, once, in one line
+    # A remote cluster's device may differ from this guess, and its workload with it.
+    workload = None if options.address else draft.workload
+    earlier = read_warm_start(options, space_name=space.name, workload=workload)
+    return Checked(cuda, profile, earlier)
+
+
+def _expect_cuda(options: SearchOptions) -> bool:
+    if options.gpus_per_trial is not None:
+        return options.gpus_per_trial > 0
+    import torch
+
+    return torch.cuda.is_available()  # a remote cluster may differ: checked again after
+
+
+def profile_for(
+    space: SearchSpace, plan: SearchPlan, checked: Checked | None
+) -> SpaceProfile | None:
+    """The space's profile for the planned device (None on resume: the metadata has it)."""
+    if checked is None:
+        return None
+    if checked.cuda == plan.cuda:
+        return checked.profile
+    profile = check_space(space, plan)  # the cluster's device differs from the driver's guess
+    check_workload(plan, profile)
+    return profile

@@ -1,63 +1,51 @@
-"""``run_search``: a Ray Tune ``Tuner`` over the trainable, driven by Optuna, then re-measured.
+"""``run_search``: the search's flow (docs/architecture.md, ``search/run.py``).
 
-Flow: the checks that need no Ray (options, space, workload: a usage error fails in seconds)
--> the experiment's driver lock (one driver per folder, held to the end) -> connect to Ray ->
-plan resources -> Tuner (new or restored, :mod:`tuner.search.tune_setup`) with
-``ConstrainedOptunaSearch`` (SQLite study in the experiment folder) -> reconcile the study with
-Ray's trials -> load the experiment -> re-measure the top candidates (and load it again) ->
-decide once -> the technique effects around the pick -> metadata -> summary. The folder is read
-at most twice and the metadata written twice (at the start and at the end; once more when the
-fit is interrupted). Ctrl-C in any phase ends in the summary so far and the command that
-continues it. :class:`SearchOutcome` hands the :class:`~tuner.experiment.Experiment` and the
-:class:`~tuner.answer.Answer` on: the report is the caller's next step (``tuner search`` writes
-it from them); this package never imports it.
+Checks without Ray -> driver lock -> Ray -> plan -> ``Tuner.fit`` -> the study reconciled ->
+load the folder -> re-measure (load it again) -> decide once -> effects -> metadata -> summary.
+:class:`SearchOutcome` hands the ``Experiment`` and the ``Answer`` to the caller, which writes
+the report (this package never imports it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import re
 import shlex
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-import optuna
 import pandas as pd
 import ray
 from ray import tune
 
 from tuner.answer import Answer, decide
-from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError
+from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError, error_line
 from tuner.experiment import (
     METADATA_FILE,
     PROBE_CACHE_FILE,
-    STUDY_TRIAL_ID_ATTR,
     Experiment,
     load_experiment,
     update_metadata,
     write_metadata,
 )
 from tuner.experiment.lock import driver_lock, refuse_if_held
-from tuner.objectives import objective_directions, objective_metrics
-from tuner.record import ENDED_AT, KIND, MAX_MEMORY_BYTES, REPORTED_UNIX_S, STARTED_AT
+from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
 from tuner.search.design import startup_design
-from tuner.search.experiment import ExperimentPaths, environment, now, options_to_resume
+from tuner.search.experiment import ExperimentPaths, now, options_to_resume, start_metadata
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan, make_plan
-from tuner.search.preflight import check_workload
+from tuner.search.plan import SearchPlan, SpaceProfile, make_plan
+from tuner.search.preflight import check_before_ray, profile_for
 from tuner.search.probe_cache import machine_cache_line, start_cache
-from tuner.search.summary import print_summary
-from tuner.search.warm_start import read_warm_start, warm_start
+from tuner.search.searcher import close_orphans
+from tuner.search.summary import print_start, print_summary
+from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -108,17 +96,21 @@ def run_search(options: SearchOptions) -> SearchOutcome:
         _refuse_existing(paths)
     space = get_space(options.space)
     options = dataclasses.replace(options, name=name, space=space.ref)
-    checked = None if options.resume else _check_before_ray(options, space)
+    checked = None if options.resume else check_before_ray(options, space)
     with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
         if not options.resume:
             _refuse_existing(paths)  # another driver finished one of this name meanwhile
-        _quiet_ray(verbose=options.verbose)
+        tune_setup.quiet_ray(verbose=options.verbose)
         info = cluster.connect(address=options.address)
         try:
-            plan = make_plan(options, space, node_cpus=_node_cpus(), total_gpus=info.total_gpus)
-            profile = _profile(space, plan, checked)
+            plan = make_plan(
+                options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
+            )
+            profile = profile_for(space, plan, checked)
             earlier = checked.earlier if checked else None
-            return _search(options, space, plan, paths, info, profile, earlier, began)
+            started = time.time()
+            search_only, design = _begin(options, space, plan, paths, info, profile, earlier)
+            return _search(options, space, plan, paths, search_only, design, started, began)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -139,77 +131,16 @@ def _refuse_existing(paths: ExperimentPaths) -> None:
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Checked:
-    """What the checks before Ray found, for the device the driver expects."""
-
-    cuda: bool
-    profile: SpaceProfile
-    earlier: Experiment | None  # --warm-start's experiment
-
-
-def _check_before_ray(options: SearchOptions, space: SearchSpace) -> _Checked:
-    """Every check of a new search that needs no cluster (the space builds, the data and the
-    model exist, each batch size fits, --warm-start names an experiment of this space), for the
-    device the trials will most likely get: a usage error ends in seconds, before Ray starts."""
-    cuda = _expect_cuda(options)
-    draft = draft_plan(options, space, cuda=cuda)
-    profile = check_space(space, draft)
-    check_workload(draft, profile)  # a bad workload fails here, once, in one line
-    # A remote cluster's device may differ from this guess, and its workload with it.
-    workload = None if options.address else draft.workload
-    earlier = read_warm_start(options, space_name=space.name, workload=workload)
-    return _Checked(cuda, profile, earlier)
-
-
-def _expect_cuda(options: SearchOptions) -> bool:
-    if options.gpus_per_trial is not None:
-        return options.gpus_per_trial > 0
-    import torch
-
-    return torch.cuda.is_available()  # a remote cluster may differ: checked again after
-
-
-def _profile(space: SearchSpace, plan: SearchPlan, checked: _Checked | None) -> SpaceProfile | None:
-    """The space's profile for the planned device (None on resume: the metadata has it)."""
-    if checked is None:
-        return None
-    if checked.cuda == plan.cuda:
-        return checked.profile
-    profile = check_space(space, plan)  # the cluster's device differs from the driver's guess
-    check_workload(plan, profile)
-    return profile
-
-
 def _search(
     options: SearchOptions,
     space: SearchSpace,
     plan: SearchPlan,
     paths: ExperimentPaths,
-    info: cluster.ClusterInfo,
-    profile: SpaceProfile | None,
-    earlier: Experiment | None,
-    began: float,
+    search_only: tuple[str, ...],
+    design: list[dict[str, Any]],
+    started: float,  # time.time() when the search began (after Ray started)
+    began: float,  # time.perf_counter() when the command began (--trust-budget's share)
 ) -> SearchOutcome:
-    started = time.time()
-    design: list[dict[str, Any]] = []
-    if profile is None:
-        metadata = update_metadata(paths.local, state="running", resumed_at=now())
-    else:
-        budget = plan.num_samples if plan.num_samples > 0 else None
-        design = startup_design(profile, budget=budget, seed=options.seed)
-        design, warm = warm_start(
-            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
-        )
-        metadata = {
-            **_metadata(options, space, plan, paths, info, profile, design),
-            **({"warm_start": warm} if warm else {}),
-        }
-        write_metadata(paths.local, metadata)
-    search_only = tuple(metadata.get("search_only_params", ()))
-    _print_start(options, plan, paths, profile)
-    if metadata.get("warm_start"):
-        print(metadata["warm_start"]["summary"], flush=True)
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
             trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
@@ -219,11 +150,12 @@ def _search(
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
         _mark_interrupted(paths)
-        what = f"Ray ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})"
+        what = f"Ray ({error_line(exc, limit=200)})"
         raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
-    orphans = _reconcile_study(paths, records) if finished else []
+    ray_ids = {record.trial_id for record in records}
+    orphans = close_orphans(paths.name, paths.study_url, ray_ids) if finished else []
     alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
         trust_s = options.trust_limit_s(time.perf_counter() - began)
@@ -241,6 +173,38 @@ def _search(
     resumed = _resumed(experiment, started, orphans) if options.resume else None
     print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
     return SearchOutcome(paths.local, state, records, experiment, answer)
+
+
+def _begin(
+    options: SearchOptions,
+    space: SearchSpace,
+    plan: SearchPlan,
+    paths: ExperimentPaths,
+    info: cluster.ClusterInfo,
+    profile: SpaceProfile | None,
+    earlier: Experiment | None,
+) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """Write the metadata the search runs under (a resumed search only marks it running) and
+    print the start line; return the search-only parameters and the start-up design of a new
+    search (after what --warm-start covers)."""
+    design: list[dict[str, Any]] = []
+    if profile is None:
+        metadata = update_metadata(paths.local, state="running", resumed_at=now())
+    else:
+        budget = plan.num_samples if plan.num_samples > 0 else None
+        design = startup_design(profile, budget=budget, seed=options.seed)
+        design, warm = warm_start(
+            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
+        )
+        metadata = {
+            **start_metadata(options, space, plan, paths, info, profile, design),
+            **({"warm_start": warm} if warm else {}),
+        }
+        write_metadata(paths.local, metadata)
+    print_start(options, plan, paths, profile)
+    if metadata.get("warm_start"):
+        print(metadata["warm_start"]["summary"], flush=True)
+    return tuple(metadata.get("search_only_params", ())), design
 
 
 def _after_trials(
@@ -341,7 +305,7 @@ def _fit(
         )
     started = time.perf_counter()
     results = tuner.fit()
-    interrupted = _tune_was_interrupted()
+    interrupted = tune_setup.tune_was_interrupted()
     fit = {"fit_time_s": time.perf_counter() - started, **_cache_stats(cache)}
     return list(results._experiment_analysis.trials), interrupted, fit
 
@@ -372,22 +336,6 @@ def _lost_message(paths: ExperimentPaths, options: SearchOptions, what: str) -> 
     )
 
 
-def _tune_was_interrupted() -> bool:
-    """Whether Ctrl-C stopped ``Tuner.fit`` (which then returns normally, state saved).
-
-    Tune installs its own SIGINT handler for the run and puts the previous one back when the
-    signal arrives; its handler still in place means no interruption. Ctrl-C works normally
-    again afterwards (during re-measuring).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return False  # Tune catches no signals outside the main thread
-    if os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0":
-        return False
-    handler = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
-
-
 def _record(trial: Any) -> TrialRecord:
     return TrialRecord(
         trial_id=trial.trial_id,
@@ -395,106 +343,3 @@ def _record(trial: Any) -> TrialRecord:
         metrics=dict(trial.last_result or {}),
         ray_status=str(trial.status),
     )
-
-
-def _reconcile_study(paths: ExperimentPaths, records: list[TrialRecord]) -> list[int]:
-    """Close Optuna trials that no Ray trial will ever finish (asked just before a crash);
-    return their numbers."""
-    study = optuna.load_study(study_name=paths.name, storage=paths.study_url)
-    ray_ids = {record.trial_id for record in records}
-    closed = []
-    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR) in ray_ids:
-            continue  # its Ray trial finished; the searcher told it already or will not
-        study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
-        study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
-        closed.append(frozen.number)
-    return closed
-
-
-def _metadata(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    info: cluster.ClusterInfo,
-    profile: SpaceProfile,
-    design: list[dict[str, Any]],
-) -> dict[str, Any]:
-    metrics = objective_metrics(options.objective)
-    return {
-        "name": paths.name,
-        "space": space.name,
-        "space_source": space.source,
-        "search_only_params": profile.search_only,
-        "pinned_params": profile.pinned,
-        "startup_design": design,
-        "speed_probes": {"repeats": options.speed_repeats, "steps": options.probe_steps},
-        "workload_kind": plan.workload_kind,
-        "workload": plan.workload,
-        "objective": options.objective,
-        "objectives": [
-            {"metric": m, "direction": d}
-            for m, d in zip(metrics, objective_directions(options.objective), strict=True)
-        ],
-        "sampler": options.sampler,
-        "seed": options.seed,
-        "num_samples": plan.num_samples,
-        "time_budget_s": options.time_budget_s,
-        MAX_MEMORY_BYTES: options.max_memory_bytes,
-        "concurrency": plan.concurrency,
-        "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},
-        "gpus_shared": plan.gpus_shared,
-        "early_stopping": tune_setup.early_stopping_name(options),
-        "cluster": dataclasses.asdict(info),
-        "environment": environment(),
-        "study": {"path": str(paths.study_file), "name": paths.name},
-        "ray_experiment_path": paths.ray_path,
-        STARTED_AT: now(),
-        ENDED_AT: None,
-        "state": "running",
-        "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
-    }
-
-
-def _print_start(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, profile: SpaceProfile | None
-) -> None:
-    samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
-    gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
-    shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
-    workers = f"{plan.world_size} workers x " if plan.max_world_size > 1 else ""
-    print(
-        f"{'Resuming' if options.resume else 'Searching'} {options.space} "
-        f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
-        f"{plan.workload.get('data')} @ {plan.workload.get('img_size')}px]: {samples}, "
-        f"objective {options.objective}, sampler {options.sampler}, "
-        f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
-        f"{shared}\n"
-        f"Experiment folder: {paths.local}",
-        flush=True,
-    )
-    if profile is not None and profile.pinned:
-        fixed = ", ".join(f"{name}={plan.fixed[name]!r}" for name in profile.pinned)
-        print(f"Fixed by --set (out of the space, every trial runs it): {fixed}", flush=True)
-
-
-def _quiet_ray(*, verbose: bool) -> None:
-    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
-    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    # Ray's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the summary says how
-    # to continue a search (tuner search --resume), which Ray's line would contradict.
-    logging.getLogger("ray.tune.tune").addFilter(_no_restore_hint)
-    if not verbose:
-        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
-
-
-def _no_restore_hint(record: logging.LogRecord) -> bool:
-    return "Tuner.restore(" not in record.getMessage()
-
-
-def _node_cpus() -> list[float]:
-    cpus = [node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
-    return [c for c in cpus if c > 0] or [1.0]

@@ -16,9 +16,10 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tuner.halving import ParetoHalving
 from tuner.record import FEASIBLE, FINAL
+from tuner.search.options import SearchOptions
 from tuner.units import as_number
 
-__all__ = ["ParetoASHA"]
+__all__ = ["ParetoASHA", "early_stopping_name"]
 
 
 class ParetoASHA(FIFOScheduler):
@@ -52,3 +53,12 @@ class ParetoASHA(FIFOScheduler):
 
     def debug_string(self) -> str:
         return f"ParetoASHA: {len(self.stopped)} stopped, rungs {self.core.rungs()}"
+
+
+def early_stopping_name(options: SearchOptions) -> str | None:
+    """The scheduler in words, for the metadata."""
+    if not options.early_stopping:
+        return None
+    if options.multi_objective:
+        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
+    return "asha"

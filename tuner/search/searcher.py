@@ -34,6 +34,7 @@ __all__ = [
     "RAY_TRIAL_ID_ATTR",
     "STUDY_ATTR_KEYS",
     "ConstrainedOptunaSearch",
+    "close_orphans",
     "constraint_arguments",
     "measured_violation",
 ]
@@ -165,3 +166,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+def close_orphans(study_name: str, study_url: str, ray_ids: set[str]) -> list[int]:
+    """Close Optuna trials that no Ray trial will ever finish (asked just before a crash);
+    return their numbers."""
+    study = optuna.load_study(study_name=study_name, storage=study_url)
+    closed = []
+    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR) in ray_ids:
+            continue  # its Ray trial finished; the searcher told it already or will not
+        study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
+        study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+        closed.append(frozen.number)
+    return closed

@@ -1,4 +1,5 @@
-"""The end-of-search printout: counts, the answer (the same as the report's), where things are.
+"""What a search prints at its start (what it runs, where) and its end: counts, the answer (the
+same as the report's), where things are.
 
 It prints the :class:`~tuner.experiment.Experiment` and the :class:`~tuner.answer.Answer` the
 search already has (the report is written from the same two), and counts trials by their
@@ -15,14 +16,39 @@ from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
 from tuner.search.experiment import ExperimentPaths
+from tuner.search.options import SearchOptions
+from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
 
-__all__ = ["kind_counts", "print_summary"]
+__all__ = ["kind_counts", "print_start", "print_summary"]
 
 SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_images
 
 SHOWN = 5
+
+
+def print_start(
+    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, profile: SpaceProfile | None
+) -> None:
+    """The search's start line: what it searches, how, on what, and where its folder is."""
+    samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
+    gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
+    shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
+    workers = f"{plan.world_size} workers x " if plan.max_world_size > 1 else ""
+    print(
+        f"{'Resuming' if options.resume else 'Searching'} {options.space} "
+        f"[{plan.workload_kind} workload: {plan.workload.get('model')} on "
+        f"{plan.workload.get('data')} @ {plan.workload.get('img_size')}px]: {samples}, "
+        f"objective {options.objective}, sampler {options.sampler}, "
+        f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
+        f"{shared}\n"
+        f"Experiment folder: {paths.local}",
+        flush=True,
+    )
+    if profile is not None and profile.pinned:
+        fixed = ", ".join(f"{name}={plan.fixed[name]!r}" for name in profile.pinned)
+        print(f"Fixed by --set (out of the space, every trial runs it): {fixed}", flush=True)
 
 
 def print_summary(

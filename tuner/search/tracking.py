@@ -1,20 +1,15 @@
 """What TensorBoard sees of a search, and what every logger shares: trial folders, steps, kinds.
 
-- TensorBoard is always on: Ray writes an event file into every trial folder. Here its x-axis is
-  the training step that every report carries (:data:`tuner.record.STEP`), not Ray's count of
-  reports, and each step is written once: a trial's final report repeats the step of its last
-  evaluation and is not plotted again. At the trial's end its kind
-  (:func:`tuner.record.classify`) and error text are written as text (``ray/tune/kind``,
-  ``ray/tune/error``; tensorboardX adds ``/text_summary``): a scalar cannot say "stopped early".
-- :class:`StepFilter`, :func:`metrics_only`, :func:`trial_outcome` and :class:`Guard` are what
-  the MLflow and W&B loggers (:mod:`~tuner.search.mlflow_logger`,
-  :mod:`~tuner.search.wandb_logger`) share; they import this module, never the other way round.
-- Trial folders are named ``t_<trial id>_<trial number>_<main settings>`` (:func:`trial_dirname`)
-  instead of Ray's 120-character parameter strings.
+TensorBoard plots every scalar against the training step (:data:`tuner.record.STEP`), each step
+once, and at a trial's end writes its kind and error text (``ray/tune/kind``, ``ray/tune/error``):
+a scalar cannot say "stopped early". The MLflow and W&B loggers import what they share from
+here, never the other way round. Trial folders are ``t_<trial id>_<number>_<main settings>``
+(:func:`trial_dirname`) instead of Ray's 120-character parameter strings.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -25,12 +20,15 @@ from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECKPOINT, TRIAL_ID
 
 from tuner import record
+from tuner.errors import error_line
 from tuner.techniques import knob
 
 __all__ = [
     "Guard",
+    "KeepsSteps",
     "StepFilter",
     "StepTBXLoggerCallback",
+    "guarded",
     "metrics_only",
     "trial_dirname",
     "trial_outcome",
@@ -58,9 +56,20 @@ class Guard:
             method(*args, **kwargs)
         except Exception as exc:
             self.failed = True
-            line = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            warning = f"warning: {self.client} logging stopped ({line}); the search goes on."
+            warning = (
+                f"warning: {self.client} logging stopped ({error_line(exc)}); the search goes on."
+            )
             print(warning, file=sys.stderr, flush=True)
+
+
+def guarded(method: Callable[..., None]) -> Callable[..., None]:
+    """A logger hook run through its instance's :class:`Guard` (``self._guard``)."""
+
+    @functools.wraps(method)
+    def hook(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._guard.run(method, self, *args, **kwargs)
+
+    return hook
 
 
 def trial_outcome(trial: Any, *, failed: bool) -> tuple[str, str]:
@@ -109,23 +118,29 @@ class StepFilter:
         return step
 
 
-def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A report without Ray's bookkeeping (iteration counters, timestamps, pid, config)."""
-    return {key: value for key, value in result.items() if key not in _NOT_PLOTTED}
+class KeepsSteps:
+    """A logger whose :class:`StepFilter` (``self._steps``) lives in Ray's experiment checkpoint."""
 
-
-class StepTBXLoggerCallback(TBXLoggerCallback):
-    """Ray's TensorBoard logger, plotting every scalar against the training step, once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._steps = StepFilter()
+    _steps: StepFilter
 
     def get_state(self) -> dict[str, Any] | None:
         return {"steps": dict(self._steps.last)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._steps.last = dict(state.get("steps", {}))
+
+
+def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A report without Ray's bookkeeping (iteration counters, timestamps, pid, config)."""
+    return {key: value for key, value in result.items() if key not in _NOT_PLOTTED}
+
+
+class StepTBXLoggerCallback(KeepsSteps, TBXLoggerCallback):
+    """Ray's TensorBoard logger, plotting every scalar against the training step, once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._steps = StepFilter()
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         step = self._steps.new_step(trial, result)

@@ -6,7 +6,11 @@ searcher, concurrency, scheduler) and the run config (storage, failures, callbac
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import signal
+import threading
 from typing import Any
 
 import optuna
@@ -29,7 +33,14 @@ from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SearchSpace, SpaceSampler
 
-__all__ = ["cache_namespace", "run_config", "trainable", "tune_config"]
+__all__ = [
+    "cache_namespace",
+    "quiet_ray",
+    "run_config",
+    "trainable",
+    "tune_config",
+    "tune_was_interrupted",
+]
 
 
 def cache_namespace(paths: ExperimentPaths) -> str:
@@ -85,7 +96,7 @@ def tune_config(
         search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
         scheduler=_scheduler(options, plan),
         num_samples=plan.num_samples,
-        time_budget_s=options.time_budget_s,
+        time_budget_s=options.search_time_budget_s,
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
@@ -115,15 +126,6 @@ def run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths)
         ],
         verbose=1 if options.verbose else 0,
     )
-
-
-def early_stopping_name(options: SearchOptions) -> str | None:
-    """The scheduler in words, for the metadata."""
-    if not options.early_stopping:
-        return None
-    if options.multi_objective:
-        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
-    return "asha"
 
 
 def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
@@ -166,3 +168,35 @@ def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -
         },
         "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
     }
+
+
+def quiet_ray(*, verbose: bool) -> None:
+    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
+    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Ray's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the summary says how
+    # to continue a search (tuner search --resume), which Ray's line would contradict.
+    logging.getLogger("ray.tune.tune").addFilter(_no_restore_hint)
+    if not verbose:
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+
+
+def _no_restore_hint(record: logging.LogRecord) -> bool:
+    return "Tuner.restore(" not in record.getMessage()
+
+
+def tune_was_interrupted() -> bool:
+    """Whether Ctrl-C stopped ``Tuner.fit`` (which then returns normally, state saved).
+
+    Tune installs its own SIGINT handler for the run and puts the previous one back when the
+    signal arrives; its handler still in place means no interruption. Ctrl-C works normally
+    again afterwards (during re-measuring).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False  # Tune catches no signals outside the main thread
+    if os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0":
+        return False
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"

@@ -1,19 +1,11 @@
-"""``--wandb PROJECT``: one W&B run per trial, offline, in the experiment folder.
+"""``--wandb PROJECT``: one offline W&B run per trial, logged from the driver by training step
+into ``<experiment>/wandb/`` (what is logged: README, "Weights & Biases"). Imported only when
+asked for (importing ``wandb`` takes ~1 s).
 
-Imported only when asked for (importing ``wandb`` takes ~1 s). Not Ray's ``WandbLoggerCallback``:
-that one reads ``WANDB_PROJECT_NAME`` (not W&B's ``WANDB_PROJECT``), logs every report at W&B's
-own counter (a trial's final report repeats its last evaluation's step: twice), runs each trial's
-W&B process beside the trial so its files land in Ray's session folder before they are complete,
-and lets W&B print between the trial lines. Here the driver logs:
-
-- one run per trial (id: the Ray trial id; config: the trial's; tags: space, experiment and at
-  the end ``kind: <kind>`` (:func:`tuner.record.classify`)), its summary holding ``kind`` and the
-  ``error`` text, its exit code 1 for a trial Optuna is told as FAIL (errored, diverged);
-- every number of a report at its training step (:data:`tuner.record.STEP`), each step once;
-- offline (``WANDB_MODE`` may say otherwise) into ``<experiment>/wandb/offline-run-*``, complete
-  when the trial ends: ``wandb sync <experiment>/wandb/offline-run-*`` uploads them later;
-- silently: no W&B line reaches the console, and the console is not captured; a W&B that fails
-  costs one warning line and the search goes on.
+Not Ray's ``WandbLoggerCallback``: that one reads ``WANDB_PROJECT_NAME`` (not W&B's
+``WANDB_PROJECT``), logs a trial's final report at its last evaluation's step again, writes each
+trial's files into Ray's session folder before they are complete, and lets W&B print between the
+trial lines. Here W&B prints nothing, and a W&B that fails costs one warning line.
 """
 
 from __future__ import annotations
@@ -27,14 +19,14 @@ import wandb
 from ray.tune.logger import LoggerCallback
 
 from tuner import record
-from tuner.search.tracking import Guard, StepFilter, metrics_only, trial_dirname, trial_outcome
+from tuner.search import tracking
 
 __all__ = ["KIND_TAG", "WandbOfflineCallback"]
 
 KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
 
 
-class WandbOfflineCallback(LoggerCallback):
+class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
     """One W&B run per trial, logged from the driver by training step.
 
     Args:
@@ -47,29 +39,15 @@ class WandbOfflineCallback(LoggerCallback):
         self.project = project
         self.folder = Path(folder)
         self.tags = dict(tags)
-        self._steps = StepFilter()
-        self._guard = Guard("W&B")
+        self._steps = tracking.StepFilter()
+        self._guard = tracking.Guard("W&B")
         self._runs: dict[str, Any] = {}  # trial id -> its live wandb Run (never pickled)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_runs": {}}  # Ray pickles callbacks; live runs stay here
 
-    def get_state(self) -> dict[str, Any] | None:
-        return {"steps": dict(self._steps.last)}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._steps.last = dict(state.get("steps", {}))
-
+    @tracking.guarded
     def log_trial_start(self, trial: Any) -> None:
-        self._guard.run(self._start, trial)
-
-    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guard.run(self._log_result, trial, result)
-
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guard.run(self._end, trial, failed)
-
-    def _start(self, trial: Any) -> None:
         if trial.trial_id in self._runs:
             return  # Ray restarts a failed trial: the same run goes on
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -77,7 +55,7 @@ class WandbOfflineCallback(LoggerCallback):
             project=self.project,
             dir=str(self.folder),
             id=trial.trial_id,
-            name=trial_dirname(trial),
+            name=tracking.trial_dirname(trial),
             group=self.tags.get("experiment"),
             config=dict(trial.config),
             tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
@@ -86,23 +64,25 @@ class WandbOfflineCallback(LoggerCallback):
             settings=_settings(),
         )
 
-    def _log_result(self, trial: Any, result: dict[str, Any]) -> None:
+    @tracking.guarded
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         run = self._runs.get(trial.trial_id)
         step = self._steps.new_step(trial, result)
         if run is None or step is None:
             return
         numbers = {
             key: value
-            for key, value in metrics_only(result).items()
+            for key, value in tracking.metrics_only(result).items()
             if isinstance(value, int | float) and key != record.STEP
         }
         run.log(numbers, step=step)
 
-    def _end(self, trial: Any, failed: bool) -> None:
+    @tracking.guarded
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         run = self._runs.pop(trial.trial_id, None)
         if run is None:
             return
-        kind, error = trial_outcome(trial, failed=failed)
+        kind, error = tracking.trial_outcome(trial, failed=failed)
         run.tags = (*run.tags, f"{KIND_TAG}{kind}")
         run.summary[record.KIND] = kind
         if error:

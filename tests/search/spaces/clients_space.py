@@ -9,19 +9,9 @@ from typing import Any
 
 import optuna
 
-WORKLOADS: dict[str, dict[str, Any]] = {
-    "cpu": {
-        "model": "test_resnet",
-        "data": "digits",
-        "img_size": 32,
-        "epochs": None,
-        "steps": 30,
-        "eval_every_steps": 15,
-        "max_eval_batches": 2,
-        "warmup_steps": 2,
-        "warmup_fraction": 0.0,
-    },
-}
+from tuner.workloads import RESNET_CPU_TRIAL
+
+WORKLOADS: dict[str, dict[str, Any]] = {"cpu": RESNET_CPU_TRIAL}
 NUM_SAMPLES = {"cpu": 5}
 VARIANTS: dict[str, dict[str, Any]] = {
     "ok": {"batch_size": 32, "lr": 1e-2},

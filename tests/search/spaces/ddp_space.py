@@ -14,18 +14,10 @@ from typing import Any
 
 import optuna
 
+from tuner.workloads import RESNET_CPU_TRIAL
+
 WORKLOADS: dict[str, dict[str, Any]] = {
-    "cpu": {
-        "model": "test_resnet",
-        "data": "digits",
-        "img_size": 32,
-        "epochs": None,
-        "steps": 24,
-        "eval_every_steps": 8,
-        "max_eval_batches": 4,
-        "warmup_steps": 2,
-        "warmup_fraction": 0.0,
-    },
+    "cpu": {**RESNET_CPU_TRIAL, "steps": 24, "eval_every_steps": 8, "max_eval_batches": 4},
 }
 NUM_SAMPLES = {"cpu": 3}
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -6,10 +6,11 @@ from typing import Any
 
 import optuna
 
+from tuner.workloads import MICRO_VIT
+
 WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
-        "model": "vit_tiny_r_s16_p8_224",
-        "model_kwargs": {"patch_size": 2, "embed_dim": 32, "depth": 1, "num_heads": 2},
+        **MICRO_VIT,
         "data": "digits",
         "img_size": 16,
         "epochs": None,

@@ -1,0 +1,62 @@
+"""Section 4: the speed settings the probes chose per training config (the probe cache)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tuner.experiment import Experiment
+from tuner.report.document import Section, Table, plural
+from tuner.techniques import settings_text
+from tuner.units import ratio_text
+
+__all__ = ["speed_section"]
+
+
+def speed_section(experiment: Experiment) -> Section:
+    section = Section("Speed settings chosen per training config", anchor="speed")
+    if not experiment.probe_cache:
+        section.blocks.append(
+            "No speed probes ran (--speed-repeats 0): the speed knobs stayed as the space set them."
+        )
+        return section
+    section.blocks.append(
+        "Before a training config first trains, short probes measure the plain setting and each "
+        "accuracy-neutral speed knob switched on alone, interleaved and repeated. A knob is kept "
+        "when it was faster than the plain setting in every pair (and fits the memory budget): "
+        "a speed knob cannot change what is learned, so the choice goes by the estimate; two or "
+        "more kept knobs are used together only if their combination, probed too, is at least "
+        "as fast as the best one alone. Later trials with the same training config reuse the "
+        "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
+        "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
+        "with."
+    )
+    section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
+    return section
+
+
+def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
+    rows = []
+    for key, choice in cache.items():
+        fields = json.loads(key)
+        norm = fields.get("norm")
+        row: dict[str, Any] = {
+            "batch size": fields.get("batch_size"),
+            "amp": fields.get("amp"),
+            "norm": f"{norm} ({plural(int(fields['gn_groups']), 'group')})"
+            if norm == "group"
+            else norm,
+            "pinned": ", ".join(f"{k}={v}" for k, v in (fields.get("pinned") or {}).items()),
+            "plain images/s": choice.get("plain_images_per_second"),
+        }
+        for variant in choice.get("variants", []):
+            ratio = ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
+            row[variant["name"]] = ratio + (" (kept)" if variant["kept"] else "")
+        chosen = settings_text(choice.get("settings", {}))
+        row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
+        row["probe seconds"] = choice.get("probe_seconds")
+        rows.append(row)
+    return pd.DataFrame(rows)
