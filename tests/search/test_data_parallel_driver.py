@@ -6,25 +6,27 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_driver import _kill_tree, _start
+from search_cli import search_command
+from test_driver import _kill_tree
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
 TIMEOUT_S = 400
+STEPS = 96
+# One trial: the tiny ResNet at batch 16, six checkpointed reports (time to kill the driver).
+SPACE = f"""
+from tuner.workloads import RESNET_CPU_TRIAL
+WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "steps": {STEPS}, "eval_every_steps": 16}}}}
+NUM_SAMPLES = {{"cpu": 1}}
 
-
-def _command(storage: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable, "-m", "tuner", "search", *extra, "--name", "killed",
-        "--storage", str(storage), "--no-report",
-    ]  # fmt: skip
+def space(trial, *, cuda):
+    return {{"batch_size": trial.suggest_categorical("batch_size", [16]), "lr": 1e-2}}
+"""
 
 
 def _lines(experiment: Path) -> list[dict[str, Any]]:
@@ -48,27 +50,30 @@ def _wait_for_a_checkpointed_report(experiment: Path, driver: Any, log: Path) ->
 def test_a_killed_driver_resumes_its_data_parallel_trial_from_the_checkpoint(
     tmp_path: Path,
 ) -> None:
+    space = tmp_path / "one_trial_space.py"
+    space.write_text(SPACE)
     storage, experiment = tmp_path / "experiments", tmp_path / "experiments" / "killed"
-    flags = ["--world-size", "2", "--cpus-per-trial", "1", "--num-samples", "1", "--set",
-             "variant=strong", "--speed-repeats", "0", "--remeasure-top", "0",
-             "--effects-repeats", "0"]  # fmt: skip
+    flags = ["--world-size", "2", "--cpus-per-trial", "1", "--speed-repeats", "0",
+             "--remeasure-top", "0", "--effects-repeats", "0", "--no-report"]  # fmt: skip
     log = tmp_path / "first.log"  # a file, not a pipe: nobody reads it while the trial runs
     with log.open("w") as out:
-        first = subprocess.Popen(_command(storage, str(SPACE), *flags), stdout=out, stderr=out)
+        command = search_command(str(space), *flags, name="killed", storage=storage)
+        first = subprocess.Popen(command, stdout=out, stderr=out)
         try:
             _wait_for_a_checkpointed_report(experiment, first, log)
         finally:
             _kill_tree(first)
     before = [line["step"] for line in _lines(experiment)]
-    assert before and before[-1] < 96  # killed mid-trial
+    assert before and before[-1] < STEPS  # killed mid-trial
 
-    resumed = _start(_command(storage, "--resume"))
-    out, _ = resumed.communicate(timeout=TIMEOUT_S)
+    resume = search_command("--resume", "--no-report", name="killed", storage=storage)
+    resumed = subprocess.run(resume, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out[-3000:]
     assert "Search finished: 1 trials (1 ok)" in out, out[-3000:]
     lines = _lines(experiment)
     after = [line["step"] for line in lines[len(before) :]]
     assert after and min(after) > min(before)  # from a checkpoint, not from step 0
     final = lines[-1]
-    assert final["final"] and final["status"] == "ok" and final["steps"] == 96
+    assert final["final"] and final["status"] == "ok" and final["steps"] == STEPS
     assert final["world_size"] == 2 and final["images_per_second"] > 0

@@ -86,7 +86,10 @@ def _read_until(stream: IO[str], seen: list[str], wanted: str) -> str:
 
 def _kill_tree(driver: subprocess.Popen[str]) -> None:
     """kill -9 of the driver, then of the local Ray it started (which would outlive it)."""
-    children = psutil.Process(driver.pid).children(recursive=True)
+    try:
+        children = psutil.Process(driver.pid).children(recursive=True)
+    except psutil.NoSuchProcess:  # it ended on its own (its output says why)
+        return
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=60)
     for child in children:
