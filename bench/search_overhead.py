@@ -120,6 +120,8 @@ def trust_figures(experiment: Path, meta: dict[str, Any], command_s: float | Non
         widths = (summary[f"{key}_high"] / summary[f"{key}_low"]).tolist()
         out["effect_arms"] = len(widths)
         out["effect_width_median"] = statistics.median(widths) if widths else None
+        spans = (summary[f"{key}_high"] - summary[f"{key}_low"]).tolist()
+        out["effect_span_median"] = statistics.median(spans) if spans else None
         out["effect_intervals"] = [
             f"{r['arm']}: {r[key]:.2f}x [{r[f'{key}_low']:.2f}-{r[f'{key}_high']:.2f}]"
             for _, r in summary.iterrows()
@@ -188,7 +190,7 @@ def _trust_rows(result: dict[str, Any]) -> list[str]:
         value = result.get(key)
         return "n/a" if value is None else f"{value:.1%}"
 
-    width = result.get("effect_width_median")
+    width, span = result.get("effect_width_median"), result.get("effect_span_median")
     return [
         f"| re-measurement | {seconds('remeasure')} | |",
         f"| technique effects | {seconds('effects')} | |",
@@ -197,6 +199,8 @@ def _trust_rows(result: dict[str, Any]) -> list[str]:
         f"| {percent('after_trials_share')} | |",
         "| technique effects: median interval width (high / low) over "
         f"{result.get('effect_arms', 0)} arms | {'n/a' if width is None else f'{width:.2f}'} | |",
+        "| technique effects: median interval width, high - low | "
+        f"{'n/a' if span is None else f'{span:.2f}'} | |",
     ]
 
 
