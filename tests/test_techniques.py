@@ -7,7 +7,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from tuner.compare import plan_ladder, plan_toggles
+from tuner.compare import data_parallel, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields
 from tuner.engine import probe
@@ -78,7 +78,7 @@ def test_every_speed_technique_appears_in_the_ladder_or_the_effects() -> None:
     toggled = {field for a in arms for field in a.changes}
     for entry in speed_knobs(cuda=True):
         assert entry.field in in_ladder | toggled, entry.field
-    assert set(skippable()) == {k.field for k in ladder_knobs()} | {"norm"}
+    assert set(skippable()) == {k.field for k in ladder_knobs()} | {"norm", data_parallel.SKIP}
 
 
 def test_cpu_ladder_leaves_out_what_needs_cuda_and_keeps_every_rung_cumulative() -> None:

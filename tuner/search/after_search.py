@@ -58,7 +58,10 @@ def remeasure_candidates(
     if top.empty:
         return [], None
     budget = Budget(options.remeasure_repeats, options.remeasure_max_repeats, time_limit_s)
-    print(f"Re-measuring throughput of the top {len(top)} candidate(s) alone, {_how(budget)}")
+    print(
+        f"Re-measuring throughput of the top {len(top)} candidate(s) alone, {_how(budget)}",
+        flush=True,
+    )
     ids = [str(tid) for tid in top[TRIAL_ID]]
     try:
         rows, info = remeasure(
@@ -94,7 +97,7 @@ def effects_around(
     trial_id = str(pick[TRIAL_ID])
     budget = Budget(min(8, options.effects_repeats), options.effects_repeats, time_limit_s)
     print(f"Measuring each technique's effect around the recommended config {trial_id}, "
-          f"{_how(budget)}")  # fmt: skip
+          f"{_how(budget)}", flush=True)  # fmt: skip
     pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
     arms = _effect_arms(experiment.configs[trial_id], plan, search_only)
     try:
