@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -59,10 +60,13 @@ def test_the_new_design_chooses_speed_knobs_by_probes(replay, grid) -> None:
 
 
 def test_the_summary_and_its_table(replay, grid, tmp_path: Path) -> None:
-    report = replay.run_all(grid, 2, 30.0, 8, replay.STRATEGIES[:1] + replay.STRATEGIES[3:4],
+    report = replay.run_all(grid, range(2), 30.0, 8,
+                            replay.STRATEGIES[:2] + replay.STRATEGIES[3:4],
                             log=lambda _: None)  # fmt: skip
     report["about"] = {**grid.about, "average_training_s": 6.0}
-    replay.write(report, tmp_path)
+    replay.write({"vit": report}, tmp_path)
     text = (tmp_path / "search_replay.md").read_text()
-    assert "| tpe-joint |" in text and "| new |" in text
+    assert "## Grid `vit`" in text and "| tpe-joint |" in text and "| new |" in text
+    low, high = report["strategies"]["new"]["ratio_interval"]
+    assert low <= high or math.isnan(low)
     assert (tmp_path / "search_replay.png").stat().st_size > 0
