@@ -23,8 +23,7 @@ from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
 
 if TYPE_CHECKING:
-    from tuner.search.experiment import ExperimentPaths
-    from tuner.search.options import SearchOptions
+    from tuner.search.experiment import SearchContext
     from tuner.search.plan import SearchPlan
 
 __all__ = [
@@ -43,16 +42,12 @@ _RUN_OVERHEAD_S = 3.0  # building a run (data, model) before its measured steps,
 
 
 def remeasure_candidates(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    experiment: Experiment,
-    search_only: tuple[str, ...],
-    time_limit_s: float | None = None,
+    search: SearchContext, experiment: Experiment, time_limit_s: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Re-measure the top candidates within ``time_limit_s``; the failed ones (``[{trial_id,
     error, failed_runs, runs}]``, for the metadata's ``remeasure_failures``) and how the
     measurement ended (``None``: nothing was written)."""
+    options = search.options
     objs = objectives_of(options.objective)
     top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
     if top.empty:
@@ -63,59 +58,63 @@ def remeasure_candidates(
         flush=True,
     )
     ids = [str(tid) for tid in top[TRIAL_ID]]
+    steps = _steps(search)
     try:
         rows, info = remeasure(
             [(tid, experiment.configs[tid]) for tid in ids],
-            steps=_steps(options, plan),
+            steps=steps,
             budget=budget,
-            resources=_resources(plan),
-            search_only=search_only,
-            expected_s=_expected_s(budget, len(ids) * _run_s(top, _steps(options, plan))),
+            resources=_resources(search.plan),
+            search_only=search.search_only,
+            expected_s=_expected_s(budget, len(ids) * _run_s(top, steps)),
         )
     except Exception as exc:  # the task itself died: every candidate keeps its search numbers
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+        error = _task_error(exc)
         return _say_failures([{TRIAL_ID: tid, "error": error} for tid in ids], len(ids)), None
-    write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
+    write_remeasure_csv(rows, search.paths.local / REMEASURE_FILE)
     print(f"  {_ended(info)}", flush=True)
     return _say_failures(_failures(rows), len(ids)), info
 
 
 def effects_around(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
+    search: SearchContext,
     experiment: Experiment,
     answer: Answer,
-    search_only: tuple[str, ...],
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """The technique effects around the recommended config within ``time_limit_s``, as the
     metadata records them."""
-    pick = answer.recommended
-    if options.effects_repeats < 1 or pick is None:
+    pick, repeats = answer.recommended, search.options.effects_repeats
+    if repeats < 1 or pick is None:
         return {}
     trial_id = str(pick[TRIAL_ID])
-    budget = Budget(min(8, options.effects_repeats), options.effects_repeats, time_limit_s)
+    budget = Budget(min(8, repeats), repeats, time_limit_s)
     print(f"Measuring each technique's effect around the recommended config {trial_id}, "
           f"{_how(budget)}", flush=True)  # fmt: skip
     pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
-    arms = _effect_arms(experiment.configs[trial_id], plan, search_only)
+    arms = _effect_arms(experiment.configs[trial_id], search.plan, search.search_only)
+    steps = _steps(search)
     try:
         info = measure_effects(
             experiment.configs[trial_id],
-            expected_s=_expected_s(budget, arms * _run_s(pick_row, _steps(options, plan))) or None,
-            steps=_steps(options, plan),
+            expected_s=_expected_s(budget, arms * _run_s(pick_row, steps)) or None,
+            steps=steps,
             budget=budget,
-            resources=_resources(plan),
-            search_only=search_only,
-            out=paths.local / EFFECTS_FILE,
+            resources=_resources(search.plan),
+            search_only=search.search_only,
+            out=search.paths.local / EFFECTS_FILE,
         )
     except Exception as exc:  # the task died: the search's results and answer stand without it
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+        error = _task_error(exc)
         print(f"warning: the technique effects failed ({error}); the answer stands without them.")
         return {"effects": {TRIAL_ID: trial_id, "error": error}}
     print(f"  {_ended(info)}", flush=True)
     return {"effects": {TRIAL_ID: trial_id, **info}}
+
+
+def _task_error(exc: Exception) -> str:
+    """A failed task in one line: the last line of Ray's error text is the task's exception."""
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
 
 
 def _how(budget: Budget) -> str:
@@ -132,8 +131,8 @@ def _ended(info: dict[str, Any]) -> str:
     return f"{rounds} rounds in {seconds:.0f} s, ended by {ended_text(info)}."
 
 
-def _steps(options: SearchOptions, plan: SearchPlan) -> int:
-    return max(REMEASURE_STEPS if plan.cuda else WINDOW_STEPS, options.probe_steps)
+def _steps(search: SearchContext) -> int:
+    return max(REMEASURE_STEPS if search.plan.cuda else WINDOW_STEPS, search.options.probe_steps)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ The folder's files, its metadata's writer and reader and its trials table are
 (Ray's storage: with a URI ``s3://...`` tuner's own files are written to
 ``experiments/<name>/`` locally and copied next to Ray's folder by :meth:`~ExperimentPaths.upload`,
 through pyarrow's file systems, as Ray does), the metadata a new search starts with, the options
-of a search to resume, and the driver's environment.
+of a search to resume, and the driver's environment; :class:`SearchContext`, what every step of
+one search is handed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.scheduler import early_stopping_name
 from tuner.spaces import SearchSpace
 
-__all__ = ["ExperimentPaths", "environment", "now", "options_to_resume", "start_metadata"]
+__all__ = [
+    "ExperimentPaths",
+    "SearchContext",
+    "environment",
+    "now",
+    "options_to_resume",
+    "start_metadata",
+    "study_attrs",
+]
 
 _LOCAL_MIRROR = "experiments"
 
@@ -80,6 +89,17 @@ class ExperimentPaths:
                 pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
 
 
+@dataclass(frozen=True)
+class SearchContext:
+    """One search as its steps see it, built once by :func:`tuner.search.run.run_search`."""
+
+    options: SearchOptions
+    space: SearchSpace
+    plan: SearchPlan
+    paths: ExperimentPaths
+    search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
+
+
 def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
     """The options the experiment at ``paths`` was started with, ``changes`` applied.
 
@@ -98,15 +118,10 @@ def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
 
 
 def start_metadata(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    info: ClusterInfo,
-    profile: SpaceProfile,
-    design: list[dict[str, Any]],
+    search: SearchContext, info: ClusterInfo, profile: SpaceProfile, design: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The metadata a new search writes before its first trial (its end adds the rest)."""
+    options, space, plan, paths = search.options, search.space, search.plan, search.paths
     metrics = objective_metrics(options.objective)
     return {
         "name": paths.name,
@@ -140,6 +155,23 @@ def start_metadata(
         ENDED_AT: None,
         "state": "running",
         "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
+    }
+
+
+def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What optuna-dashboard shows about the study (the question and the machine), taken from
+    the search's metadata."""
+    env, resources = metadata["environment"], metadata["resources_per_trial"]
+    return {
+        **{key: metadata[key] for key in ("space", "workload_kind", "workload", "objective")},
+        MAX_MEMORY_BYTES: metadata[MAX_MEMORY_BYTES],
+        "hardware": {
+            "host": env["host"],
+            "gpus": env["driver_gpus"],
+            "gpus_per_trial": resources["gpu"],
+            "cpus_per_trial": resources["cpu"],
+        },
+        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
     }
 
 
