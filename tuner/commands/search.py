@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,13 +81,15 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--max-memory",
+        dest="max_memory_bytes",
         type=_memory_size,
         metavar="SIZE",
         help="memory budget per trial, e.g. 20GiB (a constraint for Optuna)",
     )
     group.add_argument(
         "--no-early-stopping",
-        action="store_true",
+        dest="early_stopping",
+        action="store_false",
         help="run every trial to its end (default: stop trials ranked outside the best third "
         "at each rung: by non-dominated rank for pareto, by the metric otherwise)",
     )
@@ -235,43 +238,18 @@ def _memory_size(text: str) -> int:
 
 
 def options_from_args(args: argparse.Namespace) -> SearchOptions:
-    """The CLI flags as :class:`SearchOptions` (one to one)."""
+    """The CLI flags as :class:`SearchOptions` (one to one: each flag's dest is the field)."""
     if not args.space and not args.resume:
         raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
+    fields = {f.name for f in dataclasses.fields(SearchOptions)}
+    given = {key: value for key, value in vars(args).items() if key in fields}
     return SearchOptions(
-        space=args.space or "",
-        name=args.name,
-        storage=args.storage,
-        reports_dir=args.reports_dir,
-        num_samples=args.num_samples,
-        search_time_budget_s=args.search_time_budget_s,
-        objective=args.objective,
-        sampler=args.sampler,
-        seed=args.seed,
-        max_memory_bytes=args.max_memory,
-        concurrency=args.concurrency,
-        gpus_per_trial=args.gpus_per_trial,
-        cpus_per_trial=args.cpus_per_trial,
-        address=args.address,
-        world_size=args.world_size,
-        spread_workers=args.spread_workers,
-        resume=args.resume,
-        max_failures=args.max_failures,
-        workload=args.workload,
-        overrides=_overrides(args),
-        probe_steps=args.probe_steps,
-        speed_repeats=args.speed_repeats,
-        fresh_probes=args.fresh_probes,
-        warm_start=args.warm_start,
-        early_stopping=not args.no_early_stopping,
-        remeasure_top=args.remeasure_top,
-        remeasure_repeats=args.remeasure_repeats,
-        remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
-        effects_repeats=args.effects_repeats,
-        trust_budget=args.trust_budget,
-        mlflow=args.mlflow,
-        wandb=args.wandb,
-        verbose=args.verbose,
+        **{
+            **given,
+            "space": args.space or "",
+            "overrides": _overrides(args),
+            "remeasure_max_repeats": max(args.remeasure_max_repeats, args.remeasure_repeats),
+        }
     )
 
 
