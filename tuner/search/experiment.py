@@ -22,7 +22,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
-from tuner.objectives import objective_directions, objective_metrics
+from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
 from tuner.search.cluster import ClusterInfo
 from tuner.search.options import SearchOptions
@@ -122,7 +122,6 @@ def start_metadata(
 ) -> dict[str, Any]:
     """The metadata a new search writes before its first trial (its end adds the rest)."""
     options, space, plan, paths = search.options, search.space, search.plan, search.paths
-    metrics = objective_metrics(options.objective)
     return {
         "name": paths.name,
         "space": space.name,
@@ -134,10 +133,7 @@ def start_metadata(
         "workload_kind": plan.workload_kind,
         "workload": plan.workload,
         "objective": options.objective,
-        "objectives": [
-            {"metric": m, "direction": d}
-            for m, d in zip(metrics, objective_directions(options.objective), strict=True)
-        ],
+        "objectives": [{"metric": m, "direction": d} for m, d in objectives_of(options.objective)],
         "sampler": options.sampler,
         "seed": options.seed,
         "num_samples": plan.num_samples,

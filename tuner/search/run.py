@@ -222,9 +222,10 @@ def _after_trials(
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
     step, started = "re-measurement", time.perf_counter()
     share = _REMEASURE_SHARE if search.options.effects_repeats else 1.0
+    remeasure_s = None if trust_s is None else trust_s * share
     try:
         if alone:
-            failures, info = remeasure_candidates(search, experiment, _part(trust_s, share))
+            failures, info = remeasure_candidates(search, experiment, remeasure_s)
             after["remeasure_failures"] = failures
             if info is not None:
                 after["remeasure"] = info
@@ -241,10 +242,6 @@ def _after_trials(
 
 
 _REMEASURE_SHARE = 0.25  # of the trust budget: the effects have 8 arms to the re-measurement's 3
-
-
-def _part(seconds: float | None, share: float) -> float | None:
-    return None if seconds is None else seconds * share
 
 
 def _summary_so_far(paths: ExperimentPaths) -> None:
