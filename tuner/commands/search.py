@@ -66,17 +66,17 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         help="stop the whole search, running trials included, after this long (each trial's "
         "own training time: --time-budget-s)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--objective",
         choices=OBJECTIVES,
-        default="pareto",
         help="pareto: maximize throughput and accuracy (default)",
     )
-    group.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler")
-    group.add_argument(
+    _option(group, "--sampler", choices=SAMPLERS, help="Optuna sampler")
+    _option(
+        group,
         "--seed",
         type=int,
-        default=0,
         help="random seed (of the sampler, the start-up design and every trial's run; default 0)",
     )
     group.add_argument(
@@ -96,10 +96,10 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+    _option(
+        group,
         "--workload",
         choices=WORKLOAD_CHOICES,
-        default="auto",
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
@@ -110,17 +110,17 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         detail="a field the space samples is fixed to VALUE and leaves the space: every trial "
         "runs it, the start line says so",
     )
-    group.add_argument(
+    _option(
+        group,
         "--probe-steps",
         type=int,
-        default=5,
         help="measured steps of each probe: the speed probes, and the feasibility check at the "
         "start of each trial's run (default 5)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--speed-repeats",
         type=int,
-        default=2,
         help="interleaved repeats of the speed probes that choose the accuracy-neutral knobs "
         "per training config (default 2: enough to choose by estimate; 3 or more also tells "
         "which gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
@@ -145,10 +145,10 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
-    group.add_argument(
+    _option(
+        group,
         "--world-size",
         type=int,
-        default=1,
         help="each trial's data-parallel world size: N workers, DDP via Ray Train; CPUs/GPUs "
         "per trial are then per worker (default 1: one process per trial)",
     )
@@ -157,10 +157,10 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="place a trial's workers on different nodes (default: packed on one node)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--max-failures",
         type=int,
-        default=2,
         help="retries of a crashed trial (from its checkpoint)",
     )
 
@@ -179,35 +179,35 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "space and workload (its name under --storage, or its folder): the sampler learns "
         "from them and the start-up design skips what they cover",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-top",
         type=int,
-        default=3,
         help="re-measure this many top candidates after the search",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-repeats",
         type=int,
-        default=8,
         help="interleaved rounds of the re-measurement, at least (default 8)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-max-repeats",
         type=int,
-        default=20,
         help="at most this many rounds; it stops earlier (at round 8, 12, 16) once every "
         "interval is within +-3 %% (default 20)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--effects-repeats",
         type=int,
-        default=20,
         help="at most this many rounds of the controlled technique effects around the "
         "recommended config, ended like the re-measurement (0: skip them; default 20)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--trust-budget",
-        default="25%",
         metavar="SECONDS|SHARE",
         help="time for re-measurement and effects together: seconds (90), a share of the "
         "whole command (25%%, the default), or off",
@@ -228,6 +228,15 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     )
     _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
     _flags.add(group, "--json")
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+
+
+def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
+    """The flag of the :class:`SearchOptions` field of the same name, with its default."""
+    field = flag.removeprefix("--").replace("-", "_")
+    group.add_argument(flag, default=_DEFAULTS[field], **spec)
 
 
 def _memory_size(text: str) -> int:
