@@ -120,7 +120,7 @@ def run_search(options: SearchOptions) -> SearchOutcome:
             metadata, design = _begin(search, info, profile, earlier)
             search_only = tuple(metadata.get("search_only_params", ()))
             search = dataclasses.replace(search, search_only=search_only)
-            return _search(search, design, study_attrs(metadata), started, began)
+            return _search(search, design, metadata, started, began)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -144,14 +144,14 @@ def _refuse_existing(paths: ExperimentPaths) -> None:
 def _search(
     search: SearchContext,
     design: list[dict[str, Any]],
-    attrs: dict[str, Any],  # the study's user attributes
+    metadata: dict[str, Any],  # as the search started (or resumed)
     started: float,  # time.time() when the search began (after Ray started)
     began: float,  # time.perf_counter() when the command began (--trust-budget's share)
 ) -> SearchOutcome:
     options, plan, paths = search.options, search.plan, search.paths
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(search, what)):
-            trials, interrupted, fit = _fit(search, design, attrs)
+            trials, interrupted, fit = _fit(search, design, metadata)
     except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
         _mark_interrupted(paths)
         _summary_so_far(paths)
@@ -270,7 +270,7 @@ def _resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict
 
 
 def _fit(
-    search: SearchContext, design: list[dict[str, Any]], attrs: dict[str, Any]
+    search: SearchContext, design: list[dict[str, Any]], metadata: dict[str, Any]
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     options, paths = search.options, search.paths
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
@@ -288,7 +288,7 @@ def _fit(
         tuner = tune.Tuner(
             trainable,
             param_space={**search.plan.workload, "seed": options.seed},
-            tune_config=tune_setup.tune_config(search, design, attrs),
+            tune_config=tune_setup.tune_config(search, design, study_attrs(metadata)),
             run_config=tune_setup.run_config(search),
         )
     started = time.perf_counter()
