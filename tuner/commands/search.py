@@ -293,16 +293,17 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
+    out_dir = out_dir.resolve()
     try:
-        write_report(outcome.experiment, outcome.answer, out_dir=out_dir.resolve())
+        write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
     except Exception as exc:  # the search's results stand even when the report fails
         print(
-            f"warning: the report failed ({type(exc).__name__}: {exc}); "
+            f"warning: the report failed ({error_line(exc)}); "
             f"run `python -m tuner report {outcome.experiment_dir}` to retry."
         )
         return None
-    print(f"Report:            {out_dir.resolve() / 'report.html'}")
-    return out_dir.resolve()
+    print(f"Report:            {out_dir / 'report.html'}")
+    return out_dir
 
 
 def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
