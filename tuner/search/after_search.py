@@ -23,6 +23,7 @@ from tuner.compare.trust import Budget, ended_text
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
+from tuner.search.progress import duration_text, wait_with_heartbeat
 
 if TYPE_CHECKING:
     from tuner.search.experiment import SearchContext
@@ -108,7 +109,7 @@ def _task_error(exc: Exception) -> str:
 
 
 def _how(budget: Budget) -> str:
-    limit = "" if budget.time_limit_s is None else f", within {budget.time_limit_s:.0f} s"
+    limit = "" if budget.time_limit_s is None else f", within {duration_text(budget.time_limit_s)}"
     return (
         f"interleaved, {budget.min_repeats} to {budget.max_repeats} rounds until every "
         f"interval is within +-{budget.resolution:.0%}{limit} ..."
@@ -118,7 +119,7 @@ def _how(budget: Budget) -> str:
 def _ended(info: dict[str, Any]) -> str:
     """How a measurement ended, in one line."""
     rounds, seconds = info.get("repeats_done", 0), info.get("seconds", 0)
-    return f"{rounds} rounds in {seconds:.0f} s, ended by {ended_text(info)}."
+    return f"{rounds} rounds in {duration_text(seconds)}, ended by {ended_text(info)}."
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,6 @@ def _in_task(
     """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
     line while it runs."""
     import ray
-
-    from tuner.search.progress import wait_with_heartbeat
 
     remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
     return wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
