@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
-from tuner.record import TRIAL_ID
+from tuner.record import MAX_MEMORY_BYTES, TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
@@ -81,7 +81,7 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--max-memory",
-        dest="max_memory_bytes",
+        dest=MAX_MEMORY_BYTES,  # the SearchOptions field
         type=_memory_size,
         metavar="SIZE",
         help="memory budget per trial, e.g. 20GiB (a constraint for Optuna)",
