@@ -12,7 +12,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner.errors import TunerError
-from tuner.search.experiment import ExperimentPaths
+from tuner.search.experiment import ExperimentPaths, SearchContext
 from tuner.search.options import SearchOptions
 from tuner.search.plan import check_space, make_plan
 from tuner.search.searcher import constraint_arguments
@@ -141,7 +141,6 @@ def test_a_grid_search_says_it_runs_the_warm_started_points_again(
     space = get_space(str(SPACE))
     plan = make_plan(options, space, node_cpus=[2.0], total_gpus=0.0)
     paths = ExperimentPaths.of(str(tmp_path / "experiments"), "new")
-    _, meta = warm_start(
-        options, plan, check_space(space, plan), paths, space_name=space.name, design=[]
-    )
+    search = SearchContext(options, space, plan, paths)
+    _, meta = warm_start(search, check_space(space, plan), design=[])
     assert meta is not None and "--sampler grid still runs its whole grid" in meta["summary"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
-from tuner.record import TRIAL_ID
+from tuner.record import MAX_MEMORY_BYTES, TRIAL_ID
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
@@ -65,38 +66,40 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         help="stop the whole search, running trials included, after this long (each trial's "
         "own training time: --time-budget-s)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--objective",
         choices=OBJECTIVES,
-        default="pareto",
         help="pareto: maximize throughput and accuracy (default)",
     )
-    group.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler")
-    group.add_argument(
+    _option(group, "--sampler", choices=SAMPLERS, help="Optuna sampler")
+    _option(
+        group,
         "--seed",
         type=int,
-        default=0,
         help="random seed (of the sampler, the start-up design and every trial's run; default 0)",
     )
     group.add_argument(
         "--max-memory",
+        dest=MAX_MEMORY_BYTES,  # the SearchOptions field
         type=_memory_size,
         metavar="SIZE",
         help="memory budget per trial, e.g. 20GiB (a constraint for Optuna)",
     )
     group.add_argument(
         "--no-early-stopping",
-        action="store_true",
+        dest="early_stopping",
+        action="store_false",
         help="run every trial to its end (default: stop trials ranked outside the best third "
         "at each rung: by non-dominated rank for pareto, by the metric otherwise)",
     )
 
 
 def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+    _option(
+        group,
         "--workload",
         choices=WORKLOAD_CHOICES,
-        default="auto",
         help="which declared workload: auto = gpu if trials get a GPU",
     )
     for name in WORKLOAD_FLAGS:  # spelled as `tuner train` spells them
@@ -107,17 +110,17 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         detail="a field the space samples is fixed to VALUE and leaves the space: every trial "
         "runs it, the start line says so",
     )
-    group.add_argument(
+    _option(
+        group,
         "--probe-steps",
         type=int,
-        default=5,
         help="measured steps of each probe: the speed probes, and the feasibility check at the "
         "start of each trial's run (default 5)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--speed-repeats",
         type=int,
-        default=2,
         help="interleaved repeats of the speed probes that choose the accuracy-neutral knobs "
         "per training config (default 2: enough to choose by estimate; 3 or more also tells "
         "which gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
@@ -142,10 +145,10 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument("--cpus-per-trial", type=float, help="default: a node's cores per trial")
     group.add_argument("--address", help="join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
-    group.add_argument(
+    _option(
+        group,
         "--world-size",
         type=int,
-        default=1,
         help="each trial's data-parallel world size: N workers, DDP via Ray Train; CPUs/GPUs "
         "per trial are then per worker (default 1: one process per trial)",
     )
@@ -154,10 +157,10 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="place a trial's workers on different nodes (default: packed on one node)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--max-failures",
         type=int,
-        default=2,
         help="retries of a crashed trial (from its checkpoint)",
     )
 
@@ -176,35 +179,35 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "space and workload (its name under --storage, or its folder): the sampler learns "
         "from them and the start-up design skips what they cover",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-top",
         type=int,
-        default=3,
         help="re-measure this many top candidates after the search",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-repeats",
         type=int,
-        default=8,
         help="interleaved rounds of the re-measurement, at least (default 8)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--remeasure-max-repeats",
         type=int,
-        default=20,
         help="at most this many rounds; it stops earlier (at round 8, 12, 16) once every "
         "interval is within +-3 %% (default 20)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--effects-repeats",
         type=int,
-        default=20,
         help="at most this many rounds of the controlled technique effects around the "
         "recommended config, ended like the re-measurement (0: skip them; default 20)",
     )
-    group.add_argument(
+    _option(
+        group,
         "--trust-budget",
-        default="25%",
         metavar="SECONDS|SHARE",
         help="time for re-measurement and effects together: seconds (90), a share of the "
         "whole command (25%%, the default), or off",
@@ -227,6 +230,15 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     _flags.add(group, "--json")
 
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+
+
+def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
+    """The flag of the :class:`SearchOptions` field of the same name, with its default."""
+    field = flag.removeprefix("--").replace("-", "_")
+    group.add_argument(flag, default=_DEFAULTS[field], **spec)
+
+
 def _memory_size(text: str) -> int:
     try:
         return parse_memory_size(text)
@@ -235,43 +247,18 @@ def _memory_size(text: str) -> int:
 
 
 def options_from_args(args: argparse.Namespace) -> SearchOptions:
-    """The CLI flags as :class:`SearchOptions` (one to one)."""
+    """The CLI flags as :class:`SearchOptions` (one to one: each flag's dest is the field)."""
     if not args.space and not args.resume:
         raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
+    fields = {f.name for f in dataclasses.fields(SearchOptions)}
+    given = {key: value for key, value in vars(args).items() if key in fields}
     return SearchOptions(
-        space=args.space or "",
-        name=args.name,
-        storage=args.storage,
-        reports_dir=args.reports_dir,
-        num_samples=args.num_samples,
-        search_time_budget_s=args.search_time_budget_s,
-        objective=args.objective,
-        sampler=args.sampler,
-        seed=args.seed,
-        max_memory_bytes=args.max_memory,
-        concurrency=args.concurrency,
-        gpus_per_trial=args.gpus_per_trial,
-        cpus_per_trial=args.cpus_per_trial,
-        address=args.address,
-        world_size=args.world_size,
-        spread_workers=args.spread_workers,
-        resume=args.resume,
-        max_failures=args.max_failures,
-        workload=args.workload,
-        overrides=_overrides(args),
-        probe_steps=args.probe_steps,
-        speed_repeats=args.speed_repeats,
-        fresh_probes=args.fresh_probes,
-        warm_start=args.warm_start,
-        early_stopping=not args.no_early_stopping,
-        remeasure_top=args.remeasure_top,
-        remeasure_repeats=args.remeasure_repeats,
-        remeasure_max_repeats=max(args.remeasure_max_repeats, args.remeasure_repeats),
-        effects_repeats=args.effects_repeats,
-        trust_budget=args.trust_budget,
-        mlflow=args.mlflow,
-        wandb=args.wandb,
-        verbose=args.verbose,
+        **{
+            **given,
+            "space": args.space or "",
+            "overrides": _overrides(args),
+            "remeasure_max_repeats": max(args.remeasure_max_repeats, args.remeasure_repeats),
+        }
     )
 
 
@@ -306,16 +293,17 @@ def run(args: argparse.Namespace) -> int:
 def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
+    out_dir = out_dir.resolve()
     try:
-        write_report(outcome.experiment, outcome.answer, out_dir=out_dir.resolve())
+        write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
     except Exception as exc:  # the search's results stand even when the report fails
         print(
-            f"warning: the report failed ({type(exc).__name__}: {exc}); "
+            f"warning: the report failed ({error_line(exc)}); "
             f"run `python -m tuner report {outcome.experiment_dir}` to retry."
         )
         return None
-    print(f"Report:            {out_dir.resolve() / 'report.html'}")
-    return out_dir.resolve()
+    print(f"Report:            {out_dir / 'report.html'}")
+    return out_dir
 
 
 def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:

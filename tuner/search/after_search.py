@@ -11,31 +11,25 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pandas as pd
 
 from tuner.answer import Answer, candidates
 from tuner.compare.trust import Budget, ended_text
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
+from tuner.search.progress import duration_text, wait_with_heartbeat
 
 if TYPE_CHECKING:
-    from tuner.search.experiment import ExperimentPaths
-    from tuner.search.options import SearchOptions
+    from tuner.search.experiment import SearchContext
     from tuner.search.plan import SearchPlan
 
-__all__ = [
-    "REMEASURE_COLUMNS",
-    "REMEASURE_STEPS",
-    "effects_around",
-    "measure_effects",
-    "remeasure",
-    "remeasure_candidates",
-    "write_remeasure_csv",
-]
+__all__ = ["REMEASURE_COLUMNS", "effects_around", "remeasure_candidates"]
 
 REMEASURE_STEPS = 20  # a fresh build's measured steps (CUDA) ...
 WINDOW_STEPS = 10  # ... and a window's, of one build (CPU: tuner.compare.trust)
@@ -43,16 +37,12 @@ _RUN_OVERHEAD_S = 3.0  # building a run (data, model) before its measured steps,
 
 
 def remeasure_candidates(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    experiment: Experiment,
-    search_only: tuple[str, ...],
-    time_limit_s: float | None = None,
+    search: SearchContext, experiment: Experiment, time_limit_s: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Re-measure the top candidates within ``time_limit_s``; the failed ones (``[{trial_id,
     error, failed_runs, runs}]``, for the metadata's ``remeasure_failures``) and how the
     measurement ended (``None``: nothing was written)."""
+    options = search.options
     objs = objectives_of(options.objective)
     top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
     if top.empty:
@@ -63,63 +53,63 @@ def remeasure_candidates(
         flush=True,
     )
     ids = [str(tid) for tid in top[TRIAL_ID]]
+    task = _task(search)
+    expected_s = _expected_s(budget, len(ids) * _run_s(top, task.steps))
     try:
-        rows, info = remeasure(
-            [(tid, experiment.configs[tid]) for tid in ids],
-            steps=_steps(options, plan),
-            budget=budget,
-            resources=_resources(plan),
-            search_only=search_only,
-            expected_s=_expected_s(budget, len(ids) * _run_s(top, _steps(options, plan))),
+        configs = [experiment.configs[tid] for tid in ids]
+        rows, info = _in_task(
+            _remeasure, task, configs, budget, what="re-measuring", expected_s=expected_s
         )
     except Exception as exc:  # the task itself died: every candidate keeps its search numbers
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+        error = _task_error(exc)
         return _say_failures([{TRIAL_ID: tid, "error": error} for tid in ids], len(ids)), None
-    write_remeasure_csv(rows, paths.local / REMEASURE_FILE)
+    rows = [{TRIAL_ID: ids[r["candidate"]], "rank": r["candidate"] + 1, **r} for r in rows]
+    _write_remeasure_csv(rows, search.paths.local / REMEASURE_FILE)
     print(f"  {_ended(info)}", flush=True)
     return _say_failures(_failures(rows), len(ids)), info
 
 
 def effects_around(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
+    search: SearchContext,
     experiment: Experiment,
     answer: Answer,
-    search_only: tuple[str, ...],
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """The technique effects around the recommended config within ``time_limit_s``, as the
     metadata records them."""
-    pick = answer.recommended
-    if options.effects_repeats < 1 or pick is None:
+    pick, repeats = answer.recommended, search.options.effects_repeats
+    if repeats < 1 or pick is None:
         return {}
     trial_id = str(pick[TRIAL_ID])
-    budget = Budget(min(8, options.effects_repeats), options.effects_repeats, time_limit_s)
-    print(f"Measuring each technique's effect around the recommended config {trial_id}, "
-          f"{_how(budget)}", flush=True)  # fmt: skip
+    budget = Budget(min(8, repeats), repeats, time_limit_s)
+    print(
+        f"Measuring each technique's effect around the recommended config {trial_id}, "
+        f"{_how(budget)}",
+        flush=True,
+    )
     pick_row = experiment.trials[experiment.trials[TRIAL_ID] == trial_id]
-    arms = _effect_arms(experiment.configs[trial_id], plan, search_only)
+    config, task = experiment.configs[trial_id], _task(search)
+    arms = _effect_arms(config, search.plan, search.search_only)
+    expected_s = _expected_s(budget, arms * _run_s(pick_row, task.steps)) or None
     try:
-        info = measure_effects(
-            experiment.configs[trial_id],
-            expected_s=_expected_s(budget, arms * _run_s(pick_row, _steps(options, plan))) or None,
-            steps=_steps(options, plan),
-            budget=budget,
-            resources=_resources(plan),
-            search_only=search_only,
-            out=paths.local / EFFECTS_FILE,
-        )
+        what = "measuring technique effects"
+        rows, info = _in_task(_effects, task, config, budget, what=what, expected_s=expected_s)
+        pd.DataFrame(rows).to_csv(search.paths.local / EFFECTS_FILE, index=False)
     except Exception as exc:  # the task died: the search's results and answer stand without it
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+        error = _task_error(exc)
         print(f"warning: the technique effects failed ({error}); the answer stands without them.")
         return {"effects": {TRIAL_ID: trial_id, "error": error}}
     print(f"  {_ended(info)}", flush=True)
     return {"effects": {TRIAL_ID: trial_id, **info}}
 
 
+def _task_error(exc: Exception) -> str:
+    """A failed task in one line: the last line of Ray's error text is the task's exception."""
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
+
+
 def _how(budget: Budget) -> str:
-    limit = "" if budget.time_limit_s is None else f", within {budget.time_limit_s:.0f} s"
+    limit = "" if budget.time_limit_s is None else f", within {duration_text(budget.time_limit_s)}"
     return (
         f"interleaved, {budget.min_repeats} to {budget.max_repeats} rounds until every "
         f"interval is within +-{budget.resolution:.0%}{limit} ..."
@@ -129,26 +119,39 @@ def _how(budget: Budget) -> str:
 def _ended(info: dict[str, Any]) -> str:
     """How a measurement ended, in one line."""
     rounds, seconds = info.get("repeats_done", 0), info.get("seconds", 0)
-    return f"{rounds} rounds in {seconds:.0f} s, ended by {ended_text(info)}."
-
-
-def _steps(options: SearchOptions, plan: SearchPlan) -> int:
-    return max(REMEASURE_STEPS if plan.cuda else WINDOW_STEPS, options.probe_steps)
+    return f"{rounds} rounds in {duration_text(seconds)}, ended by {ended_text(info)}."
 
 
 @dataclass(frozen=True)
-class _Resources:
-    """A measuring task's share: a trial's CPUs and threads, a whole GPU (no sharing)."""
+class _Task:
+    """What a measuring task runs with: a trial's CPUs and threads, a whole GPU (no sharing)."""
 
     num_cpus: float
     num_gpus: float
     threads: int
     device: str
+    steps: int  # measured steps of a fresh build (CUDA) or of a window (CPU)
+    search_only: tuple[str, ...]
 
 
-def _resources(plan: SearchPlan) -> _Resources:
+def _task(search: SearchContext) -> _Task:
+    plan = search.plan
+    steps = max(REMEASURE_STEPS if plan.cuda else WINDOW_STEPS, search.options.probe_steps)
     gpus = 1.0 if plan.gpus_per_trial > 0 else 0.0
-    return _Resources(plan.cpus_per_trial, gpus, plan.torch_threads, plan.trial_device)
+    return _Task(
+        plan.cpus_per_trial, gpus, plan.torch_threads, plan.trial_device, steps, search.search_only
+    )
+
+
+def _in_task(
+    measure: Callable[..., Any], task: _Task, *args: Any, what: str, expected_s: float | None
+) -> Any:
+    """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
+    line while it runs."""
+    import ray
+
+    remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
+    return wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
 
 
 def _expected_s(budget: Budget, round_s: float) -> float:
@@ -227,89 +230,31 @@ REMEASURE_COLUMNS = [
 ]
 
 
-def remeasure(
-    candidates: Sequence[tuple[str, dict[str, Any]]],
-    *,
-    steps: int,
-    budget: Budget,
-    resources: _Resources,
-    search_only: Collection[str],
-    expected_s: float | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Re-measure ``(trial_id, trial config)`` pairs in one Ray task; one row per round, and
-    how the measurement ended."""
-    import ray
-
-    from tuner.search.progress import wait_with_heartbeat
-
-    task = ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, max_retries=0)
-    configs = [config for _, config in candidates]
-    ref = task(_remeasure).remote(configs, steps, budget, resources, sorted(search_only))
-    rows, info = wait_with_heartbeat(ref, what="re-measuring", expected_s=expected_s)
-    return [
-        {TRIAL_ID: candidates[row["candidate"]][0], "rank": row["candidate"] + 1, **row}
-        for row in rows
-    ], info
-
-
-def write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+def _write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=REMEASURE_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
 
 
-def measure_effects(
-    config: dict[str, Any],
-    *,
-    steps: int,
-    budget: Budget,
-    resources: _Resources,
-    search_only: Collection[str],
-    out: Path,
-    expected_s: float | None = None,
-) -> dict[str, Any]:
-    """Measure the arms around ``config`` (a trial's config) in one Ray task; write ``out``.
-
-    Returns:
-        ``{"arms", "left_out", "dropped", "repeats_done", "stopped", ...}`` for the metadata.
-    """
-    import pandas as pd
-    import ray
-
-    from tuner.search.progress import wait_with_heartbeat
-
-    task = ray.remote(num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, max_retries=0)
-    ref = task(_effects).remote(config, steps, budget, resources, sorted(search_only))
-    rows, info = wait_with_heartbeat(ref, what="measuring technique effects", expected_s=expected_s)
-    pd.DataFrame(rows).to_csv(out, index=False)
-    return info
-
-
 def _remeasure(
-    configs: list[dict[str, Any]],
-    steps: int,
-    budget: Budget,
-    resources: _Resources,
-    search_only: list[str],
+    configs: list[dict[str, Any]], budget: Budget, task: _Task
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from tuner.compare import trust
 
-    train_configs = [_train_config(c, resources, search_only) for c in configs]
-    return trust.remeasure(train_configs, steps=steps, budget=budget, cuda=_cuda(train_configs))
+    train_configs = [_train_config(c, task) for c in configs]
+    return trust.remeasure(
+        train_configs, steps=task.steps, budget=budget, cuda=_cuda(train_configs)
+    )
 
 
 def _effects(
-    config: dict[str, Any],
-    steps: int,
-    budget: Budget,
-    resources: _Resources,
-    search_only: list[str],
+    config: dict[str, Any], budget: Budget, task: _Task
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from tuner.compare import trust
 
-    base = _train_config(config, resources, search_only)
-    runs, info = trust.effects(base, cuda=_cuda([base]), steps=steps, budget=budget)
+    base = _train_config(config, task)
+    runs, info = trust.effects(base, cuda=_cuda([base]), steps=task.steps, budget=budget)
     return runs.to_dict(orient="records"), info
 
 
@@ -319,11 +264,11 @@ def _cuda(configs: Sequence[Any]) -> bool:
     return any(resolve_device(c.device).type == "cuda" for c in configs)
 
 
-def _train_config(params: dict[str, Any], resources: _Resources, search_only: list[str]) -> Any:
+def _train_config(params: dict[str, Any], task: _Task) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
     import torch
 
     from tuner.spaces import train_config_of
 
-    torch.set_num_threads(max(1, resources.threads))
-    return train_config_of(params, device=resources.device, search_only=search_only)
+    torch.set_num_threads(max(1, task.threads))
+    return train_config_of(params, device=task.device, search_only=task.search_only)

@@ -5,7 +5,8 @@ The folder's files, its metadata's writer and reader and its trials table are
 (Ray's storage: with a URI ``s3://...`` tuner's own files are written to
 ``experiments/<name>/`` locally and copied next to Ray's folder by :meth:`~ExperimentPaths.upload`,
 through pyarrow's file systems, as Ray does), the metadata a new search starts with, the options
-of a search to resume, and the driver's environment.
+of a search to resume, and the driver's environment; :class:`SearchContext`, what every step of
+one search is handed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
-from tuner.objectives import objective_directions, objective_metrics
+from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
 from tuner.search.cluster import ClusterInfo
 from tuner.search.options import SearchOptions
@@ -29,7 +30,15 @@ from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.scheduler import early_stopping_name
 from tuner.spaces import SearchSpace
 
-__all__ = ["ExperimentPaths", "environment", "now", "options_to_resume", "start_metadata"]
+__all__ = [
+    "ExperimentPaths",
+    "SearchContext",
+    "environment",
+    "now",
+    "options_to_resume",
+    "start_metadata",
+    "study_attrs",
+]
 
 _LOCAL_MIRROR = "experiments"
 
@@ -80,6 +89,17 @@ class ExperimentPaths:
                 pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
 
 
+@dataclass(frozen=True)
+class SearchContext:
+    """One search as its steps see it, built once by :func:`tuner.search.run.run_search`."""
+
+    options: SearchOptions
+    space: SearchSpace
+    plan: SearchPlan
+    paths: ExperimentPaths
+    search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
+
+
 def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
     """The options the experiment at ``paths`` was started with, ``changes`` applied.
 
@@ -98,16 +118,10 @@ def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
 
 
 def start_metadata(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    info: ClusterInfo,
-    profile: SpaceProfile,
-    design: list[dict[str, Any]],
+    search: SearchContext, info: ClusterInfo, profile: SpaceProfile, design: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The metadata a new search writes before its first trial (its end adds the rest)."""
-    metrics = objective_metrics(options.objective)
+    options, space, plan, paths = search.options, search.space, search.plan, search.paths
     return {
         "name": paths.name,
         "space": space.name,
@@ -119,10 +133,7 @@ def start_metadata(
         "workload_kind": plan.workload_kind,
         "workload": plan.workload,
         "objective": options.objective,
-        "objectives": [
-            {"metric": m, "direction": d}
-            for m, d in zip(metrics, objective_directions(options.objective), strict=True)
-        ],
+        "objectives": [{"metric": m, "direction": d} for m, d in objectives_of(options.objective)],
         "sampler": options.sampler,
         "seed": options.seed,
         "num_samples": plan.num_samples,
@@ -140,6 +151,23 @@ def start_metadata(
         ENDED_AT: None,
         "state": "running",
         "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
+    }
+
+
+def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What optuna-dashboard shows about the study (the question and the machine), taken from
+    the search's metadata."""
+    env, resources = metadata["environment"], metadata["resources_per_trial"]
+    return {
+        **{key: metadata[key] for key in ("space", "workload_kind", "workload", "objective")},
+        MAX_MEMORY_BYTES: metadata[MAX_MEMORY_BYTES],
+        "hardware": {
+            "host": env["host"],
+            "gpus": env["driver_gpus"],
+            "gpus_per_trial": resources["gpu"],
+            "cpus_per_trial": resources["cpu"],
+        },
+        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
     }
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "MachineCache",
     "cache_dir",
     "entry_key",
+    "replace_json",
     "this_machine",
 ]
 
@@ -204,17 +205,22 @@ class MachineCache:
 
     def _replace(self, entries: Mapping[str, Any]) -> None:
         data = {"format": _FORMAT, "machine": dataclasses.asdict(self.machine), "entries": entries}
-        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as file:
-                json.dump(data, file, indent=1, sort_keys=True)
-                file.flush()
-                os.fsync(file.fileno())  # the rename must not outlive the data (power loss)
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        replace_json(self.path, data)
+
+
+def replace_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` atomically: readers see the old file or the new, whole."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as file:
+            json.dump(data, file, indent=1, sort_keys=True)
+            file.flush()
+            os.fsync(file.fileno())  # the rename must not outlive the data (power loss)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _valid(value: Any) -> bool:

@@ -102,10 +102,12 @@ class SearchOptions:
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
-        if self.speed_repeats < 0:
-            raise TunerError(f"--speed-repeats {self.speed_repeats} must be 0 (off) or more.")
-        if self.effects_repeats < 0:
-            raise TunerError(f"--effects-repeats {self.effects_repeats} must be 0 (off) or more.")
+        for flag, value in (
+            ("--speed-repeats", self.speed_repeats),
+            ("--effects-repeats", self.effects_repeats),
+        ):
+            if value < 0:
+                raise TunerError(f"{flag} {value} must be 0 (off) or more.")
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
             raise TunerError(
                 "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."

@@ -33,6 +33,11 @@ class SearchPlan:
     fixed: dict[str, Any] = field(default_factory=dict)  # the user's --set (pinned if sampled)
 
     @property
+    def sample_budget(self) -> int | None:
+        """How many trials to run; None: as many as the time budget allows."""
+        return self.num_samples if self.num_samples > 0 else None
+
+    @property
     def gpus_shared(self) -> bool:
         return 0 < self.gpus_per_trial < 1
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key
+from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key, replace_json
 
 __all__ = [
     "Lookup",
@@ -72,7 +72,7 @@ class ProbeCache:
         self.machine_dir = None if machine_dir is None else Path(machine_dir)
         self.fresh = fresh
         self.experiment = experiment
-        self.earlier: dict[str, float] = {}  # key -> when an earlier search measured it
+        self.earlier: dict[str, Entry] = {}  # key -> what an earlier search measured
         self.written = 0
 
     def get(self, lookup: Lookup) -> Remembered | None:
@@ -81,7 +81,7 @@ class ProbeCache:
             return None
         self.hits[key] = self.hits.get(key, 0) + 1
         if key in self.earlier:
-            return Remembered(self.entries[key], "machine cache", _age(self.earlier[key]))
+            return Remembered(self.entries[key], "machine cache", self.earlier[key].age_s())
         return Remembered(self.entries[key], "cache")
 
     def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
@@ -116,15 +116,13 @@ class ProbeCache:
         if entry is None or int(entry.choice.get("repeats") or 0) < lookup.repeats:
             return False  # a verdict on fewer repeats than asked for is probed again
         self.entries[lookup.key] = entry.choice
-        self.earlier[lookup.key] = entry.measured_unix_s
+        self.earlier[lookup.key] = entry
         self._write()
         return True
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".json.tmp")
-        temporary.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
-        temporary.replace(self.path)
+        replace_json(self.path, self.entries)
 
 
 def machine_cache_line(stats: dict[str, Any]) -> str:
@@ -138,10 +136,6 @@ def machine_cache_line(stats: dict[str, Any]) -> str:
         f"searches on this machine, {machine.get('written', 0)} probed and remembered{ignored} "
         f"in {machine['folder']}"
     )
-
-
-def _age(measured_unix_s: float) -> float:
-    return max(0.0, time.time() - measured_unix_s)
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:

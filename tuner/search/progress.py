@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from ray.tune import Callback
 
 from tuner import record
+from tuner.search.tracking import trial_outcome
 from tuner.units import format_bytes
 
 __all__ = ["HEARTBEAT_S", "ProgressPrinter", "describe_params", "wait_with_heartbeat"]
@@ -88,14 +89,14 @@ class ProgressPrinter(Callback):
         self.ended.add(trial.trial_id)
         self.running.pop(trial.trial_id, None)
         result = trial.last_result or {}
-        kind = record.classify(result, ended=True, crashed=crashed)
+        kind, error = trial_outcome(trial, failed=crashed)
         line = (
             f"{kind:<{_KIND_WIDTH}} {trial.trial_id}"
             f"  {_num(result.get('images_per_second'), '.1f')} img/s"
             f"  acc {_num(result.get('val_accuracy'), '.3f')}"
             f"  peak {format_bytes(result.get('peak_memory_bytes'), digits=0)}"
         )
-        reason = result.get(record.INFEASIBLE_REASON) or result.get(record.ERROR)
+        reason = result.get(record.INFEASIBLE_REASON) or error
         if reason:
             line += f"  ({str(reason)[:90]})"
         self._print(line)

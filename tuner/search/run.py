@@ -37,16 +37,23 @@ from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
 from tuner.search.design import startup_design
-from tuner.search.experiment import ExperimentPaths, now, options_to_resume, start_metadata
+from tuner.search.experiment import (
+    ExperimentPaths,
+    SearchContext,
+    now,
+    options_to_resume,
+    start_metadata,
+    study_attrs,
+)
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile, make_plan
+from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import check_before_ray, profile_for
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans
 from tuner.search.summary import print_start, print_summary
 from tuner.search.warm_start import warm_start
-from tuner.spaces import SearchSpace, get_space
+from tuner.spaces import get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 
@@ -109,8 +116,11 @@ def run_search(options: SearchOptions) -> SearchOutcome:
             profile = profile_for(space, plan, checked)
             earlier = checked.earlier if checked else None
             started = time.time()
-            search_only, design = _begin(options, space, plan, paths, info, profile, earlier)
-            return _search(options, space, plan, paths, search_only, design, started, began)
+            search = SearchContext(options, space, plan, paths)
+            metadata, design = _begin(search, info, profile, earlier)
+            search_only = tuple(metadata.get("search_only_params", ()))
+            search = dataclasses.replace(search, search_only=search_only)
+            return _search(search, design, metadata, started, began)
         finally:
             if info.is_local:
                 cluster.shutdown()
@@ -132,18 +142,16 @@ def _refuse_existing(paths: ExperimentPaths) -> None:
 
 
 def _search(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    search_only: tuple[str, ...],
+    search: SearchContext,
     design: list[dict[str, Any]],
+    metadata: dict[str, Any],  # as the search started (or resumed)
     started: float,  # time.time() when the search began (after Ray started)
     began: float,  # time.perf_counter() when the command began (--trust-budget's share)
 ) -> SearchOutcome:
+    options, plan, paths = search.options, search.plan, search.paths
     try:
-        with cluster.watch(on_lost=lambda what: _lost_cluster(paths, options, what)):
-            trials, interrupted, fit = _fit(options, space, plan, paths, search_only, design)
+        with cluster.watch(on_lost=lambda what: _lost_cluster(search, what)):
+            trials, interrupted, fit = _fit(search, design, metadata)
     except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
         _mark_interrupted(paths)
         _summary_so_far(paths)
@@ -151,7 +159,7 @@ def _search(
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
         _mark_interrupted(paths)
         what = f"Ray ({error_line(exc, limit=200)})"
-        raise TunerRuntimeError(_lost_message(paths, options, what)) from exc
+        raise TunerRuntimeError(_lost_message(search, what)) from exc
     records = [_record(trial) for trial in trials]
     finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
     ray_ids = {record.trial_id for record in records}
@@ -159,7 +167,7 @@ def _search(
     alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
         trust_s = options.trust_limit_s(time.perf_counter() - began)
-        experiment, answer, after = _after_trials(options, plan, paths, search_only, alone, trust_s)
+        experiment, answer, after = _after_trials(search, alone, trust_s)
     except BaseException:  # a step after the trials failed: the trials' results stay resumable
         _mark_interrupted(paths)
         raise
@@ -176,69 +184,57 @@ def _search(
 
 
 def _begin(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
+    search: SearchContext,
     info: cluster.ClusterInfo,
     profile: SpaceProfile | None,
     earlier: Experiment | None,
-) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Write the metadata the search runs under (a resumed search only marks it running) and
-    print the start line; return the search-only parameters and the start-up design of a new
-    search (after what --warm-start covers)."""
+    print the start line; return the metadata and the start-up design of a new search (after
+    what --warm-start covers)."""
     design: list[dict[str, Any]] = []
     if profile is None:
-        metadata = update_metadata(paths.local, state="running", resumed_at=now())
+        metadata = update_metadata(search.paths.local, state="running", resumed_at=now())
     else:
-        budget = plan.num_samples if plan.num_samples > 0 else None
-        design = startup_design(profile, budget=budget, seed=options.seed)
-        design, warm = warm_start(
-            options, plan, profile, paths, space_name=space.name, design=design, earlier=earlier
-        )
+        seed = search.options.seed
+        design = startup_design(profile, budget=search.plan.sample_budget, seed=seed)
+        design, warm = warm_start(search, profile, design=design, earlier=earlier)
         metadata = {
-            **start_metadata(options, space, plan, paths, info, profile, design),
+            **start_metadata(search, info, profile, design),
             **({"warm_start": warm} if warm else {}),
         }
-        write_metadata(paths.local, metadata)
-    print_start(options, plan, paths, profile)
+        write_metadata(search.paths.local, metadata)
+    print_start(search, profile)
     if metadata.get("warm_start"):
         print(metadata["warm_start"]["summary"], flush=True)
-    return tuple(metadata.get("search_only_params", ())), design
+    return metadata, design
 
 
 def _after_trials(
-    options: SearchOptions,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    search_only: tuple[str, ...],
-    alone: bool,
-    trust_s: float | None,
+    search: SearchContext, alone: bool, trust_s: float | None
 ) -> tuple[Experiment, Answer, dict[str, Any]]:
     """Re-measurement and the technique effects (when the trials finished, each run alone in
     one process; a data-parallel search skips both) within ``trust_s`` seconds together, the
     answer, and what the metadata records of them; Ctrl-C here keeps what was done and says
     which step it stopped."""
-    experiment = load_experiment(paths.local)
+    experiment = load_experiment(search.paths.local)
     answer: Answer | None = None
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
     step, started = "re-measurement", time.perf_counter()
-    share = _REMEASURE_SHARE if options.effects_repeats else 1.0
+    share = _REMEASURE_SHARE if search.options.effects_repeats else 1.0
+    remeasure_s = None if trust_s is None else trust_s * share
     try:
         if alone:
-            failures, info = remeasure_candidates(
-                options, plan, paths, experiment, search_only, _part(trust_s, share)
-            )
+            failures, info = remeasure_candidates(search, experiment, remeasure_s)
             after["remeasure_failures"] = failures
             if info is not None:
                 after["remeasure"] = info
-                experiment = load_experiment(paths.local)  # with the re-measurements
+                experiment = load_experiment(search.paths.local)  # with the re-measurements
         answer = decide(experiment)
         step = "technique effects"
         if alone:
             left = None if trust_s is None else max(0.0, trust_s - time.perf_counter() + started)
-            effects = effects_around(options, plan, paths, experiment, answer, search_only, left)
-            after.update(effects)
+            after.update(effects_around(search, experiment, answer, left))
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
@@ -246,10 +242,6 @@ def _after_trials(
 
 
 _REMEASURE_SHARE = 0.25  # of the trust budget: the effects have 8 arms to the re-measurement's 3
-
-
-def _part(seconds: float | None, share: float) -> float | None:
-    return None if seconds is None else seconds * share
 
 
 def _summary_so_far(paths: ExperimentPaths) -> None:
@@ -278,13 +270,9 @@ def _resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict
 
 
 def _fit(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    search_only: tuple[str, ...],
-    design: list[dict[str, Any]],
+    search: SearchContext, design: list[dict[str, Any]], metadata: dict[str, Any]
 ) -> tuple[list[Any], bool, dict[str, Any]]:
+    options, paths = search.options, search.paths
     # The handle keeps the (non-detached) cache actor alive for the whole fit.
     cache = start_cache(
         paths.local / PROBE_CACHE_FILE,
@@ -293,15 +281,15 @@ def _fit(
         fresh=options.fresh_probes,
         experiment=paths.name,
     )
-    trainable = tune_setup.trainable(options, plan, paths, search_only)
+    trainable = tune_setup.trainable(search)
     if options.resume and tune.Tuner.can_restore(paths.ray_path):
         tuner = tune.Tuner.restore(paths.ray_path, trainable=trainable, resume_unfinished=True)
     else:
         tuner = tune.Tuner(
             trainable,
-            param_space={**plan.workload, "seed": options.seed},
-            tune_config=tune_setup.tune_config(options, space, plan, paths, design),
-            run_config=tune_setup.run_config(options, plan, paths),
+            param_space={**search.plan.workload, "seed": options.seed},
+            tune_config=tune_setup.tune_config(search, design, study_attrs(metadata)),
+            run_config=tune_setup.run_config(search),
         )
     started = time.perf_counter()
     results = tuner.fit()
@@ -319,20 +307,21 @@ def _cache_stats(cache: Any) -> dict[str, Any]:
     return {"probe_cache": stats}
 
 
-def _lost_cluster(paths: ExperimentPaths, options: SearchOptions, what: str) -> NoReturn:
+def _lost_cluster(search: SearchContext, what: str) -> NoReturn:
     """Ray is about to end this driver (its raylet or cluster is gone; from the watch thread):
     say so in one line, mark the experiment resumable, and exit as a runtime error."""
-    print(f"error: {_lost_message(paths, options, what)}", file=sys.stderr, flush=True)
+    print(f"error: {_lost_message(search, what)}", file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
-        _mark_interrupted(paths)
+        _mark_interrupted(search.paths)
     sys.stdout.flush()
     os._exit(EXIT_RUNTIME)
 
 
-def _lost_message(paths: ExperimentPaths, options: SearchOptions, what: str) -> str:
+def _lost_message(search: SearchContext, what: str) -> str:
+    paths = search.paths
     return (
         f"The search lost {what}; the trials that finished are saved in {paths.local}. "
-        f"Continue with: {paths.resume_command(address=options.address)}"
+        f"Continue with: {paths.resume_command(address=search.options.address)}"
     )
 
 

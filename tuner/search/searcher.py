@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +26,10 @@ from ray.tune.search.optuna import OptunaSearch
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
 from tuner.search.samplers import SETS_CONSTRAINTS
-from tuner.units import finite_or_none
+from tuner.units import finite_or_none, json_ready
 
 __all__ = [
     "NO_MEASUREMENT",
-    "RAY_TRIAL_ID_ATTR",
     "STUDY_ATTR_KEYS",
     "ConstrainedOptunaSearch",
     "close_orphans",
@@ -39,7 +37,6 @@ __all__ = [
     "measured_violation",
 ]
 
-RAY_TRIAL_ID_ATTR = STUDY_TRIAL_ID_ATTR
 # What Optuna is told for an objective a COMPLETE trial never measured (the accuracy of a trial
 # its feasibility probe stopped; anything of an OOM before its first step): 0 is the worst value
 # of both maximized objectives, so no client reads it as a best trial, and the trial's memory
@@ -92,7 +89,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         config = super().suggest(trial_id)
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is not None:
-            ot_trial.set_user_attr(RAY_TRIAL_ID_ATTR, trial_id)
+            ot_trial.set_user_attr(STUDY_TRIAL_ID_ATTR, trial_id)
         return config
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -126,7 +123,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         """The trial's user attributes: its measurements, its kind and, failed, why."""
         for key in STUDY_ATTR_KEYS:
             if key in result:
-                ot_trial.set_user_attr(key, _plain(result[key]))
+                ot_trial.set_user_attr(key, json_ready(result[key]))
         ot_trial.set_user_attr(record.KIND, kind)
         if kind == "errored" and not result.get(record.ERROR):
             ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
@@ -157,15 +154,6 @@ def measured_violation(trial: optuna.trial.FrozenTrial) -> float | None:
     """The memory constraint a trial was told with (``None``: told without one)."""
     told = trial.system_attrs.get(_LEGACY_CONSTRAINTS_KEY)
     return float(told[0]) if told else None
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-storable value: numpy scalars become Python, NaN becomes None."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
 
 
 def close_orphans(study_name: str, study_url: str, ray_ids: set[str]) -> list[int]:

@@ -15,9 +15,8 @@ import pandas as pd
 from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
-from tuner.search.experiment import ExperimentPaths
-from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile
+from tuner.search.experiment import ExperimentPaths, SearchContext
+from tuner.search.plan import SpaceProfile
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
 
@@ -28,10 +27,9 @@ SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_image
 SHOWN = 5
 
 
-def print_start(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, profile: SpaceProfile | None
-) -> None:
+def print_start(search: SearchContext, profile: SpaceProfile | None) -> None:
     """The search's start line: what it searches, how, on what, and where its folder is."""
+    options, plan = search.options, search.plan
     samples = "until the time budget" if plan.num_samples < 0 else f"{plan.num_samples} trials"
     gpu = f", {plan.gpus_per_trial:g} GPU" if plan.gpus_per_trial else ""
     shared = " (GPUs SHARED between trials: throughput is distorted)" if plan.gpus_shared else ""
@@ -43,7 +41,7 @@ def print_start(
         f"objective {options.objective}, sampler {options.sampler}, "
         f"{plan.concurrency} at a time, {workers}{plan.cpus_per_trial:g} CPU{gpu} per trial"
         f"{shared}\n"
-        f"Experiment folder: {paths.local}",
+        f"Experiment folder: {search.paths.local}",
         flush=True,
     )
     if profile is not None and profile.pinned:

@@ -19,19 +19,16 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from tuner.objectives import objective_directions, objective_metrics
-from tuner.record import MAX_MEMORY_BYTES
 from tuner.search import data_parallel
-from tuner.search.experiment import ExperimentPaths, environment
+from tuner.search.experiment import ExperimentPaths, SearchContext
 from tuner.search.loggers import logger_callbacks
-from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan
 from tuner.search.progress import ProgressPrinter
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.tracking import trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
-from tuner.spaces import SearchSpace, SpaceSampler
+from tuner.spaces import SpaceSampler
 
 __all__ = [
     "cache_namespace",
@@ -48,18 +45,17 @@ def cache_namespace(paths: ExperimentPaths) -> str:
     return f"tuner-{paths.name}"
 
 
-def trainable(
-    options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths, search_only: tuple[str, ...]
-) -> Any:
+def trainable(search: SearchContext) -> Any:
     """``run_trial`` with the search's context and one trial's resources."""
+    options, plan = search.options, search.plan
     context = TrialContext(
         max_memory_bytes=options.max_memory_bytes,
         probe_steps=options.probe_steps,
         threads=plan.torch_threads,
         device=plan.trial_device,
-        search_only=search_only,
+        search_only=search.search_only,
         speed_repeats=options.speed_repeats,
-        cache_namespace=cache_namespace(paths),
+        cache_namespace=cache_namespace(search.paths),
     )
     if plan.max_world_size > 1:
         return data_parallel.trainable(context, plan, max_failures=options.max_failures)
@@ -68,16 +64,13 @@ def trainable(
 
 
 def tune_config(
-    options: SearchOptions,
-    space: SearchSpace,
-    plan: SearchPlan,
-    paths: ExperimentPaths,
-    design: list[dict[str, Any]],
+    search: SearchContext, design: list[dict[str, Any]], study_attrs: dict[str, Any]
 ) -> tune.TuneConfig:
-    """The Optuna searcher (its study in the experiment folder), concurrency and scheduler."""
-    budget = plan.num_samples if plan.num_samples > 0 else None
+    """The Optuna searcher (its study in the experiment folder, ``study_attrs`` its user
+    attributes), concurrency and scheduler."""
+    options, space, plan = search.options, search.space, search.plan
     searcher = ConstrainedOptunaSearch(
-        study_attrs=_study_attrs(options, space, plan),
+        study_attrs=study_attrs,
         space=SpaceSampler(space.ref, plan.cuda, plan.fixed or None),
         points_to_evaluate=design or None,
         metric=objective_metrics(options.objective),
@@ -85,16 +78,16 @@ def tune_config(
         sampler=make_sampler(
             options.sampler,
             seed=options.seed,
-            budget=budget,
+            budget=plan.sample_budget,
             concurrency=plan.concurrency,
             grid=space.grid,
         ),
-        study_name=paths.name,
-        storage=optuna.storages.RDBStorage(paths.study_url),
+        study_name=search.paths.name,
+        storage=optuna.storages.RDBStorage(search.paths.study_url),
     )
     return tune.TuneConfig(
         search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
-        scheduler=_scheduler(options, plan),
+        scheduler=_scheduler(search),
         num_samples=plan.num_samples,
         time_budget_s=options.search_time_budget_s,
         # One worker process serves trial after trial: no process start and imports between
@@ -105,16 +98,16 @@ def tune_config(
     )
 
 
-def run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths) -> Any:
+def run_config(search: SearchContext) -> Any:
     """Storage, failure policy, checkpoints kept, and the callbacks (progress, loggers)."""
-    total = plan.num_samples if plan.num_samples > 0 else None
+    options, plan, paths = search.options, search.plan, search.paths
     return tune.RunConfig(
         name=paths.name,
         storage_path=paths.storage,
         failure_config=tune.FailureConfig(max_failures=options.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
-            ProgressPrinter(total=total),
+            ProgressPrinter(total=plan.sample_budget),
             *logger_callbacks(
                 mlflow_uri=options.mlflow,
                 wandb_project=options.wandb,
@@ -128,9 +121,10 @@ def run_config(options: SearchOptions, plan: SearchPlan, paths: ExperimentPaths)
     )
 
 
-def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
+def _scheduler(search: SearchContext) -> TrialScheduler:
     """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
     ASHA for a single objective; every trial to its end with --no-early-stopping."""
+    options = search.options
     if not options.early_stopping:
         return FIFOScheduler()
     metrics = objective_metrics(options.objective)
@@ -138,7 +132,7 @@ def _scheduler(options: SearchOptions, plan: SearchPlan) -> TrialScheduler:
         return ParetoASHA(
             metrics=metrics,
             directions=objective_directions(options.objective),
-            max_reports=_evaluations(plan.workload),
+            max_reports=_evaluations(search.plan.workload),
         )
     return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
 
@@ -149,25 +143,6 @@ def _evaluations(workload: dict[str, Any]) -> int | None:
     if workload.get("epochs") or not steps or not every:
         return None
     return math.ceil(steps / every)
-
-
-def _study_attrs(options: SearchOptions, space: SearchSpace, plan: SearchPlan) -> dict[str, Any]:
-    """What optuna-dashboard shows about the study: the question and the machine."""
-    env = environment()
-    return {
-        "space": space.name,
-        "workload_kind": plan.workload_kind,
-        "workload": plan.workload,
-        "objective": options.objective,
-        MAX_MEMORY_BYTES: options.max_memory_bytes,
-        "hardware": {
-            "host": env["host"],
-            "gpus": env["driver_gpus"],
-            "gpus_per_trial": plan.gpus_per_trial,
-            "cpus_per_trial": plan.cpus_per_trial,
-        },
-        "versions": {k: env[k] for k in ("torch", "cuda", "timm", "ray", "optuna")},
-    }
 
 
 def quiet_ray(*, verbose: bool) -> None:

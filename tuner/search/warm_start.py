@@ -36,7 +36,7 @@ from tuner.errors import TunerError
 from tuner.experiment import STUDY_TRIAL_ID_ATTR, Experiment, load_experiment, memory_limit
 from tuner.objectives import memory_violation, objective_directions, objective_metrics
 from tuner.record import MEMORY_VIOLATION
-from tuner.search.experiment import ExperimentPaths
+from tuner.search.experiment import ExperimentPaths, SearchContext
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.searcher import constraint_arguments, measured_violation
@@ -96,12 +96,9 @@ class WarmStart:
 
 
 def warm_start(
-    options: SearchOptions,
-    plan: SearchPlan,
+    search: SearchContext,
     profile: SpaceProfile,
-    paths: ExperimentPaths,
     *,
-    space_name: str,
     design: Sequence[Mapping[str, Any]],
     earlier: Experiment | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -112,7 +109,10 @@ def warm_start(
     Raises:
         TunerError: as :func:`load_warm_start`, before anything is written.
     """
-    warm = load_warm_start(options, plan, profile, space_name=space_name, earlier=earlier)
+    options, paths = search.options, search.paths
+    warm = load_warm_start(
+        options, search.plan, profile, space_name=search.space.name, earlier=earlier
+    )
     if warm is None:
         return [dict(row) for row in design], None
     left = warm.uncovered(design)
