@@ -30,9 +30,9 @@ from tuner.engine.distributed import World
 from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, environment
 from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, RunState, load_state, make_state
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
 
-__all__ = ["probe", "train"]
+__all__ = ["Diverged", "batches", "failure", "probe", "train", "train_step"]
 
 OnEval = Callable[[Progress], Any]
 # Called once, early in a run, with the result so far (memory counted, a first throughput
@@ -136,7 +136,7 @@ def _execute(
     except TunerError:
         raise
     except Exception as exc:  # a failing run is a result; the traceback is dropped here
-        status, error = _classify(exc)
+        status, error = failure(exc)
     result = _result(parts, state, status, error, device, memory, started)
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
     # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
@@ -156,7 +156,7 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
     schedule, meter, start = parts.schedule, parts.throughput, state.step
     count_memory_at = start + _memory_step(parts, start)  # the last warm-up step
     probe_at = count_memory_at + hooks.probe_steps if hooks.on_probe else None
-    batches = _batches(parts, state)
+    batch_stream = batches(parts, state)
     progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
     stop = False
     meter.start()
@@ -165,11 +165,11 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
         while not stop and _progress(parts, state) < 1.0:
             tick = time.perf_counter()
             state.first_step_unix_s = state.first_step_unix_s or time.time()
-            images, labels = next(batches)
+            images, labels = next(batch_stream)
             waited = time.perf_counter() - tick
             lr = schedule.lr_at(_progress(parts, state, ahead=1))
             counted = state.step + 1 == count_memory_at
-            state.losses.append(_step(parts, images, labels, lr, count_memory=counted))
+            state.losses.append(train_step(parts, images, labels, lr, count_memory=counted))
             state.step += 1
             meter.step(state.step - start, labels.shape[0], waited)
             progress.update(1)
@@ -215,7 +215,7 @@ def _memory_step(parts: RunParts, start: int) -> int:
     return max(1, min(parts.warmup_steps, left))
 
 
-def _batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Batches forever: at each epoch boundary a new pass over that epoch's shuffle."""
     per_epoch = parts.schedule.steps_per_epoch
     while True:
@@ -228,7 +228,7 @@ def _batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, t
                 break
 
 
-def _step(
+def train_step(
     parts: RunParts, images: torch.Tensor, labels: torch.Tensor, lr: float, *, count_memory: bool
 ) -> torch.Tensor:
     cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler
@@ -328,8 +328,9 @@ def evaluate(parts: RunParts) -> tuple[float, float, int]:
     return correct / max(seen, 1), total_loss / max(seen, 1), int(seen)
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
-    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
+def failure(exc: BaseException) -> tuple[str, str]:
+    """A failed run's ``(status, error)``: ``diverged``, ``oom`` or ``error``, and one line."""
+    message = error_line(exc, limit=500)
     if isinstance(exc, Diverged):
         return "diverged", str(exc)
     if isinstance(exc, UnreadableImage):  # the file's name, not the loader worker's traceback

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 from tuner.config import TrainConfig
-from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
+from tuner.engine.build import RunParts, build_parts, resolve_device
 from tuner.engine.distributed import World
-from tuner.engine.loop import Diverged, _batches, _classify, _step
+from tuner.engine.loop import Diverged, batches, failure, train_step
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
 from tuner.engine.state import RunState
@@ -49,7 +49,7 @@ class WindowRun:
         self._memory = MemoryMeter(device)
         self._parts: RunParts | None = build_parts(config, device, self._memory)
         self._state = RunState()
-        self._batches: Iterator[Any] = _batches(self._parts, self._state)
+        self._batches: Iterator[Any] = batches(self._parts, self._state)
         self._planned = max(1, planned_steps)
         loader = self._parts.data.train_loader
         workers = getattr(loader, "num_workers", 0)  # a DataLoader's; other loaders: none
@@ -62,9 +62,7 @@ class WindowRun:
         """The warm-up steps (compile included), memory counted on the last; a failure's result
         (the arm is then out), else ``None``."""
         parts = self._live()
-        count = max(
-            1, parts.warmup_steps, COMPILE_WARMUP_STEPS if parts.config.compile != "off" else 0
-        )
+        count = max(1, parts.warmup_steps)  # the build raised it for compile's warm-up
         try:
             for i in range(count):
                 self._one_step(count_memory=i == count - 1)
@@ -120,7 +118,7 @@ class WindowRun:
         images, labels = next(self._batches)
         waited = time.perf_counter() - tick
         lr = parts.schedule.lr_at(min(1.0, (state.step + 1) / self._planned))
-        state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
+        state.losses.append(train_step(parts, images, labels, lr, count_memory=count_memory))
         state.step += 1
         return waited
 
@@ -130,7 +128,7 @@ class WindowRun:
             raise Diverged(f"training loss became non-finite by step {self._state.step}")
 
     def _fail(self, exc: BaseException) -> RunResult:
-        status, error = _classify(exc)
+        status, error = failure(exc)
         self.failed = self._result(status=status, error=error)
         self.close()  # the arm is out: what it built goes
         return self.failed
@@ -151,5 +149,5 @@ class WindowRun:
 
 def failed_build(exc: BaseException) -> RunResult:
     """The result of a build that failed for a reason other than bad input (out of memory)."""
-    status, error = _classify(exc)
+    status, error = failure(exc)
     return RunResult(status=status, error=error)
