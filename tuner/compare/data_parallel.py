@@ -18,7 +18,6 @@ note (on a CPU DataParallel just calls the module: there is nothing to measure).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from functools import partial
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.compare._arms import Arm
+from tuner.compare._process import child_env, run_json
 from tuner.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -92,20 +92,12 @@ def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:
 def _run(command: list[str]) -> RunResult:
     """One run in fresh processes; its last stdout line is a RunResult's JSON. A process that
     fails or hangs is a failed run, never an exception (like the engine's own failures)."""
-    from tuner.compare.fidelity import _child_env
     from tuner.engine import RunResult
 
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=_child_env(None), timeout=_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return RunResult(status="error", error=f"timed out after {_TIMEOUT_S} s")
-    lines = done.stdout.strip().splitlines()
-    if not lines or not lines[-1].startswith("{"):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return RunResult(status="error", error=f"exit {done.returncode}: {tail}"[:500])
-    return RunResult(**json.loads(lines[-1]))
+    measured = run_json(command, env=child_env(), timeout=_TIMEOUT_S, limit=500)
+    if isinstance(measured, str):
+        return RunResult(status="error", error=measured)
+    return RunResult(**measured)
 
 
 def _main(argv: list[str]) -> None:

@@ -190,10 +190,7 @@ def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]
         for row in kept[1:]:
             row["kept"] = False
         kept = kept[:1]
-    settings: dict[str, Any] = {}
-    for row in kept:
-        settings.update(row["changes"])
-    return settings
+    return combination(kept)
 
 
 def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:

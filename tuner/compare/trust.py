@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import Arm, interleave, paired, plan_toggles
-from tuner.compare._interleave import _row
+from tuner.compare._interleave import measurement_row
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import paired_ratio
@@ -130,7 +130,7 @@ def _measure(
             return None
 
     def record(repeat: int, arm: Arm, result: Any) -> None:
-        rows.append(_row(arm, repeat, result))
+        rows.append(measurement_row(arm, repeat, result))
 
     def keep_going(repeat: int, _slowest: float) -> bool:
         now, limit = time.perf_counter(), budget.time_limit_s
