@@ -132,11 +132,7 @@ def _pick_text(
     row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
 ) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
-    title = (
-        " and ".join(names.get(m, m) for m in metrics)
-        if len(metrics) > 1
-        else names.get(metrics[0], metrics[0])
-    )
+    title = " and ".join(names.get(m, m) for m in metrics)
     if len(metrics) == len(answer.best) and len(metrics) > 1:
         title = "Best on both"
     source = (
@@ -164,16 +160,11 @@ def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
         return "The recommended config already is the plain loop (no speed technique on)."
     interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
     plain = f"{gain['plain_images_per_second']:,.0f} images/s"
+    over = f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) the"
     if gain["tie"]:
-        return (
-            f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-            f"the recommendation is **not measurably faster**: {interval}."
-        )
+        return f"{over} recommendation is **not measurably faster**: {interval}."
     word = "faster" if gain["ratio"] > 1 else "slower"
-    return (
-        f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-        f"the recommendation is **{interval} {word}** (paired, interleaved)."
-    )
+    return f"{over} recommendation is **{interval} {word}** (paired, interleaved)."
 
 
 def _no_pick(experiment: Experiment) -> str:

@@ -25,7 +25,7 @@ from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.report.document import Section, Table, estimate_text
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.stats import Estimate, median_interval
-from tuner.units import as_number
+from tuner.units import as_number, interval_text
 
 __all__ = ["scaling_section"]
 
@@ -101,9 +101,8 @@ def _efficiency(estimate: Estimate, size: int, base: Estimate, base_size: int) -
     value = estimate.median / (size * per_base)
     low = estimate.low / (size * base.high / base_size)
     high = estimate.high / (size * base.low / base_size)
-    if any(math.isnan(v) for v in (low, high)):
-        return f"{value:.2f}"
-    return f"{value:.2f} [{low:.2f}–{high:.2f}]"
+    interval = interval_text(low, high)
+    return f"{value:.2f} {interval}" if interval else f"{value:.2f}"
 
 
 def _recommended_gain(

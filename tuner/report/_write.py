@@ -22,6 +22,7 @@ from tuner.experiment import (
     load_experiment,
     memory_limit,
     speed_settings_of,
+    study_distributions,
     write_trials_csv,
 )
 from tuner.record import (
@@ -37,7 +38,7 @@ from tuner.record import (
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
-from tuner.report._importance import distributions, param_importances
+from tuner.report._importance import param_importances
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS as EFFECTS_STEP
@@ -228,7 +229,9 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
-    unseen = _effects.not_tried(trials, experiment.searched_names, distributions(experiment.study))
+    unseen = _effects.not_tried(
+        trials, experiment.searched_names, study_distributions(experiment.study)
+    )
     for what, values in unseen.items():
         listed = ", ".join(user(v) for v in values)
         section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
