@@ -268,8 +268,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     for kind in KINDS:
         e = report["images_per_second"][kind]
-        low, high = as_number(e["low"]), as_number(e["high"])
-        spread = interval_text(low, high, "{:,.1f}".format)
+        spread = interval_text(e["low"], e["high"], "{:,.1f}".format)
         median = f"{as_number(e['median']):,.1f}" + (f" {spread}" if spread else "")
         lines.append(f"| {kind} | {median} (n={e['n']}) |")
     lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]

@@ -32,7 +32,7 @@ from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError, error_line
 
-__all__ = ["Diverged", "batches", "failure", "probe", "train", "train_step"]
+__all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train"]
 
 OnEval = Callable[[Progress], Any]
 # Called once, early in a run, with the result so far (memory counted, a first throughput
@@ -163,15 +163,11 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
     state.start_clock()
     try:
         while not stop and _progress(parts, state) < 1.0:
-            tick = time.perf_counter()
             state.first_step_unix_s = state.first_step_unix_s or time.time()
-            images, labels = next(batch_stream)
-            waited = time.perf_counter() - tick
             lr = schedule.lr_at(_progress(parts, state, ahead=1))
             counted = state.step + 1 == count_memory_at
-            state.losses.append(train_step(parts, images, labels, lr, count_memory=counted))
-            state.step += 1
-            meter.step(state.step - start, labels.shape[0], waited)
+            waited, images = take_step(parts, state, batch_stream, lr, count_memory=counted)
+            meter.step(state.step - start, images, waited)
             progress.update(1)
             if len(state.losses) >= WINDOW_STEPS:
                 _flush(parts, state, progress)
@@ -228,7 +224,19 @@ def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, to
                 break
 
 
-def train_step(
+def take_step(
+    parts: RunParts, state: RunState, batches: Iterator[Any], lr: float, *, count_memory: bool
+) -> tuple[float, int]:
+    """One training step on the next batch; the seconds spent waiting for it, and its images."""
+    tick = time.perf_counter()
+    images, labels = next(batches)
+    waited = time.perf_counter() - tick
+    state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
+    state.step += 1
+    return waited, labels.shape[0]
+
+
+def _step(
     parts: RunParts, images: torch.Tensor, labels: torch.Tensor, lr: float, *, count_memory: bool
 ) -> torch.Tensor:
     cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler

@@ -29,7 +29,7 @@ import torch
 from tuner.config import TrainConfig
 from tuner.engine.build import RunParts, build_parts, resolve_device
 from tuner.engine.distributed import World
-from tuner.engine.loop import Diverged, batches, failure, train_step
+from tuner.engine.loop import Diverged, batches, failure, take_step
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
 from tuner.engine.state import RunState
@@ -114,13 +114,8 @@ class WindowRun:
         """One training step at the schedule's lr for its place in the planned steps; the
         seconds spent waiting for its batch."""
         parts, state = self._live(), self._state
-        tick = time.perf_counter()
-        images, labels = next(self._batches)
-        waited = time.perf_counter() - tick
         lr = parts.schedule.lr_at(min(1.0, (state.step + 1) / self._planned))
-        state.losses.append(train_step(parts, images, labels, lr, count_memory=count_memory))
-        state.step += 1
-        return waited
+        return take_step(parts, state, self._batches, lr, count_memory=count_memory)[0]
 
     def _check_loss(self) -> None:
         losses, self._state.losses = self._state.losses, []
