@@ -85,8 +85,8 @@ def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:
         path = Path(folder) / "config.json"
         path.write_text(json.dumps(config.to_dict()))
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        return _run([*launch, f"--nproc-per-node={gpus}", "-m", "tuner", "train", "--config",
-                     str(path), "--json"])  # fmt: skip
+        train = ["-m", "tuner", "train", "--config", str(path), "--json"]
+        return _run([*launch, f"--nproc-per-node={gpus}", *train])
 
 
 def _run(command: list[str]) -> RunResult:

@@ -161,18 +161,19 @@ def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
         return [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict()), str(steps)]
     from tuner.engine.build import resolve_device
 
-    return [
-        sys.executable, "-m", "tuner.compare.minimal_loop",
-        "--model", config.model,
-        "--model-kwargs", json.dumps(dict(config.model_kwargs)),
-        "--img-size", str(config.img_size),
-        "--batch-size", str(config.batch_size),
-        "--num-classes", str(config.num_classes or 1000),
-        "--amp", config.amp,
-        "--steps", str(steps),
-        "--warmup-steps", str(config.warmup_steps),
-        "--device", str(resolve_device(config.device)),
-    ]  # fmt: skip
+    flags = {
+        "--model": config.model,
+        "--model-kwargs": json.dumps(dict(config.model_kwargs)),
+        "--img-size": config.img_size,
+        "--batch-size": config.batch_size,
+        "--num-classes": config.num_classes or 1000,
+        "--amp": config.amp,
+        "--steps": steps,
+        "--warmup-steps": config.warmup_steps,
+        "--device": resolve_device(config.device),
+    }
+    words = [word for flag, value in flags.items() for word in (flag, str(value))]
+    return [sys.executable, "-m", "tuner.compare.minimal_loop", *words]
 
 
 def _engine_worker(argv: Sequence[str]) -> None:
@@ -182,13 +183,14 @@ def _engine_worker(argv: Sequence[str]) -> None:
     config = TrainConfig.from_params(json.loads(argv[0]))
     result = probe(config, steps=int(argv[1]))
     mean = config.batch_size / result.step_time_s if result.step_time_s else math.nan
-    print(json.dumps({
+    measured = {
         "status": result.status,
         "error": result.error or "",
         "images_per_second": result.images_per_second or math.nan,
         "images_per_second_mean": mean,
         "effective": result.effective,
-    }))  # fmt: skip
+    }
+    print(json.dumps(measured))
 
 
 def _rate(run: dict[str, Any]) -> float:
@@ -281,8 +283,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
     planned = report.get("repeats_planned", report["repeats"])
     if report["repeats"] < planned:
-        lines += ["", f"Only {report['repeats']} of the {planned} planned pairs ran: the check's "
-                  "time limit would have been passed."]  # fmt: skip
+        ran = f"Only {report['repeats']} of the {planned} planned pairs ran"
+        lines += ["", f"{ran}: the check's time limit would have been passed."]
     lines += ["", report["verdict"], ""]
     return "\n".join(lines)
 

@@ -51,8 +51,8 @@ def pareto_plot(
         label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
         xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
         if kind == "ok":
-            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), fmt=marker,
-                        color=color, label=label, capsize=3, lw=0.8, zorder=2)  # fmt: skip
+            style = dict(fmt=marker, color=color, label=label, capsize=3, lw=0.8, zorder=2)
+            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), **style)
         else:
             ax.scatter(xs, ys, marker=marker, c=color, label=label, zorder=2)
         points += _points(label, group, xs, ys)
