@@ -52,17 +52,10 @@ def arms(base: TrainConfig, *, gpus: int) -> list[Arm]:
     per_worker = base.replace(device="cuda")
     whole = {"batch_size": gpus * base.batch_size, "lr": gpus * base.lr}
     first = f"DataParallel x{gpus}"
+    ddp = partial(_ddp_run, gpus=gpus)
     return [
         Arm(first, GROUP, per_worker.replace(**whole), whole, measure=_dataparallel_run),
-        Arm(
-            f"DDP x{gpus}",
-            GROUP,
-            per_worker,
-            {"world_size": gpus},
-            first,
-            first,
-            measure=partial(_ddp_run, gpus=gpus),
-        ),
+        Arm(f"DDP x{gpus}", GROUP, per_worker, {"world_size": gpus}, first, first, measure=ddp),
     ]
 
 

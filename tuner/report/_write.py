@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
-from tuner.compare.trust import ended_text
+from tuner.compare.trust import measured_text
 from tuner.experiment import (
     EFFECTS_FILE,
     METADATA_FILE,
@@ -167,7 +167,7 @@ def _techniques(
         return section
     section.blocks.append(
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
-        f"change, measured interleaved with the recommended config itself, {_how_measured(info)}; "
+        f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
         "changes are paired by round, with 95% intervals. **No measurable effect** means the "
         "interval contains no change: on this machine the difference is inside the noise, and "
         "+-X % says how large an effect could still hide in it. "
@@ -184,15 +184,6 @@ def _techniques(
     if left:
         section.blocks.append("\n".join(f"- not compared: {user(line)}" for line in left))
     return section
-
-
-def _how_measured(info: Mapping[str, Any]) -> str:
-    """How the comparison ran and ended (tuner.compare.trust's record of it)."""
-    rounds = info.get("repeats_done")
-    if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
-        return "in short fresh runs, repeated"
-    kind = "windows of one build per arm" if "windows" in str(info.get("method")) else "fresh runs"
-    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}"
 
 
 def _reference_note(answer: Answer) -> str:
