@@ -82,18 +82,16 @@ def _by_world_size(trials: pd.DataFrame) -> pd.DataFrame:
 def _throughput_table(by_size: pd.DataFrame) -> pd.DataFrame:
     base: Estimate = by_size["estimate"].iloc[0]
     base_size = int(by_size[_SIZE].iloc[0])
-    rows = []
-    for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False):
-        rows.append(
-            {
-                _SIZE: size,
-                "trials": count,
-                "images/s": estimate.format(",.0f"),
-                "per worker": f"{estimate.median / size:,.0f}",
-                "scaling efficiency": _efficiency(estimate, size, base, base_size),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            _SIZE: size,
+            "trials": count,
+            "images/s": estimate.format(",.0f"),
+            "per worker": f"{estimate.median / size:,.0f}",
+            "scaling efficiency": _efficiency(estimate, size, base, base_size),
+        }
+        for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False)
+    )
 
 
 def _efficiency(estimate: Estimate, size: int, base: Estimate, base_size: int) -> str:

@@ -130,19 +130,17 @@ def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
 
 
 def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for _, row in front.iterrows():
-        rows.append(
-            {
-                TRIAL_ID: row[TRIAL_ID],
-                "images/s": estimate_text(row, "images_per_second", ",.0f"),
-                "throughput from": row["throughput_source"],
-                "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
-                "peak memory": format_bytes(row.get("peak_memory_bytes")),
-                **_config_columns(experiment, row),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            TRIAL_ID: row[TRIAL_ID],
+            "images/s": estimate_text(row, "images_per_second", ",.0f"),
+            "throughput from": row["throughput_source"],
+            "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
+            "peak memory": format_bytes(row.get("peak_memory_bytes")),
+            **_config_columns(experiment, row),
+        }
+        for _, row in front.iterrows()
+    )
 
 
 def _config_columns(experiment: Experiment, row: pd.Series) -> dict[str, Any]:
