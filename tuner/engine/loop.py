@@ -24,7 +24,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from tuner.config import TrainConfig
-from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
+from tuner.engine.build import RunParts, build_parts, resolve_device, warmup_steps_of
 from tuner.engine.data import UnreadableImage, normalize
 from tuner.engine.distributed import World
 from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, environment
@@ -94,9 +94,11 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     """
     if steps < 1:
         raise TunerError(f"probe steps={steps} must be at least 1.")
-    warmup = max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
     only_steps = config.replace(
-        steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
+        steps=warmup_steps_of(config) + steps,
+        epochs=None,
+        time_budget_s=None,
+        eval_every_steps=None,
     )
     return _execute(only_steps, _Hooks(None, None, 0, evaluate=False), None, False)
 
