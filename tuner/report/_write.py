@@ -42,7 +42,7 @@ from tuner.report._importance import param_importances
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress, progress_of, remeasure_failures
+from tuner.report._status import Progress, progress_of
 from tuner.report.document import (
     Details,
     Section,
@@ -297,7 +297,6 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
 def _details(experiment: Experiment, progress: Progress) -> Section:
     meta = experiment.metadata
     trials = experiment.trials
-    failures = remeasure_failures(experiment)
     summary = "\n".join(
         [
             f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
@@ -311,7 +310,7 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
-            f", {plural(sum(int(f['runs']) for f in failures), 'failed run')})",
+            f", {plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
             # --warm-start: how many of the study's trials came from which experiment
             *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]
