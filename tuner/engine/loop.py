@@ -32,7 +32,7 @@ from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError, error_line
 
-__all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train"]
+__all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train", "what_ran"]
 
 OnEval = Callable[[Progress], Any]
 # Called once, early in a run, with the result so far (memory counted, a first throughput
@@ -388,8 +388,12 @@ def _result(
         train_time_s=train_time_s,
         first_step_unix_s=state.first_step_unix_s,
         skipped_images=parts.data.skipped_images,
-        effective=dict(parts.effective, warmup_steps=parts.warmup_steps),
-        notes=list(parts.notes),
         num_parameters=sum(p.numel() for p in parts.model.parameters()),
-        config=cfg.to_dict(),
+        **what_ran(parts),
     )
+
+
+def what_ran(parts: RunParts) -> dict[str, Any]:
+    """A result's record of what ran: the effective settings, the fallbacks' notes, the config."""
+    effective = dict(parts.effective, warmup_steps=parts.warmup_steps)
+    return {"effective": effective, "notes": list(parts.notes), "config": parts.config.to_dict()}

@@ -29,7 +29,7 @@ import torch
 from tuner.config import TrainConfig
 from tuner.engine.build import RunParts, build_parts, resolve_device
 from tuner.engine.distributed import World
-from tuner.engine.loop import Diverged, batches, failure, take_step
+from tuner.engine.loop import Diverged, batches, failure, take_step, what_ran
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
 from tuner.engine.state import RunState
@@ -133,12 +133,7 @@ class WindowRun:
         memory = self._memory.read(World.current())
         extra: dict[str, Any] = {}
         if parts is not None:
-            extra = {
-                "effective": dict(parts.effective, warmup_steps=parts.warmup_steps),
-                "notes": list(parts.notes),
-                "global_batch_size": parts.config.batch_size,
-                "config": parts.config.to_dict(),
-            }
+            extra = {**what_ran(parts), "global_batch_size": parts.config.batch_size}
         return RunResult(**fields, **memory, **self._environment, steps=self._state.step, **extra)
 
 
