@@ -74,7 +74,7 @@ def test_only_re_measured_candidates_can_be_picked_and_ties_come_from_pairs() ->
     )
     assert answer.remeasured and "c" not in set(answer.front["trial_id"])
     assert answer.picks is not None and answer.picks.throughput.tie
-    assert not answer.picks.accuracy_tie  # 0.80 vs 0.50 on 1000 images each
+    assert not answer.picks.accuracy.tie  # 0.80 vs 0.50 on 1000 images each
     assert answer.recommended is not None and answer.recommended["trial_id"] == "b"
 
 

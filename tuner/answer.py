@@ -63,14 +63,6 @@ class PairVerdict:
     accuracy: Change  # faster minus slower
 
     @property
-    def accuracy_difference(self) -> float:
-        return self.accuracy.value
-
-    @property
-    def accuracy_tie(self) -> bool:
-        return self.accuracy.tie
-
-    @property
     def same_within_noise(self) -> bool:
         return self.throughput.tie and self.accuracy.tie
 

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.units import interval_text
+from tuner.units import interval_text, is_finite
 
 __all__ = [
     "CONFIDENCE",
@@ -126,25 +126,24 @@ def median_interval(values: Sequence[float | None]) -> Estimate:
     return Estimate(median, xs[k - 1], xs[n - k], n, coverage)
 
 
+def _finite_pairs(
+    reference: Sequence[float | None], other: Sequence[float | None]
+) -> list[tuple[float, float]]:
+    """The pairs whose two values are both finite numbers."""
+    pairs = zip(reference, other, strict=True)
+    return [(float(a), float(b)) for a, b in pairs if is_finite(a) and is_finite(b)]
+
+
 def paired_ratio(reference: Sequence[float | None], other: Sequence[float | None]) -> Change:
     """``other / reference`` over pairs measured together (NaN pairs are dropped)."""
-    logs = [
-        math.log(b / a)
-        for a, b in zip(reference, other, strict=True)
-        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
-        and a > 0 and b > 0
-    ]  # fmt: skip
+    logs = [math.log(b / a) for a, b in _finite_pairs(reference, other) if a > 0 and b > 0]
     mean, low, high = _t_interval(logs)
     return Change(math.exp(mean), math.exp(low), math.exp(high), len(logs), 1.0)
 
 
 def paired_difference(reference: Sequence[float | None], other: Sequence[float | None]) -> Change:
     """``other - reference`` over pairs measured together (NaN pairs are dropped)."""
-    diffs = [
-        float(b) - float(a)
-        for a, b in zip(reference, other, strict=True)
-        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
-    ]
+    diffs = [b - a for a, b in _finite_pairs(reference, other)]
     mean, low, high = _t_interval(diffs)
     return Change(mean, low, high, len(diffs), 0.0)
 

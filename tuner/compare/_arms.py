@@ -60,15 +60,9 @@ def plan_ladder(
             for k, v in rung.changes.items()
             if previous is None or previous.config.to_dict()[k] != v
         }
+        reference = previous.name if previous else None
         arms.append(
-            Arm(
-                rung.name,
-                "ladder",
-                base.replace(**rung.changes),
-                changes,
-                previous.name if previous else None,
-                "plain",
-            )
+            Arm(rung.name, "ladder", base.replace(**rung.changes), changes, reference, "plain")
         )
     return arms, left_out
 
@@ -105,20 +99,11 @@ def plan_toggles(
             left_out.append(f"{entry.field}: needs CUDA")
         for target in targets:
             changes = entry.settings(target)
-            arms.append(
-                Arm(
-                    _toggle_name(entry.field, target),
-                    "effects",
-                    config.replace(**changes),
-                    changes,
-                    REFERENCE,
-                )
-            )
-    plain_changes = plain_loop(config)
-    if plain_changes:
-        arms.append(
-            Arm(PLAIN, "effects", config.replace(**plain_changes), plain_changes, REFERENCE)
-        )
+            name = _toggle_name(entry.field, target)
+            arms.append(Arm(name, "effects", config.replace(**changes), changes, REFERENCE))
+    plain = plain_loop(config)
+    if plain:
+        arms.append(Arm(PLAIN, "effects", config.replace(**plain), plain, REFERENCE))
     return arms, left_out
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -13,6 +12,7 @@ import pandas as pd
 from tuner.compare._arms import Arm
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.units import as_number
 
 __all__ = ["check_repeats", "fallbacks", "interleave", "paired", "run_interleaved"]
 
@@ -101,7 +101,7 @@ def run_interleaved(
             return None
 
     def record(repeat: int, arm: Arm, result: Any) -> None:
-        rows.append(_row(arm, repeat, result))
+        rows.append(measurement_row(arm, repeat, result))
         if on_run is not None:
             on_run(repeat, arm, rows[-1])
 
@@ -139,7 +139,8 @@ def paired(
     return mine.loc[common], theirs.loc[common]
 
 
-def _row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
+def measurement_row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
+    """One measurement of ``arm`` (a RunResult) as a row of a comparison's runs table."""
     r = result.to_dict()
     return {
         "arm": arm.name,
@@ -149,17 +150,17 @@ def _row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
         "changes": json.dumps(dict(arm.changes), sort_keys=True),
         "repeat": repeat,
         "status": r["status"],
-        "images_per_second": _nan(r.get("images_per_second")),
-        "step_time_s": _nan(r.get("step_time_s")),
-        "peak_memory_bytes": _nan(r.get("peak_memory_bytes")),
-        "peak_memory_allocated_bytes": _nan(r.get("peak_memory_allocated_bytes")),
+        "images_per_second": as_number(r.get("images_per_second")),
+        "step_time_s": as_number(r.get("step_time_s")),
+        "peak_memory_bytes": as_number(r.get("peak_memory_bytes")),
+        "peak_memory_allocated_bytes": as_number(r.get("peak_memory_allocated_bytes")),
         "memory_kind": r.get("memory_kind") or "",
-        "val_accuracy": _nan(r.get("val_accuracy")),
+        "val_accuracy": as_number(r.get("val_accuracy")),
         "val_images": r.get("val_images") or 0,
-        "train_loss": _nan(r.get("train_loss")),
-        "data_wait_fraction": _nan(r.get("data_wait_fraction")),
-        "train_time_s": _nan(r.get("train_time_s")),
-        "wall_time_s": _nan(r.get("wall_time_s")),
+        "train_loss": as_number(r.get("train_loss")),
+        "data_wait_fraction": as_number(r.get("data_wait_fraction")),
+        "train_time_s": as_number(r.get("train_time_s")),
+        "wall_time_s": as_number(r.get("wall_time_s")),
         "fell_back": "; ".join(fallbacks(arm.changes, r.get("effective", {}), r.get("notes", []))),
         "error": r.get("error") or "",
         "device": r.get("device", ""),
@@ -173,7 +174,3 @@ def fallbacks(
     """The engine's notes about ``changes`` that did not take effect (what actually ran)."""
     missed = [k for k, v in changes.items() if k in effective and effective[k] != v]
     return [n for n in notes if any(k in n for k in missed)] or [f"{k} not applied" for k in missed]
-
-
-def _nan(value: Any) -> float:
-    return math.nan if value is None else float(value)

@@ -106,11 +106,8 @@ def _norm_arms(base: TrainConfig, groups: Sequence[int]) -> list[Arm]:
     arms = [Arm("batchnorm", "norm", base.replace(norm="batch"), {"norm": "batch"})]
     for g in groups:
         changes = {"norm": "group", "gn_groups": int(g)}
-        arms.append(
-            Arm(
-                f"groupnorm/{g}", "norm", base.replace(**changes), changes, "batchnorm", "batchnorm"
-            )
-        )
+        config = base.replace(**changes)
+        arms.append(Arm(f"groupnorm/{g}", "norm", config, changes, "batchnorm", "batchnorm"))
     return arms
 
 

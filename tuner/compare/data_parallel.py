@@ -18,7 +18,6 @@ note (on a CPU DataParallel just calls the module: there is nothing to measure).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from functools import partial
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuner.compare._arms import Arm
+from tuner.compare._process import child_env, run_json
 from tuner.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -52,17 +52,10 @@ def arms(base: TrainConfig, *, gpus: int) -> list[Arm]:
     per_worker = base.replace(device="cuda")
     whole = {"batch_size": gpus * base.batch_size, "lr": gpus * base.lr}
     first = f"DataParallel x{gpus}"
+    ddp = partial(_ddp_run, gpus=gpus)
     return [
         Arm(first, GROUP, per_worker.replace(**whole), whole, measure=_dataparallel_run),
-        Arm(
-            f"DDP x{gpus}",
-            GROUP,
-            per_worker,
-            {"world_size": gpus},
-            first,
-            first,
-            measure=partial(_ddp_run, gpus=gpus),
-        ),
+        Arm(f"DDP x{gpus}", GROUP, per_worker, {"world_size": gpus}, first, first, measure=ddp),
     ]
 
 
@@ -85,27 +78,19 @@ def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:
         path = Path(folder) / "config.json"
         path.write_text(json.dumps(config.to_dict()))
         launch = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        return _run([*launch, f"--nproc-per-node={gpus}", "-m", "tuner", "train", "--config",
-                     str(path), "--json"])  # fmt: skip
+        train = ["-m", "tuner", "train", "--config", str(path), "--json"]
+        return _run([*launch, f"--nproc-per-node={gpus}", *train])
 
 
 def _run(command: list[str]) -> RunResult:
     """One run in fresh processes; its last stdout line is a RunResult's JSON. A process that
     fails or hangs is a failed run, never an exception (like the engine's own failures)."""
-    from tuner.compare.fidelity import _child_env
     from tuner.engine import RunResult
 
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=_child_env(None), timeout=_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return RunResult(status="error", error=f"timed out after {_TIMEOUT_S} s")
-    lines = done.stdout.strip().splitlines()
-    if not lines or not lines[-1].startswith("{"):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return RunResult(status="error", error=f"exit {done.returncode}: {tail}"[:500])
-    return RunResult(**json.loads(lines[-1]))
+    measured = run_json(command, env=child_env(), timeout=_TIMEOUT_S, limit=500)
+    if isinstance(measured, str):
+        return RunResult(status="error", error=measured)
+    return RunResult(**measured)
 
 
 def _main(argv: list[str]) -> None:

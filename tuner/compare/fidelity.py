@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,16 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from tuner.compare import interleave
+from tuner.compare._process import child_env, run_json
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import median_interval, paired_ratio
-from tuner.units import DASH, interval_text, json_ready
+from tuner.units import DASH, as_number, interval_text, json_ready
 from tuner.workloads import workload as reference
 
 __all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
 
 KINDS = ("engine", "minimal")
-_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the tuner package
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
 _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
@@ -88,7 +87,7 @@ def run_verify(
     if repeats < 2:
         raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
     config = config.replace(warmup_steps=warmup_steps)
-    env, deadline = _child_env(threads), _Deadline(time_limit_s)
+    env, deadline = child_env(threads), _Deadline(time_limit_s)
     load_before = os.getloadavg()[0]
     runs: list[dict[str, Any]] = []
 
@@ -121,15 +120,6 @@ def run_verify(
     return report
 
 
-def _child_env(threads: int | None) -> dict[str, str]:
-    """The environment of the measured processes: this package importable, threads if given."""
-    path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path}
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
-    return env
-
-
 class _Deadline:
     """The check's time limit: how long a process may run, whether a pair still fits."""
 
@@ -156,18 +146,9 @@ def _measure(
     timeout = deadline.timeout()
     if timeout is None:
         return _failed("not started: the time limit was reached")
-    command = _command(kind, config, steps)
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return _failed(f"timed out after {timeout:.0f} s")
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return _failed(f"exit {done.returncode}: {tail}"[:300])
-    measured = json.loads(lines[-1])
+    measured = run_json(_command(kind, config, steps), env=env, timeout=timeout, limit=300)
+    if isinstance(measured, str):
+        return _failed(measured)
     return {"status": measured.pop("status", "ok"), "error": measured.pop("error", ""), **measured}
 
 
@@ -180,18 +161,19 @@ def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
         return [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict()), str(steps)]
     from tuner.engine.build import resolve_device
 
-    return [
-        sys.executable, "-m", "tuner.compare.minimal_loop",
-        "--model", config.model,
-        "--model-kwargs", json.dumps(dict(config.model_kwargs)),
-        "--img-size", str(config.img_size),
-        "--batch-size", str(config.batch_size),
-        "--num-classes", str(config.num_classes or 1000),
-        "--amp", config.amp,
-        "--steps", str(steps),
-        "--warmup-steps", str(config.warmup_steps),
-        "--device", str(resolve_device(config.device)),
-    ]  # fmt: skip
+    flags = {
+        "--model": config.model,
+        "--model-kwargs": json.dumps(dict(config.model_kwargs)),
+        "--img-size": config.img_size,
+        "--batch-size": config.batch_size,
+        "--num-classes": config.num_classes or 1000,
+        "--amp": config.amp,
+        "--steps": steps,
+        "--warmup-steps": config.warmup_steps,
+        "--device": resolve_device(config.device),
+    }
+    words = [word for flag, value in flags.items() for word in (flag, str(value))]
+    return [sys.executable, "-m", "tuner.compare.minimal_loop", *words]
 
 
 def _engine_worker(argv: Sequence[str]) -> None:
@@ -201,13 +183,14 @@ def _engine_worker(argv: Sequence[str]) -> None:
     config = TrainConfig.from_params(json.loads(argv[0]))
     result = probe(config, steps=int(argv[1]))
     mean = config.batch_size / result.step_time_s if result.step_time_s else math.nan
-    print(json.dumps({
+    measured = {
         "status": result.status,
         "error": result.error or "",
         "images_per_second": result.images_per_second or math.nan,
         "images_per_second_mean": mean,
         "effective": result.effective,
-    }))  # fmt: skip
+    }
+    print(json.dumps(measured))
 
 
 def _rate(run: dict[str, Any]) -> float:
@@ -262,10 +245,6 @@ def _write(report: dict[str, Any], out_dir: Path) -> None:
     (out_dir / f"{stem}.md").write_text(to_markdown(report))
 
 
-def _num(value: float | None) -> float:
-    return math.nan if value is None else float(value)
-
-
 def to_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
     env, cfg = report["environment"], report["config"]
@@ -291,22 +270,21 @@ def to_markdown(report: dict[str, Any]) -> str:
     ]
     for kind in KINDS:
         e = report["images_per_second"][kind]
-        low, high = _num(e["low"]), _num(e["high"])
-        spread = interval_text(low, high, "{:,.1f}".format)
-        median = f"{_num(e['median']):,.1f}" + (f" {spread}" if spread else "")
+        spread = interval_text(e["low"], e["high"], "{:,.1f}".format)
+        median = f"{as_number(e['median']):,.1f}" + (f" {spread}" if spread else "")
         lines.append(f"| {kind} | {median} (n={e['n']}) |")
     lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]
     lines += ["|---|---|---|---|"]
     pairs: dict[int, dict[str, float]] = {}
     for run in report["runs"]:
-        pairs.setdefault(run["repeat"], {})[run["kind"]] = _num(_rate(run))
+        pairs.setdefault(run["repeat"], {})[run["kind"]] = as_number(_rate(run))
     for repeat, pair in sorted(pairs.items()):
         engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
         lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
     planned = report.get("repeats_planned", report["repeats"])
     if report["repeats"] < planned:
-        lines += ["", f"Only {report['repeats']} of the {planned} planned pairs ran: the check's "
-                  "time limit would have been passed."]  # fmt: skip
+        ran = f"Only {report['repeats']} of the {planned} planned pairs ran"
+        lines += ["", f"{ran}: the check's time limit would have been passed."]
     lines += ["", report["verdict"], ""]
     return "\n".join(lines)
 

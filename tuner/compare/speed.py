@@ -50,8 +50,18 @@ __all__ = [
 ]
 
 # What decides which speed setting is fastest (lr, seed, budget do not).
-KEY_FIELDS = ("model", "model_kwargs", "data", "img_size", "batch_size", "amp", "norm",
-              "gn_groups", "num_classes", "device")  # fmt: skip
+KEY_FIELDS = (
+    "model",
+    "model_kwargs",
+    "data",
+    "img_size",
+    "batch_size",
+    "amp",
+    "norm",
+    "gn_groups",
+    "num_classes",
+    "device",
+)
 
 
 @dataclass(frozen=True)
@@ -190,10 +200,7 @@ def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]
         for row in kept[1:]:
             row["kept"] = False
         kept = kept[:1]
-    settings: dict[str, Any] = {}
-    for row in kept:
-        settings.update(row["changes"])
-    return settings
+    return combination(kept)
 
 
 def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -212,12 +219,12 @@ def _combined_ratio(
     from tuner.objectives import judge
 
     changes = combination(rows)
-    arms = [Arm("plain", "speed", plain), Arm("combined", "speed", plain.replace(**changes),
-                                              changes, "plain")]  # fmt: skip
+    combined = Arm("combined", "speed", plain.replace(**changes), changes, "plain")
+    arms = [Arm("plain", "speed", plain), combined]
     runs = run_interleaved(arms, repeats=2, measure=meter, warmup=False, drop_invalid=True)
     row = summarize(runs, arms).iloc[1]
-    fits = judge({"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]},
-                 max_memory_bytes=budget)[0]  # fmt: skip
+    measured = {"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]}
+    fits = judge(measured, max_memory_bytes=budget)[0]
     return finite_or_none(row["throughput_ratio_vs_reference"]) if fits else None
 
 
@@ -234,9 +241,9 @@ class _Meter:
 
         result = probe(config, steps=self.steps)
         self.step_seconds += result.train_time_s
-        if result.first_step_unix_s is not None:
-            self.first_step_unix_s = min(self.first_step_unix_s or math.inf,
-                                         result.first_step_unix_s)  # fmt: skip
+        first = result.first_step_unix_s
+        if first is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or math.inf, first)
         return result
 
 
@@ -253,10 +260,10 @@ def _fit_first(
         result = meter(arm.config)
         fits = judge(result.to_dict(), max_memory_bytes=budget)[0]
         ratio = (result.images_per_second or math.nan) / (first.images_per_second or math.nan)
-        rows.append({"name": arm.name, "field": next(iter(arm.changes)),
-                     "changes": dict(arm.changes), "ratio": finite_or_none(ratio), "low": None,
-                     "high": None, "peak_memory_bytes": result.peak_memory_bytes,
-                     "fell_back": "", "clear": False, "kept": False, "fits": fits})  # fmt: skip
+        verdict = {"fell_back": "", "clear": False, "kept": False, "fits": fits}
+        rows.append(
+            _variant(arm, finite_or_none(ratio), None, None, result.peak_memory_bytes, **verdict)
+        )
         if fits:
             fitting.append((result.images_per_second or 0.0, len(rows) - 1))
     settings: dict[str, Any] = {}
@@ -283,8 +290,10 @@ def decide(
     (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
     median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
     table = summarize(runs, arms)
-    rows = [_variant_row(row, arms, runs, max_memory_bytes)
-            for _, row in table.iloc[1:].iterrows()]  # fmt: skip
+    rows = [
+        _variant_row(row, arms, runs, budget=max_memory_bytes)
+        for _, row in table.iloc[1:].iterrows()
+    ]
     kept = _best_per_knob([r for r in rows if r["kept"]])
     for row in rows:
         row["kept"] = row in kept
@@ -328,23 +337,32 @@ def _all_off(config: TrainConfig, pinned: Collection[str], *, cuda: bool) -> dic
     return changes
 
 
-def _variant_row(row: Any, arms: list[Any], runs: Any, budget: float | None) -> dict[str, Any]:
+def _variant_row(row: Any, arms: list[Any], runs: Any, *, budget: float | None) -> dict[str, Any]:
     arm = next(a for a in arms if a.name == row["arm"])
     ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
-    peak = row["peak_memory_bytes"]
+    high, peak = row["throughput_ratio_vs_reference_high"], row["peak_memory_bytes"]
     fits = budget is None or math.isnan(peak) or peak <= budget
     candidate = ratio > 1 and _ahead(runs, arm.name)  # faster in every pair, and on average
+    return _variant(
+        arm,
+        *(finite_or_none(v) for v in (ratio, low, high, peak)),
+        fell_back=row["fell_back"],
+        clear=bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
+        kept=bool(candidate and fits and not row["fell_back"]),
+    )
+
+
+def _variant(arm: Arm, ratio: Any, low: Any, high: Any, peak: Any, **verdict: Any) -> dict:
+    """One probed change's row: what it changed, its ratio to plain, its peak, the verdict."""
     return {
         "name": arm.name,
         "field": next(iter(arm.changes)),
         "changes": dict(arm.changes),
-        "ratio": finite_or_none(ratio),
-        "low": finite_or_none(low),
-        "high": finite_or_none(row["throughput_ratio_vs_reference_high"]),
-        "peak_memory_bytes": finite_or_none(peak),
-        "fell_back": row["fell_back"],
-        "clear": bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
-        "kept": bool(candidate and fits and not row["fell_back"]),
+        "ratio": ratio,
+        "low": low,
+        "high": high,
+        "peak_memory_bytes": peak,
+        **verdict,
     }
 
 

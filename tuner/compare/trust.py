@@ -36,19 +36,19 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from tuner.compare import Arm, interleave, paired, plan_toggles
-from tuner.compare._interleave import _row
+from tuner.compare._interleave import measurement_row
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import paired_ratio
 
-__all__ = ["METHOD", "RESOLUTION", "Budget", "effects", "ended_text", "remeasure"]
+__all__ = ["METHOD", "RESOLUTION", "Budget", "effects", "ended_text", "measured_text", "remeasure"]
 
 RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
@@ -61,6 +61,7 @@ METHOD = (
     "interleaved rounds, paired by round; 95 % t-intervals of the log-ratio; stopped on the "
     "intervals' widths only (fixed-width sequential, Chow-Robbins), never on their side of 1x"
 )
+_WINDOWS, _FRESH = "windows of one build", "a fresh build per measurement"  # METHOD's last part
 
 Pairs = Callable[[pd.DataFrame], list[tuple[str, str]]]  # (reference arm, arm) per comparison
 
@@ -130,7 +131,7 @@ def _measure(
             return None
 
     def record(repeat: int, arm: Arm, result: Any) -> None:
-        rows.append(_row(arm, repeat, result))
+        rows.append(measurement_row(arm, repeat, result))
 
     def keep_going(repeat: int, _slowest: float) -> bool:
         now, limit = time.perf_counter(), budget.time_limit_s
@@ -167,8 +168,7 @@ def _measure(
         "resolution": budget.resolution,
         "steps": measure.steps,  # per window (CPU) or per fresh build (CUDA)
         "time_limit_s": budget.time_limit_s,
-        "method": METHOD
-        + ("; a fresh build per measurement" if cuda else "; windows of one build"),
+        "method": f"{METHOD}; {_FRESH if cuda else _WINDOWS}",
         **ended,
     }
     runs = pd.DataFrame(rows)
@@ -191,6 +191,15 @@ def ended_text(info: dict[str, Any]) -> str:
         "time limit": "the time limit (--trust-budget)",
         "max repeats": "the most rounds allowed",
     }.get(stopped, stopped)
+
+
+def measured_text(info: Mapping[str, Any]) -> str:
+    """How a comparison ran and ended, in words (from its record: ``method``, ``repeats_done``)."""
+    rounds = info.get("repeats_done")
+    if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
+        return "in short fresh runs, repeated"
+    kind = "windows of one build per arm" if _WINDOWS in str(info.get("method")) else "fresh runs"
+    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}"
 
 
 def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:

@@ -27,7 +27,14 @@ from tuner.engine.prefetch import CudaPrefetcher
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
 
-__all__ = ["COMPILE_WARMUP_STEPS", "RunParts", "Schedule", "build_parts", "resolve_device"]
+__all__ = [
+    "COMPILE_WARMUP_STEPS",
+    "RunParts",
+    "Schedule",
+    "build_parts",
+    "resolve_device",
+    "warmup_steps_of",
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,11 @@ def build_parts(
     effective.update(channels_last=config.channels_last, norm=config.norm)
     autocast, scaler = _precision(config, device, effective, notes)
     schedule = _schedule(config, len(data.train_loader), world, effective, notes)
-    warmup_steps = _warmup_steps(config, notes)
+    warmup_steps = warmup_steps_of(config)
+    if warmup_steps > config.warmup_steps:
+        notes.append(
+            f"warmup_steps raised to {warmup_steps} so torch.compile time is not measured."
+        )
     ddp = _data_parallel(model, config, world, effective, notes)
     ddp = _dataparallel(ddp, world, notes) if dataparallel else ddp
     return RunParts(
@@ -189,13 +200,9 @@ def _num_classes(config: TrainConfig, data: DataBundle) -> int:
 COMPILE_WARMUP_STEPS = 3  # compile on step 1; max-autotune's CUDA graphs record on 2-3
 
 
-def _warmup_steps(config: TrainConfig, notes: list[str]) -> int:
-    if config.compile != "off" and config.warmup_steps < COMPILE_WARMUP_STEPS:
-        notes.append(
-            f"warmup_steps raised to {COMPILE_WARMUP_STEPS} so torch.compile time is not measured."
-        )
-        return COMPILE_WARMUP_STEPS
-    return config.warmup_steps
+def warmup_steps_of(config: TrainConfig) -> int:
+    """The steps a run leaves out of its throughput: ``config``'s, enough for compile's."""
+    return max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
 
 
 def _precision(

@@ -24,15 +24,15 @@ import torch._dynamo
 import torch.nn.functional as F
 
 from tuner.config import TrainConfig
-from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
+from tuner.engine.build import RunParts, build_parts, resolve_device, warmup_steps_of
 from tuner.engine.data import UnreadableImage, normalize
 from tuner.engine.distributed import World
 from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, environment
 from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, RunState, load_state, make_state
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
 
-__all__ = ["probe", "train"]
+__all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train", "what_ran"]
 
 OnEval = Callable[[Progress], Any]
 # Called once, early in a run, with the result so far (memory counted, a first throughput
@@ -94,9 +94,11 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
     """
     if steps < 1:
         raise TunerError(f"probe steps={steps} must be at least 1.")
-    warmup = max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
     only_steps = config.replace(
-        steps=warmup + steps, epochs=None, time_budget_s=None, eval_every_steps=None
+        steps=warmup_steps_of(config) + steps,
+        epochs=None,
+        time_budget_s=None,
+        eval_every_steps=None,
     )
     return _execute(only_steps, _Hooks(None, None, 0, evaluate=False), None, False)
 
@@ -136,7 +138,7 @@ def _execute(
     except TunerError:
         raise
     except Exception as exc:  # a failing run is a result; the traceback is dropped here
-        status, error = _classify(exc)
+        status, error = failure(exc)
     result = _result(parts, state, status, error, device, memory, started)
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
     # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
@@ -156,22 +158,18 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
     schedule, meter, start = parts.schedule, parts.throughput, state.step
     count_memory_at = start + _memory_step(parts, start)  # the last warm-up step
     probe_at = count_memory_at + hooks.probe_steps if hooks.on_probe else None
-    batches = _batches(parts, state)
+    batch_stream = batches(parts, state)
     progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
     stop = False
     meter.start()
     state.start_clock()
     try:
         while not stop and _progress(parts, state) < 1.0:
-            tick = time.perf_counter()
             state.first_step_unix_s = state.first_step_unix_s or time.time()
-            images, labels = next(batches)
-            waited = time.perf_counter() - tick
             lr = schedule.lr_at(_progress(parts, state, ahead=1))
             counted = state.step + 1 == count_memory_at
-            state.losses.append(_step(parts, images, labels, lr, count_memory=counted))
-            state.step += 1
-            meter.step(state.step - start, labels.shape[0], waited)
+            waited, images = take_step(parts, state, batch_stream, lr, count_memory=counted)
+            meter.step(state.step - start, images, waited)
             progress.update(1)
             if len(state.losses) >= WINDOW_STEPS:
                 _flush(parts, state, progress)
@@ -215,7 +213,7 @@ def _memory_step(parts: RunParts, start: int) -> int:
     return max(1, min(parts.warmup_steps, left))
 
 
-def _batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Batches forever: at each epoch boundary a new pass over that epoch's shuffle."""
     per_epoch = parts.schedule.steps_per_epoch
     while True:
@@ -226,6 +224,18 @@ def _batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, t
             yield batch
             if i + 1 >= per_epoch - done:
                 break
+
+
+def take_step(
+    parts: RunParts, state: RunState, batches: Iterator[Any], lr: float, *, count_memory: bool
+) -> tuple[float, int]:
+    """One training step on the next batch; the seconds spent waiting for it, and its images."""
+    tick = time.perf_counter()
+    images, labels = next(batches)
+    waited = time.perf_counter() - tick
+    state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
+    state.step += 1
+    return waited, labels.shape[0]
 
 
 def _step(
@@ -328,8 +338,9 @@ def evaluate(parts: RunParts) -> tuple[float, float, int]:
     return correct / max(seen, 1), total_loss / max(seen, 1), int(seen)
 
 
-def _classify(exc: BaseException) -> tuple[str, str]:
-    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500]
+def failure(exc: BaseException) -> tuple[str, str]:
+    """A failed run's ``(status, error)``: ``diverged``, ``oom`` or ``error``, and one line."""
+    message = error_line(exc, limit=500)
     if isinstance(exc, Diverged):
         return "diverged", str(exc)
     if isinstance(exc, UnreadableImage):  # the file's name, not the loader worker's traceback
@@ -377,8 +388,12 @@ def _result(
         train_time_s=train_time_s,
         first_step_unix_s=state.first_step_unix_s,
         skipped_images=parts.data.skipped_images,
-        effective=dict(parts.effective, warmup_steps=parts.warmup_steps),
-        notes=list(parts.notes),
         num_parameters=sum(p.numel() for p in parts.model.parameters()),
-        config=cfg.to_dict(),
+        **what_ran(parts),
     )
+
+
+def what_ran(parts: RunParts) -> dict[str, Any]:
+    """A result's record of what ran: the effective settings, the fallbacks' notes, the config."""
+    effective = dict(parts.effective, warmup_steps=parts.warmup_steps)
+    return {"effective": effective, "notes": list(parts.notes), "config": parts.config.to_dict()}

@@ -184,16 +184,17 @@ class MemoryMeter:
     ) -> None:
         """After the counted step: parameters, gradients and optimizer state, in bytes."""
         params = list(model.parameters())
+        weights = sum(_nbytes(p) for p in params)
         grads = sum(_nbytes(p) for p in params if p.requires_grad)
-        state = sum(_nbytes(t) for s in optimizer.state.values() for t in s.values()
-                    if isinstance(t, torch.Tensor))  # fmt: skip
+        held = (t for s in optimizer.state.values() for t in s.values())
+        state = sum(_nbytes(t) for t in held if isinstance(t, torch.Tensor))
         activations = sum(self._saved.values())
         self._state = {
-            "memory_parameters_bytes": sum(_nbytes(p) for p in params),
+            "memory_parameters_bytes": weights,
             "memory_gradients_bytes": grads,
             "memory_optimizer_bytes": state,
             "memory_activations_bytes": activations,
-            "training_state_bytes": sum(_nbytes(p) for p in params)
+            "training_state_bytes": weights
             + state
             + max(activations + (grads if keeps_grads else 0), grads),
         }

@@ -25,8 +25,7 @@ from tuner.errors import TunerError
 __all__ = ["CONV_NORM_TYPES", "build_model", "check_norm_choices", "conv_norm_layers", "swap_norms"]
 
 # What counts as a convolutional norm layer (the *Act variants subclass these).
-CONV_NORM_TYPES: tuple[type[nn.Module], ...] = (nn.BatchNorm2d, nn.GroupNorm, LayerNorm2d,
-                                                LayerNormAct2d)  # fmt: skip
+CONV_NORM_TYPES = (nn.BatchNorm2d, nn.GroupNorm, LayerNorm2d, LayerNormAct2d)
 
 # norm name -> (plain layer, norm+act layer), each built as f(channels, groups, apply_act).
 _PLAIN: dict[str, Callable[[int, int], nn.Module]] = {

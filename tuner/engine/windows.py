@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 from tuner.config import TrainConfig
-from tuner.engine.build import COMPILE_WARMUP_STEPS, RunParts, build_parts, resolve_device
+from tuner.engine.build import RunParts, build_parts, resolve_device
 from tuner.engine.distributed import World
-from tuner.engine.loop import Diverged, _batches, _classify, _step
+from tuner.engine.loop import Diverged, batches, failure, take_step, what_ran
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
 from tuner.engine.state import RunState
@@ -49,7 +49,7 @@ class WindowRun:
         self._memory = MemoryMeter(device)
         self._parts: RunParts | None = build_parts(config, device, self._memory)
         self._state = RunState()
-        self._batches: Iterator[Any] = _batches(self._parts, self._state)
+        self._batches: Iterator[Any] = batches(self._parts, self._state)
         self._planned = max(1, planned_steps)
         loader = self._parts.data.train_loader
         workers = getattr(loader, "num_workers", 0)  # a DataLoader's; other loaders: none
@@ -62,9 +62,7 @@ class WindowRun:
         """The warm-up steps (compile included), memory counted on the last; a failure's result
         (the arm is then out), else ``None``."""
         parts = self._live()
-        count = max(
-            1, parts.warmup_steps, COMPILE_WARMUP_STEPS if parts.config.compile != "off" else 0
-        )
+        count = max(1, parts.warmup_steps)  # the build raised it for compile's warm-up
         try:
             for i in range(count):
                 self._one_step(count_memory=i == count - 1)
@@ -116,13 +114,8 @@ class WindowRun:
         """One training step at the schedule's lr for its place in the planned steps; the
         seconds spent waiting for its batch."""
         parts, state = self._live(), self._state
-        tick = time.perf_counter()
-        images, labels = next(self._batches)
-        waited = time.perf_counter() - tick
         lr = parts.schedule.lr_at(min(1.0, (state.step + 1) / self._planned))
-        state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
-        state.step += 1
-        return waited
+        return take_step(parts, state, self._batches, lr, count_memory=count_memory)[0]
 
     def _check_loss(self) -> None:
         losses, self._state.losses = self._state.losses, []
@@ -130,7 +123,7 @@ class WindowRun:
             raise Diverged(f"training loss became non-finite by step {self._state.step}")
 
     def _fail(self, exc: BaseException) -> RunResult:
-        status, error = _classify(exc)
+        status, error = failure(exc)
         self.failed = self._result(status=status, error=error)
         self.close()  # the arm is out: what it built goes
         return self.failed
@@ -140,16 +133,11 @@ class WindowRun:
         memory = self._memory.read(World.current())
         extra: dict[str, Any] = {}
         if parts is not None:
-            extra = {
-                "effective": dict(parts.effective, warmup_steps=parts.warmup_steps),
-                "notes": list(parts.notes),
-                "global_batch_size": parts.config.batch_size,
-                "config": parts.config.to_dict(),
-            }
+            extra = {**what_ran(parts), "global_batch_size": parts.config.batch_size}
         return RunResult(**fields, **memory, **self._environment, steps=self._state.step, **extra)
 
 
 def failed_build(exc: BaseException) -> RunResult:
     """The result of a build that failed for a reason other than bad input (out of memory)."""
-    status, error = _classify(exc)
+    status, error = failure(exc)
     return RunResult(status=status, error=error)

@@ -22,7 +22,7 @@ from tuner.experiment._load import (
     speed_settings_of,
 )
 from tuner.experiment._metadata import memory_limit, read_metadata, update_metadata, write_metadata
-from tuner.experiment._read import load_study
+from tuner.experiment._read import load_study, study_distributions
 from tuner.experiment._schema import (
     LEADING_COLUMNS,
     PARAM_PREFIX,
@@ -52,6 +52,7 @@ __all__ = [
     "read_trials_csv",
     "resolve_experiment",
     "speed_settings_of",
+    "study_distributions",
     "trial_dtypes",
     "typed_trials",
     "update_metadata",

@@ -130,7 +130,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             "without it (no reconciliation with result.json, no parameter importance)."
         )
     configs, rows, probed = _read_trials(path, _study_finals(study), problems)
-    searched = _searched_names(study)
+    searched = list(_read.study_distributions(study))
     params = _param_names(configs, metadata, searched, probed)
     return Experiment(
         name=name,
@@ -317,16 +317,6 @@ def _id_from_dirname(dirname: str) -> str:
 
 
 # ---- the parameters and the frame --------------------------------------------------------------
-
-
-def _searched_names(study: Any) -> list[str]:
-    """The Optuna distributions' names, from the stored study (none without one)."""
-    if study is None:
-        return []
-    names: dict[str, None] = {}
-    for trial in study.get_trials(deepcopy=False):
-        names.update(dict.fromkeys(trial.distributions))
-    return list(names)
 
 
 def _param_names(

@@ -52,6 +52,14 @@ def load_study(study_db: Path, study_name: str) -> Any:
     return optuna.load_study(study_name=name, storage=storage)
 
 
+def study_distributions(study: Any) -> dict[str, Any]:
+    """Every parameter's distribution over the study's trials (``{}`` without a study)."""
+    found: dict[str, Any] = {}
+    for trial in study.get_trials(deepcopy=False) if study is not None else ():
+        found.update(trial.distributions)
+    return found
+
+
 def read_probe_cache(file: Path) -> dict[str, Any]:
     try:
         data = json.loads(file.read_text())

@@ -16,7 +16,7 @@ from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes
 from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress, remeasure_failures
+from tuner.report._status import Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
@@ -36,7 +36,7 @@ def answer_section(
     chance = _chance_warning(recommended, config)
     if chance:
         section.blocks.append(chance)
-    failed = {f[TRIAL_ID] for f in remeasure_failures(experiment)}
+    failed = {f[TRIAL_ID] for f in progress.failures}
     by_trial: dict[str, list[str]] = {}
     for metric, row in answer.best.items():
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
@@ -47,7 +47,7 @@ def answer_section(
         for metric in metrics:
             files[metric] = export_config(config, out / f"recommended_{metric}.json")
         section.blocks.extend(_pick_text(row, metrics, config, answer, failed))
-    failures = _failures_text(experiment)
+    failures = _failures_text(progress.failures)
     if failures:
         section.blocks.append(failures)
     gain = _effects.plain_loop_gain(effects)
@@ -109,9 +109,8 @@ def _chance_warning(row: pd.Series, config: Any) -> str:
     )
 
 
-def _failures_text(experiment: Experiment) -> str:
+def _failures_text(failures: list[dict[str, Any]]) -> str:
     """The re-measurements that failed, counted and named."""
-    failures = remeasure_failures(experiment)
     if not failures:
         return ""
     runs = sum(int(f["runs"]) for f in failures)
@@ -132,11 +131,7 @@ def _pick_text(
     row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
 ) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
-    title = (
-        " and ".join(names.get(m, m) for m in metrics)
-        if len(metrics) > 1
-        else names.get(metrics[0], metrics[0])
-    )
+    title = " and ".join(names.get(m, m) for m in metrics)
     if len(metrics) == len(answer.best) and len(metrics) > 1:
         title = "Best on both"
     source = (
@@ -164,16 +159,11 @@ def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
         return "The recommended config already is the plain loop (no speed technique on)."
     interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
     plain = f"{gain['plain_images_per_second']:,.0f} images/s"
+    over = f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) the"
     if gain["tie"]:
-        return (
-            f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-            f"the recommendation is **not measurably faster**: {interval}."
-        )
+        return f"{over} recommendation is **not measurably faster**: {interval}."
     word = "faster" if gain["ratio"] > 1 else "slower"
-    return (
-        f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) "
-        f"the recommendation is **{interval} {word}** (paired, interleaved)."
-    )
+    return f"{over} recommendation is **{interval} {word}** (paired, interleaved)."
 
 
 def _no_pick(experiment: Experiment) -> str:

@@ -73,27 +73,25 @@ def _reach(row: pd.Series) -> float:
 
 def effects_table(summary: pd.DataFrame) -> pd.DataFrame:
     """The report's table: one row per arm, the recommended config first."""
-    rows = []
-    for _, row in summary.iterrows():
-        is_reference = row["arm"] == REFERENCE
-        rows.append(
-            {
-                "change from the recommended config": "(none: the recommended config)"
-                if is_reference
-                else row["arm"],
-                "images/s": estimate_text(row, "images_per_second", ",.0f"),
-                "speed vs recommended": ""
-                if is_reference
-                else change_text(row, "throughput_ratio_vs_reference"),
-                "peak memory": estimate_text(row, "peak_memory_bytes", "bytes"),
-                "memory vs recommended": ""
-                if is_reference
-                else change_text(row, "memory_change_bytes_vs_reference"),
-                "verdict": "" if is_reference else verdict(row),
-                "repeats ok": row["repeats_ok"],
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(_effects_row(row) for _, row in summary.iterrows())
+
+
+def _effects_row(row: pd.Series) -> dict[str, Any]:
+    if row["arm"] == REFERENCE:
+        arm, speed, memory, judged = "(none: the recommended config)", "", "", ""
+    else:
+        arm, judged = row["arm"], verdict(row)
+        speed = change_text(row, "throughput_ratio_vs_reference")
+        memory = change_text(row, "memory_change_bytes_vs_reference")
+    return {
+        "change from the recommended config": arm,
+        "images/s": estimate_text(row, "images_per_second", ",.0f"),
+        "speed vs recommended": speed,
+        "peak memory": estimate_text(row, "peak_memory_bytes", "bytes"),
+        "memory vs recommended": memory,
+        "verdict": judged,
+        "repeats ok": row["repeats_ok"],
+    }
 
 
 def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:

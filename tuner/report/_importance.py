@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment import STUDY_FILE
+from tuner.experiment import PARAM_PREFIX, STUDY_FILE, study_distributions
 from tuner.report.document import plural
 
-__all__ = ["MIN_TRIALS", "distributions", "param_importances"]
+__all__ = ["MIN_TRIALS", "param_importances"]
 
 # fANOVA fits a random forest to the trials: from a handful of points its ranking is noise.
 MIN_TRIALS = 20
@@ -30,16 +30,8 @@ def param_importances(
         return {
             m: f"no readable Optuna study ({STUDY_FILE}) in the experiment folder" for m in metrics
         }
-    found = distributions(study)
+    found = study_distributions(study)
     return {m: _importance(found, trials, m, seed) for m in metrics}
-
-
-def distributions(study: Any) -> dict[str, Any]:
-    """Every parameter's distribution over the study's trials (``{}`` without a study)."""
-    found: dict[str, Any] = {}
-    for trial in study.get_trials(deepcopy=False) if study is not None else ():
-        found.update(trial.distributions)
-    return found
 
 
 def _importance(
@@ -74,7 +66,7 @@ def _importance(
 def _params(row: pd.Series, distributions: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, distribution in distributions.items():
-        value = row.get(f"param_{name}")
+        value = row.get(PARAM_PREFIX + name)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue  # a conditional parameter this trial did not sample
         if hasattr(distribution, "choices"):

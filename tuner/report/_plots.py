@@ -51,8 +51,8 @@ def pareto_plot(
         label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
         xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
         if kind == "ok":
-            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), fmt=marker,
-                        color=color, label=label, capsize=3, lw=0.8, zorder=2)  # fmt: skip
+            style = dict(fmt=marker, color=color, label=label, capsize=3, lw=0.8, zorder=2)
+            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), **style)
         else:
             ax.scatter(xs, ys, marker=marker, c=color, label=label, zorder=2)
         points += _points(label, group, xs, ys)
@@ -147,10 +147,7 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
 def throughput_plot(trials: pd.DataFrame, path: Path) -> Image | None:
     """images/s vs batch size for every trial that measured it: the ok ones as one series (points
     + median line) per AMP mode that ran, every other kind marked apart."""
-    if "param_batch_size" not in trials:
-        return None
-    shown = trials[np.isfinite(_num(trials, "images_per_second"))]
-    shown = shown[np.isfinite(_num(shown, "param_batch_size"))]
+    shown = _by_batch(trials, "images_per_second")
     if shown.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -171,10 +168,7 @@ def throughput_plot(trials: pd.DataFrame, path: Path) -> Image | None:
 
 def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Image | None:
     """Peak memory vs batch size (every trial that measured it, by kind) with the budget line."""
-    if "param_batch_size" not in trials:
-        return None
-    measured = trials[np.isfinite(_num(trials, "peak_memory_bytes"))]
-    measured = measured[np.isfinite(_num(measured, "param_batch_size"))]
+    measured = _by_batch(trials, "peak_memory_bytes")
     if measured.empty:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -192,6 +186,13 @@ def memory_plot(trials: pd.DataFrame, limit: float | None, path: Path) -> Image 
         title=f"Memory vs batch size: {plural(len(measured), 'trial')}",
     )
     return _save(fig, ax, path, "memory_vs_batch", points)
+
+
+def _by_batch(trials: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The trials that measured ``column`` and have a batch size (none without that column)."""
+    if "param_batch_size" not in trials:
+        return trials.iloc[:0]
+    return trials[np.isfinite(_num(trials, column)) & np.isfinite(_num(trials, "param_batch_size"))]
 
 
 def _other_kinds(

@@ -25,7 +25,7 @@ from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.report.document import Section, Table, estimate_text
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.stats import Estimate, median_interval
-from tuner.units import as_number
+from tuner.units import as_number, interval_text
 
 __all__ = ["scaling_section"]
 
@@ -82,18 +82,16 @@ def _by_world_size(trials: pd.DataFrame) -> pd.DataFrame:
 def _throughput_table(by_size: pd.DataFrame) -> pd.DataFrame:
     base: Estimate = by_size["estimate"].iloc[0]
     base_size = int(by_size[_SIZE].iloc[0])
-    rows = []
-    for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False):
-        rows.append(
-            {
-                _SIZE: size,
-                "trials": count,
-                "images/s": estimate.format(",.0f"),
-                "per worker": f"{estimate.median / size:,.0f}",
-                "scaling efficiency": _efficiency(estimate, size, base, base_size),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            _SIZE: size,
+            "trials": count,
+            "images/s": estimate.format(",.0f"),
+            "per worker": f"{estimate.median / size:,.0f}",
+            "scaling efficiency": _efficiency(estimate, size, base, base_size),
+        }
+        for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False)
+    )
 
 
 def _efficiency(estimate: Estimate, size: int, base: Estimate, base_size: int) -> str:
@@ -101,9 +99,8 @@ def _efficiency(estimate: Estimate, size: int, base: Estimate, base_size: int) -
     value = estimate.median / (size * per_base)
     low = estimate.low / (size * base.high / base_size)
     high = estimate.high / (size * base.low / base_size)
-    if any(math.isnan(v) for v in (low, high)):
-        return f"{value:.2f}"
-    return f"{value:.2f} [{low:.2f}–{high:.2f}]"
+    interval = interval_text(low, high)
+    return f"{value:.2f} {interval}" if interval else f"{value:.2f}"
 
 
 def _recommended_gain(

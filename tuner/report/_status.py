@@ -22,7 +22,7 @@ from tuner.experiment.lock import holder
 from tuner.record import ERROR, KIND, STATUS, TRIAL_ID
 from tuner.report.document import plural
 
-__all__ = ["Progress", "progress_of", "remeasure_failures"]
+__all__ = ["Progress", "progress_of"]
 
 REMEASURE, EFFECTS = "re-measurement", "technique effects"
 
@@ -34,6 +34,7 @@ class Progress:
     state: str  # finished | running | interrupted | stopped | unknown
     lead: list[str]  # the report's first blocks: the state, then the steps (none if finished)
     not_run: dict[str, str]  # step -> why it did not run (REMEASURE, EFFECTS)
+    failures: list[dict[str, Any]]  # each failed re-measurement: {trial_id, error, runs}
 
     @property
     def finished(self) -> bool:
@@ -48,7 +49,8 @@ def progress_of(experiment: Experiment) -> Progress:
     if state == "running" and driver is None:
         state = "stopped"  # marked running, yet no live driver holds the lock: killed
     not_run = _not_run(experiment, state)
-    return Progress(state, _lead(experiment, state, driver, not_run), not_run)
+    lead = _lead(experiment, state, driver, not_run)
+    return Progress(state, lead, not_run, _remeasure_failures(experiment))
 
 
 def _lead(
@@ -110,7 +112,7 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, str]:
     return found
 
 
-def remeasure_failures(experiment: Experiment) -> list[dict[str, Any]]:
+def _remeasure_failures(experiment: Experiment) -> list[dict[str, Any]]:
     """Each failed re-measurement as ``{trial_id, error, runs}``: every row of ``remeasure.csv``
     whose status is not ok, and the metadata's record (``remeasure_failures``) of those that
     left no row."""

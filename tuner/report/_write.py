@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
-from tuner.compare.trust import ended_text
+from tuner.compare.trust import measured_text
 from tuner.experiment import (
     EFFECTS_FILE,
     METADATA_FILE,
@@ -22,6 +22,7 @@ from tuner.experiment import (
     load_experiment,
     memory_limit,
     speed_settings_of,
+    study_distributions,
     write_trials_csv,
 )
 from tuner.record import (
@@ -37,11 +38,11 @@ from tuner.record import (
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
-from tuner.report._importance import distributions, param_importances
+from tuner.report._importance import param_importances
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress, progress_of, remeasure_failures
+from tuner.report._status import Progress, progress_of
 from tuner.report.document import (
     Details,
     Section,
@@ -129,19 +130,17 @@ def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
 
 
 def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for _, row in front.iterrows():
-        rows.append(
-            {
-                TRIAL_ID: row[TRIAL_ID],
-                "images/s": estimate_text(row, "images_per_second", ",.0f"),
-                "throughput from": row["throughput_source"],
-                "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
-                "peak memory": format_bytes(row.get("peak_memory_bytes")),
-                **_config_columns(experiment, row),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            TRIAL_ID: row[TRIAL_ID],
+            "images/s": estimate_text(row, "images_per_second", ",.0f"),
+            "throughput from": row["throughput_source"],
+            "val accuracy": estimate_text(row, "val_accuracy", ".3f"),
+            "peak memory": format_bytes(row.get("peak_memory_bytes")),
+            **_config_columns(experiment, row),
+        }
+        for _, row in front.iterrows()
+    )
 
 
 def _config_columns(experiment: Experiment, row: pd.Series) -> dict[str, Any]:
@@ -166,7 +165,7 @@ def _techniques(
         return section
     section.blocks.append(
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
-        f"change, measured interleaved with the recommended config itself, {_how_measured(info)}; "
+        f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
         "changes are paired by round, with 95% intervals. **No measurable effect** means the "
         "interval contains no change: on this machine the difference is inside the noise, and "
         "+-X % says how large an effect could still hide in it. "
@@ -183,15 +182,6 @@ def _techniques(
     if left:
         section.blocks.append("\n".join(f"- not compared: {user(line)}" for line in left))
     return section
-
-
-def _how_measured(info: Mapping[str, Any]) -> str:
-    """How the comparison ran and ended (tuner.compare.trust's record of it)."""
-    rounds = info.get("repeats_done")
-    if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
-        return "in short fresh runs, repeated"
-    kind = "windows of one build per arm" if "windows" in str(info.get("method")) else "fresh runs"
-    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}"
 
 
 def _reference_note(answer: Answer) -> str:
@@ -228,7 +218,9 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
-    unseen = _effects.not_tried(trials, experiment.searched_names, distributions(experiment.study))
+    unseen = _effects.not_tried(
+        trials, experiment.searched_names, study_distributions(experiment.study)
+    )
     for what, values in unseen.items():
         listed = ", ".join(user(v) for v in values)
         section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
@@ -305,7 +297,6 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
 def _details(experiment: Experiment, progress: Progress) -> Section:
     meta = experiment.metadata
     trials = experiment.trials
-    failures = remeasure_failures(experiment)
     summary = "\n".join(
         [
             f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
@@ -319,7 +310,7 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
-            f", {plural(sum(int(f['runs']) for f in failures), 'failed run')})",
+            f", {plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
             # --warm-start: how many of the study's trials came from which experiment
             *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]

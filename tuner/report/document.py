@@ -121,9 +121,9 @@ def _plain(text: str) -> str:
 
 def fmt(value: Any) -> str:
     """One table cell: short floats, integers stay integers, missing is blank."""
-    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
+    if value is None or value is pd.NA:
         return ""
-    if value is pd.NA:
+    if isinstance(value, float | np.floating) and math.isnan(value):
         return ""
     if isinstance(value, bool | np.bool_):
         return str(bool(value))
@@ -141,9 +141,7 @@ def estimate_text(row: Mapping[str, Any], column: str, spec: str) -> str:
     if math.isnan(median):
         return "n/a"
     show = format_bytes if spec == "bytes" else (lambda v: format(v, spec))
-    if math.isnan(low) or math.isnan(high):
-        return show(median)
-    if low == high == median:
+    if math.isnan(low) or math.isnan(high) or low == high == median:
         return show(median)
     return f"{show(median)} {interval_text(low, high, show)}"
 
