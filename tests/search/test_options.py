@@ -141,3 +141,19 @@ def test_bad_max_memory_flag_is_one_usage_line(capsys: pytest.CaptureFixture[str
         build_parser().parse_args(["search", "vit_space", "--max-memory", "20GB/s"])
     err = capsys.readouterr().err.strip().splitlines()
     assert "argument --max-memory: Memory size '20GB/s' is not understood" in err[-1]
+
+
+def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_path, capsys):
+    import dataclasses
+
+    from tuner.experiment import write_metadata
+    from tuner.search.experiment import ExperimentPaths, options_to_resume
+
+    paths = ExperimentPaths.of(str(tmp_path), "old")
+    saved = {**dataclasses.asdict(SearchOptions(space="vit_space")), "overrides": {}}
+    del saved["search_time_budget_s"]
+    saved.update(time_budget_s=600.0, gone_flag=3)  # an earlier name, and a removed option
+    write_metadata(paths.local, {"options": saved})
+    options = options_to_resume(paths, resume=True, name="old")
+    assert options.search_time_budget_s == 600.0 and options.resume
+    assert "'gone_flag'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import dataclasses
 import platform
 import shlex
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,10 @@ class SearchContext:
     search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
 
 
+# Options saved under an earlier name, read under their current one.
+_RENAMED = {"time_budget_s": "search_time_budget_s"}
+
+
 def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
     """The options the experiment at ``paths`` was started with, ``changes`` applied.
 
@@ -112,8 +117,15 @@ def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
             f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
-    saved = dict(metadata["options"])
+    saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
     known = {f.name for f in dataclasses.fields(SearchOptions)}
+    for name in sorted(set(saved) - known):
+        # Kept in the metadata by an older tuner: said, so a resumed search is not silently
+        # another search.
+        print(
+            f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
+            file=sys.stderr,
+        )
     return SearchOptions(**{k: v for k, v in {**saved, **changes}.items() if k in known})
 
 
