@@ -36,6 +36,7 @@ import math
 import statistics
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,33 +232,49 @@ def _space(grid: Grid, *, joint: bool) -> dict[str, list[Any]]:
 
 
 def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: Ledger) -> dict:
-    """The speed combination the probes choose for this config's key (cached per key)."""
+    """The speed combination the probes choose for this config's key (cached per key), as
+    tuner.compare.speed.choose_speed decides it."""
     key = {n: config[n] for n in KEY}
     name = json.dumps(key, sort_keys=True)
-    if name in cache:
-        return cache[name]
-    plain = grid.plain()
-    singles = [{**plain, k: (1 if k == "num_workers" else True)} for k in grid.speed_knobs]
-    ledger.pay(grid.probe_cost(key, plain, 0))  # the plain setting alone first
-    if not grid.fits(key, plain):  # tuner.compare.speed._fit_first: each knob once, for memory
-        for single in singles:
-            ledger.pay(grid.probe_cost(key, single, 0))
-        fitting = [c for c in singles if grid.fits(key, c)]
-        cache[name] = max(fitting, key=lambda c: grid.ips(key, c)) if fitting else plain
-        return cache[name]
+    if name not in cache:
+        plain = grid.plain()
+        ledger.pay(grid.probe_cost(key, plain, 0))  # the plain setting alone first
+        base = plain if grid.fits(key, plain) else _fit_first(grid, key, plain, ledger)
+        cache[name] = base if base is None else _on_top(grid, key, base, ledger)
+    return cache[name] or grid.plain()
+
+
+def _fit_first(grid: Grid, key: dict[str, Any], plain: dict[str, Any], ledger: Ledger) -> dict:
+    """tuner.compare.speed._fit_first: each knob once, for memory; the fastest that fits."""
+    singles = [_switched(plain, k) for k in grid.speed_knobs]
+    for single in singles:
+        ledger.pay(grid.probe_cost(key, single, 0))
+    fitting = [c for c in singles if grid.fits(key, c)]
+    return max(fitting, key=lambda c: grid.ips(key, c)) if fitting else None
+
+
+def _on_top(grid: Grid, key: dict[str, Any], base: dict[str, Any], ledger: Ledger) -> dict:
+    """Interleaved probe rounds of each knob not yet on against ``base``, then the kept knobs
+    together (tuner.compare.speed._probe_rounds)."""
+    free = [k for k in grid.speed_knobs if not base[k]]
+    if not free:
+        return base
+    singles = [_switched(base, k) for k in free]
     arms = [Arm("plain", "speed", TrainConfig(), {}),
             *(Arm(k, "speed", TrainConfig(), {k: c[k]}, "plain")
-              for k, c in zip(grid.speed_knobs, singles, strict=True))]  # fmt: skip
-    runs = _probe_rounds(grid, key, [plain, *singles], arms, ledger)
+              for k, c in zip(free, singles, strict=True))]  # fmt: skip
+    runs = _probe_rounds(grid, key, [base, *singles], arms, ledger)
     rows, _ = decide(runs, arms, max_memory_bytes=grid.budget)
     combined = None
     if sum(row["kept"] for row in rows) >= 2:  # tuner.compare.speed._combined_ratio: two pairs
-        together = {**plain, **{k: v for k, v in combination(rows).items() if k in plain}}
-        combined = _combined(grid, key, plain, together, ledger)
+        together = {**base, **{k: v for k, v in combination(rows).items() if k in base}}
+        combined = _combined(grid, key, base, together, ledger)
     settings = settle(rows, combined)
-    chosen = {**plain, **{k: v for k, v in settings.items() if k in plain}}
-    cache[name] = chosen
-    return chosen
+    return {**base, **{k: v for k, v in settings.items() if k in base}}
+
+
+def _switched(combo: dict[str, Any], knob: str) -> dict[str, Any]:
+    return {**combo, knob: 1 if knob == "num_workers" else True}
 
 
 def _combined(grid: Grid, key: dict[str, Any], plain: dict[str, Any], together: dict[str, Any],
@@ -275,7 +292,8 @@ def _combined(grid: Grid, key: dict[str, Any], plain: dict[str, Any], together: 
 
 def _probe_rounds(grid: Grid, key: dict[str, Any], cells: list[dict[str, Any]],
                   arms: list[Arm], ledger: Ledger) -> pd.DataFrame:  # fmt: skip
-    """The live probes' rounds (tuner.compare.speed._rounds): all arms twice, then the survivors."""
+    """The live probes' rounds (tuner.compare.speed._rounds): all arms, then after each round
+    only those ahead of plain in every pair so far."""
     rows, live = [], list(range(len(cells)))
     repeats = min(SPEED_REPEATS, len(grid.cell(key, cells[0])["repeats"]))
     for repeat in range(repeats):
@@ -287,7 +305,7 @@ def _probe_rounds(grid: Grid, key: dict[str, Any], cells: list[dict[str, Any]],
                          "peak_memory_bytes": measured["peak_memory_bytes"],
                          "memory_kind": "cpu_training_state", "val_accuracy": math.nan,
                          "fell_back": ""})  # fmt: skip
-        if repeat == 1 and repeats > 2:
+        if repeat < repeats - 1:
             frame = pd.DataFrame(rows)
             live = [0, *(i for i in live[1:] if _ahead(frame, arms[i].name))]
     return pd.DataFrame(rows)
@@ -350,12 +368,13 @@ def run_all(
     max_trials: int,
     strategies: list[Strategy],
     log: Callable[[str], Any] = print,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     grid_hv = grid.front_hv()
     budgets = np.linspace(0, budget_s, 41)
     results: dict[str, Any] = {}
     for strategy in strategies:
-        ledgers = [replay(strategy, grid, seed, budget_s, max_trials) for seed in seeds]
+        ledgers = _replays(strategy, grid, seeds, budget_s, max_trials, jobs)
         curves = np.array([[hv_at(x.history, b) / grid_hv for b in budgets] for x in ledgers])
         reach = [cost_to_reach(x.history, TARGET * grid_hv) for x in ledgers]
         results[strategy.name] = {
@@ -375,6 +394,17 @@ def run_all(
     return {"grid_hv": grid_hv, "budgets_s": budgets.tolist(), "strategies": results,
             "seeds": list(seeds), "budget_s": budget_s, "max_trials": max_trials,
             "memory_budget_bytes": grid.budget, "best_ips": grid.best_ips}  # fmt: skip
+
+
+def _replays(strategy: Strategy, grid: Grid, seeds: Sequence[int], budget_s: float,
+             max_trials: int, jobs: int) -> list[Ledger]:  # fmt: skip
+    """One replay per seed; seeds are independent, so ``jobs`` processes share them."""
+    if jobs <= 1:
+        return [replay(strategy, grid, seed, budget_s, max_trials) for seed in seeds]
+    with ProcessPoolExecutor(jobs) as pool:
+        n = len(seeds)
+        return list(pool.map(replay, [strategy] * n, [grid] * n, seeds, [budget_s] * n,
+                             [max_trials] * n))  # fmt: skip
 
 
 def ratio_interval(costs: list[float], reference: list[float], draws: int = 4000) -> list[float]:
@@ -422,6 +452,7 @@ def main() -> None:
         default=None,
         help="default: the 75th percentile of the grid's combinations' peak memory",
     )
+    parser.add_argument("--jobs", type=int, default=1, help="processes replaying seeds")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     paths = {args.grid.stem: args.grid} if args.grid else {g: GRIDS[g] for g in args.grids}
@@ -431,7 +462,8 @@ def main() -> None:
         grid = load_grid(path, args.memory_budget_mib)
         full = statistics.mean(t["wall_s"] for t in grid.data["training"])
         print(f"grid {name}:", flush=True)
-        report = run_all(grid, seeds, args.budget_trainings * full, args.max_trials, STRATEGIES)
+        report = run_all(grid, seeds, args.budget_trainings * full, args.max_trials, STRATEGIES,
+                         jobs=args.jobs)  # fmt: skip
         report["about"] = {**grid.about, "average_training_s": full}
         reports[name] = report
     write(reports, args.out)

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from tuner.compare.speed import SpeedChoice, choose_speed, combination, settle, speed_key, variants
+import json
+
+from tuner.compare.speed import (
+    RULE,
+    SpeedChoice,
+    choose_speed,
+    combination,
+    settle,
+    speed_key,
+    variants,
+)
 from tuner.config import TrainConfig
 from tuner.techniques import speed_knobs
 from tuner.workloads import MICRO_VIT
@@ -54,8 +64,14 @@ def test_a_memory_saving_knob_can_make_an_over_budget_config_fit() -> None:
     budget = (freed + plain_peak) / 2  # between the plain setting's peak and set_to_none's
     choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=budget)
     assert choice.plain_over_budget and not choice.over_budget
-    assert choice.settings == {"set_to_none": True}
-    assert choice.summary() == "plain over the memory budget; set_to_none makes it fit"
+    assert choice.settings["set_to_none"] is True
+    assert choice.summary().startswith("plain over the memory budget; set_to_none makes it fit")
+    # The other knobs are then probed on top of set_to_none, as they would be on plain.
+    on_top = [v for v in choice.variants if v["name"].endswith(" on set_to_none")]
+    assert {v["field"] for v in on_top} == {"channels_last", "fused_adamw", "num_workers"}
+    assert choice.repeats == 2 and all(v["ratio"] > 0 for v in on_top)
+    for row in on_top:  # what the trial runs with: the fit knob and the kept ones on top
+        assert row["kept"] == (row["changes"].items() <= choice.settings.items())
 
 
 def test_the_combination_is_used_only_when_it_beats_the_best_knob_alone() -> None:
@@ -78,6 +94,7 @@ def test_the_key_ignores_lr_but_not_batch_size_norm_or_pinned_knobs() -> None:
     assert speed_key(TINY.replace(norm="group", gn_groups=4), "cpu", ()) != key
     assert speed_key(TINY.replace(gn_groups=4), "cpu", ()) == key  # unused without GroupNorm
     assert speed_key(TINY, "cpu", ("channels_last",)) != key
+    assert json.loads(key)["rule"] == RULE  # a choice made by another decision rule is not reused
     assert speed_key(TINY, "other cpu", ()) != key
 
 

@@ -24,6 +24,7 @@ on a CPU) are not probed there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -40,6 +41,7 @@ from tuner.units import finite_or_none, ratio_text
 
 __all__ = [
     "KEY_FIELDS",
+    "RULE",
     "SpeedChoice",
     "choose_speed",
     "combination",
@@ -62,6 +64,11 @@ KEY_FIELDS = (
     "num_classes",
     "device",
 )
+
+# The decision rule's version: bumped when choose_speed decides differently, so a remembered
+# choice (tuner.search.machine_cache outlives the code that made it) is not reused across it.
+# 2: over budget, the other knobs are probed on top of the one that makes it fit.
+RULE = 2
 
 
 @dataclass(frozen=True)
@@ -92,13 +99,18 @@ class SpeedChoice:
             return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
         if self.plain_over_budget:
-            return f"plain over the memory budget; {kept[0]['name']} makes it fit"
+            fit = f"plain over the memory budget; {kept[0]['name']} makes it fit"
+            return "; then ".join([fit, *self._kept_text(kept[1:])])
         if not kept:
             return "plain (no knob was faster in every probe)"
+        return self._kept_text(kept)[0]
+
+    def _kept_text(self, kept: list[dict[str, Any]]) -> list[str]:
+        """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""
         parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
         if len(kept) > 1 and self.combined_ratio is not None:
             parts.append(f"together {self.combined_ratio:.2f}x")
-        return ", ".join(parts)
+        return [", ".join(parts)] if parts else []
 
 
 def _ratio_text(row: dict[str, Any]) -> str:
@@ -122,6 +134,7 @@ def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) ->
         key["gn_groups"] = None  # unused unless GroupNorm
     key["device_name"] = device_name
     key["pinned"] = {name: values[name] for name in sorted(pinned)}
+    key["rule"] = RULE  # a choice the machine cache kept from another rule is probed again
     return json.dumps(key, sort_keys=True, default=str)
 
 
@@ -158,9 +171,9 @@ def choose_speed(
 
     ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
     The plain setting is probed once first: over the budget (or OOM), each knob is probed once
-    for memory instead (:func:`_fit_first`). After two rounds, a knob that was
-    slower than the plain setting in either pair is dropped: a third pair cannot make its
-    interval clear 1x any more (Student's t with 2 degrees of freedom needs every pair to agree).
+    for memory instead (:func:`_fit_first`), and the other knobs are then probed on top of the
+    fastest one that makes it fit. After each round, a knob that was slower than the plain
+    setting in any pair so far is dropped (it can no longer be kept).
     """
     from tuner.objectives import judge
 
@@ -173,14 +186,31 @@ def choose_speed(
     meter = _Meter(steps)
     first = meter(plain)
     if not judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
-        return _fit_first(arms, first, meter, max_memory_bytes, started)
-    runs = _rounds(arms, repeats, meter)
-    rows, plain_ips = decide(runs, arms, max_memory_bytes=max_memory_bytes)
-    combined = None
-    if sum(row["kept"] for row in rows) >= 2:
-        combined = _combined_ratio(plain, rows, meter, max_memory_bytes)
+        fitted = _fit_first(arms, first, meter, max_memory_bytes, started)
+        if fitted.over_budget or len(arms) <= 2:
+            return fitted
+        # The knob that makes it fit becomes the base, and the others are probed on top of
+        # it as they would be on plain: stopping at the one knob left the fastest feasible
+        # setting of such a config unreachable (bench/search_replay.py, the resnet grid).
+        base = plain.replace(**fitted.settings)
+        on_top = _arms(base, cuda=cuda, pinned={*pinned, *fitted.settings})
+        label = " + ".join(fitted.settings)
+        on_top[1:] = [dataclasses.replace(a, name=f"{a.name} on {label}") for a in on_top[1:]]
+        settings, rows, combined, _ = _probe_rounds(base, on_top, repeats, meter, max_memory_bytes)
+        return dataclasses.replace(
+            fitted,
+            settings={**fitted.settings, **settings},
+            variants=[*fitted.variants, *rows],
+            probe_seconds=time.perf_counter() - started,
+            probe_step_seconds=meter.step_seconds,
+            repeats=repeats,
+            combined_ratio=combined,
+        )
+    settings, rows, combined, plain_ips = _probe_rounds(
+        plain, arms, repeats, meter, max_memory_bytes
+    )
     return SpeedChoice(
-        settings=settle(rows, combined),
+        settings=settings,
         variants=rows,
         plain_images_per_second=plain_ips,
         probe_seconds=time.perf_counter() - started,
@@ -189,6 +219,20 @@ def choose_speed(
         first_step_unix_s=meter.first_step_unix_s,
         combined_ratio=combined,
     )
+
+
+def _probe_rounds(
+    plain: TrainConfig, arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
+) -> tuple[dict[str, Any], list[dict[str, Any]], float | None, float]:
+    """Interleaved rounds of ``arms`` (``arms[0]`` runs ``plain``), then the kept knobs
+    together when two or more are kept: the settings, one row per probed change, the
+    combination's ratio and the plain setting's median images/s."""
+    runs = _rounds(arms, repeats, meter)
+    rows, plain_ips = decide(runs, arms, max_memory_bytes=budget)
+    combined = None
+    if sum(row["kept"] for row in rows) >= 2:
+        combined = _combined_ratio(plain, rows, meter, budget)
+    return settle(rows, combined), rows, combined, plain_ips
 
 
 def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
@@ -310,12 +354,14 @@ def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Ar
 
 
 def _rounds(arms: list[Arm], repeats: int, measure: Any) -> pd.DataFrame:
-    """Interleaved rounds; after the second, only knobs faster than plain in both pairs stay."""
+    """Interleaved rounds; after each, only knobs faster than plain in every pair so far stay:
+    a knob is kept only if it was faster in every pair (:func:`_variant_row`), so a knob
+    behind once can no longer be kept and probing it again would buy nothing."""
     frames, live = [], list(arms)
     for repeat in range(repeats):
         runs = run_interleaved(live, repeats=1, measure=measure, warmup=False, drop_invalid=True)
         frames.append(runs.assign(repeat=repeat))
-        if repeat == 1 and repeats > 2:
+        if repeat < repeats - 1:
             live = [live[0], *(a for a in live[1:] if _ahead(pd.concat(frames), a.name))]
     return pd.concat(frames, ignore_index=True)
 
