@@ -174,8 +174,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         + "; ".join(result.get("effect_intervals") or ["none"]) + ".",
         "",
         f"Command: `{result['command']}`; 1-minute load average at the end "
-        f"{result['load_average_1min_end']:.1f} on {os.cpu_count()} cores (above the core count, "
-        "other work shared the machine and the shares are pessimistic).",
+        f"{result['load_average_1min_end']:.1f} on {os.cpu_count()} cores"
+        + (" (above the core count: other work shared the machine and the shares are "
+           "pessimistic)." if result["load_average_1min_end"] > (os.cpu_count() or 1) else "."),
         "",
     ])  # fmt: skip
 
