@@ -53,3 +53,17 @@ def test_intervals_use_one_dash_whatever_the_numbers() -> None:
     assert interval_text(-0.012, 0.004, "{:+.3f}".format) == "[-0.012–+0.004]"
     assert interval_text(None, 1.0) == ""
     assert median_interval([1.0, 2.0, 3.0]).format(".1f") == "2.0 [1.0–3.0]"
+
+
+def test_one_duration_format_for_console_and_report() -> None:
+    from tuner.units import duration_text
+
+    assert [duration_text(s) for s in (0, 44.6, 60, 185, 3600, 4331)] == [
+        "0s",
+        "45s",
+        "1m00s",
+        "3m05s",
+        "1h00m",
+        "1h12m",
+    ]
+    assert duration_text(float("nan")) == "unknown" and duration_text(-3) == "0s"

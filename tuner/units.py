@@ -23,6 +23,7 @@ __all__ = [
     "GIB",
     "MIB",
     "as_number",
+    "duration_text",
     "finite_or_none",
     "format_bytes",
     "interval_text",
@@ -83,6 +84,18 @@ def json_ready(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def duration_text(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``1h12m``: how every console line and report tells a duration."""
+    if not math.isfinite(seconds):
+        return "unknown"
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def format_bytes(size: Any, *, digits: int = 1) -> str:

@@ -54,7 +54,7 @@ from tuner.report.document import (
     user,
 )
 from tuner.techniques import settings_text
-from tuner.units import MIB, as_number, format_bytes
+from tuner.units import MIB, as_number, duration_text, format_bytes
 
 __all__ = ["write_report"]
 
@@ -306,7 +306,7 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             f"{user(meta.get('sampler', '?'))}, seed {user(meta.get('seed', '?'))}",
             f"- memory limit: {format_bytes(memory_limit(meta)) if memory_limit(meta) else 'none'}",
             f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
-            f"- summed trial wall time: {_duration(trials[TRIAL_TIME_S].sum())}",
+            f"- summed trial wall time: {duration_text(trials[TRIAL_TIME_S].sum())}",
             f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
@@ -353,12 +353,3 @@ def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
         else:
             rows.append((f"{prefix}{key}", str(value)))
     return pd.DataFrame(rows, columns=["key", "value"])
-
-
-# ---- helpers ---------------------------------------------------------------------------------
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "unknown"
-    return f"{seconds:.1f} s" if seconds < 3600 else f"{seconds / 3600:.2f} h"

@@ -23,7 +23,8 @@ from tuner.compare.trust import Budget, ended_text
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
-from tuner.search.progress import duration_text, wait_with_heartbeat
+from tuner.search.progress import wait_with_heartbeat
+from tuner.units import duration_text
 
 if TYPE_CHECKING:
     from tuner.search.experiment import SearchContext

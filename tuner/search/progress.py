@@ -16,7 +16,7 @@ from ray.tune import Callback
 
 from tuner import record
 from tuner.search.tracking import trial_outcome
-from tuner.units import format_bytes
+from tuner.units import duration_text, format_bytes
 
 __all__ = ["HEARTBEAT_S", "ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 
@@ -158,16 +158,6 @@ def wait_with_heartbeat(
             left = f", about {duration_text(max(expected_s - elapsed, 0.0))} left"
             left = left if elapsed < expected_s else ", taking longer than estimated"
         print(f"  ... {what}: {duration_text(elapsed)}{left}", flush=True)
-
-
-def duration_text(seconds: float) -> str:
-    """``45s``, ``3m05s``, ``1h12m``."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def describe_params(config: dict[str, Any]) -> str:
