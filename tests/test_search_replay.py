@@ -70,3 +70,34 @@ def test_the_summary_and_its_table(replay, grid, tmp_path: Path) -> None:
     low, high = report["strategies"]["new"]["ratio_interval"]
     assert low <= high or math.isnan(low)
     assert (tmp_path / "search_replay.png").stat().st_size > 0
+
+
+@pytest.fixture(scope="module")
+def variants(replay):
+    path = BENCH / "search_replay_variants.py"
+    spec = importlib.util.spec_from_file_location("search_replay_variants", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["lazy", "lazy-optimistic", "one-round", "dedup"])
+def test_every_variant_not_kept_replays(variants, replay, grid, name: str) -> None:
+    ledger = variants.VARIANTS[name](grid, 0, 40.0, 12)
+    spent = [s for s, _ in ledger.history]
+    assert spent == sorted(spent) and ledger.points
+    assert all(0 < ips <= grid.best_ips for ips, _ in ledger.points)
+
+
+def test_a_lazy_trial_pays_each_setting_for_the_reports_it_ran(variants, grid) -> None:
+    config = {"batch_size": 32, "norm": "batch", "amp": "off", "base_lr": 1e-3}
+    plain, fast = grid.plain(), {**grid.plain(), "channels_last": True}
+    trial = variants._LazyTrial(grid, config, plain, None)
+    paid = trial.cost_to(2)
+    trial.switch(fast, 2)
+    paid += trial.cost_to(5)
+    expected = grid.train_cost(config, plain, 2) + (
+        grid.train_cost(config, fast, 5) - grid.train_cost(config, fast, 2)
+    )
+    assert paid == pytest.approx(expected)
+    assert grid.train_cost(config, fast, 5) < paid < grid.train_cost(config, plain, 5)
