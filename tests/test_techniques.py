@@ -16,7 +16,7 @@ from tuner.record import engine_values as result_metrics
 from tuner.report._effects import observed_techniques
 from tuner.techniques import (
     KNOBS,
-    is_accuracy_neutral,
+    accuracy_neutral_fields,
     knob,
     ladder,
     ladder_knobs,
@@ -37,7 +37,7 @@ TINY = TrainConfig(
 def test_the_registry_says_which_knobs_change_the_maths() -> None:
     assert {k.field for k in KNOBS if k.accuracy_neutral} == NEUTRAL
     assert {k.field for k in KNOBS if not k.accuracy_neutral} == TRAINING
-    assert not is_accuracy_neutral("weight_decay")  # not a knob: assumed to change training
+    assert set(accuracy_neutral_fields()) == NEUTRAL  # weight_decay, no knob, is not neutral
 
 
 @pytest.mark.parametrize("entry", KNOBS, ids=lambda k: k.field)

@@ -28,7 +28,6 @@ __all__ = [
     "Knob",
     "Rung",
     "accuracy_neutral_fields",
-    "is_accuracy_neutral",
     "knob",
     "ladder",
     "ladder_knobs",
@@ -77,10 +76,6 @@ class Knob:
     @property
     def help(self) -> str:
         return field_help(self.field)
-
-    @property
-    def cuda_only(self) -> bool:
-        return not self.cpu
 
     def values(self, *, cuda: bool) -> tuple[Any, ...]:
         """The "on" values that can run on this kind of device."""
@@ -220,12 +215,6 @@ assert set(_BY_FIELD) <= config_fields(), "every knob is a TrainConfig field"
 def knob(name: str) -> Knob:
     """The registry entry of a field (``KeyError`` if it is not a knob)."""
     return _BY_FIELD[name]
-
-
-def is_accuracy_neutral(field_name: str) -> bool:
-    """Whether setting ``field_name`` leaves the maths of training unchanged."""
-    entry = _BY_FIELD.get(field_name)
-    return entry is not None and entry.accuracy_neutral
 
 
 def accuracy_neutral_fields() -> tuple[str, ...]:

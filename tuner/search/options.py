@@ -15,6 +15,8 @@ from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 from tuner.search.samplers import SAMPLERS, SamplerName
 
 __all__ = [
+    "DEFAULT_REPORTS_DIR",
+    "DEFAULT_STORAGE",
     "OBJECTIVES",
     "WORKLOAD_CHOICES",
     "SearchOptions",
@@ -22,6 +24,10 @@ __all__ = [
 
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
 WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
+# Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
+# local copy of an experiment on URI storage, and the reader of a folder named by its name.
+DEFAULT_STORAGE = "experiments"
+DEFAULT_REPORTS_DIR = "reports"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +36,8 @@ class SearchOptions:
 
     space: str  # registry name or path to a .py file
     name: str | None = None  # experiment name; default <space>-<timestamp>
-    storage: str = "experiments"  # local folder or a URI Ray accepts (s3://, gs://, ...)
-    reports_dir: str = "reports"
+    storage: str = DEFAULT_STORAGE  # local folder or a URI Ray accepts (s3://, gs://, ...)
+    reports_dir: str = DEFAULT_REPORTS_DIR
     # Budgets: the search stops at whichever comes first (None: the space's default samples).
     num_samples: int | None = None
     search_time_budget_s: float | None = None
