@@ -296,4 +296,3 @@ def _checked_type(name: str, value: Any) -> Any:
 
 def _type_error(name: str, value: Any, expected: str) -> Any:
     raise TunerError(f"{name}={value!r} is a {type(value).__name__}; {name} must be {expected}.")
-

@@ -354,7 +354,9 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
     import ray
+    from ray._private import worker
 
+    here = worker._global_node  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
     resources: dict[str, Any] = ray.cluster_resources()
     nodes = [node for node in ray.nodes() if node.get("Alive")]
@@ -366,15 +368,8 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
         auth_mode=auth_mode(),
-        dashboard_url=_dashboard_url(),
+        dashboard_url=(here.webui_url or "") if here is not None else "",
     )
-
-
-def _dashboard_url() -> str:
-    from ray._private import worker
-
-    node = worker._global_node
-    return (node.webui_url or "") if node is not None else ""
 
 
 def _started_here() -> bool:

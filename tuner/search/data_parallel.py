@@ -60,7 +60,6 @@ __all__ = [
     "leaked_placement_groups",
     "run_worker_group",
     "trainable",
-    "trial_workers",
 ]
 
 _TRAIN_DIR = "train"
@@ -89,11 +88,6 @@ class WorkerGroup:
         )
 
 
-def trial_workers(config: dict[str, Any], default: int) -> int:
-    """A trial's world size: the space's ``world_size`` parameter if it has one."""
-    return int(config.get(WORLD_SIZE_PARAM, default))
-
-
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
     """The search's trainable when trials span workers; the driver itself asks for no CPU (it
     waits on its workers), so the plan's concurrency counts worker groups only."""
@@ -116,7 +110,8 @@ def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: Wo
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={"config": config, "context": context},
-        scaling_config=group.scaling(trial_workers(config, group.workers)),
+        # The trial's world size: the space's ``world_size`` parameter if it has one.
+        scaling_config=group.scaling(int(config.get(WORLD_SIZE_PARAM, group.workers))),
         torch_config=TorchConfig(backend="nccl" if group.gpus_per_worker > 0 else "gloo"),
         run_config=ray.train.RunConfig(
             name=_TRAIN_DIR,

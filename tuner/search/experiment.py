@@ -41,6 +41,7 @@ __all__ = [
     "study_attrs",
 ]
 
+
 @dataclass(frozen=True)
 class ExperimentPaths:
     """Where one experiment lives."""
