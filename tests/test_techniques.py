@@ -9,7 +9,7 @@ import pytest
 
 from tuner.compare import data_parallel, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
-from tuner.config import TrainConfig, config_fields
+from tuner.config import TrainConfig, config_fields, field_help
 from tuner.engine import probe
 from tuner.record import EFFECTIVE_PREFIX
 from tuner.record import engine_values as result_metrics
@@ -42,7 +42,7 @@ def test_the_registry_says_which_knobs_change_the_maths() -> None:
 
 @pytest.mark.parametrize("entry", KNOBS, ids=lambda k: k.field)
 def test_every_knob_is_a_config_field_with_help_and_an_off_default(entry) -> None:
-    assert entry.field in config_fields() and entry.help and entry.label
+    assert entry.field in config_fields() and field_help(entry.field) and entry.label
     assert entry.off == getattr(TrainConfig(), entry.field)
 
 

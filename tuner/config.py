@@ -135,13 +135,11 @@ class TrainConfig:
     device: str = _field("auto", "auto | cpu | cuda | cuda:N")
 
     def __post_init__(self) -> None:
+        """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
+        combination."""
         for f in dataclasses.fields(self):
             value = _checked_type(f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise :class:`TunerError` naming the first impossible setting or combination."""
         for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
             if not getattr(self, name) > 0:
                 raise TunerError(f"{name}={getattr(self, name)} must be a positive integer.")

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.config import TrainConfig, config_fields, field_help
+from tuner.config import TrainConfig, config_fields
 
 __all__ = [
     "KNOBS",
@@ -72,10 +72,6 @@ class Knob:
     def off(self) -> Any:
         """The value that leaves it off: the ``TrainConfig`` default."""
         return getattr(_DEFAULTS, self.field)
-
-    @property
-    def help(self) -> str:
-        return field_help(self.field)
 
     def values(self, *, cuda: bool) -> tuple[Any, ...]:
         """The "on" values that can run on this kind of device."""

@@ -13,6 +13,7 @@ from tuner.config import check_settings
 from tuner.errors import TunerError
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 from tuner.search.samplers import SAMPLERS, SamplerName
+from tuner.spaces import WORKLOAD_KINDS
 
 __all__ = [
     "DEFAULT_REPORTS_DIR",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
-WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
+WORKLOAD_CHOICES = ("auto", *WORKLOAD_KINDS)
 # Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
 # local copy of an experiment on URI storage, and the reader of a folder named by its name.
 DEFAULT_STORAGE = "experiments"
@@ -78,9 +79,6 @@ class SearchOptions:
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
         if self.objective not in OBJECTIVES:
             raise TunerError(
