@@ -151,10 +151,9 @@ class TrainConfig:
             )
         if not self.lr > 0:
             raise TunerError(f"lr={self.lr} must be positive.")
-        if not 0 <= self.warmup_fraction < 1:
-            raise TunerError(f"warmup_fraction={self.warmup_fraction} must be in [0, 1).")
-        if not 0 <= self.label_smoothing < 1:
-            raise TunerError(f"label_smoothing={self.label_smoothing} must be in [0, 1).")
+        for name in ("warmup_fraction", "label_smoothing"):
+            if not 0 <= getattr(self, name) < 1:
+                raise TunerError(f"{name}={getattr(self, name)} must be in [0, 1).")
         if self.epochs is None and self.steps is None and self.time_budget_s is None:
             raise TunerError("The run has no budget: give epochs, steps or time_budget_s.")
         for name in ("epochs", "steps", "time_budget_s", "eval_every_steps", "max_eval_batches"):

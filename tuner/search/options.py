@@ -80,16 +80,13 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
-        if self.objective not in OBJECTIVES:
-            raise TunerError(
-                f"--objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}."
-            )
-        if self.sampler not in SAMPLERS:
-            raise TunerError(f"--sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}.")
-        if self.workload not in WORKLOAD_CHOICES:
-            raise TunerError(
-                f"--workload {self.workload!r} is not one of {', '.join(WORKLOAD_CHOICES)}."
-            )
+        for flag, value, choices in (
+            ("--objective", self.objective, OBJECTIVES),
+            ("--sampler", self.sampler, SAMPLERS),
+            ("--workload", self.workload, WORKLOAD_CHOICES),
+        ):
+            if value not in choices:
+                raise TunerError(f"{flag} {value!r} is not one of {', '.join(choices)}.")
         for flag, value in (
             ("--num-samples", self.num_samples),
             ("--search-time-budget-s", self.search_time_budget_s),
