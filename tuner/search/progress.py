@@ -25,7 +25,6 @@ _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 _SKIP = {"model", "model_kwargs", "data", "img_size", "epochs", "steps", "time_budget_s",
          "eval_every_steps", "warmup_steps", "max_eval_batches", "seed", "device"}  # fmt: skip
 _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
-_ENDED = ("TERMINATED", "ERROR")
 
 
 class ProgressPrinter(Callback):
@@ -81,7 +80,7 @@ class ProgressPrinter(Callback):
     def _count_before(self, trials: list) -> None:
         """Trials that had ended before this run (restored as ended) count as done."""
         if not self.ended and not self.ended_before:
-            self.ended_before = {t.trial_id for t in trials if str(t.status) in _ENDED}
+            self.ended_before = {t.trial_id for t in trials if t.is_finished()}
 
     def _finished(self, trials: list, trial: Any, *, crashed: bool) -> None:
         self._count_before(trials)

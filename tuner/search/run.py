@@ -164,7 +164,7 @@ def _search(
         TrialRecord(t.trial_id, dict(t.config), dict(t.last_result or {}), str(t.status))
         for t in trials
     ]
-    finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
+    finished = not interrupted and all(t.is_finished() for t in trials)
     ray_ids = {record.trial_id for record in records}
     orphans = close_orphans(paths.name, paths.study_url, ray_ids) if finished else []
     alone = finished and plan.max_world_size == 1  # both measure one process alone
