@@ -42,6 +42,7 @@ import ray
 import ray.train
 import torch.distributed as dist
 from ray import tune
+from ray._private.state import state
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
@@ -226,7 +227,6 @@ def leaked_placement_groups() -> list[Any]:
     are detached groups and other jobs' groups. The creator is only in GCS's raw table (the
     public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
     """
-    from ray._private.state import state
     from ray.core.generated import gcs_pb2
     from ray.util.placement_group import PlacementGroup
 
@@ -249,8 +249,6 @@ def leaked_placement_groups() -> list[Any]:
 
 def _live_controllers() -> int:
     """How many of this job's Ray Train controllers are alive (from GCS, no State API)."""
-    from ray._private.state import state
-
     job = ray.get_runtime_context().get_job_id()
     return sum(
         1

@@ -18,7 +18,6 @@ from typing import Any
 
 import optuna
 from ray import tune
-from ray.tune import Callback
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
@@ -132,11 +131,11 @@ def logger_callbacks(
     experiment: str,
     space: str,
     experiment_dir: Path,
-) -> list[Callback]:
+) -> list[tune.Callback]:
     """TensorBoard by training step (in place of Ray's default), MLflow when a tracking URI is
     given, W&B (offline files in ``experiment_dir``) when a project is. The optional loggers
     are imported only when asked for: each imports its client (~1 s)."""
-    callbacks: list[Callback] = [StepTBXLoggerCallback()]
+    callbacks: list[tune.Callback] = [StepTBXLoggerCallback()]
     tags = {"space": Path(space).stem, "experiment": experiment}
     if mlflow_uri:
         from tuner.search.mlflow_logger import StepMLflowLoggerCallback
