@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import ray
 
 from tuner.answer import Answer, candidates
 from tuner.compare import plan_toggles, trust
@@ -151,8 +152,6 @@ def _in_task(
 ) -> Any:
     """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
     line while it runs."""
-    import ray
-
     remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
     return wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
 

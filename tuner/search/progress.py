@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+import ray
 from ray.tune import Callback
 
 from tuner import record
@@ -144,8 +145,6 @@ def wait_with_heartbeat(
 ) -> Any:
     """``ray.get(ref)``, with a line every ``every_s`` saying how long ``what`` has run and,
     from ``expected_s``, about how long it has left."""
-    import ray
-
     start = time.monotonic()
     while True:
         ready, _ = ray.wait([ref], timeout=every_s)
