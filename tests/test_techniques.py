@@ -9,14 +9,14 @@ import pytest
 
 from tuner.compare import data_parallel, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
-from tuner.config import TrainConfig, config_fields
+from tuner.config import TrainConfig, config_fields, field_help
 from tuner.engine import probe
 from tuner.record import EFFECTIVE_PREFIX
 from tuner.record import engine_values as result_metrics
 from tuner.report._effects import observed_techniques
 from tuner.techniques import (
     KNOBS,
-    is_accuracy_neutral,
+    accuracy_neutral_fields,
     knob,
     ladder,
     ladder_knobs,
@@ -37,12 +37,12 @@ TINY = TrainConfig(
 def test_the_registry_says_which_knobs_change_the_maths() -> None:
     assert {k.field for k in KNOBS if k.accuracy_neutral} == NEUTRAL
     assert {k.field for k in KNOBS if not k.accuracy_neutral} == TRAINING
-    assert not is_accuracy_neutral("weight_decay")  # not a knob: assumed to change training
+    assert set(accuracy_neutral_fields()) == NEUTRAL  # weight_decay, no knob, is not neutral
 
 
 @pytest.mark.parametrize("entry", KNOBS, ids=lambda k: k.field)
 def test_every_knob_is_a_config_field_with_help_and_an_off_default(entry) -> None:
-    assert entry.field in config_fields() and entry.help and entry.label
+    assert entry.field in config_fields() and field_help(entry.field) and entry.label
     assert entry.off == getattr(TrainConfig(), entry.field)
 
 

@@ -22,10 +22,6 @@ from typing import Any, Literal, get_args, get_origin
 from tuner.errors import TunerError
 
 __all__ = [
-    "AMP_MODES",
-    "COMPILE_MODES",
-    "NORMS",
-    "PREFETCH_MODES",
     "Amp",
     "Compile",
     "Norm",
@@ -34,6 +30,7 @@ __all__ = [
     "check_settings",
     "config_fields",
     "field_help",
+    "field_type",
     "load_config_file",
 ]
 
@@ -42,11 +39,6 @@ Prefetch = Literal["off", "cuda_stream"]
 Compile = Literal["off", "default", "max-autotune"]
 # "native" keeps the model's own norm layers; the others replace its convolutional norms.
 Norm = Literal["native", "batch", "group", "layer"]
-
-AMP_MODES: tuple[str, ...] = get_args(Amp)
-PREFETCH_MODES: tuple[str, ...] = get_args(Prefetch)
-COMPILE_MODES: tuple[str, ...] = get_args(Compile)
-NORMS: tuple[str, ...] = get_args(Norm)
 
 
 def _field(default: Any, help: str) -> Any:
@@ -143,15 +135,14 @@ class TrainConfig:
     device: str = _field("auto", "auto | cpu | cuda | cuda:N")
 
     def __post_init__(self) -> None:
+        """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
+        combination."""
         for f in dataclasses.fields(self):
-            value = _checked_type(f.name, getattr(self, f.name), _HINTS[f.name])
+            value = _checked_type(f.name, getattr(self, f.name))
             object.__setattr__(self, f.name, value)
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise :class:`TunerError` naming the first impossible setting or combination."""
         for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
-            _check_positive(name, getattr(self, name))
+            if not getattr(self, name) > 0:
+                raise TunerError(f"{name}={getattr(self, name)} must be a positive integer.")
         if self.num_workers < 0:
             raise TunerError(f"num_workers={self.num_workers} is negative; use 0 or more.")
         if self.persistent_workers and self.num_workers == 0:
@@ -160,10 +151,9 @@ class TrainConfig:
             )
         if not self.lr > 0:
             raise TunerError(f"lr={self.lr} must be positive.")
-        if not 0 <= self.warmup_fraction < 1:
-            raise TunerError(f"warmup_fraction={self.warmup_fraction} must be in [0, 1).")
-        if not 0 <= self.label_smoothing < 1:
-            raise TunerError(f"label_smoothing={self.label_smoothing} must be in [0, 1).")
+        for name in ("warmup_fraction", "label_smoothing"):
+            if not 0 <= getattr(self, name) < 1:
+                raise TunerError(f"{name}={getattr(self, name)} must be in [0, 1).")
         if self.epochs is None and self.steps is None and self.time_budget_s is None:
             raise TunerError("The run has no budget: give epochs, steps or time_budget_s.")
         for name in ("epochs", "steps", "time_budget_s", "eval_every_steps", "max_eval_batches"):
@@ -216,7 +206,15 @@ def check_settings(params: Mapping[str, Any]) -> None:
     """
     _check_known(params)
     for name, value in params.items():
-        _checked_type(name, value, _HINTS[name])
+        _checked_type(name, value)
+
+
+def field_type(name: str) -> tuple[Any, bool]:
+    """A :class:`TrainConfig` field's type without ``None``, and whether it may be ``None``."""
+    hint = _HINTS[name]
+    optional = get_origin(hint) in (typing.Union, types.UnionType) and type(None) in get_args(hint)
+    args = [a for a in get_args(hint) if a is not type(None)]
+    return (args[0] if optional and len(args) == 1 else hint), optional
 
 
 def field_help(name: str) -> str:
@@ -256,15 +254,13 @@ def _check_known(params: Mapping[str, Any]) -> None:
         )
 
 
-def _checked_type(name: str, value: Any, hint: Any) -> Any:
+def _checked_type(name: str, value: Any) -> Any:
     """``value`` if it fits the field's type (an int is taken where a float is expected).
 
     Raises:
         TunerError: naming the setting, the value and the type it needs.
     """
-    args = [a for a in get_args(hint) if a is not type(None)]
-    optional = get_origin(hint) in (typing.Union, types.UnionType) and type(None) in get_args(hint)
-    base = args[0] if optional and len(args) == 1 else hint
+    base, optional = field_type(name)
     if value is None and optional:
         return None
     if get_origin(base) is Literal:
@@ -297,8 +293,3 @@ def _checked_type(name: str, value: Any, hint: Any) -> Any:
 
 def _type_error(name: str, value: Any, expected: str) -> Any:
     raise TunerError(f"{name}={value!r} is a {type(value).__name__}; {name} must be {expected}.")
-
-
-def _check_positive(name: str, value: int) -> None:
-    if not value > 0:
-        raise TunerError(f"{name}={value} must be a positive integer.")

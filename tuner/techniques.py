@@ -21,14 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.config import TrainConfig, config_fields, field_help
+from tuner.config import TrainConfig, config_fields
 
 __all__ = [
     "KNOBS",
     "Knob",
     "Rung",
     "accuracy_neutral_fields",
-    "is_accuracy_neutral",
     "knob",
     "ladder",
     "ladder_knobs",
@@ -73,14 +72,6 @@ class Knob:
     def off(self) -> Any:
         """The value that leaves it off: the ``TrainConfig`` default."""
         return getattr(_DEFAULTS, self.field)
-
-    @property
-    def help(self) -> str:
-        return field_help(self.field)
-
-    @property
-    def cuda_only(self) -> bool:
-        return not self.cpu
 
     def values(self, *, cuda: bool) -> tuple[Any, ...]:
         """The "on" values that can run on this kind of device."""
@@ -220,12 +211,6 @@ assert set(_BY_FIELD) <= config_fields(), "every knob is a TrainConfig field"
 def knob(name: str) -> Knob:
     """The registry entry of a field (``KeyError`` if it is not a knob)."""
     return _BY_FIELD[name]
-
-
-def is_accuracy_neutral(field_name: str) -> bool:
-    """Whether setting ``field_name`` leaves the maths of training unchanged."""
-    entry = _BY_FIELD.get(field_name)
-    return entry is not None and entry.accuracy_neutral
 
 
 def accuracy_neutral_fields() -> tuple[str, ...]:

@@ -26,8 +26,8 @@ from search_cli import search_command
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.search import SearchOptions
-from tuner.search.loggers import logger_callbacks
 from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
+from tuner.search.tune_setup import logger_callbacks
 
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 NEEDS_MLFLOW = pytest.mark.skipif(

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import types
-import typing
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args, get_origin
 
-from tuner.config import TrainConfig, config_fields, field_help
+from tuner.config import config_fields, field_help, field_type
 from tuner.errors import TunerError
+from tuner.search.options import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
+from tuner.units import json_ready
 
 __all__ = [
     "add",
@@ -37,10 +36,6 @@ __all__ = [
     "run_settings",
     "skip_list",
 ]
-
-_HINTS = typing.get_type_hints(TrainConfig)
-DEFAULT_STORAGE = "experiments"
-DEFAULT_REPORTS_DIR = "reports"
 
 
 # The shared flags: one spelling, one meaning each. A command adds one with :func:`add`, giving
@@ -97,7 +92,7 @@ def add_config_flag(
     command's own workload keeps its values. ``default`` is the text that says what applies
     when the flag is not given.
     """
-    kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(_HINTS[name]))
+    kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(name))
     group.add_argument(config_flag(name), help=_with_default(field_help(name), default), **kwargs)
 
 
@@ -131,21 +126,13 @@ def parse_sets(items: Iterable[str]) -> dict[str, Any]:
 
 def print_json(value: Any) -> None:
     """The ``--json`` result: one line, the last of stdout (NaN and infinities as null)."""
-    print(json.dumps(_jsonable(value), default=str, allow_nan=False), flush=True)
+    print(json.dumps(json_ready(value), default=_null_or_text, allow_nan=False), flush=True)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if type(value).__name__ == "NAType":  # pandas' missing value
-        return None
-    if hasattr(value, "item") and not isinstance(value, str | bytes):  # a numpy scalar
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _null_or_text(value: Any) -> Any:
+    """What ``json_ready`` leaves that JSON cannot hold: pandas' missing value is null, any
+    other object its text."""
+    return None if type(value).__name__ == "NAType" else str(value)
 
 
 def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
@@ -161,10 +148,8 @@ def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
     return entries
 
 
-def _flag_kwargs(hint: Any) -> dict[str, Any]:
-    args = [a for a in get_args(hint) if a is not type(None)]
-    optional = get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1
-    base = args[0] if optional else hint
+def _flag_kwargs(name: str) -> dict[str, Any]:
+    base, optional = field_type(name)
     if get_origin(base) is Literal:
         return {"choices": list(get_args(base))}
     if base is bool:

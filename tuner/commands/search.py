@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
 from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
-from tuner.record import MAX_MEMORY_BYTES, TRIAL_ID
+from tuner.record import MAX_MEMORY_BYTES
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
@@ -250,8 +250,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     """The CLI flags as :class:`SearchOptions` (one to one: each flag's dest is the field)."""
     if not args.space and not args.resume:
         raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
-    fields = {f.name for f in dataclasses.fields(SearchOptions)}
-    given = {key: value for key, value in vars(args).items() if key in fields}
+    given = {key: value for key, value in vars(args).items() if key in _DEFAULTS}
     return SearchOptions(
         **{
             **given,
@@ -310,22 +309,13 @@ def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
     """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
     its figures, and the report files, go to the search's parent run. A failing MLflow costs
     nothing but a warning."""
-    experiment = outcome.experiment
-    uri = (experiment.metadata.get("options") or {}).get("mlflow")
+    uri = (outcome.experiment.metadata.get("options") or {}).get("mlflow")
     if not uri:
         return
     from tuner.search.mlflow_logger import log_report
 
-    pick = outcome.answer.recommended
     try:
-        where = log_report(
-            uri,
-            experiment.name,
-            space=str(experiment.metadata.get("space")),
-            report_dir=report,
-            recommended=None if pick is None else pick.to_dict(),
-            config=None if pick is None else experiment.configs[str(pick[TRIAL_ID])],
-        )
+        where = log_report(uri, outcome.experiment, outcome.answer, report)
     except Exception as exc:  # the experiment and report folders hold every result anyway
         print(
             f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are in "

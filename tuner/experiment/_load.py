@@ -44,9 +44,9 @@ from tuner.experiment._files import (
 )
 from tuner.experiment._metadata import read_metadata
 from tuner.experiment._schema import LEADING_COLUMNS, PARAM_PREFIX, typed_trials
+from tuner.search.options import DEFAULT_STORAGE
 from tuner.units import as_number
 
-DEFAULT_STORAGE = Path("experiments")
 _ENDED_BY_RAY = ("TERMINATED", "ERROR")
 # Compared between a trial's final result.json line and what the study was told.
 _RECONCILED = (record.STATUS, "images_per_second", "val_accuracy")

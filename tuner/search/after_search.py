@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import ray
 
 from tuner.answer import Answer, candidates
+from tuner.compare import plan_toggles, trust
 from tuner.compare.trust import Budget, ended_text
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
 from tuner.search.progress import wait_with_heartbeat
+from tuner.spaces import train_config_of
 from tuner.units import duration_text
 
 if TYPE_CHECKING:
@@ -149,8 +152,6 @@ def _in_task(
 ) -> Any:
     """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
     line while it runs."""
-    import ray
-
     remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
     return wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
 
@@ -166,9 +167,6 @@ def _expected_s(budget: Budget, round_s: float) -> float:
 def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collection[str]) -> int:
     """How many arms the effects step measures around ``config`` (0 when unknown): for its
     estimate of the time left."""
-    from tuner.compare import plan_toggles
-    from tuner.spaces import train_config_of
-
     try:
         base = train_config_of(config, device=plan.trial_device, search_only=search_only)
         return len(plan_toggles(base, cuda=plan.cuda)[0])
@@ -241,8 +239,6 @@ def _write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
 def _remeasure(
     configs: list[dict[str, Any]], budget: Budget, task: _Task
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from tuner.compare import trust
-
     train_configs = [_train_config(c, task) for c in configs]
     return trust.remeasure(
         train_configs, steps=task.steps, budget=budget, cuda=_cuda(train_configs)
@@ -252,8 +248,6 @@ def _remeasure(
 def _effects(
     config: dict[str, Any], budget: Budget, task: _Task
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from tuner.compare import trust
-
     base = _train_config(config, task)
     runs, info = trust.effects(base, cuda=_cuda([base]), steps=task.steps, budget=budget)
     return runs.to_dict(orient="records"), info
@@ -268,8 +262,6 @@ def _cuda(configs: Sequence[Any]) -> bool:
 def _train_config(params: dict[str, Any], task: _Task) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
     import torch
-
-    from tuner.spaces import train_config_of
 
     torch.set_num_threads(max(1, task.threads))
     return train_config_of(params, device=task.device, search_only=task.search_only)

@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import ray
+from ray._private import worker
+
 from tuner.errors import TunerError
 
 __all__ = [
@@ -105,8 +108,6 @@ def connect(
         TunerError: the address is malformed or unreachable, the cluster refused this
             driver's token, or local-only settings were given with an address.
     """
-    import ray
-
     if ray.is_initialized():
         return _cluster_info(is_local=_started_here())
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -122,16 +123,12 @@ def connect(
 
 def node_cpus() -> list[float]:
     """The CPUs of each alive node ([1.0] when none says)."""
-    import ray
-
     cpus = [node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
     return [c for c in cpus if c > 0] or [1.0]
 
 
 def shutdown() -> None:
     """Disconnect from Ray; a local instance started by :func:`connect` stops with it."""
-    import ray
-
     if ray.is_initialized():
         ray.shutdown()
 
@@ -167,9 +164,6 @@ def watch(
 
 def ray_endpoints() -> list[Endpoint]:
     """The raylet this driver is attached to and the cluster's GCS."""
-    import ray
-    from ray._private import worker
-
     node = worker._global_node
     raylet = f"{node.node_ip_address}:{node.node_manager_port}"
     gcs = ray.get_runtime_context().gcs_address
@@ -222,8 +216,6 @@ def auth_mode() -> str:
 
 def node_address() -> str:
     """The IP address of the Ray node this process runs on (a trial's ``node`` metric)."""
-    import ray
-
     return ray.util.get_node_ip_address()
 
 
@@ -237,7 +229,6 @@ def is_loopback_address(address: str) -> bool:
 
 
 def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool) -> ClusterInfo:
-    import ray
     from ray._private.utils import get_dashboard_dependency_error
 
     if dashboard and get_dashboard_dependency_error() is not None:
@@ -272,8 +263,6 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
 
 
 def _join(address: str) -> ClusterInfo:
-    import ray
-
     if address.startswith(CLIENT_PREFIX):
         raise TunerError(
             f"Ray Client addresses ({address}) are not supported: the search's driver and its "
@@ -353,8 +342,7 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 
 
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
-    import ray
-
+    here = worker._global_node  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
     resources: dict[str, Any] = ray.cluster_resources()
     nodes = [node for node in ray.nodes() if node.get("Alive")]
@@ -366,20 +354,11 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
         auth_mode=auth_mode(),
-        dashboard_url=_dashboard_url(),
+        dashboard_url=(here.webui_url or "") if here is not None else "",
     )
 
 
-def _dashboard_url() -> str:
-    from ray._private import worker
-
-    node = worker._global_node
-    return (node.webui_url or "") if node is not None else ""
-
-
 def _started_here() -> bool:
-    from ray._private import worker
-
     node = worker._global_node
     return node is not None and node.head and worker.global_worker.mode == worker.SCRIPT_MODE
 

@@ -42,6 +42,7 @@ import ray
 import ray.train
 import torch.distributed as dist
 from ray import tune
+from ray._private.state import state
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
@@ -60,7 +61,6 @@ __all__ = [
     "leaked_placement_groups",
     "run_worker_group",
     "trainable",
-    "trial_workers",
 ]
 
 _TRAIN_DIR = "train"
@@ -89,11 +89,6 @@ class WorkerGroup:
         )
 
 
-def trial_workers(config: dict[str, Any], default: int) -> int:
-    """A trial's world size: the space's ``world_size`` parameter if it has one."""
-    return int(config.get(WORLD_SIZE_PARAM, default))
-
-
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
     """The search's trainable when trials span workers; the driver itself asks for no CPU (it
     waits on its workers), so the plan's concurrency counts worker groups only."""
@@ -116,7 +111,8 @@ def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: Wo
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={"config": config, "context": context},
-        scaling_config=group.scaling(trial_workers(config, group.workers)),
+        # The trial's world size: the space's ``world_size`` parameter if it has one.
+        scaling_config=group.scaling(int(config.get(WORLD_SIZE_PARAM, group.workers))),
         torch_config=TorchConfig(backend="nccl" if group.gpus_per_worker > 0 else "gloo"),
         run_config=ray.train.RunConfig(
             name=_TRAIN_DIR,
@@ -231,7 +227,6 @@ def leaked_placement_groups() -> list[Any]:
     are detached groups and other jobs' groups. The creator is only in GCS's raw table (the
     public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
     """
-    from ray._private.state import state
     from ray.core.generated import gcs_pb2
     from ray.util.placement_group import PlacementGroup
 
@@ -254,8 +249,6 @@ def leaked_placement_groups() -> list[Any]:
 
 def _live_controllers() -> int:
     """How many of this job's Ray Train controllers are alive (from GCS, no State API)."""
-    from ray._private.state import state
-
     job = ray.get_runtime_context().get_job_id()
     return sum(
         1

@@ -26,7 +26,7 @@ from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metada
 from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
 from tuner.search.cluster import ClusterInfo
-from tuner.search.options import SearchOptions
+from tuner.search.options import DEFAULT_STORAGE, SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.search.scheduler import early_stopping_name
 from tuner.spaces import SearchSpace
@@ -41,8 +41,6 @@ __all__ = [
     "study_attrs",
 ]
 
-_LOCAL_MIRROR = "experiments"
-
 
 @dataclass(frozen=True)
 class ExperimentPaths:
@@ -56,7 +54,7 @@ class ExperimentPaths:
     @classmethod
     def of(cls, storage: str, name: str) -> ExperimentPaths:
         if "://" in storage:
-            local = Path(_LOCAL_MIRROR).resolve() / name
+            local = Path(DEFAULT_STORAGE).resolve() / name
             return cls(name, storage, f"{storage.rstrip('/')}/{name}", local)
         root = Path(storage).expanduser().resolve()
         return cls(name, str(root), str(root / name), root / name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mlflow import MlflowClient
@@ -22,6 +22,10 @@ from tuner import record
 from tuner.errors import TunerError, error_line
 from tuner.search import tracking
 from tuner.units import finite_or_none
+
+if TYPE_CHECKING:
+    from tuner.answer import Answer
+    from tuner.experiment import Experiment
 
 __all__ = [
     "PARENT_RUN_TAG",
@@ -135,41 +139,31 @@ def parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str:
 
 
 def log_report(
-    tracking_uri: str,
-    experiment: str,
-    *,
-    space: str,
-    report_dir: Path | None,
-    recommended: Mapping[str, Any] | None = None,
-    config: Mapping[str, Any] | None = None,
+    tracking_uri: str, experiment: Experiment, answer: Answer, report_dir: Path | None
 ) -> str:
-    """Close the search's parent run with what the search decided.
-
-    Args:
-        tracking_uri, experiment: the search's ``--mlflow`` URI and experiment name.
-        space: the search space's name (a tag, as on every trial run).
-        report_dir: the report folder; its files become the run's artifacts.
-        recommended: the recommended trial's figures (``Answer.recommended``): its trial id
-            becomes the tag ``recommended.trial_id``, its finite numbers the metrics
-            ``recommended.<name>``.
-        config: what the recommended trial ran (``Experiment.configs[trial_id]``): the params
-            ``recommended.<name>``.
+    """Close the search's parent run with what the search decided: the recommended trial's id
+    (the tag ``recommended.trial_id``), its finite numbers (the metrics ``recommended.<name>``),
+    what it ran (``Experiment.configs``: the params ``recommended.<name>``), and the files of
+    ``report_dir`` (the run's artifacts).
 
     Returns:
         ``"<tracking URI>, experiment <name>, run <id>"``.
     """
-    tags = {"space": Path(space).stem, "experiment": experiment}
-    run_id = parent_run(tracking_uri, experiment, tags)
+    pick = answer.recommended
+    trial_id = None if pick is None else str(pick[record.TRIAL_ID])
+    config = None if trial_id is None else experiment.configs[trial_id]
+    space = Path(str(experiment.metadata.get("space"))).stem
+    run_id = parent_run(
+        tracking_uri, experiment.name, {"space": space, "experiment": experiment.name}
+    )
     client = MlflowClient(tracking_uri)
-    if recommended is not None:
-        client.set_tag(
-            run_id, f"{RECOMMENDED}.{record.TRIAL_ID}", str(recommended[record.TRIAL_ID])
-        )
-        client.log_batch(run_id, metrics=_figures(recommended), params=_params(config or {}))
+    if pick is not None:
+        client.set_tag(run_id, f"{RECOMMENDED}.{record.TRIAL_ID}", str(trial_id))
+        client.log_batch(run_id, metrics=_figures(pick.to_dict()), params=_params(config or {}))
     if report_dir is not None and report_dir.is_dir():
         client.log_artifacts(run_id, str(report_dir))
     client.set_terminated(run_id, "FINISHED")
-    return f"{tracking_uri}, experiment {experiment!r}, run {run_id}"
+    return f"{tracking_uri}, experiment {experiment.name!r}, run {run_id}"
 
 
 def _figures(row: Mapping[str, Any]) -> list[Metric]:

@@ -13,15 +13,22 @@ from tuner.config import check_settings
 from tuner.errors import TunerError
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 from tuner.search.samplers import SAMPLERS, SamplerName
+from tuner.spaces import WORKLOAD_KINDS
 
 __all__ = [
+    "DEFAULT_REPORTS_DIR",
+    "DEFAULT_STORAGE",
     "OBJECTIVES",
     "WORKLOAD_CHOICES",
     "SearchOptions",
 ]
 
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
-WORKLOAD_CHOICES = ("auto", "cpu", "gpu")
+WORKLOAD_CHOICES = ("auto", *WORKLOAD_KINDS)
+# Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
+# local copy of an experiment on URI storage, and the reader of a folder named by its name.
+DEFAULT_STORAGE = "experiments"
+DEFAULT_REPORTS_DIR = "reports"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +37,8 @@ class SearchOptions:
 
     space: str  # registry name or path to a .py file
     name: str | None = None  # experiment name; default <space>-<timestamp>
-    storage: str = "experiments"  # local folder or a URI Ray accepts (s3://, gs://, ...)
-    reports_dir: str = "reports"
+    storage: str = DEFAULT_STORAGE  # local folder or a URI Ray accepts (s3://, gs://, ...)
+    reports_dir: str = DEFAULT_REPORTS_DIR
     # Budgets: the search stops at whichever comes first (None: the space's default samples).
     num_samples: int | None = None
     search_time_budget_s: float | None = None
@@ -72,20 +79,14 @@ class SearchOptions:
     verbose: bool = False
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
-        if self.objective not in OBJECTIVES:
-            raise TunerError(
-                f"--objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}."
-            )
-        if self.sampler not in SAMPLERS:
-            raise TunerError(f"--sampler {self.sampler!r} is not one of {', '.join(SAMPLERS)}.")
-        if self.workload not in WORKLOAD_CHOICES:
-            raise TunerError(
-                f"--workload {self.workload!r} is not one of {', '.join(WORKLOAD_CHOICES)}."
-            )
+        for flag, value, choices in (
+            ("--objective", self.objective, OBJECTIVES),
+            ("--sampler", self.sampler, SAMPLERS),
+            ("--workload", self.workload, WORKLOAD_CHOICES),
+        ):
+            if value not in choices:
+                raise TunerError(f"{flag} {value!r} is not one of {', '.join(choices)}.")
         for flag, value in (
             ("--num-samples", self.num_samples),
             ("--search-time-budget-s", self.search_time_budget_s),

@@ -167,14 +167,12 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     search_only: dict[str, None] = {}
     categoricals: dict[str, list[Any]] = {}
     seen: list[set[str]] = []
-    returned: set[str] = set()
     values: dict[str, list[Any]] = {}
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     for _ in range(samples):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda, fixed=plan.fixed)
         train_config_of(params, workload=plan.workload)
-        returned |= set(params)
         for name, value in params.items():
             seen_values = values.setdefault(name, [])
             if _hashable(value) and value not in seen_values:
@@ -189,7 +187,7 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     conditional = set().union(*seen) - everywhere if seen else set()
     pinned = _pinned(space, plan, study) if plan.fixed else []
     return SpaceProfile(
-        list(search_only), categoricals, conditional, returned, values, distributions, pinned
+        list(search_only), categoricals, conditional, set(values), values, distributions, pinned
     )
 
 

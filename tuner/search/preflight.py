@@ -19,7 +19,7 @@ from tuner.experiment import Experiment
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
 from tuner.search.warm_start import read_warm_start
-from tuner.spaces import SearchSpace
+from tuner.spaces import SearchSpace, train_config_of
 
 __all__ = ["Checked", "check_before_ray", "check_workload", "profile_for"]
 
@@ -36,15 +36,8 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
     from tuner.engine.data import build_data
     from tuner.engine.model import build_model, check_norm_choices
 
-    base = TrainConfig.from_params(
-        {
-            **plan.workload,
-            "device": "cpu",
-            "num_workers": 0,
-            "persistent_workers": False,
-            "norm": "native",
-        }
-    )
+    in_driver = {"num_workers": 0, "persistent_workers": False, "norm": "native"}
+    base = train_config_of(in_driver, workload=plan.workload, device="cpu")
     data = build_data(base.replace(batch_size=1), torch.device("cpu"))
     too_big = sorted(b for b in _choices(profile, plan, "batch_size") if b > data.train_size)
     if too_big:

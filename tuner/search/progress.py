@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+import ray
 from ray.tune import Callback
 
 from tuner import record
@@ -25,7 +26,6 @@ _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 _SKIP = {"model", "model_kwargs", "data", "img_size", "epochs", "steps", "time_budget_s",
          "eval_every_steps", "warmup_steps", "max_eval_batches", "seed", "device"}  # fmt: skip
 _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
-_ENDED = ("TERMINATED", "ERROR")
 
 
 class ProgressPrinter(Callback):
@@ -81,7 +81,7 @@ class ProgressPrinter(Callback):
     def _count_before(self, trials: list) -> None:
         """Trials that had ended before this run (restored as ended) count as done."""
         if not self.ended and not self.ended_before:
-            self.ended_before = {t.trial_id for t in trials if str(t.status) in _ENDED}
+            self.ended_before = {t.trial_id for t in trials if t.is_finished()}
 
     def _finished(self, trials: list, trial: Any, *, crashed: bool) -> None:
         self._count_before(trials)
@@ -145,8 +145,6 @@ def wait_with_heartbeat(
 ) -> Any:
     """``ray.get(ref)``, with a line every ``every_s`` saying how long ``what`` has run and,
     from ``expected_s``, about how long it has left."""
-    import ray
-
     start = time.monotonic()
     while True:
         ready, _ = ray.wait([ref], timeout=every_s)

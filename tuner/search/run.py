@@ -160,8 +160,11 @@ def _search(
         _mark_interrupted(paths)
         what = f"Ray ({error_line(exc, limit=200)})"
         raise TunerRuntimeError(_lost_message(search, what)) from exc
-    records = [_record(trial) for trial in trials]
-    finished = not interrupted and all(t.status in ("TERMINATED", "ERROR") for t in trials)
+    records = [
+        TrialRecord(t.trial_id, dict(t.config), dict(t.last_result or {}), str(t.status))
+        for t in trials
+    ]
+    finished = not interrupted and all(t.is_finished() for t in trials)
     ray_ids = {record.trial_id for record in records}
     orphans = close_orphans(paths.name, paths.study_url, ray_ids) if finished else []
     alone = finished and plan.max_world_size == 1  # both measure one process alone
@@ -322,13 +325,4 @@ def _lost_message(search: SearchContext, what: str) -> str:
     return (
         f"The search lost {what}; the trials that finished are saved in {paths.local}. "
         f"Continue with: {paths.resume_command(address=search.options.address)}"
-    )
-
-
-def _record(trial: Any) -> TrialRecord:
-    return TrialRecord(
-        trial_id=trial.trial_id,
-        config=dict(trial.config),
-        metrics=dict(trial.last_result or {}),
-        ray_status=str(trial.status),
     )

@@ -58,8 +58,7 @@ def make_sampler(
     import optuna
 
     startup = 10 if budget is None else max(2, min(10, budget // 3))
-    sets_constraints = hasattr(optuna.trial.Trial, "set_constraint")
-    constraints = None if sets_constraints else memory_constraint
+    constraints = None if __getattr__("SETS_CONSTRAINTS") else memory_constraint
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if name == "tpe":
         return optuna.samplers.TPESampler(

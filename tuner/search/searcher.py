@@ -80,8 +80,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
     def _setup_study(self, mode: str | list) -> None:
         super()._setup_study(mode)
         names = self._metric if isinstance(self._metric, list) else [self._metric]
-        with contextlib.suppress(AttributeError):  # set_metric_names: Optuna >= 3.2
-            self._ot_study.set_metric_names([str(n) for n in names])
+        self._ot_study.set_metric_names([str(n) for n in names])
         for key, value in self._study_attrs.items():
             self._ot_study.set_user_attr(key, value)
 

@@ -1,5 +1,7 @@
 """The Ray Tune objects of a search: the trainable with its resources, the tune config (Optuna
-searcher, concurrency, scheduler) and the run config (storage, failures, callbacks).
+searcher, concurrency, scheduler) and the run config (storage, failures, callbacks: progress and
+the loggers a search adds to Ray's CSV and JSON ones: TensorBoard always, MLflow and W&B on
+request, ``--mlflow URI``, ``--wandb PROJECT``; off by default, so nothing leaves the machine).
 
 :mod:`tuner.search.run` is the flow; this module builds what it hands to ``tune.Tuner``.
 """
@@ -11,6 +13,7 @@ import math
 import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -21,17 +24,17 @@ from ray.tune.search import ConcurrencyLimiter
 from tuner.objectives import objective_directions, objective_metrics
 from tuner.search import data_parallel
 from tuner.search.experiment import ExperimentPaths, SearchContext
-from tuner.search.loggers import logger_callbacks
 from tuner.search.progress import ProgressPrinter
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import ConstrainedOptunaSearch
-from tuner.search.tracking import trial_dirname
+from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SpaceSampler
 
 __all__ = [
     "cache_namespace",
+    "logger_callbacks",
     "quiet_ray",
     "run_config",
     "trainable",
@@ -119,6 +122,34 @@ def run_config(search: SearchContext) -> Any:
         ],
         verbose=1 if options.verbose else 0,
     )
+
+
+def logger_callbacks(
+    *,
+    mlflow_uri: str | None,
+    wandb_project: str | None,
+    experiment: str,
+    space: str,
+    experiment_dir: Path,
+) -> list[tune.Callback]:
+    """TensorBoard by training step (in place of Ray's default), MLflow when a tracking URI is
+    given, W&B (offline files in ``experiment_dir``) when a project is. The optional loggers
+    are imported only when asked for: each imports its client (~1 s)."""
+    callbacks: list[tune.Callback] = [StepTBXLoggerCallback()]
+    tags = {"space": Path(space).stem, "experiment": experiment}
+    if mlflow_uri:
+        from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+
+        callbacks.append(
+            StepMLflowLoggerCallback(mlflow_uri, experiment_name=experiment, tags=tags)
+        )
+    if wandb_project:
+        from tuner.search.wandb_logger import WandbOfflineCallback
+
+        callbacks.append(
+            WandbOfflineCallback(project=wandb_project, folder=experiment_dir, tags=tags)
+        )
+    return callbacks
 
 
 def _scheduler(search: SearchContext) -> TrialScheduler:

@@ -61,7 +61,14 @@ class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
             tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
             resume="allow",  # a resumed search goes on in the trial's run
             reinit="create_new",  # trials run side by side: one run each
-            settings=_settings(),
+            settings=wandb.Settings(
+                mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+                silent=True,
+                console="off",  # never capture the search's console (the trial lines)
+                disable_git=True,
+                save_code=False,
+                x_disable_stats=True,  # no system metrics: the trials measure themselves
+            ),
         )
 
     @tracking.guarded
@@ -92,14 +99,3 @@ class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial_id in list(self._runs):  # a stopped search: close what is open
             self._guard.run(self._runs.pop(trial_id).finish)
-
-
-def _settings() -> wandb.Settings:
-    return wandb.Settings(
-        mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
-        silent=True,
-        console="off",  # never capture the search's console (the trial lines)
-        disable_git=True,
-        save_code=False,
-        x_disable_stats=True,  # no system metrics: the trials measure themselves
-    )
