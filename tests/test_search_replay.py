@@ -77,6 +77,7 @@ def variants(replay):
     path = BENCH / "search_replay_variants.py"
     spec = importlib.util.spec_from_file_location("search_replay_variants", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["search_replay_variants"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -101,3 +102,17 @@ def test_a_lazy_trial_pays_each_setting_for_the_reports_it_ran(variants, grid) -
     )
     assert paid == pytest.approx(expected)
     assert grid.train_cost(config, fast, 5) < paid < grid.train_cost(config, plain, 5)
+
+
+def test_held_out_credit_scores_what_was_measured_with_other_repeats(variants, grid) -> None:
+    held = variants.HeldOutGrid(grid.data, grid.budget)
+    config = {"batch_size": 32, "norm": "batch", "amp": "off", "base_lr": 1e-3}
+    plain = grid.plain()
+    repeats = [r["images_per_second"] for r in grid.cell(config, plain)["repeats"]]
+    assert held.ips(config, plain) == statistics.median(repeats[:2])
+    assert held.credit(config, plain) == statistics.median(repeats[2:])
+    assert 0 < held.reference_hv <= 1
+    measured, credited = [(2.0, 0.5), (1.0, 0.9)], [(1.5, 0.5), (1.2, 0.9)]
+    assert variants.credited_hv(measured, credited, 2.0) == pytest.approx(
+        variants.R.hypervolume(credited, 2.0)
+    )
