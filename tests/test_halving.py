@@ -45,7 +45,7 @@ def test_a_trial_seen_again_at_a_rung_replaces_its_record() -> None:
     h = _halving()
     h.continues("a", 1, [100.0, 0.1], True)
     h.continues("a", 1, [200.0, 0.2], True)  # a restarted trial reports the rung again
-    assert [e[0] for e in h.records[1]] == ["a"] and h.records[1][0][1] == (200.0, 0.2)
+    assert [e[0] for e in h.records[(0, 1)]] == ["a"] and h.records[(0, 1)][0][1] == (200.0, 0.2)
 
 
 def test_crowding_distance_keeps_the_ends() -> None:
@@ -53,3 +53,17 @@ def test_crowding_distance_keeps_the_ends() -> None:
     distance = crowding_distance(points)
     assert np.isinf(distance[0]) and np.isinf(distance[3])
     assert np.all(np.isfinite(distance[1:3]))
+
+
+def test_every_fourth_trial_runs_in_a_later_bracket_judged_only_by_its_own() -> None:
+    h = ParetoHalving.for_trials_of(["max", "max"], 5)  # the search's default: rungs at 2
+    assert h.rungs(0) == [2] and h.rungs(1) == []  # the second bracket never stops a trial
+    weak = [10.0, 0.1]
+    points = [[1000.0 - n, 0.9] if n < 3 else weak for n in range(8)]
+    decisions = [h.continues(f"t{n}", 2, point, True) for n, point in enumerate(points)]
+    assert [h.bracket(f"t{n}") for n in range(8)] == [0, 0, 0, 1, 0, 0, 0, 1]
+    assert decisions[3] and decisions[7]  # dominated, but in the bracket without rungs
+    assert not decisions[4]  # the same point in the first bracket stops
+    three = ParetoHalving(["max"], grace=1, eta=3, max_reports=30, brackets=3)
+    assert [three.bracket(f"t{n}") for n in range(16)].count(2) == 1
+    assert three.rungs(1) == [3, 9, 27] and three.rungs(2) == [9, 27]

@@ -16,7 +16,15 @@ behind every feasible one:
   dominated and enough others rank ahead of it; an infeasible one stops unless the quota
   reaches it;
 - decisions are asynchronous: a trial is judged against the trials that reached the rung
-  before it, never waits for others, and is never resumed once stopped.
+  before it, never waits for others, and is never resumed once stopped;
+- Hyperband's hedge against stopping too early (Ray's ``AsyncHyperBandScheduler(brackets=)``):
+  with ``brackets=2`` every 4th trial to report runs in a second bracket whose rungs start
+  ``eta`` times later, and is judged only against that bracket's trials. With the default rungs
+  that bracket has none, so a config whose accuracy starts slowly still gets full trainings:
+  in ``bench/search_replay.py`` without it, the vit grid's group-norm front point (bf16, batch
+  128) was stopped at the rung every time it was proposed (3 or 4 times in each seed traced).
+  Every 4th (not drawn at random, as Ray does) is about the share Ray gives a second bracket
+  (27 %), and keeps a replay and a search in step.
 
 :class:`ParetoHalving` only records and decides; the Ray adapter is
 :class:`tuner.search.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
@@ -44,13 +52,20 @@ class ParetoHalving:
         grace: the first rung (report index).
         eta: the reduction factor: about 1 in ``eta`` trials goes on past each rung.
         max_reports: no rung at or beyond this report index (the trial's end).
+        brackets: bracket ``b`` starts its rungs at ``grace * eta**b`` and takes every
+            ``4**b``-th trial to report (the largest ``b`` that divides).
     """
 
     directions: Sequence[str]
     grace: int = 1
     eta: int = 3
     max_reports: int | None = None
-    records: dict[int, list[tuple[str, tuple[float, ...], bool]]] = field(default_factory=dict)
+    brackets: int = 1
+    # (bracket, rung) -> the trials recorded there
+    records: dict[tuple[int, int], list[tuple[str, tuple[float, ...], bool]]] = field(
+        default_factory=dict
+    )
+    bracket_of_trial: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def for_trials_of(cls, directions: Sequence[str], evaluations: int | None) -> ParetoHalving:
@@ -58,10 +73,17 @@ class ParetoHalving:
         them (accuracy after the first fifth of a run says little about where it ends; measured
         in bench/search_replay.py), then every ``eta`` times further; ``eta = 3``."""
         grace = max(1, math.ceil(evaluations / 3)) if evaluations else 1
-        return cls(list(directions), grace=grace, eta=3, max_reports=evaluations)
+        return cls(list(directions), grace=grace, eta=3, max_reports=evaluations, brackets=2)
 
-    def rungs(self) -> list[int]:
-        out, rung = [], self.grace
+    def bracket(self, trial_id: str) -> int:
+        """The trial's bracket, fixed when it first reports."""
+        if trial_id not in self.bracket_of_trial:
+            n = len(self.bracket_of_trial) + 1
+            self.bracket_of_trial[trial_id] = max(b for b in range(self.brackets) if n % 4**b == 0)
+        return self.bracket_of_trial[trial_id]
+
+    def rungs(self, bracket: int = 0) -> list[int]:
+        out, rung = [], self.grace * self.eta**bracket
         while self.max_reports is None or rung < self.max_reports:
             out.append(rung)
             rung *= self.eta
@@ -73,14 +95,15 @@ class ParetoHalving:
         self, trial_id: str, report: int, values: Sequence[float], feasible: bool
     ) -> bool:
         """Whether the trial goes on after its ``report``-th report (``True``: continue)."""
-        if report not in self.rungs():
+        bracket = self.bracket(trial_id)
+        if report not in self.rungs(bracket):
             return True
         point = tuple(float(v) for v in values)
         if not all(math.isfinite(v) for v in point):
             feasible = False  # nothing measured yet: behind every measured trial
-        entries = [e for e in self.records.get(report, []) if e[0] != trial_id]
+        entries = [e for e in self.records.get((bracket, report), []) if e[0] != trial_id]
         entries.append((trial_id, point, feasible))
-        self.records[report] = entries
+        self.records[(bracket, report)] = entries
         key = self._key(entries, len(entries) - 1)
         if key[:2] == (0, 0):  # feasible and on the rung's front: never stopped
             return True

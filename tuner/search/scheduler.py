@@ -60,5 +60,8 @@ def early_stopping_name(options: SearchOptions) -> str | None:
     if not options.early_stopping:
         return None
     if options.multi_objective:
-        return "pareto-asha (eta 3, first rung after a third of the evaluations)"
+        return (
+            "pareto-asha (eta 3, first rung after a third of the evaluations; every 4th trial "
+            "in a second bracket, its rungs eta times later)"
+        )
     return "asha"
