@@ -113,6 +113,8 @@ def test_skip_lists_name_the_registry_s_steps() -> None:
         (["bench", "--amp", "off"], "off"),
         (["search", "smoke_space", "--workload", "tpu"], "tpu"),
         (["bench", "--set", "lr"], "lr"),
+        (["bench", "--set", "steps=-1"], "--steps"),  # its own flag's setting: not overridden
+        (["bench", "--verify", "--set", "amp=bf16"], "--amp"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_2(

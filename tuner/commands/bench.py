@@ -22,6 +22,13 @@ from tuner.techniques import ladder_knobs
 _REPEATS = {"ladder": 3, "verify": 6}
 _LADDER = tuple(k.field for k in ladder_knobs())
 _OUT = "reports/benchmarks"
+# Settings the bench takes from its own flags: a --set of one would be silently overridden.
+_OWN_FLAGS = {
+    "steps": "--steps",
+    "epochs": "--steps",
+    "warmup_steps": "--warmup-steps",
+    "amp": "--amp",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     workload = _flags.parse_sets(args.set) or None
+    clash = sorted(set(workload or ()) & set(_OWN_FLAGS))
+    if clash:
+        key = clash[0]
+        raise TunerError(f"--set {key}=...: the bench sets {key} with {_OWN_FLAGS[key]}; use it.")
     skip = tuple(_flags.skip_list(args.skip, valid=_LADDER))
     if args.verify:
         return _verify(args, workload)
