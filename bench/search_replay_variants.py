@@ -11,6 +11,9 @@ tuning seeds 0-19 (not the held-out ones: none of them was adopted):
 - ``dedup``: a config already trained to the end is not trained again; the study is told its
   values (Optuna's FAQ workaround). The grid's lr has three values, the real spaces' lr is
   continuous, so this measures the grid more than the tool.
+- ``free-probes``: not a design but a bound: ``new`` with its speed probes paid by nobody. No
+  probe design (fewer rounds, probes inside the trial's own run) can do better than this, so it
+  says how much of the gap to a compute goal is the probes' and how much the training's.
 
 ``--held-out-credit`` checks the measure instead of the design: the strategies see only the first
 two repeats of each grid cell, and what they find is credited with the cell's other repeats (the
@@ -170,6 +173,23 @@ def replay_dedup(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R
         R._run = run
 
 
+def replay_free_probes(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
+    probed = R._probed
+
+    def free(g: R.Grid, config: dict[str, Any], cache: dict[str, Any], ledger: R.Ledger) -> dict:
+        spent, events = ledger.spent, len(ledger.history)
+        choice = probed(g, config, cache, ledger)
+        ledger.spent = spent  # the same choice, its probes unpaid
+        del ledger.history[events:]
+        return choice
+
+    R._probed = free
+    try:
+        return R.replay(NEW, grid, seed, budget_s, max_trials)
+    finally:
+        R._probed = probed
+
+
 class HeldOutGrid(R.Grid):
     """The grid as ``--held-out-credit`` sees it: ``ips`` from the first two repeats (what the
     strategies measure), ``credit`` from the rest (what they are scored with)."""
@@ -256,6 +276,7 @@ VARIANTS = {
     "lazy-optimistic": lambda g, s, b, m: replay_lazy(g, s, b, m, optimistic=True),
     "one-round": replay_one_round,
     "dedup": replay_dedup,
+    "free-probes": replay_free_probes,
 }
 
 
@@ -264,6 +285,7 @@ def main() -> None:
     parser.add_argument("--grid", choices=sorted(R.GRIDS), default="resnet")
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0, help="100: the held-out seeds")
     parser.add_argument("--held-out-credit", action="store_true", help="see the docstring")
     args = parser.parse_args()
     grid = R.load_grid(R.GRIDS[args.grid])
@@ -276,7 +298,8 @@ def main() -> None:
     budgets = np.linspace(0, budget, 41)
     curves = {}
     for name in args.variants:
-        ledgers = [VARIANTS[name](grid, seed, budget, 200) for seed in range(args.seeds)]
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        ledgers = [VARIANTS[name](grid, seed, budget, 200) for seed in seeds]
         costs = [R.cost_to_reach(x.history, R.TARGET * reference) for x in ledgers]
         curves[name] = np.median(
             [[R.hv_at(x.history, b) / reference for b in budgets] for x in ledgers], axis=0

@@ -90,6 +90,14 @@ def test_every_variant_not_kept_replays(variants, replay, grid, name: str) -> No
     assert all(0 < ips <= grid.best_ips for ips, _ in ledger.points)
 
 
+def test_free_probes_is_the_new_design_without_the_probes_bill(variants, grid) -> None:
+    new = variants.VARIANTS["new"](grid, 3, 60.0, 12)
+    free = variants.VARIANTS["free-probes"](grid, 3, 60.0, 12)
+    assert free.points[: len(new.points)] == new.points  # the same trials and speed choices
+    reached = new.history[-1][1]  # the same front, found with less compute
+    assert variants.R.cost_to_reach(free.history, reached) < new.history[-1][0]
+
+
 def test_a_lazy_trial_pays_each_setting_for_the_reports_it_ran(variants, grid) -> None:
     config = {"batch_size": 32, "norm": "batch", "amp": "off", "base_lr": 1e-3}
     plain, fast = grid.plain(), {**grid.plain(), "channels_last": True}
