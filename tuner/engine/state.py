@@ -23,7 +23,6 @@ from tuner.engine.result import RunResult
 from tuner.errors import TunerError
 
 __all__ = [
-    "CHECKPOINT_VERSION",
     "Progress",
     "RunState",
     "load_state",
@@ -33,7 +32,6 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 1
-_WHAT_RAN = ("effective", "notes")  # RunResult's non-scalar fields that every report carries
 
 
 @dataclass
@@ -96,16 +94,6 @@ class Progress:
     epoch: float
     result: RunResult
     _state: Callable[[], dict[str, Any]]
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The scalar fields of :attr:`result` and what ran (``effective``, ``notes``): what a
-        trial reports, the same as its final report carries."""
-        return {
-            k: v
-            for k, v in self.result.to_dict().items()
-            if not isinstance(v, list | dict) or k in _WHAT_RAN
-        }
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy. In a
