@@ -120,11 +120,8 @@ def data_source(spec: str) -> tuple[DataSource, str]:
 
 
 def build_data(config: TrainConfig, device: torch.device, world: World | None = None) -> DataBundle:
-    """Build this worker's train/val loaders of the data that ``config.data`` names.
-
-    Each worker trains on its shard of every epoch's shuffle (a ``DistributedSampler``; one
-    worker: the whole shuffle) and evaluates every ``world.size``-th validation batch, so the
-    workers together score the whole validation set, the same batches as one process would.
+    """Build this worker's train/val loaders of the data that ``config.data`` names: its shard
+    of each epoch's shuffle and every ``world.size``-th validation batch.
 
     Raises:
         TunerError: unknown data name, missing/malformed folder, or an impossible batch size.

@@ -50,12 +50,10 @@ def train(
 ) -> RunResult:
     """Run one measured training run of ``config``.
 
-    Inside an initialized ``torch.distributed`` process group (torchrun, Ray Train), every
-    worker calls it with the same arguments: it trains data-parallel, and every worker returns
-    (and hands its hooks) the global result; rank 0's is the one to keep.
+    Inside an initialized ``torch.distributed`` process group every worker calls it with the
+    same arguments and gets the global result (the contract: docs/architecture.md).
 
     Args:
-        config: the run's settings.
         on_eval: called with a :class:`Progress` after each evaluation; returning ``True``
             stops the run early (status stays ``ok``; rank 0's answer counts).
         resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).

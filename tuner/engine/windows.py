@@ -16,7 +16,6 @@ import torch
 
 from tuner.config import TrainConfig
 from tuner.engine.build import RunParts, build_parts, resolve_device
-from tuner.engine.distributed import World
 from tuner.engine.loop import Diverged, batches, failure, take_step, what_ran
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
@@ -117,12 +116,10 @@ class WindowRun:
         return self.failed
 
     def _result(self, **fields: Any) -> RunResult:
-        parts = self._parts
-        memory = self._memory.read(World.current())
-        extra: dict[str, Any] = {}
-        if parts is not None:
-            extra = {**what_ran(parts), "global_batch_size": parts.config.batch_size}
-        return RunResult(**fields, **memory, **self._environment, steps=self._state.step, **extra)
+        parts = self._live()  # a failed arm's result is made before it closes
+        fields.update(self._memory.read(parts.world), **self._environment, **what_ran(parts))
+        fields.update(steps=self._state.step, global_batch_size=parts.config.batch_size)
+        return RunResult(**fields)
 
 
 def failed_build(exc: BaseException) -> RunResult:
