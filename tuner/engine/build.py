@@ -270,8 +270,6 @@ def _data_parallel(
 
 
 def _dataparallel(model: nn.Module, world: World, notes: list[str]) -> nn.Module:
-    """``torch.nn.DataParallel``: each step scatters the batch over the GPUs from this one
-    process, replicates the module and gathers the outputs on the first GPU."""
     gpus = torch.cuda.device_count()
     if world.size > 1 or next(model.parameters()).device.type != "cuda" or gpus < 2:
         raise TunerError(
