@@ -136,8 +136,7 @@ def test_on_eval_sees_progress_and_can_stop_the_run() -> None:
 
     result = train(tiny(steps=10, eval_every_steps=2), on_eval=on_eval)
     assert [p.step for p in seen] == [2, 4] and result.steps == 4
-    assert seen[-1].metrics["status"] == "ok" and seen[-1].metrics["val_accuracy"] is not None
-    assert "train_loss_curve" not in seen[-1].metrics
+    assert seen[-1].result.status == "ok" and seen[-1].result.val_accuracy is not None
 
 
 def test_resume_continues_from_the_checkpoint_step(tmp_path: Path) -> None:

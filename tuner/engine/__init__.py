@@ -6,7 +6,7 @@ No Ray here: the search's trainable wraps :func:`train`. Inside an initialized
 
 from __future__ import annotations
 
-from tuner.engine.distributed import World, launched_group
+from tuner.engine.distributed import launched_group
 from tuner.engine.loop import probe, train
 from tuner.engine.result import RunResult
 from tuner.engine.state import Progress, read_state_file, write_state_file
@@ -14,7 +14,6 @@ from tuner.engine.state import Progress, read_state_file, write_state_file
 __all__ = [
     "Progress",
     "RunResult",
-    "World",
     "launched_group",
     "probe",
     "read_state_file",

@@ -27,24 +27,13 @@ from tuner.engine.prefetch import CudaPrefetcher
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
 
-__all__ = [
-    "COMPILE_WARMUP_STEPS",
-    "RunParts",
-    "Schedule",
-    "build_parts",
-    "resolve_device",
-    "warmup_steps_of",
-]
+__all__ = ["COMPILE_WARMUP_STEPS", "RunParts", "Schedule", "build_parts", "resolve_device"]
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """The budget and the learning rate: linear warm-up, then cosine to zero.
-
-    ``lr`` is the peak at the global batch: ``config.lr`` is given for ``batch_size`` images,
-    and with N workers the global batch is N times that, so the peak is N times ``config.lr``
-    (the per-256 rule of the search spaces, ``lr = base_lr * batch / 256``, at the global batch).
-    """
+    """The budget and the learning rate: linear warm-up, then cosine to zero. ``lr`` is the
+    peak at the global batch: ``config.lr`` (given for ``batch_size`` images) x the workers."""
 
     lr: float
     warmup_fraction: float
@@ -247,17 +236,14 @@ def _compile(
     model: nn.Module, config: TrainConfig, device: torch.device, effective: dict, notes: list[str]
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     mode = config.compile
-    if mode != "off" and device.type == "cpu" and not _has_c_compiler():
+    compilers = ("g++", "c++", "clang++")
+    if mode != "off" and device.type == "cpu" and not any(map(shutil.which, compilers)):
         notes.append("torch.compile on cpu needs a C++ compiler (none found); ran eager.")
         mode = "off"
     effective["compile"] = mode
     if mode == "off":
         return model
     return torch.compile(model, mode=None if mode == "default" else mode)
-
-
-def _has_c_compiler() -> bool:
-    return any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
 
 
 def _data_parallel(
@@ -284,8 +270,6 @@ def _data_parallel(
 
 
 def _dataparallel(model: nn.Module, world: World, notes: list[str]) -> nn.Module:
-    """``torch.nn.DataParallel``: each step scatters the batch over the GPUs from this one
-    process, replicates the module and gathers the outputs on the first GPU."""
     gpus = torch.cuda.device_count()
     if world.size > 1 or next(model.parameters()).device.type != "cuda" or gpus < 2:
         raise TunerError(

@@ -1,21 +1,16 @@
-"""Datasets and loaders: digits (the default), synthetic, synthetic_host, imagefolder:PATH and
-cifar10:PATH.
+"""Datasets and loaders: the :data:`DATASETS` registry (digits, synthetic, synthetic_host,
+imagefolder:PATH, cifar10:PATH).
 
-Every loader yields ``(images, labels)`` with images as **uint8** ``[B, 3, H, W]``: the host
-moves bytes, and :func:`normalize` turns them into float model input on the device (in the loop,
-or in the CUDA prefetcher). The math is the same either way, so accuracy is comparable across
-the ``prefetch`` switch.
-
-An image file that cannot be decoded stops the run with ``cannot read image PATH: ...``
-(:class:`UnreadableImage`), or, with ``skip_unreadable_images``, is replaced by the next readable
-image and counted. Files of an image folder that are not images are listed in the run's notes.
+Every loader yields **uint8** ``[B, 3, H, W]`` images: the host moves bytes, and
+:func:`normalize` turns them into float input on the device (in the loop or the CUDA
+prefetcher), the same math either way, so accuracy compares across the ``prefetch`` switch.
 """
 
 from __future__ import annotations
 
 import functools
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,12 +27,10 @@ __all__ = [
     "DATASETS",
     "DataBundle",
     "DataSource",
-    "SyntheticLoader",
     "UnreadableImage",
     "build_data",
     "data_source",
     "normalize",
-    "read_image",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -103,10 +96,6 @@ class DataSource:
     takes_path: bool = False
     files: bool = False
 
-    @property
-    def spec(self) -> str:
-        return f"{self.name}:PATH" if self.takes_path else self.name
-
 
 def normalize(
     images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, *, channels_last: bool = False
@@ -125,17 +114,14 @@ def data_source(spec: str) -> tuple[DataSource, str]:
     name, _, path = spec.partition(":")
     source = DATASETS.get(name)
     if source is None or source.takes_path != bool(path):
-        specs = [s.spec for s in DATASETS.values()]
+        specs = [f"{s.name}:PATH" if s.takes_path else s.name for s in DATASETS.values()]
         raise TunerError(f"data={spec!r} is not known; use {', '.join(specs[:-1])} or {specs[-1]}.")
     return source, path
 
 
 def build_data(config: TrainConfig, device: torch.device, world: World | None = None) -> DataBundle:
-    """Build this worker's train/val loaders of the data that ``config.data`` names.
-
-    Each worker trains on its shard of every epoch's shuffle (a ``DistributedSampler``; one
-    worker: the whole shuffle) and evaluates every ``world.size``-th validation batch, so the
-    workers together score the whole validation set, the same batches as one process would.
+    """Build this worker's train/val loaders of the data that ``config.data`` names: its shard
+    of each epoch's shuffle and every ``world.size``-th validation batch.
 
     Raises:
         TunerError: unknown data name, missing/malformed folder, or an impossible batch size.
@@ -144,7 +130,11 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
     if source.load is None:
         return _synthetic(config, device, world)
     train, val, classes, notes = source.load(config, path)
-    _check_batch_size(config, len(train))
+    if config.drop_last and config.batch_size > len(train):
+        raise TunerError(
+            f"batch_size={config.batch_size} is larger than the {len(train)} training images "
+            f"of {config.data!r}, so drop_last leaves zero steps; use batch_size <= {len(train)}."
+        )
     skipping: tuple[_SkipUnreadable, ...] = ()
     if source.files and config.skip_unreadable_images:
         train, val = _SkipUnreadable(train), _SkipUnreadable(val)
@@ -178,14 +168,6 @@ def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[l
     count = min(-(-size // batch), limit or size)
     mine = range(world.rank, count, world.size)
     return [list(range(i * batch, min(size, (i + 1) * batch))) for i in mine]
-
-
-def _check_batch_size(config: TrainConfig, train_size: int) -> None:
-    if config.drop_last and config.batch_size > train_size:
-        raise TunerError(
-            f"batch_size={config.batch_size} is larger than the {train_size} training images "
-            f"of {config.data!r}, so drop_last leaves zero steps; use batch_size <= {train_size}."
-        )
 
 
 # ---- digits: scikit-learn's embedded 8x8 handwritten digits ----------------------------------
@@ -306,7 +288,15 @@ def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
 
 def _imagefolder(config: TrainConfig, folder: str) -> Splits:
     """The train/ and val/ splits, and a note naming the files that are not images."""
-    from torchvision import datasets, transforms
+    from torchvision import datasets
+    from torchvision.transforms import (
+        CenterCrop,
+        Compose,
+        PILToTensor,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        Resize,
+    )
 
     path, img_size = Path(folder), config.img_size
     for split in ("train", "val"):
@@ -315,20 +305,8 @@ def _imagefolder(config: TrainConfig, folder: str) -> Splits:
                 f"imagefolder {path} has no {split}/ folder; expected {path}/train/<class>/* "
                 f"and {path}/val/<class>/*."
             )
-    train_tf = transforms.Compose(
-        [
-            transforms.RandomResizedCrop(img_size),
-            transforms.RandomHorizontalFlip(),
-            transforms.PILToTensor(),
-        ]
-    )
-    val_tf = transforms.Compose(
-        [
-            transforms.Resize(round(img_size / 0.875)),
-            transforms.CenterCrop(img_size),
-            transforms.PILToTensor(),
-        ]
-    )
+    train_tf = Compose([RandomResizedCrop(img_size), RandomHorizontalFlip(), PILToTensor()])
+    val_tf = Compose([Resize(round(img_size / 0.875)), CenterCrop(img_size), PILToTensor()])
     ignored: list[Path] = []
     is_image = _image_files(ignored)
     try:
@@ -419,23 +397,6 @@ class _SkipUnreadable(Dataset):
 # ---- synthetic: random images generated on the device ----------------------------------------
 
 
-class SyntheticLoader:
-    """``len(self)`` batches of one fixed random uint8 batch that lives on the device.
-
-    As timm's benchmark does: no host work at all, so the loop measures the model alone.
-    """
-
-    def __init__(self, batches: int, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.batches, self.images, self.labels = batches, images, labels
-
-    def __len__(self) -> int:
-        return self.batches
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for _ in range(self.batches):
-            yield self.images, self.labels
-
-
 def _synthetic(config: TrainConfig, device: torch.device, world: World) -> DataBundle:
     if config.batch_size * world.size > config.synthetic_size:
         raise TunerError(
@@ -448,9 +409,10 @@ def _synthetic(config: TrainConfig, device: torch.device, world: World) -> DataB
     shape = (config.batch_size, 3, config.img_size, config.img_size)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, device=device, generator=gen)
     labels = torch.randint(0, classes, (config.batch_size,), device=device, generator=gen)
-    steps = config.synthetic_size // (config.batch_size * world.size)
-    train = SyntheticLoader(steps, images, labels)
-    val = SyntheticLoader(1 if world.rank == 0 else 0, images, labels)
+    # One fixed batch on the device, served again and again (as timm's benchmark does): no host
+    # work at all, so the loop measures the model alone.
+    train = [(images, labels)] * (config.synthetic_size // (config.batch_size * world.size))
+    val = [(images, labels)] * (1 if world.rank == 0 else 0)
     return DataBundle(train, val, classes, IMAGENET_MEAN, IMAGENET_STD, config.synthetic_size, True)
 
 

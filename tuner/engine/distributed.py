@@ -1,9 +1,7 @@
 """Data-parallel runs: the process group a launcher set up, seen as one small :class:`World`.
 
-``torchrun`` and Ray Train initialize a ``torch.distributed`` process group (``env://``) and then
-call :func:`tuner.engine.train` in every worker; the engine never creates or destroys a group.
-Without one the world is one process and every reduction returns its input, so a single run is
-the world-size-1 case of the same code.
+Without a group the world is one process and every reduction returns its input, so a single run
+is the world-size-1 case of the same code (the contract: docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The training loop: ``train(config) -> RunResult`` and the search's feasibility ``probe``.
 
-Read :func:`_train_loop` top to bottom: per step fetch a batch (timed as data wait), set the lr,
-forward/backward under one autocast context, unscale + clip, step, zero the grads, count the
-step; every window flush the losses (NaN/inf -> diverged); once, report the probe; at each epoch
-end or ``eval_every_steps``, evaluate and call ``on_eval``. The parts it trains were built once
+:func:`_train_loop` reads top to bottom. The parts it trains were built once
 (:mod:`tuner.engine.build`); only :class:`~tuner.engine.state.RunState` changes. A failing run
-(OOM, divergence, crash) returns a result.
-
-Data-parallel runs take the same path: every decision is made from the step count or from a
-value all workers agreed on, so the workers stay in step; what is reported is all-reduced.
+(OOM, divergence, crash) returns a result. Data-parallel runs take the same path: every
+decision is made from the step count or from a value all workers agreed on, so the workers stay
+in step; what is reported is all-reduced.
 """
 
 from __future__ import annotations
@@ -35,10 +31,7 @@ from tuner.errors import TunerError, error_line
 __all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train", "what_ran"]
 
 OnEval = Callable[[Progress], Any]
-# Called once, early in a run, with the result so far (memory counted, a first throughput
-# window measured); returning True stops the run there: the search's feasibility probe is the
-# first steps of the trial's own run.
-OnProbe = Callable[[RunResult], bool]
+OnProbe = Callable[[RunResult], bool]  # the search's feasibility probe: the run's first steps
 
 
 class Diverged(RuntimeError):
@@ -57,12 +50,10 @@ def train(
 ) -> RunResult:
     """Run one measured training run of ``config``.
 
-    Inside an initialized ``torch.distributed`` process group (torchrun, Ray Train), every
-    worker calls it with the same arguments: it trains data-parallel, and every worker returns
-    (and hands its hooks) the global result; rank 0's is the one to keep.
+    Inside an initialized ``torch.distributed`` process group every worker calls it with the
+    same arguments and gets the global result (the contract: docs/architecture.md).
 
     Args:
-        config: the run's settings.
         on_eval: called with a :class:`Progress` after each evaluation; returning ``True``
             stops the run early (status stays ``ok``; rank 0's answer counts).
         resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
@@ -127,19 +118,19 @@ def _execute(
     # against dynamo's recompile limit). Costs nothing when nothing was compiled.
     torch._dynamo.reset()
     memory = MemoryMeter(device)  # before the build: its peak counters are reset here
-    parts, state = None, RunState()
+    parts, state = None, RunState(run_started=started)
     status, error = "ok", None
     try:
         parts = build_parts(config, device, memory, dataparallel=dataparallel)
         if resume_state is not None:
             state = load_state(parts, resume_state)
-        state.run_started = started  # intermediate results' wall_time_s too
+            state.run_started = started
         _train_loop(parts, state, hooks, bar)
     except TunerError:
         raise
     except Exception as exc:  # a failing run is a result; the traceback is dropped here
         status, error = failure(exc)
-    result = _result(parts, state, status, error, device, memory, started)
+    result = _result(parts, state, status, error, device, memory)
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
     # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
     # successful CPU run skips it: its gc.collect costs 0.2 s and frees nothing another needs.
@@ -230,18 +221,10 @@ def take_step(
     parts: RunParts, state: RunState, batches: Iterator[Any], lr: float, *, count_memory: bool
 ) -> tuple[float, int]:
     """One training step on the next batch; the seconds spent waiting for it, and its images."""
+    cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler
     tick = time.perf_counter()
     images, labels = next(batches)
     waited = time.perf_counter() - tick
-    state.losses.append(_step(parts, images, labels, lr, count_memory=count_memory))
-    state.step += 1
-    return waited, labels.shape[0]
-
-
-def _step(
-    parts: RunParts, images: torch.Tensor, labels: torch.Tensor, lr: float, *, count_memory: bool
-) -> torch.Tensor:
-    cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler
     x, y = _to_input(parts, images, labels)
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -256,7 +239,9 @@ def _step(
     optimizer.zero_grad(set_to_none=cfg.set_to_none)
     if count_memory:
         parts.memory.record_state(parts.model, optimizer, keeps_grads=not cfg.set_to_none)
-    return loss.detach()
+    state.losses.append(loss.detach())
+    state.step += 1
+    return waited, labels.shape[0]
 
 
 def _to_input(
@@ -360,14 +345,12 @@ def _result(
     error: str | None,
     device: torch.device,
     memory: MemoryMeter,
-    started: float | None = None,
 ) -> RunResult:
     """The result so far, over every worker (a collective: all call it at the same step)."""
     world = parts.world if parts is not None else World.current()
     fields: dict[str, Any] = dict(status=status, error=error, world_size=world.size)
     fields.update(environment(device), **memory.read(world))
-    since = state.run_started if started is None else started
-    fields["wall_time_s"] = time.perf_counter() - since
+    fields["wall_time_s"] = time.perf_counter() - state.run_started
     if parts is None:
         return RunResult(**fields)
     cfg, curve = parts.config, list(state.loss_curve)

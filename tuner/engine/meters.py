@@ -176,7 +176,7 @@ class MemoryMeter:
                 self._saved[storage.data_ptr()] = storage.nbytes()
             return tensor
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, _unpack):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             yield
 
     def record_state(
@@ -184,10 +184,10 @@ class MemoryMeter:
     ) -> None:
         """After the counted step: parameters, gradients and optimizer state, in bytes."""
         params = list(model.parameters())
-        weights = sum(_nbytes(p) for p in params)
-        grads = sum(_nbytes(p) for p in params if p.requires_grad)
+        weights = sum(p.nbytes for p in params)
+        grads = sum(p.nbytes for p in params if p.requires_grad)
         held = (t for s in optimizer.state.values() for t in s.values())
-        state = sum(_nbytes(t) for t in held if isinstance(t, torch.Tensor))
+        state = sum(t.nbytes for t in held if isinstance(t, torch.Tensor))
         activations = sum(self._saved.values())
         self._state = {
             "memory_parameters_bytes": weights,
@@ -201,7 +201,18 @@ class MemoryMeter:
 
     def read(self, world: World) -> dict[str, Any]:
         """The peak and its breakdown: the largest of every worker's (a collective)."""
-        fields = self._read()
+        fields: dict[str, Any] = dict(self._state or {})
+        peak_state = fields.pop("training_state_bytes", None)
+        if self.device.type == "cuda":
+            reserved = torch.cuda.max_memory_reserved(self.device)
+            fields.update(
+                peak_memory_bytes=reserved,
+                memory_kind="cuda_max_memory_reserved",
+                peak_memory_reserved_bytes=reserved,
+                peak_memory_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
+            )
+        else:
+            fields.update(peak_memory_bytes=peak_state, memory_kind="cpu_training_state")
         counts = sorted(k for k, v in fields.items() if isinstance(v, int))
         peaks = world.max([fields[k] for k in counts])
         fields.update({k: int(v) for k, v in zip(counts, peaks, strict=True)})
@@ -213,28 +224,6 @@ class MemoryMeter:
             )
         self.measured = {k: v for k, v in fields.items() if isinstance(v, int)}
         return fields
-
-    def _read(self) -> dict[str, Any]:
-        fields: dict[str, Any] = dict(self._state or {})
-        peak_state = fields.pop("training_state_bytes", None)
-        if self.device.type == "cuda":
-            reserved = torch.cuda.max_memory_reserved(self.device)
-            return {
-                **fields,
-                "peak_memory_bytes": reserved,
-                "memory_kind": "cuda_max_memory_reserved",
-                "peak_memory_reserved_bytes": reserved,
-                "peak_memory_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
-            }
-        return {**fields, "peak_memory_bytes": peak_state, "memory_kind": "cpu_training_state"}
-
-
-def _unpack(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor
-
-
-def _nbytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from torch import nn
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 
-__all__ = ["CONV_NORM_TYPES", "build_model", "check_norm_choices", "conv_norm_layers", "swap_norms"]
+__all__ = ["build_model", "check_norm_choices", "conv_norm_layers"]
 
 # What counts as a convolutional norm layer (the *Act variants subclass these).
 CONV_NORM_TYPES = (nn.BatchNorm2d, nn.GroupNorm, LayerNorm2d, LayerNormAct2d)
@@ -61,7 +61,10 @@ def build_model(config: TrainConfig, num_classes: int) -> nn.Module:
     except TypeError as exc:
         raise TunerError(f"model_kwargs {kwargs} do not fit {config.model}: {exc}") from None
     if config.norm != "native":
-        swap_norms(model, config.norm, config.gn_groups)
+        norm, groups = config.norm, config.gn_groups
+        check_norm_choices(model, model_name=type(model).__name__, norms=[norm], groups=[groups])
+        for name, layer in conv_norm_layers(model).items():
+            _set_module(model, name, _replacement(layer, norm, groups))
     return model
 
 
@@ -79,19 +82,6 @@ def conv_norm_layers(model: nn.Module) -> dict[str, nn.Module]:
     return {n: m for n, m in model.named_modules() if isinstance(m, CONV_NORM_TYPES)}
 
 
-def swap_norms(model: nn.Module, norm: str, groups: int) -> int:
-    """Replace every convolutional norm layer of ``model`` in place; return how many.
-
-    Raises:
-        TunerError: unknown norm, or ``groups`` does not divide some layer's channels.
-    """
-    check_norm_choices(model, model_name=type(model).__name__, norms=[norm], groups=[groups])
-    layers = conv_norm_layers(model)
-    for name, layer in layers.items():
-        _set_module(model, name, _replacement(layer, norm, groups))
-    return len(layers)
-
-
 def check_norm_choices(
     model: nn.Module,
     *,
@@ -103,7 +93,7 @@ def check_norm_choices(
     """Check that every norm in ``norms`` can be swapped into ``model`` and, with ``group``,
     that every group count divides every convolutional norm layer's channels.
 
-    The one owner of these checks: :func:`swap_norms` calls it for one run, the search's
+    The one owner of these checks: :func:`build_model` calls it for one run, the search's
     preflight for every value a space can choose (``chosen_by`` names that source).
 
     Raises:
@@ -162,6 +152,7 @@ def _channels(layer: nn.Module) -> int:
 
 
 def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
+    # nn.Module.set_submodule is torch >= 2.5; pyproject allows 2.4.
     parent_name, _, child = name.rpartition(".")
     parent = model.get_submodule(parent_name) if parent_name else model
     setattr(parent, child, module)

@@ -27,14 +27,8 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class CudaPrefetcher:
-    """Wrap a loader of uint8 ``(images, labels)``; yield normalized device batches.
-
-    Args:
-        loader: an iterable with ``len()``, yielding host (ideally pinned) uint8 batches.
-        device: the CUDA device.
-        mean, std: per-channel normalization in [0, 1] units.
-        channels_last: return images in channels-last memory format.
-    """
+    """Wrap a loader of host (ideally pinned) uint8 ``(images, labels)`` that has ``len()``;
+    yield normalized batches on ``device`` (``mean``, ``std`` per channel, in [0, 1] units)."""
 
     def __init__(
         self,

@@ -23,7 +23,6 @@ from tuner.engine.result import RunResult
 from tuner.errors import TunerError
 
 __all__ = [
-    "CHECKPOINT_VERSION",
     "Progress",
     "RunState",
     "load_state",
@@ -33,7 +32,6 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 1
-_WHAT_RAN = ("effective", "notes")  # RunResult's non-scalar fields that every report carries
 
 
 @dataclass
@@ -41,11 +39,10 @@ class RunState:
     """The few things that change while a run trains: the one step counter, the training clock,
     the losses and the latest evaluation.
 
-    The clock (``train_time_s``) is the loop's wall time except evaluations and probes. Every
-    moment between them counts, not just each step's own span: on a GPU a step only queues work,
-    and the sync that waits for it (a loss flush, a window edge) is training time too. Timing
-    steps alone missed the catch-up at flushes outside a step, and so favoured whatever lets the
-    host run further ahead (``non_blocking``, the prefetcher).
+    The clock (``train_time_s``) is the loop's wall time except evaluations and probes, not the
+    steps' own spans: on a GPU a step only queues work, and the sync that waits for it (a loss
+    flush, a window edge) is training time too; timing steps alone would favour whatever lets
+    the host run further ahead (``non_blocking``, the prefetcher).
     """
 
     step: int = 0  # counted from the start of the first run, across resumes
@@ -96,16 +93,6 @@ class Progress:
     epoch: float
     result: RunResult
     _state: Callable[[], dict[str, Any]]
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The scalar fields of :attr:`result` and what ran (``effective``, ``notes``): what a
-        trial reports, the same as its final report carries."""
-        return {
-            k: v
-            for k, v in self.result.to_dict().items()
-            if not isinstance(v, list | dict) or k in _WHAT_RAN
-        }
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy. In a

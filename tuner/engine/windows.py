@@ -1,20 +1,8 @@
-"""One run built once and timed in short windows of steps: speed comparisons without a build
-per measurement.
+"""One run built once and timed in short windows of steps: speed comparisons on a CPU without
+a build per measurement (why, and why not on CUDA: :mod:`tuner.compare.trust`).
 
-A fresh build per measurement (:func:`tuner.engine.probe`) costs seconds on a CPU (data, model,
-optimizer, loader) for a measurement of a second or two, and each carries its own build. Here
-each arm of a comparison is built once and warmed up once (its memory counted on the last
-warm-up step, as in a run), and then timed ``steps`` steps at a time, arm after arm (A, B, C,
-A, B, C, ...; :func:`tuner.compare.interleave`; an arm with loader workers first takes the
-batches they queued meanwhile, untimed). Adjacent windows of two arms see the same
-machine, so their paired ratio cancels slow drift, and a window costs only its steps, so many
-are affordable: a t-interval narrows with the square root of the pairs and its t-quantile falls
-from 4.3 at 3 pairs to 2.1 at 16.
-
-Memory is each arm's own training state, counted as a run counts it on a CPU (exact whatever
-else the process holds). On CUDA the reserved peak belongs to the process and arms side by side
-would share it, so comparisons there keep a fresh build per measurement
-(:mod:`tuner.compare.trust` decides).
+Each arm is built and warmed up once (its memory counted on the last warm-up step, as in a
+run), then timed ``steps`` steps at a time, arm after arm (:func:`tuner.compare.interleave`).
 """
 
 from __future__ import annotations
@@ -28,7 +16,6 @@ import torch
 
 from tuner.config import TrainConfig
 from tuner.engine.build import RunParts, build_parts, resolve_device
-from tuner.engine.distributed import World
 from tuner.engine.loop import Diverged, batches, failure, take_step, what_ran
 from tuner.engine.meters import MemoryMeter, environment, synchronize
 from tuner.engine.result import RunResult
@@ -129,12 +116,10 @@ class WindowRun:
         return self.failed
 
     def _result(self, **fields: Any) -> RunResult:
-        parts = self._parts
-        memory = self._memory.read(World.current())
-        extra: dict[str, Any] = {}
-        if parts is not None:
-            extra = {**what_ran(parts), "global_batch_size": parts.config.batch_size}
-        return RunResult(**fields, **memory, **self._environment, steps=self._state.step, **extra)
+        parts = self._live()  # a failed arm's result is made before it closes
+        fields.update(self._memory.read(parts.world), **self._environment, **what_ran(parts))
+        fields.update(steps=self._state.step, global_batch_size=parts.config.batch_size)
+        return RunResult(**fields)
 
 
 def failed_build(exc: BaseException) -> RunResult:
