@@ -54,16 +54,11 @@ def plan_ladder(
     rungs, left_out = ladder(cuda=cuda, amp=amp, skip=skip, autotune=autotune)
     arms: list[Arm] = []
     for rung in rungs:
-        previous = arms[-1] if arms else None
-        changes = {
-            k: v
-            for k, v in rung.changes.items()
-            if previous is None or previous.config.to_dict()[k] != v
-        }
-        reference = previous.name if previous else None
-        arms.append(
-            Arm(rung.name, "ladder", base.replace(**rung.changes), changes, reference, "plain")
-        )
+        before = arms[-1].config.to_dict() if arms else {}
+        changes = {k: v for k, v in rung.changes.items() if k not in before or before[k] != v}
+        reference = arms[-1].name if arms else None
+        config = base.replace(**rung.changes)
+        arms.append(Arm(rung.name, "ladder", config, changes, reference, "plain"))
     return arms, left_out
 
 
@@ -85,29 +80,29 @@ def plan_toggles(
     left_out: list[str] = []
     current = config.to_dict()
     for entry in KNOBS:
-        if entry.companion or (not entry.cpu and not entry.cuda and entry.field != "norm"):
-            continue  # companions move with their knob; batch size and lr are not toggles
-        if entry.needs_workers:  # DDP's knobs do nothing in the one process measuring effects
+        # Companions move with their knob; batch size and lr are not toggles; DDP's knobs do
+        # nothing in the one process measuring effects.
+        not_a_toggle = not entry.cpu and not entry.cuda and entry.field != "norm"
+        if entry.companion or entry.needs_workers or not_a_toggle:
             continue
         if entry.field in skip:
             left_out.append(f"{entry.field}: {skip[entry.field]}")
             continue
         targets = _toggle_targets(entry, current[entry.field], cuda=cuda)
-        if entry.field == "norm" and not targets:
-            continue  # the model's own norm layers: the space does not compare norms
-        if not targets:
+        if not targets and entry.field != "norm":  # norm: the model's own layers, no choice
             left_out.append(f"{entry.field}: needs CUDA")
         for target in targets:
             changes = entry.settings(target)
-            name = _toggle_name(entry.field, target)
+            sign = "+" if target else "-"
+            name = f"{sign}{entry.field}" if isinstance(target, bool) else f"{entry.field}={target}"
             arms.append(Arm(name, "effects", config.replace(**changes), changes, REFERENCE))
-    plain = plain_loop(config)
+    plain = _plain_loop(config)
     if plain:
         arms.append(Arm(PLAIN, "effects", config.replace(**plain), plain, REFERENCE))
     return arms, left_out
 
 
-def plain_loop(config: TrainConfig) -> dict[str, Any]:
+def _plain_loop(config: TrainConfig) -> dict[str, Any]:
     """The changes that turn every speed technique of ``config`` off (fp32, no workers)."""
     current = config.to_dict()
     changes: dict[str, Any] = {}
@@ -124,9 +119,3 @@ def _toggle_targets(entry: Any, value: Any, *, cuda: bool) -> list[Any]:
     if value == entry.off:
         return list(on[:1])
     return [entry.off, *(v for v in on if v != value and entry.field == "amp")]
-
-
-def _toggle_name(field_name: str, target: Any) -> str:
-    if isinstance(target, bool):
-        return f"{'+' if target else '-'}{field_name}"
-    return f"{field_name}={target}"

@@ -11,6 +11,7 @@ run. Used by ``python -m tuner bench`` and ``bench/engine_bench.py``.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,7 +65,7 @@ def forward_flops(config: TrainConfig, device: torch.device) -> float:
     return float(counter.get_total_flops())
 
 
-def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int = 8192) -> float:
+def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int) -> float:
     """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
     n = n if device.type == "cuda" else min(n, 1024)
     a = torch.randn(n, n, device=device, dtype=dtype)
@@ -93,7 +94,6 @@ def run_benchmark(
     warmup: bool = True,
     matmul_size: int = 8192,
     out_dir: Path | None = None,
-    stem: str | None = None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
@@ -104,7 +104,6 @@ def run_benchmark(
         warmup: run the first rung once, unrecorded, first (off where the caller already paid
             the process's one-time costs).
         matmul_size: the side of the square matmuls that time the device's dense rate.
-        stem: the output files' name (default ``engine_cuda`` / ``engine_cpu``).
     """
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)
@@ -130,7 +129,10 @@ def run_benchmark(
     report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
     report["left_out"] = left_out
     if out_dir is not None:
-        _write(report, Path(out_dir), stem or ("engine_cuda" if cuda else "engine_cpu"))
+        out_dir, stem = Path(out_dir), "engine_cuda" if cuda else "engine_cpu"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
@@ -149,6 +151,7 @@ def _summarize(
     rows = json.loads(table.to_json(orient="records"))
     measured = table.dropna(subset=["images_per_second"])
     best = measured.loc[measured["images_per_second"].idxmax()] if len(measured) else None
+    ratio = math.nan if best is None else best["throughput_ratio_vs_baseline"]  # plain: NaN
     return {
         "environment": environment(device),
         "config": base.to_dict(),
@@ -160,18 +163,12 @@ def _summarize(
         "matmul_fp32_tflop_per_s": peak_fp32 / 1e12,
         "mfu_reference": "bf16" if peak >= peak_fp32 else "fp32",
         "best_rung": None if best is None else best["arm"],
-        "best_ratio_vs_plain": None if best is None else _ratio_vs_plain(best),
+        "best_ratio_vs_plain": None if best is None else 1.0 if pd.isna(ratio) else float(ratio),
         "best_mfu": None if best is None else best["mfu"],
         "rows": rows,
         "runs": json.loads(runs.to_json(orient="records")),
         "cuda": device.type == "cuda",
     }
-
-
-def _ratio_vs_plain(row: pd.Series) -> float:
-    """The paired ratio to the plain loop; 1 for the plain loop itself."""
-    ratio = row["throughput_ratio_vs_baseline"]
-    return 1.0 if pd.isna(ratio) else float(ratio)
 
 
 def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
@@ -180,12 +177,6 @@ def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
         return {}
     ok = runs[runs["status"] == "ok"]
     return ok.groupby("arm")["peak_memory_allocated_bytes"].median().to_dict()
-
-
-def _write(report: dict[str, Any], out_dir: Path, stem: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out_dir / f"{stem}.md").write_text(to_markdown(report))
 
 
 def _ratio(row: dict[str, Any], label: str) -> str:

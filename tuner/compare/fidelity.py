@@ -1,18 +1,12 @@
 """The fidelity self-check: does the engine train as fast as a minimal loop would?
 
-``python -m tuner bench --verify`` times one model, batch and precision twice: with the engine
-(a :func:`tuner.engine.probe`, its own steady-state images/s) and with
-:mod:`tuner.compare.minimal_loop` (plain PyTorch written without the engine). Each measurement
-is a **fresh process**, so neither inherits the other's allocator, compile caches or threads;
-they run interleaved (:func:`tuner.compare.interleave`: engine, minimal, engine, minimal, ...)
-after one discarded pair, so a drift of
-a shared machine hits both alike, and each repeat's two runs form a pair. The engine/minimal
-ratio of images/s is the geometric mean of the per-pair ratios with its 95% interval
-(:func:`tuner.stats.paired_ratio`): an interval that contains 1x means the engine is within the
-noise of the minimal loop.
-
-The engine runs with every speed technique off except ``set_to_none``, because the minimal
-loop's ``optimizer.zero_grad()`` frees the gradients too (PyTorch's default).
+``python -m tuner bench --verify`` times one workload with the engine (a
+:func:`tuner.engine.probe`) and with :mod:`tuner.compare.minimal_loop` (plain PyTorch written
+without the engine), each measurement a fresh process so neither inherits the other's
+allocator, compile caches or threads, interleaved after one discarded pair; the engine/minimal
+ratio is paired (:func:`tuner.stats.paired_ratio`). bench/README.md ("tuner bench --verify")
+tells the method. The engine runs with every speed technique off except ``set_to_none``, as the
+minimal loop's ``optimizer.zero_grad()`` frees the gradients too.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +86,6 @@ def run_verify(
     load_before = os.getloadavg()[0]
     runs: list[dict[str, Any]] = []
 
-    def measure(kind: str) -> dict[str, Any]:
-        return _measure(kind, config, steps, env, deadline)
-
     def record(repeat: int, kind: str, measured: dict[str, Any]) -> None:
         runs.append({"repeat": repeat, "kind": kind, **measured})
         rate = f"{_rate(measured):10.1f} img/s"
@@ -107,6 +99,7 @@ def run_verify(
 
     # The discarded pair (cold caches after a while) also says how long a pair takes.
     warmup = KINDS if deadline.fits(0.0) else ()
+    measure = partial(_measure, config=config, steps=steps, env=env, deadline=deadline)
     interleave(
         KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
     )
@@ -116,7 +109,11 @@ def run_verify(
     report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     report["cpu_count"] = os.cpu_count()
     if out_dir is not None:
-        _write(report, Path(out_dir))
+        cuda = report["environment"]["device"].startswith("cuda")
+        out_dir, stem = Path(out_dir), "fidelity_cuda" if cuda else "fidelity_cpu"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
@@ -236,13 +233,6 @@ def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
         return text + ": within the noise (the interval contains 1x)."
     side = "slower" if value < 1 else "faster"
     return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."
-
-
-def _write(report: dict[str, Any], out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = "fidelity_cuda" if report["environment"]["device"].startswith("cuda") else "fidelity_cpu"
-    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out_dir / f"{stem}.md").write_text(to_markdown(report))
 
 
 def to_markdown(report: dict[str, Any]) -> str:

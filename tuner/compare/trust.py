@@ -1,35 +1,19 @@
 """The measurements that make a search's figures trustworthy, run after its trials (no Ray here).
 
-- :func:`remeasure`: trials that ran side by side (or shared a GPU) measured each other's
-  interference, and one figure per trial carries the machine's noise. The top candidates run
-  again alone, round-robin, paired by round.
-- :func:`effects`: starting from the recommended config, every applicable knob of the registry
-  switched the other way one at a time (and the other norm choice), plus the plain loop, each
-  paired with the recommended config itself (:func:`tuner.compare.plan_toggles`). torch.compile
-  is left out on a CPU unless the recommended config uses it: each compiled build costs tens of
-  seconds there, more than the whole comparison.
+:func:`remeasure` runs the top candidates again alone, round-robin, paired by round (side by
+side they measured each other's interference). :func:`effects` switches every applicable knob
+of the recommended config the other way, one at a time, plus the plain loop, each paired with
+the recommended config (:func:`tuner.compare.plan_toggles`); compile is left out on a CPU unless
+the config uses it, as each compiled build there costs more than the whole comparison.
 
-**Many short measurements.** On a CPU each arm is built once and timed in windows of steps,
-arm after arm (:class:`tuner.engine.windows.WindowRun`): a window costs its steps only, so a
-comparison gets many pairs for the price of a few fresh builds, and a t-interval narrows with
-their square root and a smaller t-quantile. Once the arms are built, the windows are sized (2
-to ``steps`` steps) so that 8 rounds fit in the time left. On CUDA each measurement stays a
-fresh build (:func:`tuner.engine.probe`): the reserved-memory peak belongs to a process, and
-arms side by side would share it.
-
-**Sequential stopping, close to the 95 % level.** A comparison looks after ``min_repeats`` rounds
-(8 by default) and every 4 rounds after, and stops at a look where every interval it reports is
-within ``resolution`` (+-3 % by default) of its ratio; otherwise when the next round would end
-past ``time_limit_s``, or at ``max_repeats``. The rule looks only at the intervals' widths,
-which depend on the spread of the paired log-ratios, never at which side of 1x they lie (for
-normal log-ratios the sample mean and variance are independent: a fixed-width sequential
-interval in the sense of Chow and Robbins, 1965); stopping when an interval first excludes 1x
-would spend the 95 % on every look. A width-based stop still favours a sample whose spread
-came out small, so few looks are taken: simulated coverage of the reported 95 % intervals is
-93.8 to 94.9 % (bench/trust_coverage.py; down to 91.6 % when it looked after every round from
-the 4th). What cannot be resolved in the budget is reported as it is: "within noise at +-X %".
-
-:mod:`tuner.search.after_search` runs both in a Ray task holding a trial's CPUs and a whole GPU.
+On a CPU each arm is built once and timed in windows of steps (``WindowRun``): many pairs for
+the price of a few builds, the windows sized so that 8 rounds fit in the time left. On CUDA each
+measurement is a fresh build (:func:`tuner.engine.probe`): the reserved-memory peak belongs to
+a process. A comparison stops at a look (after ``min_repeats`` rounds, then every 4) where every
+interval is within ``resolution`` of its ratio, judged on the widths only, never on the side of
+1x (a fixed-width sequential interval, Chow-Robbins), else at the time limit or at
+``max_repeats``: README ("A search") and bench/trust_coverage.py say why, and the coverage.
+:mod:`tuner.search.after_search` runs both in a Ray task.
 """
 
 from __future__ import annotations
@@ -48,7 +32,7 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import paired_ratio
 
-__all__ = ["METHOD", "RESOLUTION", "Budget", "effects", "ended_text", "measured_text", "remeasure"]
+__all__ = ["Budget", "effects", "ended_text", "measured_text", "remeasure"]
 
 RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
@@ -130,15 +114,12 @@ def _measure(
             dropped.append(f"{arm.name}: {exc}")
             return None
 
-    def record(repeat: int, arm: Arm, result: Any) -> None:
-        rows.append(measurement_row(arm, repeat, result))
-
     def keep_going(repeat: int, _slowest: float) -> bool:
         now, limit = time.perf_counter(), budget.time_limit_s
-        if not clock["warm"]:
-            clock["round"] = max(clock["round"], now - clock["last"])
         if clock["warm"]:  # the builds are done: size the windows to the time left
             measure.fit_rounds(None if limit is None else limit - (now - started))
+        else:
+            clock["round"] = max(clock["round"], now - clock["last"])
         clock.update(warm=False, last=now)
         if repeat < _MIN_PAIRS:
             return True
@@ -155,7 +136,7 @@ def _measure(
             arms,
             repeats=budget.max_repeats,
             measure=one,
-            on_run=record,
+            on_run=lambda repeat, arm, result: rows.append(measurement_row(arm, repeat, result)),
             warmup=measure.warmup(arms),
             keep_going=keep_going,
         )
@@ -171,9 +152,7 @@ def _measure(
         "method": f"{METHOD}; {_FRESH if cuda else _WINDOWS}",
         **ended,
     }
-    runs = pd.DataFrame(rows)
-    runs.attrs.update(info)
-    return runs, info
+    return pd.DataFrame(rows), info
 
 
 def _looks_at(repeat: int, budget: Budget) -> bool:
@@ -228,10 +207,10 @@ class _Windows:
         self.steps = steps
         self.planned = (budget.max_repeats + 2) * steps  # the schedule's span: lr never ends
         self.runs: dict[str, Any] = {}  # arm -> its WindowRun (None: it could not be built)
-        self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed
+        self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed, until told
         self.step_s: dict[str, float] = {}  # arm -> seconds per step after its warm-up
         self.lead_s: dict[str, float] = {}  # arm -> its untimed lead-in per window
-        self.told: set[str] = set()  # arms whose failure is recorded
+        self.told: set[str] = set()  # built arms whose failure is recorded
 
     def warmup(self, arms: Sequence[Arm]) -> list[Arm]:
         return list(arms)  # every arm is built and warmed up before the first round
@@ -269,13 +248,10 @@ class _Windows:
 
     def __call__(self, arm: Arm) -> Any:
         run = self.runs.get(arm.name)
+        if run is None:  # a failed build is told once; bad input was said in "dropped"
+            return self.broken.pop(arm.name, None)
         if arm.name in self.told:
             return None  # its failure is recorded: out
-        if arm.name in self.broken:
-            self.told.add(arm.name)
-            return self.broken[arm.name]
-        if run is None:
-            return None  # it could not be built (bad input, said in "dropped")
         result = run.failed or run.window(self.steps)
         if run.failed is not None:
             self.told.add(arm.name)
