@@ -15,25 +15,16 @@ PLAIN = "plain loop"
 
 @dataclass(frozen=True)
 class Arm:
-    """One configuration of a comparison.
+    """One configuration of a comparison."""
 
-    Attributes:
-        name: unique within the comparison (``+channels_last``, ``groupnorm/8``, ...).
-        group: which comparison it belongs to (``ladder``, ``norm``, ``effects``, ...).
-        config: what runs.
-        changes: the settings this arm changes against its reference (for fallback checks).
-        reference: the arm it is compared with (``None``: it is a reference itself).
-        baseline: the arm every arm of its group is also compared with.
-        measure: how this arm is measured when not by the comparison's own ``measure`` (the
-            ablation's DataParallel and DDP arms each run in fresh processes).
-    """
-
-    name: str
-    group: str
-    config: TrainConfig
-    changes: Mapping[str, Any] = field(default_factory=dict)
-    reference: str | None = None
-    baseline: str | None = None
+    name: str  # unique within the comparison (``+channels_last``, ``groupnorm/8``, ...)
+    group: str  # the comparison it belongs to (``ladder``, ``norm``, ``effects``, ...)
+    config: TrainConfig  # what runs
+    changes: Mapping[str, Any] = field(default_factory=dict)  # vs its reference (fallbacks)
+    reference: str | None = None  # the arm it is compared with (None: it is a reference)
+    baseline: str | None = None  # the arm every arm of its group is also compared with
+    # Its own measurement, not the comparison's (the ablation's DataParallel and DDP arms each
+    # run in fresh processes).
     measure: Callable[[TrainConfig], Any] | None = None
 
 
@@ -45,12 +36,8 @@ def plan_ladder(
     skip: Sequence[str] = (),
     autotune: bool = False,
 ) -> tuple[list[Arm], list[str]]:
-    """The technique ladder from the registry as arms: each compared with the rung before.
-
-    Returns:
-        The arms (the first is the plain loop, named ``plain``), and the knobs left out
-        because this device cannot run them.
-    """
+    """The registry's technique ladder as arms, each compared with the rung before (the first,
+    ``plain``, is the plain loop); and the knobs left out because this device cannot run them."""
     rungs, left_out = ladder(cuda=cuda, amp=amp, skip=skip, autotune=autotune)
     arms: list[Arm] = []
     for rung in rungs:
@@ -65,15 +52,9 @@ def plan_ladder(
 def plan_toggles(
     config: TrainConfig, *, cuda: bool, skip: Mapping[str, str] | None = None
 ) -> tuple[list[Arm], list[str]]:
-    """Arms around ``config``: itself, each applicable knob of the registry switched the other
-    way (one at a time), the other norm choice, and the plain loop. All are compared with
-    ``config`` (the arm named :data:`REFERENCE`).
-
-    Args:
-        skip: knob fields to leave out, each with the reason shown to the user.
-
-    Returns:
-        The arms, and a line per knob left out (skipped, or not runnable on this device).
+    """Arms around ``config`` (the arm :data:`REFERENCE`), all compared with it: each applicable
+    knob of the registry switched the other way alone, the other norm choice, the plain loop.
+    Also a line per knob left out: in ``skip`` (field -> the reason shown), or not runnable here.
     """
     skip = skip or {}
     arms = [Arm(REFERENCE, "effects", config)]

@@ -62,14 +62,10 @@ def plan_ablation(
     norm_model: str | None = None,
     gpus: int = 0,
 ) -> tuple[list[Arm], list[str]]:
-    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count), then
-    DataParallel vs DDP over ``gpus`` (the visible CUDA devices) on ``base``.
-
-    ``norm_model`` runs the norm comparison on another model (with its default kwargs), for a
-    ladder model without convolutional norm layers such as ViT-B/16.
-
-    Returns:
-        The arms, and what was left out because this machine cannot run it (a line each).
+    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count; on
+    ``norm_model`` with its default kwargs if given, for a ladder model without convolutional
+    norm layers such as ViT-B/16), then DataParallel vs DDP over the ``gpus`` visible CUDA
+    devices; and a line per part this machine cannot run.
 
     Raises:
         TunerError: an unknown name in ``skip``, or an ``amp`` mode this device cannot run.

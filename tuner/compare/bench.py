@@ -29,24 +29,14 @@ from tuner.engine.model import build_model
 from tuner.units import format_bytes, interval_text, ratio_text
 from tuner.workloads import workload as reference
 
-__all__ = [
-    "benchmark_config",
-    "forward_flops",
-    "matmul_flops_per_s",
-    "run_benchmark",
-    "to_markdown",
-]
+__all__ = ["benchmark_config", "run_benchmark", "to_markdown"]
 
 
 def benchmark_config(
     workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
 ) -> TrainConfig:
-    """The bench workload (:data:`tuner.workloads.BENCH`) of the device that ``workload`` (or
-    ``auto``) names, ``workload`` over it, as a step-budget run: the benchmark's plain loop.
-
-    Raises:
-        TunerError: an unknown setting or an impossible value.
-    """
+    """The bench workload of the device ``workload`` names (or ``auto``), ``workload`` over it,
+    as a step-budget run: the benchmark's plain loop. Raises ``TunerError`` on a bad setting."""
     device = resolve_device((workload or {}).get("device", "auto"))
     params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
     return TrainConfig.from_params(
@@ -54,7 +44,7 @@ def benchmark_config(
     )
 
 
-def forward_flops(config: TrainConfig, device: torch.device) -> float:
+def _forward_flops(config: TrainConfig, device: torch.device) -> float:
     """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -65,11 +55,10 @@ def forward_flops(config: TrainConfig, device: torch.device) -> float:
     return float(counter.get_total_flops())
 
 
-def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int) -> float:
+def _matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int) -> float:
     """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
     n = n if device.type == "cuda" else min(n, 1024)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    a, b = torch.randn(2, n, n, device=device, dtype=dtype)
     iters = 20 if device.type == "cuda" else 3
     best = 0.0
     for _ in range(4):
@@ -98,12 +87,9 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
 
-    Args:
-        amp: the ``+amp`` rung's mode (default: the registry's first for this device).
-        time_limit_s: start no repeat that would end after this many seconds.
-        warmup: run the first rung once, unrecorded, first (off where the caller already paid
-            the process's one-time costs).
-        matmul_size: the side of the square matmuls that time the device's dense rate.
+    ``amp``: the ``+amp`` rung's mode (default: the registry's first here). ``warmup``: the first
+    rung runs once, unrecorded, first (off where the caller paid the process's one-time costs).
+    ``matmul_size``: the side of the square matmuls that time the device's dense rate.
     """
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)
@@ -139,9 +125,9 @@ def run_benchmark(
 def _summarize(
     base: TrainConfig, table: pd.DataFrame, runs: pd.DataFrame, device: torch.device, n: int
 ) -> dict[str, Any]:
-    flops_fwd = forward_flops(base, device)
-    peak = matmul_flops_per_s(device, torch.bfloat16, n)
-    peak_fp32 = matmul_flops_per_s(device, torch.float32, n)
+    flops_fwd = _forward_flops(base, device)
+    peak = _matmul_flops_per_s(device, torch.bfloat16, n)
+    peak_fp32 = _matmul_flops_per_s(device, torch.float32, n)
     # MFU against the device's best dense rate: bf16 on a GPU; fp32 on a CPU without bf16 units.
     best_rate = max(peak, peak_fp32)
     table = table.assign(

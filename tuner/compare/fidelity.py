@@ -30,9 +30,9 @@ from tuner.stats import median_interval, paired_ratio
 from tuner.units import DASH, as_number, interval_text, json_ready
 from tuner.workloads import workload as reference
 
-__all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
+__all__ = ["run_verify", "to_markdown", "verdict", "verify_config"]
 
-KINDS = ("engine", "minimal")
+_KINDS = ("engine", "minimal")
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
 _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
@@ -40,8 +40,8 @@ _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with le
 def verify_config(
     *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
 ) -> TrainConfig:
-    """The bench workload (:data:`tuner.workloads.BENCH`, ``workload`` over it) in ``amp``
-    (default: bf16 on a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
+    """The bench workload (``workload`` over it) in ``amp`` (default: bf16 on a GPU, fp32 on a
+    CPU, whose bf16 matmuls are often emulated).
 
     Raises:
         TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
@@ -64,17 +64,11 @@ def run_verify(
     log: Callable[[str], Any] = print,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
+    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes
+    with ``threads`` CPU threads (``OMP_NUM_THREADS``); the report, also written to ``out_dir``.
 
-    Args:
-        threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
-        time_limit_s: seconds the whole check may take (default: none). No process outlives
-            it, none starts with less than ``_MIN_CHILD_S`` left, and no pair starts that the
-            slowest pair so far (the discarded first one included) says would not end in time;
-            the report says how many of ``repeats`` ran.
-
-    Returns:
-        The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
+    Within ``time_limit_s`` no process outlives the limit, none starts with less than
+    ``_MIN_CHILD_S`` left, and no pair starts that the slowest so far says would not end in time.
 
     Raises:
         TunerError: ``repeats`` < 2 (a ratio needs pairs to have an interval).
@@ -98,10 +92,10 @@ def run_verify(
         return False
 
     # The discarded pair (cold caches after a while) also says how long a pair takes.
-    warmup = KINDS if deadline.fits(0.0) else ()
+    warmup = _KINDS if deadline.fits(0.0) else ()
     measure = partial(_measure, config=config, steps=steps, env=env, deadline=deadline)
     interleave(
-        KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
+        _KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
     )
     report = _summarize(config, runs, steps)
     report["repeats_planned"] = repeats
@@ -203,7 +197,7 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
 
     # Like for like: the minimal loop reports its overall mean, so the engine's overall mean
     # (not its median window, which drops a hiccup the minimal loop keeps).
-    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in KINDS}
+    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in _KINDS}
     ratio = paired_ratio(rates["minimal"], rates["engine"])
     estimates = {k: median_interval(v) for k, v in rates.items()}
     device = resolve_device(config.device)
@@ -258,7 +252,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         "| loop | images/s: median [interval of the median] |",
         "|---|---|",
     ]
-    for kind in KINDS:
+    for kind in _KINDS:
         e = report["images_per_second"][kind]
         spread = interval_text(e["low"], e["high"], "{:,.1f}".format)
         median = f"{as_number(e['median']):,.1f}" + (f" {spread}" if spread else "")

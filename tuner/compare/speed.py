@@ -172,26 +172,23 @@ def choose_speed(
     meter = _Meter(steps)
     first = meter(plain)
     if judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
-        settings, rows, combined, plain_ips = _probe_rounds(
-            plain, arms, repeats, meter, max_memory_bytes
-        )
-        choice = SpeedChoice(settings, rows, plain_ips, repeats=repeats, combined_ratio=combined)
+        choice = _probe_rounds(arms, repeats, meter, max_memory_bytes)
     else:
         choice = _fit_first(arms, first, meter, max_memory_bytes)
     if choice.plain_over_budget and not choice.over_budget and len(arms) > 2:
         # The knob that makes it fit becomes the base, and the others are probed on top of
         # it as they would be on plain: stopping at the one knob left the fastest feasible
         # setting of such a config unreachable (bench/search_replay.py, the resnet grid).
-        base = plain.replace(**choice.settings)
         label = " on " + " + ".join(choice.settings)
-        on_top = _arms(base, cuda=cuda, pinned={*pinned, *choice.settings}, suffix=label)
-        settings, rows, combined, _ = _probe_rounds(base, on_top, repeats, meter, max_memory_bytes)
+        pinned_too = {*pinned, *choice.settings}
+        on_top = _arms(plain.replace(**choice.settings), cuda=cuda, pinned=pinned_too, suffix=label)
+        top = _probe_rounds(on_top, repeats, meter, max_memory_bytes)
         choice = dataclasses.replace(
             choice,
-            settings={**choice.settings, **settings},
-            variants=[*choice.variants, *rows],
+            settings={**choice.settings, **top.settings},
+            variants=[*choice.variants, *top.variants],
             repeats=repeats,
-            combined_ratio=combined,
+            combined_ratio=top.combined_ratio,
         )
     return dataclasses.replace(
         choice,
@@ -202,17 +199,17 @@ def choose_speed(
 
 
 def _probe_rounds(
-    plain: TrainConfig, arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
-) -> tuple[dict[str, Any], list[dict[str, Any]], float | None, float]:
-    """Interleaved rounds of ``arms`` (``arms[0]`` runs ``plain``), then the kept knobs
-    together when two or more are kept: the settings, one row per probed change, the
-    combination's ratio and the plain setting's median images/s."""
-    runs = _rounds(arms, repeats, meter)
-    rows, plain_ips = decide(runs, arms, max_memory_bytes=budget)
+    arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
+) -> SpeedChoice:
+    """Interleaved rounds of ``arms`` (``arms[0]`` the plain setting), then the kept knobs
+    together when two or more are kept."""
+    rows, plain_ips = decide(_rounds(arms, repeats, meter), arms, max_memory_bytes=budget)
     combined = None
     if sum(row["kept"] for row in rows) >= 2:
-        combined = _combined_ratio(plain, rows, meter, budget)
-    return settle(rows, combined), rows, combined, plain_ips
+        combined = _combined_ratio(arms[0].config, rows, meter, budget)
+    return SpeedChoice(
+        settle(rows, combined), rows, plain_ips, repeats=repeats, combined_ratio=combined
+    )
 
 
 def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
@@ -229,11 +226,7 @@ def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]
 
 def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The changes of every kept knob together."""
-    changes: dict[str, Any] = {}
-    for row in rows:
-        if row["kept"]:
-            changes.update(row["changes"])
-    return changes
+    return {k: v for row in rows if row["kept"] for k, v in row["changes"].items()}
 
 
 def _combined_ratio(
@@ -287,13 +280,9 @@ def _fit_first(arms: list[Arm], first: Any, meter: _Meter, budget: float | None)
     if fitting:
         best = rows[max(fitting)[1]]
         best["kept"], settings = True, dict(best["changes"])
+    plain_ips = first.images_per_second or math.nan
     return SpeedChoice(
-        settings,
-        rows,
-        first.images_per_second or math.nan,
-        repeats=1,
-        over_budget=not fitting,
-        plain_over_budget=True,
+        settings, rows, plain_ips, repeats=1, over_budget=not fitting, plain_over_budget=True
     )
 
 

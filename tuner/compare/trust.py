@@ -1,19 +1,13 @@
 """The measurements that make a search's figures trustworthy, run after its trials (no Ray here).
 
-:func:`remeasure` runs the top candidates again alone, round-robin, paired by round (side by
-side they measured each other's interference). :func:`effects` switches every applicable knob
-of the recommended config the other way, one at a time, plus the plain loop, each paired with
-the recommended config (:func:`tuner.compare.plan_toggles`); compile is left out on a CPU unless
-the config uses it, as each compiled build there costs more than the whole comparison.
-
-On a CPU each arm is built once and timed in windows of steps (``WindowRun``): many pairs for
-the price of a few builds, the windows sized so that 8 rounds fit in the time left. On CUDA each
-measurement is a fresh build (:func:`tuner.engine.probe`): the reserved-memory peak belongs to
-a process. A comparison stops at a look (after ``min_repeats`` rounds, then every 4) where every
-interval is within ``resolution`` of its ratio, judged on the widths only, never on the side of
-1x (a fixed-width sequential interval, Chow-Robbins), else at the time limit or at
-``max_repeats``: README ("A search") and bench/trust_coverage.py say why, and the coverage.
-:mod:`tuner.search.after_search` runs both in a Ray task.
+:func:`remeasure`: the top candidates again alone, round-robin, paired by round (side by side
+they measured each other's interference). :func:`effects`: each applicable knob of the
+recommended config switched the other way alone, and the plain loop, each paired with the config
+itself (:func:`tuner.compare.plan_toggles`). On a CPU each arm is built once and timed in windows
+of steps (``WindowRun``): many pairs for the price of a few builds. On CUDA each measurement is
+a fresh build: the reserved-memory peak belongs to a process. The stopping rule looks at the
+intervals' widths only, never at their side of 1x: README ("A search") and
+bench/trust_coverage.py say why. :mod:`tuner.search.after_search` runs both in a Ray task.
 """
 
 from __future__ import annotations
@@ -81,12 +75,8 @@ def remeasure(
 def effects(
     base: TrainConfig, *, cuda: bool, steps: int, budget: Budget
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Measure the arms around ``base`` (the recommended config), interleaved.
-
-    Returns:
-        Every measurement (one row each), and ``{"arms", "left_out", "dropped", ...}`` (how the
-        comparison ended) for the experiment's metadata.
-    """
+    """Measure the arms around ``base`` (the recommended config), interleaved: one row per
+    measurement, and ``{"arms", "left_out", "dropped", ...}`` (how it ended) for the metadata."""
     skip = {} if cuda or base.compile != "off" else {"compile": _COMPILE_ON_CPU}
     arms, left_out = plan_toggles(base, cuda=cuda, skip=skip)
     pairs = [(a.reference, a.name) for a in arms if a.reference]
@@ -216,11 +206,8 @@ class _Windows:
         return list(arms)  # every arm is built and warmed up before the first round
 
     def prepare(self, arm: Arm) -> None:
-        """Build the arm, run its warm-up steps and one short discarded window.
-
-        Raises:
-            TunerError: the arm's config cannot be built.
-        """
+        """Build the arm, run its warm-up steps and one short discarded window (``TunerError``:
+        its config cannot be built)."""
         from tuner.engine.windows import WindowRun, failed_build
 
         self.runs[arm.name] = None
