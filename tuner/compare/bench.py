@@ -212,9 +212,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"{r['mfu']:.1%} |"
         )
     fell_back = sorted({r["fell_back"] for r in rows if r["fell_back"]})
-    if fell_back or report.get("left_out"):
+    if fell_back or report["left_out"]:
         lines += ["", "Fallbacks and rungs left out on this device:"]
-        lines += [f"- {n}" for n in [*report.get("left_out", []), *fell_back]]
+        lines += [f"- {n}" for n in [*report["left_out"], *fell_back]]
     if report["best_rung"] is not None:
         lines += [
             "",

@@ -62,8 +62,7 @@ def setup_line(gpus: int) -> str:
 
 
 def _dataparallel_run(config: TrainConfig) -> RunResult:
-    command = [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict())]
-    return _run(command)
+    return _run([sys.executable, "-m", __spec__.name, json.dumps(config.to_dict())])
 
 
 def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:

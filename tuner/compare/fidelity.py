@@ -232,7 +232,7 @@ def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
 def to_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
     env, cfg = report["environment"], report["config"]
-    load = report.get("load_average_1min") or {"before": math.nan, "after": math.nan}
+    load = report["load_average_1min"]
     precision = "bf16 autocast" if cfg["amp"] == "bf16" else "fp32"
     lines = [
         "# Fidelity self-check: the engine vs a minimal training loop",
@@ -242,11 +242,11 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
         f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
         f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
-        f"{report.get('threads_per_process')} CPU thread(s), {report['repeats']} interleaved "
+        f"{report['threads_per_process']} CPU thread(s), {report['repeats']} interleaved "
         "pairs (engine, minimal) after one discarded pair.",
         "",
         f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
-        f"{load['after']:.1f} on {report.get('cpu_count')} cores; a load above the core count "
+        f"{load['after']:.1f} on {report['cpu_count']} cores; a load above the core count "
         "means other work shared the cores, which the pairing absorbs only as extra noise.",
         "",
         "| loop | images/s: median [interval of the median] |",
@@ -265,7 +265,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     for repeat, pair in sorted(pairs.items()):
         engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
         lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
-    planned = report.get("repeats_planned", report["repeats"])
+    planned = report["repeats_planned"]
     if report["repeats"] < planned:
         ran = f"Only {report['repeats']} of the {planned} planned pairs ran"
         lines += ["", f"{ran}: the check's time limit would have been passed."]

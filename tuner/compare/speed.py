@@ -83,7 +83,7 @@ class SpeedChoice:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def summary(self) -> str:
-        """``channels_last (1.12x [1.03–1.22])`` or ``plain (nothing measurably faster)``."""
+        """``channels_last (1.12x [1.03–1.22])``, or why the plain setting or nothing runs."""
         if self.over_budget:
             return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
