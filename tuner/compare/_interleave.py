@@ -18,7 +18,6 @@ __all__ = ["check_repeats", "interleave", "paired", "run_interleaved"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-Measure = Callable[[TrainConfig], Any]  # returns a RunResult
 
 
 def interleave(
@@ -60,7 +59,7 @@ def run_interleaved(
     arms: Sequence[Arm],
     *,
     repeats: int,
-    measure: Measure,
+    measure: Callable[[TrainConfig], Any],  # returns a RunResult
     on_run: Callable[[int, Arm, dict[str, Any]], None] | None = None,
     warmup: bool = True,
     drop_invalid: bool = False,
