@@ -15,25 +15,16 @@ PLAIN = "plain loop"
 
 @dataclass(frozen=True)
 class Arm:
-    """One configuration of a comparison.
+    """One configuration of a comparison."""
 
-    Attributes:
-        name: unique within the comparison (``+channels_last``, ``groupnorm/8``, ...).
-        group: which comparison it belongs to (``ladder``, ``norm``, ``effects``, ...).
-        config: what runs.
-        changes: the settings this arm changes against its reference (for fallback checks).
-        reference: the arm it is compared with (``None``: it is a reference itself).
-        baseline: the arm every arm of its group is also compared with.
-        measure: how this arm is measured when not by the comparison's own ``measure`` (the
-            ablation's DataParallel and DDP arms each run in fresh processes).
-    """
-
-    name: str
-    group: str
-    config: TrainConfig
-    changes: Mapping[str, Any] = field(default_factory=dict)
-    reference: str | None = None
-    baseline: str | None = None
+    name: str  # unique within the comparison (``+channels_last``, ``groupnorm/8``, ...)
+    group: str  # the comparison it belongs to (``ladder``, ``norm``, ``effects``, ...)
+    config: TrainConfig  # what runs
+    changes: Mapping[str, Any] = field(default_factory=dict)  # vs its reference (fallbacks)
+    reference: str | None = None  # the arm it is compared with (None: it is a reference)
+    baseline: str | None = None  # the arm every arm of its group is also compared with
+    # Its own measurement, not the comparison's (the ablation's DataParallel and DDP arms each
+    # run in fresh processes).
     measure: Callable[[TrainConfig], Any] | None = None
 
 
@@ -45,69 +36,54 @@ def plan_ladder(
     skip: Sequence[str] = (),
     autotune: bool = False,
 ) -> tuple[list[Arm], list[str]]:
-    """The technique ladder from the registry as arms: each compared with the rung before.
-
-    Returns:
-        The arms (the first is the plain loop, named ``plain``), and the knobs left out
-        because this device cannot run them.
-    """
+    """The registry's technique ladder as arms, each compared with the rung before (the first,
+    ``plain``, is the plain loop); and the knobs left out because this device cannot run them."""
     rungs, left_out = ladder(cuda=cuda, amp=amp, skip=skip, autotune=autotune)
     arms: list[Arm] = []
     for rung in rungs:
-        previous = arms[-1] if arms else None
-        changes = {
-            k: v
-            for k, v in rung.changes.items()
-            if previous is None or previous.config.to_dict()[k] != v
-        }
-        reference = previous.name if previous else None
-        arms.append(
-            Arm(rung.name, "ladder", base.replace(**rung.changes), changes, reference, "plain")
-        )
+        before = arms[-1].config.to_dict() if arms else {}
+        changes = {k: v for k, v in rung.changes.items() if k not in before or before[k] != v}
+        reference = arms[-1].name if arms else None
+        config = base.replace(**rung.changes)
+        arms.append(Arm(rung.name, "ladder", config, changes, reference, "plain"))
     return arms, left_out
 
 
 def plan_toggles(
     config: TrainConfig, *, cuda: bool, skip: Mapping[str, str] | None = None
 ) -> tuple[list[Arm], list[str]]:
-    """Arms around ``config``: itself, each applicable knob of the registry switched the other
-    way (one at a time), the other norm choice, and the plain loop. All are compared with
-    ``config`` (the arm named :data:`REFERENCE`).
-
-    Args:
-        skip: knob fields to leave out, each with the reason shown to the user.
-
-    Returns:
-        The arms, and a line per knob left out (skipped, or not runnable on this device).
+    """Arms around ``config`` (the arm :data:`REFERENCE`), all compared with it: each applicable
+    knob of the registry switched the other way alone, the other norm choice, the plain loop.
+    Also a line per knob left out: in ``skip`` (field -> the reason shown), or not runnable here.
     """
     skip = skip or {}
     arms = [Arm(REFERENCE, "effects", config)]
     left_out: list[str] = []
     current = config.to_dict()
     for entry in KNOBS:
-        if entry.companion or (not entry.cpu and not entry.cuda and entry.field != "norm"):
-            continue  # companions move with their knob; batch size and lr are not toggles
-        if entry.needs_workers:  # DDP's knobs do nothing in the one process measuring effects
+        # Companions move with their knob; batch size and lr are not toggles; DDP's knobs do
+        # nothing in the one process measuring effects.
+        not_a_toggle = not entry.cpu and not entry.cuda and entry.field != "norm"
+        if entry.companion or entry.needs_workers or not_a_toggle:
             continue
         if entry.field in skip:
             left_out.append(f"{entry.field}: {skip[entry.field]}")
             continue
         targets = _toggle_targets(entry, current[entry.field], cuda=cuda)
-        if entry.field == "norm" and not targets:
-            continue  # the model's own norm layers: the space does not compare norms
-        if not targets:
+        if not targets and entry.field != "norm":  # norm: the model's own layers, no choice
             left_out.append(f"{entry.field}: needs CUDA")
         for target in targets:
             changes = entry.settings(target)
-            name = _toggle_name(entry.field, target)
+            sign = "+" if target else "-"
+            name = f"{sign}{entry.field}" if isinstance(target, bool) else f"{entry.field}={target}"
             arms.append(Arm(name, "effects", config.replace(**changes), changes, REFERENCE))
-    plain = plain_loop(config)
+    plain = _plain_loop(config)
     if plain:
         arms.append(Arm(PLAIN, "effects", config.replace(**plain), plain, REFERENCE))
     return arms, left_out
 
 
-def plain_loop(config: TrainConfig) -> dict[str, Any]:
+def _plain_loop(config: TrainConfig) -> dict[str, Any]:
     """The changes that turn every speed technique of ``config`` off (fp32, no workers)."""
     current = config.to_dict()
     changes: dict[str, Any] = {}
@@ -124,9 +100,3 @@ def _toggle_targets(entry: Any, value: Any, *, cuda: bool) -> list[Any]:
     if value == entry.off:
         return list(on[:1])
     return [entry.off, *(v for v in on if v != value and entry.field == "amp")]
-
-
-def _toggle_name(field_name: str, target: Any) -> str:
-    if isinstance(target, bool):
-        return f"{'+' if target else '-'}{field_name}"
-    return f"{field_name}={target}"

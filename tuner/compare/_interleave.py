@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -14,11 +14,10 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.units import as_number
 
-__all__ = ["check_repeats", "fallbacks", "interleave", "paired", "run_interleaved"]
+__all__ = ["check_repeats", "interleave", "paired", "run_interleaved"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-Measure = Callable[[TrainConfig], Any]  # returns a RunResult
 
 
 def interleave(
@@ -30,20 +29,13 @@ def interleave(
     warmup: Sequence[T] = (),
     keep_going: Callable[[int, float], bool] | None = None,
 ) -> int:
-    """Measure every arm once per round, in order, for up to ``repeats`` rounds.
+    """Measure every arm once per round, in order, for up to ``repeats`` rounds; the rounds run.
 
-    Args:
-        measure: one measurement of an arm; ``None`` leaves the arm out of later rounds (it
-            cannot be built).
-        on_run: called with ``(repeat, arm, result)`` after each measurement.
-        warmup: arms measured first, results dropped: a process's one-time costs (lazy
-            imports, data, allocator pools) land there. Their time is the first estimate of a
-            round's.
-        keep_going: asked before each round with ``(repeat, slowest round so far in s)``; False
-            ends the loop (a time limit, a comparison already resolved).
-
-    Returns:
-        How many rounds ran.
+    ``measure`` returning ``None`` leaves the arm out of later rounds (it cannot be built);
+    ``on_run(repeat, arm, result)`` follows each measurement. The ``warmup`` arms are measured
+    first and dropped (a process's one-time costs land there); their time is the first estimate
+    of a round's. ``keep_going(repeat, slowest round so far in s)``, asked before each round,
+    ends the loop with False (a time limit, a comparison already resolved).
     """
     started = time.perf_counter()
     for arm in warmup:
@@ -67,21 +59,19 @@ def run_interleaved(
     arms: Sequence[Arm],
     *,
     repeats: int,
-    measure: Measure,
+    measure: Callable[[TrainConfig], Any],  # returns a RunResult
     on_run: Callable[[int, Arm, dict[str, Any]], None] | None = None,
     warmup: bool = True,
     drop_invalid: bool = False,
     time_limit_s: float | None = None,
 ) -> pd.DataFrame:
     """Measure every arm's config ``repeats`` times with :func:`interleave` (by ``measure``, or
-    the arm's own); one row each.
+    the arm's own); one row each, a failing run (OOM, NaN, crash) a row with its status.
 
-    A failing measurement (OOM, NaN, crash) is a row with its status, never an exception.
-    With ``warmup``, the first arm is measured once first, unrecorded. With ``drop_invalid``,
-    an arm whose config cannot be built (a ``TunerError``, e.g. a group count that does not
-    divide) is left out after its first try and listed in ``runs.attrs["dropped"]``. With
-    ``time_limit_s``, no repeat after the first starts that would end after it (judged by the
-    slowest repeat so far); ``runs.attrs["repeats_done"]`` says how many ran.
+    ``warmup``: the first arm is measured once first, unrecorded. ``drop_invalid``: an arm whose
+    config cannot be built (a ``TunerError``) is left out after its first try, listed in
+    ``runs.attrs["dropped"]``. ``time_limit_s``: no repeat after the first starts that would end
+    after it (judged by the slowest so far); ``runs.attrs["repeats_done"]`` says how many ran.
 
     Raises:
         TunerError: ``repeats`` < 1, or (without ``drop_invalid``) an impossible arm.
@@ -142,6 +132,10 @@ def paired(
 def measurement_row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
     """One measurement of ``arm`` (a RunResult) as a row of a comparison's runs table."""
     r = result.to_dict()
+    # What did not take effect: the engine's notes about it, else its name.
+    effective = r.get("effective", {})
+    missed = [k for k, v in arm.changes.items() if k in effective and effective[k] != v]
+    notes = [n for n in r.get("notes", []) if any(k in n for k in missed)]
     return {
         "arm": arm.name,
         "group": arm.group,
@@ -161,16 +155,8 @@ def measurement_row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:
         "data_wait_fraction": as_number(r.get("data_wait_fraction")),
         "train_time_s": as_number(r.get("train_time_s")),
         "wall_time_s": as_number(r.get("wall_time_s")),
-        "fell_back": "; ".join(fallbacks(arm.changes, r.get("effective", {}), r.get("notes", []))),
+        "fell_back": "; ".join(notes or [f"{k} not applied" for k in missed]),
         "error": r.get("error") or "",
         "device": r.get("device", ""),
         "device_name": r.get("device_name", ""),
     }
-
-
-def fallbacks(
-    changes: Mapping[str, Any], effective: Mapping[str, Any], notes: list[str]
-) -> list[str]:
-    """The engine's notes about ``changes`` that did not take effect (what actually ran)."""
-    missed = [k for k, v in changes.items() if k in effective and effective[k] != v]
-    return [n for n in notes if any(k in n for k in missed)] or [f"{k} not applied" for k in missed]

@@ -22,11 +22,16 @@ def summarize(runs: pd.DataFrame, arms: Sequence[Arm] | None = None) -> pd.DataF
     Without ``arms`` they are read back from the runs' ``arm``/``reference``/``baseline``
     columns (a runs file written earlier), in order of appearance.
     """
-    specs = (
-        [(a.name, a.group, a.reference, a.baseline) for a in arms]
-        if arms is not None
-        else _specs(runs)
-    )
+    if "arm" not in runs:  # nothing ran: a table without columns
+        runs = pd.DataFrame(columns=["arm", "status", "memory_kind", "fell_back"])
+    if arms is None:
+        first = runs.drop_duplicates("arm").fillna("")
+        specs = [
+            (str(r.arm), str(r.group), str(r.reference) or None, str(r.baseline) or None)
+            for r in first.itertuples()
+        ]
+    else:
+        specs = [(a.name, a.group, a.reference, a.baseline) for a in arms]
     rows = []
     for name, group, reference, baseline in specs:
         row = _arm_summary(runs, name, group, reference)
@@ -36,21 +41,11 @@ def summarize(runs: pd.DataFrame, arms: Sequence[Arm] | None = None) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def _specs(runs: pd.DataFrame) -> list[tuple[str, str, str | None, str | None]]:
-    if runs.empty:
-        return []
-    first = runs.drop_duplicates("arm")
-    return [
-        (str(r["arm"]), str(r["group"]), str(r["reference"]) or None, str(r["baseline"]) or None)
-        for _, r in first.fillna("").iterrows()
-    ]
-
-
 def _arm_summary(
     runs: pd.DataFrame, name: str, group: str, reference: str | None
 ) -> dict[str, Any]:
-    every = runs[runs["arm"] == name] if not runs.empty else runs
-    ok = every[every["status"] == "ok"] if not every.empty else every
+    every = runs[runs["arm"] == name]
+    ok = every[every["status"] == "ok"]
     row: dict[str, Any] = {
         "arm": name,
         "group": group,
@@ -58,21 +53,17 @@ def _arm_summary(
         "repeats_ok": f"{len(ok)}/{len(every)}",
     }
     for column in ("images_per_second", "peak_memory_bytes", "val_accuracy"):
-        values = ok[column].tolist() if column in ok else []
-        est = median_interval(values)
+        est = median_interval(ok[column].tolist() if column in ok else [])
         row[column], row[f"{column}_low"], row[f"{column}_high"] = est.median, est.low, est.high
-    row["memory_kind"] = next(iter(ok["memory_kind"].dropna()), "") if len(ok) else ""
-    fell_back = set(every["fell_back"].fillna("")) - {""} if len(every) else set()
-    row["fell_back"] = "; ".join(sorted(fell_back))
-    failed = set(every.loc[every["status"] != "ok", "status"]) if len(every) else set()
-    row["failed"] = "; ".join(sorted(failed))
+    row["memory_kind"] = next(iter(ok["memory_kind"].dropna()), "")
+    row["fell_back"] = "; ".join(sorted(set(every["fell_back"].fillna("")) - {""}))
+    row["failed"] = "; ".join(sorted(set(every.loc[every["status"] != "ok", "status"])))
     return row
 
 
 def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> dict[str, Any]:
-    """Paired changes of arm ``name`` against arm ``other`` (NaN when there is none)."""
-    mine, theirs = paired(runs, name, other) if other else (pd.DataFrame(), pd.DataFrame())
-    out: dict[str, Any] = {}
+    """Paired changes of arm ``name`` against arm ``other`` (NaN, a tie, when there is none)."""
+    mine, theirs = paired(runs, name, other) if other else (runs[:0], runs[:0])
     images = [*theirs.get("val_images", []), *mine.get("val_images", [])]
     specs = (
         ("throughput_ratio", "images_per_second", paired_ratio),
@@ -80,14 +71,13 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
         # Accuracy: the validation set's sampling error counts too (same-seed repeats agree).
         ("accuracy_change", "val_accuracy", partial(accuracy_difference, images=images)),
     )
+    out: dict[str, Any] = {}
     for key, column, estimate in specs:
-        if other is None or mine.empty:
-            out[f"{key}_vs_{label}"] = math.nan
-            out[f"{key}_vs_{label}_low"] = out[f"{key}_vs_{label}_high"] = math.nan
-            out[f"{key}_vs_{label}_tie"] = True
-            continue
-        change = estimate(theirs[column].tolist(), mine[column].tolist())
-        out[f"{key}_vs_{label}"] = change.value
-        out[f"{key}_vs_{label}_low"], out[f"{key}_vs_{label}_high"] = change.low, change.high
-        out[f"{key}_vs_{label}_tie"] = change.tie
+        value, low, high, tie = math.nan, math.nan, math.nan, True
+        if not mine.empty:
+            change = estimate(theirs[column].tolist(), mine[column].tolist())
+            value, low, high, tie = change.value, change.low, change.high, change.tie
+        prefix = f"{key}_vs_{label}"
+        out.update({prefix: value, f"{prefix}_low": low, f"{prefix}_high": high})
+        out[f"{prefix}_tie"] = tie
     return out

@@ -1,18 +1,11 @@
-"""The controlled technique ablation: one workload, one change per step, repeated runs.
+"""The controlled technique ablation (``tuner ablate``): one workload, one change per step.
 
-Two comparisons on the same model, data and batch size, run in-process with the engine (no Ray),
-each a set of arms of :mod:`tuner.compare`, on :data:`tuner.workloads.ABLATION`:
-
-- the ladder of the technique registry (``plain -> +amp -> +set_to_none -> ... -> +compile``);
-  each step keeps every change before it and is compared with the step before and the plain
-  loop;
-- the norm comparison: the plain loop with BatchNorm, then GroupNorm at each group count;
-- on 2 or more GPUs, DataParallel vs DDP over all of them (:mod:`tuner.compare.data_parallel`);
-  elsewhere a note says why not.
-
-Every step trains ``repeats`` times with the same seed, interleaved round-robin, and its changes
-are paired ratios/differences with intervals. A technique that cannot run on this hardware is
-left out of the ladder (and listed); one that falls back in the engine is marked with its note.
+Arms of :mod:`tuner.compare` on :data:`tuner.workloads.ABLATION`, run in-process with the engine
+(no Ray): the registry's technique ladder (each step keeps the ones before and is compared with
+the step before and the plain loop), the norm comparison (BatchNorm, then GroupNorm at each group
+count) and, on 2 or more GPUs, DataParallel vs DDP (:mod:`tuner.compare.data_parallel`). Every
+step trains ``repeats`` times with the same seed, interleaved. A technique this hardware cannot
+run is left out (and listed); one that falls back in the engine is marked with its note.
 """
 
 from __future__ import annotations
@@ -69,14 +62,10 @@ def plan_ablation(
     norm_model: str | None = None,
     gpus: int = 0,
 ) -> tuple[list[Arm], list[str]]:
-    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count), then
-    DataParallel vs DDP over ``gpus`` (the visible CUDA devices) on ``base``.
-
-    ``norm_model`` runs the norm comparison on another model (with its default kwargs), for a
-    ladder model without convolutional norm layers such as ViT-B/16.
-
-    Returns:
-        The arms, and what was left out because this machine cannot run it (a line each).
+    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count; on
+    ``norm_model`` with its default kwargs if given, for a ladder model without convolutional
+    norm layers such as ViT-B/16), then DataParallel vs DDP over the ``gpus`` visible CUDA
+    devices; and a line per part this machine cannot run.
 
     Raises:
         TunerError: an unknown name in ``skip``, or an ``amp`` mode this device cannot run.

@@ -11,6 +11,7 @@ run. Used by ``python -m tuner bench`` and ``bench/engine_bench.py``.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,24 +29,14 @@ from tuner.engine.model import build_model
 from tuner.units import format_bytes, interval_text, ratio_text
 from tuner.workloads import workload as reference
 
-__all__ = [
-    "benchmark_config",
-    "forward_flops",
-    "matmul_flops_per_s",
-    "run_benchmark",
-    "to_markdown",
-]
+__all__ = ["benchmark_config", "run_benchmark", "to_markdown"]
 
 
 def benchmark_config(
     workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
 ) -> TrainConfig:
-    """The bench workload (:data:`tuner.workloads.BENCH`) of the device that ``workload`` (or
-    ``auto``) names, ``workload`` over it, as a step-budget run: the benchmark's plain loop.
-
-    Raises:
-        TunerError: an unknown setting or an impossible value.
-    """
+    """The bench workload of the device ``workload`` names (or ``auto``), ``workload`` over it,
+    as a step-budget run: the benchmark's plain loop. Raises ``TunerError`` on a bad setting."""
     device = resolve_device((workload or {}).get("device", "auto"))
     params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
     return TrainConfig.from_params(
@@ -53,7 +44,7 @@ def benchmark_config(
     )
 
 
-def forward_flops(config: TrainConfig, device: torch.device) -> float:
+def _forward_flops(config: TrainConfig, device: torch.device) -> float:
     """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -64,11 +55,10 @@ def forward_flops(config: TrainConfig, device: torch.device) -> float:
     return float(counter.get_total_flops())
 
 
-def matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int = 8192) -> float:
+def _matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int) -> float:
     """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
     n = n if device.type == "cuda" else min(n, 1024)
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    a, b = torch.randn(2, n, n, device=device, dtype=dtype)
     iters = 20 if device.type == "cuda" else 3
     best = 0.0
     for _ in range(4):
@@ -93,18 +83,13 @@ def run_benchmark(
     warmup: bool = True,
     matmul_size: int = 8192,
     out_dir: Path | None = None,
-    stem: str | None = None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
 
-    Args:
-        amp: the ``+amp`` rung's mode (default: the registry's first for this device).
-        time_limit_s: start no repeat that would end after this many seconds.
-        warmup: run the first rung once, unrecorded, first (off where the caller already paid
-            the process's one-time costs).
-        matmul_size: the side of the square matmuls that time the device's dense rate.
-        stem: the output files' name (default ``engine_cuda`` / ``engine_cpu``).
+    ``amp``: the ``+amp`` rung's mode (default: the registry's first here). ``warmup``: the first
+    rung runs once, unrecorded, first (off where the caller paid the process's one-time costs).
+    ``matmul_size``: the side of the square matmuls that time the device's dense rate.
     """
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)
@@ -130,16 +115,19 @@ def run_benchmark(
     report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
     report["left_out"] = left_out
     if out_dir is not None:
-        _write(report, Path(out_dir), stem or ("engine_cuda" if cuda else "engine_cpu"))
+        out_dir, stem = Path(out_dir), "engine_cuda" if cuda else "engine_cpu"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
 def _summarize(
     base: TrainConfig, table: pd.DataFrame, runs: pd.DataFrame, device: torch.device, n: int
 ) -> dict[str, Any]:
-    flops_fwd = forward_flops(base, device)
-    peak = matmul_flops_per_s(device, torch.bfloat16, n)
-    peak_fp32 = matmul_flops_per_s(device, torch.float32, n)
+    flops_fwd = _forward_flops(base, device)
+    peak = _matmul_flops_per_s(device, torch.bfloat16, n)
+    peak_fp32 = _matmul_flops_per_s(device, torch.float32, n)
     # MFU against the device's best dense rate: bf16 on a GPU; fp32 on a CPU without bf16 units.
     best_rate = max(peak, peak_fp32)
     table = table.assign(
@@ -149,6 +137,7 @@ def _summarize(
     rows = json.loads(table.to_json(orient="records"))
     measured = table.dropna(subset=["images_per_second"])
     best = measured.loc[measured["images_per_second"].idxmax()] if len(measured) else None
+    ratio = math.nan if best is None else best["throughput_ratio_vs_baseline"]  # plain: NaN
     return {
         "environment": environment(device),
         "config": base.to_dict(),
@@ -160,18 +149,12 @@ def _summarize(
         "matmul_fp32_tflop_per_s": peak_fp32 / 1e12,
         "mfu_reference": "bf16" if peak >= peak_fp32 else "fp32",
         "best_rung": None if best is None else best["arm"],
-        "best_ratio_vs_plain": None if best is None else _ratio_vs_plain(best),
+        "best_ratio_vs_plain": None if best is None else 1.0 if pd.isna(ratio) else float(ratio),
         "best_mfu": None if best is None else best["mfu"],
         "rows": rows,
         "runs": json.loads(runs.to_json(orient="records")),
         "cuda": device.type == "cuda",
     }
-
-
-def _ratio_vs_plain(row: pd.Series) -> float:
-    """The paired ratio to the plain loop; 1 for the plain loop itself."""
-    ratio = row["throughput_ratio_vs_baseline"]
-    return 1.0 if pd.isna(ratio) else float(ratio)
 
 
 def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
@@ -180,12 +163,6 @@ def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
         return {}
     ok = runs[runs["status"] == "ok"]
     return ok.groupby("arm")["peak_memory_allocated_bytes"].median().to_dict()
-
-
-def _write(report: dict[str, Any], out_dir: Path, stem: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out_dir / f"{stem}.md").write_text(to_markdown(report))
 
 
 def _ratio(row: dict[str, Any], label: str) -> str:
@@ -235,9 +212,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"{r['mfu']:.1%} |"
         )
     fell_back = sorted({r["fell_back"] for r in rows if r["fell_back"]})
-    if fell_back or report.get("left_out"):
+    if fell_back or report["left_out"]:
         lines += ["", "Fallbacks and rungs left out on this device:"]
-        lines += [f"- {n}" for n in [*report.get("left_out", []), *fell_back]]
+        lines += [f"- {n}" for n in [*report["left_out"], *fell_back]]
     if report["best_rung"] is not None:
         lines += [
             "",

@@ -1,18 +1,11 @@
-"""DataParallel vs DDP over the GPUs of one machine: the seeds' comparison, as arms of
-``tuner ablate``.
+"""DataParallel vs DDP over the GPUs of one machine, as arms of ``tuner ablate``.
 
 Both arms train the same config at the same global batch (N x ``batch_size``) and peak lr
-(N x ``lr``, the per-256 rule at the global batch), each run in fresh processes so neither
-inherits the other's CUDA contexts or allocator:
-
-- ``DataParallel xN``: one process, ``torch.nn.DataParallel`` over the N visible GPUs; each step
-  scatters the global batch from GPU 0, replicates the module and gathers the outputs there
-  (the engine's ``train(config, dataparallel=True)``).
-- ``DDP xN``: N processes started by torchrun running ``tuner train``: the engine's
-  data-parallel path (one GPU each, ``batch_size`` per worker, gradients all-reduced).
-
-images/s is global in both. It needs 2 or more CUDA GPUs; elsewhere the pair is left out with a
-note (on a CPU DataParallel just calls the module: there is nothing to measure).
+(N x ``lr``, the per-256 rule at the global batch), each in fresh processes so neither inherits
+the other's CUDA contexts or allocator: ``DataParallel xN`` is one process running the engine's
+``train(config, dataparallel=True)`` over the N visible GPUs; ``DDP xN`` is N processes started
+by torchrun running ``tuner train`` (one GPU each). images/s is global in both. Elsewhere than
+on 2 or more CUDA GPUs the pair is left out with a note.
 """
 
 from __future__ import annotations
@@ -69,8 +62,7 @@ def setup_line(gpus: int) -> str:
 
 
 def _dataparallel_run(config: TrainConfig) -> RunResult:
-    command = [sys.executable, "-m", __spec__.name, json.dumps(config.to_dict())]
-    return _run(command)
+    return _run([sys.executable, "-m", __spec__.name, json.dumps(config.to_dict())])
 
 
 def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:

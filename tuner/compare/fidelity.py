@@ -1,18 +1,12 @@
 """The fidelity self-check: does the engine train as fast as a minimal loop would?
 
-``python -m tuner bench --verify`` times one model, batch and precision twice: with the engine
-(a :func:`tuner.engine.probe`, its own steady-state images/s) and with
-:mod:`tuner.compare.minimal_loop` (plain PyTorch written without the engine). Each measurement
-is a **fresh process**, so neither inherits the other's allocator, compile caches or threads;
-they run interleaved (:func:`tuner.compare.interleave`: engine, minimal, engine, minimal, ...)
-after one discarded pair, so a drift of
-a shared machine hits both alike, and each repeat's two runs form a pair. The engine/minimal
-ratio of images/s is the geometric mean of the per-pair ratios with its 95% interval
-(:func:`tuner.stats.paired_ratio`): an interval that contains 1x means the engine is within the
-noise of the minimal loop.
-
-The engine runs with every speed technique off except ``set_to_none``, because the minimal
-loop's ``optimizer.zero_grad()`` frees the gradients too (PyTorch's default).
+``python -m tuner bench --verify`` times one workload with the engine (a
+:func:`tuner.engine.probe`) and with :mod:`tuner.compare.minimal_loop` (plain PyTorch written
+without the engine), each measurement a fresh process so neither inherits the other's
+allocator, compile caches or threads, interleaved after one discarded pair; the engine/minimal
+ratio is paired (:func:`tuner.stats.paired_ratio`). bench/README.md ("tuner bench --verify")
+tells the method. The engine runs with every speed technique off except ``set_to_none``, as the
+minimal loop's ``optimizer.zero_grad()`` frees the gradients too.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +30,9 @@ from tuner.stats import median_interval, paired_ratio
 from tuner.units import DASH, as_number, interval_text, json_ready
 from tuner.workloads import workload as reference
 
-__all__ = ["KINDS", "run_verify", "to_markdown", "verdict", "verify_config"]
+__all__ = ["run_verify", "to_markdown", "verdict", "verify_config"]
 
-KINDS = ("engine", "minimal")
+_KINDS = ("engine", "minimal")
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
 _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
@@ -45,8 +40,8 @@ _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with le
 def verify_config(
     *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
 ) -> TrainConfig:
-    """The bench workload (:data:`tuner.workloads.BENCH`, ``workload`` over it) in ``amp``
-    (default: bf16 on a GPU, fp32 on a CPU, whose bf16 matmuls are often emulated).
+    """The bench workload (``workload`` over it) in ``amp`` (default: bf16 on a GPU, fp32 on a
+    CPU, whose bf16 matmuls are often emulated).
 
     Raises:
         TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
@@ -69,17 +64,11 @@ def run_verify(
     log: Callable[[str], Any] = print,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes.
+    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes
+    with ``threads`` CPU threads (``OMP_NUM_THREADS``); the report, also written to ``out_dir``.
 
-    Args:
-        threads: CPU threads per process (``OMP_NUM_THREADS``; default: torch's own choice).
-        time_limit_s: seconds the whole check may take (default: none). No process outlives
-            it, none starts with less than ``_MIN_CHILD_S`` left, and no pair starts that the
-            slowest pair so far (the discarded first one included) says would not end in time;
-            the report says how many of ``repeats`` ran.
-
-    Returns:
-        The report (also written to ``out_dir`` as ``fidelity_<device>.{json,md}``).
+    Within ``time_limit_s`` no process outlives the limit, none starts with less than
+    ``_MIN_CHILD_S`` left, and no pair starts that the slowest so far says would not end in time.
 
     Raises:
         TunerError: ``repeats`` < 2 (a ratio needs pairs to have an interval).
@@ -90,9 +79,6 @@ def run_verify(
     env, deadline = child_env(threads), _Deadline(time_limit_s)
     load_before = os.getloadavg()[0]
     runs: list[dict[str, Any]] = []
-
-    def measure(kind: str) -> dict[str, Any]:
-        return _measure(kind, config, steps, env, deadline)
 
     def record(repeat: int, kind: str, measured: dict[str, Any]) -> None:
         runs.append({"repeat": repeat, "kind": kind, **measured})
@@ -106,9 +92,10 @@ def run_verify(
         return False
 
     # The discarded pair (cold caches after a while) also says how long a pair takes.
-    warmup = KINDS if deadline.fits(0.0) else ()
+    warmup = _KINDS if deadline.fits(0.0) else ()
+    measure = partial(_measure, config=config, steps=steps, env=env, deadline=deadline)
     interleave(
-        KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
+        _KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
     )
     report = _summarize(config, runs, steps)
     report["repeats_planned"] = repeats
@@ -116,7 +103,11 @@ def run_verify(
     report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     report["cpu_count"] = os.cpu_count()
     if out_dir is not None:
-        _write(report, Path(out_dir))
+        cuda = report["environment"]["device"].startswith("cuda")
+        out_dir, stem = Path(out_dir), "fidelity_cuda" if cuda else "fidelity_cpu"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
@@ -206,7 +197,7 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
 
     # Like for like: the minimal loop reports its overall mean, so the engine's overall mean
     # (not its median window, which drops a hiccup the minimal loop keeps).
-    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in KINDS}
+    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in _KINDS}
     ratio = paired_ratio(rates["minimal"], rates["engine"])
     estimates = {k: median_interval(v) for k, v in rates.items()}
     device = resolve_device(config.device)
@@ -238,17 +229,10 @@ def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
     return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."
 
 
-def _write(report: dict[str, Any], out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = "fidelity_cuda" if report["environment"]["device"].startswith("cuda") else "fidelity_cpu"
-    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out_dir / f"{stem}.md").write_text(to_markdown(report))
-
-
 def to_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
     env, cfg = report["environment"], report["config"]
-    load = report.get("load_average_1min") or {"before": math.nan, "after": math.nan}
+    load = report["load_average_1min"]
     precision = "bf16 autocast" if cfg["amp"] == "bf16" else "fp32"
     lines = [
         "# Fidelity self-check: the engine vs a minimal training loop",
@@ -258,17 +242,17 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
         f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
         f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
-        f"{report.get('threads_per_process')} CPU thread(s), {report['repeats']} interleaved "
+        f"{report['threads_per_process']} CPU thread(s), {report['repeats']} interleaved "
         "pairs (engine, minimal) after one discarded pair.",
         "",
         f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
-        f"{load['after']:.1f} on {report.get('cpu_count')} cores; a load above the core count "
+        f"{load['after']:.1f} on {report['cpu_count']} cores; a load above the core count "
         "means other work shared the cores, which the pairing absorbs only as extra noise.",
         "",
         "| loop | images/s: median [interval of the median] |",
         "|---|---|",
     ]
-    for kind in KINDS:
+    for kind in _KINDS:
         e = report["images_per_second"][kind]
         spread = interval_text(e["low"], e["high"], "{:,.1f}".format)
         median = f"{as_number(e['median']):,.1f}" + (f" {spread}" if spread else "")
@@ -281,7 +265,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     for repeat, pair in sorted(pairs.items()):
         engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
         lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
-    planned = report.get("repeats_planned", report["repeats"])
+    planned = report["repeats_planned"]
     if report["repeats"] < planned:
         ran = f"Only {report['repeats']} of the {planned} planned pairs ran"
         lines += ["", f"{ran}: the check's time limit would have been passed."]

@@ -1,15 +1,11 @@
 """A minimal training loop, written without the engine: the reference of ``tuner bench --verify``.
 
 Plain PyTorch as a tutorial would write it: a timm model, AdamW, cross-entropy, autocast for
-bf16, one fixed random batch on the device; the device is synchronized around the timed steps
-and the warm-up steps are not timed. It imports nothing from :mod:`tuner`, so a slowdown (or a
-mis-measurement) in the engine cannot hide in it (``-m`` loads ``tuner.compare``'s light core,
-which imports no torch and sets nothing). Run as a fresh process::
-
-    python -m tuner.compare.minimal_loop --model vit_base_patch16_224 --img-size 224 \\
-        --batch-size 256 --num-classes 1000 --amp bf16 --steps 30 --warmup-steps 10 --device cuda
-
-It prints one JSON line: ``images_per_second`` over the timed steps, and the seconds they took.
+bf16, one fixed random batch on the device, the device synchronized around the timed steps after
+untimed warm-up steps. It imports nothing from :mod:`tuner`, so a slowdown (or a mis-measurement)
+in the engine cannot hide in it (``-m`` loads ``tuner.compare``'s light core, which imports no
+torch and sets nothing). Run as a fresh process (``--help``), it prints one JSON line:
+``images_per_second`` over the timed steps, and the seconds they took.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Speed settings settled by probes: the accuracy-neutral knobs are chosen per training config.
 
-A speed knob (set_to_none, pinned memory and non_blocking copies, the prefetcher,
-channels_last, fused AdamW, compile, DataLoader workers) changes speed and memory but not what
-is learned, so training a config again to learn its accuracy under another speed setting is
-wasted: its accuracy equals its twin's. A short probe measures what differs.
-
-For one training config (model, batch size, AMP, norm, ...): the plain setting (every unpinned
-speed knob off) and each knob switched on alone are probed, interleaved and repeated
-(:mod:`tuner.compare`), each a fresh short build. A knob is kept when it was faster than the
-plain setting in every pair and its paired ratio (geometric mean) is above 1x, and it fits the
-memory budget: the choice is by estimated speed, since a speed knob cannot change what is
-learned and a wrong pick costs at most the noise. Whether each gain is also beyond the noise
-(its 95 % interval above 1x) is recorded and reported as such. When two or more knobs are kept,
-their combination is probed against the plain setting too and used only if it is at least as
-fast as the best knob alone (knobs can interact). The choice and every knob's measured ratio
-are the result, cached per :func:`speed_key` so later trials with the same key reuse it. The
-trial's own training run then measures the chosen setting for real: its throughput is the
-objective.
-
-A space pins a knob by returning it (the probes leave it alone); slow-to-build knobs (compile
-on a CPU) are not probed there.
+A speed knob (set_to_none, pinned memory, the prefetcher, channels_last, fused AdamW, compile,
+loader workers) changes speed and memory but not what is learned, so a short probe measures what
+differs instead of a training (README, "Speed settings"). The plain setting and each unpinned
+knob alone are probed interleaved (:mod:`tuner.compare`). A knob is kept when it was faster than
+plain in every pair, its paired ratio is above 1x and it fits the memory budget: a speed knob
+cannot change what is learned, so a wrong pick costs at most the noise (whether a gain is
+beyond the noise is recorded as ``clear``). Two or more kept knobs are used together only if
+their combination, probed too, is at least as fast as the best one alone (knobs interact). The
+choice is cached per :func:`speed_key`; the trial's own run then measures it for real.
 """
 
 from __future__ import annotations
@@ -36,11 +25,11 @@ import pandas as pd
 
 from tuner.compare import Arm, paired, run_interleaved, summarize
 from tuner.config import TrainConfig
+from tuner.objectives import judge
 from tuner.techniques import Knob, speed_knobs
 from tuner.units import finite_or_none, ratio_text
 
 __all__ = [
-    "KEY_FIELDS",
     "RULE",
     "SpeedChoice",
     "choose_speed",
@@ -94,7 +83,7 @@ class SpeedChoice:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def summary(self) -> str:
-        """``channels_last (1.12x [1.03–1.22])`` or ``plain (nothing measurably faster)``."""
+        """``channels_last (1.12x [1.03–1.22])``, or why the plain setting or nothing runs."""
         if self.over_budget:
             return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
@@ -151,10 +140,9 @@ def variants(*, cuda: bool, pinned: Collection[str]) -> list[tuple[Knob, Any]]:
     (one value for a slow-to-build knob)."""
     found = []
     for entry in _knobs(cuda=cuda):
-        if entry.field in pinned:
-            continue
         values = entry.values(cuda=cuda)
-        found += [(entry, v) for v in (values[:1] if entry.slow_build else values)]
+        if entry.field not in pinned:
+            found += [(entry, v) for v in (values[:1] if entry.slow_build else values)]
     return found
 
 
@@ -175,8 +163,6 @@ def choose_speed(
     fastest one that makes it fit. After each round, a knob that was slower than the plain
     setting in any pair so far is dropped (it can no longer be kept).
     """
-    from tuner.objectives import judge
-
     started = time.perf_counter()
     # Two warm-up steps: the first builds the allocator's pools, the second runs at speed
     # (torch.compile keeps its own three, see tuner.engine.build).
@@ -185,54 +171,45 @@ def choose_speed(
     arms = _arms(plain, cuda=cuda, pinned=pinned)
     meter = _Meter(steps)
     first = meter(plain)
-    if not judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
-        fitted = _fit_first(arms, first, meter, max_memory_bytes, started)
-        if fitted.over_budget or len(arms) <= 2:
-            return fitted
+    if judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
+        choice = _probe_rounds(arms, repeats, meter, max_memory_bytes)
+    else:
+        choice = _fit_first(arms, first, meter, max_memory_bytes)
+    if choice.plain_over_budget and not choice.over_budget and len(arms) > 2:
         # The knob that makes it fit becomes the base, and the others are probed on top of
         # it as they would be on plain: stopping at the one knob left the fastest feasible
         # setting of such a config unreachable (bench/search_replay.py, the resnet grid).
-        base = plain.replace(**fitted.settings)
-        on_top = _arms(base, cuda=cuda, pinned={*pinned, *fitted.settings})
-        label = " + ".join(fitted.settings)
-        on_top[1:] = [dataclasses.replace(a, name=f"{a.name} on {label}") for a in on_top[1:]]
-        settings, rows, combined, _ = _probe_rounds(base, on_top, repeats, meter, max_memory_bytes)
-        return dataclasses.replace(
-            fitted,
-            settings={**fitted.settings, **settings},
-            variants=[*fitted.variants, *rows],
-            probe_seconds=time.perf_counter() - started,
-            probe_step_seconds=meter.step_seconds,
+        label = " on " + " + ".join(choice.settings)
+        pinned_too = {*pinned, *choice.settings}
+        on_top = _arms(plain.replace(**choice.settings), cuda=cuda, pinned=pinned_too, suffix=label)
+        top = _probe_rounds(on_top, repeats, meter, max_memory_bytes)
+        choice = dataclasses.replace(
+            choice,
+            settings={**choice.settings, **top.settings},
+            variants=[*choice.variants, *top.variants],
             repeats=repeats,
-            combined_ratio=combined,
+            combined_ratio=top.combined_ratio,
         )
-    settings, rows, combined, plain_ips = _probe_rounds(
-        plain, arms, repeats, meter, max_memory_bytes
-    )
-    return SpeedChoice(
-        settings=settings,
-        variants=rows,
-        plain_images_per_second=plain_ips,
+    return dataclasses.replace(
+        choice,
         probe_seconds=time.perf_counter() - started,
         probe_step_seconds=meter.step_seconds,
-        repeats=repeats,
         first_step_unix_s=meter.first_step_unix_s,
-        combined_ratio=combined,
     )
 
 
 def _probe_rounds(
-    plain: TrainConfig, arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
-) -> tuple[dict[str, Any], list[dict[str, Any]], float | None, float]:
-    """Interleaved rounds of ``arms`` (``arms[0]`` runs ``plain``), then the kept knobs
-    together when two or more are kept: the settings, one row per probed change, the
-    combination's ratio and the plain setting's median images/s."""
-    runs = _rounds(arms, repeats, meter)
-    rows, plain_ips = decide(runs, arms, max_memory_bytes=budget)
+    arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
+) -> SpeedChoice:
+    """Interleaved rounds of ``arms`` (``arms[0]`` the plain setting), then the kept knobs
+    together when two or more are kept."""
+    rows, plain_ips = decide(_rounds(arms, repeats, meter), arms, max_memory_bytes=budget)
     combined = None
     if sum(row["kept"] for row in rows) >= 2:
-        combined = _combined_ratio(plain, rows, meter, budget)
-    return settle(rows, combined), rows, combined, plain_ips
+        combined = _combined_ratio(arms[0].config, rows, meter, budget)
+    return SpeedChoice(
+        settle(rows, combined), rows, plain_ips, repeats=repeats, combined_ratio=combined
+    )
 
 
 def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
@@ -249,32 +226,25 @@ def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]
 
 def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The changes of every kept knob together."""
-    changes: dict[str, Any] = {}
-    for row in rows:
-        if row["kept"]:
-            changes.update(row["changes"])
-    return changes
+    return {k: v for row in rows if row["kept"] for k, v in row["changes"].items()}
 
 
 def _combined_ratio(
     plain: TrainConfig, rows: list[dict[str, Any]], meter: _Meter, budget: float | None
 ) -> float | None:
     """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit)."""
-    from tuner.objectives import judge
-
     changes = combination(rows)
     combined = Arm("combined", "speed", plain.replace(**changes), changes, "plain")
     arms = [Arm("plain", "speed", plain), combined]
     runs = run_interleaved(arms, repeats=2, measure=meter, warmup=False, drop_invalid=True)
     row = summarize(runs, arms).iloc[1]
-    measured = {"status": "ok", "peak_memory_bytes": row["peak_memory_bytes"]}
-    fits = judge(measured, max_memory_bytes=budget)[0]
+    peak = row["peak_memory_bytes"]
+    fits = budget is None or math.isnan(peak) or peak <= budget
     return finite_or_none(row["throughput_ratio_vs_reference"]) if fits else None
 
 
 class _Meter:
-    """``probe`` that adds up the probes' training seconds (``train_time_s``) and the first
-    step's time."""
+    """The probe, adding up the probes' training seconds and keeping the first step's time."""
 
     def __init__(self, steps: int) -> None:
         self.steps, self.step_seconds = steps, 0.0
@@ -291,14 +261,10 @@ class _Meter:
         return result
 
 
-def _fit_first(
-    arms: list[Any], first: Any, meter: _Meter, budget: float | None, started: float
-) -> SpeedChoice:
+def _fit_first(arms: list[Arm], first: Any, meter: _Meter, budget: float | None) -> SpeedChoice:
     """The plain setting is over the budget: a memory-saving knob (set_to_none frees the
     gradients between steps) may make it fit. Each knob is probed once; the fastest one that
     fits is used, or, when none fits, the trial's first steps will confirm it is infeasible."""
-    from tuner.objectives import judge
-
     rows, fitting = [], []
     for arm in arms[1:]:
         result = meter(arm.config)
@@ -314,16 +280,9 @@ def _fit_first(
     if fitting:
         best = rows[max(fitting)[1]]
         best["kept"], settings = True, dict(best["changes"])
+    plain_ips = first.images_per_second or math.nan
     return SpeedChoice(
-        settings=settings,
-        variants=rows,
-        plain_images_per_second=first.images_per_second or math.nan,
-        probe_seconds=time.perf_counter() - started,
-        probe_step_seconds=meter.step_seconds,
-        repeats=1,
-        first_step_unix_s=meter.first_step_unix_s,
-        over_budget=not fitting,
-        plain_over_budget=True,
+        settings, rows, plain_ips, repeats=1, over_budget=not fitting, plain_over_budget=True
     )
 
 
@@ -344,12 +303,15 @@ def decide(
     return rows, float(table.iloc[0]["images_per_second"])
 
 
-def _arms(plain: TrainConfig, *, cuda: bool, pinned: Collection[str]) -> list[Arm]:
+def _arms(
+    plain: TrainConfig, *, cuda: bool, pinned: Collection[str], suffix: str = ""
+) -> list[Arm]:
+    """The plain setting, then each knob alone on it (named with ``suffix``)."""
     arms = [Arm("plain", "speed", plain)]
     for entry, value in variants(cuda=cuda, pinned=pinned):
         changes = entry.settings(value)
         name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
-        arms.append(Arm(name, "speed", plain.replace(**changes), changes, "plain"))
+        arms.append(Arm(name + suffix, "speed", plain.replace(**changes), changes, "plain"))
     return arms
 
 

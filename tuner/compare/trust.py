@@ -1,35 +1,13 @@
 """The measurements that make a search's figures trustworthy, run after its trials (no Ray here).
 
-- :func:`remeasure`: trials that ran side by side (or shared a GPU) measured each other's
-  interference, and one figure per trial carries the machine's noise. The top candidates run
-  again alone, round-robin, paired by round.
-- :func:`effects`: starting from the recommended config, every applicable knob of the registry
-  switched the other way one at a time (and the other norm choice), plus the plain loop, each
-  paired with the recommended config itself (:func:`tuner.compare.plan_toggles`). torch.compile
-  is left out on a CPU unless the recommended config uses it: each compiled build costs tens of
-  seconds there, more than the whole comparison.
-
-**Many short measurements.** On a CPU each arm is built once and timed in windows of steps,
-arm after arm (:class:`tuner.engine.windows.WindowRun`): a window costs its steps only, so a
-comparison gets many pairs for the price of a few fresh builds, and a t-interval narrows with
-their square root and a smaller t-quantile. Once the arms are built, the windows are sized (2
-to ``steps`` steps) so that 8 rounds fit in the time left. On CUDA each measurement stays a
-fresh build (:func:`tuner.engine.probe`): the reserved-memory peak belongs to a process, and
-arms side by side would share it.
-
-**Sequential stopping, close to the 95 % level.** A comparison looks after ``min_repeats`` rounds
-(8 by default) and every 4 rounds after, and stops at a look where every interval it reports is
-within ``resolution`` (+-3 % by default) of its ratio; otherwise when the next round would end
-past ``time_limit_s``, or at ``max_repeats``. The rule looks only at the intervals' widths,
-which depend on the spread of the paired log-ratios, never at which side of 1x they lie (for
-normal log-ratios the sample mean and variance are independent: a fixed-width sequential
-interval in the sense of Chow and Robbins, 1965); stopping when an interval first excludes 1x
-would spend the 95 % on every look. A width-based stop still favours a sample whose spread
-came out small, so few looks are taken: simulated coverage of the reported 95 % intervals is
-93.8 to 94.9 % (bench/trust_coverage.py; down to 91.6 % when it looked after every round from
-the 4th). What cannot be resolved in the budget is reported as it is: "within noise at +-X %".
-
-:mod:`tuner.search.after_search` runs both in a Ray task holding a trial's CPUs and a whole GPU.
+:func:`remeasure`: the top candidates again alone, round-robin, paired by round (side by side
+they measured each other's interference). :func:`effects`: each applicable knob of the
+recommended config switched the other way alone, and the plain loop, each paired with the config
+itself (:func:`tuner.compare.plan_toggles`). On a CPU each arm is built once and timed in windows
+of steps (``WindowRun``): many pairs for the price of a few builds. On CUDA each measurement is
+a fresh build: the reserved-memory peak belongs to a process. The stopping rule looks at the
+intervals' widths only, never at their side of 1x: README ("A search") and
+bench/trust_coverage.py say why. :mod:`tuner.search.after_search` runs both in a Ray task.
 """
 
 from __future__ import annotations
@@ -48,7 +26,7 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import paired_ratio
 
-__all__ = ["METHOD", "RESOLUTION", "Budget", "effects", "ended_text", "measured_text", "remeasure"]
+__all__ = ["Budget", "effects", "ended_text", "measured_text", "remeasure"]
 
 RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
@@ -97,12 +75,8 @@ def remeasure(
 def effects(
     base: TrainConfig, *, cuda: bool, steps: int, budget: Budget
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Measure the arms around ``base`` (the recommended config), interleaved.
-
-    Returns:
-        Every measurement (one row each), and ``{"arms", "left_out", "dropped", ...}`` (how the
-        comparison ended) for the experiment's metadata.
-    """
+    """Measure the arms around ``base`` (the recommended config), interleaved: one row per
+    measurement, and ``{"arms", "left_out", "dropped", ...}`` (how it ended) for the metadata."""
     skip = {} if cuda or base.compile != "off" else {"compile": _COMPILE_ON_CPU}
     arms, left_out = plan_toggles(base, cuda=cuda, skip=skip)
     pairs = [(a.reference, a.name) for a in arms if a.reference]
@@ -130,15 +104,12 @@ def _measure(
             dropped.append(f"{arm.name}: {exc}")
             return None
 
-    def record(repeat: int, arm: Arm, result: Any) -> None:
-        rows.append(measurement_row(arm, repeat, result))
-
     def keep_going(repeat: int, _slowest: float) -> bool:
         now, limit = time.perf_counter(), budget.time_limit_s
-        if not clock["warm"]:
-            clock["round"] = max(clock["round"], now - clock["last"])
         if clock["warm"]:  # the builds are done: size the windows to the time left
             measure.fit_rounds(None if limit is None else limit - (now - started))
+        else:
+            clock["round"] = max(clock["round"], now - clock["last"])
         clock.update(warm=False, last=now)
         if repeat < _MIN_PAIRS:
             return True
@@ -155,7 +126,7 @@ def _measure(
             arms,
             repeats=budget.max_repeats,
             measure=one,
-            on_run=record,
+            on_run=lambda repeat, arm, result: rows.append(measurement_row(arm, repeat, result)),
             warmup=measure.warmup(arms),
             keep_going=keep_going,
         )
@@ -171,9 +142,7 @@ def _measure(
         "method": f"{METHOD}; {_FRESH if cuda else _WINDOWS}",
         **ended,
     }
-    runs = pd.DataFrame(rows)
-    runs.attrs.update(info)
-    return runs, info
+    return pd.DataFrame(rows), info
 
 
 def _looks_at(repeat: int, budget: Budget) -> bool:
@@ -228,20 +197,17 @@ class _Windows:
         self.steps = steps
         self.planned = (budget.max_repeats + 2) * steps  # the schedule's span: lr never ends
         self.runs: dict[str, Any] = {}  # arm -> its WindowRun (None: it could not be built)
-        self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed
+        self.broken: dict[str, Any] = {}  # arm -> the result of a build that failed, until told
         self.step_s: dict[str, float] = {}  # arm -> seconds per step after its warm-up
         self.lead_s: dict[str, float] = {}  # arm -> its untimed lead-in per window
-        self.told: set[str] = set()  # arms whose failure is recorded
+        self.told: set[str] = set()  # built arms whose failure is recorded
 
     def warmup(self, arms: Sequence[Arm]) -> list[Arm]:
         return list(arms)  # every arm is built and warmed up before the first round
 
     def prepare(self, arm: Arm) -> None:
-        """Build the arm, run its warm-up steps and one short discarded window.
-
-        Raises:
-            TunerError: the arm's config cannot be built.
-        """
+        """Build the arm, run its warm-up steps and one short discarded window (``TunerError``:
+        its config cannot be built)."""
         from tuner.engine.windows import WindowRun, failed_build
 
         self.runs[arm.name] = None
@@ -269,13 +235,10 @@ class _Windows:
 
     def __call__(self, arm: Arm) -> Any:
         run = self.runs.get(arm.name)
+        if run is None:  # a failed build is told once; bad input was said in "dropped"
+            return self.broken.pop(arm.name, None)
         if arm.name in self.told:
             return None  # its failure is recorded: out
-        if arm.name in self.broken:
-            self.told.add(arm.name)
-            return self.broken[arm.name]
-        if run is None:
-            return None  # it could not be built (bad input, said in "dropped")
         result = run.failed or run.window(self.steps)
         if run.failed is not None:
             self.told.add(arm.name)
