@@ -76,15 +76,11 @@ def trial_dirname(trial: Any) -> str:
 
 def _main_settings(config: Mapping[str, Any]) -> list[str]:
     """The settings that change what a trial learns, short: batch size, norm, mixed precision."""
-    settings = []
-    if "batch_size" in config:
-        settings.append(f"bs{config['batch_size']}")
-    norm = config.get("norm")
-    if norm is not None and norm != knob("norm").off:
-        groups = config.get("gn_groups", "") if norm == "group" else ""
-        settings.append(f"{norm}{groups}")
-    amp = config.get("amp")
-    if amp is not None and amp != knob("amp").off:
+    settings = [f"bs{config['batch_size']}"] if "batch_size" in config else []
+    norm, amp = config.get("norm"), config.get("amp")
+    if norm not in (None, knob("norm").off):
+        settings.append(f"{norm}{config.get('gn_groups', '') if norm == 'group' else ''}")
+    if amp not in (None, knob("amp").off):
         settings.append(str(amp))
     return settings
 
