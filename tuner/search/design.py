@@ -1,16 +1,12 @@
 """The start-up design: the first trials cover every level of each unconditional categorical knob.
 
-With 8 trials and 2 random start-up trials, TPE sampled ``norm=group`` in 8 of 8 trials of the
-main job, so BatchNorm vs GroupNorm, the comparison people run this tool for, was never made.
-Before the sampler takes over, the search enqueues ``m`` trials (``m`` = the most levels any
-categorical knob has): every level of every unconditional categorical appears at least once,
-in a mixed-radix arrangement that keeps two-level knobs orthogonal where ``m`` rows allow
-(BatchNorm and GroupNorm each with AMP on and off). A conditional knob (``gn_groups``, only with
-GroupNorm) cycles through its levels in the rows where it applies. Numeric parameters (``base_lr``)
-are left to the sampler. Spaces do not change: the design only fixes some of their choices.
-
-The order of each factor's levels is shuffled with the search's seed, so which levels meet in
-a row (lr 1e-3 with batch 128, say) is not fixed by how the space lists its choices.
+Left to TPE, 8 trials with 2 random start-up ones sampled ``norm=group`` 8 times of 8, so
+BatchNorm vs GroupNorm, the comparison people run this tool for, was never made. So the search
+first enqueues ``m`` trials (the most levels any categorical knob has), in a mixed-radix
+arrangement that keeps two-level knobs orthogonal where ``m`` rows allow; a conditional knob
+(``gn_groups``) cycles through its levels where it applies; numeric ones are the sampler's.
+Each factor's level order is shuffled with the search's seed, so which levels meet in a row is
+not fixed by how the space lists its choices.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""Speed probes remembered per machine, across experiments: the search's cache below its cache.
-
-A speed probe's verdict (:class:`tuner.compare.speed.SpeedChoice`) depends on the training config,
-the hardware and the software, not on the experiment, so a second search on the same machine need
-not probe a config again. Each machine fingerprint (:class:`Machine`: CPU model and count, GPU
-models and driver, torch / CUDA / timm / tuner versions) has one JSON file under :func:`cache_dir`;
-any change of the fingerprint (a new driver, a torch upgrade, a new tuner) reads another file, so it
-misses and probes again. An entry keeps when it was measured (its age is reported) and by which
-experiment.
+"""Speed probes remembered per machine, across experiments (README, "A search"; the file
+format: docs/architecture.md). A verdict depends on the training config, the hardware and the
+software, not on the experiment: each machine fingerprint (:class:`Machine`) has one JSON file,
+and any change of it reads another file, so it misses and probes again.
 
 Two searches may write one file at once: a writer holds an exclusive ``flock`` on a lock file
-beside it, reads the file, merges its entry and replaces the file atomically (a temporary file
-in the same folder, then ``os.replace``), so readers, who take no lock, see the old or the new
-file, never half of one, and no writer drops another's entry.
-
-Ray-free (the experiment's cache actor, :mod:`tuner.search.probe_cache`, reads and writes
-through it), so it is tested and usable without a cluster.
+beside it, reads, merges its entry and replaces the file atomically, so readers (no lock) see
+the old or the new file, never half of one, and no writer drops another's entry. Ray-free.
 """
 
 from __future__ import annotations
@@ -30,7 +21,6 @@ import platform
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,12 +82,8 @@ def this_machine() -> Machine:
 
     import tuner
 
-    cpu_model, cpu_count, gpus, driver = _hardware()
     return Machine(
-        cpu_model=cpu_model,
-        cpu_count=cpu_count,
-        gpus=gpus,
-        gpu_driver=driver,
+        *_hardware(),  # cpu_model, cpu_count, gpus, gpu_driver
         torch=torch.__version__,
         cuda=torch.version.cuda or "",
         timm=timm.__version__,
@@ -107,9 +93,11 @@ def this_machine() -> Machine:
 
 @functools.cache
 def _hardware() -> tuple[str, int, tuple[str, ...], str]:
+    import torch
+
     gpus, driver = _nvidia_gpus()
-    if not gpus:
-        gpus = _torch_gpus()  # a GPU without nvidia-smi (ROCm, a container without it)
+    if not gpus and torch.cuda.is_available():  # a GPU without nvidia-smi (ROCm, a container)
+        gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     return _cpu_model(), os.cpu_count() or 1, gpus, driver
 
 
@@ -133,14 +121,6 @@ def _nvidia_gpus() -> tuple[tuple[str, ...], str]:
     return tuple(row[0] for row in rows), (rows[0][-1] if rows else "")
 
 
-def _torch_gpus() -> tuple[str, ...]:
-    import torch
-
-    if not torch.cuda.is_available():
-        return ()
-    return tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-
-
 def entry_key(speed_key: str, *, max_memory_bytes: int | None, threads: int | None = None) -> str:
     """An entry's key: the experiment's speed key (:func:`tuner.compare.speed.speed_key`: the
     training config, the device, the pinned knobs), the memory budget, which decides whether
@@ -160,8 +140,8 @@ class Entry:
     measured_unix_s: float  # when its probes ran
     experiment: str = ""  # the experiment that measured it
 
-    def age_s(self, now: float | None = None) -> float:
-        return max(0.0, (time.time() if now is None else now) - self.measured_unix_s)
+    def age_s(self) -> float:
+        return max(0.0, time.time() - self.measured_unix_s)
 
 
 class MachineCache:
@@ -180,10 +160,15 @@ class MachineCache:
 
     def put(self, key: str, entry: Entry) -> None:
         """Remember ``entry`` under ``key`` (replacing an older one), safe beside other writers."""
-        with self._locked():
-            entries = self._read()
-            entries[key] = dataclasses.asdict(entry)
-            self._replace(entries)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when it closes, or its process dies
+            entries = {**self._read(), key: dataclasses.asdict(entry)}
+            machine = dataclasses.asdict(self.machine)
+            replace_json(self.path, {"format": _FORMAT, "machine": machine, "entries": entries})
+        finally:
+            os.close(lock)
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -192,20 +177,6 @@ class MachineCache:
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return {}
         return {k: v for k, v in entries.items() if _valid(v)}
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes, or its process dies
-            yield
-        finally:
-            os.close(fd)
-
-    def _replace(self, entries: Mapping[str, Any]) -> None:
-        data = {"format": _FORMAT, "machine": dataclasses.asdict(self.machine), "entries": entries}
-        replace_json(self.path, data)
 
 
 def replace_json(path: Path, data: Any) -> None:

@@ -27,29 +27,23 @@ if TYPE_CHECKING:
     from tuner.answer import Answer
     from tuner.experiment import Experiment
 
-__all__ = [
-    "PARENT_RUN_TAG",
-    "StepMLflowLoggerCallback",
-    "check_tracking_uri",
-    "log_report",
-    "parent_run",
-]
+__all__ = ["StepMLflowLoggerCallback", "check_tracking_uri", "log_report"]
 
 # Marks the parent run of a search in its MLflow experiment (the trial runs are its children).
-PARENT_RUN_TAG = "tuner.parent"
+_PARENT_RUN_TAG = "tuner.parent"
 _MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"  # MLflow's own tag for a nested run
-RECOMMENDED = "recommended"  # prefix of the parent run's params and metrics of the pick
+_RECOMMENDED = "recommended"  # prefix of the parent run's params and metrics of the pick
 _TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
-class StepMLflowLoggerCallback(tracking.KeepsSteps, MLflowLoggerCallback):
+class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
     """Ray's MLflow logger with the training step as MLflow's step (once per step) and every
     trial run nested under the search's parent run."""
 
+    _client, _failed = "MLflow", False  # for tracking.guarded
+
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
         super().__init__(tracking_uri, experiment_name=experiment_name, tags=tags)
-        self._steps = tracking.StepFilter()
-        self._guard = tracking.Guard("MLflow")
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
@@ -65,13 +59,13 @@ class StepMLflowLoggerCallback(tracking.KeepsSteps, MLflowLoggerCallback):
         self._run_ids = dict(state.get("runs", {}))
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        self._guard.failed = False  # a resumed search tries again
+        self._failed = False  # a resumed search tries again
         self._setup(*args, **kwargs)
 
     @tracking.guarded
     def _setup(self, *args: Any, **kwargs: Any) -> None:
         super().setup(*args, **kwargs)
-        parent = parent_run(self.tracking_uri, str(self.experiment_name), dict(self.tags or {}))
+        parent = _parent_run(self.tracking_uri, str(self.experiment_name), dict(self.tags or {}))
         self.tags = {**(self.tags or {}), _MLFLOW_PARENT_RUN_ID: parent}
 
     @tracking.guarded
@@ -82,7 +76,7 @@ class StepMLflowLoggerCallback(tracking.KeepsSteps, MLflowLoggerCallback):
 
     @tracking.guarded
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        step = self._steps.new_step(trial, result)
+        step = self._new_step(trial, result)
         if step is not None:
             self.mlflow_util.log_metrics(
                 run_id=self._trial_runs[trial],
@@ -124,16 +118,16 @@ def check_tracking_uri(tracking_uri: str) -> None:
                 os.environ[key] = value
 
 
-def parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str:
+def _parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str:
     """The id of the search's parent run, made on first use (a resumed search finds it)."""
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found else client.create_experiment(experiment)
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{PARENT_RUN_TAG}` = 'true'")
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{_PARENT_RUN_TAG}` = 'true'")
     if runs:
         return runs[0].info.run_id
     run = client.create_run(
-        experiment_id, run_name=experiment, tags={**tags, PARENT_RUN_TAG: "true"}
+        experiment_id, run_name=experiment, tags={**tags, _PARENT_RUN_TAG: "true"}
     )
     return run.info.run_id
 
@@ -150,16 +144,17 @@ def log_report(
         ``"<tracking URI>, experiment <name>, run <id>"``.
     """
     pick = answer.recommended
-    trial_id = None if pick is None else str(pick[record.TRIAL_ID])
-    config = None if trial_id is None else experiment.configs[trial_id]
     space = Path(str(experiment.metadata.get("space"))).stem
-    run_id = parent_run(
+    run_id = _parent_run(
         tracking_uri, experiment.name, {"space": space, "experiment": experiment.name}
     )
     client = MlflowClient(tracking_uri)
     if pick is not None:
-        client.set_tag(run_id, f"{RECOMMENDED}.{record.TRIAL_ID}", str(trial_id))
-        client.log_batch(run_id, metrics=_figures(pick.to_dict()), params=_params(config or {}))
+        trial_id = str(pick[record.TRIAL_ID])
+        client.set_tag(run_id, f"{_RECOMMENDED}.{record.TRIAL_ID}", trial_id)
+        config = experiment.configs[trial_id]
+        params = [Param(f"{_RECOMMENDED}.{k}", str(v)[:_TAG_CHARS]) for k, v in config.items()]
+        client.log_batch(run_id, metrics=_figures(pick.to_dict()), params=params)
     if report_dir is not None and report_dir.is_dir():
         client.log_artifacts(run_id, str(report_dir))
     client.set_terminated(run_id, "FINISHED")
@@ -170,11 +165,7 @@ def _figures(row: Mapping[str, Any]) -> list[Metric]:
     """The finite numbers of the pick's row (flags and text are no figures)."""
     numbers = {name: finite_or_none(value) for name, value in row.items()}
     return [
-        Metric(f"{RECOMMENDED}.{name}", value, 0, 0)
+        Metric(f"{_RECOMMENDED}.{name}", value, 0, 0)
         for name, value in numbers.items()
         if value is not None and not isinstance(row[name], bool | np.bool_)
     ]
-
-
-def _params(config: Mapping[str, Any]) -> list[Param]:
-    return [Param(f"{RECOMMENDED}.{key}", str(value)[:_TAG_CHARS]) for key, value in config.items()]

@@ -119,8 +119,7 @@ class SearchOptions:
                 f"--remeasure-repeats {self.remeasure_repeats}; raise it."
             )
         self.trust_limit_s(1.0)  # a bad --trust-budget fails here, before Ray starts
-        _check_mlflow(self.mlflow)
-        _check_wandb(self.wandb)
+        _check_tracking(self.mlflow, self.wandb)
         check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
@@ -157,30 +156,24 @@ class SearchOptions:
         )
 
 
-def _check_mlflow(uri: str | None) -> None:
-    """``--mlflow`` needs a URI and the mlflow package, found before any trial runs."""
-    if uri is None:
-        return
-    if not uri.strip():
-        raise TunerError(
-            "--mlflow needs a tracking URI, e.g. sqlite:///mlflow.db or http://host:5000."
-        )
-    _check_installed("mlflow", flag="--mlflow", client="MLflow")
-
-
-def _check_wandb(project: str | None) -> None:
-    """``--wandb`` needs a project name and the wandb package, found before Ray starts."""
-    if project is None:
-        return
-    if not re.fullmatch(r"[^/\\#?%:]{1,128}", project) or not project.strip():
-        raise TunerError(
-            f"--wandb {project!r} must be a W&B project name (no / \\ # ? % :), e.g. my-search."
-        )
-    _check_installed("wandb", flag="--wandb", client="W&B")
+def _check_tracking(mlflow: str | None, wandb: str | None) -> None:
+    """``--mlflow`` needs a URI, ``--wandb`` a project name, and each its package."""
+    if mlflow is not None:
+        if not mlflow.strip():
+            raise TunerError(
+                "--mlflow needs a tracking URI, e.g. sqlite:///mlflow.db or http://host:5000."
+            )
+        _check_installed("mlflow", flag="--mlflow", client="MLflow")
+    if wandb is not None:
+        if not re.fullmatch(r"[^/\\#?%:]{1,128}", wandb) or not wandb.strip():
+            raise TunerError(
+                f"--wandb {wandb!r} must be a W&B project name (no / \\ # ? % :), e.g. my-search."
+            )
+        _check_installed("wandb", flag="--wandb", client="W&B")
 
 
 def _check_installed(package: str, *, flag: str, client: str) -> None:
-    """The package a tracking flag needs (its extra of the same name installs it)."""
+    """A tracking flag's package, found before Ray starts (its extra of the same name)."""
     try:
         found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a broken install, or one hidden in sys.modules

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,39 +71,25 @@ def make_plan(
             f"--gpus-per-trial {gpus:g} but the cluster has {total_gpus:g} GPU(s); "
             "use --gpus-per-trial 0 for CPU trials."
         )
-    max_world_size = max(options.world_size, _space_max_world_size(space, cuda=gpus > 0))
-    if max_world_size > 1:
-        concurrency, cpus = _worker_groups(options, max_world_size, gpus, total_gpus, node_cpus)
+    draft = draft_plan(options, space, cuda=gpus > 0)
+    if draft.max_world_size > 1:
+        concurrency, cpus = _worker_groups(
+            options, draft.max_world_size, gpus, total_gpus, node_cpus
+        )
     else:
-        concurrency = options.concurrency or _default_concurrency(gpus, total_gpus, node_cpus)
-        cpus = options.cpus_per_trial or _default_cpus(gpus, total_gpus, node_cpus, concurrency)
+        concurrency, cpus = _one_process_trials(options, gpus, total_gpus, node_cpus)
     if cpus > max(node_cpus):
         raise TunerError(
             f"--cpus-per-trial {cpus:g} is more than any node has ({max(node_cpus):g}); lower it."
         )
-    return draft_plan(
-        options,
-        space,
-        cuda=gpus > 0,
-        concurrency=concurrency,
-        cpus=cpus,
-        gpus=gpus,
-        max_world_size=max_world_size,
+    return dataclasses.replace(
+        draft, concurrency=concurrency, cpus_per_trial=cpus, gpus_per_trial=gpus
     )
 
 
-def draft_plan(
-    options: SearchOptions,
-    space: SearchSpace,
-    *,
-    cuda: bool,
-    concurrency: int = 1,
-    cpus: float = 1.0,
-    gpus: float | None = None,
-    max_world_size: int | None = None,
-) -> SearchPlan:
-    """The plan's deterministic part (workload, budget) for a kind of device, with the
-    resources given (before Ray: placeholders, enough for the checks that need no cluster).
+def draft_plan(options: SearchOptions, space: SearchSpace, *, cuda: bool) -> SearchPlan:
+    """The plan's deterministic part (workload, budget) for a kind of device, with placeholder
+    resources (one trial, one CPU): enough for the checks that need no cluster.
 
     Raises:
         TunerError: a workload override that is invalid, a workload the space lacks.
@@ -110,18 +97,16 @@ def draft_plan(
     kind = space.workload(options.workload, cuda=cuda)
     workload = {**space.workloads[kind], **options.overrides}
     train_config_of({}, workload=workload)  # a bad override fails here, in one line
-    if max_world_size is None:
-        max_world_size = max(options.world_size, _space_max_world_size(space, cuda=cuda))
     return SearchPlan(
         workload_kind=kind,
         workload=workload,
         cuda=cuda,
         num_samples=_num_samples(options, space, kind),
-        concurrency=concurrency,
-        cpus_per_trial=cpus,
-        gpus_per_trial=(1.0 if cuda else 0.0) if gpus is None else gpus,
+        concurrency=1,
+        cpus_per_trial=1.0,
+        gpus_per_trial=1.0 if cuda else 0.0,
         world_size=options.world_size,
-        max_world_size=max_world_size,
+        max_world_size=max(options.world_size, _space_max_world_size(space, cuda=cuda)),
         spread_workers=options.spread_workers,
         fixed=dict(options.overrides),
     )
@@ -129,31 +114,20 @@ def draft_plan(
 
 @dataclass(frozen=True)
 class SpaceProfile:
-    """What sampling a space revealed, before any trial runs.
+    """What sampling a space revealed, before any trial runs."""
 
-    Attributes:
-        search_only: names the space suggests that are no run setting (``base_lr``, from which
-            it derives ``lr``); trials drop them by name.
-        categoricals: every categorical parameter and its choices, in first-seen order.
-        conditional: the parameters that only some samples have (``gn_groups`` with GroupNorm).
-        returned: every run setting the space returns (a speed knob among them is pinned).
-        values: every distinct value each returned run setting took (``norm``, ``gn_groups``,
-            ``batch_size``, ...), for checks that must hold for all of them.
-        distributions: every parameter's Optuna distribution (what a warm-started trial must
-            fit).
-        pinned: the ``--set`` names the space samples or returns: fixed, out of the space.
-    """
-
-    search_only: list[str]
-    categoricals: dict[str, list[Any]]
-    conditional: set[str]
-    returned: set[str]
+    search_only: list[str]  # suggested names that are no run setting (base_lr): trials drop them
+    categoricals: dict[str, list[Any]]  # every categorical parameter's choices, first seen first
+    conditional: set[str]  # the parameters only some samples have (gn_groups with GroupNorm)
+    returned: set[str]  # every run setting the space returns
+    # Every distinct value each returned run setting took, for checks that must hold for all.
     values: dict[str, list[Any]] = field(default_factory=dict)
+    # Every parameter's Optuna distribution (what a warm-started trial must fit).
     distributions: dict[str, optuna.distributions.BaseDistribution] = field(default_factory=dict)
-    pinned: list[str] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)  # the --set names the space samples or returns
 
 
-def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> SpaceProfile:
+def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
     """Sample the space (random sampler, throwaway study), build every config, and profile it.
 
     Sampling does no work (spaces only call ``trial.suggest_*``), so 64 samples cost
@@ -162,48 +136,43 @@ def check_space(space: SearchSpace, plan: SearchPlan, *, samples: int = 64) -> S
     Raises:
         TunerError: the space returns something the engine cannot build.
     """
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    search_only: dict[str, None] = {}
-    categoricals: dict[str, list[Any]] = {}
-    seen: list[set[str]] = []
+    study = _random_study()
     values: dict[str, list[Any]] = {}
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
-    for _ in range(samples):
+    seen: list[set[str]] = []
+    for _ in range(64):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda, fixed=plan.fixed)
         train_config_of(params, workload=plan.workload)
         for name, value in params.items():
-            seen_values = values.setdefault(name, [])
-            if _hashable(value) and value not in seen_values:
-                seen_values.append(value)
+            known = values.setdefault(name, [])
+            if isinstance(value, str | int | float | bool | None) and value not in known:
+                known.append(value)
         seen.append(set(trial.params))
-        search_only.update(dict.fromkeys(k for k in trial.params if k not in config_fields()))
         for name, distribution in trial.distributions.items():
             distributions.setdefault(name, distribution)
-            if isinstance(distribution, optuna.distributions.CategoricalDistribution):
-                categoricals.setdefault(name, list(distribution.choices))
-    everywhere = set.intersection(*seen) if seen else set()
-    conditional = set().union(*seen) - everywhere if seen else set()
-    pinned = _pinned(space, plan, study) if plan.fixed else []
     return SpaceProfile(
-        list(search_only), categoricals, conditional, set(values), values, distributions, pinned
+        search_only=[name for name in distributions if name not in config_fields()],
+        categoricals={
+            name: list(distribution.choices)
+            for name, distribution in distributions.items()
+            if isinstance(distribution, optuna.distributions.CategoricalDistribution)
+        },
+        conditional=set().union(*seen) - set.intersection(*seen),
+        returned=set(values),
+        values=values,
+        distributions=distributions,
+        pinned=_pinned(space, plan, study) if plan.fixed else [],
     )
 
 
-def _pinned(
-    space: SearchSpace, plan: SearchPlan, study: optuna.Study, samples: int = 16
-) -> list[str]:
+def _pinned(space: SearchSpace, plan: SearchPlan, study: optuna.Study) -> list[str]:
     """The ``--set`` names the space would sample or return: those the pins took out of it."""
     names: set[str] = set()
-    for _ in range(samples):
+    for _ in range(16):
         trial = study.ask()
         names |= set(space.sample(trial, cuda=plan.cuda)) | set(trial.params)
     return sorted(name for name in plan.fixed if name in names)
-
-
-def _hashable(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool) or value is None
 
 
 def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
@@ -218,8 +187,7 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
 
 def _space_max_world_size(space: SearchSpace, *, cuda: bool) -> int:
     """The largest value of the space's ``world_size`` parameter (1 without one)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study = _random_study()
     largest = 1
     for _ in range(16):  # a conditional parameter shows in some samples only
         trial = study.ask()
@@ -261,18 +229,22 @@ def _worker_groups(
     return options.concurrency or fit, cpus
 
 
-def _default_concurrency(gpus: float, total_gpus: float, node_cpus: list[float]) -> int:
+def _one_process_trials(
+    options: SearchOptions, gpus: float, total_gpus: float, node_cpus: list[float]
+) -> tuple[int, float]:
+    """Concurrency and CPUs per trial: on CPUs one trial per node, so trials do not share
+    cores; on GPUs as many as they hold. The smallest node's CPUs split between its trials."""
     if gpus > 0:
-        return max(1, int(total_gpus // gpus))
-    return len(node_cpus)  # CPU trials: one per node, so trials do not share cores
+        concurrency = options.concurrency or max(1, int(total_gpus // gpus))
+        per_node = math.ceil(total_gpus / len(node_cpus) / gpus)
+    else:
+        concurrency = options.concurrency or len(node_cpus)
+        per_node = math.ceil(concurrency / len(node_cpus))
+    cpus = options.cpus_per_trial or max(1.0, float(min(node_cpus) // max(1, per_node)))
+    return concurrency, cpus
 
 
-def _default_cpus(
-    gpus: float, total_gpus: float, node_cpus: list[float], concurrency: int
-) -> float:
-    smallest = min(node_cpus)
-    if gpus > 0:
-        per_node = max(1, math.ceil(total_gpus / len(node_cpus) / gpus))
-        return max(1.0, float(smallest // per_node))
-    per_node = max(1, math.ceil(concurrency / len(node_cpus)))
-    return max(1.0, float(smallest // per_node))
+def _random_study() -> optuna.Study:
+    """A throwaway in-memory study that samples a space at random (seeded): sampling is free."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))

@@ -1,11 +1,6 @@
-"""Deterministic errors found in the driver, before any trial starts.
-
-A bad workload fails every trial the same way, so retrying it wastes the whole budget and
-buries the one line that matters under Ray's tracebacks. Once, cheaply, before the search:
-the data is built (a missing or malformed folder), a model is built (an unknown model name, bad
-``model_kwargs``), every batch size the space can choose is checked against the training set,
-and every GroupNorm group count it can choose against the model's convolutional channels.
-:func:`check_before_ray` runs every check of a new search that needs no cluster.
+"""Deterministic errors found in the driver, before any trial starts: a bad workload fails
+every trial the same way, so retrying it wastes the whole budget and buries the one line that
+matters under Ray's tracebacks. :func:`check_before_ray` runs every check that needs no cluster.
 """
 
 from __future__ import annotations
@@ -57,11 +52,7 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
 
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
     """Every value the search can give ``name``: what the space returned, else the workload's."""
-    if profile.values.get(name):
-        return list(profile.values[name])
-    if name in plan.workload:
-        return [plan.workload[name]]
-    return [getattr(TrainConfig(), name)]
+    return profile.values.get(name) or [plan.workload.get(name, getattr(TrainConfig(), name))]
 
 
 @dataclass(frozen=True)

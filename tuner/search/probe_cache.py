@@ -1,14 +1,10 @@
-"""The experiment's cache of speed probes, shared by every trial on every node.
+"""The experiment's cache of speed probes, shared by every trial on every node: a small Ray
+actor on the driver's node holds ``key -> SpeedChoice`` and writes it to ``probe_cache.json``
+after every change, so a resumed search starts with what was already probed.
 
-A small Ray actor on the driver's node holds ``key -> SpeedChoice`` (see :mod:`tuner.compare.speed`)
-and writes the whole cache to ``probe_cache.json`` in the experiment folder after every change
-(atomically), so a resumed search starts with what was already probed. Trials reach it by name.
-
-Below it is the machine cache (:mod:`tuner.search.machine_cache`): a key this experiment has
-not seen is looked up there, under the trial's machine fingerprint, and a new probe is written
-there too, so a later search on the same machine reuses it (unless it asks for more
-``--speed-repeats`` than that verdict had: the new probes then replace it). ``fresh``
-(``--fresh-probes``) skips the lookup; its probes still replace what the machine cache held.
+It reads and writes through to the machine cache (:mod:`tuner.search.machine_cache`), under the
+trial's machine fingerprint, unless that verdict had fewer ``--speed-repeats`` than asked for;
+``fresh`` (``--fresh-probes``) skips the reading, not the writing.
 """
 
 from __future__ import annotations
@@ -100,9 +96,8 @@ class ProbeCache:
         self.written += 1
 
     def stats(self) -> dict[str, Any]:
-        folder = None if self.machine_dir is None else str(self.machine_dir)
         machine = {
-            "folder": folder,
+            "folder": None if self.machine_dir is None else str(self.machine_dir),
             "fresh": self.fresh,
             "reused": len(self.earlier),
             "written": self.written,
@@ -147,26 +142,20 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def start_cache(
-    path: Path, namespace: str, *, machine_dir: Path | None, fresh: bool, experiment: str
+    path: Path, namespace: str, *, machine_dir: Path, fresh: bool, experiment: str
 ) -> Any:
     """Start the cache actor on this (the driver's) node, where the experiment folder is.
-
-    Args:
-        machine_dir: the machine cache's folder (resolved here, in the driver: the actor's
-            environment is the node's, not the driver's); ``None``: no machine cache.
-        fresh: ignore what the machine cache remembers (it is still written).
-    """
+    ``machine_dir`` is resolved in the driver: the actor's environment is the node's."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
     actor = ray.remote(num_cpus=0, max_restarts=-1)(ProbeCache)
-    folder = None if machine_dir is None else str(machine_dir)
     return actor.options(
         name=_ACTOR_NAME,
         namespace=namespace,
         get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-    ).remote(str(path), folder, fresh, experiment)
+    ).remote(str(path), str(machine_dir), fresh, experiment)
 
 
 def connect_cache(namespace: str) -> Any:

@@ -1,9 +1,7 @@
 """Optuna samplers by name, seeded, each learning the memory constraint where it can.
 
-The one list of sampler names (:data:`SAMPLERS`): the options, the CLI's choices and the
-metadata read it here. Optuna loads on first use, so ``tuner --help`` does not import it.
-Optuna >= 5 reads constraints that the searcher sets on each trial (``Trial.set_constraint``)
-before telling it; older Optuna gets the same value through ``constraints_func``.
+The one list of sampler names (:data:`SAMPLERS`); Optuna loads on first use, so ``tuner --help``
+does not import it.
 """
 
 from __future__ import annotations
@@ -19,21 +17,21 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-__all__ = ["SAMPLERS", "SamplerName", "make_sampler", "memory_constraint"]  # + SETS_CONSTRAINTS
+__all__ = ["SAMPLERS", "SamplerName", "make_sampler", "sets_constraints"]
 
 SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
 SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "SETS_CONSTRAINTS":  # Optuna >= 5; computed on first use (imports optuna)
-        import optuna
+def sets_constraints() -> bool:
+    """Whether Optuna's samplers read the constraints set on a trial (``Trial.set_constraint``,
+    Optuna >= 5); older ones get the same value through ``constraints_func``."""
+    import optuna
 
-        return hasattr(optuna.trial.Trial, "set_constraint")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return hasattr(optuna.trial.Trial, "set_constraint")
 
 
-def memory_constraint(trial: FrozenTrial) -> Sequence[float]:
+def _memory_constraint(trial: FrozenTrial) -> Sequence[float]:
     """Optuna ``constraints_func``: the trial's measured memory violation (> 0: infeasible).
 
     The searcher attaches it as a user attribute before telling the trial; a trial told
@@ -58,7 +56,7 @@ def make_sampler(
     import optuna
 
     startup = 10 if budget is None else max(2, min(10, budget // 3))
-    constraints = None if __getattr__("SETS_CONSTRAINTS") else memory_constraint
+    constraints = None if sets_constraints() else _memory_constraint
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if name == "tpe":
         return optuna.samplers.TPESampler(

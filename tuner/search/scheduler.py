@@ -1,10 +1,6 @@
-"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.halving.ParetoHalving`.
-
-It judges each trial's intermediate reports (one per evaluation) on throughput and accuracy so
-far, with its feasibility, and stops the ones ranked outside the best third at a rung. A stopped
-trial keeps its data (its last report has ``final=False``): it is never a candidate, and Optuna
-is told it as PRUNED (see :mod:`tuner.search.searcher`).
-"""
+"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.halving.ParetoHalving`
+judges each intermediate report. A stopped trial's last report has ``final=False``: it is never
+a candidate, and Optuna is told it as PRUNED."""
 
 from __future__ import annotations
 
@@ -24,13 +20,8 @@ __all__ = ["ParetoASHA", "early_stopping_name"]
 
 class ParetoASHA(FIFOScheduler):
     """Asynchronous successive halving by non-dominated rank, infeasible trials last.
-
-    Args:
-        metrics: the objectives' result keys, e.g. ``["images_per_second", "val_accuracy"]``.
-        directions: ``"max"`` or ``"min"`` per metric.
-        max_reports: the evaluations a full trial makes (no rung at its end); the first rung
-            follows from it (:meth:`tuner.halving.ParetoHalving.for_trials_of`).
-    """
+    ``max_reports``: the evaluations a full trial makes, from which the rungs follow
+    (:meth:`tuner.halving.ParetoHalving.for_trials_of`)."""
 
     def __init__(
         self, *, metrics: Sequence[str], directions: Sequence[str], max_reports: int | None = None

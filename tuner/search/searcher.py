@@ -1,18 +1,8 @@
-"""Ray's ``OptunaSearch``, telling Optuna the truth in a form Optuna's own tools read.
-
-- The study's objectives are named (``images_per_second``, ``val_accuracy``) and the space,
-  workload and hardware are study user attributes.
-- Every trial carries its Ray trial id, its measurements and its kind
-  (:func:`tuner.record.classify`) as user attributes, and the state the record gives that kind
-  (:func:`tuner.record.optuna_state`): ok and over budget COMPLETE, stopped early PRUNED (its
-  accuracy so far is not its accuracy), diverged, errored and incomplete FAIL (with the error
-  text as the ``error`` attribute).
-- A COMPLETE trial's memory constraint is written both where Optuna >= 5's samplers read it
-  (``Trial.set_constraint``) and where optuna-dashboard and older Optuna read it (the
-  ``constraints`` system attribute), so an over-budget trial ranks behind feasible ones and
-  ``study.best_trials`` never holds it. What it never measured (the accuracy of a trial stopped
-  by its feasibility probe) is told as :data:`NO_MEASUREMENT`.
-"""
+"""Ray's ``OptunaSearch``, telling Optuna the truth in a form Optuna's own tools read
+(docs/architecture.md, "The trial record"): named objectives; each trial's measurements and kind
+as user attributes, in the state the record gives that kind; a COMPLETE trial's memory
+constraint where every Optuna client reads it, so an over-budget trial ranks behind feasible
+ones and ``study.best_trials`` never holds it."""
 
 from __future__ import annotations
 
@@ -25,26 +15,19 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
-from tuner.search.samplers import SETS_CONSTRAINTS
+from tuner.search.samplers import sets_constraints
 from tuner.units import finite_or_none, json_ready
 
-__all__ = [
-    "NO_MEASUREMENT",
-    "STUDY_ATTR_KEYS",
-    "ConstrainedOptunaSearch",
-    "close_orphans",
-    "constraint_arguments",
-    "measured_violation",
-]
+__all__ = ["ConstrainedOptunaSearch", "close_orphans", "constraint_arguments", "measured_violation"]
 
 # What Optuna is told for an objective a COMPLETE trial never measured (the accuracy of a trial
 # its feasibility probe stopped; anything of an OOM before its first step): 0 is the worst value
 # of both maximized objectives, so no client reads it as a best trial, and the trial's memory
 # violation > 0 makes it infeasible to Optuna.
-NO_MEASUREMENT = 0.0
+_NO_MEASUREMENT = 0.0
 _ENGINE_ATTRS = ("peak_memory_bytes", "memory_kind", "images_per_second", "val_accuracy")
 # The report keys every Optuna trial carries as user attributes (the kind is added to them).
-STUDY_ATTR_KEYS: tuple[str, ...] = (
+_STUDY_ATTR_KEYS: tuple[str, ...] = (
     record.MEMORY_VIOLATION,
     record.FINAL,
     record.FEASIBLE,
@@ -62,12 +45,8 @@ _NO_REPORT = "the trial's process failed before it reported; see error.txt in it
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
-    """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint.
-
-    Args:
-        study_attrs: user attributes of the study (space, workload, hardware).
-        *args, **kwargs: as :class:`ray.tune.search.optuna.OptunaSearch`.
-    """
+    """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint;
+    ``study_attrs`` are the study's user attributes (space, workload, hardware)."""
 
     def __init__(
         self, *args: Any, study_attrs: Mapping[str, Any] | None = None, **kwargs: Any
@@ -77,10 +56,13 @@ class ConstrainedOptunaSearch(OptunaSearch):
         self._last_results: dict[str, dict[str, Any]] = {}
         super().__init__(*args, **kwargs)
 
+    @property
+    def _metric_names(self) -> list[str]:
+        return self._metric if isinstance(self._metric, list) else [self._metric]
+
     def _setup_study(self, mode: str | list) -> None:
         super()._setup_study(mode)
-        names = self._metric if isinstance(self._metric, list) else [self._metric]
-        self._ot_study.set_metric_names([str(n) for n in names])
+        self._ot_study.set_metric_names([str(n) for n in self._metric_names])
         for key, value in self._study_attrs.items():
             self._ot_study.set_user_attr(key, value)
 
@@ -113,30 +95,25 @@ class ConstrainedOptunaSearch(OptunaSearch):
         with contextlib.suppress(RuntimeError):
             if state == optuna.trial.TrialState.COMPLETE:
                 self._constrain(ot_trial, float(result.get(record.MEMORY_VIOLATION, -1.0)))
-                self._ot_study.tell(ot_trial, self._values(result))
+                values = [finite_or_none(result.get(name)) for name in self._metric_names]
+                self._ot_study.tell(ot_trial, [_NO_MEASUREMENT if v is None else v for v in values])
             else:
                 self._ot_study.tell(ot_trial, state=state)
         return None
 
     def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
         """The trial's user attributes: its measurements, its kind and, failed, why."""
-        for key in STUDY_ATTR_KEYS:
+        for key in _STUDY_ATTR_KEYS:
             if key in result:
                 ot_trial.set_user_attr(key, json_ready(result[key]))
         ot_trial.set_user_attr(record.KIND, kind)
         if kind == "errored" and not result.get(record.ERROR):
             ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
 
-    def _values(self, result: Mapping[str, Any]) -> list[float]:
-        """The objectives to tell; one never measured is :data:`NO_MEASUREMENT`."""
-        names = self._metric if isinstance(self._metric, list) else [self._metric]
-        values = [finite_or_none(result.get(name)) for name in names]
-        return [NO_MEASUREMENT if v is None else float(v) for v in values]
-
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
         storage = self._ot_study._storage
         storage.set_trial_system_attr(ot_trial._trial_id, _LEGACY_CONSTRAINTS_KEY, [violation])
-        if SETS_CONSTRAINTS:
+        if sets_constraints():
             ot_trial.set_constraint(_CONSTRAINT, violation)
 
 
@@ -144,7 +121,7 @@ def constraint_arguments(violation: float) -> dict[str, Any]:
     """``optuna.trial.create_trial`` keywords that give a trial its memory constraint where a
     live trial has it (:meth:`ConstrainedOptunaSearch._constrain`): for warm-started trials."""
     arguments: dict[str, Any] = {"system_attrs": {_LEGACY_CONSTRAINTS_KEY: [violation]}}
-    if SETS_CONSTRAINTS:
+    if sets_constraints():
         arguments["constraints"] = {_CONSTRAINT: violation}
     return arguments
 

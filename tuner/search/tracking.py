@@ -1,10 +1,8 @@
 """What TensorBoard sees of a search, and what every logger shares: trial folders, steps, kinds.
 
-TensorBoard plots every scalar against the training step (:data:`tuner.record.STEP`), each step
-once, and at a trial's end writes its kind and error text (``ray/tune/kind``, ``ray/tune/error``):
-a scalar cannot say "stopped early". The MLflow and W&B loggers import what they share from
-here, never the other way round. Trial folders are ``t_<trial id>_<number>_<main settings>``
-(:func:`trial_dirname`) instead of Ray's 120-character parameter strings.
+Every scalar is plotted against the training step (:data:`tuner.record.STEP`), each step once,
+and a trial's kind and error text are written at its end: a scalar cannot say "stopped early".
+The MLflow and W&B loggers import what they share from here, never the other way round.
 """
 
 from __future__ import annotations
@@ -24,9 +22,7 @@ from tuner.errors import error_line
 from tuner.techniques import knob
 
 __all__ = [
-    "Guard",
-    "KeepsSteps",
-    "StepFilter",
+    "StepLogger",
     "StepTBXLoggerCallback",
     "guarded",
     "metrics_only",
@@ -41,33 +37,23 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_PREFIX = "ray/tune/"  # where Ray's TensorBoard logger writes a trial's scalars
 
 
-class Guard:
-    """A tracking client never stops a search: its first failure is one warning line on
-    stderr, after which it logs nothing more (``failed = False`` tries again)."""
-
-    def __init__(self, client: str) -> None:
-        self.client = client
-        self.failed = False
-
-    def run(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        if self.failed:
-            return
-        try:
-            method(*args, **kwargs)
-        except Exception as exc:
-            self.failed = True
-            warning = (
-                f"warning: {self.client} logging stopped ({error_line(exc)}); the search goes on."
-            )
-            print(warning, file=sys.stderr, flush=True)
-
-
 def guarded(method: Callable[..., None]) -> Callable[..., None]:
-    """A logger hook run through its instance's :class:`Guard` (``self._guard``)."""
+    """A logger hook that never stops a search: the logger's first failure is one warning line
+    on stderr naming its ``_client``, after which it logs nothing more (until its ``_failed``
+    is set back to False)."""
 
     @functools.wraps(method)
     def hook(self: Any, *args: Any, **kwargs: Any) -> None:
-        self._guard.run(method, self, *args, **kwargs)
+        if self._failed:
+            return
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            self._failed = True
+            warning = (
+                f"warning: {self._client} logging stopped ({error_line(exc)}); the search goes on."
+            )
+            print(warning, file=sys.stderr, flush=True)
 
     return hook
 
@@ -90,44 +76,36 @@ def trial_dirname(trial: Any) -> str:
 
 def _main_settings(config: Mapping[str, Any]) -> list[str]:
     """The settings that change what a trial learns, short: batch size, norm, mixed precision."""
-    settings = []
-    if "batch_size" in config:
-        settings.append(f"bs{config['batch_size']}")
-    norm = config.get("norm")
-    if norm is not None and norm != knob("norm").off:
-        groups = config.get("gn_groups", "") if norm == "group" else ""
-        settings.append(f"{norm}{groups}")
-    amp = config.get("amp")
-    if amp is not None and amp != knob("amp").off:
+    settings = [f"bs{config['batch_size']}"] if "batch_size" in config else []
+    norm, amp = config.get("norm"), config.get("amp")
+    if norm not in (None, knob("norm").off):
+        settings.append(f"{norm}{config.get('gn_groups', '') if norm == 'group' else ''}")
+    if amp not in (None, knob("amp").off):
         settings.append(str(amp))
     return settings
 
 
-class StepFilter:
-    """Each trial's last written training step: a report at the same step is not written again
-    (kept in Ray's experiment checkpoint, so a resumed search does not write it twice either)."""
+class StepLogger:
+    """A logger that writes each trial's training step once: a report at the step it last wrote
+    is skipped. The steps live in Ray's experiment checkpoint, so a resumed search does not
+    write one twice either."""
 
-    def __init__(self) -> None:
-        self.last: dict[str, int] = {}  # trial id -> training step
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_steps: dict[str, int] = {}  # trial id -> training step
 
-    def new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
+    def _new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
         step = int(result.get(record.STEP) or 0)
-        if self.last.get(trial.trial_id) == step:
+        if self._last_steps.get(trial.trial_id) == step:
             return None
-        self.last[trial.trial_id] = step
+        self._last_steps[trial.trial_id] = step
         return step
 
-
-class KeepsSteps:
-    """A logger whose :class:`StepFilter` (``self._steps``) lives in Ray's experiment checkpoint."""
-
-    _steps: StepFilter
-
     def get_state(self) -> dict[str, Any] | None:
-        return {"steps": dict(self._steps.last)}
+        return {"steps": dict(self._last_steps)}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._steps.last = dict(state.get("steps", {}))
+        self._last_steps = dict(state.get("steps", {}))
 
 
 def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,15 +113,11 @@ def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key not in _NOT_PLOTTED}
 
 
-class StepTBXLoggerCallback(KeepsSteps, TBXLoggerCallback):
+class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
     """Ray's TensorBoard logger, plotting every scalar against the training step, once."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._steps = StepFilter()
-
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        step = self._steps.new_step(trial, result)
+        step = self._new_step(trial, result)
         if step is None:
             return
         # Ray's logger takes its global step from training_iteration (which it leaves out of
@@ -156,7 +130,7 @@ class StepTBXLoggerCallback(KeepsSteps, TBXLoggerCallback):
         writer = self._trial_writer.get(trial)
         if writer is not None:
             kind, error = trial_outcome(trial, failed=failed)
-            step = self._steps.last.get(trial.trial_id, 0)
+            step = self._last_steps.get(trial.trial_id, 0)
             writer.add_text(_TEXT_PREFIX + record.KIND, kind, global_step=step)
             if error:
                 writer.add_text(_TEXT_PREFIX + record.ERROR, error, global_step=step)

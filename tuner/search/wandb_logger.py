@@ -21,26 +21,22 @@ from ray.tune.logger import LoggerCallback
 from tuner import record
 from tuner.search import tracking
 
-__all__ = ["KIND_TAG", "WandbOfflineCallback"]
+__all__ = ["WandbOfflineCallback"]
 
-KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
+_KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
 
 
-class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
-    """One W&B run per trial, logged from the driver by training step.
+class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
+    """One W&B run per trial, logged from the driver by training step into ``folder/wandb/``;
+    ``tags``: ``space`` and ``experiment``, as every logger's runs carry them."""
 
-    Args:
-        project: the W&B project.
-        folder: the experiment folder; W&B writes into its ``wandb/`` folder.
-        tags: ``space`` and ``experiment``, as every logger's runs carry them.
-    """
+    _client, _failed = "W&B", False  # for tracking.guarded
 
     def __init__(self, *, project: str, folder: Path, tags: Mapping[str, str]) -> None:
+        super().__init__()
         self.project = project
         self.folder = Path(folder)
         self.tags = dict(tags)
-        self._steps = tracking.StepFilter()
-        self._guard = tracking.Guard("W&B")
         self._runs: dict[str, Any] = {}  # trial id -> its live wandb Run (never pickled)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -74,7 +70,7 @@ class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
     @tracking.guarded
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         run = self._runs.get(trial.trial_id)
-        step = self._steps.new_step(trial, result)
+        step = self._new_step(trial, result)
         if run is None or step is None:
             return
         numbers = {
@@ -90,12 +86,13 @@ class WandbOfflineCallback(tracking.KeepsSteps, LoggerCallback):
         if run is None:
             return
         kind, error = tracking.trial_outcome(trial, failed=failed)
-        run.tags = (*run.tags, f"{KIND_TAG}{kind}")
+        run.tags = (*run.tags, f"{_KIND_TAG}{kind}")
         run.summary[record.KIND] = kind
         if error:
             run.summary[record.ERROR] = error
         run.finish(exit_code=1 if record.optuna_state(kind) == "FAIL" else 0)
 
+    @tracking.guarded
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial_id in list(self._runs):  # a stopped search: close what is open
-            self._guard.run(self._runs.pop(trial_id).finish)
+            self._runs.pop(trial_id).finish()

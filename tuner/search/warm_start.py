@@ -1,23 +1,8 @@
-"""Warm start: an earlier experiment's finished trials, given to a new study of the same space.
-
-``tuner search SPACE --warm-start EXPERIMENT`` reads the earlier experiment (its metadata and
-Optuna study) and adds its finished trials to the new study before the first new trial is
-asked for, as Optuna's ``Study.add_trials`` takes them: each trial's parameters in this space's
-distributions, its objectives by name, its memory constraint where the samplers read it (as
-:class:`~tuner.search.searcher.ConstrainedOptunaSearch` tells a live trial) and its user
-attributes, marked with :data:`WARM_START_ATTR` (the experiment that measured it). So the
-sampler starts from what is known, and the start-up design skips the rows those trials already
-cover: where it is covered, the first new trial is the sampler's.
-
-Taken: COMPLETE trials (over budget included: the sampler learns the infeasible region) and
-PRUNED ones (stopped early), also those the earlier experiment had itself warm-started (they
-keep their origin). Left out, and counted: trials that failed or never ended, trials this space
-can no longer produce (a parameter or a value outside its distributions: the space changed),
-trials without a measurement of this search's objectives, and trials that were over the earlier
-memory budget but fit this one (their accuracy was never measured).
-
-Refused, in one line: another space, or another workload (the figures would not compare).
-The new trials of this search are the report's; the warm-started ones live only in its study.
+"""``--warm-start``: an earlier experiment's finished trials, given to a new study of the same
+space and workload (README, "A search") as Optuna's ``Study.add_trials`` takes them: parameters
+in this space's distributions, objectives by name, the memory constraint where the samplers read
+it, and the user attributes, marked with :data:`WARM_START_ATTR`. The start-up design skips the
+rows they cover. The warm-started trials live only in the new study, never in its report.
 """
 
 from __future__ import annotations
@@ -44,7 +29,6 @@ from tuner.search.searcher import constraint_arguments, measured_violation
 __all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "read_warm_start", "warm_start"]
 
 WARM_START_ATTR = "warm_start_from"  # user attribute: the experiment that measured the trial
-_TAKEN = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 @dataclass(frozen=True)
@@ -84,16 +68,6 @@ class WarmStart:
             "summary": self.summary(),
         }
 
-    def add_to_study(self, storage_url: str, study_name: str, directions: Sequence[str]) -> None:
-        """Create the new study with these trials (before the searcher loads it)."""
-        study = optuna.create_study(
-            storage=storage_url,
-            study_name=study_name,
-            directions=["minimize" if d == "min" else "maximize" for d in directions],
-            load_if_exists=True,
-        )
-        study.add_trials(self.trials)
-
 
 def warm_start(
     search: SearchContext,
@@ -116,8 +90,15 @@ def warm_start(
     if warm is None:
         return [dict(row) for row in design], None
     left = warm.uncovered(design)
+    directions = objective_directions(options.objective)
     paths.local.mkdir(parents=True, exist_ok=True)
-    warm.add_to_study(paths.study_url, paths.name, objective_directions(options.objective))
+    study = optuna.create_study(
+        storage=paths.study_url,
+        study_name=paths.name,
+        directions=["minimize" if d == "min" else "maximize" for d in directions],
+        load_if_exists=True,
+    )
+    study.add_trials(warm.trials)  # before the searcher loads the study
     metadata = warm.metadata(design_skipped=len(design) - len(left))
     if options.sampler == "grid":  # measured: Optuna 5's GridSampler re-ran both added points
         metadata["summary"] += (
@@ -136,12 +117,29 @@ def read_warm_start(
     Raises:
         TunerError: no such experiment, another space or workload, or no readable study.
     """
-    if not options.warm_start:
+    reference = options.warm_start
+    if not reference:
         return None
-    earlier = _read(options.warm_start, options.storage)
-    _check_same_space(options.warm_start, earlier, space_name)
+    folder = Path(reference)
+    if not folder.is_dir():
+        folder = ExperimentPaths.of(options.storage, reference).local
+    try:
+        earlier = load_experiment(folder)
+    except TunerError as exc:  # the flag named, so the user knows which path was wrong
+        raise TunerError(f"--warm-start {reference}: {exc}") from None
+    if earlier.study is None:
+        raise TunerError(
+            f"--warm-start {reference}: its study.db could not be read; warm-start from another "
+            "experiment or leave the flag out."
+        )
+    old_space = earlier.metadata.get("space")
+    if old_space != space_name:
+        raise TunerError(
+            f"--warm-start {reference}: that experiment searched space {old_space!r}, this "
+            f"search {space_name!r}; warm-start from an experiment of {space_name!r}."
+        )
     if workload is not None:
-        _check_same_workload(options.warm_start, earlier, workload)
+        _check_same_workload(reference, earlier, workload)
     return earlier
 
 
@@ -165,50 +163,18 @@ def load_warm_start(
         earlier = read_warm_start(options, space_name=space_name)
     _check_same_workload(options.warm_start, earlier, plan.workload)
     metrics = objective_metrics(options.objective)
-    names = _metric_names(earlier)
-    budget_changed = memory_limit(earlier.metadata) != options.max_memory_bytes
+    names = list(earlier.study.metric_names or []) or [  # the earlier objectives, in order
+        str(o["metric"]) for o in earlier.metadata.get("objectives") or []
+    ]
     trials: list[FrozenTrial] = []
     left_out: Counter[str] = Counter()
     for trial in earlier.study.get_trials(deepcopy=False):
-        taken = _retell(
-            trial,
-            earlier.name,
-            profile,
-            metrics,
-            names,
-            budget=options.max_memory_bytes,
-            budget_changed=budget_changed,
-        )
+        taken = _retell(trial, earlier, profile, metrics, names, options.max_memory_bytes)
         if isinstance(taken, str):
             left_out[taken] += 1
         else:
             trials.append(taken)
     return WarmStart(earlier.name, earlier.path, trials, dict(left_out))
-
-
-def _read(reference: str, storage: str) -> Experiment:
-    folder = Path(reference)
-    if not folder.is_dir():
-        folder = ExperimentPaths.of(storage, reference).local
-    try:
-        earlier = load_experiment(folder)
-    except TunerError as exc:  # the flag named, so the user knows which path was wrong
-        raise TunerError(f"--warm-start {reference}: {exc}") from None
-    if earlier.study is None:
-        raise TunerError(
-            f"--warm-start {reference}: its study.db could not be read; warm-start from another "
-            "experiment or leave the flag out."
-        )
-    return earlier
-
-
-def _check_same_space(reference: str, earlier: Experiment, space_name: str) -> None:
-    old_space = earlier.metadata.get("space")
-    if old_space != space_name:
-        raise TunerError(
-            f"--warm-start {reference}: that experiment searched space {old_space!r}, this "
-            f"search {space_name!r}; warm-start from an experiment of {space_name!r}."
-        )
 
 
 def _check_same_workload(reference: str, earlier: Experiment, workload: Mapping[str, Any]) -> None:
@@ -226,26 +192,16 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)  # a saved tuple reads as a list
 
 
-def _metric_names(earlier: Experiment) -> list[str]:
-    """The names of the earlier study's objective values, in order."""
-    names = earlier.study.metric_names
-    if names:
-        return list(names)
-    return [str(o["metric"]) for o in earlier.metadata.get("objectives") or []]
-
-
 def _retell(
     trial: FrozenTrial,
-    source: str,
+    earlier: Experiment,
     profile: SpaceProfile,
     metrics: Sequence[str],
     names: Sequence[str],
-    *,
     budget: int | None,
-    budget_changed: bool,
 ) -> FrozenTrial | str:
-    """The trial as this study takes it, or why it is left out."""
-    if trial.state not in _TAKEN:
+    """The trial as this study (memory ``budget``) takes it, or why it is left out."""
+    if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
         return "failed or unfinished"
     if any(name not in profile.distributions for name in trial.params):
         return "outside the current space"
@@ -255,10 +211,10 @@ def _retell(
         if values is None:
             return "objective not measured"
     attrs = {k: v for k, v in trial.user_attrs.items() if k != STUDY_TRIAL_ID_ATTR}
-    attrs[WARM_START_ATTR] = trial.user_attrs.get(WARM_START_ATTR) or source
-    attrs.setdefault("warm_start_trial", f"{source}#{trial.number}")
+    attrs[WARM_START_ATTR] = trial.user_attrs.get(WARM_START_ATTR) or earlier.name
+    attrs.setdefault("warm_start_trial", f"{earlier.name}#{trial.number}")
     violation = measured_violation(trial)
-    if violation is not None and budget_changed:
+    if violation is not None and memory_limit(earlier.metadata) != budget:
         again = memory_violation(trial.user_attrs, max_memory_bytes=budget)
         if violation > 0 >= again:
             return "over the earlier memory budget, never measured under this one"
