@@ -93,10 +93,15 @@ def test_the_memory_budget_and_the_trials_threads_are_part_of_the_key() -> None:
     assert few != many  # a verdict probed on 2 threads is no verdict for 16
 
 
-def test_a_damaged_file_reads_as_empty_and_is_replaced(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "damaged",
+    ['{"format": 1, "entries": {"k": ', '{"format": 1, "entries": []}', '[1]'],
+    ids=["cut short", "entries not a table", "not an object"],
+)
+def test_a_damaged_file_reads_as_empty_and_is_replaced(tmp_path: Path, damaged: str) -> None:
     cache = MachineCache(_machine(), tmp_path)
     cache.path.parent.mkdir(parents=True)
-    cache.path.write_text('{"format": 1, "entries": {"k": ')  # a writer of another tool died
+    cache.path.write_text(damaged)  # a writer of another tool died, or wrote something else
     assert cache.entries() == {}
     cache.put("k", Entry(CHOICE, measured_unix_s=1.0))
     assert set(MachineCache(_machine(), tmp_path).entries()) == {"k"}

@@ -174,9 +174,9 @@ class MachineCache:
         try:
             data = json.loads(self.path.read_text())
             entries = data["entries"] if data.get("format") == _FORMAT else {}
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return {k: v for k, v in entries.items() if _valid(v)}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):  # damaged: forget it
             return {}
-        return {k: v for k, v in entries.items() if _valid(v)}
 
 
 def replace_json(path: Path, data: Any) -> None:
