@@ -126,9 +126,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
             "without it (no reconciliation with result.json, no parameter importance)."
         )
-    configs, rows, probed = _read_trials(path, _study_finals(study), problems)
+    configs, rows, given = _read_trials(path, _study_finals(study), problems)
     searched = list(_read.study_distributions(study))
-    params = _param_names(configs, metadata, searched, probed)
+    params = _param_names(configs, metadata, searched, given)
     return Experiment(
         name=name,
         path=path,
@@ -167,13 +167,12 @@ def _looks_like_experiment(path: Path) -> bool:
 def _read_trials(
     path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
-    """Each trial's run config and row, and the settings only speed probes chose (in no
-    trial's parameters)."""
+    """Each trial's run config and row, and the names in any trial's ``params.json`` (a setting
+    only speed probes chose is in none)."""
     states = _read.ray_states(path, problems)
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    chosen: set[str] = set()
     given: set[str] = set()
     for trial_dir in sorted((p.parent for p in path.glob(f"*/{PARAMS_FILE}")), key=_trial_order):
         results = _read.read_results(trial_dir, problems)
@@ -185,12 +184,11 @@ def _read_trials(
         params = _read.read_params(trial_dir, problems)
         configs[trial_id] = {**params, **speed_settings_of(result.get(record.SPEED_SETTINGS))}
         given |= set(params)
-        chosen |= set(configs[trial_id]) - set(params)
         state = states.pop(trial_id, {})
         rows.append(_trial_row(trial_id, trial_dir, result, results, state, lost=lost))
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, None, {}, _read.NO_RESULTS, state, lost=False))
-    return configs, rows, chosen - given
+    return configs, rows, given
 
 
 def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
@@ -311,7 +309,7 @@ def _param_names(
     configs: Mapping[str, Mapping[str, Any]],
     metadata: Mapping[str, Any],
     searched: list[str],
-    probed: set[str],
+    given: set[str],
 ) -> list[str]:
     """Searched names plus the settings the space derived from them (e.g. lr from base_lr).
     Speed knobs the probes chose are not parameters: ``speed_settings`` holds them."""
@@ -321,7 +319,7 @@ def _param_names(
     for key in keys:
         values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs.values()}
         fixed = len(values) <= 1 or (isinstance(workload, Mapping) and key in workload)
-        if not fixed and key not in probed:
+        if not fixed and key in given:
             names[key] = None
     return list(names)
 
