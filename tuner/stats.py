@@ -136,9 +136,7 @@ def paired_difference(reference: Sequence[float | None], other: Sequence[float |
 
 
 def accuracy_difference(
-    reference: Sequence[float | None],
-    other: Sequence[float | None],
-    images: Sequence[float | None],
+    reference: Sequence[float | None], other: Sequence[float | None], images: Sequence[float | None]
 ) -> Change:
     """``other - reference`` accuracy over pairs, its interval the wider of the pairs' t-interval
     and Newcombe's hybrid score interval (Wilson intervals of the two median accuracies, each

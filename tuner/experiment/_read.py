@@ -15,13 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment._files import (
-    ERROR_FILE,
-    PARAMS_FILE,
-    RAY_STATE_GLOB,
-    RESULT_FILE,
-    STUDY_FILE,
-)
+from tuner.experiment._files import ERROR_FILE, PARAMS_FILE, RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE
 from tuner.record import TRIAL_ID
 
 
@@ -88,7 +82,7 @@ def ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
     file is JSON; its pickled fields are hex strings that are never unpickled.
     """
     data: Any = {}
-    for file in sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.name, reverse=True):
+    for file in sorted(path.glob(RAY_STATE_GLOB), reverse=True):
         try:
             data = json.loads(file.read_text())
             break
