@@ -139,7 +139,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         searched_names=searched,
         remeasure=_read.read_table(path / REMEASURE_FILE),
         effects=_read.read_table(path / EFFECTS_FILE),
-        probe_cache=_read.read_probe_cache(path / PROBE_CACHE_FILE),
+        probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,
     )

@@ -54,11 +54,12 @@ def study_distributions(study: Any) -> dict[str, Any]:
     return found
 
 
-def read_probe_cache(file: Path) -> dict[str, Any]:
+def json_object(file: Path) -> dict[str, Any]:
+    """The JSON object a file holds; {} when it is absent, damaged or being written."""
     try:
         data = json.loads(file.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}  # none (speed probes off), or damaged
+    except (OSError, ValueError):
+        return {}
     return data if isinstance(data, dict) else {}
 
 

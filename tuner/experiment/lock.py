@@ -22,6 +22,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment._files import LOCK_FILE
+from tuner.experiment._read import json_object
 
 __all__ = ["LOCK_FILE", "ExperimentLocked", "driver_lock", "holder", "refuse_if_held"]
 
@@ -73,7 +74,7 @@ def holder(folder: Path) -> dict[str, Any] | None:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return None  # nobody holds it: what the file says is a dead driver's
     except BlockingIOError:
-        return _read_holder(path)
+        return json_object(path)  # {}: being written by its holder this instant
     finally:
         os.close(fd)
 
@@ -88,16 +89,8 @@ def refuse_if_held(folder: Path) -> None:
         raise ExperimentLocked(_refusal(folder))
 
 
-def _read_holder(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # being written by its holder this instant
-    return data if isinstance(data, dict) else {}
-
-
 def _refusal(folder: Path) -> str:
-    info = _read_holder(folder / LOCK_FILE)
+    info = json_object(folder / LOCK_FILE)
     who = f"process {info.get('pid', '?')} on {info.get('host', '?')}"
     since = f" since {info['since']}" if info.get("since") else ""
     command = f" ({info['command']})" if info.get("command") else ""
