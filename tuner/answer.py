@@ -1,25 +1,18 @@
 """The answer of a search: the front on re-measured numbers, the picks, and what is a tie.
 
 ``tuner search`` decides once and hands the :class:`Answer` to its summary and its report;
-``tuner report`` decides on the folder it reads. Both state the same front and the same picks.
-
-- Candidates: the trials of kind ``ok`` (:func:`tuner.record.is_candidate`) that measured
-  every objective; no other trial can be recommended.
-- Throughput: a trial that was re-measured after the search (interleaved, fresh builds) is
-  judged by the median of its re-measurements, with that median's interval; the others keep
-  their in-search figure with the interval over its measurement windows. When candidates were
-  re-measured, only they can be picked: the others' single figure was taken side by side.
-- Accuracy: the trial's last validation accuracy with its Wilson interval from the number of
-  validation images.
-- Two picks are a **tie** on throughput when the paired ratio of their re-measurements has an
-  interval containing 1x, and on accuracy when the interval of their difference
-  (:func:`tuner.stats.accuracy_difference`, the one accuracy test) contains 0. Picks not
-  re-measured together have no throughput interval: "not re-measured", never a tie.
+``tuner report`` decides on the folder it reads: both state the same front and the same picks.
+Candidates are the trials of kind ok that measured every objective. A re-measured trial's
+throughput is the median of its re-measurements, and when there are some only re-measured
+candidates can be picked (the others' single figure was not taken side by side); accuracy
+carries its Wilson interval over the validation images. Two picks tie on throughput when the
+paired ratio of their re-measurements holds 1x, and on accuracy when
+:func:`tuner.stats.accuracy_difference` holds 0; picks not re-measured together have no
+throughput interval: "not re-measured", never a tie.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,13 +31,7 @@ from tuner.objectives import (
 )
 from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
-from tuner.stats import (
-    Change,
-    accuracy_difference,
-    median_interval,
-    paired_ratio,
-    wilson_interval,
-)
+from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
 from tuner.units import as_number, ratio_text
 
 if TYPE_CHECKING:
@@ -55,7 +42,7 @@ __all__ = ["Answer", "PairVerdict", "candidates", "decide"]
 
 @dataclass(frozen=True)
 class PairVerdict:
-    """How two front trials compare, objective by objective, within the noise."""
+    """How the two picks compare, objective by objective, within the noise."""
 
     faster: str
     slower: str
@@ -76,8 +63,6 @@ class Answer:
     front: pd.DataFrame  # Pareto-optimal picks on the decision values
     best: dict[str, pd.Series]  # objective metric -> the pick that is best on it
     remeasured: bool  # whether throughput comes from re-measurement
-    pairs: list[PairVerdict] = field(default_factory=list)  # adjacent front trials compared
-
     picks: PairVerdict | None = None  # the fastest pick vs the most accurate one
     configs: dict[str, TrainConfig] = field(default_factory=dict)  # pick's trial_id -> its run
 
@@ -87,11 +72,10 @@ class Answer:
         the same speed within noise, else the fastest (also for a real trade-off)."""
         if not self.best:
             return None
-        first = self.best[self.objectives[0][0]]
         p = self.picks
         if p is not None and p.throughput.tie and p.accuracy.separated:
             return self.best["val_accuracy"]
-        return first
+        return self.best[self.objectives[0][0]]
 
     def sentence(self) -> str:
         """One sentence: do the picks differ beyond the noise, and what follows from it."""
@@ -104,7 +88,7 @@ class Answer:
             )
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
-        speed = f"throughput {_ratio(p.throughput)}"
+        speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
         points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
         if not p.throughput.has_interval:  # no verdict without evidence
             return (
@@ -161,14 +145,12 @@ def decide(experiment: Experiment) -> Answer:
     pool = trials[trials["candidate"]]
     if remeasured:
         pool = pool[pool["throughput_source"] == "re-measured"]
-    front = pareto_front(pool, objs)
-    pairs = _pairs(front, experiment.remeasure) if len(front) > 1 else []
     best = best_per_objective(pool, objs)
     picks = _picks(best, experiment.remeasure)
     configs = {
         str(row[TRIAL_ID]): pick_config(experiment, str(row[TRIAL_ID])) for row in best.values()
     }
-    return Answer(objs, trials, front, best, remeasured, pairs, picks, configs)
+    return Answer(objs, trials, pareto_front(pool, objs), best, remeasured, picks, configs)
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
@@ -245,16 +227,6 @@ def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
     return wilson_interval(round(acc * n), int(n))
 
 
-def _pairs(front: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[PairVerdict]:
-    ordered = front.sort_values("images_per_second", ascending=False)
-    verdicts = []
-    for (_, fast), (_, slow) in itertools.pairwise(ordered.iterrows()):
-        ratio = _throughput_ratio(fast, slow, remeasure)
-        accuracy = _accuracy_test(fast, slow)
-        verdicts.append(PairVerdict(str(fast[TRIAL_ID]), str(slow[TRIAL_ID]), ratio, accuracy))
-    return verdicts
-
-
 def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
@@ -271,7 +243,3 @@ def _accuracy_test(a: pd.Series, b: pd.Series) -> Change:
     images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
     accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]
     return accuracy_difference(accuracy[:1], accuracy[1:], [images])
-
-
-def _ratio(change: Change) -> str:
-    return ratio_text(change.value, change.low, change.high)

@@ -1,17 +1,10 @@
 """Objectives, feasibility and the Pareto front: one owner for search, summary and report.
 
-- An **objective** is a measured metric and its direction: ``images_per_second`` (max) and
-  ``val_accuracy`` (max). ``tuner search --objective`` names which ones Optuna optimises:
-  ``pareto`` (both), ``throughput`` or ``accuracy``.
-- A measurement is **feasible** when its run finished ok within the memory budget
-  (:func:`judge`); the budget's Optuna constraint is :func:`memory_violation` (> 0: infeasible).
-- Which trials can be recommended is the trial record's word (:func:`tuner.record.is_candidate`,
-  applied by :func:`tuner.answer.candidates`); the functions over a table here take those
-  candidates and keep the ones that measured every objective (:func:`measured_mask`).
-- The **Pareto front** is the candidates no other candidate dominates (:func:`pareto_mask`);
-  :func:`nondominated_ranks` sorts any set of points into successive fronts.
-
-Ray-free and Optuna-free: pandas and numpy only.
+An objective is a metric and its direction; ``--objective`` names which ones Optuna optimises.
+A measurement is feasible when its run finished ok within the memory budget (:func:`judge`;
+Optuna's constraint: :func:`memory_violation`). Which trials can be recommended is the trial
+record's word (:func:`tuner.record.is_candidate`); the functions over a table here take those
+candidates and keep the ones that measured every objective. Ray-free and Optuna-free.
 """
 
 from __future__ import annotations
@@ -27,7 +20,6 @@ if TYPE_CHECKING:  # numpy and pandas load on first use: the CLI imports this mo
     import pandas as pd
 
 __all__ = [
-    "DEFAULT_OBJECTIVES",
     "OBJECTIVE_NAMES",
     "Objective",
     "ObjectiveName",

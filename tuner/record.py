@@ -1,27 +1,19 @@
 """The trial record: every key a trial reports, declared once, and the one classifier of a trial.
 
-Every client of a search reads a trial from these declarations: the trainable's ``tune.report``
-(:func:`trial_report`), Ray's results and loggers (TensorBoard, MLflow, W&B), the Optuna study
-(:func:`optuna_state`), the console, ``trials.csv`` and the report (:func:`classify`). None
-spells a key or decides what a trial was by itself, so no two can disagree.
-
-A report carries three families of keys:
-
-- the engine's: every scalar field of :class:`~tuner.engine.result.RunResult` (its type is the
-  column's dtype), ``effective_<field>`` for every knob of :data:`tuner.techniques.KNOBS` (what
-  ran: a fallback reads its fallback value) and ``notes`` (the engine's notes, " | "-joined);
-- the search's (:data:`SEARCH_KEYS`), added by the trainable to every report;
-- the trials table's own (:data:`TABLE_KEYS`), added by the reader of an experiment folder.
-
-Times follow one scheme: a duration is ``<what>_time_s``, a wall-clock stamp ``<what>_unix_s``
-(seconds since the epoch), a date ``<what>_at`` (UTC).
-
+Every client of a search (the trainable's ``tune.report``, Ray's loggers, the Optuna study, the
+console, ``trials.csv``, the report) reads a trial from these declarations, so no two can
+disagree. Three families of keys: the engine's (:data:`ENGINE_KEYS`: ``RunResult``'s scalar
+fields, its type the column's dtype; ``effective_<field>`` per knob; ``notes``), the search's
+(:data:`SEARCH_KEYS`, added by the trainable) and the trials table's (:data:`TABLE_KEYS`, added
+by the experiment reader); docs/architecture.md ("The trial record") lists them. Times: a
+duration is ``<what>_time_s``, a stamp ``<what>_unix_s``, a date ``<what>_at`` (UTC).
 Ray-free and Optuna-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import types
@@ -130,106 +122,83 @@ ERROR = "error"
 # ---- the search's keys: added by the trainable to every tune.report ---------------------------
 
 SEARCH_KEYS: dict[str, Key] = {}
-PHASE = _declare(
-    SEARCH_KEYS,
+_search_key = functools.partial(_declare, SEARCH_KEYS)
+PHASE = _search_key(
     "phase",
     TEXT,
     "probe (its feasibility check stopped the run), train, or setup (failed before training)",
 )
-FINAL = _declare(
-    SEARCH_KEYS,
+FINAL = _search_key(
     "final",
     FLAG,
     "this report is the trial's last: its run ended (False: an evaluation; a trial whose last "
     "report is not final was stopped early, or has not ended)",
 )
-STEP = _declare(SEARCH_KEYS, "step", COUNT, "training step of the report: every logger's x-axis")
-FEASIBLE = _declare(
-    SEARCH_KEYS,
+STEP = _search_key("step", COUNT, "training step of the report: every logger's x-axis")
+FEASIBLE = _search_key(
     "feasible",
     FLAG,
     "ran ok within the memory budget (Optuna's constraint is met); says nothing about whether "
     "it ran to its end: see kind",
 )
-INFEASIBLE_REASON = _declare(SEARCH_KEYS, "infeasible_reason", TEXT, "why not feasible")
-MEMORY_VIOLATION = _declare(
-    SEARCH_KEYS,
-    "memory_violation",
-    NUMBER,
-    "Optuna's constraint: (peak - budget) / budget; > 0 is over budget",
+INFEASIBLE_REASON = _search_key("infeasible_reason", TEXT, "why not feasible")
+MEMORY_VIOLATION = _search_key(
+    "memory_violation", NUMBER, "Optuna's constraint: (peak - budget) / budget; > 0 is over budget"
 )
-MAX_MEMORY_BYTES = _declare(SEARCH_KEYS, "max_memory_bytes", COUNT, "the search's memory budget")
-NODE = _declare(SEARCH_KEYS, "node", TEXT, "host name (or IP) of the node that ran the trial")
-ENGINE_TIME_S = _declare(
-    SEARCH_KEYS,
+MAX_MEMORY_BYTES = _search_key("max_memory_bytes", COUNT, "the search's memory budget")
+NODE = _search_key("node", TEXT, "host name (or IP) of the node that ran the trial")
+ENGINE_TIME_S = _search_key(
     "engine_time_s",
     NUMBER,
     "seconds the trial spent in the engine: speed probes, builds, training, evaluation",
 )
-TRIAL_TRAIN_TIME_S = _declare(
-    SEARCH_KEYS,
-    "trial_train_time_s",
-    NUMBER,
-    "seconds in training steps, the speed probes' included",
+TRIAL_TRAIN_TIME_S = _search_key(
+    "trial_train_time_s", NUMBER, "seconds in training steps, the speed probes' included"
 )
-SPEED_CHOICE = _declare(SEARCH_KEYS, "speed_choice", TEXT, "the speed probes' verdict, in words")
-SPEED_SOURCE = _declare(
-    SEARCH_KEYS,
+SPEED_CHOICE = _search_key("speed_choice", TEXT, "the speed probes' verdict, in words")
+SPEED_SOURCE = _search_key(
     "speed_source",
     TEXT,
     "where the speed settings came from: probed | cache (this experiment's) | machine cache (an "
     "earlier search's on this machine) | not probed",
 )
-SPEED_CACHE_AGE_S = _declare(
-    SEARCH_KEYS,
+SPEED_CACHE_AGE_S = _search_key(
     "speed_cache_age_s",
     NUMBER,
     "how long ago an earlier search measured the speed settings (speed_source machine cache)",
 )
-SPEED_SETTINGS = _declare(
-    SEARCH_KEYS,
-    "speed_settings",
-    TEXT,
-    "the speed settings the run used on top of its parameters (JSON)",
+SPEED_SETTINGS = _search_key(
+    "speed_settings", TEXT, "the speed settings the run used on top of its parameters (JSON)"
 )
-SPEED_PROBE_TIME_S = _declare(
-    SEARCH_KEYS,
-    "speed_probe_time_s",
-    NUMBER,
-    "wall seconds of this trial's speed probes (0 from the cache)",
+SPEED_PROBE_TIME_S = _search_key(
+    "speed_probe_time_s", NUMBER, "wall seconds of this trial's speed probes (0 from the cache)"
 )
-TRIAL_FIRST_STEP_UNIX_S = _declare(
-    SEARCH_KEYS,
-    "trial_first_step_unix_s",
-    NUMBER,
-    "when the trial's first training step began (probes too)",
+TRIAL_FIRST_STEP_UNIX_S = _search_key(
+    "trial_first_step_unix_s", NUMBER, "when the trial's first training step began (probes too)"
 )
-REPORTED_UNIX_S = _declare(SEARCH_KEYS, "reported_unix_s", NUMBER, "when the report was made")
+REPORTED_UNIX_S = _search_key("reported_unix_s", NUMBER, "when the report was made")
 
 # ---- the trials table's own keys: added by the reader of an experiment folder -----------------
 
 TABLE_KEYS: dict[str, Key] = {}
-TRIAL_ID = _declare(TABLE_KEYS, "trial_id", TEXT, "Ray Tune's trial id")
-KIND = _declare(
-    TABLE_KEYS,
+_table_key = functools.partial(_declare, TABLE_KEYS)
+TRIAL_ID = _table_key("trial_id", TEXT, "Ray Tune's trial id")
+KIND = _table_key(
     "kind",
     TEXT,
     "what the trial was: ok | stopped early | over budget | diverged | errored | incomplete; "
     "only ok can be recommended",
 )
-RAY_STATUS = _declare(
-    TABLE_KEYS,
-    "ray_status",
-    TEXT,
-    "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING), if known",
+RAY_STATUS = _table_key(
+    "ray_status", TEXT, "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING), if known"
 )
-REPORTS = _declare(TABLE_KEYS, "reports", COUNT, "how many reports the trial made")
-TRIAL_DIR = _declare(TABLE_KEYS, "trial_dir", TEXT, "the trial's folder in the experiment folder")
-TRIAL_TIME_S = _declare(
-    TABLE_KEYS, "trial_time_s", NUMBER, "the trial's whole wall time (Ray's time_total_s)"
+REPORTS = _table_key("reports", COUNT, "how many reports the trial made")
+TRIAL_DIR = _table_key("trial_dir", TEXT, "the trial's folder in the experiment folder")
+TRIAL_TIME_S = _table_key(
+    "trial_time_s", NUMBER, "the trial's whole wall time (Ray's time_total_s)"
 )
-STARTED_AT = _declare(TABLE_KEYS, "started_at", TIME, "when the trial started (UTC)")
-ENDED_AT = _declare(TABLE_KEYS, "ended_at", TIME, "when the trial last reported (UTC)")
+STARTED_AT = _table_key("started_at", TIME, "when the trial started (UTC)")
+ENDED_AT = _table_key("ended_at", TIME, "when the trial last reported (UTC)")
 
 
 def declared_dtype(name: str) -> str | None:
@@ -332,29 +301,22 @@ def trial_report(
     times: Mapping[str, float],
     speed: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included.
-
-    Args:
-        times: the trial's ``engine_time_s``, ``trial_train_time_s``, ``speed_probe_time_s``,
-            ``speed_cache_age_s`` and ``trial_first_step_unix_s`` (NaN when missing).
-        speed: its ``speed_choice``, ``speed_source`` and ``speed_settings``.
-    """
+    """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included;
+    ``times`` and ``speed`` hold the trial's timings and speed keys (NaN / "" when missing)."""
     report = engine_values(result)
     feasible, reason = judge(report, max_memory_bytes=max_memory_bytes)
     steps = as_number(report.get("steps"))
-    report.update(
-        {
-            PHASE: phase,
-            FINAL: final,
-            STEP: int(steps) if math.isfinite(steps) else 0,
-            FEASIBLE: feasible,
-            INFEASIBLE_REASON: reason,
-            MEMORY_VIOLATION: memory_violation(report, max_memory_bytes=max_memory_bytes),
-            MAX_MEMORY_BYTES: as_number(max_memory_bytes),
-            NODE: node,
-            REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
-        }
-    )
+    report |= {
+        PHASE: phase,
+        FINAL: final,
+        STEP: int(steps) if math.isfinite(steps) else 0,
+        FEASIBLE: feasible,
+        INFEASIBLE_REASON: reason,
+        MEMORY_VIOLATION: memory_violation(report, max_memory_bytes=max_memory_bytes),
+        MAX_MEMORY_BYTES: as_number(max_memory_bytes),
+        NODE: node,
+        REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
+    }
     timed = (
         ENGINE_TIME_S,
         TRIAL_TRAIN_TIME_S,
@@ -366,8 +328,6 @@ def trial_report(
         report[name] = as_number(times.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS):
         report[name] = str(speed.get(name) or "")
-    missing = set(SEARCH_KEYS) - set(report)
-    assert not missing, f"undeclared report keys missing: {missing}"  # a bug, not input
     return report
 
 

@@ -1,20 +1,15 @@
 """The statistics every stated number uses: one estimate for repeats, one for paired changes.
 
-- :func:`median_interval`: the median of repeated measurements with a distribution-free
-  confidence interval from order statistics (no normality assumed). Below 6 values the interval
-  is [min, max], whose coverage ``1 - 2 * 0.5**n`` is stated with it.
-- :func:`paired_ratio`: the change between two settings measured in pairs (A, B interleaved
-  in the same repeat): the geometric mean of the per-pair ratios B/A with a Student-t 95 %
-  interval on the log scale. Throughput noise is multiplicative, so ratios are the natural
-  scale; the pairing removes the drift both arms of one repeat share.
-- :func:`paired_difference`: the same for additive quantities (bytes, accuracy points).
-- :func:`wilson_interval`: the binomial interval of an accuracy from the validation-set size.
-- :func:`accuracy_difference`: a paired accuracy change whose interval also covers the
-  validation set's sampling error (repeats of one seed are replicas: their spread is zero, yet
-  a 359-image validation set cannot tell 0.72 from 0.69).
-- An interval that contains "no change" (ratio 1, difference 0) is a **tie**: the difference
-  is inside the noise; one that excludes it is **separated**. Without an interval (one pair,
-  nothing re-measured) a change is neither: no verdict without evidence.
+- :func:`median_interval`: a distribution-free interval of the median from order statistics
+  (no normality assumed); below 6 values it is [min, max], its coverage ``1 - 2 * 0.5**n``
+  stated with it.
+- :func:`paired_ratio`: a Student-t 95 % interval on the log scale of the per-pair ratios B/A
+  (throughput noise is multiplicative; pairing A and B in one repeat removes their shared
+  drift); :func:`paired_difference`: the same for additive quantities.
+- :func:`accuracy_difference` also covers the validation set's sampling error: repeats of one
+  seed are replicas, their spread zero, yet 359 images cannot tell 0.72 from 0.69.
+- An interval that contains "no change" is a **tie**, one that excludes it **separated**;
+  without an interval a change is neither: no verdict without evidence.
 """
 
 from __future__ import annotations
@@ -32,13 +27,13 @@ __all__ = [
     "Estimate",
     "accuracy_difference",
     "median_interval",
-    "normal_quantile",
     "paired_difference",
     "paired_ratio",
     "wilson_interval",
 ]
 
 CONFIDENCE = 0.95
+_Z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96 for 95 %
 
 
 @dataclass(frozen=True)
@@ -61,12 +56,8 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Change:
-    """A paired change: ``value`` (a ratio or a difference) with its interval.
-
-    ``tie`` is True when the interval contains no change (1 for a ratio, 0 for a difference):
-    the measurements cannot tell the two settings apart. ``separated`` is True when it excludes
-    it. Without an interval (one pair, or figures not measured together) both are False.
-    """
+    """A paired change: ``value`` (a ratio or a difference) with its interval; ``tie`` and
+    ``separated`` whether the interval holds ``neutral`` (both False without an interval)."""
 
     value: float
     low: float
@@ -85,10 +76,6 @@ class Change:
     @property
     def separated(self) -> bool:
         return self.has_interval and not self.low <= self.neutral <= self.high
-
-    @property
-    def measured(self) -> bool:
-        return not math.isnan(self.value)
 
     @property
     def half_width(self) -> float:
@@ -111,7 +98,7 @@ def median_interval(values: Sequence[float | None]) -> Estimate:
     n = len(xs)
     if n == 0:
         return Estimate(math.nan, math.nan, math.nan, 0, math.nan)
-    median = float(_median(xs))
+    median = float(statistics.median(xs))
     if n == 1:
         return Estimate(median, math.nan, math.nan, 1, math.nan)
     # The widest symmetric pair (x_(k), x_(n+1-k)) whose coverage still reaches CONFIDENCE.
@@ -149,19 +136,16 @@ def paired_difference(reference: Sequence[float | None], other: Sequence[float |
 
 
 def accuracy_difference(
-    reference: Sequence[float | None],
-    other: Sequence[float | None],
-    images: Sequence[float | None],
+    reference: Sequence[float | None], other: Sequence[float | None], images: Sequence[float | None]
 ) -> Change:
     """``other - reference`` accuracy over pairs, its interval the wider of the pairs' t-interval
     and Newcombe's hybrid score interval (Wilson intervals of the two median accuracies, each
     over the median of ``images``, the validation images per run). The second is conservative
     for two runs on the same images, and it is what the data can say when the repeats agree."""
     paired = paired_difference(reference, other)
-    n = statistics.median([float(v) for v in images if v is not None and math.isfinite(v)] or [0])
-    refs = [float(v) for v in reference if v is not None and math.isfinite(v)]
-    others = [float(v) for v in other if v is not None and math.isfinite(v)]
-    if not paired.measured or n <= 0 or not refs or not others:
+    n = statistics.median(_finite(images) or [0])
+    refs, others = _finite(reference), _finite(other)
+    if math.isnan(paired.value) or n <= 0 or not refs or not others:
         return paired
     p1, p2 = statistics.median(refs), statistics.median(others)
     (l1, u1), (l2, u2) = wilson_interval(p1 * n, int(n)), wilson_interval(p2 * n, int(n))
@@ -176,18 +160,11 @@ def wilson_interval(correct: float, total: int) -> tuple[float, float]:
     """The Wilson score interval of a proportion ``correct / total`` (95 %)."""
     if total <= 0 or math.isnan(correct):
         return math.nan, math.nan
-    z = normal_quantile()
+    z = _Z
     p = correct / total
     centre = (p + z * z / (2 * total)) / (1 + z * z / total)
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def normal_quantile() -> float:
-    """The two-sided normal quantile of :data:`CONFIDENCE` (1.96 for 95 %)."""
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
 
 def _t_interval(values: list[float]) -> tuple[float, float, float]:
@@ -202,9 +179,3 @@ def _t_interval(values: list[float]) -> tuple[float, float, float]:
 
     half = t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
-
-
-def _median(xs: list[float]) -> float:
-    n = len(xs)
-    mid = n // 2
-    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2

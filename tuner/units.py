@@ -1,10 +1,6 @@
-"""Numbers as reports hold them, and byte sizes for people.
-
-``as_number`` is the one reading of a reported value (JSON, CSV and pandas spell a missing number
-as None, NaN, pd.NA or text); ``json_ready`` the one way a value is made fit for a JSON file;
-``format_bytes`` the one formatter every table, line and plot uses, and ``parse_memory_size`` its
-parser; ``ratio_text`` and ``interval_text`` the one way a ratio and an interval are written
-(one dash, the en dash, so a negative bound never reads as a range)."""
+"""Numbers as reports hold them (``as_number``: the one reading of a missing number, whether
+None, NaN, pd.NA or text), byte sizes for people, and the one way a ratio and an interval are
+written (one dash, the en dash, so a negative bound never reads as a range)."""
 
 from __future__ import annotations
 
@@ -20,7 +16,6 @@ from tuner.errors import TunerError
 
 __all__ = [
     "DASH",
-    "GIB",
     "MIB",
     "as_number",
     "duration_text",
@@ -36,18 +31,9 @@ __all__ = [
 MIB = 2**20
 GIB = 2**30
 DASH = "–"  # between an interval's bounds, everywhere
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": MIB,
-    "gib": GIB,
-    "tib": 2**40,
-}
+_UNITS = {"": 1, "b": 1}
+for _power, _prefix in enumerate("kmgt", start=1):
+    _UNITS[f"{_prefix}b"], _UNITS[f"{_prefix}ib"] = 1000**_power, 1024**_power
 
 
 def as_number(value: Any) -> float:

@@ -1,7 +1,6 @@
-"""The experiment folder, both ends, Ray-free: its file names (``_files``), its metadata's one
-writer and reader (``_metadata``), the trials table's schema and CSV round trip (``_schema``),
-reading each file (``_read``) and a whole folder, reconciled (``_load``); and one driver at a
-time (:mod:`tuner.experiment.lock`, imported by the search only).
+"""The experiment folder, both ends, Ray-free: its file names, its metadata, the trials table's
+schema and CSV round trip, reading a whole folder, reconciled; and one driver at a time
+(:mod:`tuner.experiment.lock`, imported by the search only).
 """
 
 from __future__ import annotations

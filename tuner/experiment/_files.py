@@ -1,45 +1,13 @@
-"""The experiment folder's contract: every file name in it, declared once.
-
-``tuner search`` (the writer) and ``tuner report`` (the reader) both import these names through
-:mod:`tuner.experiment`; neither spells a file name itself.
-
-``<storage>/<name>/`` holds:
-
-- Ray Tune's experiment: ``experiment_state-*.json`` and one folder per trial (named by
-  :func:`tuner.search.tracking.trial_dirname`) with ``params.json`` (the trial's config),
-  ``result.json`` (JSON lines, one per ``tune.report``), TensorBoard's ``events.out.tfevents.*``
-  and, for a crashed trial, ``error.txt`` (``error.pkl`` beside it is never read);
-- :data:`STUDY_FILE`: the Optuna study (SQLite), study name = the experiment name; each of its
-  trials names its Ray trial in the user attribute :data:`STUDY_TRIAL_ID_ATTR`;
-- :data:`METADATA_FILE`: what was run (space, workload, objectives, budgets, hardware, state);
-- :data:`REMEASURE_FILE`: the top candidates re-measured after the search, one row per repeat;
-- :data:`EFFECTS_FILE`: the controlled technique effects around the recommended config;
-- :data:`PROBE_CACHE_FILE`: the speed settings probed per training config (reused by trials);
-- :data:`LOCK_FILE`: who drives the experiment now (:mod:`tuner.experiment.lock`; never uploaded).
-"""
+"""Every file name of the experiment folder, declared once: the search (the writer) and the
+report (the reader) both import them (what each file holds: docs/architecture.md,
+"Experiment folder")."""
 
 from __future__ import annotations
 
 from tuner.record import TRIAL_ID
 
-__all__ = [
-    "EFFECTS_FILE",
-    "ERROR_FILE",
-    "LOCK_FILE",
-    "METADATA_FILE",
-    "PARAMS_FILE",
-    "PROBE_CACHE_FILE",
-    "RAY_KEYS",
-    "RAY_STATE_GLOB",
-    "REMEASURE_FILE",
-    "RESULT_FILE",
-    "STUDY_FILE",
-    "STUDY_TRIAL_ID_ATTR",
-    "TUNER_FILES",
-]
-
 METADATA_FILE = "tuner_experiment.json"
-STUDY_FILE = "study.db"
+STUDY_FILE = "study.db"  # the Optuna study (SQLite), named after the experiment
 STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"

@@ -1,14 +1,11 @@
 """An experiment folder -> :class:`Experiment`: one row per trial, reconciled, from files only.
 
-A trial's row is its last valid report (every key of :mod:`tuner.record`), what it was
-(``kind``, by :func:`tuner.record.classify`) and Ray's view of it. Nothing is lost and nothing
-is guessed silently; what could not be read is listed in :attr:`Experiment.problems`:
-
-- Ray's trial states come from the experiment state file Ray itself would resume from. A trial
-  whose last report is final has ended, whatever Ray's (possibly stale) state says.
-- A damaged ``result.json`` line is skipped and the trial keeps its last valid report. When the
-  lost line was the final report and the Optuna study holds the trial's final values, they are
-  taken from the study; when the study and ``result.json`` disagree, that is listed.
+A trial's row is its last valid report, what it was (``kind``, :func:`tuner.record.classify`)
+and Ray's view of it. Nothing is guessed silently; what could not be read is listed in
+:attr:`Experiment.problems`. A trial whose last report is final has ended, whatever Ray's
+(possibly stale) state says. A damaged ``result.json`` line is skipped; when it was the final
+report, the final values the Optuna study holds are taken instead, and a disagreement between
+the study and ``result.json`` is listed.
 """
 
 from __future__ import annotations
@@ -129,9 +126,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
             "without it (no reconciliation with result.json, no parameter importance)."
         )
-    configs, rows, probed = _read_trials(path, _study_finals(study), problems)
+    configs, rows, given = _read_trials(path, _study_finals(study), problems)
     searched = list(_read.study_distributions(study))
-    params = _param_names(configs, metadata, searched, probed)
+    params = _param_names(configs, metadata, searched, given)
     return Experiment(
         name=name,
         path=path,
@@ -142,7 +139,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         searched_names=searched,
         remeasure=_read.read_table(path / REMEASURE_FILE),
         effects=_read.read_table(path / EFFECTS_FILE),
-        probe_cache=_read.read_probe_cache(path / PROBE_CACHE_FILE),
+        probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,
     )
@@ -170,18 +167,16 @@ def _looks_like_experiment(path: Path) -> bool:
 def _read_trials(
     path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
-    """Each trial's run config and row, and the settings only speed probes chose (in no
-    trial's parameters)."""
+    """Each trial's run config and row, and the names in any trial's ``params.json`` (a setting
+    only speed probes chose is in none)."""
     states = _read.ray_states(path, problems)
-    dirs = {p.parent.name: p.parent for p in path.glob(f"*/{PARAMS_FILE}")}
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    chosen: set[str] = set()
     given: set[str] = set()
-    for name in sorted(dirs, key=_trial_order):
-        trial_dir = dirs[name]
+    for trial_dir in sorted((p.parent for p in path.glob(f"*/{PARAMS_FILE}")), key=_trial_order):
         results = _read.read_results(trial_dir, problems)
+        name = trial_dir.name
         trial_id = str(
             results.last.get(record.TRIAL_ID) or by_dir.get(name) or _id_from_dirname(name)
         )
@@ -189,26 +184,22 @@ def _read_trials(
         params = _read.read_params(trial_dir, problems)
         configs[trial_id] = {**params, **speed_settings_of(result.get(record.SPEED_SETTINGS))}
         given |= set(params)
-        chosen |= set(configs[trial_id]) - set(params)
         state = states.pop(trial_id, {})
-        row = _trial_row(trial_id, name, trial_dir, result, results.reports, state, lost=lost)
-        rows.append({**row, **_trial_times(results.first, result)})
+        rows.append(_trial_row(trial_id, trial_dir, result, results, state, lost=lost))
     for trial_id, state in states.items():  # known to Ray, but no folder yet
-        rows.append(_trial_row(trial_id, "", None, {}, 0, state, lost=False))
-    return configs, rows, chosen - given
+        rows.append(_trial_row(trial_id, None, {}, _read.NO_RESULTS, state, lost=False))
+    return configs, rows, given
 
 
 def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
     """Ray trial id -> the user attributes of its finished Optuna trial (the measurements the
     searcher told the study when the trial completed)."""
-    if study is None:
-        return {}
-    finals: dict[str, dict[str, Any]] = {}
-    for trial in study.get_trials(deepcopy=False):
-        attrs = trial.user_attrs
-        if trial.state.is_finished() and STUDY_TRIAL_ID_ATTR in attrs and record.STATUS in attrs:
-            finals[str(attrs[STUDY_TRIAL_ID_ATTR])] = dict(attrs)
-    return finals
+    return {
+        str(trial.user_attrs[STUDY_TRIAL_ID_ATTR]): dict(trial.user_attrs)
+        for trial in (study.get_trials(deepcopy=False) if study is not None else ())
+        if trial.state.is_finished()
+        and {STUDY_TRIAL_ID_ATTR, record.STATUS} <= trial.user_attrs.keys()
+    }
 
 
 def _reconcile(
@@ -228,8 +219,7 @@ def _reconcile(
             f"trial {trial_id}: its {what}; its final status and "
             f"measurements are taken from {STUDY_FILE}."
         )
-    elif final_lost and results.reports:  # nothing else holds its final values: it keeps its
-        # last valid report
+    elif final_lost and results.reports:  # nothing else holds its final values
         result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
         return result, True
     elif told and result:
@@ -254,15 +244,15 @@ def _same(a: Any, b: Any) -> bool:
 
 def _trial_row(
     trial_id: str,
-    dirname: str,
     trial_dir: Path | None,
     result: Mapping[str, Any],
-    reports: int,
+    results: _read.Results,
     state: Mapping[str, Any],
     *,
     lost: bool,
 ) -> dict[str, Any]:
-    """``lost``: the trial's last report is damaged, so whether it ended is not known."""
+    """``result``: the reconciled last report; ``lost``: it is damaged, so whether the trial
+    ended is not known."""
     ray_status = str(state.get("status", ""))
     report = {k: v for k, v in result.items() if k not in RAY_KEYS and _is_scalar(v)}
     ended = not lost and (report.get(record.FINAL) is True or ray_status in _ENDED_BY_RAY)
@@ -275,6 +265,10 @@ def _trial_row(
     reason = str(report.get(record.INFEASIBLE_REASON) or ("" if feasible else error))
     trial_time = result.get(RAY_TIME_TOTAL_S, report.get(record.ENGINE_TIME_S))
     node = report.get(record.NODE) or result.get(RAY_HOSTNAME) or result.get(RAY_NODE_IP) or ""
+    # Ray stamps every report line (UTC, whole seconds): the trial started at the first one's
+    # time less its run time then.
+    first = results.first
+    started = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
     return {
         **report,
         record.TRIAL_ID: trial_id,
@@ -286,18 +280,10 @@ def _trial_row(
         record.TRIAL_TIME_S: as_number(trial_time),
         record.ERROR: error,
         record.RAY_STATUS: ray_status,
-        record.REPORTS: reports,
-        record.TRIAL_DIR: dirname,
-    }
-
-
-def _trial_times(first: Mapping[str, Any], last: Mapping[str, Any]) -> dict[str, Any]:
-    """``started_at`` / ``ended_at`` from the times Ray stamps on every report line (UTC,
-    whole seconds): the first report's time less the trial's run time then, the last's time."""
-    started = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
-    return {
+        record.REPORTS: results.reports,
+        record.TRIAL_DIR: trial_dir.name if trial_dir else "",
         record.STARTED_AT: _utc(started),
-        record.ENDED_AT: _utc(as_number(last.get(RAY_TIMESTAMP))),
+        record.ENDED_AT: _utc(as_number(result.get(RAY_TIMESTAMP))),
     }
 
 
@@ -305,10 +291,10 @@ def _utc(seconds: float) -> pd.Timestamp | None:
     return pd.Timestamp(round(seconds), unit="s", tz="UTC") if math.isfinite(seconds) else None
 
 
-def _trial_order(dirname: str) -> tuple[int, str]:
-    parts = dirname.split("_")
+def _trial_order(trial_dir: Path) -> tuple[int, str]:
+    parts = trial_dir.name.split("_")
     number = next((int(p) for p in parts[2:3] if p.isdigit()), 0)
-    return number, dirname
+    return number, trial_dir.name
 
 
 def _id_from_dirname(dirname: str) -> str:
@@ -323,7 +309,7 @@ def _param_names(
     configs: Mapping[str, Mapping[str, Any]],
     metadata: Mapping[str, Any],
     searched: list[str],
-    probed: set[str],
+    given: set[str],
 ) -> list[str]:
     """Searched names plus the settings the space derived from them (e.g. lr from base_lr).
     Speed knobs the probes chose are not parameters: ``speed_settings`` holds them."""
@@ -333,7 +319,7 @@ def _param_names(
     for key in keys:
         values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs.values()}
         fixed = len(values) <= 1 or (isinstance(workload, Mapping) and key in workload)
-        if not fixed and key not in probed:
+        if not fixed and key in given:
             names[key] = None
     return list(names)
 
@@ -349,8 +335,7 @@ def _trials_frame(
     frame = pd.DataFrame(rows)
     param_cols = [PARAM_PREFIX + n for n in params]
     rest = sorted(c for c in frame if c not in LEADING_COLUMNS and c not in param_cols)
-    frame = frame.reindex(columns=[*LEADING_COLUMNS, *rest, *param_cols])
-    return typed_trials(frame.reset_index(drop=True))
+    return typed_trials(frame.reindex(columns=[*LEADING_COLUMNS, *rest, *param_cols]))
 
 
 def _is_scalar(value: Any) -> bool:

@@ -1,9 +1,5 @@
-"""The experiment's metadata file: its one writer and its one reader.
-
-``tuner_experiment.json`` says what was run (space, workload, objectives, budgets, hardware) and
-how far it got (``state``: running | finished | interrupted). The search writes it; the report,
-the trackers and ``--resume`` read it, all through these functions.
-"""
+"""``tuner_experiment.json``, what was run and how far it got (``state``: running | finished |
+interrupted): its one writer and its one reader (the search, report, trackers and --resume)."""
 
 from __future__ import annotations
 

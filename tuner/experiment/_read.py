@@ -15,13 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment._files import (
-    ERROR_FILE,
-    PARAMS_FILE,
-    RAY_STATE_GLOB,
-    RESULT_FILE,
-    STUDY_FILE,
-)
+from tuner.experiment._files import ERROR_FILE, PARAMS_FILE, RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE
 from tuner.record import TRIAL_ID
 
 
@@ -60,11 +54,12 @@ def study_distributions(study: Any) -> dict[str, Any]:
     return found
 
 
-def read_probe_cache(file: Path) -> dict[str, Any]:
+def json_object(file: Path) -> dict[str, Any]:
+    """The JSON object a file holds; {} when it is absent, damaged or being written."""
     try:
         data = json.loads(file.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}  # none (speed probes off), or damaged
+    except (OSError, ValueError):
+        return {}
     return data if isinstance(data, dict) else {}
 
 
@@ -87,17 +82,13 @@ def ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
     (being written) is listed as a problem and the one before it is read instead. The state
     file is JSON; its pickled fields are hex strings that are never unpickled.
     """
-    for file in sorted(path.glob(RAY_STATE_GLOB), key=lambda p: p.name, reverse=True):
+    data: Any = {}
+    for file in sorted(path.glob(RAY_STATE_GLOB), reverse=True):
         try:
             data = json.loads(file.read_text())
+            break
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             problems.append(f"{file.name} could not be read ({reason(exc)}); an older one is used.")
-            continue
-        return _trial_states(data)
-    return {}
-
-
-def _trial_states(data: Any) -> dict[str, dict[str, Any]]:
     states: dict[str, dict[str, Any]] = {}
     for entry in data.get("trial_data", []) if isinstance(data, dict) else []:
         try:
@@ -121,38 +112,39 @@ class Results:
     lost_tail: bool  # a damaged line came after the last valid one: the latest report is lost
 
 
+NO_RESULTS = Results({}, {}, 0, lost_tail=False)  # no result.json (a trial that never started)
+
+
 def read_results(trial_dir: Path, problems: list[str]) -> Results:
     """The valid JSON lines of result.json; each damaged line is skipped and listed."""
     file = trial_dir / RESULT_FILE
-    if not file.exists():  # not written yet (a trial that never started)
-        return Results({}, {}, 0, lost_tail=False)
-    first: dict[str, Any] = {}
-    last: dict[str, Any] = {}
-    reports, lost_tail = 0, False
+    if not file.exists():
+        return NO_RESULTS
     try:
         text = file.read_text(errors="replace")
     except OSError as exc:  # unreadable (permissions, I/O): as if every line were damaged
         problems.append(f"{trial_dir.name}/{RESULT_FILE} cannot be read ({exc.strerror}).")
         return Results({}, {}, 0, lost_tail=True)
+    rows: list[dict[str, Any]] = []
+    lost_tail = False
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)  # Python's json reads NaN, as Ray writes it
-        except json.JSONDecodeError as exc:
-            row, why = None, reason(exc)
-        else:
             why = "" if isinstance(row, dict) else "not a JSON object"
+        except json.JSONDecodeError as exc:
+            why = reason(exc)
         if why:
             problems.append(
                 f"{trial_dir.name}/{RESULT_FILE} line {number} is damaged ({why}); skipped."
             )
-            lost_tail = True
-            continue
-        last, reports, lost_tail = row, reports + 1, False
-        first = first or row
+        else:
+            rows.append(row)
+        lost_tail = bool(why)
     # An empty file (truncated, a full disk) lost whatever it held: the study may still have it.
-    return Results(last, first, reports, lost_tail or not reports)
+    first, last = (rows[0], rows[-1]) if rows else ({}, {})
+    return Results(last, first, len(rows), lost_tail or not rows)
 
 
 def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
@@ -167,11 +159,10 @@ def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
 
 def error_text(trial_dir: Path | None) -> str:
     """The last line of a crashed trial's error.txt (error.pkl is never unpickled)."""
-    file = None if trial_dir is None else trial_dir / ERROR_FILE
-    if file is None or not file.is_file():
+    if trial_dir is None or not (trial_dir / ERROR_FILE).is_file():
         return ""
-    lines = [line for line in file.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    lines = (trial_dir / ERROR_FILE).read_text(errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 def reason(exc: Exception) -> str:

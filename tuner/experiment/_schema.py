@@ -1,17 +1,13 @@
-"""The trials table's schema and its CSV round trip.
+"""The trials table's schema and its CSV round trip (the dtypes: docs/architecture.md,
+"Report folder").
 
-Every column's dtype comes from :mod:`tuner.record` (the trial record's declarations, the
-engine's ``RunResult`` fields, ``effective_<field>``) or, for ``param_<name>``, from the
+A column's dtype comes from :mod:`tuner.record` or, for ``param_<name>``, from the
 ``TrainConfig`` field's type; a column neither declares (a metric of a newer engine, a space's
 own parameter) is inferred from its values as CSV writes them, so a round trip infers the same.
-Counts are nullable integers (``Int64``), measurements ``float64`` (NaN when missing), text
-``string`` (missing is ``<NA>``, never ""), flags ``boolean`` and times ``datetime64[ms, UTC]``.
-``trials.parquet`` keeps them; CSV cannot, so :func:`read_trials_csv` restores them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -118,11 +114,7 @@ def _inferred_dtype(values: pd.Series) -> str:
 
 def _csv_text(value: Any) -> str | None:
     """A value as ``to_csv`` writes it; ``None`` for missing (None, NaN, NA, NaT, "")."""
-    if value is None or value is pd.NA or value is pd.NaT or value == "":
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return str(value)
+    return None if pd.isna(value) or value == "" else str(value)
 
 
 def _is_number(text: str) -> bool:

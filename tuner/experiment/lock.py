@@ -1,14 +1,11 @@
 """One driver per experiment folder: a lock held by a live process, refused to a second one.
 
-Two drivers on one folder corrupt it (both add trials to the study, both re-measure on the
-same cores), so ``tuner search`` and ``tuner search --resume`` hold :data:`LOCK_FILE` for their
-whole run. The lock is the kernel's ``flock`` on that file, not the file's existence: it is
-released when its process ends in any way (kill -9 and a lost machine's reboot included), so a
-stale lock from a dead driver is taken over safely by the next one, without a race between two
-that try at once. The file itself keeps who holds it (host, pid, command, since) for the one
-line that refuses a second driver. Readers (``tuner report``) never take it.
-
-On a network filesystem ``flock`` is as good as the filesystem's locking (NFSv4 supports it).
+Two drivers on one folder corrupt it (both add trials to the study, both re-measure on the same
+cores). The lock is the kernel's ``flock`` on :data:`LOCK_FILE`, not the file's existence: it
+is released when its process ends in any way (kill -9 and a reboot included), so a dead
+driver's lock is taken over safely, without a race between two that try at once. The file
+keeps who holds it, for the line that refuses a second driver. Readers (``tuner report``) never
+take it. On a network filesystem ``flock`` is as good as its locking (NFSv4 supports it).
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment._files import LOCK_FILE
+from tuner.experiment._read import json_object
 
 __all__ = ["LOCK_FILE", "ExperimentLocked", "driver_lock", "holder", "refuse_if_held"]
 
@@ -45,23 +43,24 @@ def driver_lock(folder: Path, *, command: str) -> Iterator[None]:
     try:
         if not _try_lock(fd):
             raise ExperimentLocked(_refusal(folder))
-        _write_holder(fd, command)
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        info = dict(host=socket.gethostname(), pid=os.getpid(), command=command, since=since)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         yield
     finally:
         os.close(fd)  # closing releases the flock
 
 
-def _try_lock(fd: int, *, tries: int = 5) -> bool:
+def _try_lock(fd: int) -> bool:
     """Whether the exclusive lock was had; retried briefly, since a reader's look (``holder``)
     holds a shared lock for an instant."""
-    for attempt in range(tries):
-        try:
+    for attempt in range(5):
+        if attempt:
+            time.sleep(0.2)
+        with contextlib.suppress(BlockingIOError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if attempt < tries - 1:
-                time.sleep(0.2)
-            continue
-        return True
+            return True
     return False
 
 
@@ -72,11 +71,10 @@ def holder(folder: Path) -> dict[str, Any] | None:
         return None
     fd = os.open(path, os.O_RDONLY)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(path)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return None  # nobody holds it: what the file says is a dead driver's
+    except BlockingIOError:
+        return json_object(path)  # {}: being written by its holder this instant
     finally:
         os.close(fd)
 
@@ -91,27 +89,8 @@ def refuse_if_held(folder: Path) -> None:
         raise ExperimentLocked(_refusal(folder))
 
 
-def _write_holder(fd: int, command: str) -> None:
-    info = {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "command": command,
-        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-
-
-def _read_holder(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # being written by its holder this instant
-    return data if isinstance(data, dict) else {}
-
-
 def _refusal(folder: Path) -> str:
-    info = _read_holder(folder / LOCK_FILE)
+    info = json_object(folder / LOCK_FILE)
     who = f"process {info.get('pid', '?')} on {info.get('host', '?')}"
     since = f" since {info['since']}" if info.get("since") else ""
     command = f" ({info['command']})" if info.get("command") else ""
