@@ -15,8 +15,7 @@ from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes
-from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress
+from tuner.report._status import EFFECTS, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
@@ -36,9 +35,8 @@ def answer_section(
         export_config(answer.configs[str(row[TRIAL_ID])], out / f"recommended_{metric}.json")
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     failed = {f[TRIAL_ID] for f in progress.failures}
-    for trial_id, metrics in by_trial.items():
-        row = answer.best[metrics[0]]
-        blocks += _pick_text(row, metrics, answer.configs[trial_id], answer, failed)
+    for metrics in by_trial.values():
+        blocks += _pick_text(answer.best[metrics[0]], metrics, answer, failed)
     chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
     blocks += [
         _failures_text(progress.failures),
@@ -115,9 +113,7 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
     )
 
 
-def _pick_text(
-    row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
-) -> list[str]:
+def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
     title = " and ".join(names.get(m, m) for m in metrics)
     if len(metrics) == len(answer.best) and len(metrics) > 1:
@@ -136,12 +132,13 @@ def _pick_text(
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
     ]
-    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {describe(config)}.", "\n".join(facts)]
+    config = describe(answer.configs[str(row[TRIAL_ID])])
+    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
 
 
 def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
     if gain is None:
-        why = progress.not_run.get(EFFECTS_STEP)
+        why = progress.not_run.get(EFFECTS)
         if why:
             return f"The gain over the plain loop was not measured: the technique effects {why}."
         return "The recommended config already is the plain loop (no speed technique on)."
@@ -156,7 +153,6 @@ def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
 
 def _no_pick(experiment: Experiment) -> str:
     trials = experiment.trials
-    limit = memory_limit(experiment.metadata)
     over = int((trials[KIND] == "over budget").sum())
     errors = int((trials[KIND] == "errored").sum())
     lines = [
@@ -166,7 +162,8 @@ def _no_pick(experiment: Experiment) -> str:
     if over:
         lines.append(
             f"{plural(over, 'trial')} measured more than the budget of "
-            f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
+            f"{format_bytes(memory_limit(experiment.metadata))}: raise --max-memory or search "
+            "smaller batch sizes."
         )
     if errors:
         lines.append(
