@@ -115,9 +115,7 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
     if rows.empty:
         return None
     ratio = _num(rows, "throughput_ratio_vs_reference")
-    err = _err(
-        rows.rename(columns=lambda c: c.replace("throughput_ratio_vs_reference", "r")), "r", ratio
-    )
+    err = _err(rows, "throughput_ratio_vs_reference", ratio)
     colors = [
         "tab:gray" if t else ("tab:green" if r > 1 else "tab:red")
         for r, t in zip(ratio, rows["throughput_ratio_vs_reference_tie"], strict=True)

@@ -101,26 +101,22 @@ def write_report(
 
 
 def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
-    section = Section("Pareto front", anchor="front")
-    if answer.front.empty:
-        section.blocks.append("No trial ran ok to its end within the budget: there is no front.")
-    else:
+    trials, front = answer.trials, answer.front
+    blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
+    if not front.empty:
         source = (
             "re-measured medians (only re-measured candidates can be picked)"
             if answer.remeasured
             else "the search's own measurements"
         )
-        section.blocks.append(
-            f"{plural(len(answer.front), 'trial is', 'trials are')} Pareto-optimal for "
-            f"throughput vs accuracy, judged on {source}. {answer.sentence()}"
-        )
-        section.blocks.append(Table(_front_table(experiment, answer.front), "Pareto front"))
-    trials = answer.trials
+        blocks = [
+            f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for "
+            f"throughput vs accuracy, judged on {source}. {answer.sentence()}",
+            Table(_front_table(experiment, front), "Pareto front"),
+        ]
     if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
-        section.blocks.append(
-            _plots.pareto_plot(trials, answer.front, answer.objectives, out / "pareto.png")
-        )
-    return section
+        blocks.append(_plots.pareto_plot(trials, front, answer.objectives, out / "pareto.png"))
+    return Section("Pareto front", blocks, anchor="front")
 
 
 def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
@@ -209,10 +205,8 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
-    unseen = _effects.not_tried(
-        trials, experiment.searched_names, study_distributions(experiment.study)
-    )
-    for what, values in unseen.items():
+    searched = study_distributions(experiment.study)
+    for what, values in _effects.not_tried(trials, experiment.searched_names, searched).items():
         listed = ", ".join(user(v) for v in values)
         section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
     section.blocks.append(
@@ -258,10 +252,8 @@ def _importance(experiment: Experiment, answer: Answer, out: Path) -> Section:
         else:
             frame = pd.DataFrame(list(values.items()), columns=["parameter", "importance"])
             blocks.append(Table(frame, f"{metric}: fANOVA importance over finished trials"))
-    plot = _plots.importance_plot(found, out / "importance.png")
-    if plot:
-        blocks.append(plot)
-    return Section("Parameter importance", blocks, anchor="importance")
+    blocks.append(_plots.importance_plot(found, out / "importance.png"))
+    return Section("Parameter importance", [b for b in blocks if b], anchor="importance")
 
 
 def _more_plots(experiment: Experiment, out: Path) -> Section:

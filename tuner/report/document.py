@@ -96,8 +96,7 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 def _md_escape(text: str) -> str:
     """Plain text for Markdown: HTML's three characters as entities, Markdown's with a
     backslash, line breaks as spaces (a cell or a paragraph stays one)."""
-    text = " ".join(text.splitlines())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = html.escape(" ".join(text.splitlines()), quote=False)
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
