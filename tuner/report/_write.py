@@ -175,10 +175,9 @@ def _reference_note(answer: Answer) -> str:
     """Why this table's figure for the recommended config is not the answer's."""
     pick = answer.recommended
     figure = ""
-    if pick is not None:
-        source = "re-measured" if pick.get("throughput_source") == "re-measured" else "search"
+    if pick is not None:  # its throughput_source: "search" or "re-measured"
         ips = estimate_text(pick, "images_per_second", ",.0f")
-        figure = f" (section 1: {ips} images/s, {source})"
+        figure = f" (section 1: {ips} images/s, {pick['throughput_source']})"
     return (
         "The first row's images/s is the recommended config measured again here, in this "
         f"table's own short interleaved runs, so it differs from the answer's figure{figure}: "
