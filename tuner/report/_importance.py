@@ -8,7 +8,6 @@ failed trials (no value) do not distort it.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -65,7 +64,7 @@ def _params(row: pd.Series, distributions: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, distribution in distributions.items():
         value = row.get(PARAM_PREFIX + name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if pd.isna(value):  # None, NaN, or pd.NA in a nullable integer column
             continue  # a conditional parameter this trial did not sample
         if hasattr(distribution, "choices"):
             value = next((c for c in distribution.choices if str(c) == str(value)), None)
