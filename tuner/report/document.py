@@ -31,7 +31,6 @@ __all__ = [
     "Table",
     "change_text",
     "estimate_text",
-    "fmt",
     "markdown_table",
     "plural",
     "render_html",
@@ -111,7 +110,7 @@ def _plain(text: str) -> str:
 # ---- cells -----------------------------------------------------------------------------------
 
 
-def fmt(value: Any) -> str:
+def _fmt(value: Any) -> str:
     """One table cell: short floats, integers stay integers, missing is blank."""
     if value is None or value is pd.NA:
         return ""
@@ -188,7 +187,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(_md_escape(str(c)) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(_md_escape(fmt(v)) for v in row) + " |"
+        "| " + " | ".join(_md_escape(_fmt(v)) for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *rows])
@@ -215,7 +214,7 @@ def _html_block(block: Block) -> str:
         caption = f"<p class='caption'>{_inline(block.caption)}</p>" if block.caption else ""
         if block.frame.empty:
             return f"{caption}<p>(none)</p>"
-        cells = block.frame.map(fmt)
+        cells = block.frame.map(_fmt)
         classes = ["sortable"] if block.sortable else None
         table = cells.to_html(index=False, escape=True, border=0, classes=classes)
         return f"{caption}<div class='scroll'>{table}</div>"
