@@ -181,6 +181,32 @@ def test_importance_needs_enough_trials(report: Path) -> None:
     assert importance.count("fewer than 20 is noise") == 2
 
 
+def test_importance_skips_an_integer_parameter_a_trial_did_not_sample() -> None:
+    """A conditional ``suggest_int`` is missing (pd.NA, a nullable integer column) in the rows of
+    the trials that did not sample it: no parameter of theirs, not a crash."""
+    import optuna
+
+    from tuner.experiment import typed_trials
+    from tuner.report._importance import param_importances
+
+    dists = {
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+        "gn_groups": optuna.distributions.IntDistribution(1, 32),
+    }
+    study = optuna.create_study()
+    rows = []
+    for i in range(24):
+        params = {"lr": 10 ** (-4 + i / 8), **({"gn_groups": i + 1} if i % 2 else {})}
+        used = {k: dists[k] for k in params}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=used, value=1.0))
+        columns = {f"param_{k}": v for k, v in params.items()}
+        rows.append({"trial_id": str(i), "status": "ok", "images_per_second": 100.0 + i, **columns})
+    trials = typed_trials(pd.DataFrame(rows))
+    assert trials["param_gn_groups"].isna().any()
+    found = param_importances(study, trials, ["images_per_second"])["images_per_second"]
+    assert isinstance(found, dict) and "lr" in found
+
+
 def test_zero_feasible_experiment_says_why(infeasible_experiment: Path, tmp_path: Path) -> None:
     out = write_report(infeasible_experiment, out_dir=tmp_path / "r")
     trials = pd.read_csv(out / "trials.csv")

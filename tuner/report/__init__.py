@@ -1,11 +1,7 @@
 """``tuner report``: an experiment folder -> trials table, report.md / report.html, plots, configs.
 
-Public surface: :func:`write_report` (called by ``tuner search`` at the end of every search, with
-the experiment and answer it has, and by ``tuner report``). Implementation lives in the private
-modules: ``_write`` (the sections), ``_answer`` (section 1), ``_effects`` (technique tables),
-``_speed`` (section 4), ``_scaling`` (world sizes), ``_status`` (how far the experiment got),
-``_importance`` (Optuna), ``_plots`` (matplotlib), ``_configs`` (the recommended configs in
-words and as files), and ``document`` (the document model and its Markdown/HTML rendering).
+:func:`write_report` is the public surface (``tuner search`` and ``tuner report`` call it); the
+private modules are listed in docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes
-from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress
+from tuner.report._status import EFFECTS, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
@@ -26,40 +25,28 @@ __all__ = ["answer_section"]
 def answer_section(
     experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
 ) -> Section:
-    section = Section("The answer", anchor="answer")
     if not answer.best:
-        section.blocks += [_no_pick(experiment)]
-        return section
+        return Section("The answer", [_no_pick(experiment)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
-    section.blocks.append(_pick_line(recommended, config, answer))
-    chance = _chance_warning(recommended, config)
-    if chance:
-        section.blocks.append(chance)
-    failed = {f[TRIAL_ID] for f in progress.failures}
-    by_trial: dict[str, list[str]] = {}
+    blocks = [_pick_line(recommended, config, answer), _chance_warning(recommended, config)]
+    by_trial: dict[str, list[str]] = {}  # a trial best on two objectives is one pick
     for metric, row in answer.best.items():
+        export_config(answer.configs[str(row[TRIAL_ID])], out / f"recommended_{metric}.json")
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
-    files = {}
-    for trial_id, metrics in by_trial.items():
-        row = answer.best[metrics[0]]
-        config = answer.configs[trial_id]
-        for metric in metrics:
-            files[metric] = export_config(config, out / f"recommended_{metric}.json")
-        section.blocks.extend(_pick_text(row, metrics, config, answer, failed))
-    failures = _failures_text(progress.failures)
-    if failures:
-        section.blocks.append(failures)
-    gain = _effects.plain_loop_gain(effects)
-    section.blocks.append(_gain_text(gain, progress))
-    section.blocks.append(answer.sentence())
+    failed = {f[TRIAL_ID] for f in progress.failures}
+    for metrics in by_trial.values():
+        blocks += _pick_text(answer.best[metrics[0]], metrics, answer, failed)
     chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
-    section.blocks.append(
+    blocks += [
+        _failures_text(progress.failures),
+        _gain_text(_effects.plain_loop_gain(effects), progress),
+        answer.sentence(),
         f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
-        f"{_shown_path(files[chosen])}` (the full run config: the fixed workload plus the chosen "
-        "settings, lr already computed)."
-    )
-    return section
+        f"{_shown_path(out / f'recommended_{chosen}.json')}` (the full run config: the fixed "
+        "workload plus the chosen settings, lr already computed).",
+    ]
+    return Section("The answer", [block for block in blocks if block], anchor="answer")
 
 
 def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
@@ -114,22 +101,19 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
     if not failures:
         return ""
     runs = sum(int(f["runs"]) for f in failures)
-    trials = {f[TRIAL_ID] for f in failures}
-    lines = [
-        f"**{plural(runs, 're-measurement run')} failed** "
-        f"({plural(len(trials), 'trial')}): a trial none of whose re-measurements finished "
-        "keeps its figure as measured in the search."
-    ]
-    lines += [
+    trials = len({f[TRIAL_ID] for f in failures})
+    named = "\n".join(
         f"- trial `{f[TRIAL_ID]}`, {plural(int(f['runs']), 'run')}: {user(f[ERROR])}"
         for f in failures
-    ]
-    return "\n\n".join([lines[0], "\n".join(lines[1:])])
+    )
+    return (
+        f"**{plural(runs, 're-measurement run')} failed** ({plural(trials, 'trial')}): a trial "
+        f"none of whose re-measurements finished keeps its figure as measured in the search."
+        f"\n\n{named}"
+    )
 
 
-def _pick_text(
-    row: pd.Series, metrics: list[str], config: Any, answer: Answer, failed: set[str]
-) -> list[str]:
+def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
     title = " and ".join(names.get(m, m) for m in metrics)
     if len(metrics) == len(answer.best) and len(metrics) > 1:
@@ -148,12 +132,13 @@ def _pick_text(
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
     ]
-    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {describe(config)}.", "\n".join(facts)]
+    config = describe(answer.configs[str(row[TRIAL_ID])])
+    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
 
 
 def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
     if gain is None:
-        why = progress.not_run.get(EFFECTS_STEP)
+        why = progress.not_run.get(EFFECTS)
         if why:
             return f"The gain over the plain loop was not measured: the technique effects {why}."
         return "The recommended config already is the plain loop (no speed technique on)."
@@ -168,7 +153,6 @@ def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
 
 def _no_pick(experiment: Experiment) -> str:
     trials = experiment.trials
-    limit = memory_limit(experiment.metadata)
     over = int((trials[KIND] == "over budget").sum())
     errors = int((trials[KIND] == "errored").sum())
     lines = [
@@ -178,7 +162,8 @@ def _no_pick(experiment: Experiment) -> str:
     if over:
         lines.append(
             f"{plural(over, 'trial')} measured more than the budget of "
-            f"{format_bytes(limit)}: raise --max-memory or search smaller batch sizes."
+            f"{format_bytes(memory_limit(experiment.metadata))}: raise --max-memory or search "
+            "smaller batch sizes."
         )
     if errors:
         lines.append(
@@ -189,7 +174,5 @@ def _no_pick(experiment: Experiment) -> str:
 
 def _shown_path(path: Path) -> Path:
     """``path`` relative to the working directory when it lies below it."""
-    try:
-        return path.resolve().relative_to(Path.cwd())
-    except ValueError:
-        return path
+    full = path.resolve()
+    return full.relative_to(Path.cwd()) if full.is_relative_to(Path.cwd()) else path

@@ -29,18 +29,14 @@ def export_config(config: TrainConfig, path: Path) -> Path:
 def describe(config: TrainConfig) -> str:
     """The registry knobs of ``config`` in plain words: what is on, batch size and lr."""
     parts = [f"batch size {config.batch_size}", f"lr {config.lr:.2g}"]
-    values = config.to_dict()
+    norms = {"group": f"GroupNorm with {plural(config.gn_groups, 'group')}", "batch": "BatchNorm"}
     for entry in KNOBS:
-        value = values[entry.field]
+        value = getattr(config, entry.field)
         if entry.field in ("batch_size", "lr", "gn_groups") or entry.companion:
             continue
         if entry.field == "norm":
-            if value == "group":
-                parts.append(f"GroupNorm with {plural(config.gn_groups, 'group')}")
-            elif value == "batch":
-                parts.append("BatchNorm")
-            continue
-        if value != entry.off:
+            parts += [norms[value]] if value in norms else []
+        elif value != entry.off:
             parts.append(entry.label if isinstance(value, bool) else f"{entry.label} {value}")
     if config.amp == "off":
         parts.append("fp32")

@@ -1,15 +1,7 @@
-"""What each technique does: the controlled effects table, and an observational appendix.
-
-The controlled table summarizes ``effects.csv`` (:mod:`tuner.search.after_search`): each arm is the
-recommended config with one knob switched, measured interleaved with it, so its change is a
-paired ratio (images/s) or difference (peak memory) with a 95 % interval. An interval that
-contains "no change" reads "no measurable effect (within noise at +-X %)", X how far the
-interval reaches: a reader sees what effect it could still hide. An arm whose setting did not
-run here reads "fell back". The plain loop's row says what the recommendation buys over it.
-
-The appendix counts, per registry knob, the trials that *ran* with it on and off (the
-``effective_<field>`` columns, so a CUDA-only switch that fell back on a CPU counts as off), with
-their median images/s: observational, since everything else varies between the groups.
+"""What each technique does: the controlled effects table (``effects.csv``: each arm the
+recommended config with one knob switched, paired with it by round), and an observational
+appendix counting the trials that *ran* with each knob (``effective_<field>``: a switch that
+fell back counts as off), where everything else varies between the groups.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ __all__ = [
     "not_tried",
     "observed_techniques",
     "plain_loop_gain",
-    "verdict",
 ]
 
 
@@ -42,33 +33,27 @@ def controlled_effects(effects: pd.DataFrame | None) -> pd.DataFrame:
     return summarize(effects)
 
 
-def verdict(row: pd.Series) -> str:
+def _verdict(row: pd.Series) -> str:
     """In words: faster/slower beyond noise, no measurable effect, fell back, failed."""
     if row.get("failed") and not is_finite(row.get("images_per_second")):
         return f"failed ({row['failed']})"
     if row.get("fell_back"):
         return "fell back: " + str(row["fell_back"])
-    ratio = as_number(row.get("throughput_ratio_vs_reference"))
+    key = "throughput_ratio_vs_reference"
+    ratio, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(ratio):
         return "not measured"
-    if math.isnan(as_number(row.get("throughput_ratio_vs_reference_low"))):
+    if math.isnan(low):
         return "one pair: no interval, no verdict"
-    speed = (
-        f"no measurable effect on speed (within noise at +-{_reach(row):.0%})"
-        if row.get("throughput_ratio_vs_reference_tie")
-        else ("faster" if ratio > 1 else "slower")
-    )
+    if row.get(f"{key}_tie"):  # +-X %: how large an effect could still hide in the noise
+        reach = Change(ratio, low, high, 2, 1.0).half_width
+        speed = f"no measurable effect on speed (within noise at +-{reach:.0%})"
+    else:
+        speed = "faster" if ratio > 1 else "slower"
     memory = as_number(row.get("memory_change_bytes_vs_reference"))
     if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
         speed += ", " + ("more" if memory > 0 else "less") + " memory"
     return speed
-
-
-def _reach(row: pd.Series) -> float:
-    """How far the ratio's interval reaches: an effect smaller than this could hide in it."""
-    key = "throughput_ratio_vs_reference"
-    ratio, low, high = (as_number(row.get(k)) for k in (key, f"{key}_low", f"{key}_high"))
-    return Change(ratio, low, high, 2, 1.0).half_width
 
 
 def effects_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -80,7 +65,7 @@ def _effects_row(row: pd.Series) -> dict[str, Any]:
     if row["arm"] == REFERENCE:
         arm, speed, memory, judged = "(none: the recommended config)", "", "", ""
     else:
-        arm, judged = row["arm"], verdict(row)
+        arm, judged = row["arm"], _verdict(row)
         speed = change_text(row, "throughput_ratio_vs_reference")
         memory = change_text(row, "memory_change_bytes_vs_reference")
     return {
@@ -99,20 +84,16 @@ def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:
     if summary.empty or PLAIN not in set(summary["arm"]):
         return None
     row = summary[summary["arm"] == PLAIN].iloc[0]
-    ratio = as_number(row.get("throughput_ratio_vs_reference"))  # plain / recommended
+    key = "throughput_ratio_vs_reference"  # plain / recommended
+    ratio, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(ratio) or ratio <= 0:
         return None
-    low, high = (
-        as_number(row.get("throughput_ratio_vs_reference_low")),
-        as_number(row.get("throughput_ratio_vs_reference_high")),
-    )
     return {
         "ratio": 1 / ratio,
         "low": 1 / high if high > 0 else math.nan,
         "high": 1 / low if low > 0 else math.nan,
-        "tie": bool(row.get("throughput_ratio_vs_reference_tie")),
+        "tie": bool(row.get(f"{key}_tie")),
         "plain_images_per_second": as_number(row.get("images_per_second")),
-        "memory_change_bytes": -as_number(row.get("memory_change_bytes_vs_reference")),
     }
 
 
@@ -126,16 +107,14 @@ def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
             continue
         values = done[column].dropna().astype(str)
         values = values[values != ""]
-        if values.nunique() < 1:
-            continue
         for value, group in done.loc[values.index].groupby(values):
-            ips = pd.to_numeric(group["images_per_second"], errors="coerce").dropna()
+            ips = pd.to_numeric(group["images_per_second"], errors="coerce")
             rows.append(
                 {
                     "technique": entry.label,
                     "ran with": f"{entry.field}={value}",
                     "trials": len(group),
-                    "median images/s": float(ips.median()) if len(ips) else math.nan,
+                    "median images/s": float(ips.median()),
                 }
             )
     return pd.DataFrame(rows)

@@ -8,7 +8,6 @@ failed trials (no value) do not distort it.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -16,14 +15,14 @@ import pandas as pd
 from tuner.experiment import PARAM_PREFIX, STUDY_FILE, study_distributions
 from tuner.report.document import plural
 
-__all__ = ["MIN_TRIALS", "param_importances"]
+__all__ = ["param_importances"]
 
 # fANOVA fits a random forest to the trials: from a handful of points its ranking is noise.
 MIN_TRIALS = 20
 
 
 def param_importances(
-    study: Any, trials: pd.DataFrame, metrics: list[str], *, seed: int = 0
+    study: Any, trials: pd.DataFrame, metrics: list[str]
 ) -> dict[str, dict[str, float] | str]:
     """metric -> {parameter: importance} (sums to 1), or a sentence saying why there is none."""
     if study is None:
@@ -31,12 +30,10 @@ def param_importances(
             m: f"no readable Optuna study ({STUDY_FILE}) in the experiment folder" for m in metrics
         }
     found = study_distributions(study)
-    return {m: _importance(found, trials, m, seed) for m in metrics}
+    return {m: _importance(found, trials, m) for m in metrics}
 
 
-def _importance(
-    dists: dict[str, Any], trials: pd.DataFrame, metric: str, seed: int
-) -> dict[str, float] | str:
+def _importance(dists: dict[str, Any], trials: pd.DataFrame, metric: str) -> dict[str, float] | str:
     import optuna
 
     ok = trials[(trials["status"] == "ok") & pd.to_numeric(trials[metric], errors="coerce").notna()]
@@ -55,7 +52,7 @@ def _importance(
                 value=float(row[metric]),
             )
         )
-    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=seed)
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
     try:
         found = optuna.importance.get_param_importances(study, evaluator=evaluator)
         return {name: float(value) for name, value in found.items()}
@@ -67,7 +64,7 @@ def _params(row: pd.Series, distributions: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, distribution in distributions.items():
         value = row.get(PARAM_PREFIX + name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if pd.isna(value):  # None, NaN, or pd.NA in a nullable integer column
             continue  # a conditional parameter this trial did not sample
         if hasattr(distribution, "choices"):
             value = next((c for c in distribution.choices if str(c) == str(value)), None)

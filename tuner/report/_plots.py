@@ -1,9 +1,6 @@
-"""The report's PNG plots (matplotlib, Agg backend: no display needed).
-
-Every point a plot states carries its interval where one exists (error bars); memory is in MiB;
-batch-size axes are labelled with the batch sizes themselves. Every trial a plot's title and
-legend promise is drawn, each kind marked apart; each plot comes back as an
-:class:`~tuner.report.document.Image` holding the points it drew, for the page to carry.
+"""The report's PNG plots (matplotlib, Agg backend: no display needed). Every trial a plot's
+title and legend promise is drawn, each kind marked apart, with its interval where one exists;
+each plot comes back as an :class:`~tuner.report.document.Image` holding the points it drew.
 """
 
 from __future__ import annotations
@@ -63,12 +60,10 @@ def pareto_plot(
         ax.scatter(xs, ys, s=130, facecolors="none", edgecolors="black", label=FRONT, zorder=3)
         points += _points(FRONT, ordered, xs, ys)
     band = ""
-    if not np.isfinite(_num(trials, x)).all():  # the bands of what was not measured
-        ax.axvline(0, color="0.85", lw=6, zorder=0)
-        band = "; not measured: on the grey band at 0"
-    if not np.isfinite(_num(trials, y)).all():
-        ax.axhline(0, color="0.85", lw=6, zorder=0)
-        band = "; not measured: on the grey band at 0"
+    for column, draw_band in ((x, ax.axvline), (y, ax.axhline)):
+        if not np.isfinite(_num(trials, column)).all():  # the band of what was not measured
+            draw_band(0, color="0.85", lw=6, zorder=0)
+            band = "; not measured: on the grey band at 0"
     ax.set(
         xlabel=f"{x} (median, interval)",
         ylabel=f"{y} (95% interval)",
@@ -93,10 +88,9 @@ def _on_band(values: np.ndarray) -> np.ndarray:
 def _points(
     series: str, frame: pd.DataFrame, xs: np.ndarray, ys: np.ndarray
 ) -> list[dict[str, Any]]:
-    ids = frame[TRIAL_ID].astype(str) if TRIAL_ID in frame else [""] * len(frame)
     return [
         {"series": series, "x": float(a), "y": float(b), TRIAL_ID: t}
-        for a, b, t in zip(xs, ys, ids, strict=True)
+        for a, b, t in zip(xs, ys, frame[TRIAL_ID].astype(str), strict=True)
     ]
 
 
@@ -121,9 +115,7 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
     if rows.empty:
         return None
     ratio = _num(rows, "throughput_ratio_vs_reference")
-    err = _err(
-        rows.rename(columns=lambda c: c.replace("throughput_ratio_vs_reference", "r")), "r", ratio
-    )
+    err = _err(rows, "throughput_ratio_vs_reference", ratio)
     colors = [
         "tab:gray" if t else ("tab:green" if r > 1 else "tab:red")
         for r, t in zip(ratio, rows["throughput_ratio_vs_reference_tie"], strict=True)

@@ -1,20 +1,11 @@
-"""The report's "Scaling" section: how far data-parallel trials scale with their world size.
-
-Shown when the finished trials ran at more than one world size (``tuner search --world-size``
-across searches, or a space whose ``world_size`` parameter varies):
-
-- images/s by world size: the median over the trials of each world size with its
-  interval (:func:`tuner.stats.median_interval`), per worker, and the scaling efficiency: the
-  global images/s over N times the smallest world size's per-worker rate (1 = linear);
-- what the recommended config gains per added worker, from the trials that ran its settings at
-  other world sizes (each with its own measured interval);
-- the accuracy at each global batch (world size x per-worker batch): the learning rate follows the
-  global batch, so accuracy can move with the world size.
+"""The report's "Scaling" section, shown when the finished trials ran at more than one world
+size: images/s by world size and the scaling efficiency, what the recommended settings gain per
+added worker, and the accuracy by global batch (the lr follows the global batch, so accuracy can
+move with the world size).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,23 +27,18 @@ _SIZE = "world size"  # the column header of the number of data-parallel workers
 def scaling_section(
     experiment: Experiment, *, recommended: Mapping[str, Any] | None = None
 ) -> Section | None:
-    """The "Scaling" section, or ``None`` when the usable trials share one world size.
-
-    Args:
-        experiment: the experiment read from its folder.
-        recommended: the recommended trial's row (``Answer.recommended``), if any.
-    """
+    """The "Scaling" section, or ``None`` when the usable trials share one world size;
+    ``recommended`` is the recommended trial's row (``Answer.recommended``), if any."""
     trials = _usable(experiment.trials)
     if trials.empty or trials["world_size"].nunique() < 2:
         return None
-    by_size = _by_world_size(trials)
-    smallest = int(by_size[_SIZE].iloc[0])
+    smallest = trials["world_size"].min()
     blocks: list[Any] = [
         "Images/s are global (every worker's images over the run's seconds); the efficiency is "
         f"images/s over N x the per-worker rate at world size {smallest} (1.00 = linear; "
         "its interval pairs the ends of both intervals). Trials of all configs are pooled per "
         "world size.",
-        Table(_throughput_table(by_size), "Images/s by world size (median [interval])"),
+        Table(_throughput_table(trials), "Images/s by world size (median [interval])"),
     ]
     if recommended is not None:
         blocks.append(_recommended_gain(experiment, trials, recommended))
@@ -71,17 +57,12 @@ def _usable(trials: pd.DataFrame) -> pd.DataFrame:
     return usable
 
 
-def _by_world_size(trials: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for size, group in trials.groupby("world_size", sort=True):
-        estimate = median_interval(pd.to_numeric(group[_IPS], errors="coerce").tolist())
-        rows.append({_SIZE: int(size), "trials": len(group), "estimate": estimate})
-    return pd.DataFrame(rows)
-
-
-def _throughput_table(by_size: pd.DataFrame) -> pd.DataFrame:
-    base: Estimate = by_size["estimate"].iloc[0]
-    base_size = int(by_size[_SIZE].iloc[0])
+def _throughput_table(trials: pd.DataFrame) -> pd.DataFrame:
+    by_size = {
+        int(size): (len(group), median_interval(group[_IPS].tolist()))
+        for size, group in trials.groupby("world_size", sort=True)
+    }
+    base_size, (_, base) = next(iter(by_size.items()))  # the smallest world size
     return pd.DataFrame(
         {
             _SIZE: size,
@@ -90,17 +71,16 @@ def _throughput_table(by_size: pd.DataFrame) -> pd.DataFrame:
             "per worker": f"{estimate.median / size:,.0f}",
             "scaling efficiency": _efficiency(estimate, size, base, base_size),
         }
-        for size, count, estimate in by_size[[_SIZE, "trials", "estimate"]].itertuples(False)
+        for size, (count, estimate) in by_size.items()
     )
 
 
 def _efficiency(estimate: Estimate, size: int, base: Estimate, base_size: int) -> str:
-    per_base = base.median / base_size
-    value = estimate.median / (size * per_base)
+    """Images/s over ``size`` x the base's per-worker rate, its interval from opposite ends."""
+    value = estimate.median / (size * base.median / base_size)
     low = estimate.low / (size * base.high / base_size)
     high = estimate.high / (size * base.low / base_size)
-    interval = interval_text(low, high)
-    return f"{value:.2f} {interval}" if interval else f"{value:.2f}"
+    return f"{value:.2f} {interval_text(low, high)}".rstrip()
 
 
 def _recommended_gain(
@@ -109,26 +89,26 @@ def _recommended_gain(
     """The recommended settings at each world size they ran at, and the gain per worker."""
     tid = str(recommended.get(TRIAL_ID))
     same = trials[[_same_settings(experiment, tid, str(t)) for t in trials[TRIAL_ID]]]
-    sizes = sorted(set(same["world_size"]))
-    if len(sizes) < 2:
+    if same["world_size"].nunique() < 2:
         return (
             f"The recommended config ({tid}) ran at one world size only; run it with another "
             "--world-size (or a space with a `world_size` parameter) to see its own gain "
             "per added worker."
         )
-    best = same.sort_values(_IPS, ascending=False).drop_duplicates("world_size")
-    best = best.sort_values("world_size")
+    fastest = same.sort_values(_IPS, ascending=False).drop_duplicates("world_size")
+    best = fastest.sort_values("world_size")  # each world size's fastest run of the settings
     first = best.iloc[0]
     rows = []
     for _, row in best.iterrows():
         added = int(row["world_size"]) - int(first["world_size"])
-        gain = (as_number(row[_IPS]) - as_number(first[_IPS])) / added if added else math.nan
         rows.append(
             {
                 _SIZE: int(row["world_size"]),
                 "trial": row[TRIAL_ID],
                 "images/s": estimate_text(row, _IPS, ",.0f"),
-                "gain per added worker (images/s)": "" if math.isnan(gain) else f"{gain:+,.0f}",
+                "gain per added worker (images/s)": f"{(row[_IPS] - first[_IPS]) / added:+,.0f}"
+                if added
+                else "",
             }
         )
     caption = f"The recommended config's settings ({tid}) at each world size"
@@ -138,9 +118,8 @@ def _recommended_gain(
 def _same_settings(experiment: Experiment, tid: str, other: str) -> bool:
     """Whether two trials ran the same parameters, the world size aside."""
     a, b = experiment.configs.get(tid, {}), experiment.configs.get(other, {})
-    ignored = {WORLD_SIZE_PARAM, "seed"}
-    keys = (set(a) | set(b)) - ignored
-    return bool(a) and all(a.get(k) == b.get(k) for k in keys if k in experiment.param_names)
+    keys = [k for k in experiment.param_names if k not in (WORLD_SIZE_PARAM, "seed")]
+    return bool(a) and all(a.get(k) == b.get(k) for k in keys)
 
 
 def _accuracy_table(experiment: Experiment, trials: pd.DataFrame) -> pd.DataFrame:

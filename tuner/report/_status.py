@@ -1,12 +1,7 @@
 """How far an experiment got: its state, the steps after the trials that did not run and why,
-and the re-measurements that failed. The report says these first: an unfinished experiment
-must not read as final.
-
-The state is the metadata's (``running`` | ``finished`` | ``interrupted``); ``running`` is
-checked against the driver lock (:func:`tuner.experiment.lock.holder`), since a driver killed
-with -9 leaves ``running`` behind. Whether a step was turned off is the metadata's ``options``
-(``remeasure_top``, ``effects_repeats``); otherwise a step that left no file did not run because
-the search did not get that far.
+and the re-measurements that failed; the report says these first, so that an unfinished
+experiment does not read as final. ``running`` is checked against the driver lock, since a
+driver killed with -9 leaves ``running`` behind in the metadata.
 """
 
 from __future__ import annotations
@@ -35,10 +30,6 @@ class Progress:
     lead: list[str]  # the report's first blocks: the state, then the steps (none if finished)
     not_run: dict[str, str]  # step -> why it did not run (REMEASURE, EFFECTS)
     failures: list[dict[str, Any]]  # each failed re-measurement: {trial_id, error, runs}
-
-    @property
-    def finished(self) -> bool:
-        return self.state == "finished"
 
 
 def progress_of(experiment: Experiment) -> Progress:

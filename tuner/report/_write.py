@@ -1,10 +1,9 @@
-"""Assemble the report: the answer first, then the evidence, then the details (folded); the
-sections in the order :func:`write_report` lists them."""
+"""Assemble the report: the answer first, then the evidence, then the details (folded)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,7 @@ from tuner.report._answer import answer_section
 from tuner.report._importance import param_importances
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
-from tuner.report._status import EFFECTS as EFFECTS_STEP
-from tuner.report._status import Progress, progress_of
+from tuner.report._status import EFFECTS, Progress, progress_of
 from tuner.report.document import (
     Details,
     Section,
@@ -63,15 +61,11 @@ def write_report(
     experiment: Path | Experiment, answer: Answer | None = None, *, out_dir: Path
 ) -> Path:
     """Write ``trials.csv``, ``trials.parquet``, ``report.md``, ``report.html``, plots and
-    ``recommended_<metric>.json`` for an experiment folder (finished, partial or all-failed).
+    ``recommended_<metric>.json`` for an experiment (finished, partial or all-failed) into
+    ``out_dir`` (created if needed, its files overwritten); return ``out_dir``.
 
-    Args:
-        experiment: the experiment folder (``<storage>/<name>``), or it already loaded.
-        answer: its answer, when the caller decided already (``tuner search`` has).
-        out_dir: the report folder; created if needed, files in it are overwritten.
-
-    Returns:
-        ``out_dir``.
+    ``experiment`` is the folder (``<storage>/<name>``) or it already loaded; ``answer`` is
+    given when the caller decided already (``tuner search`` has).
 
     Raises:
         TunerError: the folder is missing or not an experiment.
@@ -107,26 +101,22 @@ def write_report(
 
 
 def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
-    section = Section("Pareto front", anchor="front")
-    if answer.front.empty:
-        section.blocks.append("No trial ran ok to its end within the budget: there is no front.")
-    else:
+    trials, front = answer.trials, answer.front
+    blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
+    if not front.empty:
         source = (
             "re-measured medians (only re-measured candidates can be picked)"
             if answer.remeasured
             else "the search's own measurements"
         )
-        section.blocks.append(
-            f"{plural(len(answer.front), 'trial is', 'trials are')} Pareto-optimal for "
-            f"throughput vs accuracy, judged on {source}. {answer.sentence()}"
-        )
-        section.blocks.append(Table(_front_table(experiment, answer.front), "Pareto front"))
-    trials = answer.trials
+        blocks = [
+            f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for "
+            f"throughput vs accuracy, judged on {source}. {answer.sentence()}",
+            Table(_front_table(experiment, front), "Pareto front"),
+        ]
     if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
-        section.blocks.append(
-            _plots.pareto_plot(trials, answer.front, answer.objectives, out / "pareto.png")
-        )
-    return section
+        blocks.append(_plots.pareto_plot(trials, front, answer.objectives, out / "pareto.png"))
+    return Section("Pareto front", blocks, anchor="front")
 
 
 def _front_table(experiment: Experiment, front: pd.DataFrame) -> pd.DataFrame:
@@ -157,13 +147,14 @@ def _config_columns(experiment: Experiment, row: pd.Series) -> dict[str, Any]:
 def _techniques(
     experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
 ) -> Section:
-    section = Section("What each technique does for the recommended config", anchor="techniques")
-    info = experiment.metadata.get("effects") or {}
+    title = "What each technique does for the recommended config"
     if effects.empty:
-        why = progress.not_run.get(EFFECTS_STEP, f"not run ({EFFECTS_FILE} has no rows)")
-        section.blocks.append(f"Not measured: the technique effects step was {why}.")
-        return section
-    section.blocks.append(
+        why = progress.not_run.get(EFFECTS, f"not run ({EFFECTS_FILE} has no rows)")
+        blocks = [f"Not measured: the technique effects step was {why}."]
+        return Section(title, blocks, anchor="techniques")
+    info = experiment.metadata.get("effects") or {}
+    left = [*info.get("left_out", []), *info.get("dropped", [])]
+    blocks = [
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
         f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
         "changes are paired by round, with 95% intervals. **No measurable effect** means the "
@@ -171,27 +162,22 @@ def _techniques(
         "+-X % says how large an effect could still hide in it. "
         "**Fell back** means the setting could not run here, so nothing was compared. Accuracy "
         "is not re-measured here: the speed techniques do not change the maths of training; AMP "
-        "and the norm layers do, and the search's trials show their accuracy."
-    )
-    section.blocks.append(_reference_note(answer))
-    section.blocks.append(Table(_effects.effects_table(effects), "One change at a time"))
-    plot = _plots.effects_plot(effects, out / "effects.png")
-    if plot is not None:
-        section.blocks.append(plot)
-    left = [*info.get("left_out", []), *info.get("dropped", [])]
-    if left:
-        section.blocks.append("\n".join(f"- not compared: {user(line)}" for line in left))
-    return section
+        "and the norm layers do, and the search's trials show their accuracy.",
+        _reference_note(answer),
+        Table(_effects.effects_table(effects), "One change at a time"),
+        _plots.effects_plot(effects, out / "effects.png"),
+        "\n".join(f"- not compared: {user(line)}" for line in left),
+    ]
+    return Section(title, [block for block in blocks if block], anchor="techniques")
 
 
 def _reference_note(answer: Answer) -> str:
     """Why this table's figure for the recommended config is not the answer's."""
     pick = answer.recommended
     figure = ""
-    if pick is not None:
-        source = "re-measured" if pick.get("throughput_source") == "re-measured" else "search"
+    if pick is not None:  # its throughput_source: "search" or "re-measured"
         ips = estimate_text(pick, "images_per_second", ",.0f")
-        figure = f" (section 1: {ips} images/s, {source})"
+        figure = f" (section 1: {ips} images/s, {pick['throughput_source']})"
     return (
         "The first row's images/s is the recommended config measured again here, in this "
         f"table's own short interleaved runs, so it differs from the answer's figure{figure}: "
@@ -218,10 +204,8 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
-    unseen = _effects.not_tried(
-        trials, experiment.searched_names, study_distributions(experiment.study)
-    )
-    for what, values in unseen.items():
+    searched = study_distributions(experiment.study)
+    for what, values in _effects.not_tried(trials, experiment.searched_names, searched).items():
         listed = ", ".join(user(v) for v in values)
         section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
     section.blocks.append(
@@ -236,27 +220,21 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
 def _all_trials(experiment: Experiment, answer: Answer) -> pd.DataFrame:
     """One row per trial: what it was, what it searched, how it ran, what it measured; the
     search's figure and the re-measured one in their own columns (they are two measurements)."""
-    decided = answer.trials.set_index(answer.trials[TRIAL_ID].astype(str))
-    rows = []
-    for _, row in experiment.trials.iterrows():
-        tid = str(row[TRIAL_ID])
-        mine = decided.loc[tid] if tid in decided.index else row
-        remeasured = mine.get("throughput_source") == "re-measured"
-        rows.append(
-            {
-                TRIAL_ID: tid,
-                KIND: row[KIND],
-                **_config_columns(experiment, row),
-                "images/s in search": as_number(row.get("images_per_second")),
-                "images/s re-measured": as_number(mine["images_per_second"])
-                if remeasured
-                else math.nan,
-                "val accuracy": as_number(row.get("val_accuracy")),
-                "peak memory MiB": as_number(row.get("peak_memory_bytes")) / MIB,
-                "trial seconds": as_number(row.get(TRIAL_TIME_S)),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            TRIAL_ID: str(row[TRIAL_ID]),
+            KIND: row[KIND],
+            **_config_columns(experiment, row),
+            "images/s in search": as_number(row["search_images_per_second"]),
+            "images/s re-measured": as_number(row["images_per_second"])
+            if row["throughput_source"] == "re-measured"
+            else math.nan,
+            "val accuracy": as_number(row["val_accuracy"]),
+            "peak memory MiB": as_number(row["peak_memory_bytes"]) / MIB,
+            "trial seconds": as_number(row[TRIAL_TIME_S]),
+        }
+        for _, row in answer.trials.iterrows()  # every trial, re-measured figures beside
+    )
 
 
 # ---- 6. importance, 7. plots -----------------------------------------------------------------
@@ -271,12 +249,10 @@ def _importance(experiment: Experiment, answer: Answer, out: Path) -> Section:
         if isinstance(values, str):
             blocks.append(f"- {metric}: {values}")
         else:
-            frame = pd.DataFrame({"parameter": list(values), "importance": list(values.values())})
+            frame = pd.DataFrame(list(values.items()), columns=["parameter", "importance"])
             blocks.append(Table(frame, f"{metric}: fANOVA importance over finished trials"))
-    plot = _plots.importance_plot(found, out / "importance.png")
-    if plot:
-        blocks.append(plot)
-    return Section("Parameter importance", blocks, anchor="importance")
+    blocks.append(_plots.importance_plot(found, out / "importance.png"))
+    return Section("Parameter importance", [b for b in blocks if b], anchor="importance")
 
 
 def _more_plots(experiment: Experiment, out: Path) -> Section:
@@ -297,6 +273,7 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
 def _details(experiment: Experiment, progress: Progress) -> Section:
     meta = experiment.metadata
     trials = experiment.trials
+    limit = memory_limit(meta)
     summary = "\n".join(
         [
             f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
@@ -304,7 +281,7 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             *(f"- {step}: {why}" for step, why in progress.not_run.items()),
             f"- space: {user(meta.get('space', 'unknown'))}, sampler "
             f"{user(meta.get('sampler', '?'))}, seed {user(meta.get('seed', '?'))}",
-            f"- memory limit: {format_bytes(memory_limit(meta)) if memory_limit(meta) else 'none'}",
+            f"- memory limit: {format_bytes(limit) if limit else 'none'}",
             f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
             f"- summed trial wall time: {duration_text(trials[TRIAL_TIME_S].sum())}",
             f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
@@ -315,9 +292,9 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]
     )
-    meanings = column_meanings()
-    columns = pd.DataFrame({"column": list(meanings), "meaning": list(meanings.values())})
-    metadata = Details(f"Run metadata ({METADATA_FILE})", [Table(_metadata_table(meta))])
+    columns = pd.DataFrame(list(column_meanings().items()), columns=["column", "meaning"])
+    keys = pd.DataFrame(_metadata_rows(meta), columns=["key", "value"])
+    metadata = Details(f"Run metadata ({METADATA_FILE})", [Table(keys)])
     observed = Details(
         "Techniques across trials (observational)",
         [_OBSERVED, Table(_effects.observed_techniques(trials))],
@@ -343,13 +320,11 @@ _COLUMNS_NOTE = (
 )
 
 
-def _metadata_table(meta: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
-    rows = []
+def _metadata_rows(meta: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
     for key, value in meta.items():
         if key == "options":
             continue  # the same settings as the top-level keys
         if isinstance(value, Mapping):
-            rows.extend(_metadata_table(value, f"{prefix}{key}.").itertuples(index=False))
+            yield from _metadata_rows(value, f"{prefix}{key}.")
         else:
-            rows.append((f"{prefix}{key}", str(value)))
-    return pd.DataFrame(rows, columns=["key", "value"])
+            yield f"{prefix}{key}", str(value)

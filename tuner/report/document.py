@@ -1,17 +1,10 @@
-"""A small document model rendered two ways, Markdown and one self-contained HTML file, and the
-cell formatting every table of the report and the ablation shares.
+"""A small document model rendered two ways, Markdown and one self-contained HTML file (PNGs
+inlined, its own CSS and sort script: it opens from disk with no server), and the cell
+formatting every table of the report and the ablation shares.
 
-The HTML embeds every PNG as base64 and carries its own CSS and script, so it opens from disk
-or an e-mail attachment with no server and no other file. Wide tables scroll inside their own
-box; :class:`Details` blocks are folded (``<details>``) until opened; a ``sortable`` table sorts
-by the column whose header is clicked. Each plot carries the points it draws (``data-points``,
-one ``{series, x, y, trial_id}`` per point), its legend and its title, so what it promises can
-be checked.
-
-User text (names, categorical values, data names, error messages) enters a paragraph through
-:func:`user`, and every table cell is user text: both renderings escape it, so ``<script>`` or
-``**`` in a name is shown as written, never run or formatted. Markup (``**bold**``,
-```code```) belongs to the report's own words only, and never in a table cell.
+User text (names, categorical values, error messages) enters a paragraph through :func:`user`,
+and every table cell is user text: both renderings escape it, so ``<script>`` or ``**`` in a
+name is shown as written. Markup (``**bold**``, ```code```) belongs to the report's own words.
 """
 
 from __future__ import annotations
@@ -38,7 +31,6 @@ __all__ = [
     "Table",
     "change_text",
     "estimate_text",
-    "fmt",
     "markdown_table",
     "plural",
     "render_html",
@@ -103,8 +95,7 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 def _md_escape(text: str) -> str:
     """Plain text for Markdown: HTML's three characters as entities, Markdown's with a
     backslash, line breaks as spaces (a cell or a paragraph stays one)."""
-    text = " ".join(text.splitlines())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = html.escape(" ".join(text.splitlines()), quote=False)
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
@@ -119,7 +110,7 @@ def _plain(text: str) -> str:
 # ---- cells -----------------------------------------------------------------------------------
 
 
-def fmt(value: Any) -> str:
+def _fmt(value: Any) -> str:
     """One table cell: short floats, integers stay integers, missing is blank."""
     if value is None or value is pd.NA:
         return ""
@@ -155,16 +146,13 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
     value, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(value):
         return ""
-    if "ratio" in key:
-        show = "{:.2f}x".format
-    elif "bytes" in key:
 
-        def show(v: float) -> str:
+    def show(v: float) -> str:
+        if "ratio" in key:
+            return f"{v:.2f}x"
+        if "bytes" in key:
             return ("+" if v >= 0 else "-") + format_bytes(abs(v))
-    else:
-
-        def show(v: float) -> str:
-            return f"{100 * v:+.1f} pts"
+        return f"{100 * v:+.1f} pts"
 
     text = show(value)
     if math.isnan(low) or math.isnan(high):
@@ -199,7 +187,7 @@ def markdown_table(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(_md_escape(str(c)) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(_md_escape(fmt(v)) for v in row) + " |"
+        "| " + " | ".join(_md_escape(_fmt(v)) for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *rows])
@@ -212,9 +200,7 @@ def _md_block(block: Block) -> str:
         return f"<details><summary>{summary}</summary>\n\n{inner}\n</details>\n"
     if isinstance(block, Table):
         caption = f"*{_md_text(block.caption)}*\n\n" if block.caption else ""
-        if block.frame.empty:
-            return f"{caption}(none)\n"
-        return f"{caption}{markdown_table(block.frame)}\n"
+        return f"{caption}{'(none)' if block.frame.empty else markdown_table(block.frame)}\n"
     if isinstance(block, Image):
         return f"![{block.alt}]({block.path.name})\n"
     return f"{_md_text(block)}\n"
@@ -228,13 +214,13 @@ def _html_block(block: Block) -> str:
         caption = f"<p class='caption'>{_inline(block.caption)}</p>" if block.caption else ""
         if block.frame.empty:
             return f"{caption}<p>(none)</p>"
-        cells = block.frame.map(fmt)
+        cells = block.frame.map(_fmt)
         classes = ["sortable"] if block.sortable else None
         table = cells.to_html(index=False, escape=True, border=0, classes=classes)
         return f"{caption}<div class='scroll'>{table}</div>"
     if isinstance(block, Image):
         data = base64.b64encode(block.path.read_bytes()).decode("ascii")
-        points = html.escape(json.dumps(list(block.points), default=_json_number), quote=True)
+        points = html.escape(json.dumps(list(block.points)), quote=True)
         legend = html.escape(json.dumps(list(block.legend)), quote=True)
         return (
             f"<img alt='{html.escape(block.alt, quote=True)}' data-points='{points}' "
@@ -245,10 +231,6 @@ def _html_block(block: Block) -> str:
     if lines and all(line.startswith("- ") for line in lines):
         return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>"
     return f"<p>{_inline(block)}</p>"
-
-
-def _json_number(value: Any) -> Any:
-    return None if value is pd.NA else float(value)
 
 
 def _inline(text: str) -> str:
