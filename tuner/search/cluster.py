@@ -32,12 +32,9 @@ from tuner.errors import TunerError
 __all__ = [
     "ClusterInfo",
     "Endpoint",
-    "auth_mode",
     "connect",
     "is_loopback_address",
-    "node_address",
     "node_cpus",
-    "ray_endpoints",
     "shutdown",
     "watch",
 ]
@@ -58,28 +55,16 @@ GCS_GRACE_S = 10.0
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterInfo:
-    """What :func:`connect` connected to.
+    """What :func:`connect` connected to (the metadata's ``cluster``)."""
 
-    Attributes:
-        address: the cluster's GCS address (``host:port``), or the ``ray://`` address.
-        is_local: ``True`` when this process started the Ray instance (and owns its shutdown).
-        loopback_only: ``True`` when the cluster's address is 127.0.0.1 (or ::1), the one
-            case where Ray listens on loopback only, unreachable from other hosts.
-        nodes: alive nodes in the cluster.
-        total_cpus: CPUs over all alive nodes.
-        total_gpus: GPUs over all alive nodes.
-        auth_mode: this driver's Ray authentication mode: ``"token"`` or ``"disabled"``.
-        dashboard_url: the dashboard's address, or ``""`` when it is off.
-    """
-
-    address: str
-    is_local: bool
-    loopback_only: bool
-    nodes: int
-    total_cpus: float
+    address: str  # the cluster's GCS address, host:port
+    is_local: bool  # this process started the Ray instance (and owns its shutdown)
+    loopback_only: bool  # the address is 127.0.0.1 or ::1: unreachable from other hosts
+    nodes: int  # alive nodes
+    total_cpus: float  # over all alive nodes
     total_gpus: float
-    auth_mode: str
-    dashboard_url: str
+    auth_mode: str  # this driver's Ray authentication: "token" or "disabled"
+    dashboard_url: str  # "" when the dashboard is off
 
 
 def connect(
@@ -89,20 +74,15 @@ def connect(
     num_gpus: int | None = None,
     dashboard: bool = False,
 ) -> ClusterInfo:
-    """Start a local loopback-only Ray instance or connect to a cluster.
-
-    Calling it again while connected returns the current connection's info.
+    """Start a local loopback-only Ray instance or connect to a cluster; connected already,
+    the current connection's info.
 
     Args:
         address: ``host:port`` of a cluster's head, ``"auto"`` (the cluster started on this
             machine by ``ray start``), or ``None``: ``RAY_ADDRESS`` if set, else a new local
             instance.
-        num_cpus: CPUs of a local instance (``None``: all). Not allowed with an address.
-        num_gpus: GPUs of a local instance (``None``: all visible). Not allowed with an address.
+        num_cpus, num_gpus: a local instance's (``None``: all); not allowed with an address.
         dashboard: start the dashboard of a local instance, bound to 127.0.0.1.
-
-    Returns:
-        The connection's :class:`ClusterInfo`.
 
     Raises:
         TunerError: the address is malformed or unreachable, the cluster refused this
@@ -154,7 +134,7 @@ def watch(
     report and end the process, which Ray is about to end anyway.
     """
     stop = threading.Event()
-    args = (ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
+    args = (_ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
     threading.Thread(target=_watch, args=args, name="tuner-ray-watch", daemon=True).start()
     try:
         yield
@@ -162,18 +142,13 @@ def watch(
         stop.set()
 
 
-def ray_endpoints() -> list[Endpoint]:
+def _ray_endpoints() -> list[Endpoint]:
     """The raylet this driver is attached to and the cluster's GCS."""
     node = worker._global_node
-    raylet = f"{node.node_ip_address}:{node.node_manager_port}"
+    host, port = node.node_ip_address, node.node_manager_port
     gcs = ray.get_runtime_context().gcs_address
     return [
-        Endpoint(
-            f"Ray's raylet on this node ({raylet})",
-            node.node_ip_address,
-            int(node.node_manager_port),
-            RAYLET_GRACE_S,
-        ),
+        Endpoint(f"Ray's raylet on this node ({host}:{port})", host, int(port), RAYLET_GRACE_S),
         Endpoint(
             f"the connection to the Ray cluster (its GCS at {gcs})",
             _host_of(gcs),
@@ -204,19 +179,6 @@ def _answers(endpoint: Endpoint) -> bool:
             return True
     except OSError:
         return False
-
-
-def auth_mode() -> str:
-    """This process's Ray authentication mode: ``"token"`` or ``"disabled"``."""
-    from ray._private.authentication.authentication_utils import get_authentication_mode_name
-    from ray._raylet import get_authentication_mode
-
-    return get_authentication_mode_name(get_authentication_mode())
-
-
-def node_address() -> str:
-    """The IP address of the Ray node this process runs on (a trial's ``node`` metric)."""
-    return ray.util.get_node_ip_address()
 
 
 def is_loopback_address(address: str) -> bool:
@@ -342,6 +304,9 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 
 
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
+    from ray._private.authentication.authentication_utils import get_authentication_mode_name
+    from ray._raylet import get_authentication_mode
+
     here = worker._global_node  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
     resources: dict[str, Any] = ray.cluster_resources()
@@ -353,7 +318,7 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
         nodes=len(nodes),
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
-        auth_mode=auth_mode(),
+        auth_mode=get_authentication_mode_name(get_authentication_mode()),
         dashboard_url=(here.webui_url or "") if here is not None else "",
     )
 
