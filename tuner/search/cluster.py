@@ -1,11 +1,6 @@
-"""Connecting the search to Ray: a loopback-only local instance, or an existing cluster.
-
-A local run (no ``address`` and no ``RAY_ADDRESS``) starts Ray with its node address on
-127.0.0.1, which makes Ray 2.60 bind its GCS, raylet, worker and agent servers to loopback
-only, with the dashboard off (or on 127.0.0.1). A cluster run connects to ``host:port`` or
-``"auto"``, reports an unreachable address or a refused token in one line, and warns when the
-cluster can be reached from other hosts while Ray's token authentication
-(``RAY_AUTH_MODE=token``) is off. Ray Client (``ray://``) is refused: see ``docs/cluster.md``.
+"""Connecting the search to Ray: a loopback-only local instance, or an existing cluster (the
+security defaults and why: docs/cluster.md). An unreachable address, a refused token or a Ray
+Client address (``ray://``, not supported) is a one-line error.
 
 While a search runs, :func:`watch` notices when this driver loses its node's raylet or the
 cluster's GCS: Ray's core worker then ends the driver process itself (no Python exception)
@@ -128,7 +123,7 @@ def watch(
     on_lost: Callable[[str], object], *, endpoints: list[Endpoint] | None = None
 ) -> Iterator[None]:
     """While the block runs, call ``on_lost(what)`` from a background thread when one of
-    ``endpoints`` (default :func:`ray_endpoints`) stops accepting connections.
+    ``endpoints`` (default: Ray's raylet and GCS) stops accepting connections.
 
     ``on_lost`` runs at most once, outside the main thread; for Ray's endpoints it should
     report and end the process, which Ray is about to end anyway.
@@ -330,12 +325,8 @@ def _started_here() -> bool:
 
 @contextlib.contextmanager
 def _loopback_node_ip() -> Iterator[None]:
-    """Keep 127.0.0.1 as the node address while a local instance starts.
-
-    On Linux Ray replaces a loopback node address by the host's routable IP (so other nodes
-    could join) and then binds its servers to all interfaces. With the multi-node switch off
-    (the switch Ray applies on macOS and Windows) it keeps 127.0.0.1 and binds to loopback.
-    """
+    """Keep 127.0.0.1 as the node address while a local instance starts: Ray's multi-node
+    switch off, as on macOS and Windows (docs/cluster.md, "Security defaults")."""
     from ray._private import ray_constants
 
     saved = ray_constants.ENABLE_RAY_CLUSTER

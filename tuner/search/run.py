@@ -195,8 +195,7 @@ def _begin(
     if profile is None:
         metadata = update_metadata(search.paths.local, state="running", resumed_at=now())
     else:
-        seed = search.options.seed
-        design = startup_design(profile, budget=search.plan.sample_budget, seed=seed)
+        design = startup_design(profile, budget=search.plan.sample_budget, seed=search.options.seed)
         design, warm = warm_start(search, profile, design=design, earlier=earlier)
         metadata = {
             **start_metadata(search, info, profile, design),

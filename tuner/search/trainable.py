@@ -58,9 +58,9 @@ class TrialContext:
     probe_steps: int
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
-    search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
-    speed_repeats: int = 2  # interleaved repeats of the speed probes (0: no probes)
-    cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
+    search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
+    speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
+    cache_namespace: str  # where the probe cache actor lives ("": no cache)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
