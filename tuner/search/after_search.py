@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import ray
+import torch
 
 from tuner.answer import Answer, candidates
 from tuner.compare import plan_toggles, trust
 from tuner.compare.trust import Budget, ended_text
+from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
@@ -247,14 +249,10 @@ def _effects(
 
 
 def _cuda(configs: Sequence[Any]) -> bool:
-    from tuner.engine.build import resolve_device
-
     return any(resolve_device(c.device).type == "cuda" for c in configs)
 
 
 def _train_config(params: dict[str, Any], task: _Task) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
-    import torch
-
     torch.set_num_threads(max(1, task.threads))
     return train_config_of(params, device=task.device, search_only=task.search_only)

@@ -17,10 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import ray
-from ray._private import worker
+from ray._private import ray_constants, services, worker
+from ray._private.authentication.authentication_utils import get_authentication_mode_name
+from ray._private.utils import get_dashboard_dependency_error
+from ray._raylet import GcsClient, get_authentication_mode
+from ray.exceptions import AuthenticationError
 
 from tuner.errors import TunerError
 
@@ -186,14 +189,16 @@ def is_loopback_address(address: str) -> bool:
 
 
 def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool) -> ClusterInfo:
-    from ray._private.utils import get_dashboard_dependency_error
-
     if dashboard and get_dashboard_dependency_error() is not None:
         raise TunerError(
             "The Ray dashboard needs Ray's optional packages: pip install 'ray[default]', "
             "or run without the dashboard."
         )
-    with _loopback_node_ip():
+    # Ray's multi-node switch off (as on macOS and Windows) keeps 127.0.0.1 as the node address
+    # (docs/cluster.md, "Security defaults").
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
         ray.init(
             address="local",
             _node_ip_address=LOCALHOST,
@@ -203,6 +208,8 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
             dashboard_host=LOCALHOST,
             configure_logging=False,
         )
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
     info = _cluster_info(is_local=True)
     if not info.loopback_only and info.auth_mode != "token":
         ray.shutdown()  # listening on the network with no authentication: refuse to run
@@ -246,8 +253,6 @@ def _join(address: str) -> ClusterInfo:
 
 def _resolve(address: str) -> str:
     """``host:port`` of the cluster's GCS (``"auto"``: the cluster started on this machine)."""
-    from ray._private import services
-
     try:
         resolved = services.canonicalize_bootstrap_address(address)
     except ConnectionError as exc:  # "auto" found no running cluster
@@ -271,13 +276,9 @@ def _check_reachable(gcs_address: str) -> None:
 
 def _check_token(gcs_address: str) -> None:
     """One authenticated request, so a refused token is reported as such (and in ms)."""
-    from ray._private.ray_constants import KV_NAMESPACE_SESSION
-    from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError
-
     try:
         GcsClient(address=gcs_address).internal_kv_get(
-            b"session_name", KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
+            b"session_name", ray_constants.KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
         )
     except AuthenticationError:
         raise TunerError(
@@ -299,18 +300,14 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 
 
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
-    from ray._private.authentication.authentication_utils import get_authentication_mode_name
-    from ray._raylet import get_authentication_mode
-
     here = worker._global_node  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
-    resources: dict[str, Any] = ray.cluster_resources()
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    resources = ray.cluster_resources()
     return ClusterInfo(
         address=address,
         is_local=is_local,
         loopback_only=is_loopback_address(address),
-        nodes=len(nodes),
+        nodes=sum(1 for node in ray.nodes() if node.get("Alive")),
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
         auth_mode=get_authentication_mode_name(get_authentication_mode()),
@@ -321,20 +318,6 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
 def _started_here() -> bool:
     node = worker._global_node
     return node is not None and node.head and worker.global_worker.mode == worker.SCRIPT_MODE
-
-
-@contextlib.contextmanager
-def _loopback_node_ip() -> Iterator[None]:
-    """Keep 127.0.0.1 as the node address while a local instance starts: Ray's multi-node
-    switch off, as on macOS and Windows (docs/cluster.md, "Security defaults")."""
-    from ray._private import ray_constants
-
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 def _host_of(address: str) -> str:

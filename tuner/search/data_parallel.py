@@ -30,12 +30,14 @@ import ray.train
 import torch.distributed as dist
 from ray import tune
 from ray._private.state import state
+from ray.core.generated import gcs_pb2
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
 from ray.train.v2._internal.execution import context as train_context_module
 from ray.tune.integration.ray_train import TuneReportCallback
+from ray.util.placement_group import PlacementGroup
 
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
@@ -195,9 +197,6 @@ def leaked_placement_groups() -> list[Any]:
     are detached groups and other jobs' groups. The creator is only in GCS's raw table (the
     public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
     """
-    from ray.core.generated import gcs_pb2
-    from ray.util.placement_group import PlacementGroup
-
     job = ray.get_runtime_context().get_job_id()
     removed = gcs_pb2.PlacementGroupTableData.REMOVED
     leaked = []

@@ -102,6 +102,7 @@ class _TrialRun:
         self.speed_source = ""
         self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
+        self.run_start = 0.0  # perf_counter when the engine run began
         self.node = _node()
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
@@ -122,15 +123,15 @@ class _TrialRun:
             self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
         else:
             self.speed, self.speed_source = self._choose_speed(base, config)
-        start = time.perf_counter()
+        self.run_start = time.perf_counter()
         result = train(
             base.replace(**self.speed.settings),
-            on_eval=self._on_eval(start),
+            on_eval=self._on_eval,
             resume_state=state,
             on_probe=self._rejects,
             probe_steps=self.context.probe_steps,
         )
-        self.engine_time_s += time.perf_counter() - start
+        self.engine_time_s += time.perf_counter() - self.run_start
         self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
@@ -189,17 +190,14 @@ class _TrialRun:
         self.rejected = not feasible
         return self.rejected
 
-    def _on_eval(self, start: float) -> Any:
-        def on_eval(progress: Progress) -> None:
-            running = {
-                "engine": time.perf_counter() - start,
-                "train": progress.result.train_time_s,
-                "first_step": progress.result.first_step_unix_s,
-            }
-            report = self._report(progress.result, phase="train", final=False, running=running)
-            self._send(report, state=progress.state_dict())
-
-        return on_eval
+    def _on_eval(self, progress: Progress) -> None:
+        running = {
+            "engine": time.perf_counter() - self.run_start,
+            "train": progress.result.train_time_s,
+            "first_step": progress.result.first_step_unix_s,
+        }
+        report = self._report(progress.result, phase="train", final=False, running=running)
+        self._send(report, state=progress.state_dict())
 
     def _report(
         self,
