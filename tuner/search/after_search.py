@@ -1,27 +1,28 @@
 """After the trials: re-measure the top candidates and the technique effects, in Ray tasks.
 
-The measuring is :mod:`tuner.compare.trust` (the one interleaving loop and pairing, no Ray);
-here each runs in one Ray task holding a trial's CPUs and a whole GPU, so nothing else shares
-the device, and its rows become ``remeasure.csv`` and ``effects.csv``. While a task runs, the
-console gets a heartbeat with an estimate of the time left; a candidate whose re-measurement
-failed is named in the console and in the metadata (``remeasure_failures``).
+The measuring is :mod:`tuner.compare.trust`; here each runs in one Ray task holding a trial's
+CPUs and a whole GPU, so nothing else shares the device, with a heartbeat on the console, and
+its rows become ``remeasure.csv`` and ``effects.csv``. A failed re-measurement is named in the
+console and in the metadata (``remeasure_failures``).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import ray
+import torch
 
 from tuner.answer import Answer, candidates
 from tuner.compare import plan_toggles, trust
 from tuner.compare.trust import Budget, ended_text
+from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from tuner.search.experiment import SearchContext
     from tuner.search.plan import SearchPlan
 
-__all__ = ["REMEASURE_COLUMNS", "effects_around", "remeasure_candidates"]
+__all__ = ["effects_around", "remeasure_candidates"]
 
 REMEASURE_STEPS = 20  # a fresh build's measured steps (CUDA) ...
 WINDOW_STEPS = 10  # ... and a window's, of one build (CPU: tuner.compare.trust)
@@ -68,7 +69,10 @@ def remeasure_candidates(
         error = _task_error(exc)
         return _say_failures([{TRIAL_ID: tid, "error": error} for tid in ids], len(ids)), None
     rows = [{TRIAL_ID: ids[r["candidate"]], "rank": r["candidate"] + 1, **r} for r in rows]
-    _write_remeasure_csv(rows, search.paths.local / REMEASURE_FILE)
+    with (search.paths.local / REMEASURE_FILE).open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=REMEASURE_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
     print(f"  {_ended(info)}", flush=True)
     return _say_failures(_failures(rows), len(ids)), info
 
@@ -186,17 +190,15 @@ def _run_s(top: Any, steps: int) -> float:
 
 def _failures(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per candidate with a failed re-measuring run: its first error and how many failed."""
+    runs = Counter(str(row[TRIAL_ID]) for row in rows)
     failed: dict[str, dict[str, Any]] = {}
     for row in rows:
-        if row.get("status") == "ok":
-            continue
-        entry = failed.setdefault(
-            str(row[TRIAL_ID]),
-            {TRIAL_ID: str(row[TRIAL_ID]), "error": str(row.get("error") or row.get("status"))},
-        )
-        entry["failed_runs"] = entry.get("failed_runs", 0) + 1
-    for entry in failed.values():
-        entry["runs"] = sum(1 for row in rows if str(row[TRIAL_ID]) == entry[TRIAL_ID])
+        if row.get("status") != "ok":
+            trial_id = str(row[TRIAL_ID])
+            error = str(row.get("error") or row.get("status"))
+            entry = failed.setdefault(trial_id, {TRIAL_ID: trial_id, "error": error})
+            entry["failed_runs"] = entry.get("failed_runs", 0) + 1
+            entry["runs"] = runs[trial_id]
     return list(failed.values())
 
 
@@ -229,13 +231,6 @@ REMEASURE_COLUMNS = [
 ]
 
 
-def _write_remeasure_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=REMEASURE_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def _remeasure(
     configs: list[dict[str, Any]], budget: Budget, task: _Task
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -254,14 +249,10 @@ def _effects(
 
 
 def _cuda(configs: Sequence[Any]) -> bool:
-    from tuner.engine.build import resolve_device
-
     return any(resolve_device(c.device).type == "cuda" for c in configs)
 
 
 def _train_config(params: dict[str, Any], task: _Task) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
-    import torch
-
     torch.set_num_threads(max(1, task.threads))
     return train_config_of(params, device=task.device, search_only=task.search_only)

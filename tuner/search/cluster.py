@@ -1,11 +1,6 @@
-"""Connecting the search to Ray: a loopback-only local instance, or an existing cluster.
-
-A local run (no ``address`` and no ``RAY_ADDRESS``) starts Ray with its node address on
-127.0.0.1, which makes Ray 2.60 bind its GCS, raylet, worker and agent servers to loopback
-only, with the dashboard off (or on 127.0.0.1). A cluster run connects to ``host:port`` or
-``"auto"``, reports an unreachable address or a refused token in one line, and warns when the
-cluster can be reached from other hosts while Ray's token authentication
-(``RAY_AUTH_MODE=token``) is off. Ray Client (``ray://``) is refused: see ``docs/cluster.md``.
+"""Connecting the search to Ray: a loopback-only local instance, or an existing cluster (the
+security defaults and why: docs/cluster.md). An unreachable address, a refused token or a Ray
+Client address (``ray://``, not supported) is a one-line error.
 
 While a search runs, :func:`watch` notices when this driver loses its node's raylet or the
 cluster's GCS: Ray's core worker then ends the driver process itself (no Python exception)
@@ -22,22 +17,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import ray
-from ray._private import worker
+from ray._private import ray_constants, services, worker
+from ray._private.authentication.authentication_utils import get_authentication_mode_name
+from ray._private.utils import get_dashboard_dependency_error
+from ray._raylet import GcsClient, get_authentication_mode
+from ray.exceptions import AuthenticationError
 
 from tuner.errors import TunerError
 
 __all__ = [
     "ClusterInfo",
     "Endpoint",
-    "auth_mode",
     "connect",
     "is_loopback_address",
-    "node_address",
     "node_cpus",
-    "ray_endpoints",
     "shutdown",
     "watch",
 ]
@@ -58,28 +53,16 @@ GCS_GRACE_S = 10.0
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterInfo:
-    """What :func:`connect` connected to.
+    """What :func:`connect` connected to (the metadata's ``cluster``)."""
 
-    Attributes:
-        address: the cluster's GCS address (``host:port``), or the ``ray://`` address.
-        is_local: ``True`` when this process started the Ray instance (and owns its shutdown).
-        loopback_only: ``True`` when the cluster's address is 127.0.0.1 (or ::1), the one
-            case where Ray listens on loopback only, unreachable from other hosts.
-        nodes: alive nodes in the cluster.
-        total_cpus: CPUs over all alive nodes.
-        total_gpus: GPUs over all alive nodes.
-        auth_mode: this driver's Ray authentication mode: ``"token"`` or ``"disabled"``.
-        dashboard_url: the dashboard's address, or ``""`` when it is off.
-    """
-
-    address: str
-    is_local: bool
-    loopback_only: bool
-    nodes: int
-    total_cpus: float
+    address: str  # the cluster's GCS address, host:port
+    is_local: bool  # this process started the Ray instance (and owns its shutdown)
+    loopback_only: bool  # the address is 127.0.0.1 or ::1: unreachable from other hosts
+    nodes: int  # alive nodes
+    total_cpus: float  # over all alive nodes
     total_gpus: float
-    auth_mode: str
-    dashboard_url: str
+    auth_mode: str  # this driver's Ray authentication: "token" or "disabled"
+    dashboard_url: str  # "" when the dashboard is off
 
 
 def connect(
@@ -89,20 +72,15 @@ def connect(
     num_gpus: int | None = None,
     dashboard: bool = False,
 ) -> ClusterInfo:
-    """Start a local loopback-only Ray instance or connect to a cluster.
-
-    Calling it again while connected returns the current connection's info.
+    """Start a local loopback-only Ray instance or connect to a cluster; connected already,
+    the current connection's info.
 
     Args:
         address: ``host:port`` of a cluster's head, ``"auto"`` (the cluster started on this
             machine by ``ray start``), or ``None``: ``RAY_ADDRESS`` if set, else a new local
             instance.
-        num_cpus: CPUs of a local instance (``None``: all). Not allowed with an address.
-        num_gpus: GPUs of a local instance (``None``: all visible). Not allowed with an address.
+        num_cpus, num_gpus: a local instance's (``None``: all); not allowed with an address.
         dashboard: start the dashboard of a local instance, bound to 127.0.0.1.
-
-    Returns:
-        The connection's :class:`ClusterInfo`.
 
     Raises:
         TunerError: the address is malformed or unreachable, the cluster refused this
@@ -148,13 +126,13 @@ def watch(
     on_lost: Callable[[str], object], *, endpoints: list[Endpoint] | None = None
 ) -> Iterator[None]:
     """While the block runs, call ``on_lost(what)`` from a background thread when one of
-    ``endpoints`` (default :func:`ray_endpoints`) stops accepting connections.
+    ``endpoints`` (default: Ray's raylet and GCS) stops accepting connections.
 
     ``on_lost`` runs at most once, outside the main thread; for Ray's endpoints it should
     report and end the process, which Ray is about to end anyway.
     """
     stop = threading.Event()
-    args = (ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
+    args = (_ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
     threading.Thread(target=_watch, args=args, name="tuner-ray-watch", daemon=True).start()
     try:
         yield
@@ -162,18 +140,13 @@ def watch(
         stop.set()
 
 
-def ray_endpoints() -> list[Endpoint]:
+def _ray_endpoints() -> list[Endpoint]:
     """The raylet this driver is attached to and the cluster's GCS."""
     node = worker._global_node
-    raylet = f"{node.node_ip_address}:{node.node_manager_port}"
+    host, port = node.node_ip_address, node.node_manager_port
     gcs = ray.get_runtime_context().gcs_address
     return [
-        Endpoint(
-            f"Ray's raylet on this node ({raylet})",
-            node.node_ip_address,
-            int(node.node_manager_port),
-            RAYLET_GRACE_S,
-        ),
+        Endpoint(f"Ray's raylet on this node ({host}:{port})", host, int(port), RAYLET_GRACE_S),
         Endpoint(
             f"the connection to the Ray cluster (its GCS at {gcs})",
             _host_of(gcs),
@@ -206,19 +179,6 @@ def _answers(endpoint: Endpoint) -> bool:
         return False
 
 
-def auth_mode() -> str:
-    """This process's Ray authentication mode: ``"token"`` or ``"disabled"``."""
-    from ray._private.authentication.authentication_utils import get_authentication_mode_name
-    from ray._raylet import get_authentication_mode
-
-    return get_authentication_mode_name(get_authentication_mode())
-
-
-def node_address() -> str:
-    """The IP address of the Ray node this process runs on (a trial's ``node`` metric)."""
-    return ray.util.get_node_ip_address()
-
-
 def is_loopback_address(address: str) -> bool:
     """Whether Ray at ``host:port`` (or a bare host) listens on loopback only.
 
@@ -229,14 +189,16 @@ def is_loopback_address(address: str) -> bool:
 
 
 def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool) -> ClusterInfo:
-    from ray._private.utils import get_dashboard_dependency_error
-
     if dashboard and get_dashboard_dependency_error() is not None:
         raise TunerError(
             "The Ray dashboard needs Ray's optional packages: pip install 'ray[default]', "
             "or run without the dashboard."
         )
-    with _loopback_node_ip():
+    # Ray's multi-node switch off (as on macOS and Windows) keeps 127.0.0.1 as the node address
+    # (docs/cluster.md, "Security defaults").
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
         ray.init(
             address="local",
             _node_ip_address=LOCALHOST,
@@ -246,6 +208,8 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
             dashboard_host=LOCALHOST,
             configure_logging=False,
         )
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
     info = _cluster_info(is_local=True)
     if not info.loopback_only and info.auth_mode != "token":
         ray.shutdown()  # listening on the network with no authentication: refuse to run
@@ -289,8 +253,6 @@ def _join(address: str) -> ClusterInfo:
 
 def _resolve(address: str) -> str:
     """``host:port`` of the cluster's GCS (``"auto"``: the cluster started on this machine)."""
-    from ray._private import services
-
     try:
         resolved = services.canonicalize_bootstrap_address(address)
     except ConnectionError as exc:  # "auto" found no running cluster
@@ -314,13 +276,9 @@ def _check_reachable(gcs_address: str) -> None:
 
 def _check_token(gcs_address: str) -> None:
     """One authenticated request, so a refused token is reported as such (and in ms)."""
-    from ray._private.ray_constants import KV_NAMESPACE_SESSION
-    from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError
-
     try:
         GcsClient(address=gcs_address).internal_kv_get(
-            b"session_name", KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
+            b"session_name", ray_constants.KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
         )
     except AuthenticationError:
         raise TunerError(
@@ -344,16 +302,15 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
     here = worker._global_node  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
-    resources: dict[str, Any] = ray.cluster_resources()
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    resources = ray.cluster_resources()
     return ClusterInfo(
         address=address,
         is_local=is_local,
         loopback_only=is_loopback_address(address),
-        nodes=len(nodes),
+        nodes=sum(1 for node in ray.nodes() if node.get("Alive")),
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
-        auth_mode=auth_mode(),
+        auth_mode=get_authentication_mode_name(get_authentication_mode()),
         dashboard_url=(here.webui_url or "") if here is not None else "",
     )
 
@@ -361,24 +318,6 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
 def _started_here() -> bool:
     node = worker._global_node
     return node is not None and node.head and worker.global_worker.mode == worker.SCRIPT_MODE
-
-
-@contextlib.contextmanager
-def _loopback_node_ip() -> Iterator[None]:
-    """Keep 127.0.0.1 as the node address while a local instance starts.
-
-    On Linux Ray replaces a loopback node address by the host's routable IP (so other nodes
-    could join) and then binds its servers to all interfaces. With the multi-node switch off
-    (the switch Ray applies on macOS and Windows) it keeps 127.0.0.1 and binds to loopback.
-    """
-    from ray._private import ray_constants
-
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 def _host_of(address: str) -> str:

@@ -1,31 +1,19 @@
 """Data-parallel trials: one Tune trial trains on N workers (``tuner search --world-size``).
 
 Ray Train V2 cannot be a Tune trainable itself; Ray's documented way, followed here, is a Tune
-function trainable (:func:`run_worker_group`, the trial's driver) that builds a
-``ray.train.torch.TorchTrainer`` and fits it. Ray Train starts N workers in one placement
-group (PACK by default, SPREAD with ``--spread-workers``), initializes a torch process group
-(nccl on GPUs, gloo on CPUs) and runs :func:`_worker` in each; the engine
-(:func:`tuner.engine.train`) sees the initialized group and trains data-parallel. Data stays the
-engine's: no ``prepare_data_loader``, whose device copies would bypass the engine's prefetcher.
+function trainable (the trial's driver) that fits a ``TorchTrainer``. Ray Train starts N workers
+in one placement group (PACK, or SPREAD with ``--spread-workers``), initializes a torch process
+group (nccl on GPUs, gloo on CPUs) and runs the one-worker trial
+(:class:`tuner.search.trainable._TrialRun`) in each, its Ray I/O swapped; the engine sees the
+group and trains data-parallel. Data stays the engine's: no ``prepare_data_loader``, whose
+device copies would bypass the engine's prefetcher. Every rank calls ``ray.train.report`` (Ray
+Train waits for all), rank 0 alone attaches the checkpoint, and ``TuneReportCallback`` forwards
+rank 0's report to Tune. Rank 0 alone reads and writes the probe cache and broadcasts what it
+read, so every rank runs the same speed probes.
 
-Each worker is the one-worker trial (:class:`tuner.search.trainable._TrialRun`) with its Ray I/O
-swapped: every rank calls ``ray.train.report`` (Ray Train waits for all), rank 0 alone attaches
-the checkpoint, and Ray's ``TuneReportCallback`` forwards rank 0's report to Tune, so a trial
-reports the same keys at any world size (the engine adds ``world_size`` and
-``global_batch_size``). The speed probes run inside the running group (each arm is a short
-data-parallel run of the same workers); rank 0 alone reads and writes the probe cache and
-broadcasts what it read, so every rank runs the same arms.
-
-Failures: a killed worker makes Ray Train restart the group from its latest checkpoint
-(``max_failures`` of the search); a killed driver makes Tune restart the trial, whose new
-``TorchTrainer`` of the same name and storage (the trial's folder) resumes from that
-checkpoint too.
-
-A trial Tune stops (early stopping, the time budget) kills its driver, and with it Ray Train's
-controller, before the controller removes its workers' placement group; Ray's own cleaner
-needs the State API (the dashboard package), absent from a plain ``ray[tune]`` install, and the
-next trial's workers then wait for resources that never free. :class:`PlacementGroupReaper`
-removes such groups as trials end.
+A killed worker makes Ray Train restart the group from its latest checkpoint; a killed driver
+makes Tune restart the trial, whose new ``TorchTrainer`` of the same name and storage (the
+trial's folder) resumes from that checkpoint too.
 """
 
 from __future__ import annotations
@@ -34,7 +22,6 @@ import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,82 +30,65 @@ import ray.train
 import torch.distributed as dist
 from ray import tune
 from ray._private.state import state
+from ray.core.generated import gcs_pb2
 from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
 from ray.train.v2._internal.execution import context as train_context_module
 from ray.tune.integration.ray_train import TuneReportCallback
+from ray.util.placement_group import PlacementGroup
 
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
 from tuner.search.trainable import TrialContext, _run, _TrialRun
 from tuner.spaces import WORLD_SIZE_PARAM
 
-__all__ = [
-    "PlacementGroupReaper",
-    "WorkerGroup",
-    "leaked_placement_groups",
-    "run_worker_group",
-    "trainable",
-]
+__all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 
 _TRAIN_DIR = "train"
 # The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
 # leave a node of N cores one short of N one-core workers.
 _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
-
-
-@dataclass(frozen=True)
-class WorkerGroup:
-    """How every data-parallel trial of one search places its workers."""
-
-    workers: int  # the default world size (a space's ``world_size`` parameter overrides it)
-    cpus_per_worker: float
-    gpus_per_worker: float
-    spread: bool = False  # SPREAD the workers over nodes instead of PACKing them on one
-    max_failures: int = 2  # group restarts from the latest checkpoint after a worker dies
-
-    def scaling(self, workers: int) -> ray.train.ScalingConfig:
-        resources = {"CPU": self.cpus_per_worker, "GPU": self.gpus_per_worker}
-        return ray.train.ScalingConfig(
-            num_workers=workers,
-            use_gpu=self.gpus_per_worker > 0,
-            resources_per_worker={k: v for k, v in resources.items() if v > 0},
-            placement_strategy="SPREAD" if self.spread else "PACK",
-        )
+_REAP_EVERY_S = 2.0
 
 
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
     """The search's trainable when trials span workers; the driver itself asks for no CPU (it
     waits on its workers), so the plan's concurrency counts worker groups only."""
-    group = WorkerGroup(
-        workers=plan.world_size,
-        cpus_per_worker=plan.cpus_per_trial,
-        gpus_per_worker=plan.gpus_per_trial,
-        spread=plan.spread_workers,
-        max_failures=max_failures,
+    resources = {"CPU": plan.cpus_per_trial, "GPU": plan.gpus_per_trial}
+    scaling = ray.train.ScalingConfig(
+        num_workers=plan.world_size,  # unless the space's ``world_size`` parameter says
+        use_gpu=plan.gpus_per_trial > 0,
+        resources_per_worker={k: v for k, v in resources.items() if v > 0},
+        placement_strategy="SPREAD" if plan.spread_workers else "PACK",
     )
-    driver = tune.with_parameters(run_worker_group, context=context, group=group)
+    driver = tune.with_parameters(
+        run_worker_group, context=context, scaling=scaling, max_failures=max_failures
+    )
     return tune.with_resources(driver, {"cpu": 0, "memory": _DRIVER_MEMORY_BYTES})
 
 
-def run_worker_group(config: dict[str, Any], *, context: TrialContext, group: WorkerGroup) -> None:
-    """Ray Tune function trainable (the trial's driver): fit a TorchTrainer of the trial's workers
-    (use with ``tune.with_parameters(run_worker_group, context=..., group=...)``)."""
-    tune_context = tune.get_context()
-    storage = tune_context.get_storage()
+def run_worker_group(
+    config: dict[str, Any],
+    *,
+    context: TrialContext,
+    scaling: ray.train.ScalingConfig,
+    max_failures: int,
+) -> None:
+    """Ray Tune function trainable (the trial's driver): fit a TorchTrainer of its workers."""
+    storage = tune.get_context().get_storage()
+    workers = int(config.get(WORLD_SIZE_PARAM, scaling.num_workers))
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={"config": config, "context": context},
-        # The trial's world size: the space's ``world_size`` parameter if it has one.
-        scaling_config=group.scaling(int(config.get(WORLD_SIZE_PARAM, group.workers))),
-        torch_config=TorchConfig(backend="nccl" if group.gpus_per_worker > 0 else "gloo"),
+        scaling_config=dataclasses.replace(scaling, num_workers=workers),
+        torch_config=TorchConfig(backend="nccl" if scaling.use_gpu else "gloo"),
         run_config=ray.train.RunConfig(
             name=_TRAIN_DIR,
             storage_path=storage.trial_fs_path,
             storage_filesystem=storage.storage_filesystem,
-            failure_config=ray.train.FailureConfig(max_failures=group.max_failures),
+            failure_config=ray.train.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
             callbacks=[TuneReportCallback()],
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
@@ -159,9 +129,8 @@ class _WorkerRun(_TrialRun):
 
     def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
         attach = checkpoint is not None and self.rank == 0
-        ray.train.report(
-            report, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if attach else None
-        )
+        saved = ray.train.Checkpoint.from_directory(checkpoint) if attach else None
+        ray.train.report(report, checkpoint=saved)
 
     def _latest_checkpoint(self) -> Any:
         return ray.train.get_checkpoint()
@@ -187,17 +156,19 @@ class _WorkerRun(_TrialRun):
 class PlacementGroupReaper(tune.Callback):
     """Removes the worker placement groups whose Ray Train controller died with its trial.
 
-    Checked when a trial ends and, at most every ``interval_s``, while Tune runs (a stopped
-    trial's actors die shortly after Tune reports it complete).
+    A trial Tune stops (early stopping, the time budget) kills its driver, and with it Ray
+    Train's controller, before the controller removes its workers' placement group; Ray's own
+    cleaner needs the State API (the dashboard package), absent from a plain ``ray[tune]``
+    install, and the next trial's workers would wait for resources that never free. Checked when
+    a trial ends and, at most every 2 s, while Tune runs (a stopped trial's actors die shortly
+    after Tune reports it complete).
     """
 
-    def __init__(self, *, interval_s: float = 2.0) -> None:
-        self.interval_s = interval_s
-        self.removed: list[str] = []
+    def __init__(self) -> None:
         self._last = 0.0
 
     def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
-        if time.monotonic() - self._last >= self.interval_s:
+        if time.monotonic() - self._last >= _REAP_EVERY_S:
             self._reap()
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -217,7 +188,6 @@ class PlacementGroupReaper(tune.Callback):
         self._last = time.monotonic()
         for group in leaked_placement_groups():
             ray.util.remove_placement_group(group)
-            self.removed.append(group.id.hex())
 
 
 def leaked_placement_groups() -> list[Any]:
@@ -227,9 +197,6 @@ def leaked_placement_groups() -> list[Any]:
     are detached groups and other jobs' groups. The creator is only in GCS's raw table (the
     public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
     """
-    from ray.core.generated import gcs_pb2
-    from ray.util.placement_group import PlacementGroup
-
     job = ray.get_runtime_context().get_job_id()
     removed = gcs_pb2.PlacementGroupTableData.REMOVED
     leaked = []

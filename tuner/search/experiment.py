@@ -1,12 +1,8 @@
-"""Where a search's experiment folder is, and what its driver records about itself.
-
-The folder's files, its metadata's writer and reader and its trials table are
-:mod:`tuner.experiment`'s (Ray-free). This module is the search's side: :class:`ExperimentPaths`
-(Ray's storage: with a URI ``s3://...`` tuner's own files are written to
-``experiments/<name>/`` locally and copied next to Ray's folder by :meth:`~ExperimentPaths.upload`,
-through pyarrow's file systems, as Ray does), the metadata a new search starts with, the options
-of a search to resume, and the driver's environment; :class:`SearchContext`, what every step of
-one search is handed.
+"""The search's side of its experiment folder (the folder itself is :mod:`tuner.experiment`'s):
+:class:`ExperimentPaths` (with a URI storage, tuner's own files are written to
+``experiments/<name>/`` locally and copied next to Ray's folder through pyarrow, as Ray does),
+the metadata a new search starts with, the options of a search to resume; :class:`SearchContext`,
+what every step of one search is handed.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from tuner.spaces import SearchSpace
 __all__ = [
     "ExperimentPaths",
     "SearchContext",
-    "environment",
     "now",
     "options_to_resume",
     "start_metadata",
@@ -60,10 +55,6 @@ class ExperimentPaths:
         return cls(name, str(root), str(root / name), root / name)
 
     @property
-    def is_remote(self) -> bool:
-        return "://" in self.storage
-
-    @property
     def study_file(self) -> Path:
         return self.local / STUDY_FILE
 
@@ -79,7 +70,7 @@ class ExperimentPaths:
 
     def upload(self) -> None:
         """Copy the local files next to Ray's folder when the storage is a URI."""
-        if not self.is_remote:
+        if "://" not in self.storage:
             return
         import pyarrow.fs
 
@@ -154,7 +145,7 @@ def start_metadata(
         "gpus_shared": plan.gpus_shared,
         "early_stopping": early_stopping_name(options),
         "cluster": dataclasses.asdict(info),
-        "environment": environment(),
+        "environment": _environment(),
         "study": {"path": str(paths.study_file), "name": paths.name},
         "ray_experiment_path": paths.ray_path,
         STARTED_AT: now(),
@@ -181,7 +172,7 @@ def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def environment() -> dict[str, Any]:
+def _environment() -> dict[str, Any]:
     """Hardware and library versions of the driver (trials report their own device)."""
     import optuna
     import ray

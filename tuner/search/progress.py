@@ -19,12 +19,14 @@ from tuner import record
 from tuner.search.tracking import trial_outcome
 from tuner.units import duration_text, format_bytes
 
-__all__ = ["HEARTBEAT_S", "ProgressPrinter", "describe_params", "wait_with_heartbeat"]
+__all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 
 HEARTBEAT_S = 30.0  # a plain line about the running trials when nothing was printed for this long
 _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
-_SKIP = {"model", "model_kwargs", "data", "img_size", "epochs", "steps", "time_budget_s",
-         "eval_every_steps", "warmup_steps", "max_eval_batches", "seed", "device"}  # fmt: skip
+# A trial's settings that are not searched, left out of its start line.
+_WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
+_RUN_LENGTH = {"epochs", "steps", "time_budget_s", "eval_every_steps", "warmup_steps"}
+_SKIP = _WORKLOAD | _RUN_LENGTH
 _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
 
 
@@ -140,14 +142,12 @@ class ProgressPrinter(Callback):
         return self.stream or sys.stdout
 
 
-def wait_with_heartbeat(
-    ref: Any, *, what: str, expected_s: float | None, every_s: float = HEARTBEAT_S
-) -> Any:
-    """``ray.get(ref)``, with a line every ``every_s`` saying how long ``what`` has run and,
+def wait_with_heartbeat(ref: Any, *, what: str, expected_s: float | None) -> Any:
+    """``ray.get(ref)``, with a line every ``HEARTBEAT_S`` saying how long ``what`` has run and,
     from ``expected_s``, about how long it has left."""
     start = time.monotonic()
     while True:
-        ready, _ = ray.wait([ref], timeout=every_s)
+        ready, _ = ray.wait([ref], timeout=HEARTBEAT_S)
         if ready:
             return ray.get(ref)
         elapsed = time.monotonic() - start
@@ -160,13 +160,11 @@ def wait_with_heartbeat(
 
 def describe_params(config: dict[str, Any]) -> str:
     """The searched part of a trial config, compactly: ``norm=group gn_groups=4 lr=3.1e-04``."""
-    parts = []
-    for key, value in config.items():
-        if key in _SKIP:
-            continue
-        shown = f"{value:.2e}" if isinstance(value, float) else str(value)
-        parts.append(f"{key}={shown}")
-    return " ".join(parts)
+    return " ".join(
+        f"{key}={value:.2e}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in config.items()
+        if key not in _SKIP
+    )
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -1,9 +1,5 @@
-"""``run_search``: the search's flow (docs/architecture.md, ``search/run.py``).
-
-Checks without Ray -> driver lock -> Ray -> plan -> ``Tuner.fit`` -> the study reconciled ->
-load the folder -> re-measure (load it again) -> decide once -> effects -> metadata -> summary.
-:class:`SearchOutcome` hands the ``Experiment`` and the ``Answer`` to the caller, which writes
-the report (this package never imports it).
+"""``run_search``: the search's flow (docs/architecture.md, ``search/run.py``). It returns the
+``Experiment`` and the ``Answer`` in a :class:`SearchOutcome`; the caller writes the report.
 """
 
 from __future__ import annotations
@@ -199,8 +195,7 @@ def _begin(
     if profile is None:
         metadata = update_metadata(search.paths.local, state="running", resumed_at=now())
     else:
-        seed = search.options.seed
-        design = startup_design(profile, budget=search.plan.sample_budget, seed=seed)
+        design = startup_design(profile, budget=search.plan.sample_budget, seed=search.options.seed)
         design, warm = warm_start(search, profile, design=design, earlier=earlier)
         metadata = {
             **start_metadata(search, info, profile, design),
@@ -297,17 +292,12 @@ def _fit(
     started = time.perf_counter()
     results = tuner.fit()
     interrupted = tune_setup.tune_was_interrupted()
-    fit = {"fit_time_s": time.perf_counter() - started, **_cache_stats(cache)}
+    fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
+    with contextlib.suppress(Exception):  # statistics only: a dead cache actor costs this line
+        fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
+    if "probe_cache" in fit:
+        print(machine_cache_line(fit["probe_cache"]), flush=True)
     return list(results._experiment_analysis.trials), interrupted, fit
-
-
-def _cache_stats(cache: Any) -> dict[str, Any]:
-    try:
-        stats = ray.get(cache.stats.remote(), timeout=10)
-    except Exception:  # statistics only: a dead cache actor costs nothing but this line
-        return {}
-    print(machine_cache_line(stats), flush=True)
-    return {"probe_cache": stats}
 
 
 def _lost_cluster(search: SearchContext, what: str) -> NoReturn:

@@ -1,9 +1,6 @@
-"""What a search prints at its start (what it runs, where) and its end: counts, the answer (the
-same as the report's), where things are.
-
-It prints the :class:`~tuner.experiment.Experiment` and the :class:`~tuner.answer.Answer` the
-search already has (the report is written from the same two), and counts trials by their
-``kind`` in the trial record's words (:data:`tuner.record.KINDS`).
+"""What a search prints at its start (what it runs, where) and its end: trials counted by
+``kind`` (:data:`tuner.record.KINDS`), the answer (the report's: the same ``Experiment`` and
+``Answer``), where things are.
 """
 
 from __future__ import annotations
@@ -93,12 +90,11 @@ def _unfinished_work(experiment: Experiment) -> list[str]:
             f"Re-measurement failed for {len(failures)} candidate(s) ({named}): their "
             "throughput is as measured in the search."
         )
-    skipped = experiment.trials.get(SKIPPED_IMAGES)
-    if skipped is not None and skipped.fillna(0).sum() > 0:
-        trials = int((skipped.fillna(0) > 0).sum())
+    skipped = experiment.trials.get(SKIPPED_IMAGES, pd.Series(dtype=float)).fillna(0)
+    if skipped.sum() > 0:
         lines.append(
-            f"Skipped {int(skipped.fillna(0).max())} unreadable image file(s) (the most in one "
-            f"trial; {trials} trial(s) skipped some): the data folder holds non-images."
+            f"Skipped {int(skipped.max())} unreadable image file(s) (the most in one trial; "
+            f"{int((skipped > 0).sum())} trial(s) skipped some): the data folder holds non-images."
         )
     return lines
 

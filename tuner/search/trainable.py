@@ -2,21 +2,16 @@
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
    (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache
-   (per training config key), so a later trial with the same key reuses them, and below it in
-   the machine cache (:mod:`tuner.search.machine_cache`), so a later search on the machine does.
-2. The run: :func:`tuner.engine.train` with that setting; its first steps are the feasibility
-   probe (peak memory counted, throughput measured): over the memory budget, the run stops
-   there and the trial reports ``phase="probe"``, infeasible, with its measurement.
-3. Every evaluation reports and checkpoints ``Progress.state_dict()`` (``torch.save``; read with
-   ``weights_only=True``) so a trial Ray restarts continues where it stopped; the final report
-   checkpoints the final metrics too, so a finished trial is never trained again.
+   (per training config key), then in the machine cache (:mod:`tuner.search.machine_cache`).
+2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
+   memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
+3. Every evaluation reports and checkpoints ``Progress.state_dict()``, so a trial Ray restarts
+   continues where it stopped; the final report is checkpointed too, so a finished trial is
+   never trained again.
 
-A trial that raises reports ``status="error"`` and raises again, so Ray ends it as ERROR
-(its ``ResultGrid.errors`` and ``ExperimentAnalysis`` say so). Ray Tune retries every exception
-alike (``Trial.should_recover``: failures <= ``--max-failures``; no per-exception policy), so a
-``TunerError`` (bad input no driver check could see: deterministic) is reported with a
-checkpoint that marks it final, and each retry Ray makes of it raises at once from that
-checkpoint without training again. Anything else is retried from the last evaluation's
+Ray Tune retries every exception alike (up to ``--max-failures``), so a ``TunerError`` (bad
+input: deterministic) is reported with a checkpoint that marks it final, and each retry raises
+at once from it without training; anything else is retried from the last evaluation's
 checkpoint.
 """
 
@@ -25,12 +20,14 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from ray import tune
 
@@ -38,10 +35,12 @@ from tuner import record
 from tuner.compare.speed import SpeedChoice, choose_speed, speed_key
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
+from tuner.engine.build import resolve_device
+from tuner.engine.meters import environment
 from tuner.errors import TunerError
 from tuner.objectives import judge
 from tuner.search.machine_cache import this_machine
-from tuner.search.probe_cache import Lookup, Remembered
+from tuner.search.probe_cache import Lookup, Remembered, connect_cache
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
 
@@ -59,9 +58,9 @@ class TrialContext:
     probe_steps: int
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
-    search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
-    speed_repeats: int = 2  # interleaved repeats of the speed probes (0: no probes)
-    cache_namespace: str = ""  # where the probe cache actor lives ("": no cache)
+    search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
+    speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
+    cache_namespace: str  # where the probe cache actor lives ("": no cache)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -73,10 +72,13 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
     """One trial's run and its error policy (also each worker's, in tuner.search.data_parallel)."""
     torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
-    _raise_final_error(trial._latest_checkpoint())
+    checkpoint = trial._latest_checkpoint()
+    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
+    if final.get(record.STATUS) == "error":  # reported before as final: a retry must not train
+        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
     try:
-        trial.run(config)
-    except TunerError as exc:  # deterministic: a retry raises at once (_raise_final_error)
+        trial.run(config, checkpoint)
+    except TunerError as exc:  # deterministic: a retry raises at once (above)
         trial.report_error(exc, final=True)
         raise
     except Exception as exc:  # an engine bug or a lost node: record it, let Ray retry
@@ -84,18 +86,6 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
         raise
     finally:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
-
-
-def _raise_final_error(checkpoint: Any) -> None:
-    """Raise the deterministic error this trial already reported, if it did: Ray retries every
-    exception up to ``--max-failures`` times, and this retry must not train again."""
-    if checkpoint is None:
-        return
-    with checkpoint.as_directory() as folder:
-        path = Path(folder) / META_FILE
-        final = json.loads(path.read_text()).get("final_report") if path.exists() else None
-    if final and final.get(record.STATUS) == "error":
-        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 class _TrialRun:
@@ -112,29 +102,39 @@ class _TrialRun:
         self.speed_source = ""
         self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
+        self.run_start = 0.0  # perf_counter when the engine run began
         self.node = _node()
 
-    def run(self, config: dict[str, Any]) -> None:
+    def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
             config, device=self.context.device, search_only=self.context.search_only
         )
-        state, meta = _restore(self._latest_checkpoint())
-        self._load(meta)
+        state, meta = _restore(checkpoint)
         if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
             self._emit(meta["final_report"], None)
             return
-        if self.speed is None:
+        # The counters and the speed choice carried over a restart.
+        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
+        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
+        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
+        if meta.get("speed") is not None:
+            self.speed = SpeedChoice.from_dict(meta["speed"])
+            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
+            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
+        else:
             self.speed, self.speed_source = self._choose_speed(base, config)
-        run_config = base.replace(**self.speed.settings)
-        start = time.perf_counter()
+        self.run_start = time.perf_counter()
         result = train(
-            run_config,
-            on_eval=self._on_eval(start),
+            base.replace(**self.speed.settings),
+            on_eval=self._on_eval,
             resume_state=state,
             on_probe=self._rejects,
             probe_steps=self.context.probe_steps,
         )
-        self._count(result, time.perf_counter() - start)
+        self.engine_time_s += time.perf_counter() - self.run_start
+        self.train_time_s += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
         phase = "probe" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
 
@@ -154,15 +154,12 @@ class _TrialRun:
     # ---- speed ---------------------------------------------------------------------------
 
     def _choose_speed(self, base: TrainConfig, config: dict[str, Any]) -> tuple[SpeedChoice, str]:
-        pinned = {f for f in accuracy_neutral_fields() if f in config}
-        if self.context.speed_repeats < 1:
+        context = self.context
+        if context.speed_repeats < 1:
             return SpeedChoice(settings={}), "not probed"
-        from tuner.engine.build import resolve_device
-        from tuner.engine.meters import environment
-
+        pinned = {f for f in accuracy_neutral_fields() if f in config}
         device = resolve_device(base.device)
         key = speed_key(base, environment(device)["device_name"], pinned)
-        context = self.context
         lookup = Lookup(
             key, this_machine(), context.max_memory_bytes, context.threads, context.speed_repeats
         )
@@ -175,9 +172,9 @@ class _TrialRun:
             base,
             cuda=device.type == "cuda",
             pinned=pinned,
-            steps=self.context.probe_steps,
-            repeats=self.context.speed_repeats,
-            max_memory_bytes=self.context.max_memory_bytes,
+            steps=context.probe_steps,
+            repeats=context.speed_repeats,
+            max_memory_bytes=context.max_memory_bytes,
         )
         self.engine_time_s += time.perf_counter() - start
         self.train_time_s += choice.probe_step_seconds
@@ -193,23 +190,14 @@ class _TrialRun:
         self.rejected = not feasible
         return self.rejected
 
-    def _on_eval(self, start: float) -> Any:
-        def on_eval(progress: Progress) -> None:
-            running = {
-                "engine": time.perf_counter() - start,
-                "train": progress.result.train_time_s,
-                "first_step": progress.result.first_step_unix_s,
-            }
-            report = self._report(progress.result, phase="train", final=False, running=running)
-            self._send(report, state=progress.state_dict())
-
-        return on_eval
-
-    def _count(self, result: RunResult, seconds: float) -> None:
-        self.engine_time_s += seconds
-        self.train_time_s += result.train_time_s
-        if result.first_step_unix_s is not None:
-            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+    def _on_eval(self, progress: Progress) -> None:
+        running = {
+            "engine": time.perf_counter() - self.run_start,
+            "train": progress.result.train_time_s,
+            "first_step": progress.result.first_step_unix_s,
+        }
+        report = self._report(progress.result, phase="train", final=False, running=running)
+        self._send(report, state=progress.state_dict())
 
     def _report(
         self,
@@ -266,70 +254,45 @@ class _TrialRun:
     # ---- Ray I/O -------------------------------------------------------------------------
 
     def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
-        if checkpoint is None:
-            tune.report(report)
-        else:
-            tune.report(report, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+        saved = None if checkpoint is None else tune.Checkpoint.from_directory(checkpoint)
+        tune.report(report, checkpoint=saved)
 
     def _latest_checkpoint(self) -> Any:
         return tune.get_checkpoint()
 
     def _cached(self, lookup: Lookup) -> Remembered | None:
-        return _call(_cache(self.context.cache_namespace), "get", lookup)
+        return _cache_call(self.context.cache_namespace, "get", lookup)
 
     def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        _call(_cache(self.context.cache_namespace), "put", lookup, choice)
-
-    def _load(self, meta: dict[str, Any]) -> None:
-        """Carry the counters and the speed choice over a restart from a checkpoint."""
-        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
-        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
-        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
-        if meta.get("speed") is not None:
-            self.speed = SpeedChoice.from_dict(meta["speed"])
-            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
-            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
+        _cache_call(self.context.cache_namespace, "put", lookup, choice)
 
 
-def _restore(checkpoint: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The engine state and metadata of the trial's latest checkpoint (None, {} if none)."""
+def _restore(
+    checkpoint: Any, *, state: bool = True
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The engine state (when asked) and metadata of the trial's checkpoint (None, {} if none)."""
     if checkpoint is None:
         return None, {}
     with checkpoint.as_directory() as folder:
         state_path, meta_path = Path(folder) / STATE_FILE, Path(folder) / META_FILE
-        state = read_state_file(state_path) if state_path.exists() else None
+        engine_state = read_state_file(state_path) if state and state_path.exists() else None
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    return state, meta
+    return engine_state, meta
 
 
-def _cache(namespace: str) -> Any:
+def _cache_call(namespace: str, method: str, *args: Any) -> Any:
+    """A call to the probe cache actor, ``None`` without one: the cache is an optimization,
+    never fail a trial over it (no actor in a unit test, or it died)."""
     if not namespace:
         return None
     try:
-        from tuner.search.probe_cache import connect_cache
-
-        return connect_cache(namespace)
-    except Exception:  # no cache actor (a unit test, or it died): probe without one
-        return None
-
-
-def _call(cache: Any, method: str, *args: Any) -> Any:
-    if cache is None:
-        return None
-    import ray
-
-    try:
-        return ray.get(getattr(cache, method).remote(*args), timeout=30)
-    except Exception:  # the cache is an optimization: never fail a trial over it
+        return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
+    except Exception:
         return None
 
 
 def _node() -> str:
     try:
-        from tuner.search.cluster import node_address
-
-        return node_address()
+        return ray.util.get_node_ip_address()
     except Exception:  # outside a Ray worker (unit use): the host name is still useful
-        import socket
-
         return socket.gethostname()

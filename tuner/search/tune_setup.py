@@ -1,9 +1,7 @@
-"""The Ray Tune objects of a search: the trainable with its resources, the tune config (Optuna
-searcher, concurrency, scheduler) and the run config (storage, failures, callbacks: progress and
-the loggers a search adds to Ray's CSV and JSON ones: TensorBoard always, MLflow and W&B on
-request, ``--mlflow URI``, ``--wandb PROJECT``; off by default, so nothing leaves the machine).
-
-:mod:`tuner.search.run` is the flow; this module builds what it hands to ``tune.Tuner``.
+"""The Ray Tune objects :mod:`tuner.search.run` hands to ``tune.Tuner``: the trainable with its
+resources, the tune config (Optuna searcher, concurrency, scheduler) and the run config
+(storage, failures, callbacks: progress and the loggers, TensorBoard always, MLflow and W&B on
+request, so nothing leaves the machine by default).
 """
 
 from __future__ import annotations
