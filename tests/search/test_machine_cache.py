@@ -95,7 +95,7 @@ def test_the_memory_budget_and_the_trials_threads_are_part_of_the_key() -> None:
 
 @pytest.mark.parametrize(
     "damaged",
-    ['{"format": 1, "entries": {"k": ', '{"format": 1, "entries": []}', '[1]'],
+    ['{"format": 1, "entries": {"k": ', '{"format": 1, "entries": []}', "[1]"],
     ids=["cut short", "entries not a table", "not an object"],
 )
 def test_a_damaged_file_reads_as_empty_and_is_replaced(tmp_path: Path, damaged: str) -> None:
