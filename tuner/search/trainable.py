@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import socket
 import tempfile
 import time
@@ -44,7 +45,7 @@ from tuner.search.probe_cache import Lookup, Remembered, connect_cache
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
 
-__all__ = ["TrialContext", "run_trial"]
+__all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
 
 STATE_FILE = "engine_state.pt"
 META_FILE = "trial_meta.json"
@@ -65,7 +66,20 @@ class TrialContext:
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
+    allow_slow_trial_exit()
     _run(_TrialRun(context), config)
+
+
+def allow_slow_trial_exit(seconds: int = 60) -> None:
+    """Give a stopped trial's thread ``seconds`` to end before Ray reuses its process.
+
+    Ray reuses a trial's process for the next trial (``reuse_actors``) only if the stopped
+    trial's thread ends within ``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s by default; read in this
+    process at each reuse). Past that, Ray 2.60 ends the next trial as ERROR without telling the
+    searcher, whose concurrency limit then never frees the slot: the search waits forever. A
+    stopped trial unwinds through gc and its loader's shutdown, seconds on a busy machine.
+    """
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(seconds))
 
 
 def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
