@@ -71,6 +71,11 @@ class Knob:
         return {self.field: value, **companions}
 
 
+def _switch(field: str, label: str, **flags: bool) -> Knob:
+    """An accuracy-neutral on/off knob that runs on a CPU and a GPU."""
+    return Knob(field=field, label=label, accuracy_neutral=True, cpu=(True,), cuda=(True,), **flags)
+
+
 KNOBS: tuple[Knob, ...] = (
     # Speed techniques, in ladder order. AMP changes the arithmetic, so it is not neutral.
     Knob(
@@ -81,14 +86,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=("bf16", "fp16"),
         in_ladder=True,
     ),
-    Knob(
-        field="set_to_none",
-        label="zero_grad(set_to_none)",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
+    _switch("set_to_none", "zero_grad(set_to_none)", in_ladder=True),
     Knob(field="pin_memory", label="pinned memory", accuracy_neutral=True, cuda=(True,)),
     Knob(
         field="non_blocking",
@@ -106,22 +104,8 @@ KNOBS: tuple[Knob, ...] = (
         implies={"pin_memory": True},
         in_ladder=True,
     ),
-    Knob(
-        field="channels_last",
-        label="channels_last",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
-    Knob(
-        field="fused_adamw",
-        label="fused AdamW",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
+    _switch("channels_last", "channels_last", in_ladder=True),
+    _switch("fused_adamw", "fused AdamW", in_ladder=True),
     Knob(
         field="compile",
         label="torch.compile",
@@ -139,14 +123,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(2, 4, 8),
         implies={"persistent_workers": True},
     ),
-    Knob(
-        field="persistent_workers",
-        label="persistent workers",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        companion=True,
-    ),
+    _switch("persistent_workers", "persistent workers", companion=True),
     # Data-parallel knobs: DistributedDataParallel's settings (more than one worker only).
     Knob(
         field="ddp_bucket_cap_mb",
@@ -156,22 +133,8 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(10, 100),
         needs_workers=True,
     ),
-    Knob(
-        field="ddp_gradient_as_bucket_view",
-        label="DDP gradients as bucket views",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        needs_workers=True,
-    ),
-    Knob(
-        field="ddp_static_graph",
-        label="DDP static graph",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        needs_workers=True,
-    ),
+    _switch("ddp_gradient_as_bucket_view", "DDP gradients as bucket views", needs_workers=True),
+    _switch("ddp_static_graph", "DDP static graph", needs_workers=True),
     # Training knobs: what a training run is for.
     Knob(
         field="norm",
