@@ -251,19 +251,15 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     if not args.space and not args.resume:
         raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
     given = {key: value for key, value in vars(args).items() if key in _DEFAULTS}
+    overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
     return SearchOptions(
         **{
             **given,
             "space": args.space or "",
-            "overrides": _overrides(args),
+            "overrides": {**overrides, **_flags.parse_sets(args.set)},
             "remeasure_max_repeats": max(args.remeasure_max_repeats, args.remeasure_repeats),
         }
     )
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
-    return {**overrides, **_flags.parse_sets(args.set)}
 
 
 def run(args: argparse.Namespace) -> int:
