@@ -139,13 +139,9 @@ def _flag_kwargs(name: str) -> dict[str, Any]:
         return {"choices": list(get_args(base))}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
-    if get_origin(base) is not None or base is dict:  # Mapping[str, Any]
+    if get_origin(base) is not None:  # Mapping[str, Any]
         return {"type": _json_object, "metavar": "JSON"}
-    convert = base if base in (int, float, str) else str
-    return {
-        "type": _optional(convert) if optional else convert,
-        "metavar": convert.__name__.upper(),
-    }
+    return {"type": _optional(base) if optional else base, "metavar": base.__name__.upper()}
 
 
 def _optional(convert: type) -> Any:
