@@ -115,9 +115,7 @@ class _Pinned:
             return found
 
         def suggest(name: str, *args: Any, **kwargs: Any) -> Any:
-            if name in self._fixed:
-                return self._fixed[name]
-            return found(name, *args, **kwargs)
+            return self._fixed[name] if name in self._fixed else found(name, *args, **kwargs)
 
         return suggest
 
