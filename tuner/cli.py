@@ -1,8 +1,6 @@
-"""``python -m tuner``: one subcommand per stage of the flow, each in ``tuner/commands/``.
-
-Command modules import heavy libraries (torch, ray) inside ``run`` so ``--help`` stays fast.
-A :class:`TunerError` prints as one line and exits with its code; ``--debug`` shows the
-traceback. A usage mistake that argparse finds is one line too, plus where the help is.
+"""``python -m tuner``: one subcommand per stage of the flow, each in ``tuner/commands/``
+(which import torch and ray inside ``run``, so ``--help`` stays fast). A :class:`TunerError` or
+an argparse usage mistake is one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -30,10 +28,8 @@ exit codes:
 
 
 class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line naming where the help is,
-    instead of the whole usage block (subcommand parsers are made of this class too), and whose
-    flags are spelled whole: a prefix must not pass for a longer flag (``--time-budget`` is not
-    ``--time-budget-s``)."""
+    """Usage errors in one line naming where the help is (subcommand parsers too); flags spelled
+    whole: ``--time-budget`` must not pass for ``--time-budget-s``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})

@@ -1,10 +1,9 @@
 """The one frozen, typed run config. Every stage builds it with ``TrainConfig.from_params``.
 
-A misspelled key, a value of the wrong type and an impossible combination each fail at
-construction with one :class:`TunerError` line. Each field's help text lives in its metadata
-(the CLI flags are generated from it); each speed technique is a switch whose default is off,
-so ``TrainConfig()`` is the plain loop. What a technique *is* (its on values, whether it changes
-the maths of training) is declared in :mod:`tuner.techniques`.
+A misspelled key, a wrong type or an impossible combination fails at construction with one
+:class:`TunerError` line. Each field's help lives in its metadata (the CLI flags are generated
+from it); every speed technique defaults to off, so ``TrainConfig()`` is the plain loop. What a
+technique *is* is declared in :mod:`tuner.techniques`.
 """
 
 from __future__ import annotations
@@ -22,10 +21,6 @@ from typing import Any, Literal, get_args, get_origin
 from tuner.errors import TunerError
 
 __all__ = [
-    "Amp",
-    "Compile",
-    "Norm",
-    "Prefetch",
     "TrainConfig",
     "check_settings",
     "config_fields",
@@ -33,12 +28,6 @@ __all__ = [
     "field_type",
     "load_config_file",
 ]
-
-Amp = Literal["off", "bf16", "fp16"]
-Prefetch = Literal["off", "cuda_stream"]
-Compile = Literal["off", "default", "max-autotune"]
-# "native" keeps the model's own norm layers; the others replace its convolutional norms.
-Norm = Literal["native", "batch", "group", "layer"]
 
 
 def _field(default: Any, help: str) -> Any:
@@ -88,19 +77,24 @@ class TrainConfig:
     fused_adamw: bool = _field(False, "fused AdamW kernel where available")
 
     # Speed techniques: each off by default.
-    amp: Amp = _field(
+    amp: Literal["off", "bf16", "fp16"] = _field(
         "off", "mixed precision: off | bf16 | fp16 (fp16 uses a GradScaler; CPU runs bf16)"
     )
     set_to_none: bool = _field(False, "zero_grad(set_to_none=True)")
     non_blocking: bool = _field(False, "non_blocking host-to-device copies (with --pin-memory)")
-    prefetch: Prefetch = _field(
+    prefetch: Literal["off", "cuda_stream"] = _field(
         "off", "off | cuda_stream: copy + normalize the next batch on a side CUDA stream"
     )
     channels_last: bool = _field(False, "channels-last memory format for model and input")
-    compile: Compile = _field("off", "torch.compile: off | default | max-autotune")
+    compile: Literal["off", "default", "max-autotune"] = _field(
+        "off", "torch.compile: off | default | max-autotune"
+    )
 
-    # Normalization of the convolutional layers.
-    norm: Norm = _field("native", "convolutional norm layers: native | batch | group | layer")
+    # Normalization of the convolutional layers: "native" keeps the model's own norm layers; the
+    # others replace its convolutional norms.
+    norm: Literal["native", "batch", "group", "layer"] = _field(
+        "native", "convolutional norm layers: native | batch | group | layer"
+    )
     gn_groups: int = _field(32, "groups for --norm group (must divide every layer's channels)")
 
     # Budget: the run stops at whichever given limit comes first (at least one is required).
@@ -138,8 +132,7 @@ class TrainConfig:
         """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
         combination."""
         for f in dataclasses.fields(self):
-            value = _checked_type(f.name, getattr(self, f.name))
-            object.__setattr__(self, f.name, value)
+            object.__setattr__(self, f.name, _checked_type(f.name, getattr(self, f.name)))
         for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
             if not getattr(self, name) > 0:
                 raise TunerError(f"{name}={getattr(self, name)} must be a positive integer.")
@@ -173,16 +166,13 @@ class TrainConfig:
         Raises:
             TunerError: an unknown key, a value of the wrong type, or an impossible value.
         """
-        known = config_fields()
-        kept = {k: v for k, v in params.items() if k not in ignore or k in known}
+        kept = {k: v for k, v in params.items() if k not in ignore or k in config_fields()}
         _check_known(kept)
         return cls(**kept)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that ``TrainConfig.from_params(d)`` turns back into this config."""
-        d = dataclasses.asdict(self)
-        d["model_kwargs"] = dict(self.model_kwargs)
-        return d
+        return dataclasses.asdict(self)  # model_kwargs is a plain dict (_checked_type)
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (and validated)."""
@@ -219,7 +209,7 @@ def field_type(name: str) -> tuple[Any, bool]:
 
 def field_help(name: str) -> str:
     """The help text of one :class:`TrainConfig` field (its metadata)."""
-    return next(f.metadata["help"] for f in dataclasses.fields(TrainConfig) if f.name == name)
+    return TrainConfig.__dataclass_fields__[name].metadata["help"]
 
 
 def load_config_file(path: str | Path) -> TrainConfig:
@@ -254,6 +244,9 @@ def _check_known(params: Mapping[str, Any]) -> None:
         )
 
 
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+
+
 def _checked_type(name: str, value: Any) -> Any:
     """``value`` if it fits the field's type (an int is taken where a float is expected).
 
@@ -264,32 +257,17 @@ def _checked_type(name: str, value: Any) -> Any:
     if value is None and optional:
         return None
     if get_origin(base) is Literal:
-        choices = get_args(base)
-        if value in choices and isinstance(value, str):
+        if isinstance(value, str) and value in get_args(base):
             return value
-        raise TunerError(f"{name}={value!r} is not one of {', '.join(choices)}.")
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-        return _type_error(name, value, "true or false")
-    if base is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return _type_error(name, value, "an integer" + (" or none" if optional else ""))
-    if base is float:
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        return _type_error(name, value, "a finite number" + (" or none" if optional else ""))
-    if base is str:
-        if isinstance(value, str):
-            return value
-        return _type_error(name, value, "a string")
-    if isinstance(value, Mapping):  # model_kwargs
+        raise TunerError(f"{name}={value!r} is not one of {', '.join(get_args(base))}.")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if (base is bool and isinstance(value, bool)) or (base is str and isinstance(value, str)):
+        return value
+    if base is int and number and (isinstance(value, int) or value.is_integer()):
+        return int(value)
+    if base is float and number and math.isfinite(value):
+        return float(value)
+    if base not in _EXPECTED and isinstance(value, Mapping):  # model_kwargs
         return dict(value)
-    return _type_error(name, value, "a JSON object")
-
-
-def _type_error(name: str, value: Any, expected: str) -> Any:
+    expected = _EXPECTED.get(base, "a JSON object") + (" or none" if optional else "")
     raise TunerError(f"{name}={value!r} is a {type(value).__name__}; {name} must be {expected}.")

@@ -1,9 +1,5 @@
-"""The project's errors: one line for people, a traceback only with ``--debug``.
-
-The exit code tells a script what kind of problem stopped ``tuner``: a usage error (bad flags,
-values, spaces or inputs, found before anything runs) exits 2, a runtime error (the cluster was
-lost mid-search, a run failed) exits 1. See ``python -m tuner --help`` for every exit code.
-"""
+"""The project's errors: one line for people, a traceback only with ``--debug``; the exit code
+says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them)."""
 
 from __future__ import annotations
 
@@ -24,20 +20,15 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: a search can be resumed
 
 
 class TunerError(Exception):
-    """A problem the user can fix. Its message names what is wrong and how to fix it.
-
-    The CLI prints it as one line (``error: ...``) without a traceback and exits with
-    :attr:`exit_code`: a plain ``TunerError`` is a usage error, found before anything ran.
-    """
+    """A problem the user can fix, found before anything ran; its message names what is wrong
+    and how to fix it. The CLI prints it as ``error: ...`` and exits with :attr:`exit_code`."""
 
     exit_code = EXIT_USAGE
 
 
 class TunerRuntimeError(TunerError):
-    """A problem that stopped work already under way (e.g. the Ray cluster was lost).
-
-    Its message says what was lost and how to continue (``--resume``); the CLI exits 1.
-    """
+    """A problem that stopped work under way (the Ray cluster was lost); its message says how
+    to continue (``--resume``)."""
 
     exit_code = EXIT_RUNTIME
 

@@ -2,29 +2,21 @@
 
 Ray's schedulers stop trials on one metric and Optuna's pruners are single-objective; a search
 for the best throughput/accuracy trade-off under a memory budget needs both objectives and the
-constraint at once. This is asynchronous successive halving (ASHA) where the rank at a rung is
-the **non-dominated rank** (as in MOASHA, Schmucker et al. 2021), with infeasible trials ranked
-behind every feasible one:
+constraint at once. This is ASHA where the rank at a rung is the **non-dominated rank** (as in
+MOASHA, Schmucker et al. 2021), infeasible trials behind every feasible one:
 
-- rungs are report indices ``grace * eta**k`` (the trial's 2nd and 6th evaluation for
-  ``grace=2, eta=3``; the default grace is a third of a trial's evaluations);
-- when a trial reaches a rung, its objective vector (throughput, accuracy so far) and its
-  feasibility join the rung's record. It goes on if no trial recorded there dominates it (a
-  point of the current front is never stopped), or if it sits in the best ``ceil(n / eta)``
-  of the ``n`` trials recorded there, ordered by feasibility, then non-dominated front, then
-  crowding distance inside a front (spread-out points first). So a trial stops only when it is
-  dominated and enough others rank ahead of it; an infeasible one stops unless the quota
-  reaches it;
-- decisions are asynchronous: a trial is judged against the trials that reached the rung
-  before it, never waits for others, and is never resumed once stopped;
-- Hyperband's hedge against stopping too early (Ray's ``AsyncHyperBandScheduler(brackets=)``):
-  with ``brackets=2`` every 4th trial to report runs in a second bracket whose rungs start
-  ``eta`` times later, and is judged only against that bracket's trials. With the default rungs
-  that bracket has none, so a config whose accuracy starts slowly still gets full trainings:
-  in ``bench/search_replay.py`` without it, the vit grid's group-norm front point (bf16, batch
-  128) was stopped at the rung every time it was proposed (3 or 4 times in each seed traced).
-  Every 4th (not drawn at random, as Ray does) is about the share Ray gives a second bracket
-  (27 %), and keeps a replay and a search in step.
+- rungs are report indices ``grace * eta**k`` (by default the first after a third of a trial's
+  evaluations);
+- a trial reaching a rung joins the rung's record. It goes on if no trial recorded there
+  dominates it (a point of the current front is never stopped), or if it sits in the best
+  ``ceil(n / eta)`` of the ``n`` recorded there, ordered by feasibility, then non-dominated
+  front, then crowding distance inside a front (spread-out points first);
+- decisions are asynchronous: a trial is judged against those that reached the rung before it,
+  never waits, and is never resumed once stopped;
+- Hyperband's hedge (Ray's ``AsyncHyperBandScheduler(brackets=)``): with ``brackets=2`` every
+  4th trial to report (not drawn at random, so a replay and a search stay in step) runs in a
+  second bracket whose rungs start ``eta`` times later, judged only against that bracket's
+  trials; why, measured: bench/README.md.
 
 :class:`ParetoHalving` only records and decides; the Ray adapter is
 :class:`tuner.search.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
@@ -83,13 +75,8 @@ class ParetoHalving:
         return self.bracket_of_trial[trial_id]
 
     def rungs(self, bracket: int = 0) -> list[int]:
-        out, rung = [], self.grace * self.eta**bracket
-        while self.max_reports is None or rung < self.max_reports:
-            out.append(rung)
-            rung *= self.eta
-            if len(out) > 32:
-                break
-        return out
+        rungs = (self.grace * self.eta ** (bracket + k) for k in range(33))  # at most 33
+        return [rung for rung in rungs if self.max_reports is None or rung < self.max_reports]
 
     def continues(
         self, trial_id: str, report: int, values: Sequence[float], feasible: bool
@@ -99,19 +86,15 @@ class ParetoHalving:
         if report not in self.rungs(bracket):
             return True
         point = tuple(float(v) for v in values)
-        if not all(math.isfinite(v) for v in point):
-            feasible = False  # nothing measured yet: behind every measured trial
+        feasible = feasible and all(math.isfinite(v) for v in point)  # unmeasured: last
         entries = [e for e in self.records.get((bracket, report), []) if e[0] != trial_id]
         entries.append((trial_id, point, feasible))
         self.records[(bracket, report)] = entries
-        key = self._key(entries, len(entries) - 1)
-        if key[:2] == (0, 0):  # feasible and on the rung's front: never stopped
+        mine = len(entries) - 1
+        if self._key(entries, mine)[:2] == (0, 0):  # feasible and on the rung's front
             return True
-        return self._position(entries, trial_id) < math.ceil(len(entries) / self.eta)
-
-    def _position(self, entries: list[tuple[str, tuple[float, ...], bool]], trial_id: str) -> int:
         order = sorted(range(len(entries)), key=lambda i: self._key(entries, i))
-        return next(pos for pos, i in enumerate(order) if entries[i][0] == trial_id)
+        return order.index(mine) < math.ceil(len(entries) / self.eta)
 
     def _key(self, entries: list[tuple[str, tuple[float, ...], bool]], index: int) -> tuple:
         feasible = [i for i, e in enumerate(entries) if e[2]]
@@ -137,6 +120,5 @@ def crowding_distance(points: np.ndarray) -> np.ndarray:
         distance[order[0]] = distance[order[-1]] = np.inf
         if span <= 0:
             continue
-        gaps = (points[order[2:], k] - points[order[:-2], k]) / span
-        distance[order[1:-1]] += gaps
+        distance[order[1:-1]] += (points[order[2:], k] - points[order[:-2], k]) / span
     return distance

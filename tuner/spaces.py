@@ -85,12 +85,8 @@ class SearchSpace:
         self, trial: Any, *, cuda: bool, fixed: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Call the define-by-run function and check that it returned a dict of settings.
-
-        ``fixed`` (the user's ``--set``) pins parameters: the space's ``suggest_*`` of such a
-        name returns the fixed value (Optuna gets no distribution for it: the parameter leaves
-        the space), and a returned setting of that name is the fixed value too (an ``lr`` the
-        space derives from a sampled ``base_lr``).
-        """
+        ``fixed`` (the user's ``--set``) pins parameters: a ``suggest_*`` of such a name and a
+        returned setting of that name are the fixed value (docs/architecture.md says why)."""
         fixed = dict(fixed or {})
         params = self.define(_Pinned(trial, fixed) if fixed else trial, cuda=cuda)
         if not isinstance(params, dict):
@@ -98,12 +94,7 @@ class SearchSpace:
                 f"Space {self.name}: space() returned {type(params).__name__}; "
                 "it must return a dict of TrainConfig settings."
             )
-        unknown = sorted(set(params) - config_fields())
-        if unknown:
-            raise TunerError(
-                f"Space {self.name} returns setting(s) the engine does not know: "
-                f"{', '.join(unknown)}; use TrainConfig field names."
-            )
+        _check_known(params, f"Space {self.name} returns")
         try:
             check_settings(params)
         except TunerError as exc:
@@ -124,9 +115,7 @@ class _Pinned:
             return found
 
         def suggest(name: str, *args: Any, **kwargs: Any) -> Any:
-            if name in self._fixed:
-                return self._fixed[name]
-            return found(name, *args, **kwargs)
+            return self._fixed[name] if name in self._fixed else found(name, *args, **kwargs)
 
         return suggest
 
@@ -140,23 +129,15 @@ def train_config_of(
 ) -> TrainConfig:
     """The ``TrainConfig`` a trial runs (the one step from trial parameters to a run config):
     ``workload``, then ``params`` (a trial's sample or ``params.json``, speed settings merged),
-    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run.
-
-    Raises:
-        TunerError: the settings do not make a valid run config (one line naming the field).
-    """
+    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run."""
     merged = {**(workload or {}), **params, **({"device": "cpu"} if device == "cpu" else {})}
     return TrainConfig.from_params(merged, ignore=search_only)
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
-    """Let Optuna search the speed techniques too (a helper for space files).
-
-    From the technique registry: AMP and every accuracy-neutral knob worth trying on this kind
-    of device (:func:`tuner.techniques.speed_knobs`), each with what its value implies (workers
-    persist, non_blocking copies come from pinned memory). By default the search settles
-    accuracy-neutral knobs with short probes instead; a space that suggests one pins it.
-    """
+    """Let Optuna search AMP and the speed knobs worth trying on this device too (a helper for
+    space files), each with what its value implies. By default the search settles the
+    accuracy-neutral knobs with short probes instead; a space that suggests one pins it."""
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
         value = trial.suggest_categorical(entry.field, entry.choices(cuda=cuda))
@@ -168,11 +149,8 @@ def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SpaceSampler:
-    """The picklable define-by-run function handed to Ray's ``OptunaSearch``.
-
-    It holds the space's source, not the loaded module, so Ray can pickle the searcher and a
-    resumed experiment loads the same file again.
-    """
+    """The picklable define-by-run function handed to Ray's ``OptunaSearch``: it holds the
+    space's source, not the module, so a resumed experiment loads the same file again."""
 
     ref: str  # SearchSpace.ref
     cuda: bool
@@ -290,9 +268,13 @@ def _check_workload(source: str, kind: str, workload: Any) -> None:
         )
     if not isinstance(workload, Mapping):
         raise TunerError(f"Search space {source}: WORKLOADS[{kind!r}] must be a dict.")
-    unknown = sorted(set(workload) - config_fields())
+    _check_known(workload, f"Search space {source}: WORKLOADS[{kind!r}] has")
+
+
+def _check_known(settings: Mapping[str, Any], whose: str) -> None:
+    unknown = sorted(set(settings) - config_fields())
     if unknown:
         raise TunerError(
-            f"Search space {source}: WORKLOADS[{kind!r}] has setting(s) the engine does not "
-            f"know: {', '.join(unknown)}; use TrainConfig field names."
+            f"{whose} setting(s) the engine does not know: {', '.join(unknown)}; "
+            "use TrainConfig field names."
         )

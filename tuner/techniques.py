@@ -1,18 +1,12 @@
 """The registry of knobs: every speed technique and training knob, declared once.
 
-Each :class:`Knob` names its :class:`~tuner.config.TrainConfig` field, the values that turn it on
-(on a CPU and on a GPU), the companion settings an "on" value needs, a label for tables, and
-whether it is **accuracy-neutral**: it changes speed and memory but not the maths of training
-(zero_grad's set_to_none, pinned memory and non_blocking copies, the CUDA prefetcher,
-channels_last, torch.compile, fused AdamW, DataLoader workers). A knob that is not neutral (AMP,
-the norm layers and their group count, batch size, lr) changes what is learned, so only a
-training run can judge it. A field missing from the registry counts as not neutral.
-
-Its "off" value is the ``TrainConfig`` default and its help text the field's metadata, so
-neither is restated here. Everything else derives from this table: the technique ladder of
-``tuner bench`` and ``tuner ablate`` (:func:`ladder`), the ablation's skippable rungs, the
-report's technique table, the spaces' switch helper and the speed/training split of a search.
-Adding a technique is one entry here plus its use in the engine.
+A knob is **accuracy-neutral** when it changes speed and memory but not the maths of training
+(set_to_none, pinned memory, non_blocking copies, the prefetcher, channels_last, torch.compile,
+fused AdamW, loader workers); one that is not (AMP, the norm layers, batch size, lr) only a
+training run can judge. A field missing from the registry counts as not neutral. Its "off"
+value is the ``TrainConfig`` default and its help the field's metadata. Everything else derives
+from this table: the ladder of ``tuner bench`` and ``tuner ablate``, the report's technique
+table, the spaces' switch helper and the speed/training split of a search.
 """
 
 from __future__ import annotations
@@ -40,32 +34,19 @@ _DEFAULTS = TrainConfig()
 
 @dataclass(frozen=True, kw_only=True)
 class Knob:
-    """One searchable setting of the engine.
-
-    Attributes:
-        field: the ``TrainConfig`` field it sets.
-        label: a short name for tables and plots.
-        accuracy_neutral: changes speed and memory only, never the maths of training.
-        cpu: the values that turn it on and run on a CPU (the first is the ladder's).
-        cuda: the values that turn it on and run on a GPU.
-        implies: settings an "on" value needs with it (non_blocking needs pinned memory).
-        in_ladder: a rung of the technique ladder (``tuner bench``, ``tuner ablate``).
-        companion: only ever set by another knob's ``implies`` (never searched alone).
-        slow_build: turning it on costs far more than a short run on a CPU (torch.compile:
-            tens of seconds per build), so CPU probes and searches leave it out by default.
-        needs_workers: only matters in a data-parallel run (the DDP knobs): a single worker
-            runs it off, records that in ``effective`` and says so in a note.
-    """
+    """One searchable setting of the engine: its ``TrainConfig`` field and a label for tables."""
 
     field: str
     label: str
     accuracy_neutral: bool
-    cpu: tuple[Any, ...] = ()
-    cuda: tuple[Any, ...] = ()
-    implies: Mapping[str, Any] = field(default_factory=dict)
-    in_ladder: bool = False
-    companion: bool = False
+    cpu: tuple[Any, ...] = ()  # the "on" values a CPU runs (the first is the ladder's)
+    cuda: tuple[Any, ...] = ()  # the "on" values a GPU runs
+    implies: Mapping[str, Any] = field(default_factory=dict)  # what an "on" value needs with it
+    in_ladder: bool = False  # a rung of the technique ladder
+    companion: bool = False  # only ever set by another knob's implies, never searched alone
+    # far slower to build than a short CPU run (torch.compile): CPU probes leave it out
     slow_build: bool = False
+    # only matters with more than one worker (DDP): one worker runs it off and says so
     needs_workers: bool = False
 
     @property
@@ -90,6 +71,11 @@ class Knob:
         return {self.field: value, **companions}
 
 
+def _switch(field: str, label: str, **flags: bool) -> Knob:
+    """An accuracy-neutral on/off knob that runs on a CPU and a GPU."""
+    return Knob(field=field, label=label, accuracy_neutral=True, cpu=(True,), cuda=(True,), **flags)
+
+
 KNOBS: tuple[Knob, ...] = (
     # Speed techniques, in ladder order. AMP changes the arithmetic, so it is not neutral.
     Knob(
@@ -100,14 +86,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=("bf16", "fp16"),
         in_ladder=True,
     ),
-    Knob(
-        field="set_to_none",
-        label="zero_grad(set_to_none)",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
+    _switch("set_to_none", "zero_grad(set_to_none)", in_ladder=True),
     Knob(field="pin_memory", label="pinned memory", accuracy_neutral=True, cuda=(True,)),
     Knob(
         field="non_blocking",
@@ -125,22 +104,8 @@ KNOBS: tuple[Knob, ...] = (
         implies={"pin_memory": True},
         in_ladder=True,
     ),
-    Knob(
-        field="channels_last",
-        label="channels_last",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
-    Knob(
-        field="fused_adamw",
-        label="fused AdamW",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        in_ladder=True,
-    ),
+    _switch("channels_last", "channels_last", in_ladder=True),
+    _switch("fused_adamw", "fused AdamW", in_ladder=True),
     Knob(
         field="compile",
         label="torch.compile",
@@ -158,14 +123,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(2, 4, 8),
         implies={"persistent_workers": True},
     ),
-    Knob(
-        field="persistent_workers",
-        label="persistent workers",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        companion=True,
-    ),
+    _switch("persistent_workers", "persistent workers", companion=True),
     # Data-parallel knobs: DistributedDataParallel's settings (more than one worker only).
     Knob(
         field="ddp_bucket_cap_mb",
@@ -175,22 +133,8 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(10, 100),
         needs_workers=True,
     ),
-    Knob(
-        field="ddp_gradient_as_bucket_view",
-        label="DDP gradients as bucket views",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        needs_workers=True,
-    ),
-    Knob(
-        field="ddp_static_graph",
-        label="DDP static graph",
-        accuracy_neutral=True,
-        cpu=(True,),
-        cuda=(True,),
-        needs_workers=True,
-    ),
+    _switch("ddp_gradient_as_bucket_view", "DDP gradients as bucket views", needs_workers=True),
+    _switch("ddp_static_graph", "DDP static graph", needs_workers=True),
     # Training knobs: what a training run is for.
     Knob(
         field="norm",
@@ -220,12 +164,11 @@ def accuracy_neutral_fields() -> tuple[str, ...]:
 def settings_text(settings: Mapping[str, Any]) -> str:
     """Speed settings in a few words: ``channels_last, num_workers=1`` (knobs left off and
     companions unsaid), ``plain`` when nothing is on."""
-    parts = []
-    for field_name, value in settings.items():
-        entry = _BY_FIELD.get(field_name)
-        if entry is None or entry.companion or value == entry.off:
-            continue
-        parts.append(field_name if value is True else f"{field_name}={value}")
+    parts = [
+        name if value is True else f"{name}={value}"
+        for name, value in settings.items()
+        if name in _BY_FIELD and not _BY_FIELD[name].companion and value != _BY_FIELD[name].off
+    ]
     return ", ".join(parts) or "plain"
 
 
@@ -259,17 +202,10 @@ class Rung:
 def ladder(
     *, cuda: bool, amp: str | None = None, skip: Sequence[str] = (), autotune: bool = False
 ) -> tuple[list[Rung], list[str]]:
-    """The technique ladder: the plain loop, then each ladder knob added to the ones before.
-
-    Args:
-        cuda: build it for a GPU (else CUDA-only knobs are left out and listed).
-        amp: the AMP mode of the ``+amp`` rung (default: the knob's first value here).
-        skip: knob fields to leave out.
-        autotune: on a GPU, end with a ``+max-autotune`` rung (compile's second mode).
-
-    Returns:
-        The rungs, and a line per knob left out because this device cannot run it.
-    """
+    """The technique ladder: the plain loop, then each ladder knob added to the ones before;
+    ``amp`` is the ``+amp`` rung's mode (default: the knob's first value), ``autotune`` ends a
+    GPU ladder with ``+max-autotune``. Returns the rungs and a line per knob this device cannot
+    run."""
     rungs, changes, left_out = [Rung("plain", None, {})], {}, []
     for entry in ladder_knobs():
         if entry.field in skip:

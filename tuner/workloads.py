@@ -1,18 +1,13 @@
-"""Named reference workloads: the runs that measurements, the GPU suite and the spaces start from.
-
-Each is defined here once and imported by whoever starts from it (``tuner bench``, ``tuner
-bench --verify``, ``tuner ablate``, the GPU suite, the search spaces' CPU workloads, the
-benchmarks in ``bench/``), so "the CPU tiny ViT" is one model everywhere. :func:`workload`
-hands out a fresh copy; the constants are for spreading into a larger dict (``{**MICRO_VIT,
-...}``) and must not be changed in place.
+"""Named reference workloads, each defined once: "the CPU tiny ViT" is one model for ``tuner
+bench``, ``tuner ablate``, the GPU suite, the search spaces and ``bench/``. The constants are for
+spreading into a larger dict (``{**MICRO_VIT, ...}``) and must not be changed in place;
+:func:`workload` hands out a fresh copy.
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
-
-from tuner.errors import TunerError
 
 __all__ = [
     "ABLATION",
@@ -122,15 +117,7 @@ MICRO_BENCH: dict[str, Any] = {
     "num_classes": 10,
 }
 
-_FAMILIES = {"ablation": ABLATION, "bench": BENCH}
-
 
 def workload(name: str, *, cuda: bool) -> dict[str, Any]:
-    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU.
-
-    Raises:
-        TunerError: no such workload.
-    """
-    if name not in _FAMILIES:
-        raise TunerError(f"unknown workload {name!r}; choose from {', '.join(_FAMILIES)}.")
-    return copy.deepcopy(_FAMILIES[name]["gpu" if cuda else "cpu"])
+    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU."""
+    return copy.deepcopy({"ablation": ABLATION, "bench": BENCH}[name]["gpu" if cuda else "cpu"])

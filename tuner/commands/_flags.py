@@ -1,18 +1,6 @@
-"""The flags that more than one command takes, each defined once, so one name means one thing.
-
-- run settings: one flag per :class:`~tuner.config.TrainConfig` field, spelled, typed and
-  explained from the field (``img_size`` is ``--img-size``; its help is the field's metadata)
-- ``--set KEY=VALUE``: any other run setting over the command's workload (JSON value)
-- ``--out DIR``: the folder the command writes its files into
-- ``--reports-dir DIR``: the reports root; the command writes ``DIR/NAME``
-- ``--name NAME``: the name of what the run makes (its folder under --storage, --reports-dir)
-- ``--storage DIR``: where experiments live
-- ``--json``: the result as one JSON document, the last line of stdout
-- ``--skip A,B``: ladder steps to leave out, checked against the technique registry
-- ``--repeats N``: interleaved repeats of each measured arm
-- ``--verbose``: say more
-
-Nothing here imports torch, pandas or Ray: ``--help`` stays fast.
+"""The flags that more than one command takes, each defined once, so one name means one thing:
+the run settings (one flag per ``TrainConfig`` field, spelled, typed and explained from the
+field) and the shared flags of :data:`_SHARED`. Nothing here imports torch, pandas or Ray.
 """
 
 from __future__ import annotations
@@ -75,12 +63,9 @@ def add(
     """Add the shared ``flag``; ``detail`` (this command's default, what it covers) goes in
     parentheses after the shared meaning, ``spec`` (a default value) over the shared one."""
     spec = {**_SHARED[flag], **spec}
-    spec["help"] = _with_default(spec["help"], detail, prefix="")
+    if detail is not None:
+        spec["help"] += f" ({detail})"
     parser.add_argument(*((flag, "-v") if flag == "--verbose" else (flag,)), **spec)
-
-
-def _with_default(meaning: str, default: str | None, *, prefix: str = "default: ") -> str:
-    return meaning if default is None else f"{meaning} ({prefix}{default})"
 
 
 def add_config_flag(
@@ -93,7 +78,8 @@ def add_config_flag(
     when the flag is not given.
     """
     kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(name))
-    group.add_argument(config_flag(name), help=_with_default(field_help(name), default), **kwargs)
+    help_text = field_help(name) + ("" if default is None else f" (default: {default})")
+    group.add_argument(config_flag(name), help=help_text, **kwargs)
 
 
 def config_flag(name: str) -> str:
@@ -130,8 +116,7 @@ def print_json(value: Any) -> None:
 
 
 def _null_or_text(value: Any) -> Any:
-    """What ``json_ready`` leaves that JSON cannot hold: pandas' missing value is null, any
-    other object its text."""
+    """What ``json_ready`` leaves: pandas' missing value is null, any other object its text."""
     return None if type(value).__name__ == "NAType" else str(value)
 
 
@@ -154,13 +139,9 @@ def _flag_kwargs(name: str) -> dict[str, Any]:
         return {"choices": list(get_args(base))}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
-    if get_origin(base) is not None or base is dict:  # Mapping[str, Any]
+    if get_origin(base) is not None:  # Mapping[str, Any]
         return {"type": _json_object, "metavar": "JSON"}
-    convert = base if base in (int, float, str) else str
-    return {
-        "type": _optional(convert) if optional else convert,
-        "metavar": convert.__name__.upper(),
-    }
+    return {"type": _optional(base) if optional else base, "metavar": base.__name__.upper()}
 
 
 def _optional(convert: type) -> Any:

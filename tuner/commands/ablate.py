@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     import torch
 
     from tuner.compare import ablation as ablate
@@ -127,12 +127,11 @@ def _groups(text: str) -> list[int]:
 
 
 def _progress(total: int) -> Any:
-    done = [0]
+    done = itertools.count(1)
 
     def report(repeat: int, step: Any, row: dict[str, Any]) -> None:
-        done[0] += 1
         print(
-            f"[{done[0]}/{total}] repeat {repeat + 1} {step.name}: {row['status']}, "
+            f"[{next(done)}/{total}] repeat {repeat + 1} {step.name}: {row['status']}, "
             f"{row['images_per_second']:.1f} images/s",
             file=sys.stderr,
             flush=True,

@@ -1,19 +1,14 @@
-"""``tuner bench``: the plain loop vs each speed technique added in turn, measured in one run;
-with ``--verify``, the fidelity self-check (the engine vs a minimal loop, in fresh processes).
-
-Writes ``reports/benchmarks/engine_cpu.{json,md}`` (or ``engine_cuda.*`` on a GPU), and with
-``--verify`` ``fidelity_cpu.*`` (or ``fidelity_cuda.*``). The same code runs as
-``python bench/engine_bench.py``.
+"""``tuner bench``: the plain loop vs each speed technique added in turn (writes
+``reports/benchmarks/engine_{cpu,cuda}.*``); ``--verify``: the engine vs a minimal loop in fresh
+processes (``fidelity_{cpu,cuda}.*``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from tuner.commands import _flags
 from tuner.errors import TunerError
@@ -36,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bench",
         help="benchmark the speed techniques against the plain loop (--verify: engine fidelity)",
         description="Probe the plain fp32 loop and each technique of the ladder added in turn "
-        f"({', '.join(k.field for k in ladder_knobs())}), interleaved and repeated; report "
+        f"({', '.join(_LADDER)}), interleaved and repeated; report "
         "images/s with intervals, paired ratios, peak memory and MFU. On a GPU the workload is "
         "ViT-B/16 at 224 on synthetic data; on CPU a small hybrid ViT. With --verify, time the "
         "same workload with the engine and with a minimal independent PyTorch loop instead, "
@@ -79,57 +74,42 @@ def run(args: argparse.Namespace) -> int:
         key = clash[0]
         raise TunerError(f"--set {key}=...: the bench sets {key} with {_OWN_FLAGS[key]}; use it.")
     skip = tuple(_flags.skip_list(args.skip, valid=_LADDER))
-    if args.verify:
-        return _verify(args, workload)
-    import torch
-
-    from tuner.compare.bench import run_benchmark, to_markdown
-
-    if getattr(args, "amp", None) == "off":
-        raise TunerError("--amp off has no +amp step to measure; leave the step out: --skip amp.")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    report = run_benchmark(
-        workload=workload,
-        steps=getattr(args, "steps", None) or 20,
-        warmup_steps=getattr(args, "warmup_steps", 5),
-        repeats=args.repeats or _REPEATS["ladder"],
-        skip=skip,
-        amp=getattr(args, "amp", None),
-        out_dir=Path(args.out or _OUT),
-        log=_log(args),
-    )
-    _print(report, to_markdown, args)
-    return 0
-
-
-def _verify(args: argparse.Namespace, workload: dict[str, Any] | None) -> int:
-    import torch
-
-    from tuner.compare.fidelity import run_verify, to_markdown, verify_config
-
     amp = getattr(args, "amp", None)
-    config = verify_config(cuda=torch.cuda.is_available(), workload=workload, amp=amp)
-    report = run_verify(
-        config,
-        steps=getattr(args, "steps", None) or 50,
-        warmup_steps=getattr(args, "warmup_steps", 10),
-        repeats=args.repeats or _REPEATS["verify"],
-        threads=args.threads,
-        out_dir=Path(args.out or _OUT),
-        log=_log(args),
-    )
-    _print(report, to_markdown, args)
-    return 0
+    if amp == "off" and not args.verify:
+        raise TunerError("--amp off has no +amp step to measure; leave the step out: --skip amp.")
+    import torch
 
+    # Progress lines go to stderr under --json, so stdout's last line is the result.
+    log = partial(print, file=sys.stderr) if args.json else print
+    if args.verify:
+        from tuner.compare.fidelity import run_verify, to_markdown, verify_config
 
-def _log(args: argparse.Namespace) -> Callable[[str], Any]:
-    """Progress lines: to stderr under --json, so stdout's last line is the result."""
-    return partial(print, file=sys.stderr) if args.json else print
+        report = run_verify(
+            verify_config(cuda=torch.cuda.is_available(), workload=workload, amp=amp),
+            steps=getattr(args, "steps", None) or 50,
+            warmup_steps=getattr(args, "warmup_steps", 10),
+            repeats=args.repeats or _REPEATS["verify"],
+            threads=args.threads,
+            out_dir=Path(args.out or _OUT),
+            log=log,
+        )
+    else:
+        from tuner.compare.bench import run_benchmark, to_markdown
 
-
-def _print(report: dict[str, Any], to_markdown: Callable[[dict[str, Any]], str], args: Any) -> None:
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
+        report = run_benchmark(
+            workload=workload,
+            steps=getattr(args, "steps", None) or 20,
+            warmup_steps=getattr(args, "warmup_steps", 5),
+            repeats=args.repeats or _REPEATS["ladder"],
+            skip=skip,
+            amp=amp,
+            out_dir=Path(args.out or _OUT),
+            log=log,
+        )
     if args.json:
         _flags.print_json(report)
     else:
         print(to_markdown(report))
+    return 0

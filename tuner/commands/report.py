@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
+from tuner.record import KIND, TRIAL_ID
 
 if TYPE_CHECKING:
     from tuner.answer import Answer
@@ -50,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
 def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> dict[str, Any]:
     """A search's result for ``--json`` (``tuner search``, ``tuner report``): its trials
     counted by kind, the answer's picks with their run configs, where the files are."""
-    from tuner.record import KIND, TRIAL_ID
-
     counts = experiment.trials[KIND].value_counts() if len(experiment.trials) else {}
     recommended = answer.recommended
     return {
@@ -66,8 +65,6 @@ def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> 
 
 
 def _pick(row: Any, answer: Answer) -> dict[str, Any]:
-    from tuner.record import TRIAL_ID
-
     trial_id = str(row[TRIAL_ID])
     config = answer.configs.get(trial_id)
     values = {metric: row.get(metric) for metric in answer.best}  # the objectives

@@ -251,19 +251,11 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     if not args.space and not args.resume:
         raise TunerError("Name a search space (python -m tuner spaces) or a .py file.")
     given = {key: value for key, value in vars(args).items() if key in _DEFAULTS}
-    return SearchOptions(
-        **{
-            **given,
-            "space": args.space or "",
-            "overrides": _overrides(args),
-            "remeasure_max_repeats": max(args.remeasure_max_repeats, args.remeasure_repeats),
-        }
-    )
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
-    return {**overrides, **_flags.parse_sets(args.set)}
+    given["space"] = args.space or ""
+    given["overrides"] = {**overrides, **_flags.parse_sets(args.set)}
+    given["remeasure_max_repeats"] = max(args.remeasure_max_repeats, args.remeasure_repeats)
+    return SearchOptions(**given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -278,9 +270,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_search(options)
     if outcome.state != "finished":
         return EXIT_INTERRUPTED
-    report = None
-    if not args.no_report:
-        report = _write_report(outcome, Path(args.reports_dir) / outcome.experiment_dir.name)
+    report = None if args.no_report else _write_report(outcome, Path(args.reports_dir))
     _log_to_mlflow(outcome, report)
     if args.json:
         from tuner.commands.report import result_json
@@ -289,10 +279,10 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.usable else EXIT_RUNTIME
 
 
-def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
+def _write_report(outcome: SearchOutcome, reports_dir: Path) -> Path | None:
     from tuner.report import write_report
 
-    out_dir = out_dir.resolve()
+    out_dir = (reports_dir / outcome.experiment_dir.name).resolve()
     try:
         write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
     except Exception as exc:  # the search's results stand even when the report fails

@@ -1,21 +1,17 @@
-"""``tuner train``: one measured training run of one configuration, by hand.
-
-Every :class:`~tuner.config.TrainConfig` field is a flag, generated from the dataclass so the two
-cannot drift; ``--config FILE`` (JSON) is read first and flags override it. ``--json`` prints the
-result as one JSON object on the last line of stdout. Under ``torchrun --nproc-per-node N`` the
+"""``tuner train``: one measured training run of one configuration, by hand; every
+``TrainConfig`` field is a flag over ``--config FILE``. Under ``torchrun --nproc-per-node N`` the
 run is data-parallel over N workers and only rank 0 prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from typing import Any
 
 from tuner.commands import _flags
-from tuner.config import TrainConfig
+from tuner.config import TrainConfig, load_config_file
 from tuner.units import format_bytes
 
 __all__ = ["config_from_args", "register", "run"]
@@ -30,12 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--config", metavar="FILE", help="JSON run settings; flags override it")
     _flags.add(parser, "--json")
-    defaults = TrainConfig()
     group = parser.add_argument_group("run settings (defaults: the plain loop on digits)")
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(defaults, f.name)
-        shown = json.dumps(dict(default)) if f.name == "model_kwargs" else str(default)
-        _flags.add_config_flag(group, f.name, default=shown)
+    for name, default in TrainConfig().to_dict().items():
+        shown = json.dumps(default) if name == "model_kwargs" else str(default)
+        _flags.add_config_flag(group, name, default=shown)
     parser.set_defaults(run=run)
 
 
@@ -45,9 +39,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     Raises:
         TunerError: unreadable file, unknown setting or impossible value.
     """
-    from tuner.config import load_config_file
-
-    base = load_config_file(args.config).to_dict() if getattr(args, "config", None) else {}
+    base = load_config_file(args.config).to_dict() if args.config else {}
     return TrainConfig.from_params({**base, **_flags.run_settings(args)})
 
 
@@ -72,18 +64,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Any, *, file: Any) -> None:
+    from tuner.stats import wilson_interval
+
     def fmt(value: float | None, spec: str) -> str:
         return "n/a" if value is None else format(value, spec)
 
     cfg = result.config
+    low, high = result.images_per_second_low, result.images_per_second_high
+    spread = "" if low is None or high is None else f" [{low:,.1f}-{high:,.1f} over windows]"
+    interval = ""
+    if result.val_accuracy is not None and result.val_images:
+        n = result.val_images
+        acc_low, acc_high = wilson_interval(round(result.val_accuracy * n), n)
+        interval = f" [{acc_low:.4f}-{acc_high:.4f}, {n} images]"
     lines = [
         f"status            {result.status}" + (f" ({result.error})" if result.error else ""),
         f"model             {cfg.get('model')} on {cfg.get('data')} at {cfg.get('img_size')} px, "
         f"{result.num_parameters or 0:,} params",
         f"device            {result.device} ({result.device_name})",
-        f"val accuracy      {fmt(result.val_accuracy, '.4f')}{_accuracy_interval(result)}   "
+        f"val accuracy      {fmt(result.val_accuracy, '.4f')}{interval}   "
         f"val loss {fmt(result.val_loss, '.4f')}",
-        f"images/s          {fmt(result.images_per_second, ',.1f')}{_spread(result)} over "
+        f"images/s          {fmt(result.images_per_second, ',.1f')}{spread} over "
         f"{result.measured_steps} steady-state steps",
         f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time",
         f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
@@ -96,17 +97,3 @@ def _print_summary(result: Any, *, file: Any) -> None:
         lines.append(f"skipped images    {result.skipped_images} unreadable file(s)")
     lines += [f"note              {note}" for note in result.notes]
     print("\n".join(lines), file=file, flush=True)
-
-
-def _spread(result: Any) -> str:
-    low, high = result.images_per_second_low, result.images_per_second_high
-    return "" if low is None or high is None else f" [{low:,.1f}-{high:,.1f} over windows]"
-
-
-def _accuracy_interval(result: Any) -> str:
-    from tuner.stats import wilson_interval
-
-    if result.val_accuracy is None or not result.val_images:
-        return ""
-    low, high = wilson_interval(round(result.val_accuracy * result.val_images), result.val_images)
-    return f" [{low:.4f}-{high:.4f}, {result.val_images} images]"
