@@ -11,6 +11,9 @@ tuning seeds 0-19 (not the held-out ones: none of them was adopted):
 - ``dedup``: a config already trained to the end is not trained again; the study is told its
   values (Optuna's FAQ workaround). The grid's lr has three values, the real spaces' lr is
   continuous, so this measures the grid more than the tool.
+- ``transfer``: a key's speed setting taken from the first key probed in full with the same
+  norm and AMP, when it is faster than the plain setting in two interleaved pairs (else the key
+  is probed in full);
 - ``free-probes``: not a design but a bound: ``new`` with its speed probes paid by nobody. No
   probe design (fewer rounds, probes inside the trial's own run) can do better than this, so it
   says how much of the gap to a compute goal is the probes' and how much the training's.
@@ -173,6 +176,33 @@ def replay_dedup(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R
         R._run = run
 
 
+def replay_transfer(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
+    probed = R._probed
+
+    def transferred(g: R.Grid, config: dict[str, Any], cache: dict[str, Any], ledger: R.Ledger):
+        key = {n: config[n] for n in R.KEY}
+        name, cell = json.dumps(key, sort_keys=True), ("cell", config["norm"], config["amp"])
+        plain, donor = g.plain(), cache.get(cell)
+        if name not in cache and donor is not None and g.fits(key, plain) and g.fits(key, donor):
+            wins = 0
+            for repeat in range(2):  # two interleaved pairs, as the combination check
+                a, b = (g.cell(key, c)["repeats"][repeat] for c in (plain, donor))
+                ledger.pay(a["wall_s"] + b["wall_s"])
+                wins += b["images_per_second"] > a["images_per_second"]
+            if wins == 2:
+                cache[name] = donor
+        choice = probed(g, config, cache, ledger)
+        if cell not in cache and cache.get(name) is not None and g.fits(key, plain):
+            cache[cell] = cache[name]
+        return choice
+
+    R._probed = transferred
+    try:
+        return R.replay(NEW, grid, seed, budget_s, max_trials)
+    finally:
+        R._probed = probed
+
+
 def replay_free_probes(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
     probed = R._probed
 
@@ -276,6 +306,7 @@ VARIANTS = {
     "lazy-optimistic": lambda g, s, b, m: replay_lazy(g, s, b, m, optimistic=True),
     "one-round": replay_one_round,
     "dedup": replay_dedup,
+    "transfer": replay_transfer,
     "free-probes": replay_free_probes,
 }
 

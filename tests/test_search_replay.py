@@ -82,7 +82,9 @@ def variants(replay):
     return module
 
 
-@pytest.mark.parametrize("name", ["lazy", "lazy-optimistic", "one-round", "dedup"])
+@pytest.mark.parametrize(
+    "name", ["lazy", "lazy-optimistic", "one-round", "dedup", "transfer", "free-probes"]
+)
 def test_every_variant_not_kept_replays(variants, replay, grid, name: str) -> None:
     ledger = variants.VARIANTS[name](grid, 0, 40.0, 12)
     spent = [s for s, _ in ledger.history]

@@ -5,8 +5,8 @@ for the best throughput/accuracy trade-off under a memory budget needs both obje
 constraint at once. This is ASHA where the rank at a rung is the **non-dominated rank** (as in
 MOASHA, Schmucker et al. 2021), infeasible trials behind every feasible one:
 
-- rungs are report indices ``grace * eta**k`` (by default the first after a third of a trial's
-  evaluations);
+- rungs are report indices ``grace * eta**k``; by default ``grace`` is a third of a trial's
+  evaluations, rounded up (the 2nd of 5), and ``eta = 3``;
 - a trial reaching a rung joins the rung's record. It goes on if no trial recorded there
   dominates it (a point of the current front is never stopped), or if it sits in the best
   ``ceil(n / eta)`` of the ``n`` recorded there, ordered by feasibility, then non-dominated

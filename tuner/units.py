@@ -31,9 +31,18 @@ __all__ = [
 MIB = 2**20
 GIB = 2**30
 DASH = "–"  # between an interval's bounds, everywhere
-_UNITS = {"": 1, "b": 1}
-for _power, _prefix in enumerate("kmgt", start=1):
-    _UNITS[f"{_prefix}b"], _UNITS[f"{_prefix}ib"] = 1000**_power, 1024**_power
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": MIB,
+    "gib": GIB,
+    "tib": 2**40,
+}
 
 
 def as_number(value: Any) -> float:

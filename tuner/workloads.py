@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tuner.errors import TunerError
+
 __all__ = [
     "ABLATION",
     "BENCH",
@@ -119,5 +121,12 @@ MICRO_BENCH: dict[str, Any] = {
 
 
 def workload(name: str, *, cuda: bool) -> dict[str, Any]:
-    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU."""
-    return copy.deepcopy({"ablation": ABLATION, "bench": BENCH}[name]["gpu" if cuda else "cpu"])
+    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU.
+
+    Raises:
+        TunerError: no such workload.
+    """
+    families = {"ablation": ABLATION, "bench": BENCH}
+    if name not in families:
+        raise TunerError(f"unknown workload {name!r}; choose from {', '.join(families)}.")
+    return copy.deepcopy(families[name]["gpu" if cuda else "cpu"])

@@ -38,6 +38,7 @@ class _StopAtFirstReport(FIFOScheduler):
         return TrialScheduler.STOP
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)  # the bug is a search that never ends
 def test_a_trial_slow_to_end_after_a_stop_does_not_stall_the_next(tmp_path: Path) -> None:
     space = {"x": tune.uniform(0, 1)}

@@ -90,6 +90,7 @@ def run_benchmark(
     ``amp``: the ``+amp`` rung's mode (default: the registry's first here). ``warmup``: the first
     rung runs once, unrecorded, first (off where the caller paid the process's one-time costs).
     ``matmul_size``: the side of the square matmuls that time the device's dense rate.
+    ``time_limit_s``: start no repeat that would end after this many seconds.
     """
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)

@@ -238,9 +238,14 @@ def _combined_ratio(
     arms = [Arm("plain", "speed", plain), combined]
     runs = run_interleaved(arms, repeats=2, measure=meter, warmup=False, drop_invalid=True)
     row = summarize(runs, arms).iloc[1]
-    peak = row["peak_memory_bytes"]
-    fits = budget is None or math.isnan(peak) or peak <= budget
+    fits = _fits(row["peak_memory_bytes"], budget)
     return finite_or_none(row["throughput_ratio_vs_reference"]) if fits else None
+
+
+def _fits(peak: float, budget: float | None) -> bool:
+    """Whether a probe that ran ok with this peak is within the memory budget (the one rule,
+    tuner.objectives.judge's; an unmeasured peak fits)."""
+    return judge({"status": "ok", "peak_memory_bytes": peak}, max_memory_bytes=budget)[0]
 
 
 class _Meter:
@@ -349,7 +354,7 @@ def _variant_row(row: Any, arms: list[Any], runs: Any, *, budget: float | None) 
     arm = next(a for a in arms if a.name == row["arm"])
     ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
     high, peak = row["throughput_ratio_vs_reference_high"], row["peak_memory_bytes"]
-    fits = budget is None or math.isnan(peak) or peak <= budget
+    fits = _fits(peak, budget)
     candidate = ratio > 1 and _ahead(runs, arm.name)  # faster in every pair, and on average
     return _variant(
         arm,

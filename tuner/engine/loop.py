@@ -124,7 +124,7 @@ def _execute(
         parts = build_parts(config, device, memory, dataparallel=dataparallel)
         if resume_state is not None:
             state = load_state(parts, resume_state)
-            state.run_started = started
+            state.run_started = started  # this segment's wall time, in every result it makes
         _train_loop(parts, state, hooks, bar)
     except TunerError:
         raise

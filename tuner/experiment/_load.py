@@ -194,9 +194,10 @@ def _read_trials(
 def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
     """Ray trial id -> the user attributes of its finished Optuna trial (the measurements the
     searcher told the study when the trial completed)."""
+    trials = study.get_trials(deepcopy=False) if study is not None else ()
     return {
         str(trial.user_attrs[STUDY_TRIAL_ID_ATTR]): dict(trial.user_attrs)
-        for trial in (study.get_trials(deepcopy=False) if study is not None else ())
+        for trial in trials
         if trial.state.is_finished()
         and {STUDY_TRIAL_ID_ATTR, record.STATUS} <= trial.user_attrs.keys()
     }

@@ -15,7 +15,7 @@ from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes
-from tuner.report._status import EFFECTS, Progress
+from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
@@ -138,7 +138,7 @@ def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[s
 
 def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
     if gain is None:
-        why = progress.not_run.get(EFFECTS)
+        why = progress.not_run.get(EFFECTS_STEP)
         if why:
             return f"The gain over the plain loop was not measured: the technique effects {why}."
         return "The recommended config already is the plain loop (no speed technique on)."

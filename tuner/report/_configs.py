@@ -34,9 +34,9 @@ def describe(config: TrainConfig) -> str:
         value = getattr(config, entry.field)
         if entry.field in ("batch_size", "lr", "gn_groups") or entry.companion:
             continue
-        if entry.field == "norm":
-            parts += [norms[value]] if value in norms else []
-        elif value != entry.off:
+        if entry.field == "norm" and value in norms:
+            parts.append(norms[value])
+        elif entry.field != "norm" and value != entry.off:
             parts.append(entry.label if isinstance(value, bool) else f"{entry.label} {value}")
     if config.amp == "off":
         parts.append("fp32")

@@ -101,14 +101,13 @@ def _recommended_gain(
     rows = []
     for _, row in best.iterrows():
         added = int(row["world_size"]) - int(first["world_size"])
+        gain = f"{(row[_IPS] - first[_IPS]) / added:+,.0f}" if added else ""
         rows.append(
             {
                 _SIZE: int(row["world_size"]),
                 "trial": row[TRIAL_ID],
                 "images/s": estimate_text(row, _IPS, ",.0f"),
-                "gain per added worker (images/s)": f"{(row[_IPS] - first[_IPS]) / added:+,.0f}"
-                if added
-                else "",
+                "gain per added worker (images/s)": gain,
             }
         )
     caption = f"The recommended config's settings ({tid}) at each world size"

@@ -19,7 +19,7 @@ from tuner.report.document import plural
 
 __all__ = ["Progress", "progress_of"]
 
-REMEASURE, EFFECTS = "re-measurement", "technique effects"
+REMEASURE_STEP, EFFECTS_STEP = "re-measurement", "technique effects"
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Progress:
 
     state: str  # finished | running | interrupted | stopped | unknown
     lead: list[str]  # the report's first blocks: the state, then the steps (none if finished)
-    not_run: dict[str, str]  # step -> why it did not run (REMEASURE, EFFECTS)
+    not_run: dict[str, str]  # step -> why it did not run (REMEASURE_STEP, EFFECTS_STEP)
     failures: list[dict[str, Any]]  # each failed re-measurement: {trial_id, error, runs}
 
 
@@ -86,9 +86,12 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, str]:
         if state == "running"
         else "not run: the search was interrupted before it"
     )
-    steps = (  # step, its table, the option that turns it off, why it may find nothing to do
-        (REMEASURE, experiment.remeasure, "remeasure_top", f"no candidate ({REMEASURE_FILE})"),
-        (EFFECTS, experiment.effects, "effects_repeats", f"no recommended config ({EFFECTS_FILE})"),
+    # Each step, its table, the option that turns it off, why it may find nothing to do.
+    remeasure = f"no candidate ({REMEASURE_FILE})"
+    effects = f"no recommended config ({EFFECTS_FILE})"
+    steps = (
+        (REMEASURE_STEP, experiment.remeasure, "remeasure_top", remeasure),
+        (EFFECTS_STEP, experiment.effects, "effects_repeats", effects),
     )
     found: dict[str, str] = {}
     for step, table, option, nothing in steps:

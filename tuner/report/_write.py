@@ -40,7 +40,7 @@ from tuner.report._answer import answer_section
 from tuner.report._importance import param_importances
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
-from tuner.report._status import EFFECTS, Progress, progress_of
+from tuner.report._status import EFFECTS_STEP, Progress, progress_of
 from tuner.report.document import (
     Details,
     Section,
@@ -149,7 +149,7 @@ def _techniques(
 ) -> Section:
     title = "What each technique does for the recommended config"
     if effects.empty:
-        why = progress.not_run.get(EFFECTS, f"not run ({EFFECTS_FILE} has no rows)")
+        why = progress.not_run.get(EFFECTS_STEP, f"not run ({EFFECTS_FILE} has no rows)")
         blocks = [f"Not measured: the technique effects step was {why}."]
         return Section(title, blocks, anchor="techniques")
     info = experiment.metadata.get("effects") or {}

@@ -82,8 +82,12 @@ def this_machine() -> Machine:
 
     import tuner
 
+    cpu_model, cpu_count, gpus, gpu_driver = _hardware()
     return Machine(
-        *_hardware(),  # cpu_model, cpu_count, gpus, gpu_driver
+        cpu_model=cpu_model,
+        cpu_count=cpu_count,
+        gpus=gpus,
+        gpu_driver=gpu_driver,
         torch=torch.__version__,
         cuda=torch.version.cuda or "",
         timm=timm.__version__,

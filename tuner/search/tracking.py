@@ -78,8 +78,10 @@ def _main_settings(config: Mapping[str, Any]) -> list[str]:
     """The settings that change what a trial learns, short: batch size, norm, mixed precision."""
     settings = [f"bs{config['batch_size']}"] if "batch_size" in config else []
     norm, amp = config.get("norm"), config.get("amp")
-    if norm not in (None, knob("norm").off):
-        settings.append(f"{norm}{config.get('gn_groups', '') if norm == 'group' else ''}")
+    if norm == "group":
+        settings.append(f"group{config.get('gn_groups', '')}")
+    elif norm not in (None, knob("norm").off):
+        settings.append(str(norm))
     if amp not in (None, knob("amp").off):
         settings.append(str(amp))
     return settings

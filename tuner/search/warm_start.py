@@ -201,6 +201,8 @@ def _retell(
     budget: int | None,
 ) -> FrozenTrial | str:
     """The trial as this study (memory ``budget``) takes it, or why it is left out."""
+    # COMPLETE includes over budget (the sampler learns the infeasible region); PRUNED trials
+    # were stopped early, as in the study they came from.
     if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
         return "failed or unfinished"
     if any(name not in profile.distributions for name in trial.params):
