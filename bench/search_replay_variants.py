@@ -39,6 +39,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import optuna
@@ -148,11 +149,8 @@ class _LazyTrial:
 
 
 def replay_one_round(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
-    repeats, R.SPEED_REPEATS = R.SPEED_REPEATS, 1
-    try:
+    with mock.patch.object(R, "SPEED_REPEATS", 1):
         return R.replay(NEW, grid, seed, budget_s, max_trials)
-    finally:
-        R.SPEED_REPEATS = repeats
 
 
 def replay_dedup(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
@@ -169,11 +167,8 @@ def replay_dedup(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R
         if frozen.state == optuna.trial.TrialState.COMPLETE:
             told[name] = frozen.values
 
-    R._run = once
-    try:
+    with mock.patch.object(R, "_run", once):
         return R.replay(NEW, grid, seed, budget_s, max_trials)
-    finally:
-        R._run = run
 
 
 def replay_transfer(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
@@ -196,11 +191,8 @@ def replay_transfer(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -
             cache[cell] = cache[name]
         return choice
 
-    R._probed = transferred
-    try:
+    with mock.patch.object(R, "_probed", transferred):
         return R.replay(NEW, grid, seed, budget_s, max_trials)
-    finally:
-        R._probed = probed
 
 
 def replay_free_probes(grid: R.Grid, seed: int, budget_s: float, max_trials: int) -> R.Ledger:
@@ -213,11 +205,8 @@ def replay_free_probes(grid: R.Grid, seed: int, budget_s: float, max_trials: int
         del ledger.history[events:]
         return choice
 
-    R._probed = free
-    try:
+    with mock.patch.object(R, "_probed", free):
         return R.replay(NEW, grid, seed, budget_s, max_trials)
-    finally:
-        R._probed = probed
 
 
 class HeldOutGrid(R.Grid):
