@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from search_cli import search_command
+from tiers import add_markers, built_once, group_machine_tests, run_root
 
 from tuner.answer import decide
 from tuner.cli import main
@@ -63,6 +64,15 @@ def _final_statuses(experiment: Path) -> dict[str, str]:
     return finals
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    add_markers(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group_machine_tests(items)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _machine_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test reads or writes the user's cache folder: the speed probes every search of this
@@ -91,19 +101,21 @@ def run_search(storage: Path, name: str, *extra: str) -> Path:
 @pytest.fixture(scope="session")
 def smoke_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished 3-trial search on the smoke space: two candidates re-measured twice, and the
-    technique effects around the recommended config measured twice."""
-    storage = tmp_path_factory.mktemp("experiments")
+    technique effects around the recommended config measured twice. Built once per test run
+    (tests/tiers.py): read it, never write into it (copy it first)."""
     repeats = ["--remeasure-repeats", "2", "--remeasure-max-repeats", "2", "--effects-repeats", "2"]
-    return run_search(storage, "smoke", "--num-samples", "3", "--remeasure-top", "2", *repeats)
+    extra = ["--num-samples", "3", "--remeasure-top", "2", *repeats]
+    root = run_root(tmp_path_factory)
+    return built_once(root, "smoke", lambda storage: run_search(storage, "smoke", *extra)) / "smoke"
 
 
 @pytest.fixture(scope="session")
 def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real search whose memory budget (1 KB) no trial can meet."""
-    storage = tmp_path_factory.mktemp("experiments")
-    return run_search(
-        storage, "nothing-fits", "--num-samples", "2", "--max-memory", "1KB", "--remeasure-top", "0"
-    )
+    """A real search whose memory budget (1 KB) no trial can meet (built once, read-only)."""
+    extra = ["--num-samples", "2", "--max-memory", "1KB", "--remeasure-top", "0"]
+    root = run_root(tmp_path_factory)
+    folder = built_once(root, "nothing-fits", lambda into: run_search(into, "nothing-fits", *extra))
+    return folder / "nothing-fits"
 
 
 @pytest.fixture

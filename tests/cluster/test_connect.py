@@ -14,6 +14,8 @@ from conftest import REPO, RayCluster, isolated_env, last_json, run_connect
 
 from tuner.search.cluster import is_loopback_address
 
+pytestmark = pytest.mark.machine  # local Ray instances and token clusters
+
 # Starts a local instance through connect(), then lists what the Ray processes it started
 # (its descendants: GCS, raylet, workers, agents) listen on.
 LISTENING_DRIVER = """

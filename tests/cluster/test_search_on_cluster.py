@@ -22,7 +22,7 @@ from conftest import HEAD_IP, WORKER_IPS, RayCluster, isolated_env, scratch_root
 
 from tuner.objectives import objective_metrics
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.machine]
 
 SEARCH_TIMEOUT_S = 300
 # The driver's progress lines: "[  1/4     20s] ok          6de1abcb  2349.8 img/s ..."

@@ -53,6 +53,7 @@ def _worker(rank: int, port: int, params: dict[str, Any], out: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.machine
 def test_two_workers_at_batch_b_train_as_one_worker_at_2b(tmp_path: Path) -> None:
     common = dict(steps=STEPS, warmup_steps=1, max_eval_batches=None, seed=3)
     # lr is per batch_size (the per-256 rule): 2 workers at LR train at 2 x LR, as one at 2b.
@@ -74,6 +75,7 @@ def test_two_workers_at_batch_b_train_as_one_worker_at_2b(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.machine
 def test_torchrun_trains_data_parallel_and_rank_0_prints_the_json(tmp_path: Path) -> None:
     flags = ["--model-kwargs", json.dumps(tiny().model_kwargs), "--img-size", "32",
              "--epochs", "none", "--steps", "3", "--warmup-steps", "1", "--batch-size", "16",

@@ -27,8 +27,6 @@ from search_cli import search_command
 from tuner.experiment import load_experiment, read_trials_csv, write_trials_csv
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
 
-pytestmark = pytest.mark.slow
-
 SPACE = Path(__file__).parent / "spaces" / "clients_space.py"
 NAME = "clients"
 MAX_FAILURES = 1  # Ray retries the errored trial once: the retry must raise at once

@@ -32,7 +32,7 @@ from tuner.spaces import get_space
 SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
 
 # The module's one search runs inside the first slow test: room for it on a loaded machine.
-pytestmark = pytest.mark.timeout(1100)
+pytestmark = [pytest.mark.timeout(1100), pytest.mark.machine]
 
 
 class WorkerKiller:
@@ -85,11 +85,21 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
     )
     killer = WorkerKiller(root / "experiments" / "ddp")
     killer.thread.start()
+    try:
+        outcome, seen = _watched(options)
+    finally:
+        killer.done.set()
+    yield outcome, {"killer": killer, **seen}
+
+
+def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
+    """The search, and what Ray held when it was over, before Ray stopped: the placement
+    groups and any placement-group cleaner actor."""
     tables: list[dict[str, Any]] = []
     cleaners: list[dict[str, Any]] = []
     real_shutdown = cluster.shutdown
 
-    def shutdown() -> None:  # what Ray holds when the search is over, before Ray stops
+    def shutdown() -> None:
         import ray
         from ray._private.state import state
 
@@ -98,15 +108,39 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
         cleaners.extend(a for a in actors if a["ActorClassName"] == "PlacementGroupCleaner")
         real_shutdown()
 
-    patch = pytest.MonkeyPatch()
-    patch.setattr(cluster, "shutdown", shutdown)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cluster, "shutdown", shutdown)
         outcome = run_search(options)
-    finally:
-        patch.undo()
-        killer.done.set()
-    seen = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
-    yield outcome, {"killer": killer, **seen}
+    return outcome, {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
+
+
+def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The fast tier's data-parallel search (the module's search is the long tier's): one
+    trial on a real Ray Train worker group of 2 gloo workers, at a few steps."""
+    options = SearchOptions(
+        space=str(SPACE),
+        name="ddp-one",
+        storage=str(tmp_path / "experiments"),
+        num_samples=1,
+        seed=4,  # the start-up design's first trial: strong (its steps set shorter here)
+        world_size=2,
+        cpus_per_trial=1,
+        probe_steps=2,
+        speed_repeats=1,
+        remeasure_top=0,
+        effects_repeats=0,
+        overrides={"steps": 8, "eval_every_steps": 4},
+    )
+    outcome, seen = _watched(options)
+    assert outcome.state == "finished"
+    lines = _reports(outcome)["strong"]
+    assert [line["step"] for line in lines if line["phase"] == "train"][-1] == 8
+    for line in lines:
+        assert line["world_size"] == 2 and line["global_batch_size"] == 2 * 16
+        assert line["images_per_second"] > 0
+    assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
+    assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}
+    assert not seen["cleaners"]
 
 
 def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:

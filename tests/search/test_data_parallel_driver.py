@@ -14,7 +14,7 @@ import pytest
 from search_cli import search_command
 from test_driver import _kill_tree
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 
 TIMEOUT_S = 400
 STEPS = 96

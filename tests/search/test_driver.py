@@ -27,8 +27,6 @@ import psutil
 import pytest
 from search_cli import search_command
 
-pytestmark = pytest.mark.slow
-
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3
 TIMEOUT_S = 300
@@ -97,6 +95,7 @@ def _kill_tree(driver: subprocess.Popen[str]) -> None:
             child.kill()
 
 
+@pytest.mark.slow
 def test_one_driver_kill_9_and_ctrl_c_in_remeasurement_resume_intact(tmp_path: Path) -> None:
     exp = tmp_path / "experiments" / "driven"
     first = _start(_first_run(tmp_path))

@@ -19,8 +19,6 @@ import psutil
 import pytest
 from search_cli import search_command
 
-pytestmark = pytest.mark.slow
-
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3
 TIMEOUT_S = 300
@@ -77,6 +75,7 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
     return finished, driver.returncode
 
 
+# The fast tier's kill-and-resume (a real Ctrl-C); the raylet loss below is the long tier's.
 def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     tmp_path: Path, nothing_lost: Any
 ) -> None:
@@ -116,6 +115,7 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     nothing_lost(exp, resumed.stdout, tmp_path / "report")
 
 
+@pytest.mark.slow
 def test_losing_the_raylet_is_one_line_with_the_command_that_resumes(tmp_path: Path) -> None:
     exp = tmp_path / "experiments" / "resumed"
     driver = subprocess.Popen(

@@ -1,0 +1,191 @@
+"""What the test suite costs, tier by tier, from a fresh clone as CI runs it (issue 27).
+
+For one commit of the repository: each tier's wall time (the README's test command without its
+install, then the long tier `.ci/run` runs after it), the 30 slowest tests of each, the number
+of tests and of test functions, and, with ``--coverage``, the line coverage of ``tuner/`` over
+the whole suite, subprocesses included (coverage.py's ``patch = subprocess``: the CLI children,
+pytest-xdist's workers and the Ray workers they start; a process killed with SIGKILL writes no
+data, so what only such a process ran counts as missed). The record goes into
+``reports/benchmarks/test_tiers.json`` under ``--label`` (other labels are kept, so a before
+and an after sit side by side) and is rendered to ``test_tiers.md``.
+
+    .venv/bin/python bench/test_tiers.py --label after --coverage
+    .venv/bin/python bench/test_tiers.py --label before --commit 2e17d5b --coverage
+
+The clone is tested with this checkout's virtual environment (the install is not timed),
+its own code first on ``PYTHONPATH``. The timed runs and the coverage run are separate runs:
+coverage slows a run, so its times are not the tiers' times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "reports" / "benchmarks" / "test_tiers.json"
+_SUMMARY = re.compile(r"^=+ (?P<text>.*\d+ (passed|failed).*) in [\d.]+s")
+_DURATION = re.compile(r"^(?P<s>[\d.]+)s (?P<when>call|setup|teardown)\s+(?P<test>\S+)")
+
+
+def tier_commands(clone: Path) -> dict[str, str]:
+    """The README's test command (its install left out) and the long tier from .ci/run."""
+    readme = (clone / "README.md").read_text()
+    block = readme.split("<!-- test-command -->", 1)[1].split("```")[1]
+    fast = block.strip().splitlines()[-1].split("&&")[-1].strip()
+    long = re.search(r"<!-- long-tier-command -->\s*`([^`]+)`", readme)
+    return {"fast": fast, "long": long.group(1) if long else ""}
+
+
+def run_tier(clone: Path, command: str, env: dict[str, str]) -> dict[str, Any]:
+    """One tier's wall time, its pytest summary and its 30 slowest test phases."""
+    argv = [sys.executable, *shlex.split(command)[1:], "--durations=30", "-p", "no:cacheprovider"]
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True)
+    wall_s = time.perf_counter() - start
+    lines = done.stdout.splitlines()
+    summary = next((m["text"] for line in lines if (m := _SUMMARY.match(line))), "")
+    slowest = [
+        {"seconds": float(m["s"]), "when": m["when"], "test": m["test"]}
+        for line in lines
+        if (m := _DURATION.match(line))
+    ]
+    if done.returncode != 0:
+        print(done.stdout[-4000:], done.stderr[-2000:], file=sys.stderr)
+    return {
+        "command": command,
+        "wall_s": round(wall_s, 1),
+        "returncode": done.returncode,
+        "summary": summary,
+        "slowest": slowest,
+    }
+
+
+def count_tests(clone: Path, env: dict[str, str]) -> dict[str, int]:
+    """Collected test items (parametrized cases apart) and ``def test_`` functions."""
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0"],
+        cwd=clone, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    items = sum("::" in line for line in collected.stdout.splitlines())
+    functions = 0
+    for file in (clone / "tests").rglob("test_*.py"):
+        tree = ast.parse(file.read_text())
+        functions += sum(
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test_")
+            for node in ast.walk(tree)
+        )
+    return {"test_items": items, "test_functions": functions}
+
+
+def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> dict[str, Any]:
+    """Line coverage of tuner/ over every tier, subprocesses included."""
+    data = clone / ".coverage-bench"
+    rc = clone / ".coveragerc-bench"
+    rc.write_text(
+        f"[run]\nsource = {clone / 'tuner'}\nparallel = true\npatch = subprocess, _exit\n"
+        f"sigterm = true\ndata_file = {data}\n"
+    )
+    for command in filter(None, commands.values()):
+        pytest_args = shlex.split(command)[3:]  # after `python -m pytest`
+        subprocess.run(
+            [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest",
+             *pytest_args, "-q", "-p", "no:cacheprovider"],
+            cwd=clone, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+    coverage = [sys.executable, "-m", "coverage"]
+    subprocess.run([*coverage, "combine", f"--rcfile={rc}"], cwd=clone, env=env, check=True)
+    report = subprocess.run(
+        [*coverage, "json", f"--rcfile={rc}", "-o", "-"],
+        cwd=clone, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    totals = json.loads(report.stdout)["totals"]
+    return {
+        "percent_covered": round(totals["percent_covered"], 2),
+        "covered_lines": totals["covered_lines"],
+        "num_statements": totals["num_statements"],
+    }
+
+
+def measure(commit: str, *, with_coverage: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="tiers-") as tmp:
+        clone = Path(tmp) / "tuner"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        subprocess.run(["git", "-C", str(clone), "checkout", "-q", commit], check=True)
+        env = {**os.environ, "PYTHONPATH": str(clone), "CI": "true"}
+        commands = tier_commands(clone)
+        head = ["git", "-C", str(clone), "rev-parse", "--short", "HEAD"]
+        record: dict[str, Any] = {
+            "commit": subprocess.run(head, capture_output=True, text=True).stdout.strip(),
+            "cores": os.cpu_count(),
+            "tiers": {k: run_tier(clone, c, env) for k, c in commands.items() if c},
+            **count_tests(clone, env),
+        }
+        if with_coverage:
+            record["coverage"] = coverage_of(clone, commands, env)
+        return record
+
+
+def to_markdown(records: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "# Test tiers: wall time, slowest tests, coverage",
+        "",
+        "Written by `bench/test_tiers.py` (a fresh clone, the install not timed).",
+        "",
+    ]
+    for label, rec in records.items():
+        lines += [f"## {label} (commit {rec['commit']}, {rec['cores']} cores)", ""]
+        lines += ["| tier | command | wall | result |", "|---|---|---|---|"]
+        for tier, run in rec["tiers"].items():
+            lines.append(
+                f"| {tier} | `{run['command']}` | {run['wall_s'] / 60:.1f} min | {run['summary']} |"
+            )
+        lines.append("")
+        lines.append(f"Tests: {rec['test_items']} collected, {rec['test_functions']} functions.")
+        if "coverage" in rec:
+            cov = rec["coverage"]
+            lines.append(
+                f"Line coverage of tuner/: {cov['percent_covered']} % "
+                f"({cov['covered_lines']} of {cov['num_statements']} statements)."
+            )
+        for tier, run in rec["tiers"].items():
+            lines += [
+                "",
+                f"Slowest of the {tier} tier:",
+                "",
+                "| s | phase | test |",
+                "|---|---|---|",
+            ]
+            lines += [
+                f"| {d['seconds']:.1f} | {d['when']} | `{d['test']}` |" for d in run["slowest"]
+            ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--label", required=True, help="the record's name, e.g. before / after")
+    parser.add_argument("--commit", default="HEAD", help="the commit to clone and test")
+    parser.add_argument("--coverage", action="store_true", help="also measure line coverage")
+    args = parser.parse_args()
+    records = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    records[args.label] = measure(args.commit, with_coverage=args.coverage)
+    RECORD.write_text(json.dumps(records, indent=2) + "\n")
+    RECORD.with_suffix(".md").write_text(to_markdown(records))
+    print(RECORD.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()

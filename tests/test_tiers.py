@@ -1,0 +1,96 @@
+"""The tiers hold what README.md promises: the fast tier has one of each end-to-end path, CI
+runs both tiers, and a shared experiment is built once however many workers ask for it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tiers import built_once
+
+ROOT = Path(__file__).resolve().parents[1]
+# One test of each end-to-end path the fast tier must keep (README's test command).
+FAST_PATHS = {
+    "a real Ray + Optuna search, read by the report": "tests/report/test_report.py::",
+    "a data-parallel worker group": "tests/search/test_data_parallel.py::"
+    "test_one_worker_group_trains_its_trial_and_leaves_nothing_behind",
+    "a kill-and-resume": "tests/search/test_resume.py::"
+    "test_interrupted_search_resumes_without_running_a_finished_trial_twice",
+    "a browser render": "tests/report/test_browser.py::test_the_rendered_page_leads_with_the",
+    "every client, every kind": "tests/search/test_clients.py::test_mlflow_tells_each_kind",
+}
+
+
+def _collected(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_fast_tier_keeps_one_of_each_end_to_end_path() -> None:
+    fast = _collected("-m", "not slow", *{p.split("::")[0] for p in FAST_PATHS.values()})
+    missing = [
+        what for what, test in FAST_PATHS.items() if not any(t.startswith(test) for t in fast)
+    ]
+    assert missing == []
+
+
+def test_ci_runs_the_readme_test_command_then_the_long_tier(tmp_path: Path) -> None:
+    """``.ci/run`` with a stand-in for bash's ``-c`` commands: it runs exactly the README's two
+    tier commands, in order."""
+    ran = tmp_path / "ran"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "bash").write_text(
+        f'#!/bin/sh\nif [ "$1" = "-euo" ]; then echo "$4" >> {ran}; exit 0; fi\n'
+        'exec /bin/bash "$@"\n'
+    )
+    (shim / "bash").chmod(0o755)
+    env = {"PATH": f"{shim}:/usr/bin:/bin", "CI": "true", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["/bin/bash", str(ROOT / ".ci" / "run")], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    readme = (ROOT / "README.md").read_text()
+    fast, long = ran.read_text().splitlines()
+    assert fast in readme.split("<!-- test-command -->")[1] and fast.endswith('-m "not slow"')
+    assert f"`{long}`" in readme.split("<!-- long-tier-command -->")[1] and long.endswith("-m slow")
+
+
+def _build_slowly(into: Path) -> None:
+    count = into.parent / "builds"
+    count.write_text(count.read_text() + "x" if count.exists() else "x")
+    time.sleep(0.5)  # long enough for the other process to ask meanwhile
+    (into / "result").write_text("built")
+
+
+def _ask(root: Path) -> None:
+    assert (built_once(root, "shared-thing", _build_slowly) / "result").read_text() == "built"
+
+
+def test_a_shared_experiment_is_built_once_for_every_process_that_asks(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    askers = [context.Process(target=_ask, args=(tmp_path,)) for _ in range(3)]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join(timeout=120)
+    assert [asker.exitcode for asker in askers] == [0, 0, 0]
+    assert (tmp_path / "shared" / "builds").read_text() == "x"
+
+
+def test_a_failed_build_is_built_again_by_the_next_to_ask(tmp_path: Path) -> None:
+    def broken(into: Path) -> None:
+        raise RuntimeError("the search failed")
+
+    with pytest.raises(RuntimeError):
+        built_once(tmp_path, "thing", broken)
+    assert (built_once(tmp_path, "thing", lambda into: None) / ".built").exists()

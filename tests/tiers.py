@@ -1,0 +1,71 @@
+"""The test tiers and their sharing, spelled once (README: "Tests in tiers").
+
+- ``slow``: the long tier (``pytest -m slow``); the README's test command runs the rest.
+- ``machine``: a test that needs the whole machine (a multi-node Ray cluster, a data-parallel
+  worker group: one worker per core). pytest-xdist's ``loadgroup`` sends every such test to one
+  worker, in turn, so two never run at once; the other worker runs the rest beside them.
+- :func:`built_once`: a finished experiment every test reads but none writes is built once per
+  test run, by whichever xdist worker asks first, and read by every worker from then on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+MACHINE = "machine"
+MARKERS = {
+    "slow": "the long tier: end-to-end runs beyond the fast tier's one of each (pytest -m slow)",
+    MACHINE: "needs the whole machine (a Ray cluster, a data-parallel worker group): such tests "
+    "run one at a time, on one pytest-xdist worker",
+}
+
+
+def run_root(factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of this whole test run: every xdist worker's basetemp is a
+    folder of it (``popen-gwN``); without xdist, the basetemp itself."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
+    """``root/shared/name``, filled by ``build`` once in this test run: the first process to
+    ask builds it, the others wait for it and read the same folder. A build that raised left
+    no mark, so the next to ask builds it again (and fails the same way)."""
+    folder = root / "shared" / name
+    done = folder / ".built"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder.with_suffix(".lock"))):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            build(folder)
+            done.touch()
+    return folder
+
+
+def add_markers(config: pytest.Config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def group_machine_tests(items: list[pytest.Item]) -> None:
+    """Every ``machine`` test into one xdist group; a module whose tests share a
+    module-scoped fixture stays on one worker too, so that fixture is built once."""
+    for item in items:
+        if item.get_closest_marker(MACHINE) is not None:
+            item.add_marker(pytest.mark.xdist_group(MACHINE))
+        elif _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs
+    )
