@@ -6,6 +6,7 @@ runs the CLI in a subprocess as the driver, exactly as a user would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -36,8 +37,8 @@ HEALTH_CHECK = {
 }
 
 
-@pytest.fixture
-def two_nodes() -> Iterator[RayCluster]:
+@contextlib.contextmanager
+def _two_nodes() -> Iterator[RayCluster]:
     with scratch_root() as root:
         env = {**isolated_env(root, token=_token()), **HEALTH_CHECK}
         cluster = RayCluster(root=root, env=env)
@@ -46,7 +47,22 @@ def two_nodes() -> Iterator[RayCluster]:
         yield cluster
 
 
-def test_trials_run_on_every_node_and_all_results_arrive(two_nodes: RayCluster) -> None:
+@pytest.fixture(scope="module")
+def shared_two_nodes() -> Iterator[RayCluster]:
+    """Two nodes that the searches which leave the cluster whole share (each its own name)."""
+    with _two_nodes() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[RayCluster]:
+    """Two nodes of the test's own (it kills one)."""
+    with _two_nodes() as cluster:
+        yield cluster
+
+
+def test_trials_run_on_every_node_and_all_results_arrive(shared_two_nodes: RayCluster) -> None:
+    two_nodes = shared_two_nodes
     # Two 1-CPU nodes, two trials at a time of 1 CPU each: Ray must use both nodes.
     done = _search(two_nodes, "spread", "--num-samples", "2", "--concurrency", "2")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -56,7 +72,10 @@ def test_trials_run_on_every_node_and_all_results_arrive(two_nodes: RayCluster) 
     assert all(final["status"] == "ok" and final["steps"] == 12 for final in finals)
 
 
-def test_a_data_parallel_trial_spreads_its_workers_over_both_nodes(two_nodes: RayCluster) -> None:
+def test_a_data_parallel_trial_spreads_its_workers_over_both_nodes(
+    shared_two_nodes: RayCluster,
+) -> None:
+    two_nodes = shared_two_nodes
     # Two 1-CPU nodes, one trial of 2 workers x 1 CPU: packed on one node it cannot be placed
     # (refused before any trial), spread its workers can only run one on each node.
     packed = _search(two_nodes, "packed", "--num-samples", "1", "--world-size", "2")

@@ -9,6 +9,7 @@ probes, one is over the memory budget, one raises inside the trial.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -28,6 +29,17 @@ from tuner.units import parse_memory_size
 pytestmark = pytest.mark.slow
 
 SPACE = Path(__file__).parent / "spaces" / "e2e_space.py"
+
+
+def _space_variants() -> dict[str, dict[str, Any]]:
+    spec = importlib.util.spec_from_file_location("e2e_space", SPACE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.VARIANTS
+
+
+VARIANTS = _space_variants()
 BUDGET = parse_memory_size("220MiB")
 METRIC_KEYS = {
     *record.SEARCH_KEYS,
@@ -87,6 +99,14 @@ def _by_variant(outcome: SearchOutcome) -> dict[str, Any]:
     return {r.config["variant"]: r for r in outcome.records}
 
 
+def _trial_dir(outcome: SearchOutcome, variant: str) -> Path:
+    return next(
+        p.parent
+        for p in outcome.experiment_dir.glob("*/params.json")
+        if json.loads(p.read_text()).get("variant") == variant
+    )
+
+
 def _result_lines(trial_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
 
@@ -107,7 +127,8 @@ def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
     for trial_dir in sorted(p.parent for p in outcome.experiment_dir.glob("*/result.json")):
         lines = _result_lines(trial_dir)
         assert lines and all(set(line) >= METRIC_KEYS for line in lines)
-        assert json.loads((trial_dir / "params.json").read_text())["img_size"] == 32
+        params = json.loads((trial_dir / "params.json").read_text())
+        assert params["img_size"] == VARIANTS[params["variant"]].get("img_size", 32)
 
 
 def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
@@ -138,8 +159,14 @@ def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
 ) -> None:
     weak = _by_variant(outcome)["weak"]
     m = weak.metrics
+    # The rule first: at the rung (the first evaluation, step 15) the trials recorded before it
+    # (strong alone: one trial at a time, in the design's order) dominate it on both objectives.
+    strong = _by_variant(outcome)["strong"]
+    rung = next(line for line in _result_lines(_trial_dir(outcome, "strong")) if line["step"] == 15)
+    assert strong.metrics["step"] == 30 and m["step"] == 15
+    assert rung["images_per_second"] > m["images_per_second"]
+    assert rung["val_accuracy"] > m["val_accuracy"]
     assert weak.ray_status == "TERMINATED" and m["status"] == "ok" and not m["final"]
-    assert m["step"] == 15  # stopped at its first evaluation
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[weak.trial_id]
     # It ran ok within the budget (feasible, as every client is told) but not to its end.
@@ -184,12 +211,7 @@ def test_an_error_inside_a_trial_is_recorded_once_and_not_trained_again(
     record = _by_variant(outcome)["bad"]
     assert record.ray_status == "ERROR"  # Ray's retries raised at once: one report below
     assert record.metrics["status"] == "error" and "num_classes=5" in record.metrics["error"]
-    trial_dir = next(
-        p.parent
-        for p in outcome.experiment_dir.glob("*/params.json")
-        if json.loads(p.read_text()).get("variant") == "bad"
-    )
-    assert len(_result_lines(trial_dir)) == 1
+    assert len(_result_lines(_trial_dir(outcome, "bad"))) == 1
     experiment = load_experiment(outcome.experiment_dir)
     row = experiment.trials.set_index("trial_id").loc[record.trial_id]
     assert row["status"] == "error" and not row["feasible"] and row["kind"] == "errored"

@@ -2,8 +2,9 @@
 
 - ``strong``: a tiny ResNet that learns: trains to the end (the test kills one of its workers
   after its first checkpointed report; it resumes from there);
-- ``weak``: ResNet-18 (slower) that cannot learn (lr 1e-9): dominated at its first evaluation,
-  so early stopping ends it (its workers' placement group must not outlive it);
+- ``weak``: ResNet-18 at 64 px, batch 4 (many times slower: more than load can swing two trials
+  measured apart) that cannot learn (lr 1e-9): dominated at its first evaluation, so early
+  stopping ends it (its workers' placement group must not outlive it);
 - ``strong2``: like ``strong`` at batch 64, on ONE worker (the space's ``world_size`` parameter):
   its worker starts after ``weak`` was stopped, and the report gets two world sizes.
 """
@@ -23,7 +24,7 @@ NUM_SAMPLES = {"cpu": 3}
 VARIANTS: dict[str, dict[str, Any]] = {
     # 6 reports (time to kill a worker), the first after 16 steps: it has learned by the rung
     "strong": {"batch_size": 16, "lr": 1e-2, "steps": 96, "eval_every_steps": 16},
-    "weak": {"batch_size": 16, "lr": 1e-9, "model": "resnet18"},
+    "weak": {"batch_size": 4, "img_size": 64, "lr": 1e-9, "model": "resnet18"},
     # Batch 64 (faster) and one evaluation, at its end: ahead of both at the first rung.
     "strong2": {"batch_size": 64, "lr": 8e-3, "eval_every_steps": 24},
 }
