@@ -9,7 +9,8 @@ data, so what only such a process ran counts as missed). The record goes into
 ``reports/benchmarks/test_tiers.json`` under ``--label`` (other labels are kept, so a before
 and an after sit side by side) and is rendered to ``test_tiers.md``.
 
-    .venv/bin/python bench/test_tiers.py --label after --coverage
+    .venv/bin/python bench/test_tiers.py --label after              # the tiers' times
+    .venv/bin/python bench/test_tiers.py --label after --coverage --no-timing
     .venv/bin/python bench/test_tiers.py --label before --commit 2e17d5b --coverage
 
 The clone is tested with this checkout's virtual environment (the install is not timed),
@@ -118,7 +119,8 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
     }
 
 
-def measure(commit: str, *, with_coverage: bool) -> dict[str, Any]:
+def measure(commit: str, *, timing: bool, with_coverage: bool) -> dict[str, Any]:
+    """The tiers' times (``timing``) and/or the coverage of a fresh clone of ``commit``."""
     with tempfile.TemporaryDirectory(prefix="tiers-") as tmp:
         clone = Path(tmp) / "tuner"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -129,9 +131,10 @@ def measure(commit: str, *, with_coverage: bool) -> dict[str, Any]:
         record: dict[str, Any] = {
             "commit": subprocess.run(head, capture_output=True, text=True).stdout.strip(),
             "cores": os.cpu_count(),
-            "tiers": {k: run_tier(clone, c, env) for k, c in commands.items() if c},
             **count_tests(clone, env),
         }
+        if timing:
+            record["tiers"] = {k: run_tier(clone, c, env) for k, c in commands.items() if c}
         if with_coverage:
             record["coverage"] = coverage_of(clone, commands, env)
         return record
@@ -147,7 +150,7 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
     for label, rec in records.items():
         lines += [f"## {label} (commit {rec['commit']}, {rec['cores']} cores)", ""]
         lines += ["| tier | command | wall | result |", "|---|---|---|---|"]
-        for tier, run in rec["tiers"].items():
+        for tier, run in rec.get("tiers", {}).items():
             lines.append(
                 f"| {tier} | `{run['command']}` | {run['wall_s'] / 60:.1f} min | {run['summary']} |"
             )
@@ -159,7 +162,7 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
                 f"Line coverage of tuner/: {cov['percent_covered']} % "
                 f"({cov['covered_lines']} of {cov['num_statements']} statements)."
             )
-        for tier, run in rec["tiers"].items():
+        for tier, run in rec.get("tiers", {}).items():
             lines += [
                 "",
                 f"Slowest of the {tier} tier:",
@@ -179,9 +182,14 @@ def main() -> None:
     parser.add_argument("--label", required=True, help="the record's name, e.g. before / after")
     parser.add_argument("--commit", default="HEAD", help="the commit to clone and test")
     parser.add_argument("--coverage", action="store_true", help="also measure line coverage")
+    parser.add_argument("--no-timing", action="store_true", help="coverage only, no timed runs")
     args = parser.parse_args()
     records = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    records[args.label] = measure(args.commit, with_coverage=args.coverage)
+    measured = measure(args.commit, timing=not args.no_timing, with_coverage=args.coverage)
+    kept = records.get(args.label, {})
+    if kept.get("commit") != measured["commit"]:
+        kept = {}  # another commit: nothing of the old record stands beside the new one
+    records[args.label] = {**kept, **measured}
     RECORD.write_text(json.dumps(records, indent=2) + "\n")
     RECORD.with_suffix(".md").write_text(to_markdown(records))
     print(RECORD.with_suffix(".md").read_text())
