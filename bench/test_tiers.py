@@ -98,13 +98,20 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
         f"[run]\nsource = {clone / 'tuner'}\nparallel = true\npatch = subprocess, _exit\n"
         f"sigterm = true\ndata_file = {data}\n"
     )
-    for command in filter(None, commands.values()):
+    results = {}
+    for tier, command in commands.items():
+        if not command:
+            continue
         pytest_args = shlex.split(command)[3:]  # after `python -m pytest`
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest",
              *pytest_args, "-q", "-p", "no:cacheprovider"],
             cwd=clone, env=env, capture_output=True, text=True,
         )  # fmt: skip
+        lines = done.stdout.splitlines()
+        results[tier] = next((m["text"] for line in lines if (m := _SUMMARY.match(line))), "")
+        failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+        results[tier + "_failed"] = failed
     coverage = [sys.executable, "-m", "coverage"]
     subprocess.run([*coverage, "combine", f"--rcfile={rc}"], cwd=clone, env=env, check=True)
     report = subprocess.run(
@@ -113,6 +120,7 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
     )  # fmt: skip
     totals = json.loads(report.stdout)["totals"]
     return {
+        "runs": results,  # each tier's pytest summary under coverage, and what failed
         "percent_covered": round(totals["percent_covered"], 2),
         "covered_lines": totals["covered_lines"],
         "num_statements": totals["num_statements"],
