@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner.answer import candidates, decide
+from tuner.answer import candidates, decide, world_size_of
 from tuner.experiment import Experiment, typed_trials
 from tuner.objectives import objectives_of
 from tuner.record import KINDS
@@ -173,3 +173,17 @@ def test_a_tie_as_narrow_as_aimed_at_is_decided_not_too_noisy() -> None:
     assert answer.picks is not None and answer.picks.throughput.verdict == "tie"
     assert answer.noise_note() == ""
     assert answer.recommended is not None and answer.recommended["trial_id"] == "s"
+
+
+def test_a_data_parallel_pick_is_never_told_to_re_measure() -> None:
+    # A data-parallel search skips the re-measurement (it measures one process): no advice
+    # to re-measure, and each pick's world size is the one its run reported.
+    rows = [("fast", "ok", 205.0, 0.50, 1000), ("acc", "ok", 100.0, 0.52, 1000)]
+    experiment = _experiment(rows)
+    experiment.trials["world_size"] = pd.array([2, 4], dtype="Int64")
+    answer = decide(experiment)
+    assert answer.data_parallel and "--remeasure-top" not in answer.sentence()
+    assert "data-parallel search is not re-measured" in answer.sentence()
+    assert [world_size_of(answer.best[m]) for m in ("images_per_second", "val_accuracy")] == [2, 4]
+    one = decide(_experiment(rows))
+    assert not one.data_parallel and "--remeasure-top 2" in one.sentence()

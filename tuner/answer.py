@@ -48,6 +48,7 @@ __all__ = [
     "candidates",
     "decide",
     "margin_clause",
+    "world_size_of",
 ]
 
 
@@ -86,6 +87,7 @@ class Answer:
     configs: dict[str, TrainConfig] = field(default_factory=dict)  # pick's trial_id -> its run
     margins: dict[str, Margin] = field(default_factory=dict)  # one pick best on both: its leads
     resolution: float = RESOLUTION  # the re-measurement's aim: intervals within +- this
+    data_parallel: bool = False  # a data-parallel search: no re-measurement to advise
 
     @property
     def recommended(self) -> pd.Series | None:
@@ -143,8 +145,7 @@ class Answer:
                 f"{fast.capitalize()} and {slow} were not re-measured side by side: their "
                 f"throughputs are {p.throughput.value:.2f}x apart as measured in the search, with "
                 f"no interval, so no verdict on speed; {_accuracy_clause(p.accuracy, slow)}. "
-                f"The fastest is shown first; re-measure both (--remeasure-top 2 or more) to "
-                "tell them apart."
+                f"The fastest is shown first; {self._to_tell_apart()}."
             )
         if verdict == "uninformative":
             return (
@@ -183,6 +184,14 @@ class Answer:
             f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
             f"{points} more accurate beyond noise; pick by what matters more to you."
         )
+
+    def _to_tell_apart(self) -> str:
+        if self.data_parallel:  # the re-measurement measures one process: skipped
+            return (
+                "a data-parallel search is not re-measured, so train both on their workers to "
+                "tell them apart"
+            )
+        return "re-measure both (--remeasure-top 2 or more) to tell them apart"
 
     def _one_pick_sentence(self) -> str:
         """One trial best on both as measured: beyond noise on both, or the ties named."""
@@ -226,6 +235,12 @@ def margin_clause(metric: str, margin: Margin) -> str:
     return f"{points} more accurate than {other}, with no interval: no verdict on accuracy"
 
 
+def world_size_of(row: Mapping[str, Any]) -> int:
+    """The data-parallel workers a trial ran on, as its run reported (1: one process)."""
+    workers = as_number(row.get("world_size"))
+    return int(workers) if math.isfinite(workers) and workers > 1 else 1
+
+
 def _pairs(n: int) -> str:
     return f"{n} pair" if n == 1 else f"{n} pairs"
 
@@ -259,7 +274,10 @@ def decide(experiment: Experiment) -> Answer:
     aim = (experiment.metadata.get("remeasure") or {}).get("resolution")
     resolution = float(aim) if isinstance(aim, int | float) else RESOLUTION
     front = pareto_front(pool, objs)
-    return Answer(objs, trials, front, best, remeasured, picks, configs, margins, resolution)
+    parallel = any(world_size_of(row) > 1 for _, row in trials.iterrows())
+    return Answer(
+        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel
+    )
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:

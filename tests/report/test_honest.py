@@ -27,7 +27,7 @@ from tuner.experiment import (
 )
 from tuner.experiment.lock import driver_lock
 from tuner.report import write_report
-from tuner.report._answer import _pick_line
+from tuner.report._answer import _pick_line, _train_line
 from tuner.report._configs import describe
 from tuner.report._effects import not_tried
 from tuner.report._speed import _cell
@@ -252,7 +252,10 @@ def test_a_pick_at_chance_accuracy_is_flagged(smoke_experiment: Path, tmp_path: 
     text = _answer_section(_report(folder, tmp_path))
     assert "**Warning: accuracy at chance level.**" in text
     assert "among 4 classes (1/4 = 0.250)" in text
-    assert "Warning" not in _report(smoke_experiment, tmp_path / "plain")  # 10 classes: above
+    # With its 10 classes the flag follows the interval: raised only if it reaches 1/10.
+    plain = _report(smoke_experiment, tmp_path / "plain")
+    at_chance = float(pick["val_accuracy_low"]) <= 0.1
+    assert ("**Warning: accuracy at chance level.**" in plain) == at_chance
 
 
 def test_the_answer_opens_with_the_noise_then_the_pick_and_why(
@@ -331,3 +334,22 @@ def test_a_probe_cell_from_two_pairs_says_nothing_instead_of_its_interval() -> N
     assert _cell(variant) == "1.51x, interval says nothing (2 pairs) (kept)"
     narrow = {"ratio": 1.12, "low": 1.03, "high": 1.22, "kept": False, "pairs": 6}
     assert _cell(narrow) == "1.12x [1.03–1.22]"
+
+
+def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
+    tmp_path: Path,
+) -> None:
+    from tuner.config import load_config_file
+    from tuner.report._configs import export_config
+
+    answer = _built([("f", "ok", 117.0, 0.50, 100), ("s", "ok", 100.0, 0.52, 100)], {})
+    config = answer.configs["f"]
+    path = export_config(config, tmp_path / "recommended.json", world_size=2)
+    data = json.loads(path.read_text())
+    assert data["world_size"] == 2
+    assert data["command"] == f"torchrun --nproc-per-node 2 -m tuner train --config {path}"
+    assert load_config_file(path) == config  # tuner train reads the same run config
+    row = answer.best["images_per_second"].copy()
+    row["world_size"] = 2
+    assert "on 2 data-parallel workers" in _pick_line(row, config, answer)
+    assert "torchrun --nproc-per-node 2" in _train_line(row, path)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.answer import TOO_NOISY, Answer, PairVerdict
+from tuner.answer import TOO_NOISY, Answer, PairVerdict, world_size_of
 from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
-from tuner.report._configs import describe, export_config, num_classes
+from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.stats import Change
@@ -37,7 +37,9 @@ def answer_section(
     ]
     by_trial: dict[str, list[str]] = {}  # a trial best on two objectives is one pick
     for metric, row in answer.best.items():
-        export_config(answer.configs[str(row[TRIAL_ID])], out / f"recommended_{metric}.json")
+        workers = world_size_of(row)
+        path = out / f"recommended_{metric}.json"
+        export_config(answer.configs[str(row[TRIAL_ID])], path, world_size=workers)
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     failed = {f[TRIAL_ID] for f in progress.failures}
     for metrics in by_trial.values():
@@ -47,11 +49,20 @@ def answer_section(
         _failures_text(progress.failures),
         _gain_text(_effects.plain_loop_gain(effects), progress),
         answer.sentence(),
-        f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
-        f"{_shown_path(out / f'recommended_{chosen}.json')}` (the full run config: the fixed "
-        "workload plus the chosen settings, lr already computed).",
+        _train_line(recommended, out / f"recommended_{chosen}.json"),
     ]
     return Section("The answer", [block for block in blocks if block], anchor="answer")
+
+
+def _train_line(row: pd.Series, path: Path) -> str:
+    """The command that trains the pick, on the workers it was measured on."""
+    workers = world_size_of(row)
+    where = f"; on {workers} data-parallel workers, as it was measured" if workers > 1 else ""
+    return (
+        f"Train with it (trial `{row[TRIAL_ID]}`): `{train_command(_shown_path(path), workers)}` "
+        "(the full run config: the fixed workload plus the chosen settings, lr already computed"
+        f"{where})."
+    )
 
 
 def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
@@ -66,7 +77,7 @@ def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
         why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise ({speed})"
     else:
         why = _fastest_why(p)
-    return f"{trial}, {why}: {describe(config)}."
+    return f"{trial}, {why}: {describe(config)}{_on_workers(row)}."
 
 
 def _bold_head(note: str) -> str:
@@ -176,8 +187,16 @@ def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[s
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
     ]
-    config = describe(answer.configs[str(row[TRIAL_ID])])
+    config = describe(answer.configs[str(row[TRIAL_ID])]) + _on_workers(row)
     return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
+
+
+def _on_workers(row: pd.Series) -> str:
+    """``, on 2 data-parallel workers (batch size per worker)`` for a data-parallel pick."""
+    workers = world_size_of(row)
+    if workers < 2:
+        return ""
+    return f", on {workers} data-parallel workers (the batch size is per worker)"
 
 
 def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
