@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -116,6 +117,61 @@ def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = run_root(tmp_path_factory)
     folder = built_once(root, "nothing-fits", lambda into: run_search(into, "nothing-fits", *extra))
     return folder / "nothing-fits"
+
+
+EVERY_KIND_SPACE = Path(__file__).parent / "search" / "spaces" / "clients_space.py"
+EVERY_KIND_MAX_FAILURES = 1  # Ray retries an errored trial once: the retry must raise at once
+# The search's time budget: long enough for the six short trials one after the other on a busy
+# 2-core machine (200 s measured beside four other searches: each errored trial costs two fresh
+# worker processes), short of the million steps of the last one, which it cuts. Its cost: the
+# fixture lasts this long, however fast the machine.
+EVERY_KIND_TIME_BUDGET_S = 300
+
+
+@pytest.fixture(scope="session")
+def every_kind_experiment(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One search with a trial of every kind (``spaces/clients_space.py``: ok, stopped early,
+    over budget, diverged, errored as bad input, errored inside the engine, and incomplete: cut
+    by ``--search-time-budget-s``), tracked with MLflow (a SQLite store) and W&B (offline),
+    built once per test run (tests/tiers.py: read it, never write into it): its ``experiment``
+    folder, ``uri`` (MLflow), ``variants`` (trial id -> variant), ``name``, ``max_failures``
+    and the CLI's ``stdout`` and ``stderr``."""
+    name = "every-kind"
+    root = built_once(run_root(tmp_path_factory), name, lambda into: _every_kind(into, name))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    experiment = root / "experiments" / name
+    trial_dirs = (p.parent for p in experiment.glob("*/params.json"))
+    variants = {
+        d.name.split("_")[1]: json.loads((d / "params.json").read_text()) for d in trial_dirs
+    }
+    return {
+        "experiment": experiment,
+        "uri": uri,
+        "name": name,
+        "max_failures": EVERY_KIND_MAX_FAILURES,
+        "variants": {trial_id: params["variant"] for trial_id, params in variants.items()},
+        "stdout": (root / "stdout.txt").read_text(),
+        "stderr": (root / "stderr.txt").read_text(),
+    }
+
+
+def _every_kind(root: Path, name: str) -> None:
+    """The every-kind search through the CLI into ``root`` (its console kept beside it)."""
+    command = search_command(
+        str(EVERY_KIND_SPACE), "--no-report", "--seed", "0", "--num-samples", "7",
+        "--concurrency", "1", "--max-memory", "220MiB",
+        "--max-failures", str(EVERY_KIND_MAX_FAILURES), "--speed-repeats", "0",
+        "--probe-steps", "3", "--remeasure-top", "0", "--effects-repeats", "0",
+        "--search-time-budget-s", str(EVERY_KIND_TIME_BUDGET_S),
+        "--mlflow", f"sqlite:///{root / 'mlflow.db'}", "--wandb", "tuner-test",
+        name=name, storage=root / "experiments",
+    )  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("WANDB_")},
+           "WANDB_MODE": "offline"}  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (root / "stdout.txt").write_text(done.stdout)
+    (root / "stderr.txt").write_text(done.stderr)
 
 
 @pytest.fixture

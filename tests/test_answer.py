@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner.answer import candidates, decide
+from tuner.answer import candidates, decide, world_size_of
 from tuner.experiment import Experiment, typed_trials
 from tuner.objectives import objectives_of
 from tuner.record import KINDS
@@ -46,7 +46,8 @@ def test_a_stopped_early_trial_is_never_picked_however_fast() -> None:
     answer = decide(_experiment(rows))
     assert answer.front["trial_id"].tolist() == ["slow"]
     assert answer.recommended is not None and answer.recommended["trial_id"] == "slow"
-    assert answer.picks is None and "best on both" in answer.sentence()
+    assert answer.picks is None and "only one that can be picked" in answer.sentence()
+    assert "best on both" not in answer.sentence()  # compared with nothing: no claim
 
 
 def test_the_picks_configs_are_their_full_run_configs() -> None:
@@ -108,3 +109,81 @@ def test_re_measured_picks_far_apart_are_beyond_noise() -> None:
     )
     assert answer.picks is not None and answer.picks.throughput.separated
     assert answer.sentence().startswith("A real trade-off")
+
+
+def _remeasure(runs: dict[str, list[float]]) -> pd.DataFrame:
+    rows = [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)]
+    return pd.DataFrame(rows, columns=["trial_id", "repeat", "status", "images_per_second"])
+
+
+def test_one_pick_ahead_beyond_noise_on_both_is_best_on_both() -> None:
+    remeasure = _remeasure({"a": [200.0, 202.0, 199.0, 201.0], "b": [100.0, 99.0, 101.0, 100.0]})
+    answer = decide(
+        _experiment([("a", "ok", 200.0, 0.90, 1000), ("b", "ok", 100.0, 0.50, 1000)], remeasure)
+    )
+    assert answer.picks is None and answer.best_on_both
+    assert "is the best on both throughput and accuracy, beyond noise" in answer.sentence()
+    assert answer.noise_note() == ""
+
+
+def test_one_pick_with_equal_accuracy_names_the_tie_not_best_on_both() -> None:
+    # The case: identical accuracy, 2 % apart in throughput with overlapping intervals.
+    remeasure = _remeasure({"a": [102.0, 99.0, 104.0], "b": [100.0, 101.0, 101.0]})
+    answer = decide(
+        _experiment([("a", "ok", 102.0, 0.164, 128), ("b", "ok", 100.0, 0.164, 128)], remeasure)
+    )
+    sentence = answer.sentence()
+    assert answer.picks is None and not answer.best_on_both
+    assert "best on both" not in sentence and "not beyond noise on both" in sentence
+    assert "a tie on speed" in sentence and "a tie on accuracy" in sentence
+
+
+def test_a_throughput_tie_is_never_called_fastest_beyond_noise() -> None:
+    # 1.14x [0.87-1.51] on a busy machine: a tie, wider than the +-3 % aimed at: too noisy.
+    fast = [114.0, 150.0, 88.0, 118.0, 95.0, 130.0]
+    remeasure = _remeasure({"f": fast, "s": [100.0] * 6})
+    answer = decide(
+        _experiment([("f", "ok", 117.0, 0.50, 100), ("s", "ok", 100.0, 0.52, 100)], remeasure)
+    )
+    p = answer.picks
+    assert p is not None and p.throughput.verdict == "tie" and p.accuracy.tie
+    assert "beyond noise" not in answer.sentence().replace("within noise", "")
+    assert "same within noise" in answer.sentence()
+    note = answer.noise_note()
+    assert note.startswith("Too noisy to decide on speed.") and "--trust-budget" in note
+
+
+def test_two_pairs_say_nothing_so_no_verdict_on_speed() -> None:
+    remeasure = _remeasure({"f": [150.0, 90.0], "s": [100.0, 100.0]})
+    answer = decide(
+        _experiment([("f", "ok", 120.0, 0.50, 1000), ("s", "ok", 100.0, 0.80, 1000)], remeasure)
+    )
+    p = answer.picks
+    assert p is not None and p.throughput.tie and p.throughput.verdict == "uninformative"
+    assert answer.recommended is not None and answer.recommended["trial_id"] == "f"
+    assert "says nothing, so no verdict on speed" in answer.sentence()
+    assert "says nothing" in answer.noise_note()
+
+
+def test_a_tie_as_narrow_as_aimed_at_is_decided_not_too_noisy() -> None:
+    remeasure = _remeasure({"f": [100.5, 100.0, 99.8, 100.2], "s": [100.0] * 4})
+    answer = decide(
+        _experiment([("f", "ok", 100.0, 0.50, 1000), ("s", "ok", 99.0, 0.80, 1000)], remeasure)
+    )
+    assert answer.picks is not None and answer.picks.throughput.verdict == "tie"
+    assert answer.noise_note() == ""
+    assert answer.recommended is not None and answer.recommended["trial_id"] == "s"
+
+
+def test_a_data_parallel_pick_is_never_told_to_re_measure() -> None:
+    # A data-parallel search skips the re-measurement (it measures one process): no advice
+    # to re-measure, and each pick's world size is the one its run reported.
+    rows = [("fast", "ok", 205.0, 0.50, 1000), ("acc", "ok", 100.0, 0.52, 1000)]
+    experiment = _experiment(rows)
+    experiment.trials["world_size"] = pd.array([2, 4], dtype="Int64")
+    answer = decide(experiment)
+    assert answer.data_parallel and "--remeasure-top" not in answer.sentence()
+    assert "data-parallel search is not re-measured" in answer.sentence()
+    assert [world_size_of(answer.best[m]) for m in ("images_per_second", "val_accuracy")] == [2, 4]
+    one = decide(_experiment(rows))
+    assert not one.data_parallel and "--remeasure-top 2" in one.sentence()

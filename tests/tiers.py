@@ -66,6 +66,4 @@ def _shares_a_module_fixture(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return False
-    return any(
-        defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs
-    )
+    return any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs)

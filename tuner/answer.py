@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from tuner.compare import paired
+from tuner.compare.trust import RESOLUTION
 from tuner.config import TrainConfig
 from tuner.objectives import (
     Objective,
@@ -32,12 +33,23 @@ from tuner.objectives import (
 from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
-from tuner.units import as_number, ratio_text
+from tuner.units import as_number, interval_text, ratio_text
 
 if TYPE_CHECKING:
     from tuner.experiment import Experiment
 
-__all__ = ["Answer", "PairVerdict", "candidates", "decide"]
+TOO_NOISY = "Too noisy to decide on speed."  # the note's first sentence, bold in the report
+
+__all__ = [
+    "TOO_NOISY",
+    "Answer",
+    "Margin",
+    "PairVerdict",
+    "candidates",
+    "decide",
+    "margin_clause",
+    "world_size_of",
+]
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,15 @@ class PairVerdict:
 
     @property
     def same_within_noise(self) -> bool:
-        return self.throughput.tie and self.accuracy.tie
+        return self.throughput.verdict == "tie" and self.accuracy.tie
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The one pick best on both objectives against the next best candidate on one of them."""
+
+    runner_up: str
+    change: Change  # pick / runner-up throughput, or pick minus runner-up accuracy
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,9 @@ class Answer:
     remeasured: bool  # whether throughput comes from re-measurement
     picks: PairVerdict | None = None  # the fastest pick vs the most accurate one
     configs: dict[str, TrainConfig] = field(default_factory=dict)  # pick's trial_id -> its run
+    margins: dict[str, Margin] = field(default_factory=dict)  # one pick best on both: its leads
+    resolution: float = RESOLUTION  # the re-measurement's aim: intervals within +- this
+    data_parallel: bool = False  # a data-parallel search: no re-measurement to advise
 
     @property
     def recommended(self) -> pd.Series | None:
@@ -73,40 +96,78 @@ class Answer:
         if not self.best:
             return None
         p = self.picks
-        if p is not None and p.throughput.tie and p.accuracy.separated:
+        if p is not None and p.throughput.verdict == "tie" and p.accuracy.separated:
             return self.best["val_accuracy"]
         return self.best[self.objectives[0][0]]
+
+    @property
+    def best_on_both(self) -> bool:
+        """One pick ahead of the next best candidate beyond noise on both objectives."""
+        margins = self.margins.values()
+        return self.picks is None and len(margins) == 2 and all(m.change.separated for m in margins)
+
+    def noise_note(self) -> str:
+        """Said before the pick when the re-measurement could not decide on speed: its interval
+        says nothing, or it is a tie wider than the width it aimed at (empty otherwise)."""
+        margin = self.margins.get("images_per_second")
+        change = self.picks.throughput if self.picks else margin.change if margin else None
+        if change is None or change.verdict in ("none", "separated"):
+            return ""
+        reach = change.half_width
+        if change.informative and reach <= self.resolution:
+            return ""  # a tie as narrow as aimed at: the speeds are the same, decided
+        said = (
+            "says nothing"
+            if not change.informative
+            else f"cannot tell apart speeds less than {reach:.0%} apart"
+        )
+        return (
+            f"{TOO_NOISY} The re-measurement of the picks gave "
+            f"{ratio_text(change.value, change.low, change.high)} over {_pairs(change.n)}:"
+            f" its interval reaches +-{reach:.0%} where +-{self.resolution:.0%} was the aim, so "
+            f"it {said}. Decide again on a quiet machine (nothing else running), or give the "
+            "re-measurement more rounds and time (--remeasure-max-repeats, --trust-budget)."
+        )
 
     def sentence(self) -> str:
         """One sentence: do the picks differ beyond the noise, and what follows from it."""
         if self.front.empty:
-            return "No trial can be recommended: none finished ok within the memory budget."
+            return "No trial can be recommended: none ran ok to its end within the memory budget."
         if self.picks is None:
-            return (
-                f"One configuration ({self.front.iloc[0][TRIAL_ID]}) is the best on both "
-                "throughput and accuracy."
-            )
+            return self._one_pick_sentence()
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
         speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
         points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
-        if not p.throughput.has_interval:  # no verdict without evidence
+        verdict = p.throughput.verdict
+        if verdict == "none":  # no verdict without evidence
             return (
                 f"{fast.capitalize()} and {slow} were not re-measured side by side: their "
                 f"throughputs are {p.throughput.value:.2f}x apart as measured in the search, with "
                 f"no interval, so no verdict on speed; {_accuracy_clause(p.accuracy, slow)}. "
-                f"The fastest is shown first; re-measure both (--remeasure-top 2 or more) to "
-                "tell them apart."
+                f"The fastest is shown first; {self._to_tell_apart()}."
+            )
+        if verdict == "uninformative":
+            return (
+                f"{fast.capitalize()} and {slow} were re-measured side by side, but their "
+                f"{speed} over {_pairs(p.throughput.n)} says nothing, so no verdict on "
+                f"speed; {_accuracy_clause(p.accuracy, slow)}. The fastest as measured is shown "
+                "first."
             )
         if p.same_within_noise:
             return (
                 f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
                 f"{points} apart, inside the interval): either will do."
             )
-        if p.throughput.tie and p.accuracy.separated:
+        if verdict == "tie" and p.accuracy.separated:
             return (
                 f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
                 f" so {slow} is the pick: {points} more accurate, beyond noise."
+            )
+        if verdict == "tie":
+            return (
+                f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}); "
+                f"{_accuracy_clause(p.accuracy, slow)}: no verdict, the fastest is shown first."
             )
         if p.accuracy.tie:
             return (
@@ -123,6 +184,65 @@ class Answer:
             f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
             f"{points} more accurate beyond noise; pick by what matters more to you."
         )
+
+    def _to_tell_apart(self) -> str:
+        if self.data_parallel:  # the re-measurement measures one process: skipped
+            return (
+                "a data-parallel search is not re-measured, so train both on their workers to "
+                "tell them apart"
+            )
+        return "re-measure both (--remeasure-top 2 or more) to tell them apart"
+
+    def _one_pick_sentence(self) -> str:
+        """One trial best on both as measured: beyond noise on both, or the ties named."""
+        row = self.recommended
+        pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
+        if not self.margins:
+            return (
+                f"One configuration ({pick}) is the only one that can be picked, so nothing was "
+                "compared with it."
+            )
+        clauses = "; ".join(margin_clause(m, margin) for m, margin in self.margins.items())
+        if self.best_on_both:
+            return (
+                f"One configuration ({pick}) is the best on both throughput and accuracy, "
+                f"beyond noise: {clauses}."
+            )
+        return (
+            f"One configuration ({pick}) leads on both throughput and accuracy as measured, "
+            f"but not beyond noise on both: {clauses}."
+        )
+
+
+def margin_clause(metric: str, margin: Margin) -> str:
+    """The one pick against the runner-up on ``metric``, with what its interval allows."""
+    c, other = margin.change, margin.runner_up
+    if metric == "images_per_second":
+        speed = ratio_text(c.value, c.low, c.high)
+        return {
+            "separated": f"faster than the next fastest ({other}) beyond noise, {speed}",
+            "tie": f"as fast as {other} within noise, {speed}: a tie on speed",
+            "uninformative": f"{c.value:.2f}x the speed of {other}, but its interval "
+            f"{interval_text(c.low, c.high)} over {_pairs(c.n)} says nothing: no verdict on speed",
+            "none": f"{c.value:.2f}x the speed of {other} as measured in the search, with no "
+            "interval (not re-measured side by side): no verdict on speed",
+        }[c.verdict]
+    points = f"{100 * abs(c.value):.1f} accuracy points"
+    if c.separated:
+        return f"{points} more accurate than the next most accurate ({other}), beyond noise"
+    if c.tie:
+        return f"as accurate as {other} within noise ({points} apart): a tie on accuracy"
+    return f"{points} more accurate than {other}, with no interval: no verdict on accuracy"
+
+
+def world_size_of(row: Mapping[str, Any]) -> int:
+    """The data-parallel workers a trial ran on, as its run reported (1: one process)."""
+    workers = as_number(row.get("world_size"))
+    return int(workers) if math.isfinite(workers) and workers > 1 else 1
+
+
+def _pairs(n: int) -> str:
+    return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
 def _accuracy_clause(accuracy: Change, slow: str) -> str:
@@ -150,7 +270,14 @@ def decide(experiment: Experiment) -> Answer:
     configs = {
         str(row[TRIAL_ID]): pick_config(experiment, str(row[TRIAL_ID])) for row in best.values()
     }
-    return Answer(objs, trials, pareto_front(pool, objs), best, remeasured, picks, configs)
+    margins = _margins(best, pool[measured_mask(pool, objs)], experiment.remeasure)
+    aim = (experiment.metadata.get("remeasure") or {}).get("resolution")
+    resolution = float(aim) if isinstance(aim, int | float) else RESOLUTION
+    front = pareto_front(pool, objs)
+    parallel = any(world_size_of(row) > 1 for _, row in trials.iterrows())
+    return Answer(
+        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel
+    )
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
@@ -182,6 +309,26 @@ def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVe
     return PairVerdict(
         str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, _accuracy_test(fast, accurate)
     )
+
+
+def _margins(
+    best: dict[str, pd.Series], pool: pd.DataFrame, remeasure: pd.DataFrame | None
+) -> dict[str, Margin]:
+    """The one pick best on both against the next fastest and the next most accurate."""
+    fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
+    if fast is None or accurate is None or fast[TRIAL_ID] != accurate[TRIAL_ID]:
+        return {}
+    others = pool[pool[TRIAL_ID] != fast[TRIAL_ID]]
+    if others.empty:
+        return {}
+    quick = others.sort_values("images_per_second", ascending=False).iloc[0]
+    sharp = others.sort_values("val_accuracy", ascending=False).iloc[0]
+    return {
+        "images_per_second": Margin(
+            str(quick[TRIAL_ID]), _throughput_ratio(fast, quick, remeasure)
+        ),
+        "val_accuracy": Margin(str(sharp[TRIAL_ID]), _accuracy_test(fast, sharp)),
+    }
 
 
 def decision_values(

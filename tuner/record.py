@@ -177,6 +177,9 @@ TRIAL_FIRST_STEP_UNIX_S = _search_key(
     "trial_first_step_unix_s", NUMBER, "when the trial's first training step began (probes too)"
 )
 REPORTED_UNIX_S = _search_key("reported_unix_s", NUMBER, "when the report was made")
+TRIAL_STARTED_UNIX_S = _search_key(
+    "trial_started_unix_s", NUMBER, "when the trial's trainable began (before probes and build)"
+)
 
 # ---- the trials table's own keys: added by the reader of an experiment folder -----------------
 
@@ -195,9 +198,11 @@ RAY_STATUS = _table_key(
 REPORTS = _table_key("reports", COUNT, "how many reports the trial made")
 TRIAL_DIR = _table_key("trial_dir", TEXT, "the trial's folder in the experiment folder")
 TRIAL_TIME_S = _table_key(
-    "trial_time_s", NUMBER, "the trial's whole wall time (Ray's time_total_s)"
+    "trial_time_s",
+    NUMBER,
+    "the trial's whole wall time: from its start to its last report (ended_at - started_at)",
 )
-STARTED_AT = _table_key("started_at", TIME, "when the trial started (UTC)")
+STARTED_AT = _table_key("started_at", TIME, "when the trial's trainable began (UTC)")
 ENDED_AT = _table_key("ended_at", TIME, "when the trial last reported (UTC)")
 
 
@@ -226,12 +231,15 @@ _CONFIG_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
 
 Kind = Literal["ok", "stopped early", "over budget", "diverged", "errored", "incomplete"]
 KINDS: tuple[str, ...] = get_args(Kind)
-# How Optuna is told each kind (state names of optuna.trial.TrialState). Over budget is a
-# COMPLETE trial with its measured violation > 0, so the sampler learns the infeasible region;
-# a trial stopped early is PRUNED (its accuracy so far is not its accuracy).
+# How Optuna is told each kind (state names of optuna.trial.TrialState). Only ok is COMPLETE:
+# an objective value is what a trial measured to its end, and a COMPLETE trial is on the front
+# of any client that ignores constraints (optuna-dashboard). Over budget is PRUNED with its
+# measured violation > 0 as its constraint (TPE ranks it infeasible, so the sampler still
+# learns the region; GP and NSGA-II read COMPLETE trials only); a trial stopped early is
+# PRUNED too (its accuracy so far is not its accuracy).
 _OPTUNA_STATES: dict[str, str] = {
     "ok": "COMPLETE",
-    "over budget": "COMPLETE",
+    "over budget": "PRUNED",
     "stopped early": "PRUNED",
     "diverged": "FAIL",
     "errored": "FAIL",
@@ -318,6 +326,7 @@ def trial_report(
         REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
     }
     timed = (
+        TRIAL_STARTED_UNIX_S,
         ENGINE_TIME_S,
         TRIAL_TRAIN_TIME_S,
         SPEED_PROBE_TIME_S,

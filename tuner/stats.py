@@ -10,6 +10,9 @@
   seed are replicas, their spread zero, yet 359 images cannot tell 0.72 from 0.69.
 - An interval that contains "no change" is a **tie**, one that excludes it **separated**;
   without an interval a change is neither: no verdict without evidence.
+- A ratio's interval from fewer than :data:`MIN_PAIRS` pairs, or reaching further than
+  :data:`UNINFORMATIVE_REACH` from its ratio, is **uninformative**: it says nothing a reader can
+  use (0.78x [0.00–296.93] from 2 pairs), so it is named as such, never shown as a tie.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from tuner.units import interval_text, is_finite
 
 __all__ = [
     "CONFIDENCE",
+    "MIN_PAIRS",
+    "UNINFORMATIVE_REACH",
     "Change",
     "Estimate",
     "accuracy_difference",
@@ -33,6 +38,10 @@ __all__ = [
 ]
 
 CONFIDENCE = 0.95
+MIN_PAIRS = 3  # a t-interval of 2 pairs is 12.7 standard errors wide (t at 1 degree of freedom)
+# A speed interval reaching past +-50 % cannot tell a change that helps from one that halves
+# the speed: nothing a reader could act on.
+UNINFORMATIVE_REACH = 0.5
 _Z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96 for 95 %
 
 
@@ -76,6 +85,26 @@ class Change:
     @property
     def separated(self) -> bool:
         return self.has_interval and not self.low <= self.neutral <= self.high
+
+    @property
+    def verdict(self) -> str:
+        """What the change may claim: ``separated`` (beyond noise), ``tie`` (within noise),
+        ``uninformative`` (an interval that says nothing) or ``none`` (no interval)."""
+        if not self.has_interval:
+            return "none"
+        if not self.informative:
+            return "uninformative"
+        return "tie" if self.tie else "separated"
+
+    @property
+    def informative(self) -> bool:
+        """Whether the interval says something: a ratio's from at least :data:`MIN_PAIRS` pairs
+        and within +-:data:`UNINFORMATIVE_REACH` of its value (a difference: any interval)."""
+        if not self.has_interval:
+            return False
+        if self.neutral != 1.0:
+            return True
+        return self.n >= MIN_PAIRS and self.half_width <= UNINFORMATIVE_REACH
 
     @property
     def half_width(self) -> float:

@@ -13,6 +13,7 @@ import pytest
 from tuner.answer import decide
 from tuner.errors import TunerError
 from tuner.experiment import (
+    CUT_FILE,
     LEADING_COLUMNS,
     load_experiment,
     resolve_experiment,
@@ -101,15 +102,21 @@ def test_counts_text_flags_and_times_have_their_dtypes(smoke_experiment: Path) -
     assert trials["param_base_lr"].dtype == "float64"  # search-only: inferred from its values
 
 
-def test_started_and_ended_at_come_from_rays_report_times(smoke_experiment: Path) -> None:
+def test_a_trials_wall_time_runs_from_its_start_to_its_last_report(
+    smoke_experiment: Path,
+) -> None:
     trials = load_trials(smoke_experiment)
     assert str(trials["started_at"].dtype) == str(trials["ended_at"].dtype) == "datetime64[ms, UTC]"
     for _, row in trials.iterrows():
         lines = (smoke_experiment / row["trial_dir"] / "result.json").read_text().splitlines()
         first, last = json.loads(lines[0]), json.loads(lines[-1])
-        assert row["ended_at"].timestamp() == last["timestamp"]
-        assert row["started_at"].timestamp() == round(first["timestamp"] - first["time_total_s"])
-        assert row["started_at"] <= row["ended_at"]
+        wall = last["reported_unix_s"] - first["trial_started_unix_s"]
+        assert row["trial_time_s"] == pytest.approx(wall)
+        assert row["trial_time_s"] >= row["engine_time_s"] - 1e-6  # the engine runs inside it
+        assert row["started_at"].timestamp() == round(first["trial_started_unix_s"])
+        assert abs(row["ended_at"].timestamp() - last["timestamp"]) <= 1  # Ray's, whole seconds
+        span = (row["ended_at"] - row["started_at"]).total_seconds()
+        assert abs(span - row["trial_time_s"]) <= 1  # the dates are rounded to the second
 
 
 # ---- nothing lost, nothing guessed silently --------------------------------------------------
@@ -278,3 +285,22 @@ def test_report_lists_what_it_could_not_read(
     assert any(line.strip().startswith(damaged) for line in err[1:])
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "Could not read everything" in markdown and damaged in markdown
+
+
+def test_a_trial_marked_cut_by_the_search_end_is_incomplete_unless_it_ended(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    # Ray ends a trial the search's time budget cut TERMINATED, as a stopped one: the marker
+    # tracking.SearchEndCut leaves in its folder is what says it did not end by itself.
+    copy = _copy(smoke_experiment, tmp_path)
+    before = load_experiment(copy).trials.set_index("trial_id")
+    ended = {}
+    for trial_id in before.index:
+        file, lines = _result_lines(copy, str(trial_id))
+        (file.parent / CUT_FILE).write_text("{}")
+        ended[trial_id] = json.loads(lines[-1])["final"] is True
+    after = load_experiment(copy).trials.set_index("trial_id")
+    for trial_id, final in ended.items():
+        expected = before.at[trial_id, "kind"] if final else "incomplete"
+        assert after.at[trial_id, "kind"] == expected
+    assert not all(ended.values()) and any(ended.values())  # the smoke search has both

@@ -18,11 +18,19 @@ import pytest
 
 from tuner.answer import decide
 from tuner.config import TrainConfig
-from tuner.experiment import load_experiment, read_metadata, write_metadata
+from tuner.experiment import (
+    Experiment,
+    load_experiment,
+    read_metadata,
+    typed_trials,
+    write_metadata,
+)
 from tuner.experiment.lock import driver_lock
 from tuner.report import write_report
+from tuner.report._answer import _pick_line, _train_line
 from tuner.report._configs import describe
 from tuner.report._effects import not_tried
+from tuner.report._speed import _cell
 from tuner.report.document import plural
 
 HOSTILE = "<script>alert(1)</script> **bold** |pipe| _under_ `tick` [link](x)"
@@ -244,12 +252,104 @@ def test_a_pick_at_chance_accuracy_is_flagged(smoke_experiment: Path, tmp_path: 
     text = _answer_section(_report(folder, tmp_path))
     assert "**Warning: accuracy at chance level.**" in text
     assert "among 4 classes (1/4 = 0.250)" in text
-    assert "Warning" not in _report(smoke_experiment, tmp_path / "plain")  # 10 classes: above
+    # With its 10 classes the flag follows the interval: raised only if it reaches 1/10.
+    plain = _report(smoke_experiment, tmp_path / "plain")
+    at_chance = float(pick["val_accuracy_low"]) <= 0.1
+    assert ("**Warning: accuracy at chance level.**" in plain) == at_chance
 
 
-def test_the_first_line_of_the_answer_is_the_pick_and_why(
+def test_the_answer_opens_with_the_noise_then_the_pick_and_why(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:
+    # The smoke search re-measures 2 rounds: 2-pair intervals say nothing, so before the pick
+    # the answer says the machine could not decide, and nothing is claimed beyond noise.
     answer = decide(load_experiment(smoke_experiment))
-    first = _answer_section(_report(smoke_experiment, tmp_path)).strip().splitlines()[0]
-    assert first.startswith(f"**Recommended: trial `{answer.recommended['trial_id']}`**, the ")
+    text = _answer_section(_report(smoke_experiment, tmp_path))
+    note, pick = [line for line in text.strip().splitlines() if line][:2]
+    assert note.startswith("**Too noisy to decide on speed.**") and "2 pairs" in note
+    assert "--trust-budget" in note
+    assert pick.startswith(f"**Recommended: trial `{answer.recommended['trial_id']}`**, the ")
+    assert "beyond noise" not in text.replace("not beyond noise", "")
+    assert "best on both" not in text.lower()
+
+
+def test_a_phase_says_by_how_much_it_ran_over_its_time_limit(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    meta = read_metadata(smoke_experiment)
+    effects = {**meta["effects"], "time_limit_s": 2.0, "seconds": 7.0}
+    remeasure = {**meta["remeasure"], "time_limit_s": 5.0, "seconds": 4.6}
+    folder = _copy(smoke_experiment, tmp_path, effects=effects, remeasure=remeasure)
+    markdown = _report(folder, tmp_path)
+    assert "took 7s: 5s over its 2s limit" in markdown
+    assert "took 5s, within its 5s limit" in markdown
+
+
+def test_a_starved_effects_step_says_it_has_no_information(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    # 2 rounds each (the smoke search's --effects-repeats 2): no interval says anything.
+    techniques = _report(smoke_experiment, tmp_path).split("## 3.", 1)[1].split("## 4.", 1)[0]
+    assert "**No information**" in techniques and "so no table" in techniques
+    assert "*One change at a time*" not in techniques
+    assert "not compared: prefetch: needs CUDA" in techniques
+
+
+def _built(rows: list[tuple], runs: dict[str, list[float]]) -> Any:
+    """An answer decided on trials and re-measurements given as numbers (the sentence logic)."""
+    columns = ["trial_id", "kind", "images_per_second", "val_accuracy", "val_images"]
+    trials = typed_trials(pd.DataFrame(rows, columns=columns))
+    remeasure = pd.DataFrame(
+        [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)],
+        columns=["trial_id", "repeat", "status", "images_per_second"],
+    )
+    configs = {row[0]: {"batch_size": 16, "base_lr": 0.1} for row in rows}
+    workload = {"model": "vit_tiny_patch16_224", "data": "synthetic", "img_size": 32}
+    metadata = {"objective": "pareto", "workload": workload, "search_only_params": ["base_lr"]}
+    experiment = Experiment("e", Path("."), metadata, trials, configs, [], [], remeasure)
+    return decide(experiment)
+
+
+@pytest.mark.parametrize(
+    ("fast", "why"),
+    [
+        ([114.0, 150.0, 88.0, 118.0, 95.0, 130.0], "a tie on speed"),  # 1.14x [0.93-1.40]
+        ([150.0, 90.0], "an interval that says nothing"),  # 2 pairs
+    ],
+)
+def test_the_pick_line_names_a_speed_tie_never_fastest_beyond_noise(
+    fast: list[float], why: str
+) -> None:
+    answer = _built(
+        [("f", "ok", 117.0, 0.50, 100), ("s", "ok", 100.0, 0.52, 100)],
+        {"f": fast, "s": [100.0] * len(fast)},
+    )
+    pick = answer.recommended
+    line = _pick_line(pick, answer.configs[str(pick["trial_id"])], answer)
+    assert why in line and "beyond noise" not in line
+
+
+def test_a_probe_cell_from_two_pairs_says_nothing_instead_of_its_interval() -> None:
+    variant = {"ratio": 1.51, "low": 0.04, "high": 58.41, "kept": True, "pairs": 2}
+    assert _cell(variant) == "1.51x, interval says nothing (2 pairs) (kept)"
+    narrow = {"ratio": 1.12, "low": 1.03, "high": 1.22, "kept": False, "pairs": 6}
+    assert _cell(narrow) == "1.12x [1.03–1.22]"
+
+
+def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
+    tmp_path: Path,
+) -> None:
+    from tuner.config import load_config_file
+    from tuner.report._configs import export_config
+
+    answer = _built([("f", "ok", 117.0, 0.50, 100), ("s", "ok", 100.0, 0.52, 100)], {})
+    config = answer.configs["f"]
+    path = export_config(config, tmp_path / "recommended.json", world_size=2)
+    data = json.loads(path.read_text())
+    assert data["world_size"] == 2
+    assert data["command"] == f"torchrun --nproc-per-node 2 -m tuner train --config {path}"
+    assert load_config_file(path) == config  # tuner train reads the same run config
+    row = answer.best["images_per_second"].copy()
+    row["world_size"] = 2
+    assert "on 2 data-parallel workers" in _pick_line(row, config, answer)
+    assert "torchrun --nproc-per-node 2" in _train_line(row, path)

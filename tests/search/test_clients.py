@@ -1,64 +1,45 @@
-"""One trial is told the same to every client (issue 18): one real search, every client read back.
+"""One trial is told the same to every client (issues 18, 28): one real search, every client read
+back.
 
-One search of ``spaces/clients_space.py`` through the CLI (five trials in a fixed order, one of
-each kind: ok, stopped early by ParetoASHA, over the memory budget, diverged, errored inside the
-engine), tracked with MLflow (a real SQLite store) and W&B (offline, no account, no network).
-Each trial's kind is then read from every client with the client's own reader and must be the
-same everywhere: the experiment's trials table, the Optuna study, Ray's ``ExperimentAnalysis``
-(and ``ResultGrid``), TensorBoard's event files, the MLflow runs, the W&B offline files and the
-console's per-trial lines.
+The session's ``every_kind_experiment`` (tests/conftest.py): one search of
+``spaces/clients_space.py`` through the CLI, seven trials in a fixed order, one of each kind
+(ok, stopped early by ParetoASHA, over the memory budget, diverged, errored as bad input,
+errored inside the engine, and incomplete: cut by ``--search-time-budget-s``), tracked with
+MLflow (a real SQLite store) and W&B (offline, no account, no network). Each trial's kind is
+then read from every client with the client's own reader and must be the same everywhere: the
+experiment's trials table, the Optuna study (and its front computed without constraints, as
+optuna-dashboard computes it), Ray's ``ExperimentAnalysis`` and ``ResultGrid``, TensorBoard's
+event files (the kind text, the scalars, the HParams status), the MLflow runs, the W&B offline
+files and the console's per-trial lines.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
 import pytest
-from search_cli import search_command
 
-from tuner.experiment import load_experiment, read_trials_csv, write_trials_csv
+from tuner.experiment import CUT_FILE, load_experiment, read_trials_csv, write_trials_csv
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
 
-SPACE = Path(__file__).parent / "spaces" / "clients_space.py"
-NAME = "clients"
-MAX_FAILURES = 1  # Ray retries the errored trial once: the retry must raise at once
 EXPECTED = {"ok": "ok", "weak": "stopped early", "over": "over budget", "blowup": "diverged",
-            "bad": "errored"}  # fmt: skip
+            "bad": "errored", "crash": "errored", "cut": "incomplete"}  # fmt: skip
 _LINE = re.compile(rf"^\[\s*\d+/\S+\s+\d+s(?:, eta \w+)?\] ({'|'.join(KINDS)})\s+(\w+)  ")
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The finished search: its folder, console, MLflow URI and each trial's variant."""
-    root = tmp_path_factory.mktemp("clients")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    command = search_command(
-        str(SPACE), "--no-report", "--max-memory", "220MiB",
-        "--max-failures", str(MAX_FAILURES), "--speed-repeats", "0", "--probe-steps", "3",
-        "--remeasure-top", "0", "--effects-repeats", "0", "--mlflow", uri, "--wandb", "tuner-test",
-        name=NAME, storage=root / "experiments",
-    )  # fmt: skip
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("WANDB_")},
-           "WANDB_MODE": "offline"}  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=400, cwd=root, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    experiment = root / "experiments" / NAME
-    variants = {
-        json.loads((d / "result.json").read_text().splitlines()[0])["trial_id"]: json.loads(
-            (d / "params.json").read_text()
-        )["variant"]
-        for d in _trial_dirs(experiment)
-    }
-    assert sorted(variants.values()) == sorted(EXPECTED)
-    return {"experiment": experiment, "uri": uri, "variants": variants, **vars(done)}
+def search(
+    every_kind_experiment: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The session's search of every kind (tests/conftest.py, read-only), its kinds cached
+    per module and a ``scratch`` folder of this module's own to write into."""
+    return {**every_kind_experiment, "scratch": tmp_path_factory.mktemp("clients")}
 
 
 def _trial_dirs(experiment: Path) -> list[Path]:
@@ -68,7 +49,7 @@ def _trial_dirs(experiment: Path) -> list[Path]:
 def _table_kinds(search: dict[str, Any]) -> dict[str, str]:
     """Each trial's kind in the experiment's trials.csv (written and read back as the report
     does): what every other client must say."""
-    csv = search["experiment"].parent / "trials.csv"
+    csv = search["scratch"] / "trials.csv"
     write_trials_csv(load_experiment(search["experiment"]).trials, csv)
     trials = read_trials_csv(csv).set_index("trial_id")
     return trials[KIND].to_dict()
@@ -98,48 +79,112 @@ def test_the_console_names_each_kind_in_the_records_words(search: dict[str, Any]
 def test_the_trials_table_tells_the_kind_each_trial_was_made_to_be(search: dict[str, Any]) -> None:
     by_variant = {search["variants"][tid]: kind for tid, kind in _expected(search).items()}
     assert by_variant == EXPECTED
+    # The console names why the cut trial stopped, never the memory budget it kept to.
+    (cut,) = [tid for tid, variant in search["variants"].items() if variant == "cut"]
+    (line,) = [line for line in search["stdout"].splitlines() if f"] incomplete    {cut}" in line]
+    assert "the search ended before it did" in line and "budget" not in line
 
 
-def test_the_optuna_study_tells_each_kind_and_its_state(search: dict[str, Any]) -> None:
-    study = optuna.load_study(
-        study_name=NAME, storage=f"sqlite:///{search['experiment'] / 'study.db'}"
-    )
-    by_ray_id = {t.user_attrs["ray_trial_id"]: t for t in study.trials}
-    assert {tid: t.user_attrs[KIND] for tid, t in by_ray_id.items()} == _expected(search)
-    for trial in by_ray_id.values():
-        assert trial.state == optuna.trial.TrialState[optuna_state(trial.user_attrs[KIND])]
-        if trial.user_attrs[KIND] in ("errored", "diverged"):
-            assert trial.user_attrs[ERROR]  # why it failed, where optuna-dashboard shows it
+def test_a_trials_wall_time_is_its_started_to_ended_span(search: dict[str, Any]) -> None:
+    trials = load_experiment(search["experiment"]).trials
+    for _, row in trials.iterrows():
+        span = (row["ended_at"] - row["started_at"]).total_seconds()
+        assert abs(row["trial_time_s"] - span) <= 1, row["trial_id"]  # dates: whole seconds
+        assert row["trial_time_s"] >= row["engine_time_s"] - 1e-6  # the engine runs inside it
 
 
-def test_ray_ends_the_errored_trial_as_an_error_without_training_it_again(
+def _study(search: dict[str, Any]) -> optuna.Study:
+    storage = f"sqlite:///{search['experiment'] / 'study.db'}"
+    return optuna.load_study(study_name=search["name"], storage=storage)
+
+
+def test_the_optuna_study_tells_each_kind_its_state_and_only_measured_values(
     search: dict[str, Any],
 ) -> None:
-    from ray.tune import ExperimentAnalysis, ResultGrid
+    study = _study(search)
+    assert {t.state for t in study.trials} <= {
+        optuna.trial.TrialState[optuna_state(kind)] for kind in KINDS
+    }  # nothing RUNNING forever, no WAITING trial of the design left behind
+    by_ray_id = {
+        t.user_attrs["ray_trial_id"]: t for t in study.trials if "ray_trial_id" in t.user_attrs
+    }
+    assert {tid: t.user_attrs[KIND] for tid, t in by_ray_id.items()} == _expected(search)
+    table = load_experiment(search["experiment"]).trials.set_index("trial_id")
+    for tid, trial in by_ray_id.items():
+        kind = trial.user_attrs[KIND]
+        assert trial.state == optuna.trial.TrialState[optuna_state(kind)]
+        if kind in ("errored", "diverged"):
+            assert trial.user_attrs[ERROR]  # why it failed, where optuna-dashboard shows it
+        if trial.state == optuna.trial.TrialState.COMPLETE:  # values it measured to its end
+            measured = [table.at[tid, name] for name in study.metric_names]
+            assert trial.values == pytest.approx(measured)
+        else:
+            assert trial.values is None
+        if kind == "over budget":  # infeasible where Optuna's samplers read it
+            assert all(v > 0 for v in trial.constraints.values()) and trial.constraints
+
+
+def test_a_front_computed_without_constraints_holds_no_trial_that_cannot_be_picked(
+    search: dict[str, Any],
+) -> None:
+    from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
+
+    study = _study(search)
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    front = _get_pareto_front_trials_by_trials(complete, study.directions)  # as the dashboard
+    assert front and {t.user_attrs[KIND] for t in front} == {"ok"}
+
+
+def _ray_statuses(search: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+    from ray.tune import ExperimentAnalysis
 
     analysis = ExperimentAnalysis(str(search["experiment"]))
-    frame = analysis.dataframe().set_index("trial_id")
-    statuses = {trial.trial_id: trial.status for trial in analysis.trials}
-    kinds = {
-        tid: classify(frame.loc[tid].to_dict(), ended=True, crashed=statuses[tid] == "ERROR")
-        for tid in statuses
-    }
-    assert kinds == _expected(search)
-    (bad,) = [tid for tid, kind in kinds.items() if kind == "errored"]
-    assert {tid for tid, s in statuses.items() if s == "ERROR"} == {bad}
+    return analysis, {trial.trial_id: trial.status for trial in analysis.trials}
+
+
+def test_ray_ends_each_errored_trial_as_an_error_without_training_it_again(
+    search: dict[str, Any],
+) -> None:
+    from ray.tune import ResultGrid
+
+    analysis, statuses = _ray_statuses(search)
+    errored = {tid for tid, kind in _expected(search).items() if kind == "errored"}
+    assert {tid for tid, s in statuses.items() if s == "ERROR"} == errored
     grid = ResultGrid(analysis)
-    assert len(grid.errors) == 1 and "num_classes=5" in str(grid.errors[0])
-    # Tried 1 + MAX_FAILURES times, trained once: the retry raised from the final checkpoint
-    # without reporting (one report in result.json).
-    trial_dir = next(d for d in _trial_dirs(search["experiment"]) if d.name.startswith(f"t_{bad}"))
-    assert (trial_dir / "error.txt").read_text().count("Failure #") == 1 + MAX_FAILURES
-    assert len((trial_dir / "result.json").read_text().splitlines()) == 1
+    messages = sorted(str(error) for error in grid.errors)
+    assert len(messages) == 2  # bad input, and the engine's own error (a stem of 1 channel)
+    assert any("num_classes=5" in m for m in messages) and any("channels" in m for m in messages)
+    frame = analysis.dataframe().set_index("trial_id")
+    for tid, status in statuses.items():  # Ray's words agree with the record's
+        if (search["experiment"] / _dir_of(search, tid) / CUT_FILE).exists():
+            assert status == "TERMINATED"  # Ray cannot tell a cut trial: the marker does
+            continue
+        kind = classify(frame.loc[tid].to_dict(), ended=True, crashed=status == "ERROR")
+        assert kind == _expected(search)[tid]
+    for tid in errored:  # tried 1 + max_failures times, trained once: one report
+        trial_dir = search["experiment"] / _dir_of(search, tid)
+        failures = (trial_dir / "error.txt").read_text().count("Failure #")
+        assert failures == 1 + search["max_failures"]
+        assert len((trial_dir / "result.json").read_text().splitlines()) == 1
 
 
-def test_tensorboard_tells_each_kind_at_the_trials_last_step(search: dict[str, Any]) -> None:
+def _dir_of(search: dict[str, Any], trial_id: str) -> str:
+    (found,) = [p.name for p in search["experiment"].glob(f"t_{trial_id}_*") if p.is_dir()]
+    return found
+
+
+_HPARAMS_STATUS = {"ok": "STATUS_SUCCESS", "stopped early": "STATUS_SUCCESS",
+                   "over budget": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE",
+                   "errored": "STATUS_FAILURE", "incomplete": "STATUS_UNKNOWN"}  # fmt: skip
+
+
+def test_tensorboard_tells_each_kind_at_the_last_step_and_in_the_hparams_status(
+    search: dict[str, Any],
+) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
-    kinds = {}
+    kinds, statuses = {}, {}
     for trial_dir in _trial_dirs(search["experiment"]):
         events = EventAccumulator(str(trial_dir), size_guidance={"tensors": 0})
         events.Reload()
@@ -148,22 +193,28 @@ def test_tensorboard_tells_each_kind_at_the_trials_last_step(search: dict[str, A
         kinds[trial_id] = text.tensor_proto.string_val[0].decode()
         steps = [p.step for p in events.Scalars(f"ray/tune/{STEP}")]
         assert steps == sorted(set(steps)) and text.step == steps[-1]  # each step once
+        content = events.PluginTagToContent("hparams")["_hparams_/session_end_info"]
+        end = plugin_data_pb2.HParamsPluginData.FromString(content).session_end_info
+        statuses[trial_id] = api_pb2.Status.Name(end.status)
     assert kinds == _expected(search)
+    assert statuses == {tid: _HPARAMS_STATUS[kind] for tid, kind in kinds.items()}
 
 
 def test_mlflow_tells_each_kind_as_a_tag_and_a_status(search: dict[str, Any]) -> None:
     import mlflow
 
     client = mlflow.MlflowClient(search["uri"])
-    (experiment,) = [e for e in client.search_experiments() if e.name == NAME]
+    (experiment,) = [e for e in client.search_experiments() if e.name == search["name"]]
     runs = client.search_runs([experiment.experiment_id])
     trials = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     kinds = {r.data.tags["trial_name"].rsplit("_", 1)[-1]: r.data.tags[KIND] for r in trials}
     assert kinds == _expected(search)
     for run in trials:
-        failed = optuna_state(run.data.tags[KIND]) == "FAIL"
-        assert run.info.status == ("FAILED" if failed else "FINISHED")
-        assert bool(run.data.tags.get(ERROR)) == (run.data.tags[KIND] in ("errored", "diverged"))
+        kind = run.data.tags[KIND]
+        failed = optuna_state(kind) == "FAIL"
+        status = "KILLED" if kind == "incomplete" else "FAILED" if failed else "FINISHED"
+        assert run.info.status == status  # ended, every one: none left RUNNING
+        assert bool(run.data.tags.get(ERROR)) == (kind in ("errored", "diverged"))
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     ok = next(tid for tid, kind in kinds.items() if kind == "ok")
     assert parent.data.tags["recommended.trial_id"] == ok

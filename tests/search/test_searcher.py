@@ -45,15 +45,18 @@ def _stored(tmp_path: Path) -> optuna.Study:
     return optuna.load_study(study_name="unit", storage=f"sqlite:///{tmp_path / 'study.db'}")
 
 
-def test_infeasible_trial_is_told_with_its_measurement_and_its_violation(tmp_path: Path) -> None:
+def test_an_over_budget_trial_is_pruned_with_its_measurements_and_its_violation(
+    tmp_path: Path,
+) -> None:
     searcher = _searcher(tmp_path)
     config = searcher.suggest("ray-a")
     assert config is not None and "batch_size" in config and "lr" in config
     searcher.on_trial_complete("ray-a", result=_result(violation=0.7, feasible=False, ips=900.0))
     study = _stored(tmp_path)
     (trial,) = study.trials
-    assert trial.state == optuna.trial.TrialState.COMPLETE
-    assert trial.values == [900.0, 0.5]  # the truth, not a made-up 0
+    # Not COMPLETE: no objective value it did not measure to its end, on no front.
+    assert trial.state == optuna.trial.TrialState.PRUNED and trial.values is None
+    assert trial.user_attrs[THROUGHPUT] == 900.0  # what it measured, as it measured it
     assert trial.user_attrs["ray_trial_id"] == "ray-a"
     assert trial.user_attrs["memory_violation"] == 0.7 and trial.user_attrs["feasible"] is False
     assert trial.system_attrs["constraints"] == [0.7]  # where optuna-dashboard reads it
@@ -63,14 +66,14 @@ def test_infeasible_trial_is_told_with_its_measurement_and_its_violation(tmp_pat
     assert study.best_trials == []  # the only trial is infeasible
 
 
-def test_oom_without_a_measurement_is_complete_at_the_worst_corner(tmp_path: Path) -> None:
+def test_an_oom_before_any_measurement_is_pruned_and_infeasible(tmp_path: Path) -> None:
     searcher = _searcher(tmp_path)
     searcher.suggest("ray-o")
     oom = {"status": "oom", THROUGHPUT: float("nan"), ACCURACY: float("nan"),
            "memory_violation": 1.0, "feasible": False}  # fmt: skip
     searcher.on_trial_complete("ray-o", result=oom)
     (trial,) = _stored(tmp_path).trials
-    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.values == [0.0, 0.0]
+    assert trial.state == optuna.trial.TrialState.PRUNED and trial.values is None
     assert trial.system_attrs["constraints"] == [1.0]
 
 
@@ -132,6 +135,12 @@ def test_pareto_front_holds_only_feasible_trials(tmp_path: Path) -> None:
         )
     front = searcher._ot_study.best_trials
     assert front and all(t.user_attrs["feasible"] for t in front)
+    # optuna-dashboard's front ignores constraints: computed so, it holds no infeasible trial.
+    from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
+
+    complete = searcher._ot_study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    unconstrained = _get_pareto_front_trials_by_trials(complete, searcher._ot_study.directions)
+    assert unconstrained and all(t.user_attrs["feasible"] for t in unconstrained)
 
 
 @pytest.mark.parametrize("name", ["tpe", "gp", "nsga2", "random"])
@@ -161,3 +170,23 @@ def test_grid_sampler_needs_a_grid() -> None:
     study.optimize(lambda trial: sample(trial)["lr"], n_trials=30)  # the grid stops it at 18
     seen = {(t.params["batch_size"], t.params["base_lr"], t.params["norm"]) for t in study.trials}
     assert len(seen) == 18  # the whole grid, each point once
+
+
+def test_trials_the_search_end_cut_and_unasked_design_trials_are_closed(tmp_path: Path) -> None:
+    # The fast sibling of tests/search/test_clients.py's incomplete trial: the same closing,
+    # on a real study with a RUNNING trial Ray cut and a WAITING one no Ray trial asked.
+    from tuner.search.searcher import close_orphans
+
+    searcher = _searcher(tmp_path)
+    searcher.suggest("ray-cut")
+    searcher._ot_study.enqueue_trial({"lr": 0.01})
+    cut = {"ray-cut": {"status": "ok", "final": False, THROUGHPUT: 50.0, "step": 6}}
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    assert close_orphans("unit", url, {"ray-cut"}, cut) == []  # no orphan: Ray ran it
+    cut_trial, waiting = sorted(_stored(tmp_path).trials, key=lambda t: t.number)
+    assert cut_trial.state == optuna.trial.TrialState.FAIL
+    assert cut_trial.user_attrs[KIND] == "incomplete" and cut_trial.user_attrs[THROUGHPUT] == 50.0
+    assert (
+        waiting.state == optuna.trial.TrialState.FAIL
+        and "time budget" in waiting.user_attrs["not_run"]
+    )

@@ -345,3 +345,39 @@ def test_the_console_line_names_the_kind_in_the_records_words(
     (printer.on_trial_error if crashed else printer.on_trial_complete)(0, [], trial)
     start, end = out.getvalue().splitlines()
     assert "start  abc" in start and re.search(rf"\] {kind} +abc  ", end)
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("ok", "STATUS_SUCCESS"), ("errored", "STATUS_FAILURE"), ("incomplete", "STATUS_UNKNOWN")],
+)
+def test_the_hparams_status_follows_the_kind(kind: str, status: str) -> None:
+    # tensorboardX writes STATUS_SUCCESS for every session; TensorBoard's own proto reads ours.
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+    from tensorboardX.summary import hparams
+
+    from tuner.search.tracking import _HPARAMS_STATUS, _set_status
+
+    end = hparams(hparam_dict={"lr": 0.1}, metric_dict={"val_accuracy": 0.5})[2]
+    _set_status(end, _HPARAMS_STATUS[kind])
+    content = end.value[0].metadata.plugin_data.content
+    read = plugin_data_pb2.HParamsPluginData.FromString(content).session_end_info.status
+    assert api_pb2.Status.Name(read) == status
+
+
+def test_a_trial_the_search_end_cut_is_incomplete_unless_its_last_report_was_final() -> None:
+    from tuner.search.tracking import cut_at_end, trial_outcome
+
+    def trial(trial_id: str, last: dict[str, Any]) -> Trial:
+        made = Trial("run_trial", config={"batch_size": 8}, trial_id=trial_id, stub=True)
+        made.run_metadata.last_result = last
+        return made
+
+    running = trial("a", {"status": "ok", "final": False, "memory_violation": -0.5})
+    done = trial("b", {"status": "ok", "final": True, "memory_violation": -0.5})
+    assert trial_outcome(running, failed=False) == ("stopped early", "")  # Ray's view
+    assert trial_outcome(running, failed=False, cut=True) == ("incomplete", "")
+    assert trial_outcome(done, failed=False, cut=True) == ("ok", "")
+    never = trial("c", {})  # asked, never started: not cut, not run
+    cut = cut_at_end([running, done, never], started={"a", "b"}, ended={"x"})
+    assert cut == [running]

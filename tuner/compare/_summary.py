@@ -73,11 +73,11 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
     )
     out: dict[str, Any] = {}
     for key, column, estimate in specs:
-        value, low, high, tie = math.nan, math.nan, math.nan, True
+        value, low, high, tie, n = math.nan, math.nan, math.nan, True, 0
         if not mine.empty:
             change = estimate(theirs[column].tolist(), mine[column].tolist())
-            value, low, high, tie = change.value, change.low, change.high, change.tie
+            value, low, high, tie, n = change.value, change.low, change.high, change.tie, change.n
         prefix = f"{key}_vs_{label}"
         out.update({prefix: value, f"{prefix}_low": low, f"{prefix}_high": high})
-        out[f"{prefix}_tie"] = tie
+        out.update({f"{prefix}_tie": tie, f"{prefix}_n": n})  # n: the pairs it is made of
     return out

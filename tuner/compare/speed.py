@@ -362,6 +362,7 @@ def _variant_row(row: Any, arms: list[Any], runs: Any, *, budget: float | None) 
         fell_back=row["fell_back"],
         clear=bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
         kept=bool(candidate and fits and not row["fell_back"]),
+        pairs=int(row["throughput_ratio_vs_reference_n"]),
     )
 
 

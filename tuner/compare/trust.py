@@ -24,16 +24,18 @@ from tuner.compare import Arm, interleave, paired, plan_toggles
 from tuner.compare._interleave import measurement_row
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.stats import paired_ratio
+from tuner.stats import MIN_PAIRS, paired_ratio
+from tuner.units import duration_text
 
-__all__ = ["Budget", "effects", "ended_text", "measured_text", "remeasure"]
+__all__ = ["Budget", "budget_text", "effects", "ended_text", "measured_text", "remeasure"]
 
 RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
-_MIN_PAIRS = 3  # measured even past the time limit: a t-interval of 2 pairs is 12.7 SEs wide
+_MIN_PAIRS = MIN_PAIRS  # measured even past the time limit: fewer say nothing
 _TARGET_ROUNDS = 8  # windows are sized so this many rounds fit in the time left (t: 2.36)
 _LOOK_EVERY = 4  # rounds between two looks of the stopping rule
 _SIZING_MARGIN = 0.8  # of the time left: a 2-step timing of each arm is a rough estimate
 _MIN_WINDOW = 2  # steps
+_BUDGET_SLACK_S = 0.5  # a limit met to within the clock's rounding (seconds are kept to 0.1)
 _COMPILE_ON_CPU = "left out on cpu, where each compiled build costs tens of seconds"
 METHOD = (
     "interleaved rounds, paired by round; 95 % t-intervals of the log-ratio; stopped on the "
@@ -168,7 +170,25 @@ def measured_text(info: Mapping[str, Any]) -> str:
     if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
         return "in short fresh runs, repeated"
     kind = "windows of one build per arm" if _WINDOWS in str(info.get("method")) else "fresh runs"
-    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}"
+    spent = budget_text(info)
+    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}" + (
+        f"; it {spent}" if spent else ""
+    )
+
+
+def budget_text(info: Mapping[str, Any]) -> str:
+    """The seconds a comparison took against its time limit: within it, or by how much it ran
+    over (the first rounds are measured even past the limit); empty without a limit."""
+    limit, seconds = info.get("time_limit_s"), info.get("seconds")
+    if not isinstance(limit, int | float) or not isinstance(seconds, int | float):
+        return ""
+    took = f"took {duration_text(seconds)}"
+    if seconds <= limit + _BUDGET_SLACK_S:
+        return f"{took}, within its {duration_text(limit)} limit"
+    return (
+        f"{took}: {duration_text(seconds - limit)} over its {duration_text(limit)} limit, as "
+        f"the builds and the first rounds (up to {_MIN_PAIRS}) run even past it"
+    )
 
 
 def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:

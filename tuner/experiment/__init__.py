@@ -6,6 +6,7 @@ schema and CSV round trip, reading a whole folder, reconciled; and one driver at
 from __future__ import annotations
 
 from tuner.experiment._files import (
+    CUT_FILE,
     EFFECTS_FILE,
     METADATA_FILE,
     PROBE_CACHE_FILE,
@@ -33,6 +34,7 @@ from tuner.experiment._schema import (
 )
 
 __all__ = [
+    "CUT_FILE",
     "EFFECTS_FILE",
     "LEADING_COLUMNS",
     "METADATA_FILE",

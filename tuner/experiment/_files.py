@@ -13,6 +13,9 @@ REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
 LOCK_FILE = "driver.lock"
+# In a trial's folder: Ray stopped the trial when the experiment ended (the search's time
+# budget ran out), before it ended by itself; its kind is incomplete (tuner.search.tracking).
+CUT_FILE = "cut_by_search_end.json"
 
 # Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
 RAY_STATE_GLOB = "experiment_state-*.json"

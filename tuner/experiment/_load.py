@@ -24,6 +24,7 @@ from tuner import record
 from tuner.errors import TunerError
 from tuner.experiment import _read
 from tuner.experiment._files import (
+    CUT_FILE,
     EFFECTS_FILE,
     METADATA_FILE,
     PARAMS_FILE,
@@ -257,6 +258,8 @@ def _trial_row(
     ray_status = str(state.get("status", ""))
     report = {k: v for k, v in result.items() if k not in RAY_KEYS and _is_scalar(v)}
     ended = not lost and (report.get(record.FINAL) is True or ray_status in _ENDED_BY_RAY)
+    if trial_dir is not None and (trial_dir / CUT_FILE).is_file():
+        ended = report.get(record.FINAL) is True  # Ray's TERMINATED: the search's end cut it
     kind = record.classify(report, ended=ended, crashed=ray_status == "ERROR")
     status = report.get(record.STATUS) or None
     error = str(report.get(record.ERROR) or "")
@@ -264,12 +267,8 @@ def _trial_row(
         status, error = "error", error or _read.error_text(trial_dir)
     feasible = report.get(record.FEASIBLE) is True and kind != "errored"
     reason = str(report.get(record.INFEASIBLE_REASON) or ("" if feasible else error))
-    trial_time = result.get(RAY_TIME_TOTAL_S, report.get(record.ENGINE_TIME_S))
     node = report.get(record.NODE) or result.get(RAY_HOSTNAME) or result.get(RAY_NODE_IP) or ""
-    # Ray stamps every report line (UTC, whole seconds): the trial started at the first one's
-    # time less its run time then.
-    first = results.first
-    started = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
+    started, ended = _wall_clock(report, results.first, result)
     return {
         **report,
         record.TRIAL_ID: trial_id,
@@ -278,14 +277,28 @@ def _trial_row(
         record.FEASIBLE: feasible,
         record.INFEASIBLE_REASON: reason,
         record.NODE: str(node),
-        record.TRIAL_TIME_S: as_number(trial_time),
+        record.TRIAL_TIME_S: ended - started,
         record.ERROR: error,
         record.RAY_STATUS: ray_status,
         record.REPORTS: results.reports,
         record.TRIAL_DIR: trial_dir.name if trial_dir else "",
         record.STARTED_AT: _utc(started),
-        record.ENDED_AT: _utc(as_number(result.get(RAY_TIMESTAMP))),
+        record.ENDED_AT: _utc(ended),
     }
+
+
+def _wall_clock(
+    report: dict[str, Any], first: dict[str, Any], last: dict[str, Any]
+) -> tuple[float, float]:
+    """When the trial began and last reported (Unix seconds; NaN when unknown): the trainable's
+    own stamps, else Ray's (a folder from before them: Ray stamps each line in whole seconds,
+    and its time_total_s of a function trainable counts only part of the trial's time)."""
+    started = as_number(report.get(record.TRIAL_STARTED_UNIX_S))
+    ended = as_number(report.get(record.REPORTED_UNIX_S))
+    if math.isfinite(started) and math.isfinite(ended):
+        return started, ended
+    began = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
+    return began, as_number(last.get(RAY_TIMESTAMP))
 
 
 def _utc(seconds: float) -> pd.Timestamp | None:

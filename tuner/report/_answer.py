@@ -10,13 +10,14 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.answer import Answer
+from tuner.answer import TOO_NOISY, Answer, PairVerdict, world_size_of
 from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
-from tuner.report._configs import describe, export_config, num_classes
+from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.document import Section, estimate_text, plural, user
+from tuner.stats import Change
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
 __all__ = ["answer_section"]
@@ -29,10 +30,16 @@ def answer_section(
         return Section("The answer", [_no_pick(experiment)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
-    blocks = [_pick_line(recommended, config, answer), _chance_warning(recommended, config)]
+    blocks = [
+        _bold_head(answer.noise_note()),  # before the pick: it could not be decided on speed
+        _pick_line(recommended, config, answer),
+        _chance_warning(recommended, config),
+    ]
     by_trial: dict[str, list[str]] = {}  # a trial best on two objectives is one pick
     for metric, row in answer.best.items():
-        export_config(answer.configs[str(row[TRIAL_ID])], out / f"recommended_{metric}.json")
+        workers = world_size_of(row)
+        path = out / f"recommended_{metric}.json"
+        export_config(answer.configs[str(row[TRIAL_ID])], path, world_size=workers)
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     failed = {f[TRIAL_ID] for f in progress.failures}
     for metrics in by_trial.values():
@@ -42,39 +49,87 @@ def answer_section(
         _failures_text(progress.failures),
         _gain_text(_effects.plain_loop_gain(effects), progress),
         answer.sentence(),
-        f"Train with it (trial `{recommended[TRIAL_ID]}`): `python -m tuner train --config "
-        f"{_shown_path(out / f'recommended_{chosen}.json')}` (the full run config: the fixed "
-        "workload plus the chosen settings, lr already computed).",
+        _train_line(recommended, out / f"recommended_{chosen}.json"),
     ]
     return Section("The answer", [block for block in blocks if block], anchor="answer")
 
 
+def _train_line(row: pd.Series, path: Path) -> str:
+    """The command that trains the pick, on the workers it was measured on."""
+    workers = world_size_of(row)
+    where = f"; on {workers} data-parallel workers, as it was measured" if workers > 1 else ""
+    return (
+        f"Train with it (trial `{row[TRIAL_ID]}`): `{train_command(_shown_path(path), workers)}` "
+        "(the full run config: the fixed workload plus the chosen settings, lr already computed"
+        f"{where})."
+    )
+
+
 def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
-    """The first line of the answer: the pick, and why it is the pick."""
+    """The first line of the answer: the pick, and why it is the pick (what its intervals
+    allow: a tie is named as one)."""
     p = answer.picks
     trial = f"**Recommended: trial `{row[TRIAL_ID]}`**"
     if p is None:
-        why = "the best on both throughput and accuracy"
+        why = _one_pick_why(answer)
     elif str(row[TRIAL_ID]) == p.slower:
-        why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise"
-    elif not p.throughput.has_interval:
-        why = (
+        speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
+        why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise ({speed})"
+    else:
+        why = _fastest_why(p)
+    return f"{trial}, {why}: {describe(config)}{_on_workers(row)}."
+
+
+def _bold_head(note: str) -> str:
+    return note.replace(TOO_NOISY, f"**{TOO_NOISY}**", 1)
+
+
+def _one_pick_why(answer: Answer) -> str:
+    """One trial leads on both: beyond noise on both, or which lead is within the noise."""
+    if not answer.margins:
+        return "the only configuration that can be picked (nothing was compared with it)"
+    if answer.best_on_both:
+        return "the best on both throughput and accuracy, beyond noise"
+    words = {"images_per_second": "speed", "val_accuracy": "accuracy"}
+    weak = [words[m] for m, margin in answer.margins.items() if not margin.change.separated]
+    return (
+        "the fastest and the most accurate as measured, but not beyond noise on "
+        f"{' nor on '.join(weak)} (the margins are below)"
+    )
+
+
+def _fastest_why(p: PairVerdict) -> str:
+    """The fastest pick recommended: beyond noise, a tie, or no verdict on speed."""
+    speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
+    points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
+    verdict = p.throughput.verdict
+    if verdict == "none":
+        return (
             f"the fastest as measured in the search; `{p.slower}` is more accurate, and the two "
             "were not re-measured side by side, so there is no verdict on speed"
         )
-    elif p.accuracy.tie:
-        speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
-        why = (
+    if verdict == "uninformative":
+        return (
+            f"the fastest as measured; its re-measurement beside `{p.slower}` (more accurate) "
+            f"gave {speed}, an interval that says nothing, so there is no verdict on speed"
+        )
+    if verdict == "tie":
+        accuracy = (
+            "as accurate within noise: a tie on both, either will do"
+            if p.accuracy.tie
+            else f"`{p.slower}` is {points} more accurate, with no interval: no verdict"
+        )
+        return f"as fast as `{p.slower}` within noise ({speed}), a tie on speed; {accuracy}"
+    if p.accuracy.tie:
+        return (
             f"the fastest beyond noise ({speed}), and as accurate as the most accurate "
             f"(`{p.slower}`) within noise"
         )
-    else:
-        why = (
-            f"the fastest beyond noise; `{p.slower}` is "
-            f"{100 * abs(p.accuracy.value):.1f} accuracy points more accurate (the trade-off "
-            "is below)"
-        )
-    return f"{trial}, {why}: {describe(config)}."
+    interval = "" if p.accuracy.has_interval else ", with no interval"
+    return (
+        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate{interval} "
+        "(the trade-off is below)"
+    )
 
 
 def _chance_warning(row: pd.Series, config: Any) -> str:
@@ -115,8 +170,8 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
 
 def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
     names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
-    title = " and ".join(names.get(m, m) for m in metrics)
-    if len(metrics) == len(answer.best) and len(metrics) > 1:
+    title = " and ".join(names.get(m, m) for m in metrics).capitalize()
+    if len(metrics) == len(answer.best) and len(metrics) > 1 and answer.best_on_both:
         title = "Best on both"
     source = (
         "re-measured, median over interleaved repeats"
@@ -132,8 +187,16 @@ def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[s
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
     ]
-    config = describe(answer.configs[str(row[TRIAL_ID])])
+    config = describe(answer.configs[str(row[TRIAL_ID])]) + _on_workers(row)
     return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
+
+
+def _on_workers(row: pd.Series) -> str:
+    """``, on 2 data-parallel workers (batch size per worker)`` for a data-parallel pick."""
+    workers = world_size_of(row)
+    if workers < 2:
+        return ""
+    return f", on {workers} data-parallel workers (the batch size is per worker)"
 
 
 def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
@@ -143,12 +206,22 @@ def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
             return f"The gain over the plain loop was not measured: the technique effects {why}."
         return "The recommended config already is the plain loop (no speed technique on)."
     interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
-    plain = f"{gain['plain_images_per_second']:,.0f} images/s"
-    over = f"Over the plain loop (every technique off, fp32, same model and batch: {plain}) the"
+    # No absolute figure: both arms' images/s come from the effects' own short runs (section 3),
+    # not from the measurement behind the pick's figure above.
+    over = (
+        "Over the plain loop (every technique off, fp32, same model and batch; the two measured "
+        "side by side in section 3) the recommendation is"
+    )
+    change = Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
+    if change.verdict == "uninformative":
+        return (
+            f"{over} {interval} as fast: an interval that says nothing ("
+            f"{plural(change.n, 'pair')}), so **no verdict** on the gain."
+        )
     if gain["tie"]:
-        return f"{over} recommendation is **not measurably faster**: {interval}."
+        return f"{over} **not measurably faster**: {interval}."
     word = "faster" if gain["ratio"] > 1 else "slower"
-    return f"{over} recommendation is **{interval} {word}** (paired, interleaved)."
+    return f"{over} **{interval} {word}** (paired, interleaved)."
 
 
 def _no_pick(experiment: Experiment) -> str:
@@ -168,6 +241,12 @@ def _no_pick(experiment: Experiment) -> str:
     if errors:
         lines.append(
             f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
+        )
+    cut = int((trials[KIND] == "incomplete").sum())
+    if cut:
+        lines.append(
+            f"{plural(cut, 'trial')} did not end before the search did (incomplete): give the "
+            "search more time (--search-time-budget-s) or resume it."
         )
     return " ".join(lines)
 

@@ -13,17 +13,30 @@ from tuner.config import TrainConfig
 from tuner.report.document import plural
 from tuner.techniques import KNOBS
 
-__all__ = ["describe", "export_config", "num_classes"]
+__all__ = ["describe", "export_config", "num_classes", "train_command"]
 
 # The classes of the data sources whose count is fixed (the engine's data registry); the others
 # (an image folder) count their class folders, and a set ``num_classes`` wins for all.
 _FIXED_CLASSES = {"digits": 10, "cifar10": 10, "synthetic": 1000, "synthetic_host": 1000}
 
 
-def export_config(config: TrainConfig, path: Path) -> Path:
-    """Write ``config`` as JSON; ``load_config_file(path)`` gives it back."""
-    path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+def export_config(config: TrainConfig, path: Path, *, world_size: int = 1) -> Path:
+    """Write ``config`` as JSON; ``load_config_file(path)`` gives it back. A data-parallel
+    pick's file wraps it (``{"config": ..., "world_size": N, "command": ...}``, which
+    ``load_config_file`` unwraps): the run config alone would rerun it in one process."""
+    data: dict = config.to_dict()
+    if world_size > 1:
+        command = train_command(path, world_size)
+        data = {"config": data, "world_size": world_size, "command": command}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def train_command(path: Path, world_size: int = 1) -> str:
+    """The command that reruns a config file: under ``torchrun`` on ``world_size`` workers."""
+    if world_size > 1:
+        return f"torchrun --nproc-per-node {world_size} -m tuner train --config {path}"
+    return f"python -m tuner train --config {path}"
 
 
 def describe(config: TrainConfig) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import PLAIN, REFERENCE, summarize
-from tuner.report.document import change_text, estimate_text
+from tuner.report.document import change_text, estimate_text, plural
 from tuner.stats import Change
 from tuner.techniques import KNOBS
 from tuner.units import as_number, is_finite
@@ -23,6 +23,7 @@ __all__ = [
     "not_tried",
     "observed_techniques",
     "plain_loop_gain",
+    "says_nothing",
 ]
 
 
@@ -40,20 +41,37 @@ def _verdict(row: pd.Series) -> str:
     if row.get("fell_back"):
         return "fell back: " + str(row["fell_back"])
     key = "throughput_ratio_vs_reference"
-    ratio, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
+    change = _speed_change(row)
+    ratio = change.value
     if math.isnan(ratio):
         return "not measured"
-    if math.isnan(low):
+    if math.isnan(change.low):
         return "one pair: no interval, no verdict"
+    if not change.informative:
+        return f"no verdict: its interval says nothing ({plural(change.n, 'pair')})"
     if row.get(f"{key}_tie"):  # +-X %: how large an effect could still hide in the noise
-        reach = Change(ratio, low, high, 2, 1.0).half_width
-        speed = f"no measurable effect on speed (within noise at +-{reach:.0%})"
+        speed = f"no measurable effect on speed (within noise at +-{change.half_width:.0%})"
     else:
         speed = "faster" if ratio > 1 else "slower"
     memory = as_number(row.get("memory_change_bytes_vs_reference"))
     if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
         speed += ", " + ("more" if memory > 0 else "less") + " memory"
     return speed
+
+
+def _speed_change(row: pd.Series) -> Change:
+    """An arm's throughput ratio to the recommended config, as a :class:`Change`."""
+    key = "throughput_ratio_vs_reference"
+    values = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high", "_n"))
+    ratio, low, high, n = values
+    return Change(ratio, low, high, 0 if math.isnan(n) else int(n), 1.0)
+
+
+def says_nothing(summary: pd.DataFrame) -> bool:
+    """Whether no arm's speed interval says anything (too few pairs, or too noisy): a table of
+    such intervals would present noise as a measurement."""
+    arms = summary[summary["arm"] != REFERENCE]
+    return not arms.empty and not any(_speed_change(row).informative for _, row in arms.iterrows())
 
 
 def effects_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -93,6 +111,7 @@ def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:
         "low": 1 / high if high > 0 else math.nan,
         "high": 1 / low if low > 0 else math.nan,
         "tie": bool(row.get(f"{key}_tie")),
+        "n": _speed_change(row).n,
         "plain_images_per_second": as_number(row.get("images_per_second")),
     }
 

@@ -10,8 +10,9 @@ import pandas as pd
 
 from tuner.experiment import Experiment
 from tuner.report.document import Section, Table, plural
+from tuner.stats import MIN_PAIRS, UNINFORMATIVE_REACH, Change
 from tuner.techniques import settings_text
-from tuner.units import ratio_text
+from tuner.units import as_number, ratio_text
 
 __all__ = ["speed_section"]
 
@@ -32,10 +33,35 @@ def speed_section(experiment: Experiment) -> Section:
         "as fast as the best one alone. Later trials with the same training config reuse the "
         "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
         "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
-        "with."
+        f"with. An interval that says nothing (from fewer than {MIN_PAIRS} pairs, or reaching "
+        f"past +-{UNINFORMATIVE_REACH:.0%}) is not shown: the cell names it instead."
     )
+    variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
+    if variants and not any(_probe_change(v).informative for v in variants):
+        section.blocks.append(
+            "**No probe interval says anything** here (too few pairs, or too noisy): the knobs "
+            "were kept by their estimates (faster than plain in every pair), not by a measured "
+            "difference. Give the probes more rounds (--speed-repeats) on a quiet machine to "
+            "measure them."
+        )
     section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
     return section
+
+
+def _probe_change(variant: Mapping[str, Any]) -> Change:
+    """A probed knob's ratio to plain; a record from before the pair count is judged by its
+    interval's width alone."""
+    values = (as_number(variant.get(k)) for k in ("ratio", "low", "high"))
+    return Change(*values, int(variant.get("pairs", MIN_PAIRS)), 1.0)
+
+
+def _cell(variant: Mapping[str, Any]) -> str:
+    change = _probe_change(variant)
+    if change.verdict == "uninformative":
+        text = f"{change.value:.2f}x, interval says nothing ({plural(change.n, 'pair')})"
+    else:
+        text = ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
+    return text + (" (kept)" if variant["kept"] else "")
 
 
 def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
@@ -53,8 +79,7 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
             "plain images/s": choice.get("plain_images_per_second"),
         }
         for variant in choice.get("variants", []):
-            ratio = ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
-            row[variant["name"]] = ratio + (" (kept)" if variant["kept"] else "")
+            row[variant["name"]] = _cell(variant)
         chosen = settings_text(choice.get("settings", {}))
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
         row["probe seconds"] = choice.get("probe_seconds")

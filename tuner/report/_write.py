@@ -51,6 +51,7 @@ from tuner.report.document import (
     render_markdown,
     user,
 )
+from tuner.stats import MIN_PAIRS, UNINFORMATIVE_REACH
 from tuner.techniques import settings_text
 from tuner.units import MIB, as_number, duration_text, format_bytes
 
@@ -104,8 +105,10 @@ def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
     trials, front = answer.trials, answer.front
     blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
     if not front.empty:
+        how = experiment.metadata.get("remeasure")
+        how = f", measured {measured_text(how)}" if isinstance(how, dict) else ""
         source = (
-            "re-measured medians (only re-measured candidates can be picked)"
+            f"re-measured medians (only re-measured candidates can be picked{how})"
             if answer.remeasured
             else "the search's own measurements"
         )
@@ -154,6 +157,8 @@ def _techniques(
         return Section(title, blocks, anchor="techniques")
     info = experiment.metadata.get("effects") or {}
     left = [*info.get("left_out", []), *info.get("dropped", [])]
+    if _effects.says_nothing(effects):
+        return Section(title, [_no_information(info), *_left_out(left)], anchor="techniques")
     blocks = [
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
         f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
@@ -166,9 +171,25 @@ def _techniques(
         _reference_note(answer),
         Table(_effects.effects_table(effects), "One change at a time"),
         _plots.effects_plot(effects, out / "effects.png"),
-        "\n".join(f"- not compared: {user(line)}" for line in left),
+        *_left_out(left),
     ]
     return Section(title, [block for block in blocks if block], anchor="techniques")
+
+
+def _left_out(left: list[str]) -> list[str]:
+    return ["\n".join(f"- not compared: {user(line)}" for line in left)] if left else []
+
+
+def _no_information(info: Mapping[str, Any]) -> str:
+    """A starved or too noisy effects step: said, instead of a table of intervals that say
+    nothing (0.84x [0.02–29.27] is no measurement)."""
+    return (
+        "**No information**: each change was measured against the recommended config "
+        f"(trial `{info.get(TRIAL_ID, '?')}`) {measured_text(info)}, and no interval it gave "
+        f"says anything (each from fewer than {MIN_PAIRS} pairs, or reaching past "
+        f"+-{UNINFORMATIVE_REACH:.0%}): so no table. To measure the effects, give the step "
+        "time (--trust-budget, --effects-repeats) on a machine with nothing else running."
+    )
 
 
 def _reference_note(answer: Answer) -> str:

@@ -21,7 +21,7 @@ import torch
 
 from tuner.answer import Answer, candidates
 from tuner.compare import plan_toggles, trust
-from tuner.compare.trust import Budget, ended_text
+from tuner.compare.trust import Budget, budget_text, ended_text
 from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
@@ -127,7 +127,9 @@ def _how(budget: Budget) -> str:
 def _ended(info: dict[str, Any]) -> str:
     """How a measurement ended, in one line."""
     rounds, seconds = info.get("repeats_done", 0), info.get("seconds", 0)
-    return f"{rounds} rounds in {duration_text(seconds)}, ended by {ended_text(info)}."
+    spent = budget_text(info)  # over its limit: by how much
+    ended = f"{rounds} rounds in {duration_text(seconds)}, ended by {ended_text(info)}"
+    return f"{ended} ({spent})." if spent else f"{ended}."
 
 
 @dataclass(frozen=True)

@@ -86,12 +86,14 @@ class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
 
     @tracking.guarded
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        kind, error = tracking.trial_outcome(trial, failed=failed)
+        kind, error = self._outcome(trial, failed=failed)
         tags = {record.KIND: kind, **({record.ERROR: error[:_TAG_CHARS]} if error else {})}
         client = MlflowClient(self.tracking_uri)
         for key, value in tags.items():
             client.set_tag(self._trial_runs[trial], key, value)
         super().log_trial_end(trial, failed=record.optuna_state(kind) == "FAIL")
+        if kind == "incomplete":  # cut by the search's end: MLflow's word for a run stopped
+            client.set_terminated(self._trial_runs[trial], "KILLED")
 
 
 def check_tracking_uri(tracking_uri: str) -> None:

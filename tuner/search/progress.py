@@ -16,7 +16,7 @@ import ray
 from ray.tune import Callback
 
 from tuner import record
-from tuner.search.tracking import trial_outcome
+from tuner.search.tracking import cut_at_end, trial_outcome
 from tuner.units import duration_text, format_bytes
 
 __all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
@@ -76,6 +76,13 @@ class ProgressPrinter(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._finished(trials, trial, crashed=True)
 
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """The trials the search's end (its time budget) stopped half-way: Ray ends them with
+        no ``on_trial_complete``, so they are told here, as incomplete."""
+        ended = self.ended | self.ended_before
+        for trial in cut_at_end(trials, started=self.started, ended=ended):
+            self._finished(trials, trial, crashed=False, cut=True)
+
     @property
     def done(self) -> int:
         return len(self.ended | self.ended_before)
@@ -85,20 +92,22 @@ class ProgressPrinter(Callback):
         if not self.ended and not self.ended_before:
             self.ended_before = {t.trial_id for t in trials if t.is_finished()}
 
-    def _finished(self, trials: list, trial: Any, *, crashed: bool) -> None:
+    def _finished(self, trials: list, trial: Any, *, crashed: bool, cut: bool = False) -> None:
         self._count_before(trials)
         self.ended_before.discard(trial.trial_id)
         self.ended.add(trial.trial_id)
         self.running.pop(trial.trial_id, None)
         result = trial.last_result or {}
-        kind, error = trial_outcome(trial, failed=crashed)
+        kind, error = trial_outcome(trial, failed=crashed, cut=cut)
         line = (
             f"{kind:<{_KIND_WIDTH}} {trial.trial_id}"
             f"  {_num(result.get('images_per_second'), '.1f')} img/s"
             f"  acc {_num(result.get('val_accuracy'), '.3f')}"
             f"  peak {format_bytes(result.get('peak_memory_bytes'), digits=0)}"
         )
-        reason = result.get(record.INFEASIBLE_REASON) or error
+        # An incomplete trial's last report was not its end: its reason (if any) is not why.
+        reason = "" if kind == "incomplete" else result.get(record.INFEASIBLE_REASON) or error
+        reason = reason or ("the search ended before it did" if cut else "")
         if reason:
             line += f"  ({str(reason)[:90]})"
         self._print(line)

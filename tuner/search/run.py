@@ -48,6 +48,7 @@ from tuner.search.preflight import check_before_ray, profile_for
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans
 from tuner.search.summary import print_start, print_summary
+from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
 from tuner.spaces import get_space
 
@@ -162,7 +163,8 @@ def _search(
     ]
     finished = not interrupted and all(t.is_finished() for t in trials)
     ray_ids = {record.trial_id for record in records}
-    orphans = close_orphans(paths.name, paths.study_url, ray_ids) if finished else []
+    cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
+    orphans = close_orphans(paths.name, paths.study_url, ray_ids, cut) if finished else []
     alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
         trust_s = options.trust_limit_s(time.perf_counter() - began)

@@ -1,8 +1,9 @@
 """Ray's ``OptunaSearch``, telling Optuna the truth in a form Optuna's own tools read
 (docs/architecture.md, "The trial record"): named objectives; each trial's measurements and kind
-as user attributes, in the state the record gives that kind; a COMPLETE trial's memory
-constraint where every Optuna client reads it, so an over-budget trial ranks behind feasible
-ones and ``study.best_trials`` never holds it."""
+as user attributes, in the state the record gives that kind (only an ok trial is COMPLETE, with
+values it measured); the memory constraint of every trial that measured it (COMPLETE and
+PRUNED) where every Optuna client reads it, so TPE ranks an over-budget trial infeasible, and
+no front (``study.best_trials``, optuna-dashboard's, which ignores constraints) holds it."""
 
 from __future__ import annotations
 
@@ -20,10 +21,9 @@ from tuner.units import finite_or_none, json_ready
 
 __all__ = ["ConstrainedOptunaSearch", "close_orphans", "constraint_arguments", "measured_violation"]
 
-# What Optuna is told for an objective a COMPLETE trial never measured (the accuracy of a trial
-# its feasibility probe stopped; anything of an OOM before its first step): 0 is the worst value
-# of both maximized objectives, so no client reads it as a best trial, and the trial's memory
-# violation > 0 makes it infeasible to Optuna.
+# What Optuna is told for an objective a COMPLETE (ok) trial did not report, which the engine
+# never leaves out: 0 is the worst value of both maximized objectives, so no client reads it as
+# a best trial.
 _NO_MEASUREMENT = 0.0
 _ENGINE_ATTRS = ("peak_memory_bytes", "memory_kind", "images_per_second", "val_accuracy")
 # The report keys every Optuna trial carries as user attributes (the kind is added to them).
@@ -42,6 +42,7 @@ _STUDY_ATTR_KEYS: tuple[str, ...] = (
 _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
 _CONSTRAINT = "memory"  # the constraint's name for Trial.set_constraint (Optuna >= 5)
 _NO_REPORT = "the trial's process failed before it reported; see error.txt in its folder"
+_NOT_RUN = "the search ended (its time budget ran out) before this trial started"
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
@@ -93,8 +94,9 @@ class ConstrainedOptunaSearch(OptunaSearch):
         state = optuna.trial.TrialState[record.optuna_state(kind)]
         # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
         with contextlib.suppress(RuntimeError):
-            if state == optuna.trial.TrialState.COMPLETE:
+            if state != optuna.trial.TrialState.FAIL:  # over budget: PRUNED, infeasible
                 self._constrain(ot_trial, float(result.get(record.MEMORY_VIOLATION, -1.0)))
+            if state == optuna.trial.TrialState.COMPLETE:
                 values = [finite_or_none(result.get(name)) for name in self._metric_names]
                 self._ot_study.tell(ot_trial, [_NO_MEASUREMENT if v is None else v for v in values])
             else:
@@ -132,15 +134,47 @@ def measured_violation(trial: optuna.trial.FrozenTrial) -> float | None:
     return float(told[0]) if told else None
 
 
-def close_orphans(study_name: str, study_url: str, ray_ids: set[str]) -> list[int]:
-    """Close Optuna trials that no Ray trial will ever finish (asked just before a crash);
-    return their numbers."""
+def close_orphans(
+    study_name: str,
+    study_url: str,
+    ray_ids: set[str],
+    cut: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[int]:
+    """Close the Optuna trials no Ray trial will ever finish; return the orphans' numbers.
+
+    Orphans: asked just before a crash, no Ray trial ran them (FAIL). ``cut``: the last report
+    of each Ray trial the search's end stopped half-way (its time budget ran out): Ray tells
+    the searcher nothing of them, so each is told here as incomplete (FAIL). WAITING trials (the
+    start-up design's, never asked before the search ended) are closed as FAIL, ``not_run``.
+    """
     study = optuna.load_study(study_name=study_name, storage=study_url)
+    cut = cut or {}
     closed = []
-    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR) in ray_ids:
+    running = (optuna.trial.TrialState.RUNNING,)
+    for frozen in study.get_trials(deepcopy=False, states=running):
+        ray_id = frozen.user_attrs.get(STUDY_TRIAL_ID_ATTR)
+        if ray_id in cut:
+            _tell_incomplete(study, frozen, cut[ray_id])
+            continue
+        if ray_id in ray_ids:
             continue  # its Ray trial finished; the searcher told it already or will not
         study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         closed.append(frozen.number)
+    waiting = (optuna.trial.TrialState.WAITING,)
+    for frozen in study.get_trials(deepcopy=False, states=waiting):
+        study._storage.set_trial_user_attr(frozen._trial_id, "not_run", _NOT_RUN)
+        study._storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
     return closed
+
+
+def _tell_incomplete(
+    study: optuna.Study, frozen: optuna.trial.FrozenTrial, result: Mapping[str, Any]
+) -> None:
+    """A trial the search's end cut: what it measured so far, its kind, FAIL."""
+    kind = record.classify(result, ended=result.get(record.FINAL) is True)
+    for key in _STUDY_ATTR_KEYS:
+        if key in result:
+            study._storage.set_trial_user_attr(frozen._trial_id, key, json_ready(result[key]))
+    study._storage.set_trial_user_attr(frozen._trial_id, record.KIND, kind)
+    study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])

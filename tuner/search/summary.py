@@ -101,13 +101,34 @@ def _unfinished_work(experiment: Experiment) -> list[str]:
 
 def _print_front(answer: Answer) -> None:
     if answer.front.empty:
-        print("No trial finished ok within the budget: loosen --max-memory or check the errors.")
+        print(_no_front(answer.trials))
         return
+    note = answer.noise_note()  # before the pick: it could not be decided on speed
+    if note:
+        print(note)
     source = "re-measured" if answer.remeasured else "as measured in the search"
     print(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     for _, row in answer.front.head(SHOWN).iterrows():
         print("  " + _line(row))
     print(answer.sentence())
+
+
+# What to do about each kind that leaves no trial to recommend (the others need nothing).
+_FIXES = {
+    "over budget": "loosen --max-memory or search smaller batches",
+    "errored": "see each trial's error above",
+    "diverged": "search lower learning rates",
+    "incomplete": "the search ended before they did: give it more time "
+    "(--search-time-budget-s) or --resume it",
+    "stopped early": "early stopping judged them behind the others",
+}
+
+
+def _no_front(trials: pd.DataFrame) -> str:
+    """Why no trial can be recommended, by the kinds the trials were (never a guess)."""
+    counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
+    why = [f"{counts[k]} {k} ({_FIXES[k]})" for k in KINDS if k in counts and k in _FIXES]
+    return "No trial finished ok to its end" + (f": {'; '.join(why)}." if why else ".")
 
 
 def _line(row: pd.Series) -> str:

@@ -7,23 +7,32 @@ The MLflow and W&B loggers import what they share from here, never the other way
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import logging
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from ray.air.constants import TRAINING_ITERATION
+from ray.tune import Callback
 from ray.tune.logger import TBXLoggerCallback
 from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECKPOINT, TRIAL_ID
 
 from tuner import record
 from tuner.errors import error_line
+from tuner.experiment import CUT_FILE
 from tuner.techniques import knob
 
 __all__ = [
+    "SearchEndCut",
     "StepLogger",
     "StepTBXLoggerCallback",
+    "cut_at_end",
+    "cut_results",
     "guarded",
     "metrics_only",
     "trial_dirname",
@@ -35,6 +44,19 @@ _RAY_KEYS = frozenset((*AUTO_RESULT_KEYS, DONE, SHOULD_CHECKPOINT, TRIAL_ID, EXP
 _NOT_PLOTTED = _RAY_KEYS | {record.FINAL}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_PREFIX = "ray/tune/"  # where Ray's TensorBoard logger writes a trial's scalars
+# The HParams tab's status of each kind (its only words: success, failure, unknown, running).
+# A trial that failed (Optuna FAIL) is a failure, one the search's time budget cut is unknown:
+# it did not fail, nor finish; the other kinds ran as they were meant to (stopped early and over
+# budget are told by the kind text beside them, which HParams cannot show).
+_HPARAMS_STATUS = {
+    kind: "STATUS_UNKNOWN"
+    if kind == "incomplete"
+    else "STATUS_FAILURE"
+    if record.optuna_state(kind) == "FAIL"
+    else "STATUS_SUCCESS"
+    for kind in record.KINDS
+}
+_log = logging.getLogger(__name__)
 
 
 def guarded(method: Callable[..., None]) -> Callable[..., None]:
@@ -58,12 +80,65 @@ def guarded(method: Callable[..., None]) -> Callable[..., None]:
     return hook
 
 
-def trial_outcome(trial: Any, *, failed: bool) -> tuple[str, str]:
+def trial_outcome(trial: Any, *, failed: bool, cut: bool = False) -> tuple[str, str]:
     """A trial that ended: its kind (:func:`tuner.record.classify` over its last report; Ray's
-    ``failed`` is a crash) and its error text ("" when none)."""
+    ``failed`` is a crash; ``cut``: the search's end stopped it, so it ended only if its last
+    report was final) and its error text ("" when none)."""
     result = trial.last_result or {}
-    kind = record.classify(result, ended=True, crashed=failed)
+    ended = not cut or result.get(record.FINAL) is True
+    kind = record.classify(result, ended=ended, crashed=failed)
     return kind, str(result.get(record.ERROR) or "")
+
+
+class SearchEndCut(Callback):
+    """Marks each trial the search's end stopped (its time budget ran out) with
+    :data:`~tuner.experiment.CUT_FILE` in its folder, so that the experiment reader calls it
+    incomplete: Ray ends such a trial TERMINATED, as if a scheduler had stopped it, and tells
+    neither the searcher nor the loggers. A trial that starts again (``--resume``) loses it."""
+
+    def __init__(self) -> None:
+        self._started: set[str] = set()
+        self._ended: set[str] = set()
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._started.add(trial.trial_id)
+        self._ended.discard(trial.trial_id)
+        with contextlib.suppress(FileNotFoundError, OSError):
+            trial.storage.storage_filesystem.delete_file(f"{trial.path}/{CUT_FILE}")
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended.add(trial.trial_id)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended.add(trial.trial_id)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        cut = cut_at_end(trials, started=self._started, ended=self._ended)
+        for trial in cut:  # in the trial's folder, where Ray keeps it
+            filesystem = trial.storage.storage_filesystem
+            with filesystem.open_output_stream(f"{trial.path}/{CUT_FILE}") as out:
+                out.write(json.dumps({record.TRIAL_ID: trial.trial_id}).encode())
+
+
+def cut_at_end(trials: list, *, started: Collection[str], ended: Collection[str]) -> list[Any]:
+    """The trials that started but did not end by themselves when the experiment ended: the
+    search's end (its time budget, Ctrl-C) stopped them half-way."""
+    return [
+        trial
+        for trial in trials
+        if trial.trial_id in started
+        and trial.trial_id not in ended
+        and (trial.last_result or {}).get(record.FINAL) is not True
+    ]
+
+
+def cut_results(trials: list) -> dict[str, dict[str, Any]]:
+    """The last report of each trial :class:`SearchEndCut` marked (after the search)."""
+    return {
+        trial.trial_id: dict(trial.last_result or {})
+        for trial in trials
+        if trial.path and (Path(trial.path) / CUT_FILE).is_file()
+    }
 
 
 def trial_dirname(trial: Any) -> str:
@@ -95,13 +170,33 @@ class StepLogger:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._last_steps: dict[str, int] = {}  # trial id -> training step
+        self._open: set[str] = set()  # trials that reported and have not ended here
+        self._cut: set[str] = set()  # trials the search's end stopped half-way
 
     def _new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
+        self._open.add(trial.trial_id)
         step = int(result.get(record.STEP) or 0)
         if self._last_steps.get(trial.trial_id) == step:
             return None
         self._last_steps[trial.trial_id] = step
         return step
+
+    def _outcome(self, trial: Any, *, failed: bool) -> tuple[str, str]:
+        """The ending trial's kind and error text (:func:`trial_outcome`)."""
+        self._open.discard(trial.trial_id)
+        return trial_outcome(trial, failed=failed, cut=trial.trial_id in self._cut)
+
+    def end_cut(self, trials: list) -> None:
+        """End each trial still open when the experiment ends: the search's end (its time
+        budget) stopped it, and Ray calls no ``log_trial_end`` for it."""
+        for trial in trials:
+            if trial.trial_id in self._open:
+                self._cut.add(trial.trial_id)
+                self.log_trial_end(trial, failed=False)  # type: ignore[attr-defined]
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.end_cut(trials)
+        super().on_experiment_end(trials, **info)  # type: ignore[misc]
 
     def get_state(self) -> dict[str, Any] | None:
         return {"steps": dict(self._last_steps)}
@@ -128,12 +223,78 @@ class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
             iteration, trial, {**metrics_only(result), TRAINING_ITERATION: step}
         )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kinds: dict[str, str] = {}  # trial id -> kind, from its end to its hparams
+
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         writer = self._trial_writer.get(trial)
         if writer is not None:
-            kind, error = trial_outcome(trial, failed=failed)
+            kind, error = self._outcome(trial, failed=failed)
+            self._kinds[trial.trial_id] = kind
+            if not self._trial_result.get(trial):  # a retry that raised before it reported
+                self._trial_result[trial] = _numbers(trial.last_result or {})
             step = self._last_steps.get(trial.trial_id, 0)
             writer.add_text(_TEXT_PREFIX + record.KIND, kind, global_step=step)
             if error:
                 writer.add_text(_TEXT_PREFIX + record.ERROR, error, global_step=step)
         super().log_trial_end(trial, failed)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        super().on_experiment_end(trials, **info)  # StepLogger's: the cut trials ended here
+        for trial in trials:
+            if trial.trial_id in self._cut:
+                _persist_events(trial)
+
+    def _try_log_hparams(self, trial: Any, result: dict[str, Any]) -> None:
+        """Ray's HParams summary, with the trial's status from its kind: tensorboardX marks
+        every session STATUS_SUCCESS, an errored trial too."""
+        from ray.tune.utils import flatten_dict
+        from tensorboardX.summary import hparams
+
+        valid = self.VALID_HPARAMS + self.VALID_NP_HPARAMS  # what Ray's own method keeps
+        params = {
+            key: value.tolist() if isinstance(value, self.VALID_NP_HPARAMS) else value
+            for key, value in flatten_dict(trial.evaluated_params).items()
+            if isinstance(value, valid)
+        }
+        status = _HPARAMS_STATUS[self._kinds.pop(trial.trial_id, "incomplete")]
+        try:
+            summaries = hparams(hparam_dict=params, metric_dict=result)
+            _set_status(summaries[2], status)
+            for summary in summaries:
+                self._trial_writer[trial].file_writer.add_summary(summary)
+        except Exception:  # as Ray's: a value TensorBoard cannot hold costs the tab, not the run
+            _log.exception("TensorboardX failed to log hparams.")
+
+
+def _persist_events(trial: Any) -> None:
+    """Copy a trial's TensorBoard files from the driver's staging folder into its folder in
+    the storage: Ray's last sync of the trial ran before the experiment's end wrote them."""
+    staging, stored = trial.local_path, trial.path
+    if not staging or not stored or Path(staging) == Path(stored):
+        return
+    filesystem = trial.storage.storage_filesystem
+    for events in Path(staging).glob("events.out.tfevents.*"):
+        with filesystem.open_output_stream(f"{stored}/{events.name}") as out:
+            out.write(events.read_bytes())
+
+
+def _numbers(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A report's scalars as the HParams tab takes its metrics (numbers, flags as 0/1)."""
+    return {
+        key: value
+        for key, value in metrics_only(result).items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def _set_status(session_end: Any, status: str) -> None:
+    """Set the status of tensorboardX's session-end summary (an HParams plugin message)."""
+    from tensorboardX.proto.api_pb2 import Status
+    from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData
+
+    plugin = session_end.value[0].metadata.plugin_data
+    data = HParamsPluginData.FromString(plugin.content)
+    data.session_end_info.status = Status.Value(status)
+    plugin.content = data.SerializeToString()

@@ -12,7 +12,9 @@
 Ray Tune retries every exception alike (up to ``--max-failures``), so a ``TunerError`` (bad
 input: deterministic) is reported with a checkpoint that marks it final, and each retry raises
 at once from it without training; anything else is retried from the last evaluation's
-checkpoint.
+checkpoint. A run the engine itself ended with ``status="error"`` (it caught the exception: a
+model that fails to build) is reported as final too, then raised, so that Ray ends the trial
+as ``ERROR`` like any other errored trial (README: an errored trial is an error everywhere).
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
         raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
     try:
         trial.run(config, checkpoint)
+    except _ReportedError:  # the engine's error, reported as final already
+        raise
     except TunerError as exc:  # deterministic: a retry raises at once (above)
         trial.report_error(exc, final=True)
         raise
@@ -100,6 +104,11 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
         raise
     finally:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
+
+
+class _ReportedError(TunerError):
+    """The engine ended the run with an error, and the trial reported it as final: raised so
+    that Ray ends the trial as ``ERROR`` (each retry raises at once from the checkpoint)."""
 
 
 class _TrialRun:
@@ -117,6 +126,7 @@ class _TrialRun:
         self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
         self.rejected = False
         self.run_start = 0.0  # perf_counter when the engine run began
+        self.started_unix_s = time.time()  # the trial's start (a restart keeps the first)
         self.node = _node()
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
@@ -128,6 +138,7 @@ class _TrialRun:
             self._emit(meta["final_report"], None)
             return
         # The counters and the speed choice carried over a restart.
+        self.started_unix_s = float(meta.get(record.TRIAL_STARTED_UNIX_S) or self.started_unix_s)
         self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
         self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
         self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
@@ -151,6 +162,8 @@ class _TrialRun:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
         phase = "probe" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
+        if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
+            raise _ReportedError(result.error or "the run failed")
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
         """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
@@ -225,6 +238,7 @@ class _TrialRun:
         running = running or {}
         speed = self.speed or SpeedChoice(settings={})
         times = {
+            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
             record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
             record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
             record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
@@ -250,6 +264,7 @@ class _TrialRun:
         self, report: dict[str, Any], *, state: dict[str, Any] | None, final: bool = False
     ) -> None:
         meta: dict[str, Any] = {
+            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
             record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
             record.TRIAL_TRAIN_TIME_S: self.train_time_s,
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,

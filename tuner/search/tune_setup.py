@@ -26,7 +26,7 @@ from tuner.search.progress import ProgressPrinter
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
 from tuner.search.searcher import ConstrainedOptunaSearch
-from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
+from tuner.search.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SpaceSampler
 
@@ -109,6 +109,7 @@ def run_config(search: SearchContext) -> Any:
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
             ProgressPrinter(total=plan.sample_budget),
+            SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
             *logger_callbacks(
                 mlflow_uri=options.mlflow,
                 wandb_project=options.wandb,

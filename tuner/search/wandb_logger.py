@@ -85,7 +85,7 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
         run = self._runs.pop(trial.trial_id, None)
         if run is None:
             return
-        kind, error = tracking.trial_outcome(trial, failed=failed)
+        kind, error = self._outcome(trial, failed=failed)
         run.tags = (*run.tags, f"{_KIND_TAG}{kind}")
         run.summary[record.KIND] = kind
         if error:
@@ -94,5 +94,6 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
 
     @tracking.guarded
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        for trial_id in list(self._runs):  # a stopped search: close what is open
+        self.end_cut(trials)  # each trial the search's end cut: incomplete
+        for trial_id in list(self._runs):  # anything else still open: closed as it is
             self._runs.pop(trial_id).finish()

@@ -201,8 +201,8 @@ def _retell(
     budget: int | None,
 ) -> FrozenTrial | str:
     """The trial as this study (memory ``budget``) takes it, or why it is left out."""
-    # COMPLETE includes over budget (the sampler learns the infeasible region); PRUNED trials
-    # were stopped early, as in the study they came from.
+    # PRUNED: stopped early or over budget, as in the study they came from; COMPLETE: ok (an
+    # older study's over-budget trials too: told PRUNED below, as the record tells them now).
     if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
         return "failed or unfinished"
     if any(name not in profile.distributions for name in trial.params):
@@ -221,9 +221,12 @@ def _retell(
         if violation > 0 >= again:
             return "over the earlier memory budget, never measured under this one"
         violation = attrs[MEMORY_VIOLATION] = again
+    state = trial.state
+    if violation is not None and violation > 0:  # over budget: no values (record.optuna_state)
+        state, values = TrialState.PRUNED, None
     try:
         return optuna.trial.create_trial(
-            state=trial.state,
+            state=state,
             values=values,
             params=dict(trial.params),
             distributions={name: profile.distributions[name] for name in trial.params},

@@ -1,7 +1,13 @@
-"""One trial of each kind (test_clients.py), in an order the start-up design fixes: ``ok``
-trains to the end; ``weak`` (ResNet-18, lr 1e-9) is slower and learns nothing, so ParetoASHA
-stops it at its first evaluation; ``over`` (batch 1024) is over a 220 MiB budget; ``blowup``
-(lr 1e6) diverges; ``bad`` (5 classes for 10 digits) raises inside the engine."""
+"""One trial of each kind (tests/conftest.py ``every_kind_experiment``), in an order the start-up
+design fixes (with seed 0 it runs ``blowup, bad, crash, ok, weak, over, cut``: the dict below is
+ordered so; concurrency 1 on a CPU runs them one after the other): ``blowup`` (lr 1e6) diverges;
+``bad`` (5 classes for 10 digits) is bad input (a TunerError before training); ``crash`` (a
+1-channel stem fed 3-channel images) fails inside the engine, which catches it; ``ok`` trains
+to the end; ``weak`` (ResNet-18, lr 1e-9) is slower and learns nothing, so ParetoASHA stops it
+at its first evaluation, behind ``ok``; ``over`` (batch 1024) is over a 220 MiB budget; ``cut``
+would train a million steps, so the search's time budget stops it half-way: incomplete (at its
+one rung, beside ``ok`` and ``weak``, it is the fastest by far, on 16 px: no trial dominates it,
+so ParetoASHA lets it go on)."""
 
 from __future__ import annotations
 
@@ -12,14 +18,19 @@ import optuna
 from tuner.workloads import RESNET_CPU_TRIAL
 
 WORKLOADS: dict[str, dict[str, Any]] = {"cpu": RESNET_CPU_TRIAL}
-NUM_SAMPLES = {"cpu": 5}
+NUM_SAMPLES = {"cpu": 7}
+# The order the seed-0 design draws from (random.Random(0).sample of 7: indices 6, 3, 5, 0, 1,
+# 2, 4), so that the trials run in the order the docstring names.
 VARIANTS: dict[str, dict[str, Any]] = {
     "ok": {"batch_size": 32, "lr": 1e-2},
     "weak": {"batch_size": 32, "lr": 1e-9, "model": "resnet18"},
     "over": {"batch_size": 1024, "lr": 1e-3},
-    "blowup": {"batch_size": 32, "lr": 1e6},
     "bad": {"batch_size": 32, "lr": 1e-3, "num_classes": 5},
+    "cut": {"batch_size": 64, "lr": 1e-2, "steps": 1_000_000, "img_size": 16},
+    "crash": {"batch_size": 32, "lr": 1e-3, "model_kwargs": {"in_chans": 1}},
+    "blowup": {"batch_size": 32, "lr": 1e6},
 }
+RUN_ORDER = ("blowup", "bad", "crash", "ok", "weak", "over", "cut")
 
 
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
