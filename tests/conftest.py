@@ -99,10 +99,18 @@ def smoke_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real search whose memory budget (1 KB) no trial can meet."""
+    """A real search whose memory budget no trial can meet: just above the 497 KB the micro ViT's
+    weights, gradients and AdamW moments take (a budget below that is refused before Ray)."""
     storage = tmp_path_factory.mktemp("experiments")
     return run_search(
-        storage, "nothing-fits", "--num-samples", "2", "--max-memory", "1KB", "--remeasure-top", "0"
+        storage,
+        "nothing-fits",
+        "--num-samples",
+        "2",
+        "--max-memory",
+        "500KB",
+        "--remeasure-top",
+        "0",
     )
 
 

@@ -154,6 +154,6 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
     del saved["search_time_budget_s"]
     saved.update(time_budget_s=600.0, gone_flag=3)  # an earlier name, and a removed option
     write_metadata(paths.local, {"options": saved})
-    options = options_to_resume(paths, resume=True, name="old")
+    options = options_to_resume(paths, SearchOptions(space="", resume=True, name="old"))
     assert options.search_time_budget_s == 600.0 and options.resume
     assert "'gone_flag'" in capsys.readouterr().err
