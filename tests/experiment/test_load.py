@@ -278,3 +278,18 @@ def test_report_lists_what_it_could_not_read(
     assert any(line.strip().startswith(damaged) for line in err[1:])
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "Could not read everything" in markdown and damaged in markdown
+
+
+def test_an_unknown_experiment_names_every_place_it_looked(tmp_path: Path) -> None:
+    from tuner.experiment import resolve_experiment
+
+    with pytest.raises(TunerError) as info:
+        resolve_experiment("no_such_name", storage=tmp_path)
+    assert str(info.value) == (
+        f"No experiment 'no_such_name': neither no_such_name nor {tmp_path / 'no_such_name'} "
+        "exists; give its path or its name under --storage."
+    )
+    with pytest.raises(TunerError) as info:  # one place looked at: no "neither"
+        resolve_experiment(tmp_path / "gone", storage=tmp_path)
+    gone = tmp_path / "gone"
+    assert str(info.value).startswith(f"No experiment '{gone}': {gone} does not exist;")

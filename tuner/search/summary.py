@@ -63,7 +63,7 @@ def print_summary(
         print(line)
     for line in _unfinished_work(experiment):
         print(line)
-    _print_front(answer)
+    _print_front(answer, experiment, state)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
     if state != "finished":
@@ -99,15 +99,30 @@ def _unfinished_work(experiment: Experiment) -> list[str]:
     return lines
 
 
-def _print_front(answer: Answer) -> None:
+def _print_front(answer: Answer, experiment: Experiment, state: str) -> None:
     if answer.front.empty:
-        print("No trial finished ok within the budget: loosen --max-memory or check the errors.")
+        print(_no_front_line(experiment, state))
         return
     source = "re-measured" if answer.remeasured else "as measured in the search"
     print(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     for _, row in answer.front.head(SHOWN).iterrows():
         print("  " + _line(row))
     print(answer.sentence())
+
+
+def _no_front_line(experiment: Experiment, state: str) -> str:
+    """Why no trial can be recommended, from what the trials were: only the advice that fits
+    (no budget to loosen when none was set or none was over it)."""
+    kinds = set(experiment.trials[KIND]) if len(experiment.trials) else set()
+    advice = []
+    if "over budget" in kinds:
+        advice.append("loosen --max-memory")
+    if kinds & {"errored", "diverged"}:
+        advice.append(f"see why each trial failed (python -m tuner report {experiment.path})")
+    if state != "finished":
+        advice.append("--resume continues the search")
+    ended = "No trial finished ok" + ("" if state == "finished" else " before the interruption")
+    return ended + (f": {'; '.join(advice)}." if advice else ".")
 
 
 def _line(row: pd.Series) -> str:
