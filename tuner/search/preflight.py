@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, Experiment
-from tuner.experiment.lock import refuse_if_held
+from tuner.experiment.lock import refuse_if_held, say_leftovers_ended
 from tuner.search.experiment import ExperimentPaths, options_to_resume
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
@@ -136,6 +136,7 @@ def prepare(options: SearchOptions) -> Prepared:
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:
         options = options_to_resume(paths, options)
+        say_leftovers_ended(paths.local)
     else:
         refuse_existing(paths)
     space = get_space(options.space)

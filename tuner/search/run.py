@@ -28,7 +28,7 @@ from tuner.experiment import (
     update_metadata,
     write_metadata,
 )
-from tuner.experiment.lock import driver_lock
+from tuner.experiment.lock import driver_lock, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
@@ -113,6 +113,8 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
                 metadata, design = _begin(
                     search, info, profile, checked.earlier if checked else None
                 )
+                if info.is_local:  # what a kill -9 of this driver would leave running
+                    record_helpers(paths.local)
                 search_only = tuple(metadata.get("search_only_params", ()))
                 search = dataclasses.replace(search, search_only=search_only)
                 return _search(search, design, metadata, started, prepared.began)
