@@ -1,7 +1,8 @@
 """SIGTERM (what SLURM, Kubernetes and systemd send) to a real driver is taken as Ctrl-C, in the
-search and in the technique effects: the trials stopped and saved, the summary and the exact
-resume command printed, the state recorded, exit code 143. The last ``--resume`` keeps the
-re-measurement an earlier run finished on the same trials instead of measuring it again."""
+search, the re-measurement and the technique effects: the trials stopped and saved, the summary
+and the exact resume command printed, the state recorded, exit code 143. The last ``--resume``
+keeps the re-measurement an earlier run finished on the same trials instead of measuring it
+again."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def _metadata(exp: Path) -> dict:
     return json.loads((exp / "tuner_experiment.json").read_text())
 
 
-def test_sigterm_in_the_search_and_in_the_effects_stops_like_ctrl_c(tmp_path: Path) -> None:
+def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     exp = tmp_path / "experiments" / "termed"
     first = _cli(
         tmp_path,
@@ -74,6 +75,13 @@ def test_sigterm_in_the_search_and_in_the_effects_stops_like_ctrl_c(tmp_path: Pa
     assert "Search interrupted:" in out and f"{RESUME} --storage" in out, out[-3000:]
     assert "Traceback" not in out and "--no-report" in out.split(RESUME)[1].splitlines()[0]
     assert _metadata(exp)["state"] == "interrupted"
+
+    code, out = _terminate_at(_cli(tmp_path, "--resume"), r"^Re-measuring ")
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Interrupted during the re-measurement" in out and RESUME in out, out[-3000:]
+    meta = _metadata(exp)
+    assert meta["state"] == "interrupted" and meta["interrupted_during"] == "re-measurement"
+    assert meta["finished_after_trials"]["steps"] == []  # nothing to keep: it runs again
 
     code, out = _terminate_at(_cli(tmp_path, "--resume"), r"^Measuring each technique's effect")
     assert code == EXIT_TERMINATED, out[-3000:]
