@@ -197,11 +197,15 @@ def test_an_image_size_the_model_cannot_take_is_one_line_and_exit_2_before_train
 ) -> None:
     code = main(["train", "--data", "digits", "--img-size", "16", "--steps", "5", "--json"])
     captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""  # nothing trained, no result to print
-    assert captured.err.strip().splitlines() == [
-        "error: model='vit_tiny_r_s16_p8_224' cannot take img_size=16: its backbone makes a "
-        "4x4 feature map of it, which its 8x8 patches do not divide; use an --img-size that is "
-        "a multiple of 32, or a smaller patch_size in --model-kwargs."
+    why = (
+        "model='vit_tiny_r_s16_p8_224' cannot take img_size=16: its backbone makes a 4x4 "
+        "feature map of it, which its 8x8 patches do not divide; use an --img-size that is a "
+        "multiple of 32, or a smaller patch_size in --model-kwargs."
+    )
+    assert code == 2 and captured.err.strip().splitlines() == [f"error: {why}"]
+    # Nothing trained; --json still ends stdout in one JSON document, the error's.
+    assert captured.out.splitlines() == [
+        json.dumps({"status": "error", "error": why, "exit_code": 2})
     ]
 
 

@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # --json promises a JSON document: the error's
+            from tuner.commands._flags import print_json
+
+            print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
         return exc.exit_code
     except Terminated:
         print("terminated (SIGTERM)", file=sys.stderr)
