@@ -260,11 +260,12 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
+    options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.search.preflight import prepare
 
     # Every check that needs no cluster, before Ray's modules load (on --resume: the
     # experiment's own options, what this command may change applied).
-    prepared = prepare(options_from_args(args))
+    prepared = prepare(options)
     options = prepared.options
     from tuner.search.run import run_search
 
