@@ -11,8 +11,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tuner.experiment import write_metadata
-from tuner.experiment.lock import HELPERS_KEY, driver_lock, end_leftovers
+from tuner.experiment import read_metadata, write_metadata
+from tuner.experiment.lock import (
+    HELPERS_KEY,
+    child_pids,
+    driver_lock,
+    end_leftovers,
+    record_helpers,
+)
 
 
 @pytest.fixture
@@ -46,3 +52,15 @@ def test_a_live_driver_s_processes_are_its_own(sleeper, tmp_path: Path) -> None:
     with driver_lock(tmp_path, command="tuner search (the test)"):
         assert end_leftovers(tmp_path) == []
     assert sleeper.poll() is None
+
+
+def test_only_what_started_with_the_search_is_recorded(sleeper, tmp_path: Path) -> None:
+    existing = child_pids()
+    later = subprocess.Popen(["sleep", "120"])
+    try:
+        record_helpers(tmp_path, existing=existing)
+        recorded = {entry["pid"] for entry in read_metadata(tmp_path)[HELPERS_KEY]}
+        assert later.pid in recorded and sleeper.pid not in recorded  # older: not the search's
+    finally:
+        later.kill()
+        later.wait()

@@ -29,6 +29,7 @@ from tuner.experiment._read import json_object
 __all__ = [
     "LOCK_FILE",
     "ExperimentLocked",
+    "child_pids",
     "driver_lock",
     "end_leftovers",
     "holder",
@@ -117,15 +118,26 @@ def _refusal(folder: Path) -> str:
 HELPERS_KEY = "driver_helpers"
 
 
-def record_helpers(folder: Path) -> None:
-    """Record the processes this driver started so far (its local Ray), for
-    :func:`end_leftovers` after a kill -9."""
+def child_pids() -> set[int]:
+    """The PIDs of this process's descendants now (what :func:`record_helpers` leaves out)."""
+    import psutil
+
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def record_helpers(folder: Path, *, existing: set[int]) -> None:
+    """Record the processes this driver started (its local Ray): its descendants but those in
+    ``existing`` (:func:`child_pids` before Ray started: an embedding program's, a test
+    session's), for :func:`end_leftovers` after a kill -9."""
     import psutil
 
     helpers = []
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # ended meanwhile: nothing to record
-            helpers.append({"pid": child.pid, "started": child.create_time(), "name": child.name()})
+            if child.pid not in existing:
+                helpers.append(
+                    {"pid": child.pid, "started": child.create_time(), "name": child.name()}
+                )
     update_metadata(folder, **{HELPERS_KEY: helpers})
 
 
@@ -144,6 +156,8 @@ def end_leftovers(folder: Path) -> list[str]:
             process = psutil.Process(int(entry["pid"]))
             if abs(process.create_time() - float(entry["started"])) < 0.01:
                 alive.append(process)
+    if not alive:
+        return []  # the usual case: the driver ended and its Ray with it; nothing is written
     for process in alive:
         with contextlib.suppress(psutil.Error):
             process.terminate()
@@ -151,7 +165,8 @@ def end_leftovers(folder: Path) -> list[str]:
     for process in left:  # ignored SIGTERM: its driver is gone, nothing of it is needed
         with contextlib.suppress(psutil.Error):
             process.kill()
-    update_metadata(folder, **{HELPERS_KEY: []})
+    with contextlib.suppress(OSError):  # a read-only copy: the check above repeats harmlessly
+        update_metadata(folder, **{HELPERS_KEY: []})
     return [f"{entry['name']} ({entry['pid']})" for entry in recorded if _was(entry, alive)]
 
 

@@ -28,7 +28,7 @@ from tuner.experiment import (
     update_metadata,
     write_metadata,
 )
-from tuner.experiment.lock import driver_lock, record_helpers
+from tuner.experiment.lock import child_pids, driver_lock, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
@@ -100,6 +100,7 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
         if not options.resume:
             refuse_existing(paths)  # another driver finished one of this name meanwhile
         tune_setup.quiet_ray(verbose=options.verbose)
+        existing = child_pids()  # the processes started from here on are this search's
         info = cluster.connect(address=options.address)
         # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
         try:
@@ -114,7 +115,7 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
                     search, info, profile, checked.earlier if checked else None
                 )
                 if info.is_local:  # what a kill -9 of this driver would leave running
-                    record_helpers(paths.local)
+                    record_helpers(paths.local, existing=existing)
                 search_only = tuple(metadata.get("search_only_params", ()))
                 search = dataclasses.replace(search, search_only=search_only)
                 return _search(search, design, metadata, started, prepared.began)
