@@ -190,3 +190,33 @@ def test_search_and_train_spell_a_run_setting_the_same_way() -> None:
             parser.parse_args(["search", "s", old, "30"])
     train = _parse("--img-size", "64", "--time-budget-s", "30")
     assert (train.img_size, train.time_budget_s) == (64, 30.0)
+
+
+def test_an_image_size_the_model_cannot_take_is_one_line_and_exit_2_before_training(
+    capsys,
+) -> None:
+    code = main(["train", "--data", "digits", "--img-size", "16", "--steps", "5", "--json"])
+    captured = capsys.readouterr()
+    why = (
+        "model='vit_tiny_r_s16_p8_224' cannot take img_size=16: its backbone makes a 4x4 "
+        "feature map of it, which its 8x8 patches do not divide; use an --img-size that is a "
+        "multiple of 32, or a smaller patch_size in --model-kwargs."
+    )
+    assert code == 2 and captured.err.strip().splitlines() == [f"error: {why}"]
+    # Nothing trained; --json still ends stdout in one JSON document, the error's.
+    assert captured.out.splitlines() == [
+        json.dumps({"status": "error", "error": why, "exit_code": 2})
+    ]
+
+
+def test_a_run_that_failed_before_its_first_step_still_prints_its_summary_and_json(
+    capsys,
+) -> None:
+    from tuner.commands.train import _print_summary
+    from tuner.engine.result import RunResult
+
+    result = RunResult(status="error", error="OSError: gone")  # no config, no lr: none built
+    _print_summary(result, file=sys.stdout)
+    out = capsys.readouterr().out
+    assert "status            error (OSError: gone)" in out and "peak lr n/a" in out
+    assert json.loads(result.to_json())["status"] == "error"

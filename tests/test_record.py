@@ -170,3 +170,4 @@ def test_a_real_run_is_told_as_ok_or_over_budget_by_its_budget() -> None:
         assert classify(report, ended=True) == kind
         assert report[record.FEASIBLE] == (kind == "ok")
         assert report[record.STEP] == result.steps
+        assert report[record.EFFECTIVE_PREFIX + "batch_size"] == TINY.batch_size  # what ran

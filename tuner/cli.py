@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from tuner import __version__
-from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, TunerError
+from tuner.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    TunerError,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +31,7 @@ exit codes:
   1    finished with no usable trial, or a runtime error (a failed run, a lost Ray cluster)
   2    usage error: bad flags, values, space or input; nothing ran
   130  interrupted (Ctrl-C); a search continues with --resume
+  143  terminated (SIGTERM, e.g. from SLURM, Kubernetes or systemd): a search stops as on Ctrl-C
 """
 
 
@@ -67,7 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # --json promises a JSON document: the error's
+            from tuner.commands._flags import print_json
+
+            print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
         return exc.exit_code
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -7,7 +7,9 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_RUNTIME",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "Terminated",
     "TunerError",
     "TunerRuntimeError",
     "error_line",
@@ -17,6 +19,14 @@ EXIT_OK = 0  # finished, with at least one usable trial where the command search
 EXIT_RUNTIME = 1  # finished with nothing usable, or a runtime error stopped it
 EXIT_USAGE = 2  # a usage error: nothing ran
 EXIT_INTERRUPTED = 130  # Ctrl-C: a search can be resumed
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15; SLURM, Kubernetes, systemd): handled as Ctrl-C is
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C is (``tuner.search.signals``): every step that stops cleanly on
+    Ctrl-C stops the same way; only the exit code differs."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class TunerError(Exception):

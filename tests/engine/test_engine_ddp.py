@@ -72,6 +72,7 @@ def test_two_workers_at_batch_b_train_as_one_worker_at_2b(tmp_path: Path) -> Non
     assert ddp["val_images"] == one.val_images == 359
     assert abs(ddp["val_accuracy"] - one.val_accuracy) <= 1 / 359
     assert ddp["effective"]["lr"] == one.effective["lr"] == 2 * LR
+    assert ddp["effective"]["batch_size"] == one.effective["batch_size"] == 2 * BATCH
 
 
 @pytest.mark.slow

@@ -304,3 +304,18 @@ def test_a_trial_marked_cut_by_the_search_end_is_incomplete_unless_it_ended(
         expected = before.at[trial_id, "kind"] if final else "incomplete"
         assert after.at[trial_id, "kind"] == expected
     assert not all(ended.values()) and any(ended.values())  # the smoke search has both
+
+
+def test_an_unknown_experiment_names_every_place_it_looked(tmp_path: Path) -> None:
+    from tuner.experiment import resolve_experiment
+
+    with pytest.raises(TunerError) as info:
+        resolve_experiment("no_such_name", storage=tmp_path)
+    assert str(info.value) == (
+        f"No experiment 'no_such_name': neither no_such_name nor {tmp_path / 'no_such_name'} "
+        "exists; give its path or its name under --storage."
+    )
+    with pytest.raises(TunerError) as info:  # one place looked at: no "neither"
+        resolve_experiment(tmp_path / "gone", storage=tmp_path)
+    gone = tmp_path / "gone"
+    assert str(info.value).startswith(f"No experiment '{gone}': {gone} does not exist;")

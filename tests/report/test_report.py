@@ -225,7 +225,7 @@ def test_zero_feasible_experiment_says_why(infeasible_experiment: Path, tmp_path
     assert set(trials["kind"]) == {"over budget"}
     first = section((out / "report.md").read_text(), 1)
     assert "No configuration can be recommended" in first
-    assert "measured more than the budget of 1000 B" in first
+    assert "measured more than the budget of 488.3 KiB" in first
     failures = md_table((out / "report.md").read_text(), "Trials that cannot be picked, and why")
     assert len(failures) == len(trials) and (failures["infeasible_reason"] != "").all()
     assert set(failures["kind"]) == {"over budget"}

@@ -10,6 +10,7 @@ on 2 cores, so everything, the report's "Scaling" section included, is asserted 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
 from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.search.data_parallel import RAY_TRAIN_LOG, _OneLine
 from tuner.search.plan import make_plan
 from tuner.spaces import get_space
 
@@ -197,6 +199,37 @@ def test_a_killed_worker_resumes_its_trial_from_the_checkpoint(searched) -> None
     # reports before the kill lands: the restart then continues from the latest).
     assert min(after) > min(before)
     assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
+    # Ray Train's traceback of the dead worker went whole to the trial's log, not the console.
+    folders = {
+        json.loads(params.read_text())["variant"]: params.parent
+        for params in outcome.experiment_dir.glob("*/params.json")
+    }
+    log = (folders["strong"] / RAY_TRAIN_LOG).read_text()
+    assert "Traceback (most recent call last)" in log and "ActorDiedError" in log
+
+
+def test_ray_train_s_console_gets_a_traceback_s_first_line_naming_the_trial_log(
+    tmp_path: Path,
+) -> None:
+    console_lines: list[str] = []
+
+    class Console(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            console_lines.append(logging.Formatter().format(record))
+
+    log = tmp_path / RAY_TRAIN_LOG
+    logger = logging.getLogger("ray.train.test_one_line")
+    logger.propagate = False
+    logger.handlers = [_OneLine(Console(), log)]
+    try:
+        raise RuntimeError("a worker died\nits details")
+    except RuntimeError:
+        logger.warning("Graceful shutdown of backend failed.", exc_info=True)
+    logger.warning("a plain warning")
+    assert console_lines == [
+        f"Graceful shutdown of backend failed. (Ray's traceback: {log})",
+        "a plain warning",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tuner.cli import build_parser
@@ -154,6 +156,26 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
     del saved["search_time_budget_s"]
     saved.update(time_budget_s=600.0, gone_flag=3)  # an earlier name, and a removed option
     write_metadata(paths.local, {"options": saved})
-    options = options_to_resume(paths, resume=True, name="old")
+    options = options_to_resume(paths, SearchOptions(space="", resume=True, name="old"))
     assert options.search_time_budget_s == 600.0 and options.resume
     assert "'gone_flag'" in capsys.readouterr().err
+
+
+def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_path, capsys):
+    from tuner.experiment import write_metadata
+    from tuner.search.experiment import ExperimentPaths, options_record, options_to_resume
+
+    paths = ExperimentPaths.of(str(tmp_path), "kept")
+    started = SearchOptions(space="vit_space", name="kept", reports_dir="mine", no_report=True)
+    write_metadata(paths.local, {"options": options_record(started)})
+    plain = options_to_resume(paths, SearchOptions(space="", resume=True, name="kept"))
+    assert (plain.reports_dir, plain.no_report, plain.resume) == ("mine", True, True)
+    assert capsys.readouterr().err == ""  # nothing changed, nothing said
+    command = paths.resume_command()
+    assert command.endswith("--reports-dir mine --no-report"), command
+
+    given = SearchOptions(space="", resume=True, name="kept", reports_dir="other")
+    assert options_to_resume(paths, given).reports_dir == "other"
+    assert "note: --reports-dir other applies from this resume on." in capsys.readouterr().err
+    with pytest.raises(TunerError, match=r"^--max-memory 1000 cannot change on --resume"):
+        options_to_resume(paths, dataclasses.replace(given, max_memory_bytes=1000))

@@ -59,6 +59,8 @@ def test_a_search_whose_every_trial_errors_exits_1_and_calls_them_errors(tmp_pat
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Search finished: 2 trials (2 errored)" in done.stdout
     assert "infeasible" not in done.stdout
+    assert "No trial finished ok: see why each trial failed" in done.stdout
+    assert "--max-memory" not in done.stdout  # no budget was set: none to loosen
 
     trials = pd.read_csv(tmp_path / "reports" / "broken" / "trials.csv")
     assert list(trials["status"]) == ["error", "error"]

@@ -33,9 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tuner.answer import decide
     from tuner.experiment import load_experiment, resolve_experiment
+    from tuner.experiment.lock import say_leftovers_ended
     from tuner.report import write_report
 
     path = resolve_experiment(args.experiment, storage=args.storage)
+    say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
     experiment = load_experiment(path)
     out = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
     answer = decide(experiment)

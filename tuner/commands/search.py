@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
-from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, TunerError, error_line
+from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError, error_line
 from tuner.record import MAX_MEMORY_BYTES
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
@@ -33,7 +33,7 @@ single fields of the chosen workload, e.g.:
 
 exit codes: 0 finished with at least one usable trial; 1 finished with none, or a runtime
 error (e.g. the Ray cluster was lost: the message says how to --resume); 2 usage error;
-130 interrupted (continue with --resume).
+130 interrupted, 143 terminated by SIGTERM (either way: continue with --resume).
 """
 
 
@@ -260,17 +260,25 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
-    options = options_from_args(args)  # a bad option fails before Ray's modules load
+    options = options_from_args(args)  # a bad flag fails before even pandas loads
+    from tuner.search.preflight import prepare
+
+    # Every check that needs no cluster, before Ray's modules load (on --resume: the
+    # experiment's own options, what this command may change applied).
+    prepared = prepare(options)
+    options = prepared.options
     from tuner.search.run import run_search
 
     if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
         from tuner.search.mlflow_logger import check_tracking_uri
 
         check_tracking_uri(options.mlflow)
-    outcome = run_search(options)
+    outcome = run_search(options, prepared=prepared)
     if outcome.state != "finished":
-        return EXIT_INTERRUPTED
-    report = None if args.no_report else _write_report(outcome, Path(args.reports_dir))
+        from tuner.search.signals import interrupted_exit_code
+
+        return interrupted_exit_code()  # 130 on Ctrl-C, 143 on SIGTERM
+    report = None if options.no_report else _write_report(outcome, Path(options.reports_dir))
     _log_to_mlflow(outcome, report)
     if args.json:
         from tuner.commands.report import result_json

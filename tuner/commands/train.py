@@ -89,8 +89,10 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time",
         f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
         f"batch             {cfg.get('batch_size')} per worker x {result.world_size} worker(s) = "
-        f"{result.global_batch_size} global, peak lr {result.effective.get('lr', cfg.get('lr')):g}",
-        f"steps / epochs    {result.steps} / {result.epochs:.2f} in {result.train_time_s:.1f} s",
+        f"{result.global_batch_size} global, peak lr "
+        f"{fmt(result.effective.get('lr', cfg.get('lr')), 'g')}",
+        f"steps / epochs    {result.steps} / {fmt(result.epochs, '.2f')} in "
+        f"{fmt(result.train_time_s, '.1f')} s",
         f"effective         {json.dumps(result.effective, sort_keys=True)}",
     ]
     if result.skipped_images:

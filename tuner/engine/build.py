@@ -165,7 +165,8 @@ def _schedule(
     if config.epochs:
         limits.append(config.epochs * steps_per_epoch)
     lr = config.lr * world.size
-    effective["lr"] = lr
+    # Both as the optimizer sees them: the global batch a step trains on, the peak lr for it.
+    effective.update(lr=lr, batch_size=config.batch_size * world.size)
     if world.size > 1:
         notes.append(
             f"lr {config.lr:g} is for batch_size={config.batch_size}; {world.size} workers "

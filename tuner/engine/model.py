@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import traceback
 from collections.abc import Callable, Collection
 
 import timm
@@ -60,12 +61,37 @@ def build_model(config: TrainConfig, num_classes: int) -> nn.Module:
         model = _create(config.model, num_classes, config.img_size, kwargs)
     except TypeError as exc:
         raise TunerError(f"model_kwargs {kwargs} do not fit {config.model}: {exc}") from None
+    except AssertionError as exc:  # timm asserts what the image size must be; the why is ours
+        raise TunerError(_size_misfit(config, exc)) from None
     if config.norm != "native":
         norm, groups = config.norm, config.gn_groups
         check_norm_choices(model, model_name=type(model).__name__, norms=[norm], groups=[groups])
         for name, layer in conv_norm_layers(model).items():
             _set_module(model, name, _replacement(layer, norm, groups))
     return model
+
+
+def _size_misfit(config: TrainConfig, exc: AssertionError) -> str:
+    """Why timm refused ``config.img_size``: for a hybrid ViT, the feature map its backbone
+    makes of the image, which the patch size must divide (timm's own assert says nothing)."""
+    where = exc.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    layer = where.tb_frame.f_locals.get("self") if where is not None else None
+    feature, patch = getattr(layer, "feature_size", None), getattr(layer, "patch_size", None)
+    start = f"model={config.model!r} cannot take img_size={config.img_size}"
+    if feature is None or patch is None or not feature[0]:
+        check = traceback.extract_tb(exc.__traceback__)[-1]
+        return (
+            f"{start} (timm's check failed: {check.line}); try another --img-size, or other "
+            "--model-kwargs."
+        )
+    multiple = config.img_size // int(feature[0]) * int(patch[0])
+    return (
+        f"{start}: its backbone makes a {int(feature[0])}x{int(feature[1])} feature map of it, "
+        f"which its {patch[0]}x{patch[1]} patches do not divide; use an --img-size that is a "
+        f"multiple of {multiple}, or a smaller patch_size in --model-kwargs."
+    )
 
 
 def _create(name: str, num_classes: int, img_size: int, kwargs: dict) -> nn.Module:

@@ -104,9 +104,12 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
                 f"{path} is a file, not an experiment folder; give the folder that "
                 "`tuner search --name` created (or its name under --storage)."
             )
-    tried = " nor ".join(dict.fromkeys(str(path) for path in candidates))
+    tried = list(dict.fromkeys(str(path) for path in candidates))
+    missing = (
+        f"{tried[0]} does not exist" if len(tried) == 1 else f"neither {' nor '.join(tried)} exists"
+    )
     raise TunerError(
-        f"No experiment {str(name_or_path)!r}: {tried} does not exist; "
+        f"No experiment {str(name_or_path)!r}: {missing}; "
         "give its path or its name under --storage."
     )
 

@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,20 @@ from typing import Any
 
 from tuner.errors import TunerError
 from tuner.experiment._files import LOCK_FILE
+from tuner.experiment._metadata import read_metadata, update_metadata
 from tuner.experiment._read import json_object
 
-__all__ = ["LOCK_FILE", "ExperimentLocked", "driver_lock", "holder", "refuse_if_held"]
+__all__ = [
+    "LOCK_FILE",
+    "ExperimentLocked",
+    "child_pids",
+    "driver_lock",
+    "end_leftovers",
+    "holder",
+    "record_helpers",
+    "refuse_if_held",
+    "say_leftovers_ended",
+]
 
 
 class ExperimentLocked(TunerError):
@@ -99,3 +111,76 @@ def _refusal(folder: Path) -> str:
         "would corrupt it. Wait for it to finish (`tuner report` reads it meanwhile), or stop "
         "that process and then --resume."
     )
+
+
+# The metadata's record of the processes a driver started for its local Ray (pid, start time,
+# name): what a kill -9 of the driver leaves behind (Ray's agents outlive it, reparented to init).
+HELPERS_KEY = "driver_helpers"
+
+
+def child_pids() -> set[int]:
+    """The PIDs of this process's descendants now (what :func:`record_helpers` leaves out)."""
+    import psutil
+
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def record_helpers(folder: Path, *, existing: set[int]) -> None:
+    """Record the processes this driver started (its local Ray): its descendants but those in
+    ``existing`` (:func:`child_pids` before Ray started: an embedding program's, a test
+    session's), for :func:`end_leftovers` after a kill -9."""
+    import psutil
+
+    helpers = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # ended meanwhile: nothing to record
+            if child.pid not in existing:
+                helpers.append(
+                    {"pid": child.pid, "started": child.create_time(), "name": child.name()}
+                )
+    update_metadata(folder, **{HELPERS_KEY: helpers})
+
+
+def end_leftovers(folder: Path) -> list[str]:
+    """End the processes a dead driver of ``folder`` recorded that still run: each by its PID,
+    only when its start time is the recorded one (a reused PID is another process), and only
+    when no live driver holds the folder (its helpers are its own). Returns what was ended."""
+    recorded = read_metadata(folder).get(HELPERS_KEY) or []
+    if not recorded or holder(folder) is not None:
+        return []
+    import psutil
+
+    alive = []
+    for entry in recorded:
+        with contextlib.suppress(psutil.Error, KeyError, TypeError):
+            process = psutil.Process(int(entry["pid"]))
+            if abs(process.create_time() - float(entry["started"])) < 0.01:
+                alive.append(process)
+    if not alive:
+        return []  # the usual case: the driver ended and its Ray with it; nothing is written
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, left = psutil.wait_procs(alive, timeout=5)
+    for process in left:  # ignored SIGTERM: its driver is gone, nothing of it is needed
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    with contextlib.suppress(OSError):  # a read-only copy: the check above repeats harmlessly
+        update_metadata(folder, **{HELPERS_KEY: []})
+    return [f"{entry['name']} ({entry['pid']})" for entry in recorded if _was(entry, alive)]
+
+
+def _was(entry: dict[str, Any], ended: list[Any]) -> bool:
+    return any(process.pid == int(entry["pid"]) for process in ended)
+
+
+def say_leftovers_ended(folder: Path) -> None:
+    """:func:`end_leftovers`, said in one line when it ended any."""
+    ended = end_leftovers(folder)
+    if ended:
+        print(
+            f"Ended {len(ended)} process(es) a killed driver of {folder.name!r} left running: "
+            f"{', '.join(ended)}.",
+            file=sys.stderr,  # a notice: stdout keeps what the command prints (--json)
+            flush=True,
+        )

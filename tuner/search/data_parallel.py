@@ -21,10 +21,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs
 import ray
 import ray.train
 import torch.distributed as dist
@@ -35,7 +37,9 @@ from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
+from ray.train.v2._internal.constants import HEALTH_CHECK_INTERVAL_S_ENV_VAR
 from ray.train.v2._internal.execution import context as train_context_module
+from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
@@ -47,6 +51,8 @@ from tuner.spaces import WORLD_SIZE_PARAM
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 
 _TRAIN_DIR = "train"
+RAY_TRAIN_LOG = "ray_train.log"  # in the trial's folder: Ray Train's warnings, tracebacks whole
+_POLL_EVERY_S = 0.1  # Ray Train's controller polls its workers (and takes their reports)
 # The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
 # leave a node of N cores one short of N one-core workers.
 _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
@@ -79,6 +85,10 @@ def run_worker_group(
     """Ray Tune function trainable (the trial's driver): fit a TorchTrainer of its workers."""
     storage = tune.get_context().get_storage()
     workers = int(config.get(WORLD_SIZE_PARAM, scaling.num_workers))
+    # A worker's ray.train.report waits in a one-slot queue until the controller polls, every
+    # 2 s by default: a trial reporting more often trained only between polls (bench/
+    # data_parallel_overhead.py). Propagated by Ray Train to the controller; a user's value wins.
+    os.environ.setdefault(HEALTH_CHECK_INTERVAL_S_ENV_VAR, str(_POLL_EVERY_S))
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={"config": config, "context": context},
@@ -94,6 +104,9 @@ def run_worker_group(
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
         ),
     )
+    local = isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem)
+    trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
+    trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
     trainer.fit()
 
 
@@ -104,9 +117,47 @@ class _TorchTrainer(TorchTrainer):
     job, removing the group of a controller that died, is :class:`PlacementGroupReaper`'s (and
     Ray ends a dead driver's groups with its job)."""
 
+    trial_log: Path | None = None  # where Ray Train's tracebacks go (_TracebacksToTrialLog)
+
     def _create_default_callbacks(self) -> list[Any]:
         callbacks = super()._create_default_callbacks()
-        return [c for c in callbacks if not isinstance(c, PlacementGroupCleanerCallback)]
+        kept = [c for c in callbacks if not isinstance(c, PlacementGroupCleanerCallback)]
+        return [*kept, _TracebacksToTrialLog(self.trial_log)] if self.trial_log else kept
+
+
+class _TracebacksToTrialLog(ControllerCallback):
+    """In the controller's process: a Ray Train record with a traceback (a killed worker's,
+    some 25 lines) goes whole to the trial's ``ray_train.log`` and to the console as its one
+    first line, which names that file. The console keeps one line per event."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def after_controller_start(self, train_run_context: Any) -> None:
+        logger = logging.getLogger("ray.train")
+        to_file = logging.FileHandler(self.log)
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        to_file.setLevel(logging.WARNING)
+        logger.handlers = [
+            _OneLine(h, self.log) if type(h).__name__ == "PlainRayHandler" else h
+            for h in logger.handlers
+        ] + [to_file]
+
+
+class _OneLine(logging.Handler):
+    """A console handler that gets a record's first line, without its traceback."""
+
+    def __init__(self, console: logging.Handler, log: Path) -> None:
+        super().__init__(console.level)
+        self.console, self.log = console, log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info or record.exc_text:
+            first = record.getMessage().splitlines()[0] if record.getMessage() else ""
+            line = f"{first} (Ray's traceback: {self.log})"
+            fields = {**record.__dict__, "msg": line, "args": None, "exc_info": None}
+            record = logging.makeLogRecord({**fields, "exc_text": None})
+        self.console.handle(record)
 
 
 def _worker(loop_config: dict[str, Any]) -> None:

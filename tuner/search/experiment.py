@@ -15,22 +15,24 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
 from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
-from tuner.search.cluster import ClusterInfo
 from tuner.search.options import DEFAULT_STORAGE, SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
-from tuner.search.scheduler import early_stopping_name
 from tuner.spaces import SearchSpace
+
+if TYPE_CHECKING:  # both import ray: the paths and the options to resume are read without it
+    from tuner.search.cluster import ClusterInfo
 
 __all__ = [
     "ExperimentPaths",
     "SearchContext",
     "now",
+    "options_record",
     "options_to_resume",
     "start_metadata",
     "study_attrs",
@@ -63,9 +65,17 @@ class ExperimentPaths:
         return f"sqlite:///{self.study_file}"
 
     def resume_command(self, *, address: str | None = None) -> str:
-        """The exact command that continues this experiment (``address``: the cluster's)."""
+        """The exact command that continues this experiment (``address``: the cluster's), with
+        the options it keeps that a resume could change, so the command shows all it runs."""
         words = ["python", "-m", "tuner", "search", "--resume", "--name", self.name]
         words += ["--storage", self.storage] + (["--address", address] if address else [])
+        saved = (read_metadata(self.local) or {}).get("options") or {}
+        default = SearchOptions(space="")
+        for name in ("reports_dir", "no_report", "trust_budget"):  # CHANGEABLE_ON_RESUME's
+            value = saved.get(name, getattr(default, name))
+            if value != getattr(default, name):
+                flag = "--" + name.replace("_", "-")
+                words += [flag] if value is True else [flag, str(value)]
         return shlex.join(words)
 
     def upload(self) -> None:
@@ -92,13 +102,20 @@ class SearchContext:
 
 # Options saved under an earlier name, read under their current one.
 _RENAMED = {"time_budget_s": "search_time_budget_s"}
+# What a resumed search may take from its own command line: how to reach the cluster and how
+# much to print, where the report goes, and the time left to re-measurement and effects. Every
+# other option is the experiment's own: a resumed search continues the same search.
+CHANGEABLE_ON_RESUME = ("address", "verbose", "reports_dir", "no_report", "trust_budget")
+_IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
-def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with, ``changes`` applied.
+def options_to_resume(paths: ExperimentPaths, given: SearchOptions) -> SearchOptions:
+    """The options the experiment at ``paths`` was started with; of those ``given`` sets
+    (unlike the defaults) the changeable ones are applied and said, any other refused.
 
     Raises:
-        TunerError: the experiment folder has no metadata (nothing to resume).
+        TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
+            changes an option a resumed search cannot change.
     """
     metadata = read_metadata(paths.local)
     if not metadata:
@@ -115,13 +132,66 @@ def options_to_resume(paths: ExperimentPaths, **changes: Any) -> SearchOptions:
             f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
             file=sys.stderr,
         )
-    return SearchOptions(**{k: v for k, v in {**saved, **changes}.items() if k in known})
+    own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    changes = _changes_on_resume(own, given)
+    return dataclasses.replace(own, **changes, name=paths.name, resume=True)
+
+
+def _changes_on_resume(own: SearchOptions, given: SearchOptions) -> dict[str, Any]:
+    """The options ``given`` sets to another value than the experiment's ``own``: the
+    changeable ones, each said in a note (what the printed command to continue keeps).
+
+    Raises:
+        TunerError: the first one a resumed search cannot apply.
+    """
+    default = SearchOptions(space="")
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(SearchOptions):
+        name = field.name
+        value = getattr(given, name)
+        if name in _IDENTITY or value in (getattr(default, name), getattr(own, name)):
+            continue
+        if name not in CHANGEABLE_ON_RESUME:
+            flag = _flag(name)
+            shown = _shown(name, value)
+            raise TunerError(
+                f"{shown} cannot change on --resume: {own.name or 'the experiment'} continues "
+                f"the search it started ({_shown(name, getattr(own, name))}); leave {flag} out, "
+                f"or start a new search with it and --warm-start {own.name}."
+            )
+        changes[name] = value
+        if name != "verbose":
+            print(f"note: {_shown(name, value)} applies from this resume on.", file=sys.stderr)
+    return changes
+
+
+def _shown(name: str, value: Any) -> str:
+    """An option as its flag(s) spell it."""
+    if name == "overrides":
+        sets = " ".join(f"{k}={v}" for k, v in dict(value).items())
+        return f"--set {sets}" if sets else "no --set"
+    if name == "space":
+        return f"space {value}"
+    flag = _flag(name)
+    if isinstance(value, bool):
+        return flag if value else f"no {flag}"
+    return f"{flag} {value}"
+
+
+# The fields whose flag is not their name spelled with dashes.
+_FLAGS = {MAX_MEMORY_BYTES: "--max-memory", "overrides": "--set", "space": "SPACE"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 def start_metadata(
     search: SearchContext, info: ClusterInfo, profile: SpaceProfile, design: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The metadata a new search writes before its first trial (its end adds the rest)."""
+    from tuner.search.scheduler import early_stopping_name
+
     options, space, plan, paths = search.options, search.space, search.plan, search.paths
     return {
         "name": paths.name,
@@ -151,8 +221,13 @@ def start_metadata(
         STARTED_AT: now(),
         ENDED_AT: None,
         "state": "running",
-        "options": {**dataclasses.asdict(options), "overrides": dict(options.overrides)},
+        "options": options_record(options),
     }
+
+
+def options_record(options: SearchOptions) -> dict[str, Any]:
+    """The options as the metadata keeps them (what --resume reads back)."""
+    return {**dataclasses.asdict(options), "overrides": dict(options.overrides)}
 
 
 def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class SearchOptions:
     name: str | None = None  # experiment name; default <space>-<timestamp>
     storage: str = DEFAULT_STORAGE  # local folder or a URI Ray accepts (s3://, gs://, ...)
     reports_dir: str = DEFAULT_REPORTS_DIR
+    no_report: bool = False  # the CLI writes no report (kept, so that --resume keeps it)
     # Budgets: the search stops at whichever comes first (None: the space's default samples).
     num_samples: int | None = None
     search_time_budget_s: float | None = None

@@ -1,30 +1,53 @@
 """Deterministic errors found in the driver, before any trial starts: a bad workload fails
 every trial the same way, so retrying it wastes the whole budget and buries the one line that
-matters under Ray's tracebacks. :func:`check_before_ray` runs every check that needs no cluster.
+matters under Ray's tracebacks. :func:`prepare` runs every check that needs no cluster, those
+that need only arguments and files first, before torch and Ray are imported (this module imports
+neither at its top), so that a usage error answers in about a second.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
+import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.experiment import Experiment
+from tuner.experiment import METADATA_FILE, Experiment
+from tuner.experiment.lock import refuse_if_held, say_leftovers_ended
+from tuner.search.experiment import ExperimentPaths, options_to_resume
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
-from tuner.search.warm_start import read_warm_start
-from tuner.spaces import SearchSpace, train_config_of
+from tuner.spaces import SearchSpace, get_space, train_config_of
+from tuner.units import format_bytes
 
-__all__ = ["Checked", "check_before_ray", "check_workload", "profile_for"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "Checked",
+    "Prepared",
+    "check_before_ray",
+    "check_workload",
+    "prepare",
+    "profile_for",
+    "refuse_existing",
+]
 
 
-def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
+def check_workload(
+    plan: SearchPlan, profile: SpaceProfile, *, max_memory_bytes: int | None = None
+) -> None:
     """Raise ``TunerError`` (one line) for a workload no trial could run.
 
     Raises:
         TunerError: missing/malformed data, unknown model, a batch size larger than the
-            training set, a group count that does not divide the model's channels.
+            training set, a group count that does not divide the model's channels, a memory
+            budget below what the model's training state alone takes.
     """
     import torch
 
@@ -41,13 +64,36 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
             f"{data.train_size} training images of {base.data!r}; drop it from the space or "
             "use more data."
         )
+    model = build_model(base, data.num_classes)
+    if max_memory_bytes is not None and not profile.returned & _MODEL_FIELDS:
+        _check_memory_floor(model, base.model, max_memory_bytes)
     check_norm_choices(
-        build_model(base, data.num_classes),
+        model,
         model_name=base.model,
         norms=_choices(profile, plan, "norm"),
         groups=_choices(profile, plan, "gn_groups"),
         chosen_by=" (a choice of the space)",
     )
+
+
+# The run settings that change the model's parameters: a space that returns one of them has
+# models of several sizes, and the workload's own is not the smallest for certain.
+_MODEL_FIELDS = frozenset({"model", "model_kwargs", "num_classes"})
+
+
+def _check_memory_floor(model: torch.nn.Module, name: str, budget: int) -> None:
+    """Refuse a ``--max-memory`` below the training state every trial holds, whatever it
+    samples: the weights, as many bytes of gradients and AdamW's two moments (4 x the weights;
+    both meters count them, tuner.engine.meters). Every trial would train only to be rejected."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    floor = 4 * weights
+    if budget < floor:
+        raise TunerError(
+            f"--max-memory {format_bytes(budget)} is below the {format_bytes(floor)} that "
+            f"training {name} takes at the least (its {format_bytes(weights)} of weights, as "
+            "much of gradients and AdamW's two moments); raise --max-memory or pick a smaller "
+            "--model."
+        )
 
 
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
@@ -64,23 +110,82 @@ class Checked:
     earlier: Experiment | None  # --warm-start's experiment
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A search that passed every check before Ray: its options (on --resume, the experiment's
+    own), space, folder, what the checks found (None on --resume: the metadata has it), and
+    when the command began (--trust-budget's share is of the whole command)."""
+
+    options: SearchOptions
+    space: SearchSpace
+    paths: ExperimentPaths
+    checked: Checked | None
+    began: float  # time.perf_counter()
+
+
+def prepare(options: SearchOptions) -> Prepared:
+    """Every check a search can make before Ray starts, those that need only arguments and
+    files first (the lock, the name, the space's samples), then those that need torch.
+
+    Raises:
+        TunerError: the first problem found (usage: exit code 2).
+    """
+    began = time.perf_counter()
+    name = options.name or _default_name(options.space)
+    paths = ExperimentPaths.of(options.storage, name)
+    refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
+    if options.resume:
+        options = options_to_resume(paths, options)
+        say_leftovers_ended(paths.local)
+    else:
+        refuse_existing(paths)
+    space = get_space(options.space)
+    options = dataclasses.replace(options, name=name, space=space.ref)
+    checked = None if options.resume else check_before_ray(options, space)
+    return Prepared(options, space, paths, checked, began)
+
+
+def _default_name(space: str) -> str:
+    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
+    fault of a --name the user did not give)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def refuse_existing(paths: ExperimentPaths) -> None:
+    if (paths.local / METADATA_FILE).exists():
+        raise TunerError(
+            f"Experiment {paths.name!r} already exists in {paths.local.parent}; continue it "
+            "with --resume or pick another --name."
+        )
+
+
 def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
     """Every check of a new search that needs no cluster (the space builds, the data and the
-    model exist, each batch size fits, --warm-start names an experiment of this space), for the
-    device the trials will most likely get: a usage error ends in seconds, before Ray starts."""
+    model exist, each batch size fits, the memory budget holds the model, --warm-start names an
+    experiment of this space), for the device the trials will most likely get: a usage error
+    ends in seconds, before Ray starts."""
     cuda = _expect_cuda(options)
     draft = draft_plan(options, space, cuda=cuda)
-    profile = check_space(space, draft)
-    check_workload(draft, profile)  # a bad workload fails here, once, in one line
+    profile = check_space(space, draft)  # no torch yet: a bad sample fails in about a second
+    check_workload(draft, profile, max_memory_bytes=options.max_memory_bytes)
+    from tuner.search.warm_start import read_warm_start  # imports ray
+
     # A remote cluster's device may differ from this guess, and its workload with it.
     workload = None if options.address else draft.workload
     earlier = read_warm_start(options, space_name=space.name, workload=workload)
     return Checked(cuda, profile, earlier)
 
 
+# Without a GPU driver's device files torch cannot see a GPU: no need to import it to ask.
+_GPU_DRIVER_FILES = ("/proc/driver/nvidia/gpus", "/dev/nvidiactl", "/dev/kfd")
+
+
 def _expect_cuda(options: SearchOptions) -> bool:
     if options.gpus_per_trial is not None:
         return options.gpus_per_trial > 0
+    if not any(os.path.exists(path) for path in _GPU_DRIVER_FILES):
+        return False
     import torch
 
     return torch.cuda.is_available()  # a remote cluster may differ: checked again after

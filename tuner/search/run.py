@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
-import re
 import shlex
 import sys
 import time
@@ -19,17 +20,16 @@ import ray
 from ray import tune
 
 from tuner.answer import Answer, decide
-from tuner.errors import EXIT_RUNTIME, TunerError, TunerRuntimeError, error_line
+from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
 from tuner.experiment import (
-    METADATA_FILE,
     PROBE_CACHE_FILE,
     Experiment,
     load_experiment,
     update_metadata,
     write_metadata,
 )
-from tuner.experiment.lock import driver_lock, refuse_if_held
-from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S
+from tuner.experiment.lock import child_pids, driver_lock, record_helpers
+from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
 from tuner.search.design import startup_design
@@ -37,20 +37,20 @@ from tuner.search.experiment import (
     ExperimentPaths,
     SearchContext,
     now,
-    options_to_resume,
+    options_record,
     start_metadata,
     study_attrs,
 )
 from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
-from tuner.search.preflight import check_before_ray, profile_for
+from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans
+from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
-from tuner.spaces import get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 
@@ -81,61 +81,48 @@ class SearchOutcome:
         return int(self.answer.trials["candidate"].sum())
 
 
-def run_search(options: SearchOptions) -> SearchOutcome:
+def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
+    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already (the
+    CLI checks before it imports this module, which imports Ray).
 
     Raises:
         TunerError: a bad space, option, workload override or cluster address; another live
             driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
-    began = time.perf_counter()  # --trust-budget's share is of the whole command
-    name = options.name or _default_name(options.space)
-    paths = ExperimentPaths.of(options.storage, name)
-    refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
-    if options.resume:
-        options = options_to_resume(
-            paths, resume=True, address=options.address, verbose=options.verbose
-        )
-    else:
-        _refuse_existing(paths)
-    space = get_space(options.space)
-    options = dataclasses.replace(options, name=name, space=space.ref)
-    checked = None if options.resume else check_before_ray(options, space)
+    prepared = prepared or prepare(options)
+    options, space, paths, checked = (
+        prepared.options,
+        prepared.space,
+        prepared.paths,
+        prepared.checked,
+    )
     with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
         if not options.resume:
-            _refuse_existing(paths)  # another driver finished one of this name meanwhile
+            refuse_existing(paths)  # another driver finished one of this name meanwhile
         tune_setup.quiet_ray(verbose=options.verbose)
+        existing = child_pids()  # the processes started from here on are this search's
         info = cluster.connect(address=options.address)
+        # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
         try:
-            plan = make_plan(
-                options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
-            )
-            profile = profile_for(space, plan, checked)
-            earlier = checked.earlier if checked else None
-            started = time.time()
-            search = SearchContext(options, space, plan, paths)
-            metadata, design = _begin(search, info, profile, earlier)
-            search_only = tuple(metadata.get("search_only_params", ()))
-            search = dataclasses.replace(search, search_only=search_only)
-            return _search(search, design, metadata, started, began)
+            with sigterm_as_ctrl_c():
+                plan = make_plan(
+                    options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
+                )
+                profile = profile_for(space, plan, checked)
+                started = time.time()
+                search = SearchContext(options, space, plan, paths)
+                metadata, design = _begin(
+                    search, info, profile, checked.earlier if checked else None
+                )
+                if info.is_local:  # what a kill -9 of this driver would leave running
+                    record_helpers(paths.local, existing=existing)
+                search_only = tuple(metadata.get("search_only_params", ()))
+                search = dataclasses.replace(search, search_only=search_only)
+                return _search(search, design, metadata, started, prepared.began)
         finally:
             if info.is_local:
                 cluster.shutdown()
-
-
-def _default_name(space: str) -> str:
-    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
-    fault of a --name the user did not give)."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
-    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def _refuse_existing(paths: ExperimentPaths) -> None:
-    if (paths.local / METADATA_FILE).exists():
-        raise TunerError(
-            f"Experiment {paths.name!r} already exists in {paths.local.parent}; continue it "
-            "with --resume or pick another --name."
-        )
 
 
 def _search(
@@ -168,7 +155,7 @@ def _search(
     alone = finished and plan.max_world_size == 1  # both measure one process alone
     try:
         trust_s = options.trust_limit_s(time.perf_counter() - began)
-        experiment, answer, after = _after_trials(search, alone, trust_s)
+        experiment, answer, after = _after_trials(search, alone, trust_s, metadata)
     except BaseException:  # a step after the trials failed: the trials' results stay resumable
         _mark_interrupted(paths)
         raise
@@ -195,7 +182,13 @@ def _begin(
     what --warm-start covers)."""
     design: list[dict[str, Any]] = []
     if profile is None:
-        metadata = update_metadata(search.paths.local, state="running", resumed_at=now())
+        # The options a resume applied (tuner.search.experiment.CHANGEABLE_ON_RESUME) are kept.
+        metadata = update_metadata(
+            search.paths.local,
+            state="running",
+            resumed_at=now(),
+            options=options_record(search.options),
+        )
     else:
         design = startup_design(profile, budget=search.plan.sample_budget, seed=search.options.seed)
         design, warm = warm_start(search, profile, design=design, earlier=earlier)
@@ -211,34 +204,70 @@ def _begin(
 
 
 def _after_trials(
-    search: SearchContext, alone: bool, trust_s: float | None
+    search: SearchContext, alone: bool, trust_s: float | None, metadata: dict[str, Any]
 ) -> tuple[Experiment, Answer, dict[str, Any]]:
     """Re-measurement and the technique effects (when the trials finished, each run alone in
     one process; a data-parallel search skips both) within ``trust_s`` seconds together, the
     answer, and what the metadata records of them; Ctrl-C here keeps what was done and says
-    which step it stopped."""
+    which step it stopped. A step an earlier run finished on the same trials is kept, never
+    measured again (``metadata``: as this run began)."""
     experiment = load_experiment(search.paths.local)
     answer: Answer | None = None
+    trials = _ended_trials(experiment)
+    kept = _kept_steps(metadata, trials)
     after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
-    step, started = "re-measurement", time.perf_counter()
+    done: list[str] = [step for step in _AFTER_STEPS if step in kept]
+    step, started = _AFTER_STEPS[0], time.perf_counter()
     share = _REMEASURE_SHARE if search.options.effects_repeats else 1.0
     remeasure_s = None if trust_s is None else trust_s * share
     try:
-        if alone:
+        if alone and _run_step(step, kept, done):
             failures, info = remeasure_candidates(search, experiment, remeasure_s)
             after["remeasure_failures"] = failures
             if info is not None:
                 after["remeasure"] = info
                 experiment = load_experiment(search.paths.local)  # with the re-measurements
         answer = decide(experiment)
-        step = "technique effects"
-        if alone:
+        step = _AFTER_STEPS[1]
+        if alone and _run_step(step, kept, done):
             left = None if trust_s is None else max(0.0, trust_s - time.perf_counter() + started)
             after.update(effects_around(search, experiment, answer, left))
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
+        if step not in kept:
+            done.remove(step)
+    after[_FINISHED_AFTER_TRIALS] = {"steps": done, "trials": trials}
     return experiment, decide(experiment) if answer is None else answer, after
+
+
+_AFTER_STEPS = ("re-measurement", "technique effects")  # in their order
+# The metadata's record of which of them finished, and on which ended trials.
+_FINISHED_AFTER_TRIALS = "finished_after_trials"
+
+
+def _run_step(step: str, kept: set[str], done: list[str]) -> bool:
+    """Whether ``step`` runs now (counted as done from here: Ctrl-C takes it back); a kept one
+    is said instead."""
+    if step in kept:
+        print(f"The {step} finished in an earlier run on these trials: kept.", flush=True)
+        return False
+    done.append(step)
+    return True
+
+
+def _kept_steps(metadata: dict[str, Any], trials: str) -> set[str]:
+    """The steps after the trials an earlier run finished on the same ended trials: their
+    files stand (a resume must not replace a finished measurement with a shorter one)."""
+    record = metadata.get(_FINISHED_AFTER_TRIALS) or {}
+    return set(record.get("steps", ())) if record.get("trials") == trials else set()
+
+
+def _ended_trials(experiment: Experiment) -> str:
+    """A digest of the trials that ended (id and kind): another set, other measurements."""
+    ended = experiment.trials[experiment.trials[KIND] != "incomplete"]
+    pairs = sorted(zip(ended[TRIAL_ID].astype(str), ended[KIND].astype(str), strict=True))
+    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16]
 
 
 _REMEASURE_SHARE = 0.25  # of the trust budget: the effects have 8 arms to the re-measurement's 3

@@ -63,7 +63,7 @@ def print_summary(
         print(line)
     for line in _unfinished_work(experiment):
         print(line)
-    _print_front(answer)
+    _print_front(answer, experiment, state)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
     if state != "finished":
@@ -99,9 +99,9 @@ def _unfinished_work(experiment: Experiment) -> list[str]:
     return lines
 
 
-def _print_front(answer: Answer) -> None:
+def _print_front(answer: Answer, experiment: Experiment, state: str) -> None:
     if answer.front.empty:
-        print(_no_front(answer.trials))
+        print(_no_front_line(experiment, state))
         return
     note = answer.noise_note()  # before the pick: it could not be decided on speed
     if note:
@@ -113,22 +113,21 @@ def _print_front(answer: Answer) -> None:
     print(answer.sentence())
 
 
-# What to do about each kind that leaves no trial to recommend (the others need nothing).
-_FIXES = {
-    "over budget": "loosen --max-memory or search smaller batches",
-    "errored": "see each trial's error above",
-    "diverged": "search lower learning rates",
-    "incomplete": "the search ended before they did: give it more time "
-    "(--search-time-budget-s) or --resume it",
-    "stopped early": "early stopping judged them behind the others",
-}
-
-
-def _no_front(trials: pd.DataFrame) -> str:
-    """Why no trial can be recommended, by the kinds the trials were (never a guess)."""
-    counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
-    why = [f"{counts[k]} {k} ({_FIXES[k]})" for k in KINDS if k in counts and k in _FIXES]
-    return "No trial finished ok to its end" + (f": {'; '.join(why)}." if why else ".")
+def _no_front_line(experiment: Experiment, state: str) -> str:
+    """Why no trial can be recommended, from what the trials were: only the advice that fits
+    (no budget to loosen when none was set or none was over it)."""
+    kinds = set(experiment.trials[KIND]) if len(experiment.trials) else set()
+    advice = []
+    if "over budget" in kinds:
+        advice.append("loosen --max-memory")
+    if kinds & {"errored", "diverged"}:
+        advice.append(f"see why each trial failed (python -m tuner report {experiment.path})")
+    if "incomplete" in kinds and state == "finished":  # the search's time budget ended them
+        advice.append("give the search more time (--search-time-budget-s)")
+    if state != "finished":
+        advice.append("--resume continues the search")
+    ended = "No trial finished ok" + ("" if state == "finished" else " before the interruption")
+    return ended + (f": {'; '.join(advice)}." if advice else ".")
 
 
 def _line(row: pd.Series) -> str:

@@ -1,0 +1,101 @@
+"""SIGTERM (what SLURM, Kubernetes and systemd send) to a real driver is taken as Ctrl-C, in the
+search, the re-measurement and the technique effects: the trials stopped and saved, the summary
+and the exact resume command printed, the state recorded, exit code 143. The last ``--resume``
+keeps the re-measurement an earlier run finished on the same trials instead of measuring it
+again."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from search_cli import search_command
+
+from tuner.errors import EXIT_TERMINATED
+
+pytestmark = pytest.mark.slow
+
+SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
+TIMEOUT_S = 300
+TRIAL_ENDED = r"^\[\s*\d+/\S+ [^\]]*\] ok\s"
+RESUME = "Continue it with:  python -m tuner search --resume --name termed"
+
+
+def _cli(tmp_path: Path, *extra: str) -> list[str]:
+    return search_command(*extra, name="termed", storage=tmp_path / "experiments")
+
+
+def _terminate_at(command: list[str], wanted: str) -> tuple[int, str]:
+    """Run ``command``; at its first line matching ``wanted``, SIGTERM to the driver alone (as
+    ``kill PID`` or Kubernetes sends it); its exit code and output."""
+    driver = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    seen: list[str] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        assert driver.stdout is not None
+        for line in driver.stdout:
+            seen.append(line)
+            if re.search(wanted, line):
+                driver.send_signal(signal.SIGTERM)
+                break
+            assert time.monotonic() < deadline, f"no line matching {wanted!r} in time"
+        rest, _ = driver.communicate(timeout=TIMEOUT_S)
+    finally:
+        driver.kill()
+    return driver.returncode, "".join(seen) + rest
+
+
+def _metadata(exp: Path) -> dict:
+    return json.loads((exp / "tuner_experiment.json").read_text())
+
+
+def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
+    exp = tmp_path / "experiments" / "termed"
+    first = _cli(
+        tmp_path,
+        str(SPACE),
+        "--num-samples", "3", "--no-early-stopping", "--speed-repeats", "1", "--no-report",
+        "--remeasure-top", "2", "--remeasure-repeats", "3", "--remeasure-max-repeats", "3",
+        "--effects-repeats", "2",
+    )  # fmt: skip
+    code, out = _terminate_at(first, TRIAL_ENDED)
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Search interrupted:" in out and f"{RESUME} --storage" in out, out[-3000:]
+    assert "Traceback" not in out and "--no-report" in out.split(RESUME)[1].splitlines()[0]
+    assert _metadata(exp)["state"] == "interrupted"
+
+    code, out = _terminate_at(_cli(tmp_path, "--resume"), r"^Re-measuring ")
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Interrupted during the re-measurement" in out and RESUME in out, out[-3000:]
+    meta = _metadata(exp)
+    assert meta["state"] == "interrupted" and meta["interrupted_during"] == "re-measurement"
+    assert meta["finished_after_trials"]["steps"] == []  # nothing to keep: it runs again
+
+    code, out = _terminate_at(_cli(tmp_path, "--resume"), r"^Measuring each technique's effect")
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Interrupted during the technique effects" in out and RESUME in out, out[-3000:]
+    meta = _metadata(exp)
+    assert meta["state"] == "interrupted" and meta["interrupted_during"] == "technique effects"
+    remeasured = (exp / "remeasure.csv").read_bytes()
+
+    last = subprocess.run(_cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=600)
+    assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
+    assert "The re-measurement finished in an earlier run on these trials: kept." in last.stdout
+    assert "Re-measuring" not in last.stdout
+    assert (exp / "remeasure.csv").read_bytes() == remeasured  # not replaced by a new one
+    assert (exp / "effects.csv").is_file()
+    meta = _metadata(exp)
+    assert meta["state"] == "finished" and meta["interrupted_during"] is None
+    assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]

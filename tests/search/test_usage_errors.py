@@ -1,0 +1,108 @@
+"""Usage errors of ``tuner search`` that need only arguments and files: one line, exit code 2,
+answered before torch and Ray are imported (a memory budget below the model's training state:
+before Ray). Each runs the real command in a subprocess, whose imports it reports at exit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuner.experiment import METADATA_FILE
+from tuner.experiment.lock import driver_lock
+
+# Runs ``python -m tuner ARGS`` and says at exit which heavy modules it imported.
+_HARNESS = """
+import atexit, runpy, sys
+atexit.register(lambda: print("imported:", json.dumps(
+    [m for m in ("torch", "ray") if m in sys.modules]), file=sys.stderr))
+import json
+sys.argv = ["tuner", *sys.argv[1:]]
+runpy.run_module("tuner", run_name="__main__")
+"""
+
+
+def _tuner(*args: str) -> tuple[int, list[str], list[str]]:
+    """Exit code, the error lines, and the heavy modules imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HARNESS, *args], capture_output=True, text=True, timeout=300
+    )
+    lines = done.stderr.strip().splitlines()
+    imported = json.loads(lines[-1].removeprefix("imported: "))
+    assert done.stdout == "", done.stdout
+    return done.returncode, lines[:-1], imported
+
+
+def _space_with_string_lr(folder: Path) -> Path:
+    path = folder / "string_lr_space.py"
+    path.write_text(
+        "from tuner.workloads import MICRO_VIT\n"
+        "WORKLOADS = {'cpu': {**MICRO_VIT, 'steps': 2}, 'gpu': {**MICRO_VIT, 'steps': 2}}\n"
+        "def space(trial, *, cuda):\n"
+        "    return {'lr': str(trial.suggest_float('lr', 1e-4, 1e-2, log=True))}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "first_words"),
+    [
+        ("unknown resume", "error: No experiment 'no_such_name' in "),
+        ("negative lr", "error: lr=-1.0 must be positive."),
+        ("space returns a string lr", "error: Space string_lr_space: lr='"),
+        ("locked", "error: Experiment 'held' is being driven by process "),
+    ],
+)
+def test_a_usage_error_is_one_line_before_torch_and_ray(
+    case: str, first_words: str, tmp_path: Path
+) -> None:
+    storage = ["--storage", str(tmp_path)]
+    argv = {
+        "unknown resume": ["search", "--resume", "--name", "no_such_name", *storage],
+        "negative lr": ["search", "smoke_space", "--set", "lr=-1", *storage],
+        "space returns a string lr": ["search", str(_space_with_string_lr(tmp_path)), *storage],
+        "locked": ["search", "smoke_space", "--name", "held", *storage],
+    }[case]
+    with driver_lock(tmp_path / "held", command="tuner search smoke_space (the test)"):
+        code, errors, imported = _tuner(*argv)
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(first_words), errors
+    assert imported == []
+    assert not list(tmp_path.glob("*/" + METADATA_FILE))  # nothing started
+
+
+def test_a_memory_budget_below_the_model_s_training_state_is_refused_before_ray(
+    tmp_path: Path,
+) -> None:
+    code, errors, imported = _tuner(
+        "search", "smoke_space", "--max-memory", "100KB", "--storage", str(tmp_path)
+    )
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith("error: --max-memory 97.7 KiB is below the 485.2 KiB"), errors
+    assert "ray" not in imported  # torch counted the parameters; Ray never started
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        (["--set", "lr=0.5"], "error: --set lr=0.5 cannot change on --resume"),
+        (["--num-samples", "5"], "error: --num-samples 5 cannot change on --resume"),
+    ],
+)
+def test_a_resume_refuses_what_it_cannot_change_in_one_line(
+    flags: list[str], refused: str, smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "smoke"  # the metadata alone: the refusal reads nothing else
+    copy.mkdir()
+    shutil.copy(smoke_experiment / METADATA_FILE, copy / METADATA_FILE)
+    code, errors, imported = _tuner(
+        "search", "--resume", "--name", "smoke", "--storage", str(tmp_path), *flags
+    )
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(refused) and "--warm-start smoke" in errors[0], errors
+    assert imported == []
