@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from search_cli import search_command
-from tiers import add_markers, built_once, group_machine_tests, run_root
+from tiers import EarlyBuild, add_markers, built_once, group_machine_tests, run_root
 
 from tuner.answer import decide
 from tuner.cli import main
@@ -67,6 +67,16 @@ def _final_statuses(experiment: Path) -> dict[str, str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     add_markers(config)
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """pytest-xdist's controller: start the every-kind search (most of it a wait for its time
+    budget) as soon as a worker collected a test that reads it."""
+    EVERY_KIND_EARLY.start_if_collected(node.config, ids)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    EVERY_KIND_EARLY.join()  # no search of ours outlives the run
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -128,6 +138,7 @@ EVERY_KIND_MAX_FAILURES = 1  # Ray retries an errored trial once: the retry must
 # worker processes), short of the million steps of the last one, which it cuts. Its cost: the
 # fixture lasts this long, however fast the machine.
 EVERY_KIND_TIME_BUDGET_S = 300
+EVERY_KIND_NAME = "every-kind"
 
 
 @pytest.fixture(scope="session")
@@ -138,8 +149,8 @@ def every_kind_experiment(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     built once per test run (tests/tiers.py: read it, never write into it): its ``experiment``
     folder, ``uri`` (MLflow), ``variants`` (trial id -> variant), ``name``, ``max_failures``
     and the CLI's ``stdout`` and ``stderr``."""
-    name = "every-kind"
-    root = built_once(run_root(tmp_path_factory), name, lambda into: _every_kind(into, name))
+    name = EVERY_KIND_NAME
+    root = built_once(run_root(tmp_path_factory), name, _every_kind)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     experiment = root / "experiments" / name
     trial_dirs = (p.parent for p in experiment.glob("*/params.json"))
@@ -157,7 +168,7 @@ def every_kind_experiment(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     }
 
 
-def _every_kind(root: Path, name: str) -> None:
+def _every_kind(root: Path, name: str = EVERY_KIND_NAME) -> None:
     """The every-kind search through the CLI into ``root`` (its console kept beside it)."""
     command = search_command(
         str(EVERY_KIND_SPACE), "--no-report", "--seed", "0", "--num-samples", "7",
@@ -186,3 +197,6 @@ def partial_experiment(smoke_experiment: Path, tmp_path: Path) -> Path:
     (copy / "remeasure.csv").unlink(missing_ok=True)
     (copy / "effects.csv").unlink(missing_ok=True)
     return copy
+
+
+EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/search/test_clients.py",), _every_kind)

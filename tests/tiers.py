@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +46,30 @@ def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
             build(folder)
             done.touch()
     return folder
+
+
+class EarlyBuild:
+    """A shared experiment whose build is mostly waiting (a search held open by its time
+    budget) started by pytest-xdist's controller in a thread as soon as the workers have
+    collected a test of ``modules``, so that the wait overlaps the other tests instead of
+    delaying the tests that read it. Without xdist, the fixture builds it when first asked."""
+
+    def __init__(self, name: str, modules: tuple[str, ...], build: Callable[[Path], object]):
+        self.name, self.modules, self.build = name, modules, build
+        self.thread: threading.Thread | None = None
+
+    def start_if_collected(self, config: pytest.Config, ids: list[str]) -> None:
+        if self.thread is not None or not any(i.startswith(self.modules) for i in ids):
+            return
+        root = config._tmp_path_factory.getbasetemp()  # the workers' basetemps are its folders
+        self.thread = threading.Thread(
+            target=built_once, args=(root, self.name, self.build), daemon=True
+        )
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
 
 
 def add_markers(config: pytest.Config) -> None:
