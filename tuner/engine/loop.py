@@ -225,7 +225,7 @@ def take_step(
     tick = time.perf_counter()
     images, labels = next(batches)
     waited = time.perf_counter() - tick
-    x, y = _to_input(parts, images, labels)
+    x, y = _to_input(parts, images, labels, prefetched=parts.effective["prefetch"] != "off")
     for group in optimizer.param_groups:
         group["lr"] = lr
     with parts.autocast(), parts.memory.activations(parts.model, enabled=count_memory):
@@ -245,9 +245,9 @@ def take_step(
 
 
 def _to_input(
-    parts: RunParts, images: torch.Tensor, labels: torch.Tensor
+    parts: RunParts, images: torch.Tensor, labels: torch.Tensor, *, prefetched: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    if images.is_floating_point():  # the prefetcher already moved and normalized it
+    if prefetched:  # the prefetcher already moved and normalized it
         return images, labels
     non_blocking = bool(parts.effective["non_blocking"])
     images = images.to(parts.device, non_blocking=non_blocking)

@@ -30,6 +30,7 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
 
     from tuner.engine.data import build_data
     from tuner.engine.model import build_model, check_norm_choices
+    from tuner.engine.usercheck import check_user_code, uses_user_code
 
     in_driver = {"num_workers": 0, "persistent_workers": False, "norm": "native"}
     base = train_config_of(in_driver, workload=plan.workload, device="cpu")
@@ -41,9 +42,12 @@ def check_workload(plan: SearchPlan, profile: SpaceProfile) -> None:
             f"{data.train_size} training images of {base.data!r}; drop it from the space or "
             "use more data."
         )
+    model = build_model(base, data.num_classes)
+    if uses_user_code(base):  # bad user code: one line here, not an errored trial per sample
+        check_user_code(base, data, model)
     check_norm_choices(
-        build_model(base, data.num_classes),
-        model_name=base.model,
+        model,
+        model_name=type(model).__name__ if uses_user_code(base) else base.model,
         norms=_choices(profile, plan, "norm"),
         groups=_choices(profile, plan, "gn_groups"),
         chosen_by=" (a choice of the space)",
