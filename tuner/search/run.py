@@ -49,7 +49,7 @@ from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans
 from tuner.search.summary import print_start, print_summary
 from tuner.search.warm_start import warm_start
-from tuner.spaces import get_space
+from tuner.spaces import SearchSpace, get_space
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 
@@ -104,7 +104,7 @@ def run_search(options: SearchOptions) -> SearchOutcome:
         if not options.resume:
             _refuse_existing(paths)  # another driver finished one of this name meanwhile
         tune_setup.quiet_ray(verbose=options.verbose)
-        info = cluster.connect(address=options.address)
+        info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
         try:
             plan = make_plan(
                 options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
@@ -120,6 +120,15 @@ def run_search(options: SearchOptions) -> SearchOutcome:
         finally:
             if info.is_local:
                 cluster.shutdown()
+
+
+def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
+    """Ray's runtime environment shipping the user's own model and data modules, which every
+    workload of the space and the overrides can name."""
+    workloads = [*space.workloads.values(), options.overrides]
+    return cluster.user_code_env(
+        str(w[key]) for w in workloads for key in ("model", "data") if key in w
+    )
 
 
 def _default_name(space: str) -> str:

@@ -24,7 +24,7 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from tuner.search.machine_cache import this_machine
 from tuner.search.probe_cache import Lookup, Remembered, connect_cache
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
+from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
 
@@ -62,6 +63,8 @@ class TrialContext:
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
     speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
     cache_namespace: str  # where the probe cache actor lives ("": no cache)
+    # The notebook objects the run's model/data name (``@name``): carried by value to workers.
+    user_objects: dict[str, Any] = field(default_factory=dict)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -108,6 +111,7 @@ class _TrialRun:
     that a data-parallel worker replaces."""
 
     def __init__(self, context: TrialContext) -> None:
+        restore(context.user_objects)
         self.context = context
         self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
         self.train_time_s = 0.0  # in training steps, the speed probes' included
