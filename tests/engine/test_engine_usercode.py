@@ -133,3 +133,11 @@ def test_the_check_leaves_the_run_as_it_was(monkeypatch: pytest.MonkeyPatch) -> 
     without = train(user(steps=4))
     assert with_check.train_loss_curve == without.train_loss_curve
     assert with_check.val_loss == without.val_loss
+
+
+def test_a_failure_while_training_is_a_result_with_the_users_traceback() -> None:
+    result = train(user(model="fails_while_training", steps=6))
+    assert result.status == "error" and result.steps == 2
+    assert result.error == "ValueError: my forward failed at step 3"
+    assert "user_factories.py" in result.error_traceback
+    assert 'raise ValueError("my forward failed at step 3")' in result.error_traceback

@@ -93,3 +93,23 @@ def lists_not_datasets(config: Any) -> tuple[Any, Any, int]:
 
 def two_things(config: Any) -> tuple[Any, Any]:
     return PilImages(4), PilImages(4)
+
+
+class FailsWhileTraining(nn.Module):
+    """Fine in the preflight (eval mode), raises at its third training step."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.net = good_model(None, num_classes)
+        self.steps = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.steps += 1
+            if self.steps == 3:
+                raise ValueError("my forward failed at step 3")
+        return self.net(x)
+
+
+def fails_while_training(config: Any, num_classes: int) -> nn.Module:
+    return FailsWhileTraining(num_classes)

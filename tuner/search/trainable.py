@@ -38,7 +38,8 @@ from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.engine.build import resolve_device
 from tuner.engine.meters import environment
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
+from tuner.experiment import RUN_TRACEBACK_FILE
 from tuner.objectives import judge
 from tuner.search.machine_cache import this_machine
 from tuner.search.probe_cache import Lookup, Remembered, connect_cache
@@ -47,6 +48,8 @@ from tuner.techniques import accuracy_neutral_fields
 from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "engine_state.pt"
 META_FILE = "trial_meta.json"
@@ -150,11 +153,22 @@ class _TrialRun:
             probe_steps=self.context.probe_steps,
         )
         self.engine_time_s += time.perf_counter() - self.run_start
+        if result.error_traceback:
+            self._keep_traceback(result.error_traceback)
         self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
         phase = "probe" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
+
+    def _keep_traceback(self, text: str) -> None:
+        """A failed run's traceback (the user's code in it) as a file of the trial's folder:
+        the run is a result (kind errored), so Ray writes no error.txt for it."""
+        try:
+            folder = Path(tune.get_context().get_trial_dir())
+            (folder / RUN_TRACEBACK_FILE).write_text(text)
+        except Exception as exc:  # the record holds the error line anyway
+            logger.warning("could not keep the run's traceback: %s", error_line(exc))
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
         """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""

@@ -1,0 +1,60 @@
+"""The user's own module on a 2-node loopback cluster: a module only the driver can import (the
+nodes' PYTHONPATH is the repository alone) reaches the other node with the job (Ray's runtime
+environment, py_modules), where a data-parallel trial's second worker builds its model."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import HEAD_IP, REPO, WORKER_IPS, RayCluster, isolated_env, scratch_root
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = REPO / "examples" / "own_space.py"
+MODULE = "own_space_mod"
+# Two tasks spread over both nodes, each saying whether it can import the module by itself.
+CANNOT_IMPORT = f"""
+import importlib.util, json, ray
+ray.init()
+where = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(
+    lambda: (ray.get_runtime_context().get_node_id(), importlib.util.find_spec({MODULE!r}))
+)
+print(json.dumps([[node, spec is None] for node, spec in ray.get([where.remote() for _ in "ab"])]))
+"""
+
+
+def test_a_module_only_the_driver_has_trains_on_both_nodes() -> None:
+    with scratch_root() as root:
+        cluster = RayCluster(root=root, env=isolated_env(root, token=secrets.token_hex(32)))
+        cluster.start_node(head=True, ip=HEAD_IP)
+        cluster.start_node(head=False, ip=WORKER_IPS[0])
+        code = root / "usercode"
+        code.mkdir()
+        shutil.copy(EXAMPLE, code / f"{MODULE}.py")
+        # The control: on its own, no node imports the module.
+        control = cluster.run_python(CANNOT_IMPORT)
+        assert control.returncode == 0, control.stderr[-3000:]
+        answers = json.loads(control.stdout.strip().splitlines()[-1])
+        assert len({node for node, _ in answers}) == 2 and all(none for _, none in answers)
+        env = cluster.driver_env(PYTHONPATH=f"{REPO}{os.pathsep}{code}")
+        command = [
+            sys.executable, "-m", "tuner", "search", MODULE, "--world-size", "2",
+            "--spread-workers", "--num-samples", "1", "--cpus-per-trial", "1",
+            "--name", "own", "--storage", str(root / "exp"), "--no-report",
+            "--remeasure-top", "0", "--effects-repeats", "0", "--speed-repeats", "1",
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=400, cwd=root
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        (result,) = (root / "exp" / "own").glob("*/result.json")
+        final = json.loads(result.read_text().splitlines()[-1])
+        assert final["status"] == "ok" and final["final"] is True and final["world_size"] == 2
+        assert final["config"]["model"] == f"{MODULE}:build_model"
+        assert final["node"] in (HEAD_IP, WORKER_IPS[0])  # rank 0's; rank 1 is on the other
