@@ -18,14 +18,15 @@ pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "examples" / "own_space.py"
 MODULE = "own_space_mod"
-# Two tasks spread over both nodes, each saying whether it can import the module by itself.
+# One task pinned to each alive node, each saying whether it cannot import the module itself.
 CANNOT_IMPORT = f"""
 import importlib.util, json, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ray.init()
-where = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(
-    lambda: (ray.get_runtime_context().get_node_id(), importlib.util.find_spec({MODULE!r}))
-)
-print(json.dumps([[node, spec is None] for node, spec in ray.get([where.remote() for _ in "ab"])]))
+nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+absent = ray.remote(num_cpus=1)(lambda: importlib.util.find_spec({MODULE!r}) is None)
+pinned = [NodeAffinitySchedulingStrategy(node, soft=False) for node in nodes]
+print(json.dumps(ray.get([absent.options(scheduling_strategy=p).remote() for p in pinned])))
 """
 
 
@@ -40,8 +41,7 @@ def test_a_module_only_the_driver_has_trains_on_both_nodes() -> None:
         # The control: on its own, no node imports the module.
         control = cluster.run_python(CANNOT_IMPORT)
         assert control.returncode == 0, control.stderr[-3000:]
-        answers = json.loads(control.stdout.strip().splitlines()[-1])
-        assert len({node for node, _ in answers}) == 2 and all(none for _, none in answers)
+        assert json.loads(control.stdout.strip().splitlines()[-1]) == [True, True]
         env = cluster.driver_env(PYTHONPATH=f"{REPO}{os.pathsep}{code}")
         command = [
             sys.executable, "-m", "tuner", "search", MODULE, "--world-size", "2",

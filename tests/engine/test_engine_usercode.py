@@ -141,3 +141,9 @@ def test_a_failure_while_training_is_a_result_with_the_users_traceback() -> None
     assert result.error == "ValueError: my forward failed at step 3"
     assert "user_factories.py" in result.error_traceback
     assert 'raise ValueError("my forward failed at step 3")' in result.error_traceback
+
+
+def test_more_classes_than_the_data_has_are_the_models_outputs() -> None:
+    """num_classes above the data's: the model is built for it and the check expects it."""
+    result = train(user(num_classes=6, steps=2))
+    assert result.status == "ok", result.error

@@ -30,8 +30,11 @@ def uses_user_code(config: TrainConfig) -> bool:
     return is_ref(config.model) or is_ref(config.data)
 
 
-def check_user_code(config: TrainConfig, data: DataBundle, model: nn.Module) -> None:
-    """Raise one line for user data or a user model that no run could train.
+def check_user_code(
+    config: TrainConfig, data: DataBundle, model: nn.Module, *, num_classes: int | None = None
+) -> None:
+    """Raise one line for user data or a user model that no run could train. ``num_classes``:
+    the classes the model was built for (``config.num_classes`` may exceed the data's).
 
     Raises:
         UserCodeError: an item that is not (image, label), a label outside the classes, a
@@ -43,7 +46,7 @@ def check_user_code(config: TrainConfig, data: DataBundle, model: nn.Module) -> 
             if dataset is not None:
                 _check_items(config, split, dataset, data.num_classes)
         if train is not None:
-            _check_forward(config, train, data, model)
+            _check_forward(config, train, data, model, num_classes or data.num_classes)
 
 
 def _dataset(loader: Any) -> Dataset | None:
@@ -85,7 +88,9 @@ def _check_label(what: str, split: str, index: int, label: Any, classes: int) ->
         )
 
 
-def _check_forward(config: TrainConfig, train: Dataset, data: DataBundle, model: nn.Module) -> None:
+def _check_forward(
+    config: TrainConfig, train: Dataset, data: DataBundle, model: nn.Module, classes: int
+) -> None:
     """One small batch through the model on its current device, as the loop feeds it."""
     items = [train[i] for i in range(min(2, len(train)))]  # type: ignore[arg-type]
     images, _ = default_collate(items)
@@ -101,10 +106,10 @@ def _check_forward(config: TrainConfig, train: Dataset, data: DataBundle, model:
             out = call_user(model, x, what=f"{what} on a batch of {list(x.shape)} images")
     finally:
         model.train(was_training)
-    expected = [x.shape[0], data.num_classes]
+    expected = [x.shape[0], classes]
     if not isinstance(out, torch.Tensor) or list(out.shape) != expected:
         got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise UserCodeError(
             f"{what} returned {got} for a batch of {x.shape[0]}; it must return logits of "
-            f"shape {expected} (batch, num_classes={data.num_classes})."
+            f"shape {expected} (batch, num_classes={classes})."
         )
