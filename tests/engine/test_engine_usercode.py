@@ -147,3 +147,27 @@ def test_more_classes_than_the_data_has_are_the_models_outputs() -> None:
     """num_classes above the data's: the model is built for it and the check expects it."""
     result = train(user(num_classes=6, steps=2))
     assert result.status == "ok", result.error
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("data", ["pil_data", "float_data"])
+def test_the_prefetcher_normalizes_user_images_as_the_plain_path(data: str) -> None:
+    """On a GPU the CUDA prefetcher copies and normalizes the user's images (uint8 from PIL, or
+    float) with the user's mean and std, the same numbers as the plain path on the host."""
+    from tuner.engine.data import normalize
+    from tuner.engine.prefetch import CudaPrefetcher
+
+    device = torch.device("cuda")
+    bundle = build_data(user(data=data, pin_memory=True, device="cuda"), device)
+    prefetcher = CudaPrefetcher(bundle.train_loader, device, bundle.mean, bundle.std)
+    mean = torch.tensor(bundle.mean).view(1, -1, 1, 1)
+    std = torch.tensor(bundle.std).view(1, -1, 1, 1)
+    plain = [normalize(x, mean, std) for x, _ in bundle.train_loader]
+    fetched = [x.cpu() for x, _ in prefetcher]
+    assert len(plain) == len(fetched) > 0
+    for a, b in zip(plain, fetched, strict=True):
+        torch.testing.assert_close(a, b)
+    config = user(data=data, device="cuda", prefetch="cuda_stream", pin_memory=True, amp="bf16")
+    result = train(config.replace(non_blocking=True, channels_last=True))
+    assert result.status == "ok", result.error
+    assert result.effective["prefetch"] == "cuda_stream" and result.effective["pin_memory"]
