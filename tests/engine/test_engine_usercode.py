@@ -99,6 +99,7 @@ def test_float_images_are_normalized_by_the_users_mean_and_std() -> None:
             r"train item 0 is a tuple of 3; each item must be \(image, label\)",
         ),
         ("good_model", "lists_not_datasets", r"returned a list as its train dataset"),
+        ("good_model", "float_labels", r"train item 0's label is tensor\(\d\.\); give an int"),
         (
             "good_model",
             "two_things",
@@ -171,3 +172,7 @@ def test_the_prefetcher_normalizes_user_images_as_the_plain_path(data: str) -> N
     result = train(config.replace(non_blocking=True, channels_last=True))
     assert result.status == "ok", result.error
     assert result.effective["prefetch"] == "cuda_stream" and result.effective["pin_memory"]
+
+
+def test_numpy_integer_labels_are_class_indices() -> None:
+    assert train(user(data="numpy_labels", steps=2)).status == "ok"

@@ -113,3 +113,26 @@ class FailsWhileTraining(nn.Module):
 
 def fails_while_training(config: Any, num_classes: int) -> nn.Module:
     return FailsWhileTraining(num_classes)
+
+
+class NumpyLabels(Dataset):
+    """(uint8 tensor, numpy int64) items: a numpy label is an int class index too."""
+
+    def __init__(self, n: int) -> None:
+        self.images, labels = _images(n)
+        self.labels = labels.numpy()
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, Any]:
+        return self.images[index], self.labels[index]
+
+
+def numpy_labels(config: Any) -> tuple[Dataset, Dataset, int]:
+    return NumpyLabels(32), NumpyLabels(8), CLASSES
+
+
+def float_labels(config: Any) -> tuple[Dataset, Dataset, int]:
+    images, labels = _images(32)
+    return TensorDataset(images, labels.float()), TensorDataset(images, labels), CLASSES

@@ -24,7 +24,7 @@ from tuner.engine.distributed import World
 from tuner.engine.meters import MemoryMeter, ThroughputMeter
 from tuner.engine.model import build_model
 from tuner.engine.prefetch import CudaPrefetcher
-from tuner.engine.usercheck import check_user_code, uses_user_code
+from tuner.engine.usercheck import ITEMS_IN_A_RUN, check_user_code, uses_user_code
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
 
@@ -123,7 +123,7 @@ def build_parts(
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format
     model = model.to(device, memory_format=memory_format)
     if uses_user_code(config):  # one line for bad user code, before anything trains
-        check_user_code(config, data, model, num_classes=classes)
+        check_user_code(config, data, model, num_classes=classes, items=ITEMS_IN_A_RUN)
     effective.update(channels_last=config.channels_last, norm=config.norm)
     autocast, scaler = _precision(config, device, effective, notes)
     schedule = _schedule(config, len(data.train_loader), world, effective, notes)

@@ -10,6 +10,8 @@ restored, so the run that follows starts as it would have without it.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from typing import Any
 
 import torch
@@ -20,9 +22,10 @@ from tuner.config import TrainConfig
 from tuner.engine.data import DataBundle, normalize
 from tuner.usercode import UserCodeError, call_user, is_ref
 
-__all__ = ["LABELS_CHECKED", "check_user_code", "uses_user_code"]
+__all__ = ["ITEMS_IN_A_RUN", "LABELS_CHECKED", "check_user_code", "uses_user_code"]
 
-LABELS_CHECKED = 64  # items of each split whose labels are read: cheap for any dataset
+LABELS_CHECKED = 64  # items of each split the driver reads: cheap for any dataset
+ITEMS_IN_A_RUN = 4  # ... and each run (a trial's speed probes build several runs)
 
 
 def uses_user_code(config: TrainConfig) -> bool:
@@ -31,10 +34,16 @@ def uses_user_code(config: TrainConfig) -> bool:
 
 
 def check_user_code(
-    config: TrainConfig, data: DataBundle, model: nn.Module, *, num_classes: int | None = None
+    config: TrainConfig,
+    data: DataBundle,
+    model: nn.Module,
+    *,
+    num_classes: int | None = None,
+    items: int = LABELS_CHECKED,
 ) -> None:
     """Raise one line for user data or a user model that no run could train. ``num_classes``:
-    the classes the model was built for (``config.num_classes`` may exceed the data's).
+    the classes the model was built for (``config.num_classes`` may exceed the data's);
+    ``items``: how many of each split's first items to check.
 
     Raises:
         UserCodeError: an item that is not (image, label), a label outside the classes, a
@@ -44,7 +53,7 @@ def check_user_code(
         train = _dataset(data.train_loader)
         for split, dataset in (("train", train), ("val", _dataset(data.val_loader))):
             if dataset is not None:
-                _check_items(config, split, dataset, data.num_classes)
+                _check_items(config, split, dataset, data.num_classes, items)
         if train is not None:
             _check_forward(config, train, data, model, num_classes or data.num_classes)
 
@@ -53,9 +62,11 @@ def _dataset(loader: Any) -> Dataset | None:
     return getattr(loader, "dataset", None)  # None: synthetic batches, made here
 
 
-def _check_items(config: TrainConfig, split: str, dataset: Dataset, classes: int) -> None:
+def _check_items(
+    config: TrainConfig, split: str, dataset: Dataset, classes: int, items: int
+) -> None:
     what = f"data={config.data!r}"
-    for index in range(min(LABELS_CHECKED, len(dataset))):  # type: ignore[arg-type]
+    for index in range(min(items, len(dataset))):  # type: ignore[arg-type]
         item = call_user(dataset.__getitem__, index, what=f"{what}: {split} item {index}")
         if not isinstance(item, tuple | list) or len(item) != 2:
             kind = f"a {type(item).__name__}" + (
@@ -75,8 +86,8 @@ def _check_items(config: TrainConfig, split: str, dataset: Dataset, classes: int
 
 
 def _check_label(what: str, split: str, index: int, label: Any, classes: int) -> None:
-    if isinstance(label, torch.Tensor) and label.numel() == 1 and not label.is_floating_point():
-        label = int(label)
+    with contextlib.suppress(TypeError):  # an int, a numpy integer, an integer 0-d tensor
+        label = label if isinstance(label, bool) else operator.index(label)
     if isinstance(label, bool) or not isinstance(label, int):
         raise UserCodeError(
             f"{what}: {split} item {index}'s label is {label!r}; give an int class index."
