@@ -176,3 +176,12 @@ def test_the_prefetcher_normalizes_user_images_as_the_plain_path(data: str) -> N
 
 def test_numpy_integer_labels_are_class_indices() -> None:
     assert train(user(data="numpy_labels", steps=2)).status == "ok"
+
+
+@pytest.mark.slow
+def test_compile_applies_to_the_users_swapped_model() -> None:
+    """torch.compile (inductor, ~30 s on a CPU) on the user's model with its BatchNorm2d
+    swapped for GroupNorm; the fast sibling is the same run uncompiled (above)."""
+    result = train(user(compile="default", steps=6, norm="group", gn_groups=2))
+    assert result.status == "ok", result.error
+    assert result.effective["compile"] == "default" and result.effective["norm"] == "group"
