@@ -16,7 +16,7 @@ from search_cli import search_command
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.machine, pytest.mark.timeout(900)]
 
 QUICK = ["--remeasure-top", "0", "--effects-repeats", "0", "--speed-repeats", "1"]
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import HEAD_IP, REPO, WORKER_IPS, RayCluster, isolated_env, scratch_root
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.machine]
 
 EXAMPLE = REPO / "examples" / "own_space.py"
 MODULE = "own_space_mod"
