@@ -15,10 +15,17 @@ SPACE = Path(__file__).parent / "spaces" / "failing_user_space.py"
 
 
 @pytest.mark.slow
-def test_a_failure_inside_a_trial_is_errored_with_the_users_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "world_size", [1, pytest.param(2, marks=pytest.mark.machine, id="data-parallel")]
+)
+def test_a_failure_inside_a_trial_is_errored_with_the_users_traceback(
+    tmp_path: Path, world_size: int
+) -> None:
     result = tuner.search(
         str(SPACE),
         name="fails",
+        world_size=world_size,
+        cpus_per_trial=1,
         storage=str(tmp_path),
         report=False,
         remeasure_top=0,

@@ -165,10 +165,15 @@ class _TrialRun:
         """A failed run's traceback (the user's code in it) as a file of the trial's folder:
         the run is a result (kind errored), so Ray writes no error.txt for it."""
         try:
-            folder = Path(tune.get_context().get_trial_dir())
-            (folder / RUN_TRACEBACK_FILE).write_text(text)
+            folder = self._trial_dir()
+            if folder is not None:
+                (Path(folder) / RUN_TRACEBACK_FILE).write_text(text)
         except Exception as exc:  # the record holds the error line anyway
             logger.warning("could not keep the run's traceback: %s", error_line(exc))
+
+    def _trial_dir(self) -> str | None:
+        """The trial's folder, where this process writes the trial's own files."""
+        return tune.get_context().get_trial_dir()
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
         """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
