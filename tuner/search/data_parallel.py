@@ -84,7 +84,7 @@ def run_worker_group(
         train_loop_config={
             "config": config,
             "context": context,
-            "trial_dir": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
+            "trial_folder": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
         },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
         torch_config=TorchConfig(backend="nccl" if scaling.use_gpu else "gloo"),
@@ -115,7 +115,7 @@ class _TorchTrainer(TorchTrainer):
 
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
-    run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_dir"))
+    run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
     _run(run, loop_config["config"])
 
 
