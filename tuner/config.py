@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from tuner.errors import TunerError
+from tuner.usercode import absolute_file_ref
 
 __all__ = [
     "TrainConfig",
@@ -41,12 +42,20 @@ class TrainConfig:
     """Everything one training run needs. Defaults are the plain fp32 loop on ``digits``."""
 
     # Workload: what is trained, on what.
-    model: str = _field("vit_tiny_r_s16_p8_224", "timm model name (timm.list_models())")
+    model: str = _field(
+        "vit_tiny_r_s16_p8_224",
+        "timm model name (timm.list_models()), or your own: module:function or "
+        "file.py:function, a build_model(config, num_classes) -> nn.Module",
+    )
     model_kwargs: Mapping[str, Any] = _field(
-        {}, "JSON object of extra timm.create_model kwargs, e.g. '{\"depth\": 4}'"
+        {},
+        "JSON object of extra kwargs of timm.create_model or of your build_model, "
+        "e.g. '{\"depth\": 4}'",
     )
     data: str = _field(
-        "digits", "digits | synthetic | synthetic_host | imagefolder:PATH | cifar10:PATH"
+        "digits",
+        "digits | synthetic | synthetic_host | imagefolder:PATH | cifar10:PATH, or your own: "
+        "module:function or file.py:function, a build_data(config) -> (train, val, classes)",
     )
     img_size: int = _field(32, "input image side in pixels (data is resized to it)")
     synthetic_size: int = _field(2048, "images per epoch for --data synthetic")
@@ -133,6 +142,8 @@ class TrainConfig:
         combination."""
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _checked_type(f.name, getattr(self, f.name)))
+        for name in ("model", "data"):  # a file of the user's: the same file from any folder
+            object.__setattr__(self, name, absolute_file_ref(getattr(self, name)))
         for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
             if not getattr(self, name) > 0:
                 raise TunerError(f"{name}={getattr(self, name)} must be a positive integer.")

@@ -74,7 +74,14 @@ def _declare(into: dict[str, Key], name: str, dtype: str, meaning: str) -> str:
 # ---- the engine's keys: RunResult's scalar fields --------------------------------------------
 
 EFFECTIVE_PREFIX = "effective_"
-_NOT_REPORTED = ("images_per_second_windows", "train_loss_curve", "effective", "notes", "config")
+_NOT_REPORTED = (
+    "images_per_second_windows",
+    "train_loss_curve",
+    "effective",
+    "notes",
+    "config",
+    "error_traceback",  # a file in the trial's folder (tuner.search.trainable), not a key
+)
 
 
 def _hint_dtype(hint: Any) -> str:

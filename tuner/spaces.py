@@ -23,16 +23,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from tuner.config import TrainConfig, check_settings, config_fields
 from tuner.errors import TunerError
 from tuner.techniques import knob, speed_knobs
+from tuner.usercode import load_file_module, register, resolve_holder
 
 __all__ = [
     "WORKLOAD_KINDS",
@@ -43,6 +42,7 @@ __all__ = [
     "list_spaces",
     "load_space_file",
     "register_spaces",
+    "space_of",
     "suggest_loader_and_techniques",
     "train_config_of",
 ]
@@ -67,8 +67,11 @@ class SearchSpace:
 
     @property
     def ref(self) -> str:
-        """What :func:`get_space` takes to load this space again: its name or its file."""
-        return self.source if self.source.endswith(".py") else self.name
+        """What :func:`get_space` takes to load this space again: its name, its file, its
+        module or its registered object (``@name``)."""
+        if self.source.endswith(".py") or self.source.startswith("@"):
+            return self.source
+        return self.name if self.source.startswith(f"{_PACKAGE}.") else self.source
 
     def workload(self, kind: str, *, cuda: bool) -> str:
         """The workload to use: ``kind`` itself, or for ``auto`` the one matching the device."""
@@ -201,13 +204,24 @@ def get_space(name_or_path: str) -> SearchSpace:
     """
     if name_or_path.endswith(".py") or "/" in name_or_path or "\\" in name_or_path:
         return load_space_file(name_or_path)
+    if name_or_path.startswith("@"):
+        return _from_module(resolve_holder(name_or_path), source=name_or_path)
     spaces = {space.name: space for space in list_spaces()}
-    if name_or_path not in spaces:
-        raise TunerError(
-            f"Unknown search space {name_or_path!r}; choose one of {', '.join(spaces)} "
-            "(python -m tuner spaces) or give a path to a .py file."
-        )
-    return spaces[name_or_path]
+    if name_or_path in spaces:
+        return spaces[name_or_path]
+    if _importable(name_or_path):
+        return _from_module(importlib.import_module(name_or_path))
+    raise TunerError(
+        f"Unknown search space {name_or_path!r}; choose one of {', '.join(spaces)} "
+        "(python -m tuner spaces), or give a path to a .py file or an importable module."
+    )
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def load_space_file(path: str | Path) -> SearchSpace:
@@ -217,24 +231,40 @@ def load_space_file(path: str | Path) -> SearchSpace:
         TunerError: the file does not exist or does not define ``WORKLOADS`` and ``space``.
     """
     path = Path(path).expanduser().resolve()
-    if not path.is_file():
-        raise TunerError(f"Search space file {path} does not exist; check the path.")
-    module_name = f"_tuner_space_{path.stem}_{abs(hash(str(path)))}"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise TunerError(f"Search space file {path} cannot be imported as Python.")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[module_name]
-            raise TunerError(f"Search space file {path} failed to import: {exc}") from exc
-    return _from_module(sys.modules[module_name], source=str(path))
+    return _from_module(load_file_module(path, what="Search space"), source=str(path))
 
 
-def _from_module(module: ModuleType, source: str | None = None) -> SearchSpace:
+def space_of(holder: Any, *, name: str | None = None) -> SearchSpace:
+    """A space from an object defined in Python (a notebook's class or namespace) with
+    ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``build_data``; its
+    factories are registered in this process as ``@name`` (:mod:`tuner.usercode`).
+
+    Raises:
+        TunerError: the object defines no ``space`` function.
+    """
+    name = name or getattr(holder, "NAME", None) or getattr(holder, "__name__", "notebook")
+    if not callable(getattr(holder, "space", None)):
+        raise TunerError(
+            f"Search space {name}: the object has no space(trial, *, cuda) function; define one."
+        )
+    if not hasattr(holder, "WORKLOADS"):
+        holder = _WithWorkloads(holder)
+    return _from_module(holder, source=register(name, holder))
+
+
+class _WithWorkloads:
+    """A notebook's space without ``WORKLOADS``: the engine's defaults on every machine."""
+
+    WORKLOADS: Mapping[str, Mapping[str, Any]] = {"cpu": {}, "gpu": {}}
+
+    def __init__(self, holder: Any) -> None:
+        self._holder = holder
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._holder, attr)
+
+
+def _from_module(module: Any, source: str | None = None) -> SearchSpace:
     source = source or module.__name__
     workloads = getattr(module, "WORKLOADS", None)
     define = getattr(module, "space", None)
@@ -245,9 +275,12 @@ def _from_module(module: ModuleType, source: str | None = None) -> SearchSpace:
         )
     for kind, workload in workloads.items():
         _check_workload(source, kind, workload)
-    name = getattr(module, "NAME", module.__name__.rsplit(".", 1)[-1])
-    if name.startswith("_tuner_space_"):
-        name = Path(source).stem
+    workloads = _with_user_factories(workloads, module, source)
+    name = getattr(module, "NAME", getattr(module, "__name__", source).rsplit(".", 1)[-1])
+    if source.endswith(".py"):
+        name = getattr(module, "NAME", Path(source).stem)
+    elif source.startswith("@"):
+        name = source[1:]
     num_samples = getattr(module, "NUM_SAMPLES", {})
     doc = (module.__doc__ or "").strip()
     return SearchSpace(
@@ -259,6 +292,20 @@ def _from_module(module: ModuleType, source: str | None = None) -> SearchSpace:
         num_samples={kind: int(num_samples.get(kind, DEFAULT_NUM_SAMPLES)) for kind in workloads},
         grid=getattr(module, "GRID", None),
     )
+
+
+def _with_user_factories(
+    workloads: Mapping[str, Mapping[str, Any]], module: Any, source: str
+) -> dict[str, dict[str, Any]]:
+    """A space's ``build_model`` / ``build_data`` become its workloads' ``model`` / ``data``
+    (a reference to the space's own function, :mod:`tuner.usercode`); a workload that names
+    its own keeps it, and ``--model`` / ``--data`` override either."""
+    factories = {
+        setting: f"{source}:{function}"
+        for setting, function in (("model", "build_model"), ("data", "build_data"))
+        if callable(getattr(module, function, None))
+    }
+    return {kind: {**factories, **workload} for kind, workload in workloads.items()}
 
 
 def _check_workload(source: str, kind: str, workload: Any) -> None:

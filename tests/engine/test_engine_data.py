@@ -237,5 +237,5 @@ def test_every_registered_dataset_serves_uint8_batches_and_shards_its_val_set(
 
 @pytest.mark.parametrize("spec", ["digits:/x", "imagefolder", "cifar10:", "Digits"])
 def test_a_spec_that_does_not_fit_the_registry_names_every_choice(spec: str) -> None:
-    with pytest.raises(TunerError, match=r"use digits, synthetic, .* or cifar10:PATH"):
+    with pytest.raises(TunerError, match=r"use digits, synthetic, .* cifar10:PATH or your own"):
         data_source(spec)

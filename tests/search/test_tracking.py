@@ -228,7 +228,7 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
     from tuner.answer import decide
-    from tuner.commands.search import _log_to_mlflow
+    from tuner.api import _log_to_mlflow
     from tuner.experiment import METADATA_FILE, load_experiment
     from tuner.search.run import SearchOutcome
 

@@ -31,16 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.answer import decide
-    from tuner.experiment import load_experiment, resolve_experiment
+    from tuner.api import load
+    from tuner.experiment import resolve_experiment
     from tuner.experiment.lock import say_leftovers_ended
     from tuner.report import write_report
 
-    path = resolve_experiment(args.experiment, storage=args.storage)
-    say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
-    experiment = load_experiment(path)
+    say_leftovers_ended(resolve_experiment(args.experiment, storage=args.storage))  # by PID
+    loaded = load(args.experiment, storage=args.storage)
+    experiment, answer, path = loaded.experiment, loaded.answer, loaded.experiment_dir
     out = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
-    answer = decide(experiment)
     written = write_report(experiment, answer, out_dir=out)
     for line in experiment.problem_lines():
         print(line, file=sys.stderr)

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.commands import _flags
-from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError, error_line
+from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError
 from tuner.record import MAX_MEMORY_BYTES
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
-
-if TYPE_CHECKING:
-    from tuner.search.run import SearchOutcome
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
@@ -261,63 +257,15 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     options = options_from_args(args)  # a bad flag fails before even pandas loads
-    from tuner.search.preflight import prepare
+    from tuner.api import run_options
 
-    # Every check that needs no cluster, before Ray's modules load (on --resume: the
-    # experiment's own options, what this command may change applied).
-    prepared = prepare(options)
-    options = prepared.options
-    from tuner.search.run import run_search
-
-    if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
-        from tuner.search.mlflow_logger import check_tracking_uri
-
-        check_tracking_uri(options.mlflow)
-    outcome = run_search(options, prepared=prepared)
-    if outcome.state != "finished":
+    result = run_options(options)
+    if result.state != "finished":
         from tuner.search.signals import interrupted_exit_code
 
         return interrupted_exit_code()  # 130 on Ctrl-C, 143 on SIGTERM
-    report = None if options.no_report else _write_report(outcome, Path(options.reports_dir))
-    _log_to_mlflow(outcome, report)
     if args.json:
         from tuner.commands.report import result_json
 
-        _flags.print_json(result_json(outcome.experiment, outcome.answer, report))
-    return EXIT_OK if outcome.usable else EXIT_RUNTIME
-
-
-def _write_report(outcome: SearchOutcome, reports_dir: Path) -> Path | None:
-    from tuner.report import write_report
-
-    out_dir = (reports_dir / outcome.experiment_dir.name).resolve()
-    try:
-        write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
-    except Exception as exc:  # the search's results stand even when the report fails
-        print(
-            f"warning: the report failed ({error_line(exc)}); "
-            f"run `python -m tuner report {outcome.experiment_dir}` to retry."
-        )
-        return None
-    print(f"Report:            {out_dir / 'report.html'}")
-    return out_dir
-
-
-def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
-    its figures, and the report files, go to the search's parent run. A failing MLflow costs
-    nothing but a warning."""
-    uri = (outcome.experiment.metadata.get("options") or {}).get("mlflow")
-    if not uri:
-        return
-    from tuner.search.mlflow_logger import log_report
-
-    try:
-        where = log_report(uri, outcome.experiment, outcome.answer, report)
-    except Exception as exc:  # the experiment and report folders hold every result anyway
-        print(
-            f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are in "
-            f"{outcome.experiment_dir}."
-        )
-        return
-    print(f"MLflow:            {where}")
+        _flags.print_json(result_json(result.experiment, result.answer, result.report_dir))
+    return EXIT_OK if result.usable else EXIT_RUNTIME

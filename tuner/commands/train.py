@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -44,15 +45,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from tuner.engine import launched_group, train
+    from tuner.api import train
 
     config = config_from_args(args)
-    cuda = config.device != "cpu" and torch.cuda.is_available()
-    with launched_group(cuda=cuda) as world:  # torchrun: one worker of a data-parallel run
-        result = train(config, progress_bar=not args.json and world.rank == 0)
-    if world.rank != 0:  # rank 0's result is the global one: it alone speaks
+    rank = int(os.environ.get("RANK", "0"))  # torchrun's: one worker of a data-parallel run
+    result = train(config, progress_bar=not args.json and rank == 0)
+    if rank != 0:  # rank 0's result is the global one: it alone speaks
         return 0 if result.ok else 1
     _print_summary(result, file=sys.stderr if args.json else sys.stdout)
     if args.json:

@@ -24,9 +24,11 @@ from tuner.compare import plan_ladder, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.engine import probe
 from tuner.engine.build import resolve_device
+from tuner.engine.data import build_data
 from tuner.engine.meters import environment, synchronize
 from tuner.engine.model import build_model
 from tuner.units import format_bytes, interval_text, ratio_text
+from tuner.usercode import is_ref
 from tuner.workloads import workload as reference
 
 __all__ = ["benchmark_config", "run_benchmark", "to_markdown"]
@@ -48,8 +50,15 @@ def _forward_flops(config: TrainConfig, device: torch.device) -> float:
     """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = build_model(config, config.num_classes or 1000).to(device).eval()
-    x = torch.randn(1, 3, config.img_size, config.img_size, device=device)
+    shape, classes = (3, config.img_size, config.img_size), config.num_classes or 1000
+    if is_ref(config.data):  # the user's images: their own channels and size, and classes
+        data = build_data(
+            config.replace(batch_size=1, num_workers=0, persistent_workers=False),
+            torch.device("cpu"),
+        )
+        shape, classes = tuple(data.train_loader.dataset[0][0].shape), data.num_classes
+    model = build_model(config, config.num_classes or classes).to(device).eval()
+    x = torch.randn(1, *shape, device=device)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(x)
     return float(counter.get_total_flops())

@@ -24,6 +24,7 @@ from tuner.engine.distributed import World
 from tuner.engine.meters import MemoryMeter, ThroughputMeter
 from tuner.engine.model import build_model
 from tuner.engine.prefetch import CudaPrefetcher
+from tuner.engine.usercheck import ITEMS_IN_A_RUN, check_user_code, uses_user_code
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
 
@@ -117,9 +118,12 @@ def build_parts(
     notes: list[str] = []
     data = build_data(config, device, world)
     notes.extend(data.notes)
-    model = build_model(config, _num_classes(config, data))
+    classes = _num_classes(config, data)
+    model = build_model(config, classes)
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format
     model = model.to(device, memory_format=memory_format)
+    if uses_user_code(config):  # one line for bad user code, before anything trains
+        check_user_code(config, data, model, num_classes=classes, items=ITEMS_IN_A_RUN)
     effective.update(channels_last=config.channels_last, norm=config.norm)
     autocast, scaler = _precision(config, device, effective, notes)
     schedule = _schedule(config, len(data.train_loader), world, effective, notes)

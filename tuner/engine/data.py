@@ -1,9 +1,14 @@
 """Datasets and loaders: the :data:`DATASETS` registry (digits, synthetic, synthetic_host,
-imagefolder:PATH, cifar10:PATH).
+imagefolder:PATH, cifar10:PATH) and the user's own (``module:function``, a
+``build_data(config) -> (train, val, num_classes[, {"mean": ..., "std": ...}])``).
 
-Every loader yields **uint8** ``[B, 3, H, W]`` images: the host moves bytes, and
-:func:`normalize` turns them into float input on the device (in the loop or the CUDA
-prefetcher), the same math either way, so accuracy compares across the ``prefetch`` switch.
+Every source gives :class:`Splits`, and :func:`build_data` puts the same loaders over any of
+them (the one plug-in point: the loader knobs act on every source alike). The built-in loaders
+yield **uint8** ``[B, 3, H, W]`` images: the host moves bytes, and :func:`normalize` turns them
+into float input on the device (in the loop or the CUDA prefetcher), the same math either way,
+so accuracy compares across the ``prefetch`` switch. A user's images may be uint8 tensors or PIL
+images (served as uint8, scaled to [0, 1]) or float tensors (taken in their own units); either
+is then normalized by the user's mean and std (default: none).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +27,13 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorData
 from tuner.config import TrainConfig
 from tuner.engine.distributed import World
 from tuner.errors import TunerError
+from tuner.usercode import UserCodeError, call_user, is_ref, resolve
 
 __all__ = [
     "DATASETS",
     "DataBundle",
     "DataSource",
+    "Splits",
     "UnreadableImage",
     "build_data",
     "data_source",
@@ -39,6 +46,7 @@ CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 DIGITS_MEAN = (0.2, 0.2, 0.2)  # mostly dark 8x8 strokes; 0.5 would also train, this is closer
 DIGITS_STD = (0.35, 0.35, 0.35)
+USER_MEAN, USER_STD = (0.0,), (1.0,)  # a user's data unless it says: bytes scaled to [0, 1]
 VAL_FRACTION = 0.2
 IGNORED_SHOWN = 5  # ignored non-image files named in the note; the rest are counted
 
@@ -65,8 +73,8 @@ class DataBundle:
     train_loader: Any  # iterable of (uint8 images, labels); has len()
     val_loader: Any  # this worker's share of the validation batches
     num_classes: int
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
     train_size: int
     on_device: bool = False  # batches are already on the run's device (synthetic)
     # The train shuffle (this worker's shard): a function of (seed, epoch), set each epoch.
@@ -80,7 +88,16 @@ class DataBundle:
         return sum(dataset.skipped for dataset in self.skipping)
 
 
-Splits = tuple[Dataset, Dataset, int, list[str]]  # train, val, classes, notes
+class Splits(NamedTuple):
+    """What a data source loads: the splits, the classes, notes, and (a user's data) the
+    normalization it asks for, which overrides its source's."""
+
+    train: Dataset
+    val: Dataset
+    num_classes: int
+    notes: tuple[str, ...] | list[str] = ()
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +107,8 @@ class DataSource:
     ``files``: decoded from image files, so ``skip_unreadable_images`` applies."""
 
     name: str
-    mean: tuple[float, float, float]  # per-channel normalization in [0, 1] units
-    std: tuple[float, float, float]
+    mean: tuple[float, ...]  # per-channel normalization in [0, 1] units (one value: all)
+    std: tuple[float, ...]
     load: Callable[[TrainConfig, str], Splits] | None
     takes_path: bool = False
     files: bool = False
@@ -100,8 +117,12 @@ class DataSource:
 def normalize(
     images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, *, channels_last: bool = False
 ) -> torch.Tensor:
-    """uint8 ``[B, 3, H, W]`` -> normalized float32 on the images' device."""
-    x = images.float().div_(255.0).sub_(mean).div_(std)
+    """uint8 ``[B, C, H, W]`` (scaled to [0, 1]) or a user's float images -> normalized
+    float32 on the images' device."""
+    if images.dtype == torch.uint8:
+        x = images.float().div_(255.0).sub_(mean).div_(std)
+    else:  # a user's float images: never in place, the batch may be the dataset's own tensor
+        x = images.float().sub(mean).div_(std)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
@@ -113,9 +134,13 @@ def data_source(spec: str) -> tuple[DataSource, str]:
     """
     name, _, path = spec.partition(":")
     source = DATASETS.get(name)
+    if source is None and is_ref(spec):
+        return DataSource(spec, USER_MEAN, USER_STD, _user_data), ""
     if source is None or source.takes_path != bool(path):
         specs = [f"{s.name}:PATH" if s.takes_path else s.name for s in DATASETS.values()]
-        raise TunerError(f"data={spec!r} is not known; use {', '.join(specs[:-1])} or {specs[-1]}.")
+        raise TunerError(
+            f"data={spec!r} is not known; use {', '.join(specs)} or your own module:function."
+        )
     return source, path
 
 
@@ -129,7 +154,8 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
     source, path, world = *data_source(config.data), world or World()
     if source.load is None:
         return _synthetic(config, device, world)
-    train, val, classes, notes = source.load(config, path)
+    splits = Splits(*source.load(config, path))
+    train, val, classes, notes = splits.train, splits.val, splits.num_classes, splits.notes
     if config.drop_last and config.batch_size > len(train):
         raise TunerError(
             f"batch_size={config.batch_size} is larger than the {len(train)} training images "
@@ -154,11 +180,11 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
         train_loader,
         val_loader,
         classes,
-        source.mean,
-        source.std,
+        splits.mean or source.mean,
+        splits.std or source.std,
         len(train),
         sampler=sampler,
-        notes=notes,
+        notes=list(notes),
         skipping=skipping,
     )
 
@@ -168,6 +194,67 @@ def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[l
     count = min(-(-size // batch), limit or size)
     mine = range(world.rank, count, world.size)
     return [list(range(i * batch, min(size, (i + 1) * batch))) for i in mine]
+
+
+# ---- the user's own: module:function -> (train, val, num_classes[, normalization]) ----------
+
+
+def _user_data(config: TrainConfig, path: str) -> Splits:
+    what = f"data={config.data!r}"
+    built = call_user(resolve(config.data, what="data"), config, what=what)
+    if not isinstance(built, tuple) or len(built) not in (3, 4):
+        raise UserCodeError(
+            f"{what} returned {type(built).__name__}; return (train_dataset, val_dataset, "
+            "num_classes) or add a 4th item {'mean': [...], 'std': [...]}."
+        )
+    train, val, classes, *extra = built
+    for split, dataset in (("train", train), ("val", val)):
+        if not isinstance(dataset, Dataset) or not hasattr(dataset, "__len__"):
+            raise UserCodeError(
+                f"{what} returned a {type(dataset).__name__} as its {split} dataset; return a "
+                "map-style torch.utils.data.Dataset (with __getitem__ and __len__)."
+            )
+        if len(dataset) == 0:
+            raise UserCodeError(f"{what}: its {split} dataset is empty; give it some items.")
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 1:
+        raise UserCodeError(f"{what} returned num_classes={classes!r}; it must be an int >= 1.")
+    mean, std = _normalization(extra[0] if extra else {}, what)
+    return Splits(_UserItems(train), _UserItems(val), classes, (), mean, std)
+
+
+def _normalization(given: Any, what: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    try:
+        mean = tuple(float(v) for v in given.get("mean", USER_MEAN))
+        std = tuple(float(v) for v in given.get("std", USER_STD))
+    except (AttributeError, TypeError, ValueError):
+        mean, std = (), ()
+    if not mean or len(mean) != len(std) or not all(s > 0 for s in std):
+        raise UserCodeError(
+            f"{what}: its 4th item must be {{'mean': [...], 'std': [...]}}, one value per "
+            "channel in [0, 1] units, std > 0."
+        )
+    return mean, std
+
+
+class _UserItems(Dataset):
+    """A user's dataset as the loaders serve it: a PIL image becomes a uint8 ``[C, H, W]``
+    tensor (bytes cross to the device, as with the built-in data); tensors pass unchanged."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        item = self.dataset[index]
+        if isinstance(item, tuple) and len(item) == 2 and not isinstance(item[0], torch.Tensor):
+            from PIL import Image
+            from torchvision.transforms.functional import pil_to_tensor
+
+            if isinstance(item[0], Image.Image):
+                return pil_to_tensor(item[0]), item[1]
+        return item
 
 
 # ---- digits: scikit-learn's embedded 8x8 handwritten digits ----------------------------------

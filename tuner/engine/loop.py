@@ -9,8 +9,10 @@ in step; what is reported is all-reduced.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -119,7 +121,7 @@ def _execute(
     torch._dynamo.reset()
     memory = MemoryMeter(device)  # before the build: its peak counters are reset here
     parts, state = None, RunState(run_started=started)
-    status, error = "ok", None
+    status, error, where = "ok", None, None
     try:
         parts = build_parts(config, device, memory, dataparallel=dataparallel)
         if resume_state is not None:
@@ -128,9 +130,12 @@ def _execute(
         _train_loop(parts, state, hooks, bar)
     except TunerError:
         raise
-    except Exception as exc:  # a failing run is a result; the traceback is dropped here
+    except Exception as exc:  # a failing run is a result; its traceback goes with it as text
         status, error = failure(exc)
-    result = _result(parts, state, status, error, device, memory)
+        where = traceback.format_exc()
+    result = dataclasses.replace(
+        _result(parts, state, status, error, device, memory), error_traceback=where
+    )
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
     # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
     # successful CPU run skips it: its gc.collect costs 0.2 s and frees nothing another needs.
@@ -225,7 +230,7 @@ def take_step(
     tick = time.perf_counter()
     images, labels = next(batches)
     waited = time.perf_counter() - tick
-    x, y = _to_input(parts, images, labels)
+    x, y = _to_input(parts, images, labels, prefetched=parts.effective["prefetch"] != "off")
     for group in optimizer.param_groups:
         group["lr"] = lr
     with parts.autocast(), parts.memory.activations(parts.model, enabled=count_memory):
@@ -245,9 +250,9 @@ def take_step(
 
 
 def _to_input(
-    parts: RunParts, images: torch.Tensor, labels: torch.Tensor
+    parts: RunParts, images: torch.Tensor, labels: torch.Tensor, *, prefetched: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    if images.is_floating_point():  # the prefetcher already moved and normalized it
+    if prefetched:  # the prefetcher already moved and normalized it
         return images, labels
     non_blocking = bool(parts.effective["non_blocking"])
     images = images.to(parts.device, non_blocking=non_blocking)

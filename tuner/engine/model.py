@@ -1,4 +1,6 @@
-"""The model stage: timm's factory, then the ``norm`` knob that swaps convolutional norm layers.
+"""The model stage: timm's factory or the user's own (``model="module:function"``, a
+``build_model(config, num_classes, **model_kwargs) -> nn.Module``), then the ``norm`` knob that
+swaps convolutional norm layers, the same on either.
 
 ``norm=batch | group | layer`` replaces every norm layer that normalizes 2-D feature maps
 (``BatchNorm2d``, ``GroupNorm``, timm's ``LayerNorm2d`` and their ``*Act`` variants, e.g. the
@@ -22,6 +24,7 @@ from torch import nn
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.usercode import UserCodeError, call_user, is_ref, resolve
 
 __all__ = ["build_model", "check_norm_choices", "conv_norm_layers"]
 
@@ -42,33 +45,55 @@ _WITH_ACT: dict[str, Callable[[int, int], nn.Module]] = {
 
 
 def build_model(config: TrainConfig, num_classes: int) -> nn.Module:
-    """Build ``config.model`` with timm (no pretrained weights) and apply the norm knob.
+    """Build ``config.model`` (timm, no pretrained weights; or the user's factory) and apply
+    the norm knob.
 
-    ``img_size`` is passed to models that take it (ViTs); convolutional nets such as ResNets
-    accept any input size and are built without it.
+    ``img_size`` is passed to timm models that take it (ViTs); convolutional nets such as
+    ResNets accept any input size and are built without it. ``model_kwargs`` are the factory's
+    keyword arguments, timm's or the user's.
 
     Raises:
-        TunerError: unknown model name, bad ``model_kwargs``, or groups that do not divide.
+        TunerError: unknown model name, bad ``model_kwargs``, a user factory that fails or
+            returns no ``nn.Module``, or groups that do not divide.
     """
-    if not timm.is_model(config.model):
-        close = timm.list_models(f"*{config.model.split('_')[0]}*")[:5]
-        hint = f" (similar: {', '.join(close)})" if close else ""
-        raise TunerError(
-            f"model={config.model!r} is not a timm model{hint}; see timm.list_models()."
-        )
     kwargs = dict(config.model_kwargs)
-    try:
-        model = _create(config.model, num_classes, config.img_size, kwargs)
-    except TypeError as exc:
-        raise TunerError(f"model_kwargs {kwargs} do not fit {config.model}: {exc}") from None
-    except AssertionError as exc:  # timm asserts what the image size must be; the why is ours
-        raise TunerError(_size_misfit(config, exc)) from None
+    if is_ref(config.model):
+        model = _user_model(config, num_classes, kwargs)
+    else:
+        model = _timm_model(config, num_classes, kwargs)
     if config.norm != "native":
         norm, groups = config.norm, config.gn_groups
         check_norm_choices(model, model_name=type(model).__name__, norms=[norm], groups=[groups])
         for name, layer in conv_norm_layers(model).items():
             _set_module(model, name, _replacement(layer, norm, groups))
     return model
+
+
+def _user_model(config: TrainConfig, num_classes: int, kwargs: dict) -> nn.Module:
+    factory = resolve(config.model, what="model")
+    what = f"model={config.model!r}"
+    model = call_user(factory, config, num_classes, what=what, **kwargs)
+    if not isinstance(model, nn.Module):
+        raise UserCodeError(
+            f"{what} returned {type(model).__name__}, not a torch.nn.Module; return the model."
+        )
+    return model
+
+
+def _timm_model(config: TrainConfig, num_classes: int, kwargs: dict) -> nn.Module:
+    if not timm.is_model(config.model):
+        close = timm.list_models(f"*{config.model.split('_')[0]}*")[:5]
+        hint = f" (similar: {', '.join(close)})" if close else ""
+        raise TunerError(
+            f"model={config.model!r} is not a timm model{hint}; see timm.list_models(), or "
+            "name your own as module:function."
+        )
+    try:
+        return _create(config.model, num_classes, config.img_size, kwargs)
+    except TypeError as exc:
+        raise TunerError(f"model_kwargs {kwargs} do not fit {config.model}: {exc}") from None
+    except AssertionError as exc:  # timm asserts what the image size must be; the why is ours
+        raise TunerError(_size_misfit(config, exc)) from None
 
 
 def _size_misfit(config: TrainConfig, exc: AssertionError) -> str:

@@ -24,6 +24,9 @@ class RunResult:
 
     status: RunStatus
     error: str | None = None
+    # The failing run's traceback (the user's code in it): kept for the trial's folder, not
+    # reported as a trial key (tuner.record).
+    error_traceback: str | None = None
 
     # Throughput over steady-state steps only (warm-up and compile excluded).
     images_per_second: float | None = None  # of every worker together (global)

@@ -22,6 +22,9 @@ RAY_STATE_GLOB = "experiment_state-*.json"
 PARAMS_FILE = "params.json"
 RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
+# A run that failed while training is a result (kind errored), so Ray writes no error.txt: the
+# trainable keeps its traceback (the user's code in it) here.
+RUN_TRACEBACK_FILE = "error_traceback.txt"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).
 TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CACHE_FILE)

@@ -6,6 +6,8 @@ heavy parts (ray, torch) load on first use, so importing this package stays chea
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from tuner.search.options import OBJECTIVES, SearchOptions
@@ -29,3 +31,17 @@ def __getattr__(name: str) -> Any:
 
         return getattr(run, name)
     raise AttributeError(f"module 'tuner.search' has no attribute {name!r}")
+
+
+class _CallableSearch(types.ModuleType):
+    """``tuner.search(space, **options)`` is the API's function (:func:`tuner.api.search`);
+    once this package is imported, Python binds it over that attribute of ``tuner``, so the
+    package answers the call the same way."""
+
+    def __call__(self, space: Any, **options: Any) -> Any:
+        from tuner.api import search
+
+        return search(space, **options)
+
+
+sys.modules[__name__].__class__ = _CallableSearch

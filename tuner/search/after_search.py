@@ -29,6 +29,7 @@ from tuner.record import TRIAL_ID
 from tuner.search.progress import wait_with_heartbeat
 from tuner.spaces import train_config_of
 from tuner.units import duration_text
+from tuner.usercode import registered, restore
 
 if TYPE_CHECKING:
     from tuner.search.experiment import SearchContext
@@ -142,6 +143,7 @@ class _Task:
     device: str
     steps: int  # measured steps of a fresh build (CUDA) or of a window (CPU)
     search_only: tuple[str, ...]
+    user_objects: dict[str, Any]  # a notebook's model/data (``@name``), carried by value
 
 
 def _task(search: SearchContext) -> _Task:
@@ -149,7 +151,13 @@ def _task(search: SearchContext) -> _Task:
     steps = max(REMEASURE_STEPS if plan.cuda else WINDOW_STEPS, search.options.probe_steps)
     gpus = 1.0 if plan.gpus_per_trial > 0 else 0.0
     return _Task(
-        plan.cpus_per_trial, gpus, plan.torch_threads, plan.trial_device, steps, search.search_only
+        plan.cpus_per_trial,
+        gpus,
+        plan.torch_threads,
+        plan.trial_device,
+        steps,
+        search.search_only,
+        registered(),
     )
 
 
@@ -257,4 +265,5 @@ def _cuda(configs: Sequence[Any]) -> bool:
 def _train_config(params: dict[str, Any], task: _Task) -> Any:
     """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
     torch.set_num_threads(max(1, task.threads))
+    restore(task.user_objects)
     return train_config_of(params, device=task.device, search_only=task.search_only)

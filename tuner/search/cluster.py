@@ -15,8 +15,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 from ray._private import ray_constants, services, worker
@@ -26,6 +27,7 @@ from ray._raylet import GcsClient, get_authentication_mode
 from ray.exceptions import AuthenticationError
 
 from tuner.errors import TunerError
+from tuner.usercode import py_modules
 
 __all__ = [
     "ClusterInfo",
@@ -34,6 +36,7 @@ __all__ = [
     "is_loopback_address",
     "node_cpus",
     "shutdown",
+    "user_code_env",
     "watch",
 ]
 
@@ -71,6 +74,7 @@ def connect(
     num_cpus: int | None = None,
     num_gpus: int | None = None,
     dashboard: bool = False,
+    runtime_env: dict[str, Any] | None = None,
 ) -> ClusterInfo:
     """Start a local loopback-only Ray instance or connect to a cluster; connected already,
     the current connection's info.
@@ -81,6 +85,8 @@ def connect(
             instance.
         num_cpus, num_gpus: a local instance's (``None``: all); not allowed with an address.
         dashboard: start the dashboard of a local instance, bound to 127.0.0.1.
+        runtime_env: the job's Ray runtime environment (the user's own modules, shipped to
+            every worker on every node: :func:`user_code_env`).
 
     Raises:
         TunerError: the address is malformed or unreachable, the cluster refused this
@@ -90,13 +96,23 @@ def connect(
         return _cluster_info(is_local=_started_here())
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is None or address == "local":
-        return _start_local(num_cpus=num_cpus, num_gpus=num_gpus, dashboard=dashboard)
+        return _start_local(
+            num_cpus=num_cpus, num_gpus=num_gpus, dashboard=dashboard, runtime_env=runtime_env
+        )
     if num_cpus is not None or num_gpus is not None:
         raise TunerError(
             f"num_cpus/num_gpus apply to a local run, not to the cluster at {address}; "
             "set a node's resources with `ray start --num-cpus/--num-gpus` instead."
         )
-    return _join(address)
+    return _join(address, runtime_env=runtime_env)
+
+
+def user_code_env(refs: Iterable[str]) -> dict[str, Any] | None:
+    """The runtime environment that ships the user's modules (``model``/``data`` references)
+    with the job, so a worker on any node imports them: Ray's ``py_modules`` uploads each file
+    or package once and puts it on every worker's path. None: nothing to ship."""
+    modules = py_modules(refs)
+    return {"py_modules": modules} if modules else None
 
 
 def node_cpus() -> list[float]:
@@ -188,7 +204,13 @@ def is_loopback_address(address: str) -> bool:
     return _host_of(address) in LOOPBACK_HOSTS
 
 
-def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool) -> ClusterInfo:
+def _start_local(
+    *,
+    num_cpus: int | None,
+    num_gpus: int | None,
+    dashboard: bool,
+    runtime_env: dict[str, Any] | None,
+) -> ClusterInfo:
     if dashboard and get_dashboard_dependency_error() is not None:
         raise TunerError(
             "The Ray dashboard needs Ray's optional packages: pip install 'ray[default]', "
@@ -207,6 +229,7 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
             include_dashboard=dashboard,
             dashboard_host=LOCALHOST,
             configure_logging=False,
+            runtime_env=runtime_env,
         )
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved
@@ -226,7 +249,7 @@ def _start_local(*, num_cpus: int | None, num_gpus: int | None, dashboard: bool)
     return info
 
 
-def _join(address: str) -> ClusterInfo:
+def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> ClusterInfo:
     if address.startswith(CLIENT_PREFIX):
         raise TunerError(
             f"Ray Client addresses ({address}) are not supported: the search's driver and its "
@@ -237,7 +260,7 @@ def _join(address: str) -> ClusterInfo:
     _check_reachable(gcs_address)
     _check_token(gcs_address)
     try:
-        ray.init(address=gcs_address, configure_logging=False)
+        ray.init(address=gcs_address, configure_logging=False, runtime_env=runtime_env)
     except Exception as exc:  # Ray raises several types for one cause; all mean "not joined".
         raise _unreachable(address, exc) from None
     info = _cluster_info(is_local=False)

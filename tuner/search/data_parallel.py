@@ -91,7 +91,11 @@ def run_worker_group(
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_S_ENV_VAR, str(_POLL_EVERY_S))
     trainer = _TorchTrainer(
         _worker,
-        train_loop_config={"config": config, "context": context},
+        train_loop_config={
+            "config": config,
+            "context": context,
+            "trial_folder": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
+        },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
         torch_config=TorchConfig(backend="nccl" if scaling.use_gpu else "gloo"),
         run_config=ray.train.RunConfig(
@@ -162,13 +166,14 @@ class _OneLine(logging.Handler):
 
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
-    _run(_WorkerRun(loop_config["context"]), loop_config["config"])
+    run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
+    _run(run, loop_config["config"])
 
 
 class _WorkerRun(_TrialRun):
     """A trial's run on one rank of its worker group."""
 
-    def __init__(self, context: TrialContext) -> None:
+    def __init__(self, context: TrialContext, *, trial_dir: str | None = None) -> None:
         # Ray Train logs every report of every rank at INFO (the whole metrics dict), from a
         # logger named after its file's path (getLogger(__file__)): outside "ray.train", so
         # neither that logger's level nor LoggingConfig reaches it. Its own object does.
@@ -176,7 +181,11 @@ class _WorkerRun(_TrialRun):
         train_context = ray.train.get_context()
         self.rank = train_context.get_world_rank()
         self.world_size = train_context.get_world_size()
+        self.trial_dir = trial_dir
         super().__init__(context)
+
+    def _trial_dir(self) -> str | None:
+        return self.trial_dir if self.rank == 0 else None  # one copy: every rank fails alike
 
     def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
         attach = checkpoint is not None and self.rank == 0

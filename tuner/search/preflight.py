@@ -53,6 +53,7 @@ def check_workload(
 
     from tuner.engine.data import build_data
     from tuner.engine.model import build_model, check_norm_choices
+    from tuner.engine.usercheck import check_user_code, uses_user_code
 
     in_driver = {"num_workers": 0, "persistent_workers": False, "norm": "native"}
     base = train_config_of(in_driver, workload=plan.workload, device="cpu")
@@ -67,9 +68,11 @@ def check_workload(
     model = build_model(base, data.num_classes)
     if max_memory_bytes is not None and not profile.returned & _MODEL_FIELDS:
         _check_memory_floor(model, base.model, max_memory_bytes)
+    if uses_user_code(base):  # bad user code: one line here, not an errored trial per sample
+        check_user_code(base, data, model)
     check_norm_choices(
         model,
-        model_name=base.model,
+        model_name=type(model).__name__ if uses_user_code(base) else base.model,
         norms=_choices(profile, plan, "norm"),
         groups=_choices(profile, plan, "gn_groups"),
         chosen_by=" (a choice of the space)",

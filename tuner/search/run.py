@@ -51,6 +51,7 @@ from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
+from tuner.spaces import SearchSpace
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 
@@ -102,7 +103,7 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
             refuse_existing(paths)  # another driver finished one of this name meanwhile
         tune_setup.quiet_ray(verbose=options.verbose)
         existing = child_pids()  # the processes started from here on are this search's
-        info = cluster.connect(address=options.address)
+        info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
         # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
         try:
             with sigterm_as_ctrl_c():
@@ -123,6 +124,15 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
         finally:
             if info.is_local:
                 cluster.shutdown()
+
+
+def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
+    """Ray's runtime environment shipping the user's own model and data modules, which every
+    workload of the space and the overrides can name."""
+    workloads = [*space.workloads.values(), options.overrides]
+    return cluster.user_code_env(
+        str(w[key]) for w in workloads for key in ("model", "data") if key in w
+    )
 
 
 def _search(

@@ -26,7 +26,7 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +40,18 @@ from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.engine.build import resolve_device
 from tuner.engine.meters import environment
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
+from tuner.experiment import RUN_TRACEBACK_FILE
 from tuner.objectives import judge
 from tuner.search.machine_cache import this_machine
 from tuner.search.probe_cache import Lookup, Remembered, connect_cache
 from tuner.spaces import train_config_of
 from tuner.techniques import accuracy_neutral_fields
+from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "engine_state.pt"
 META_FILE = "trial_meta.json"
@@ -64,6 +68,8 @@ class TrialContext:
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
     speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
     cache_namespace: str  # where the probe cache actor lives ("": no cache)
+    # The notebook objects the run's model/data name (``@name``): carried by value to workers.
+    user_objects: dict[str, Any] = field(default_factory=dict)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -117,6 +123,7 @@ class _TrialRun:
     that a data-parallel worker replaces."""
 
     def __init__(self, context: TrialContext) -> None:
+        restore(context.user_objects)
         self.context = context
         self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
         self.train_time_s = 0.0  # in training steps, the speed probes' included
@@ -157,6 +164,8 @@ class _TrialRun:
             probe_steps=self.context.probe_steps,
         )
         self.engine_time_s += time.perf_counter() - self.run_start
+        if result.error_traceback:
+            self._keep_traceback(result.error_traceback)
         self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
@@ -164,6 +173,20 @@ class _TrialRun:
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
         if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
             raise _ReportedError(result.error or "the run failed")
+
+    def _keep_traceback(self, text: str) -> None:
+        """A failed run's traceback (the user's code in it) as a file of the trial's folder:
+        the run is a result (kind errored), so Ray writes no error.txt for it."""
+        try:
+            folder = self._trial_dir()
+            if folder is not None:
+                (Path(folder) / RUN_TRACEBACK_FILE).write_text(text)
+        except Exception as exc:  # the record holds the error line anyway
+            logger.warning("could not keep the run's traceback: %s", error_line(exc))
+
+    def _trial_dir(self) -> str | None:
+        """The trial's folder, where this process writes the trial's own files."""
+        return tune.get_context().get_trial_dir()
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
         """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""

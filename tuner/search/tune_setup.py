@@ -29,6 +29,7 @@ from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SpaceSampler
+from tuner.usercode import registered
 
 __all__ = [
     "cache_namespace",
@@ -57,6 +58,7 @@ def trainable(search: SearchContext) -> Any:
         search_only=search.search_only,
         speed_repeats=options.speed_repeats,
         cache_namespace=cache_namespace(search.paths),
+        user_objects=registered(),
     )
     if plan.max_world_size > 1:
         return data_parallel.trainable(context, plan, max_failures=options.max_failures)

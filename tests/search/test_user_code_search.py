@@ -1,0 +1,39 @@
+"""User code in a real search: a failure that only shows inside a trial is recorded as errored,
+with the user's traceback in the trial's folder (the fast sibling: the engine's own test of the
+same failure, tests/engine/test_engine_usercode.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tuner
+from tuner.experiment import RUN_TRACEBACK_FILE
+
+SPACE = Path(__file__).parent / "spaces" / "failing_user_space.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "world_size", [1, pytest.param(2, marks=pytest.mark.machine, id="data-parallel")]
+)
+def test_a_failure_inside_a_trial_is_errored_with_the_users_traceback(
+    tmp_path: Path, world_size: int
+) -> None:
+    result = tuner.search(
+        str(SPACE),
+        name="fails",
+        world_size=world_size,
+        cpus_per_trial=1,
+        storage=str(tmp_path),
+        report=False,
+        remeasure_top=0,
+        effects_repeats=0,
+        speed_repeats=0,
+    )
+    (kind,) = result.trials["kind"].tolist()
+    assert kind == "errored" and result.usable == 0
+    (kept,) = (tmp_path / "fails").glob(f"*/{RUN_TRACEBACK_FILE}")
+    text = kept.read_text()
+    assert str(SPACE) in text and "my forward failed at step 3" in text
