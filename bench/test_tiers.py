@@ -35,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "reports" / "benchmarks" / "test_tiers.json"
-_SUMMARY = re.compile(r"^=+ (?P<text>.*\d+ (passed|failed).*) in [\d.]+s")
+_SUMMARY = re.compile(r"^=*\s*(?P<text>\d+ (passed|failed).*) in [\d.]+s")
 _DURATION = re.compile(r"^(?P<s>[\d.]+)s (?P<when>call|setup|teardown)\s+(?P<test>\S+)")
 
 
@@ -157,6 +157,8 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
     ]
     for label, rec in records.items():
         lines += [f"## {label} (commit {rec['commit']}, {rec['cores']} cores)", ""]
+        if rec.get("note"):
+            lines += [rec["note"], ""]
         lines += ["| tier | command | wall | result |", "|---|---|---|---|"]
         for tier, run in rec.get("tiers", {}).items():
             lines.append(
