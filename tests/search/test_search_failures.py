@@ -49,6 +49,8 @@ def test_a_search_whose_every_trial_errors_exits_1_and_calls_them_errors(tmp_pat
             "0",
             "--effects-repeats",
             "0",
+            "--max-failures",  # each trial's error is the data's: Ray's retries would raise it
+            "0",  # again at once, each in a fresh worker process (minutes on a busy machine)
             name="broken",
             storage=tmp_path / "experiments",
         ),

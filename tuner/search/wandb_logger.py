@@ -86,7 +86,8 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
         if run is None:
             return
         kind, error = self._outcome(trial, failed=failed)
-        run.tags = (*run.tags, f"{_KIND_TAG}{kind}")
+        kept = (tag for tag in run.tags if not tag.startswith(_KIND_TAG))  # one, the last
+        run.tags = (*kept, f"{_KIND_TAG}{kind}")  # (a search cut, then resumed, ends twice)
         run.summary[record.KIND] = kind
         if error:
             run.summary[record.ERROR] = error
