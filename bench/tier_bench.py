@@ -9,9 +9,9 @@ data, so what only such a process ran counts as missed). The record goes into
 ``reports/benchmarks/test_tiers.json`` under ``--label`` (other labels are kept, so a before
 and an after sit side by side) and is rendered to ``test_tiers.md``.
 
-    .venv/bin/python bench/test_tiers.py --label after              # the tiers' times
-    .venv/bin/python bench/test_tiers.py --label after --coverage --no-timing
-    .venv/bin/python bench/test_tiers.py --label before --commit 2e17d5b --coverage
+    .venv/bin/python bench/tier_bench.py --label after              # the tiers' times
+    .venv/bin/python bench/tier_bench.py --label after --coverage --no-timing
+    .venv/bin/python bench/tier_bench.py --label before --commit 2e17d5b --coverage
 
 The clone is tested with this checkout's virtual environment (the install is not timed),
 its own code first on ``PYTHONPATH``. The timed runs and the coverage run are separate runs:
@@ -152,7 +152,7 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
     lines = [
         "# Test tiers: wall time, slowest tests, coverage",
         "",
-        "Written by `bench/test_tiers.py` (a fresh clone, the install not timed).",
+        "Written by `bench/tier_bench.py` (a fresh clone, the install not timed).",
         "",
     ]
     for label, rec in records.items():
