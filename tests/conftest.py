@@ -69,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     add_markers(config)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: none without it (-p no:xdist)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """pytest-xdist's controller: start the every-kind search (most of it a wait for its time
     budget) as soon as a worker collected a test that reads it."""

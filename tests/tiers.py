@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,8 @@ def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder.with_suffix(".lock"))):
         if not done.exists():
-            folder.mkdir(exist_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed build left, if any
+            folder.mkdir()
             build(folder)
             done.touch()
     return folder

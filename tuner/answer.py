@@ -129,10 +129,17 @@ class Answer:
             "re-measurement more rounds and time (--remeasure-max-repeats, --trust-budget)."
         )
 
+    def _kinds_text(self) -> str:
+        """What the trials were instead, by kind (" (2 errored, 1 over budget)"; "": none)."""
+        if self.trials.empty or KIND not in self.trials:
+            return ""
+        counts = self.trials[KIND].astype(str).value_counts()
+        return " (" + ", ".join(f"{n} {kind}" for kind, n in counts.items()) + ")"
+
     def sentence(self) -> str:
         """One sentence: do the picks differ beyond the noise, and what follows from it."""
         if self.front.empty:
-            return "No trial can be recommended: none ran ok to its end within the memory budget."
+            return f"No trial can be recommended: none ran ok to its end{self._kinds_text()}."
         if self.picks is None:
             return self._one_pick_sentence()
         p = self.picks

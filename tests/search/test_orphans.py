@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,10 +65,15 @@ def test_the_next_command_ends_what_a_killed_driver_left(tmp_path: Path) -> None
         )  # fmt: skip
         assert report.returncode == 0, report.stderr[-2000:]
         assert not _alive(recorded)
-        # Ray 2.60 leaves its DashboardAgent and RuntimeEnvAgent; each is named where ended.
-        said = f"Ended {len(left)} process(es) a killed driver of 'killed' left running: "
-        assert not left or said in report.stderr, report.stderr
-        assert all(f"({process.pid})" in report.stderr for process in left)
+        # Ray 2.60 leaves its DashboardAgent and RuntimeEnvAgent; each is named where ended. One
+        # may still end by itself between the look above and the report: what the report names
+        # is what it ended, each a process the driver recorded.
+        ended = [line for line in report.stderr.splitlines() if line.startswith("Ended ")]
+        named = {int(pid) for line in ended for pid in re.findall(r"\((\d+)\)", line)}
+        assert named <= {entry["pid"] for entry in recorded}, report.stderr
+        assert named or not left, report.stderr
+        said = f"Ended {len(named)} process(es) a killed driver of 'killed' left running: "
+        assert not named or said in report.stderr, report.stderr
     finally:
         driver.kill()
         for process in _alive(recorded):

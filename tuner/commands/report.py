@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from tuner.experiment.lock import say_leftovers_ended
     from tuner.report import write_report
 
-    say_leftovers_ended(resolve_experiment(args.experiment, storage=args.storage))  # by PID
-    loaded = load(args.experiment, storage=args.storage)
+    path = resolve_experiment(args.experiment, storage=args.storage)
+    say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
+    loaded = load(path, storage=args.storage)
     experiment, answer, path = loaded.experiment, loaded.answer, loaded.experiment_dir
     out = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
     written = write_report(experiment, answer, out_dir=out)

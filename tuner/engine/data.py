@@ -144,6 +144,11 @@ def data_source(spec: str) -> tuple[DataSource, str]:
     return source, path
 
 
+def is_user_data(spec: str) -> bool:
+    """Whether ``spec`` names the user's own data (``imagefolder:train`` is built-in data)."""
+    return data_source(spec)[0].load is _user_data
+
+
 def build_data(config: TrainConfig, device: torch.device, world: World | None = None) -> DataBundle:
     """Build this worker's train/val loaders of the data that ``config.data`` names: its shard
     of each epoch's shuffle and every ``world.size``-th validation batch.

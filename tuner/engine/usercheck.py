@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import Dataset, default_collate
 
 from tuner.config import TrainConfig
-from tuner.engine.data import DataBundle, normalize
+from tuner.engine.data import DataBundle, is_user_data, normalize
 from tuner.usercode import UserCodeError, call_user, is_ref
 
 __all__ = ["ITEMS_IN_A_RUN", "LABELS_CHECKED", "check_user_code", "uses_user_code"]
@@ -30,7 +30,7 @@ ITEMS_IN_A_RUN = 4  # ... and each run (a trial's speed probes build several run
 
 def uses_user_code(config: TrainConfig) -> bool:
     """Whether the run's model or data is the user's own."""
-    return is_ref(config.model) or is_ref(config.data)
+    return is_ref(config.model) or is_user_data(config.data)
 
 
 def check_user_code(

@@ -149,6 +149,10 @@ def _changes_on_resume(own: SearchOptions, given: SearchOptions) -> dict[str, An
     for field in dataclasses.fields(SearchOptions):
         name = field.name
         value = getattr(given, name)
+        if name == "space" and value:  # the same file, given relative or by another spelling
+            from tuner.spaces import get_space
+
+            value = get_space(value).ref
         if name in _IDENTITY or value in (getattr(default, name), getattr(own, name)):
             continue
         if name not in CHANGEABLE_ON_RESUME:

@@ -24,6 +24,7 @@ from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
 from tuner.spaces import SearchSpace, get_space, train_config_of
 from tuner.units import format_bytes
+from tuner.usercode import is_ref
 
 if TYPE_CHECKING:
     import torch
@@ -72,7 +73,7 @@ def check_workload(
         check_user_code(base, data, model)
     check_norm_choices(
         model,
-        model_name=type(model).__name__ if uses_user_code(base) else base.model,
+        model_name=type(model).__name__ if is_ref(base.model) else base.model,
         norms=_choices(profile, plan, "norm"),
         groups=_choices(profile, plan, "gn_groups"),
         chosen_by=" (a choice of the space)",

@@ -245,7 +245,7 @@ def _after_trials(
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
         after["interrupted_during"] = step
-        if step not in kept:
+        if step in done and step not in kept:  # a step this run began (not one it skipped)
             done.remove(step)
     after[_FINISHED_AFTER_TRIALS] = {"steps": done, "trials": trials}
     return experiment, decide(experiment) if answer is None else answer, after

@@ -42,7 +42,7 @@ _STUDY_ATTR_KEYS: tuple[str, ...] = (
 _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
 _CONSTRAINT = "memory"  # the constraint's name for Trial.set_constraint (Optuna >= 5)
 _NO_REPORT = "the trial's process failed before it reported; see error.txt in its folder"
-_NOT_RUN = "the search ended (its time budget ran out) before this trial started"
+_NOT_RUN = "the search ended before this trial started"
 
 
 class ConstrainedOptunaSearch(OptunaSearch):

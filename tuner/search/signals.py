@@ -28,6 +28,7 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread: an embedding caller keeps its own
         return
+    _received.clear()  # an earlier search of this process (a notebook's) was another search
     previous = signal.signal(signal.SIGTERM, _as_sigint)
     try:
         yield
