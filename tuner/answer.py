@@ -129,6 +129,13 @@ class Answer:
             "re-measurement more rounds and time (--remeasure-max-repeats, --trust-budget)."
         )
 
+    @property
+    def candidates(self) -> int:
+        """How many trials can be recommended (ran ok to their end)."""
+        if self.trials.empty or "candidate" not in self.trials:
+            return 0
+        return int(self.trials["candidate"].sum())
+
     def _kinds_text(self) -> str:
         """What the trials were instead, by kind (" (2 errored, 1 over budget)"; "": none)."""
         if self.trials.empty or KIND not in self.trials:
@@ -205,6 +212,12 @@ class Answer:
         row = self.recommended
         pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
         if not self.margins:
+            if self.candidates > 1:  # one objective: no runner-up measured beside it
+                return (
+                    f"One configuration ({pick}) is the best of {self.candidates} on the "
+                    "search's objective as measured, with no interval against the next: no "
+                    "verdict beyond that."
+                )
             return (
                 f"One configuration ({pick}) is the only one that can be picked, so nothing was "
                 "compared with it."

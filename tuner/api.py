@@ -67,7 +67,7 @@ class SearchResult:
     @property
     def usable(self) -> int:
         """How many trials can be recommended."""
-        return int(self.answer.trials["candidate"].sum())
+        return self.answer.candidates
 
 
 def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:

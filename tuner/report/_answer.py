@@ -87,6 +87,11 @@ def _bold_head(note: str) -> str:
 def _one_pick_why(answer: Answer) -> str:
     """One trial leads on both: beyond noise on both, or which lead is within the noise."""
     if not answer.margins:
+        if answer.candidates > 1:  # one objective: no runner-up measured beside it
+            return (
+                f"the best of {answer.candidates} on the search's objective as measured (no "
+                "interval against the next)"
+            )
         return "the only configuration that can be picked (nothing was compared with it)"
     if answer.best_on_both:
         return "the best on both throughput and accuracy, beyond noise"

@@ -79,7 +79,7 @@ class SearchOutcome:
     @property
     def usable(self) -> int:
         """How many trials can be recommended (kind ok, every objective measured)."""
-        return int(self.answer.trials["candidate"].sum())
+        return self.answer.candidates
 
 
 def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
