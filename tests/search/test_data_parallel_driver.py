@@ -17,8 +17,10 @@ from test_driver import _kill_tree
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 
 TIMEOUT_S = 400
-STEPS = 96
-# One trial: the tiny ResNet at batch 16, six checkpointed reports (time to kill the driver).
+STEPS = 1600
+# One trial: the tiny ResNet at batch 16, a checkpointed report every 16 steps: 100 of them,
+# tens of seconds of training however fast the machine (the kill must land mid-trial: at 96
+# steps a quiet machine finished the trial before the test saw a checkpointed report).
 SPACE = f"""
 from tuner.workloads import RESNET_CPU_TRIAL
 WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "steps": {STEPS}, "eval_every_steps": 16}}}}

@@ -31,7 +31,8 @@ def _alive(recorded: list[dict]) -> list[psutil.Process]:
     for entry in recorded:
         with contextlib.suppress(psutil.Error):
             process = psutil.Process(entry["pid"])
-            if abs(process.create_time() - entry["started"]) < 0.01:
+            same = abs(process.create_time() - entry["started"]) < 0.01
+            if same and process.status() != psutil.STATUS_ZOMBIE:  # a zombie has ended
                 alive.append(process)
     return alive
 

@@ -154,7 +154,10 @@ def end_leftovers(folder: Path) -> list[str]:
     for entry in recorded:
         with contextlib.suppress(psutil.Error, KeyError, TypeError):
             process = psutil.Process(int(entry["pid"]))
-            if abs(process.create_time() - float(entry["started"])) < 0.01:
+            same = abs(process.create_time() - float(entry["started"])) < 0.01
+            # A zombie has ended (only its exit status waits for a parent that may never reap
+            # it, as when init does not): nothing to end.
+            if same and process.status() != psutil.STATUS_ZOMBIE:
                 alive.append(process)
     if not alive:
         return []  # the usual case: the driver ended and its Ray with it; nothing is written
