@@ -35,6 +35,16 @@ HEAD_IP = "127.0.0.2"
 WORKER_IPS = ("127.0.0.3", "127.0.0.4")
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every socket stays bound until all are (ports asked for
+    one at a time can come back the same, and two of a node's components then collide)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,22 +88,22 @@ class RayCluster:
     nodes: list[RayNode] = field(default_factory=list)
 
     def start_node(self, *, head: bool, num_cpus: int = 1, ip: str = "") -> RayNode:
-        port = free_port()
+        port, objects, agent, agent_grpc, metrics, runtime_env, gcs = free_ports(7)
         args = [RAY, "start", f"--num-cpus={num_cpus}", "--disable-usage-stats"]
         if ip:
             args.append(f"--node-ip-address={ip}")
         args += [
             f"--node-manager-port={port}",
-            f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
+            f"--object-manager-port={objects}",
+            f"--dashboard-agent-listen-port={agent}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--metrics-export-port={metrics}",
+            f"--runtime-env-agent-port={runtime_env}",
             f"--temp-dir={self.root / 'ray'}",
             "--object-store-memory=100000000",
         ]
         if head:
-            args += ["--head", f"--port={free_port()}", "--include-dashboard=false"]
+            args += ["--head", f"--port={gcs}", "--include-dashboard=false"]
         else:
             args.append(f"--address={self.address}")
         done = subprocess.run(
