@@ -38,19 +38,29 @@ pytestmark = [pytest.mark.timeout(1100), pytest.mark.machine]
 
 
 class WorkerKiller:
-    """Kills one Ray Train worker of this process's Ray once a trial's first checkpointed report
-    reached Tune (its result.json has a line: a checkpoint merely written to the folder is not
-    yet Ray Train's, and a kill then restarts from step 0), and before its final report."""
+    """Kills one Ray Train worker of this process's Ray once Ray Train registered the ``strong``
+    trial's first checkpoint (its controller's checkpoint snapshot lists it: a checkpoint merely
+    written to the folder is not yet Ray Train's, and a kill then restarts from step 0), and
+    before its final report. Not Tune's result.json: Tune may write a trial's lines seconds
+    after its workers made them (on a quiet machine, after the trial ended)."""
 
     def __init__(self, experiment: Path) -> None:
         self.experiment = experiment
         self.killed_at: float | None = None
+        self.failed: BaseException | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        try:
+            self._watch()
+        except BaseException as error:  # the test names it instead of "no worker was killed"
+            self.failed = error
+            raise
+
+    def _watch(self) -> None:
         while not self.done.is_set():
-            if self._reported():
+            if self._registered():
                 for proc in psutil.Process().children(recursive=True):
                     try:
                         title = " ".join(proc.cmdline())
@@ -60,13 +70,19 @@ class WorkerKiller:
                         proc.kill()
                         self.killed_at = time.time()
                         return
-            time.sleep(0.05)
+            time.sleep(0.02)
 
-    def _reported(self) -> bool:
-        for result in self.experiment.glob("*/result.json"):
-            lines = result.read_text().splitlines()
-            if lines and list(result.parent.glob("train/checkpoint_*")):
-                return not json.loads(lines[-1])["final"]
+    def _registered(self) -> bool:
+        """Whether the strong trial's snapshot lists a checkpoint, none of them final."""
+        for params in self.experiment.glob("*/params.json"):
+            snapshot = params.parent / "train" / "checkpoint_manager_snapshot.json"
+            try:
+                if json.loads(params.read_text()).get("variant") != "strong":
+                    continue
+                results = json.loads(snapshot.read_text())["checkpoint_results"]
+            except (OSError, ValueError, KeyError):  # not there yet, or read half written
+                return False
+            return bool(results) and not any(r["metrics"].get("final") for r in results)
         return False
 
 
@@ -190,6 +206,7 @@ def test_an_early_stopped_trial_leaves_no_placement_group(searched) -> None:
 def test_a_killed_worker_resumes_its_trial_from_the_checkpoint(searched) -> None:
     outcome, seen = searched
     killed_at = seen["killer"].killed_at
+    assert seen["killer"].failed is None, seen["killer"].failed
     assert killed_at is not None, "a worker was killed"
     lines = _reports(outcome)["strong"]
     before = [line["step"] for line in lines if line["reported_unix_s"] < killed_at]

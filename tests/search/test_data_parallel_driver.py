@@ -4,7 +4,6 @@ step 0, and the search finishes with that trial ``ok`` (real processes, 2 gloo w
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from search_cli import search_command
 from test_driver import _kill_tree
+from trial_reports import written_reports
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 
@@ -35,7 +35,7 @@ def _lines(experiment: Path) -> list[dict[str, Any]]:
     found = list(experiment.glob("*/result.json"))
     if not found:
         return []
-    return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+    return written_reports(found[0])
 
 
 def _wait_for_a_checkpointed_report(experiment: Path, driver: Any, log: Path) -> None:
