@@ -11,6 +11,7 @@ from tuner.compare import data_parallel, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields, field_help
 from tuner.engine import probe
+from tuner.errors import TunerError
 from tuner.record import EFFECTIVE_PREFIX
 from tuner.record import engine_values as result_metrics
 from tuner.report._effects import observed_techniques
@@ -26,8 +27,9 @@ from tuner.techniques import (
 from tuner.workloads import MICRO_VIT
 
 NEUTRAL = {"set_to_none", "non_blocking", "pin_memory", "prefetch", "channels_last", "compile",
-           "fused_adamw", "num_workers", "persistent_workers", "ddp_bucket_cap_mb",
-           "ddp_gradient_as_bucket_view", "ddp_static_graph"}  # fmt: skip
+           "fused_adamw", "num_workers", "persistent_workers", "prefetch_factor",
+           "host_prefetch", "decoder", "ddp_bucket_cap_mb", "ddp_gradient_as_bucket_view",
+           "ddp_static_graph"}  # fmt: skip
 TRAINING = {"amp", "norm", "gn_groups", "batch_size", "lr"}
 TINY = TrainConfig(
     **MICRO_VIT, img_size=16, batch_size=16, epochs=None, steps=2, warmup_steps=1, device="cpu"
@@ -52,11 +54,26 @@ def test_every_knob_is_a_config_field_with_help_and_an_off_default(entry) -> Non
     ids=str,
 )
 def test_every_on_value_makes_a_valid_config_with_what_it_implies(field: str, value) -> None:
-    changes = knob(field).settings(value)
-    config = TINY.replace(**changes)
+    config = _with_its_parent(TINY, knob(field)).replace(**knob(field).settings(value))
     assert getattr(config, field) == value
     back = config.replace(**knob(field).settings(knob(field).off))  # and back off again
     assert getattr(back, field) == knob(field).off
+
+
+def _with_its_parent(config: TrainConfig, entry) -> TrainConfig:
+    """``config`` with what ``entry`` acts on: the knob it rides on switched on (workers for
+    prefetch_factor), image files for the decoder."""
+    if entry.after:
+        config = config.replace(**knob(entry.after).settings(knob(entry.after).cpu[0]))
+    return config.replace(data="jpeg_digits", img_size=32) if entry.files_only else config
+
+
+def test_switching_a_knob_off_switches_off_what_rides_on_it() -> None:
+    riding = TINY.replace(num_workers=1, persistent_workers=True, prefetch_factor=4)
+    off = riding.replace(**knob("num_workers").settings(0))  # valid: no prefetch_factor left
+    assert (off.num_workers, off.persistent_workers, off.prefetch_factor) == (0, False, None)
+    with pytest.raises(TunerError, match="prefetch_factor=4 needs num_workers > 0"):
+        TINY.replace(prefetch_factor=4)
 
 
 # torch.compile on a CPU compiles for tens of seconds: tests/engine/test_engine_loop.py runs it.
@@ -64,7 +81,7 @@ def test_every_on_value_makes_a_valid_config_with_what_it_implies(field: str, va
                                    and not k.slow_build and not k.needs_workers],
                          ids=lambda k: k.field)  # fmt: skip
 def test_every_cpu_knob_runs_a_real_step_and_reports_what_ran(entry) -> None:
-    result = probe(TINY.replace(**entry.settings(entry.cpu[0])), steps=1)
+    result = probe(_with_its_parent(TINY, entry).replace(**entry.settings(entry.cpu[0])), steps=1)
     assert result.status == "ok", result.error
     metrics = result_metrics(result)
     assert metrics[EFFECTIVE_PREFIX + entry.field] == entry.cpu[0]
@@ -74,7 +91,9 @@ def test_every_speed_technique_appears_in_the_ladder_or_the_effects() -> None:
     rungs, _ = ladder(cuda=True, autotune=True)
     in_ladder = {r.knob for r in rungs}
     assert in_ladder - {None} == {k.field for k in ladder_knobs()}
-    arms, _ = plan_toggles(TINY.replace(norm="group", gn_groups=4), cuda=True)
+    # Workers on, and image files: the knobs that ride on workers and the decoder act too.
+    config = TINY.replace(norm="group", gn_groups=4, num_workers=2, data="jpeg_digits")
+    arms, _ = plan_toggles(config, cuda=True)
     toggled = {field for a in arms for field in a.changes}
     for entry in speed_knobs(cuda=True):
         assert entry.field in in_ladder | toggled, entry.field

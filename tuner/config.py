@@ -54,7 +54,8 @@ class TrainConfig:
     )
     data: str = _field(
         "digits",
-        "digits | synthetic | synthetic_host | imagefolder:PATH | cifar10:PATH, or your own: "
+        "digits | jpeg_digits | synthetic | synthetic_host | imagefolder:PATH | cifar10:PATH, or "
+        "your own: "
         "module:function or file.py:function, a build_data(config) -> (train, val, classes)",
     )
     img_size: int = _field(32, "input image side in pixels (data is resized to it)")
@@ -66,6 +67,19 @@ class TrainConfig:
     num_workers: int = _field(0, "DataLoader worker processes")
     pin_memory: bool = _field(False, "page-locked host batches (CUDA only)")
     persistent_workers: bool = _field(False, "keep DataLoader workers alive across epochs")
+    prefetch_factor: int | None = _field(
+        None, "batches each DataLoader worker loads ahead ('none': torch's 2; needs num_workers)"
+    )
+    host_prefetch: bool = _field(
+        False,
+        "a background thread keeps the next batches ready while the step runs (the CPU form "
+        "of prefetching; what overlaps loading with training when num_workers=0)",
+    )
+    decoder: Literal["pil", "decode_jpeg"] = _field(
+        "pil",
+        "image files' decoder: pil | decode_jpeg (torchvision.io, libjpeg-turbo on tensors; "
+        "files that are not JPEG are read by PIL either way)",
+    )
     drop_last: bool = _field(True, "drop the last incomplete training batch")
     skip_unreadable_images: bool = _field(
         False,
@@ -152,6 +166,11 @@ class TrainConfig:
         if self.persistent_workers and self.num_workers == 0:
             raise TunerError(
                 "persistent_workers needs num_workers > 0; set num_workers or drop it."
+            )
+        if self.prefetch_factor is not None and (self.prefetch_factor < 1 or not self.num_workers):
+            raise TunerError(
+                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0 and a value >= 1; "
+                "set num_workers or drop prefetch_factor."
             )
         if not self.lr > 0:
             raise TunerError(f"lr={self.lr} must be positive.")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from tuner.config import TrainConfig
-from tuner.engine.result import RunResult
+from tuner.engine.result import DATA_BOUND_WAIT, RunResult
 from tuner.objectives import judge, memory_violation
 from tuner.techniques import KNOBS
 from tuner.units import as_number
@@ -99,6 +99,8 @@ _ENGINE_MEANINGS = {
     "error": "error text of a failed trial (missing when none)",
     "images_per_second": "steady-state training throughput (warm-up and compile excluded)",
     "data_wait_fraction": "share of measured step time spent waiting for the next batch",
+    "loader_images_per_second": "the train loader alone, no training, after the trial trained",
+    "bound": f"data (steps waited for data >= {DATA_BOUND_WAIT:.0%} of their time) or compute",
     "val_accuracy": "top-1 accuracy on the validation split at the trial's last evaluation",
     "val_loss": "validation loss at the last evaluation",
     "peak_memory_bytes": "peak memory the run held (see memory_kind)",

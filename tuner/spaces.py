@@ -143,6 +143,8 @@ def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     accuracy-neutral knobs with short probes instead; a space that suggests one pins it."""
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
+        if entry.after and params.get(entry.after, knob(entry.after).off) == knob(entry.after).off:
+            continue  # acts only on top of a knob left off (prefetch_factor without workers)
         value = trial.suggest_categorical(entry.field, entry.choices(cuda=cuda))
         params.update(
             {k: v for k, v in entry.settings(value).items() if k not in params or v != knob(k).off}

@@ -1,12 +1,13 @@
 """The registry of knobs: every speed technique and training knob, declared once.
 
 A knob is **accuracy-neutral** when it changes speed and memory but not the maths of training
-(set_to_none, pinned memory, non_blocking copies, the prefetcher, channels_last, torch.compile,
-fused AdamW, loader workers); one that is not (AMP, the norm layers, batch size, lr) only a
-training run can judge. A field missing from the registry counts as not neutral. Its "off"
-value is the ``TrainConfig`` default and its help the field's metadata. Everything else derives
-from this table: the ladder of ``tuner bench`` and ``tuner ablate``, the report's technique
-table, the spaces' switch helper and the speed/training split of a search.
+(set_to_none, pinned memory, non_blocking copies, the prefetchers, channels_last, torch.compile,
+fused AdamW, loader workers and prefetch factor, the JPEG decoder); one that is not (AMP, the
+norm layers, batch size, lr) only a training run can judge. A field missing from the registry
+counts as not neutral. Its "off" value is the ``TrainConfig`` default and its help the field's
+metadata. Everything else derives from this table: the ladder of ``tuner bench`` and ``tuner
+ablate``, the report's technique table, the spaces' switch helper and the speed/training split
+of a search.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "knob",
     "ladder",
     "ladder_knobs",
+    "loader_knobs",
     "settings_text",
     "speed_knobs",
 ]
@@ -48,6 +50,12 @@ class Knob:
     slow_build: bool = False
     # only matters with more than one worker (DDP): one worker runs it off and says so
     needs_workers: bool = False
+    # only acts on top of another knob switched on (prefetch_factor: DataLoader workers):
+    # probed after that knob was kept, on top of it
+    after: str | None = None
+    files_only: bool = False  # acts on image files only (the decoder)
+    per_core: bool = False  # its values count cores: a run tries only those it has cores for
+    loader: bool = False  # a knob of the input pipeline (the report's "Input pipeline")
 
     @property
     def off(self) -> Any:
@@ -68,7 +76,16 @@ class Knob:
         if value != self.off:
             return {self.field: value, **self.implies}
         companions = {k: _BY_FIELD[k].off for k in self.implies if _BY_FIELD[k].companion}
-        return {self.field: value, **companions}
+        riders = {k.field: k.off for k in KNOBS if k.after == self.field}
+        return {self.field: value, **companions, **riders}
+
+    def runnable_values(self, *, cuda: bool, cores: int) -> tuple[Any, ...]:
+        """The "on" values a run on this device with ``cores`` cores tries: a per-core knob's
+        levels up to its cores (its first level at least)."""
+        values = self.values(cuda=cuda)
+        if not self.per_core:
+            return values
+        return tuple(v for v in values if v <= cores) or values[:1]
 
 
 def _switch(field: str, label: str, **flags: bool) -> Knob:
@@ -87,7 +104,9 @@ KNOBS: tuple[Knob, ...] = (
         in_ladder=True,
     ),
     _switch("set_to_none", "zero_grad(set_to_none)", in_ladder=True),
-    Knob(field="pin_memory", label="pinned memory", accuracy_neutral=True, cuda=(True,)),
+    Knob(
+        field="pin_memory", label="pinned memory", accuracy_neutral=True, cuda=(True,), loader=True
+    ),
     Knob(
         field="non_blocking",
         label="non_blocking copies (pinned)",
@@ -95,6 +114,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=(True,),
         implies={"pin_memory": True},
         in_ladder=True,
+        loader=True,
     ),
     Knob(
         field="prefetch",
@@ -103,6 +123,7 @@ KNOBS: tuple[Knob, ...] = (
         cuda=("cuda_stream",),
         implies={"pin_memory": True},
         in_ladder=True,
+        loader=True,
     ),
     _switch("channels_last", "channels_last", in_ladder=True),
     _switch("fused_adamw", "fused AdamW", in_ladder=True),
@@ -115,15 +136,39 @@ KNOBS: tuple[Knob, ...] = (
         in_ladder=True,
         slow_build=True,
     ),
+    # The input pipeline. Workers keep their processes across epochs (persistent): a short probe
+    # cannot see an epoch boundary, so persistence is set with them, not probed on its own.
     Knob(
         field="num_workers",
         label="DataLoader workers",
         accuracy_neutral=True,
-        cpu=(1,),
+        cpu=(1, 2, 4),
         cuda=(2, 4, 8),
         implies={"persistent_workers": True},
+        per_core=True,
+        loader=True,
     ),
     _switch("persistent_workers", "persistent workers", companion=True),
+    Knob(
+        field="prefetch_factor",
+        label="DataLoader prefetch factor",
+        accuracy_neutral=True,
+        cpu=(4,),
+        cuda=(4,),
+        after="num_workers",
+        loader=True,
+    ),
+    _switch("host_prefetch", "host prefetch thread", loader=True),
+    # The decoders round differently (a level here and there): neutral within that rounding.
+    Knob(
+        field="decoder",
+        label="JPEG decoder",
+        accuracy_neutral=True,
+        cpu=("decode_jpeg",),
+        cuda=("decode_jpeg",),
+        files_only=True,
+        loader=True,
+    ),
     # Data-parallel knobs: DistributedDataParallel's settings (more than one worker only).
     Knob(
         field="ddp_bucket_cap_mb",
@@ -172,9 +217,10 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "plain"
 
 
-def speed_knobs(*, cuda: bool, workers: int = 1) -> tuple[Knob, ...]:
-    """The accuracy-neutral knobs worth trying on this kind of device and number of workers:
-    runnable there, not a companion, (on a CPU) not slow to build, and (one worker) not DDP's."""
+def speed_knobs(*, cuda: bool, workers: int = 1, files: bool = True) -> tuple[Knob, ...]:
+    """The accuracy-neutral knobs worth trying on this kind of device, number of workers and
+    data: runnable there, not a companion, (on a CPU) not slow to build, (one worker) not DDP's,
+    and (data that is not image files) not the decoder."""
     return tuple(
         k
         for k in KNOBS
@@ -183,7 +229,14 @@ def speed_knobs(*, cuda: bool, workers: int = 1) -> tuple[Knob, ...]:
         and not k.companion
         and (cuda or not k.slow_build)
         and (workers > 1 or not k.needs_workers)
+        and (files or not k.files_only)
     )
+
+
+def loader_knobs() -> tuple[Knob, ...]:
+    """The input pipeline's knobs: workers, their prefetch factor, the prefetchers, the decoder,
+    pinned memory and non_blocking copies."""
+    return tuple(k for k in KNOBS if k.loader)
 
 
 def ladder_knobs() -> tuple[Knob, ...]:

@@ -12,16 +12,9 @@ from pathlib import Path
 import pytest
 
 import tuner
-from tuner.search.machine_cache import (
-    CACHE_DIR_ENV,
-    Entry,
-    Machine,
-    MachineCache,
-    cache_dir,
-    entry_key,
-    this_machine,
-)
+from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key, this_machine
 from tuner.search.probe_cache import Lookup, ProbeCache, machine_cache_line
+from tuner.usercache import CACHE_DIR_ENV, cache_dir
 
 KEY = json.dumps({"model": "resnet18", "batch_size": 32, "device_name": "cpu"}, sort_keys=True)
 CHOICE = {"settings": {"channels_last": True}, "first_step_unix_s": 1_700_000_000.0}

@@ -84,7 +84,9 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"val loss {fmt(result.val_loss, '.4f')}",
         f"images/s          {fmt(result.images_per_second, ',.1f')}{spread} over "
         f"{result.measured_steps} steady-state steps",
-        f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time",
+        f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time: "
+        f"{result.bound or 'n/a'}-bound; the loader alone "
+        f"{fmt(result.loader_images_per_second, ',.1f')} images/s",
         f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
         f"batch             {cfg.get('batch_size')} per worker x {result.world_size} worker(s) = "
         f"{result.global_batch_size} global, peak lr "

@@ -10,12 +10,13 @@ mapped in docs/architecture.md ("Measurements").
 
 from __future__ import annotations
 
-from tuner.compare._arms import PLAIN, REFERENCE, Arm, plan_ladder, plan_toggles
+from tuner.compare._arms import PLAIN, PLAIN_LOADER, REFERENCE, Arm, plan_ladder, plan_toggles
 from tuner.compare._interleave import check_repeats, interleave, paired, run_interleaved
 from tuner.compare._summary import summarize
 
 __all__ = [
     "PLAIN",
+    "PLAIN_LOADER",
     "REFERENCE",
     "Arm",
     "check_repeats",

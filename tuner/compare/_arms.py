@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.config import TrainConfig
-from tuner.techniques import KNOBS, ladder
+from tuner.techniques import KNOBS, knob, ladder, loader_knobs
 
 REFERENCE = "recommended"
 PLAIN = "plain loop"
+PLAIN_LOADER = "plain input pipeline"  # every loader knob off together, the rest as recommended
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ def plan_toggles(
         if entry.field in skip:
             left_out.append(f"{entry.field}: {skip[entry.field]}")
             continue
+        inert = _inert(entry, current)
+        if inert:
+            left_out.append(f"{entry.field}: {inert}")
+            continue
         targets = _toggle_targets(entry, current[entry.field], cuda=cuda)
         if not targets and entry.field != "norm":  # norm: the model's own layers, no choice
             left_out.append(f"{entry.field}: needs CUDA")
@@ -80,14 +85,31 @@ def plan_toggles(
     plain = _plain_loop(config)
     if plain:
         arms.append(Arm(PLAIN, "effects", config.replace(**plain), plain, REFERENCE))
+    loader = _plain_loop(config, loader_knobs())
+    if len([k for k in loader_knobs() if k.field in loader]) >= 2:  # one: its own toggle says it
+        arms.append(Arm(PLAIN_LOADER, "effects", config.replace(**loader), loader, REFERENCE))
     return arms, left_out
 
 
-def _plain_loop(config: TrainConfig) -> dict[str, Any]:
-    """The changes that turn every speed technique of ``config`` off (fp32, no workers)."""
+def _inert(entry: Any, current: Mapping[str, Any]) -> str:
+    """Why toggling ``entry`` cannot change this config ("" when it can): a knob that acts on
+    top of another one left off, or the decoder on data that is not image files."""
+    if entry.after and current[entry.after] == knob(entry.after).off:
+        return f"acts only with {entry.after}, which is off"
+    if entry.files_only:
+        from tuner.engine.data import data_source
+
+        if not data_source(str(current["data"]))[0].files:
+            return "the data is not image files"
+    return ""
+
+
+def _plain_loop(config: TrainConfig, knobs: Sequence[Any] = KNOBS) -> dict[str, Any]:
+    """The changes that turn every speed technique of ``config`` (of ``knobs``) off (fp32, no
+    workers)."""
     current = config.to_dict()
     changes: dict[str, Any] = {}
-    for entry in KNOBS:
+    for entry in knobs:
         if (entry.accuracy_neutral or entry.in_ladder) and current[entry.field] != entry.off:
             changes.update(entry.settings(entry.off))
     return {k: v for k, v in changes.items() if current[k] != v}

@@ -22,11 +22,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
+import torch
 
 from tuner.compare import Arm, paired, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.objectives import judge
-from tuner.techniques import Knob, speed_knobs
+from tuner.techniques import Knob, knob, speed_knobs
 from tuner.units import finite_or_none, ratio_text
 
 __all__ = [
@@ -57,7 +58,8 @@ KEY_FIELDS = (
 # The decision rule's version: bumped when choose_speed decides differently, so a remembered
 # choice (tuner.search.machine_cache outlives the code that made it) is not reused across it.
 # 2: over budget, the other knobs are probed on top of the one that makes it fit.
-RULE = 2
+# 3: the input pipeline's knobs (workers per core, prefetch_factor on top, host thread, decoder).
+RULE = 3
 
 
 @dataclass(frozen=True)
@@ -127,21 +129,24 @@ def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) ->
     return json.dumps(key, sort_keys=True, default=str)
 
 
-def _knobs(*, cuda: bool) -> tuple[Knob, ...]:
+def _knobs(*, cuda: bool, files: bool = True) -> tuple[Knob, ...]:
     """The speed knobs of this run: DDP's too inside a data-parallel worker group, whose probes
     are short data-parallel runs of the same workers (tuner.search.data_parallel)."""
     from tuner.engine.distributed import World
 
-    return speed_knobs(cuda=cuda, workers=World.current().size)
+    return speed_knobs(cuda=cuda, workers=World.current().size, files=files)
 
 
-def variants(*, cuda: bool, pinned: Collection[str]) -> list[tuple[Knob, Any]]:
-    """(knob, value) pairs to probe: every unpinned speed knob's "on" values on this device
-    (one value for a slow-to-build knob)."""
-    found = []
-    for entry in _knobs(cuda=cuda):
-        values = entry.values(cuda=cuda)
-        if entry.field not in pinned:
+def variants(
+    *, cuda: bool, pinned: Collection[str], files: bool = True, after: str | None = None
+) -> list[tuple[Knob, Any]]:
+    """(knob, value) pairs to probe: every unpinned speed knob's "on" values that this device
+    and the run's cores can run (one value for a slow-to-build knob); ``after``: only the
+    knobs that act on top of that one (else only those that act alone)."""
+    found, cores = [], torch.get_num_threads()
+    for entry in _knobs(cuda=cuda, files=files):
+        values = entry.runnable_values(cuda=cuda, cores=cores)
+        if entry.field not in pinned and entry.after == after:
             found += [(entry, v) for v in (values[:1] if entry.slow_build else values)]
     return found
 
@@ -168,8 +173,9 @@ def choose_speed(
     # (torch.compile keeps its own three, see tuner.engine.build).
     config = config.replace(warmup_steps=min(config.warmup_steps, 2))
     plain = config.replace(**_all_off(config, pinned, cuda=cuda))
-    arms = _arms(plain, cuda=cuda, pinned=pinned)
     meter = _Meter(steps)
+    probing = _Probing(plain, cuda, pinned, _files(config), repeats, meter, max_memory_bytes)
+    arms = probing.arms(plain, pinned)
     first = meter(plain)
     if judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
         choice = _probe_rounds(arms, repeats, meter, max_memory_bytes)
@@ -179,23 +185,72 @@ def choose_speed(
         # The knob that makes it fit becomes the base, and the others are probed on top of
         # it as they would be on plain: stopping at the one knob left the fastest feasible
         # setting of such a config unreachable (bench/search_replay.py, the resnet grid).
-        label = " on " + " + ".join(choice.settings)
-        pinned_too = {*pinned, *choice.settings}
-        on_top = _arms(plain.replace(**choice.settings), cuda=cuda, pinned=pinned_too, suffix=label)
-        top = _probe_rounds(on_top, repeats, meter, max_memory_bytes)
-        choice = dataclasses.replace(
-            choice,
-            settings={**choice.settings, **top.settings},
-            variants=[*choice.variants, *top.variants],
-            repeats=repeats,
-            combined_ratio=top.combined_ratio,
-        )
+        choice = probing.on_top(choice, None)
+    for parent in _parents_on(choice.settings, plain, pinned, cuda=cuda):
+        # Knobs that act on top of one that is on (prefetch_factor on workers) are probed on it.
+        choice = probing.on_top(choice, parent)
     return dataclasses.replace(
         choice,
         probe_seconds=time.perf_counter() - started,
         probe_step_seconds=meter.step_seconds,
         first_step_unix_s=meter.first_step_unix_s,
     )
+
+
+def _parents_on(
+    settings: dict[str, Any], plain: TrainConfig, pinned: Collection[str], *, cuda: bool
+) -> list[str]:
+    """The knobs that others ride on (``Knob.after``) and that are on: kept by the probes, or
+    pinned on by the space."""
+    parents = {k.after for k in _knobs(cuda=cuda) if k.after}
+    pinned_on = {p for p in parents if p in pinned and getattr(plain, p) != knob(p).off}
+    return sorted(p for p in parents if p in settings or p in pinned_on)
+
+
+def _files(config: TrainConfig) -> bool:
+    """Whether the config's data is image files (the decoder acts on nothing else)."""
+    from tuner.engine.data import data_source
+
+    return data_source(config.data)[0].files
+
+
+@dataclass(frozen=True)
+class _Probing:
+    """What every round of one choice shares: the plain setting, the device, the pinned knobs,
+    the data's kind, the repeats, the meter and the memory budget."""
+
+    plain: TrainConfig
+    cuda: bool
+    pinned: Collection[str]
+    files: bool
+    repeats: int
+    meter: _Meter
+    budget: float | None
+
+    def arms(
+        self, base: TrainConfig, pinned: Collection[str], after: str | None = None, label: str = ""
+    ) -> list[Arm]:
+        return _arms(
+            base, cuda=self.cuda, pinned=pinned, suffix=label, files=self.files, after=after
+        )
+
+    def on_top(self, choice: SpeedChoice, after: str | None) -> SpeedChoice:
+        """``choice``'s settings become the base, and the knobs that act alone (``after`` None)
+        or on top of ``after`` are probed on it; what they keep is added to the choice."""
+        pinned_too = {*self.pinned, *choice.settings}
+        base = self.plain.replace(**choice.settings)
+        label = " on " + " + ".join(choice.settings) if choice.settings else ""
+        arms = self.arms(base, pinned_too, after, label)
+        if len(arms) < 2:
+            return choice
+        top = _probe_rounds(arms, self.repeats, self.meter, self.budget)
+        return dataclasses.replace(
+            choice,
+            settings={**choice.settings, **top.settings},
+            variants=[*choice.variants, *top.variants],
+            repeats=self.repeats,
+            combined_ratio=top.combined_ratio if after is None else choice.combined_ratio,
+        )
 
 
 def _probe_rounds(
@@ -309,11 +364,17 @@ def decide(
 
 
 def _arms(
-    plain: TrainConfig, *, cuda: bool, pinned: Collection[str], suffix: str = ""
+    plain: TrainConfig,
+    *,
+    cuda: bool,
+    pinned: Collection[str],
+    suffix: str = "",
+    files: bool = True,
+    after: str | None = None,
 ) -> list[Arm]:
     """The plain setting, then each knob alone on it (named with ``suffix``)."""
     arms = [Arm("plain", "speed", plain)]
-    for entry, value in variants(cuda=cuda, pinned=pinned):
+    for entry, value in variants(cuda=cuda, pinned=pinned, files=files, after=after):
         changes = entry.settings(value)
         name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
         arms.append(Arm(name + suffix, "speed", plain.replace(**changes), changes, "plain"))

@@ -23,7 +23,7 @@ from tuner.engine.data import DataBundle, build_data
 from tuner.engine.distributed import World
 from tuner.engine.meters import MemoryMeter, ThroughputMeter
 from tuner.engine.model import build_model
-from tuner.engine.prefetch import CudaPrefetcher
+from tuner.engine.prefetch import CudaPrefetcher, HostPrefetcher
 from tuner.engine.usercheck import ITEMS_IN_A_RUN, check_user_code, uses_user_code
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
@@ -296,6 +296,10 @@ def _train_batches(
     effective["set_to_none"] = config.set_to_none
     effective["num_workers"] = 0 if data.on_device else config.num_workers
     effective["persistent_workers"] = config.persistent_workers and not data.on_device
+    effective["prefetch_factor"] = None if data.on_device else config.prefetch_factor
+    effective["decoder"] = config.decoder if data.files else "pil"
+    if config.decoder != "pil" and not data.files:
+        notes.append(f"decoder={config.decoder} has nothing to decode: no image files here.")
     if config.pin_memory and not cuda:
         notes.append("pin_memory has no effect without CUDA; loader not pinned.")
     if config.non_blocking and not cuda:
@@ -308,10 +312,12 @@ def _train_batches(
         notes.append("prefetch=cuda_stream has nothing to copy: synthetic data lives on the GPU.")
         prefetch = "off"
     effective["prefetch"] = prefetch
+    effective["host_prefetch"] = config.host_prefetch and not data.on_device
+    if config.host_prefetch and data.on_device:
+        notes.append("host_prefetch has nothing to load: synthetic data lives on the device.")
+    loader = HostPrefetcher(data.train_loader) if effective["host_prefetch"] else data.train_loader
     if prefetch == "off":
-        return data.train_loader
+        return loader
     if not config.pin_memory:
         notes.append("prefetch without pin_memory: host-to-device copies are not fully async.")
-    return CudaPrefetcher(
-        data.train_loader, device, data.mean, data.std, channels_last=config.channels_last
-    )
+    return CudaPrefetcher(loader, device, data.mean, data.std, channels_last=config.channels_last)

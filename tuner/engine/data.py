@@ -1,5 +1,5 @@
 """Datasets and loaders: the :data:`DATASETS` registry (digits, synthetic, synthetic_host,
-imagefolder:PATH, cifar10:PATH) and the user's own (``module:function``, a
+imagefolder:PATH, jpeg_digits, cifar10:PATH) and the user's own (``module:function``, a
 ``build_data(config) -> (train, val, num_classes[, {"mean": ..., "std": ...}])``).
 
 Every source gives :class:`Splits`, and :func:`build_data` puts the same loaders over any of
@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorData
 
 from tuner.config import TrainConfig
 from tuner.engine.distributed import World
+from tuner.engine.images import SkipUnreadable, imagefolder, jpeg_digits
 from tuner.errors import TunerError
 from tuner.usercode import UserCodeError, call_user, is_ref, resolve
 
@@ -34,7 +35,6 @@ __all__ = [
     "DataBundle",
     "DataSource",
     "Splits",
-    "UnreadableImage",
     "build_data",
     "data_source",
     "normalize",
@@ -48,22 +48,6 @@ DIGITS_MEAN = (0.2, 0.2, 0.2)  # mostly dark 8x8 strokes; 0.5 would also train, 
 DIGITS_STD = (0.35, 0.35, 0.35)
 USER_MEAN, USER_STD = (0.0,), (1.0,)  # a user's data unless it says: bytes scaled to [0, 1]
 VAL_FRACTION = 0.2
-IGNORED_SHOWN = 5  # ignored non-image files named in the note; the rest are counted
-
-
-class UnreadableImage(RuntimeError):
-    """An image file that cannot be decoded (truncated, corrupt, not really an image).
-
-    Raised in a DataLoader worker it reaches the loop re-raised with the worker's traceback in
-    its message; :attr:`line` is the one line ``cannot read image PATH: ...`` either way.
-    """
-
-    PREFIX = "cannot read image"
-
-    @property
-    def line(self) -> str:
-        text = str(self)
-        return text[text.rfind(self.PREFIX) :].splitlines()[0]
 
 
 @dataclass
@@ -77,10 +61,11 @@ class DataBundle:
     std: tuple[float, ...]
     train_size: int
     on_device: bool = False  # batches are already on the run's device (synthetic)
+    files: bool = False  # decoded from image files (config.decoder acts)
     # The train shuffle (this worker's shard): a function of (seed, epoch), set each epoch.
     sampler: DistributedSampler | None = None
     notes: list[str] = field(default_factory=list)  # e.g. files of an image folder ignored
-    skipping: tuple[_SkipUnreadable, ...] = ()  # datasets that skip unreadable images
+    skipping: tuple[SkipUnreadable, ...] = ()  # datasets that skip unreadable images
 
     @property
     def skipped_images(self) -> int:
@@ -166,15 +151,16 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
             f"batch_size={config.batch_size} is larger than the {len(train)} training images "
             f"of {config.data!r}, so drop_last leaves zero steps; use batch_size <= {len(train)}."
         )
-    skipping: tuple[_SkipUnreadable, ...] = ()
+    skipping: tuple[SkipUnreadable, ...] = ()
     if source.files and config.skip_unreadable_images:
-        train, val = _SkipUnreadable(train), _SkipUnreadable(val)
+        train, val = SkipUnreadable(train), SkipUnreadable(val)
         skipping = (train, val)
     sampler = DistributedSampler(train, world.size, world.rank, shuffle=True, seed=config.seed)
     common: dict[str, Any] = dict(
         num_workers=config.num_workers,
         pin_memory=config.pin_memory and device.type == "cuda",
         persistent_workers=config.persistent_workers,
+        prefetch_factor=config.prefetch_factor,
     )
     train_loader = DataLoader(
         train, config.batch_size, sampler=sampler, drop_last=config.drop_last, **common
@@ -191,6 +177,7 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
         sampler=sampler,
         notes=list(notes),
         skipping=skipping,
+        files=source.files,
     )
 
 
@@ -375,117 +362,6 @@ def _cifar_batches(files: list[Path], img_size: int) -> Dataset:
     return _resized(torch.cat(images).view(-1, 3, 32, 32), torch.cat(labels), img_size)
 
 
-# ---- imagefolder:PATH: PATH/train/<class>/*.jpg and PATH/val/<class>/*.jpg -------------------
-
-
-def _imagefolder(config: TrainConfig, folder: str) -> Splits:
-    """The train/ and val/ splits, and a note naming the files that are not images."""
-    from torchvision import datasets
-    from torchvision.transforms import (
-        CenterCrop,
-        Compose,
-        PILToTensor,
-        RandomHorizontalFlip,
-        RandomResizedCrop,
-        Resize,
-    )
-
-    path, img_size = Path(folder), config.img_size
-    for split in ("train", "val"):
-        if not (path / split).is_dir():
-            raise TunerError(
-                f"imagefolder {path} has no {split}/ folder; expected {path}/train/<class>/* "
-                f"and {path}/val/<class>/*."
-            )
-    train_tf = Compose([RandomResizedCrop(img_size), RandomHorizontalFlip(), PILToTensor()])
-    val_tf = Compose([Resize(round(img_size / 0.875)), CenterCrop(img_size), PILToTensor()])
-    ignored: list[Path] = []
-    is_image = _image_files(ignored)
-    try:
-        train = datasets.ImageFolder(
-            str(path / "train"), transform=train_tf, loader=read_image, is_valid_file=is_image
-        )
-        val = datasets.ImageFolder(
-            str(path / "val"), transform=val_tf, loader=read_image, is_valid_file=is_image
-        )
-    except (FileNotFoundError, RuntimeError) as exc:
-        raise TunerError(f"imagefolder {path} is malformed: {exc}".rstrip(".") + ".") from None
-    if train.classes != val.classes:
-        raise TunerError(
-            f"imagefolder {path}: train/ and val/ have different class folders "
-            f"({len(train.classes)} vs {len(val.classes)}); use the same class names in both."
-        )
-    ignored += [f for split in ("train", "val") for f in (path / split).iterdir() if f.is_file()]
-    return train, val, len(train.classes), _ignored_note(path, ignored)
-
-
-def read_image(path: str) -> Any:
-    """The RGB image at ``path``, decoded now: PIL decodes lazily, so a truncated file would
-    otherwise fail later, inside a transform, without its name.
-
-    Raises:
-        UnreadableImage: ``cannot read image PATH: <why>``.
-    """
-    from PIL import Image
-
-    try:
-        with open(path, "rb") as file:
-            return Image.open(file).convert("RGB")
-    except MemoryError:
-        raise
-    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ... per format
-        raise UnreadableImage(f"{UnreadableImage.PREFIX} {path}: {exc}") from None
-
-
-def _image_files(ignored: list[Path]) -> Callable[[str], bool]:
-    """ImageFolder's own file filter (its image extensions), noting each file it leaves out."""
-    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
-
-    def is_image(file: str) -> bool:
-        if has_file_allowed_extension(file, IMG_EXTENSIONS):
-            return True
-        ignored.append(Path(file))
-        return False
-
-    return is_image
-
-
-def _ignored_note(root: Path, ignored: list[Path]) -> list[str]:
-    if not ignored:
-        return []
-    names = [str(file.relative_to(root)) for file in sorted(ignored)[:IGNORED_SHOWN]]
-    more = f" and {len(ignored) - IGNORED_SHOWN} more" if len(ignored) > IGNORED_SHOWN else ""
-    return [
-        f"imagefolder {root}: ignored {len(ignored)} file(s) that are not images (by their "
-        f"extension): {', '.join(names)}{more}."
-    ]
-
-
-class _SkipUnreadable(Dataset):
-    """Serves the next readable image in place of one that cannot be read, and counts each
-    unreadable file once; the marks live in shared memory, so loader workers count too."""
-
-    def __init__(self, dataset: Dataset) -> None:
-        self.dataset = dataset
-        self.unreadable = torch.zeros(len(dataset), dtype=torch.bool).share_memory_()
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> Any:
-        for offset in range(len(self)):
-            candidate = (index + offset) % len(self)
-            try:
-                return self.dataset[candidate]
-            except UnreadableImage as exc:
-                self.unreadable[candidate], last = True, exc
-        raise UnreadableImage(f"none of the {len(self)} images is readable; last: {last.line}")
-
-    @property
-    def skipped(self) -> int:
-        return int(self.unreadable.sum())
-
-
 # ---- synthetic: random images generated on the device ----------------------------------------
 
 
@@ -543,7 +419,8 @@ DATASETS: dict[str, DataSource] = {
         DataSource("digits", DIGITS_MEAN, DIGITS_STD, _digits),
         DataSource("synthetic", IMAGENET_MEAN, IMAGENET_STD, None),
         DataSource("synthetic_host", IMAGENET_MEAN, IMAGENET_STD, _synthetic_host),
-        DataSource("imagefolder", IMAGENET_MEAN, IMAGENET_STD, _imagefolder, True, True),
+        DataSource("imagefolder", IMAGENET_MEAN, IMAGENET_STD, imagefolder, True, True),
+        DataSource("jpeg_digits", IMAGENET_MEAN, IMAGENET_STD, jpeg_digits, files=True),
         DataSource("cifar10", CIFAR10_MEAN, CIFAR10_STD, _cifar10, True),
     )
 }

@@ -23,10 +23,16 @@ import torch.nn.functional as F
 
 from tuner.config import TrainConfig
 from tuner.engine.build import RunParts, build_parts, resolve_device, warmup_steps_of
-from tuner.engine.data import UnreadableImage, normalize
+from tuner.engine.data import normalize
 from tuner.engine.distributed import World
-from tuner.engine.meters import WINDOW_STEPS, MemoryMeter, environment
-from tuner.engine.result import RunResult
+from tuner.engine.images import UnreadableImage
+from tuner.engine.meters import (
+    WINDOW_STEPS,
+    MemoryMeter,
+    environment,
+    loader_images_per_second,
+)
+from tuner.engine.result import RunResult, bound_of
 from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError, error_line
 
@@ -193,6 +199,12 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
         progress.close()
     if hooks.evaluate and not stop and (state.val_accuracy is None or not _eval_due(parts, state)):
         _evaluate(parts, state, hooks.on_eval)
+    if hooks.evaluate and not stop and not parts.data.on_device:
+        # What the loader alone delivers, beside what training took from it (the report's
+        # input pipeline): after the run, so no step waits on it.
+        state.loader_images_per_second = loader_images_per_second(
+            parts.data.train_loader, parts.world
+        )
 
 
 def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
@@ -360,9 +372,12 @@ def _result(
         return RunResult(**fields)
     cfg, curve = parts.config, list(state.loss_curve)
     (train_time_s,) = world.max([state.train_time_s])
+    throughput = parts.throughput.summary(world)
     return RunResult(
         **fields,
-        **parts.throughput.summary(world),
+        **throughput,
+        loader_images_per_second=state.loader_images_per_second,
+        bound=None if parts.data.on_device else bound_of(throughput.get("data_wait_fraction")),
         val_accuracy=state.val_accuracy,
         val_loss=state.val_loss,
         val_images=state.val_images,

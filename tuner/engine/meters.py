@@ -242,3 +242,25 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cuda_version": torch.version.cuda if device.type == "cuda" else None,
         "timm_version": timm.__version__,
     }
+
+
+LOADER_BATCHES = 8  # batches timed when the loader is measured alone (after one untimed)
+
+
+def loader_images_per_second(loader: Any, world: World) -> float | None:
+    """The train loader alone, no training: images/s over :data:`LOADER_BATCHES` batches after
+    one untimed (its workers' start-up), summed over the data-parallel workers (each reads its
+    own shard). ``None`` when the loader has too few batches to time."""
+    batches, images = iter(loader), 0
+    try:
+        next(batches)
+        started = time.perf_counter()
+        for _ in range(LOADER_BATCHES):
+            images += int(next(batches)[1].shape[0])
+        seconds = time.perf_counter() - started
+    except StopIteration:
+        seconds = 0.0
+    finally:
+        del batches  # ends its workers now, not at the next collection
+    (total,) = world.sum([images / seconds if seconds > 0 and images else 0.0])
+    return total or None

@@ -9,9 +9,23 @@ from typing import Any, Literal
 
 from tuner.units import json_ready
 
-__all__ = ["MemoryKind", "RunResult", "RunStatus"]
+__all__ = ["DATA_BOUND_WAIT", "Bound", "MemoryKind", "RunResult", "RunStatus", "bound_of"]
 
 RunStatus = Literal["ok", "oom", "diverged", "error"]
+Bound = Literal["data", "compute"]
+# The share of step time spent waiting for data from which a run is data-bound: removing that
+# wait would make it at least 1.33x faster, a gain worth a change to the input pipeline.
+DATA_BOUND_WAIT = 0.25
+
+
+def bound_of(data_wait_fraction: float | None) -> Bound | None:
+    """``data`` when the steps waited for data at least :data:`DATA_BOUND_WAIT` of their time,
+    else ``compute``; ``None`` when no wait was measured."""
+    if data_wait_fraction is None:
+        return None
+    return "data" if data_wait_fraction >= DATA_BOUND_WAIT else "compute"
+
+
 # Which number peak_memory_bytes is: CUDA's reserved (what the process holds on the device,
 # the number a memory budget must use) or, on CPU, the counted training state (parameters,
 # optimizer state, saved activations, gradients; see tuner.engine.meters.MemoryMeter).
@@ -35,6 +49,9 @@ class RunResult:
     images_per_second_high: float | None = None
     images_per_second_windows: list[float] = field(default_factory=list)  # per window
     data_wait_fraction: float | None = None  # of measured step time spent waiting for a batch
+    # The train loader alone, no training, in the run's own process after it trained (global).
+    loader_images_per_second: float | None = None
+    bound: Bound | None = None  # data or compute: tuner.engine.meters.bound_of
     step_time_s: float | None = None  # mean steady-state step time
     measured_steps: int = 0
 

@@ -57,6 +57,7 @@ class RunState:
     val_loss: float | None = None
     val_images: int = 0
     time_to_target_s: float | None = None
+    loader_images_per_second: float | None = None  # the loader alone, measured after training
     _lap_start: float = field(default_factory=time.perf_counter)
     run_started: float = field(default_factory=time.perf_counter)  # wall_time_s counts from it
 

@@ -30,6 +30,8 @@ LEADING_COLUMNS: tuple[str, ...] = (
     record.INFEASIBLE_REASON,
     "images_per_second",
     "data_wait_fraction",
+    "loader_images_per_second",
+    "bound",
     "val_accuracy",
     "val_loss",
     "peak_memory_bytes",

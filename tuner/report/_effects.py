@@ -97,11 +97,12 @@ def _effects_row(row: pd.Series) -> dict[str, Any]:
     }
 
 
-def plain_loop_gain(summary: pd.DataFrame) -> dict[str, Any] | None:
-    """What the recommendation buys over the plain loop: recommended / plain, with interval."""
-    if summary.empty or PLAIN not in set(summary["arm"]):
+def plain_loop_gain(summary: pd.DataFrame, arm: str = PLAIN) -> dict[str, Any] | None:
+    """What the recommendation buys over the plain loop (or another all-off ``arm``, such as
+    the plain input pipeline): recommended / plain, with interval."""
+    if summary.empty or arm not in set(summary["arm"]):
         return None
-    row = summary[summary["arm"] == PLAIN].iloc[0]
+    row = summary[summary["arm"] == arm].iloc[0]
     key = "throughput_ratio_vs_reference"  # plain / recommended
     ratio, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(ratio) or ratio <= 0:

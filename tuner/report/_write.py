@@ -38,6 +38,7 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._importance import param_importances
+from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS_STEP, Progress, progress_of
@@ -84,6 +85,7 @@ def write_report(
         answer_section(experiment, answer, effects, progress, out_dir),
         _front(experiment, answer, out_dir),
         _techniques(experiment, answer, effects, progress, out_dir),
+        *filter(None, [input_section(answer.recommended, effects)]),
         speed_section(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         _trials(experiment, answer),

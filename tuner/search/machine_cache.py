@@ -26,33 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from tuner.record import MAX_MEMORY_BYTES
+from tuner.usercache import cache_dir
 
 __all__ = [
-    "CACHE_DIR_ENV",
     "Entry",
     "Machine",
     "MachineCache",
-    "cache_dir",
     "entry_key",
     "replace_json",
     "this_machine",
 ]
 
-CACHE_DIR_ENV = "TUNER_CACHE_DIR"  # overrides the user cache folder (tests use a tmp folder)
 _SUBDIR = "speed_probes"
 _FORMAT = 1
-
-
-def cache_dir() -> Path:
-    """Where tuner keeps what outlives an experiment: ``$TUNER_CACHE_DIR``, else the user
-    cache folder (``$XDG_CACHE_HOME/tuner``, by default ``~/.cache/tuner`` on Linux,
-    ``~/Library/Caches/tuner`` on macOS)."""
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("tuner", appauthor=False))
 
 
 @dataclass(frozen=True)

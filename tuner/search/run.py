@@ -41,7 +41,6 @@ from tuner.search.experiment import (
     start_metadata,
     study_attrs,
 )
-from tuner.search.machine_cache import cache_dir
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
@@ -52,6 +51,7 @@ from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace
+from tuner.usercache import cache_dir
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
 

@@ -1,0 +1,84 @@
+"""The report's "Input pipeline" section (tuner.report._input) from results built in memory: the
+verdict, the loader against training, the loader arms of the controlled effects, and the
+sentence on what would help, each checked against its inputs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from tuner.compare import PLAIN_LOADER, REFERENCE, Arm, run_interleaved, summarize
+from tuner.config import TrainConfig
+from tuner.engine.result import RunResult
+from tuner.report._input import input_section
+from tuner.report.document import Table
+
+BASE = TrainConfig(data="jpeg_digits", model="test_resnet", num_workers=1, persistent_workers=True)
+ROW = {"images_per_second": 400.0, "loader_images_per_second": 1000.0, "effective_num_workers": 1,
+       "effective_decoder": "decode_jpeg", "effective_host_prefetch": False}  # fmt: skip
+
+
+def _effects(speeds: dict[str, list[float]]) -> pd.DataFrame:
+    """Controlled effects of arms measured at these images/s, round by round."""
+    changes = {"+host_prefetch": {"host_prefetch": True}, "decoder=pil": {"decoder": "pil"},
+               "-num_workers": {"num_workers": 0, "persistent_workers": False},
+               "+channels_last": {"channels_last": True},
+               PLAIN_LOADER: {"num_workers": 0, "persistent_workers": False,
+                              "decoder": "pil"}}  # fmt: skip
+    arms = [Arm(REFERENCE, "effects", BASE)] + [
+        Arm(name, "effects", BASE.replace(**changes[name]), changes[name], REFERENCE)
+        for name in speeds if name != REFERENCE
+    ]  # fmt: skip
+    counters = {name: itertools.cycle(values) for name, values in speeds.items()}
+
+    def measure(config: TrainConfig) -> RunResult:
+        ips = next(counters[next(a.name for a in arms if a.config == config)])
+        return RunResult(status="ok", images_per_second=ips, peak_memory_bytes=1000)
+
+    return summarize(run_interleaved(arms, repeats=6, measure=measure, warmup=False), arms)
+
+
+def _text(section) -> str:
+    return "\n".join(b if isinstance(b, str) else b.caption for b in section.blocks)
+
+
+def test_a_compute_bound_run_says_the_input_pipeline_cannot_help_much() -> None:
+    section = input_section({**ROW, "data_wait_fraction": 0.05, "bound": "compute"}, pd.DataFrame())
+    text = _text(section)
+    assert section.title == "Input pipeline"
+    assert "trained at 400 images/s" in text and "delivered 1,000 images/s, 2.5x" in text
+    assert "5% of their time: **compute-bound**" in text
+    assert "more than 1.05x faster" in text  # 1 / (1 - 0.05): the ceiling of any loader gain
+    assert "num_workers=1" in text and "decoder=decode_jpeg" in text
+    assert "prefetch_factor=None" in text  # a knob missing from the row: its off value
+    assert "No loader setting was re-measured" in text
+
+
+def test_a_data_bound_run_names_what_its_measured_loader_arms_did() -> None:
+    speeds = {REFERENCE: [400, 410, 405], "+host_prefetch": [520, 530, 525],
+              "decoder=pil": [401, 409, 404], "+channels_last": [300, 310, 305],
+              PLAIN_LOADER: [300, 305, 298]}  # fmt: skip
+    effects = _effects(speeds)
+    row = {**ROW, "data_wait_fraction": 0.45, "bound": "data"}
+    section = input_section(row, effects)
+    text = _text(section)
+    assert "**data-bound**" in text and "up to 1.82x to win" in text  # 1 / (1 - 0.45)
+    table = next(b.frame for b in section.blocks if isinstance(b, Table))
+    arms = table["change from the recommended config"].tolist()
+    # loader knobs only (not channels_last), and all of them off together
+    assert arms[1:] == ["+host_prefetch", "decoder=pil", PLAIN_LOADER]
+    assert table.loc[1, "verdict"] == "faster"
+    assert "The other decoder: decoder=pil: no measurable effect on speed" in text
+    assert "Other worker counts: not re-measured here." in text
+    assert "make it **1.35x [" in text and "faster** than the plain input pipeline" in text
+
+
+def test_no_recommendation_or_no_loader_gives_no_verdict() -> None:
+    assert input_section(None, pd.DataFrame()) is None
+    on_device = {"images_per_second": 900.0, "data_wait_fraction": 0.0, "bound": None}
+    text = _text(input_section(on_device, pd.DataFrame()))
+    assert "no input pipeline to measure" in text and "-bound" not in text
+    stopped = {**ROW, "loader_images_per_second": float("nan"), "data_wait_fraction": 0.3,
+               "bound": "data"}  # fmt: skip
+    assert "its loader alone was not measured" in _text(input_section(stopped, pd.DataFrame()))

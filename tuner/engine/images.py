@@ -1,0 +1,188 @@
+"""Image files: ``imagefolder:PATH`` (``PATH/train/<class>/*``, ``PATH/val/<class>/*``), the
+shipped ``jpeg_digits`` folder, the two decoders (``config.decoder``), and unreadable files
+(named in one line, or skipped and counted)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from tuner.config import TrainConfig
+from tuner.errors import TunerError, error_line
+
+__all__ = [
+    "DECODERS",
+    "SkipUnreadable",
+    "UnreadableImage",
+    "imagefolder",
+    "jpeg_digits",
+    "read_image",
+    "read_jpeg",
+]
+
+IGNORED_SHOWN = 5  # ignored non-image files named in the note; the rest are counted
+# What a loader of image files gives: train, val, classes, notes (tuner.engine.data.Splits).
+Loaded = tuple[Dataset, Dataset, int, list[str]]
+
+
+class UnreadableImage(RuntimeError):
+    """An image file that cannot be decoded (truncated, corrupt, not really an image).
+
+    Raised in a DataLoader worker it reaches the loop re-raised with the worker's traceback in
+    its message; :attr:`line` is the one line ``cannot read image PATH: ...`` either way.
+    """
+
+    PREFIX = "cannot read image"
+
+    @property
+    def line(self) -> str:
+        text = str(self)
+        return text[text.rfind(self.PREFIX) :].splitlines()[0]
+
+
+def imagefolder(config: TrainConfig, folder: str) -> Loaded:
+    """The train/ and val/ splits, and a note naming the files that are not images.
+
+    Both decoders hand the same transforms a uint8 tensor (``ToImage`` first), so the decoder is
+    the only difference between them: one library's rounding against another's.
+    """
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    path, img_size = Path(folder), config.img_size
+    for split in ("train", "val"):
+        if not (path / split).is_dir():
+            raise TunerError(
+                f"imagefolder {path} has no {split}/ folder; expected {path}/train/<class>/* "
+                f"and {path}/val/<class>/*."
+            )
+    train_tf = v2.Compose(
+        [v2.ToImage(), v2.RandomResizedCrop(img_size), v2.RandomHorizontalFlip(), v2.ToPureTensor()]
+    )
+    resize = v2.Resize(round(img_size / 0.875))
+    val_tf = v2.Compose([v2.ToImage(), resize, v2.CenterCrop(img_size), v2.ToPureTensor()])
+    read = DECODERS[config.decoder]
+    ignored: list[Path] = []
+    is_image = _image_files(ignored)
+    try:
+        train = datasets.ImageFolder(
+            str(path / "train"), transform=train_tf, loader=read, is_valid_file=is_image
+        )
+        val = datasets.ImageFolder(
+            str(path / "val"), transform=val_tf, loader=read, is_valid_file=is_image
+        )
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise TunerError(f"imagefolder {path} is malformed: {exc}".rstrip(".") + ".") from None
+    if train.classes != val.classes:
+        raise TunerError(
+            f"imagefolder {path}: train/ and val/ have different class folders "
+            f"({len(train.classes)} vs {len(val.classes)}); use the same class names in both."
+        )
+    ignored += [f for split in ("train", "val") for f in (path / split).iterdir() if f.is_file()]
+    return train, val, len(train.classes), _ignored_note(path, ignored)
+
+
+def jpeg_digits(config: TrainConfig, path: str) -> Loaded:
+    """The shipped data-bound workload (:mod:`tuner.engine.jpeg_digits`), built on first use,
+    read as any image folder is."""
+    from tuner.engine.jpeg_digits import jpeg_digits_folder
+
+    return imagefolder(config, str(jpeg_digits_folder()))
+
+
+def read_image(path: str) -> Any:
+    """The RGB image at ``path``, decoded now: PIL decodes lazily, so a truncated file would
+    otherwise fail later, inside a transform, without its name.
+
+    Raises:
+        UnreadableImage: ``cannot read image PATH: <why>``.
+    """
+    from PIL import Image
+
+    try:
+        with open(path, "rb") as file:
+            return Image.open(file).convert("RGB")
+    except MemoryError:
+        raise
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError, ... per format
+        raise UnreadableImage(f"{UnreadableImage.PREFIX} {path}: {exc}") from None
+
+
+def read_jpeg(path: str) -> Any:
+    """The image at ``path`` as a uint8 ``[3, H, W]`` tensor: a JPEG file decoded by
+    ``torchvision.io.decode_jpeg``; any other file by PIL (:func:`read_image`).
+
+    Raises:
+        UnreadableImage: ``cannot read image PATH: <why>``.
+    """
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
+    try:
+        data = read_file(path)
+    except RuntimeError as exc:
+        raise UnreadableImage(f"{UnreadableImage.PREFIX} {path}: {exc}") from None
+    if data[:3].tolist() != _JPEG_MAGIC:
+        from torchvision.transforms.functional import pil_to_tensor
+
+        return pil_to_tensor(read_image(path))
+    try:
+        return decode_jpeg(data, mode=ImageReadMode.RGB)
+    except RuntimeError as exc:
+        raise UnreadableImage(f"{UnreadableImage.PREFIX} {path}: {error_line(exc)}") from None
+
+
+_JPEG_MAGIC = [0xFF, 0xD8, 0xFF]
+DECODERS: dict[str, Callable[[str], Any]] = {"pil": read_image, "decode_jpeg": read_jpeg}
+
+
+def _image_files(ignored: list[Path]) -> Callable[[str], bool]:
+    """ImageFolder's own file filter (its image extensions), noting each file it leaves out."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+
+    def is_image(file: str) -> bool:
+        if has_file_allowed_extension(file, IMG_EXTENSIONS):
+            return True
+        ignored.append(Path(file))
+        return False
+
+    return is_image
+
+
+def _ignored_note(root: Path, ignored: list[Path]) -> list[str]:
+    if not ignored:
+        return []
+    names = [str(file.relative_to(root)) for file in sorted(ignored)[:IGNORED_SHOWN]]
+    more = f" and {len(ignored) - IGNORED_SHOWN} more" if len(ignored) > IGNORED_SHOWN else ""
+    return [
+        f"imagefolder {root}: ignored {len(ignored)} file(s) that are not images (by their "
+        f"extension): {', '.join(names)}{more}."
+    ]
+
+
+class SkipUnreadable(Dataset):
+    """Serves the next readable image in place of one that cannot be read, and counts each
+    unreadable file once; the marks live in shared memory, so loader workers count too."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.unreadable = torch.zeros(len(dataset), dtype=torch.bool).share_memory_()
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        for offset in range(len(self)):
+            candidate = (index + offset) % len(self)
+            try:
+                return self.dataset[candidate]
+            except UnreadableImage as exc:
+                self.unreadable[candidate], last = True, exc
+        raise UnreadableImage(f"none of the {len(self)} images is readable; last: {last.line}")
+
+    @property
+    def skipped(self) -> int:
+        return int(self.unreadable.sum())

@@ -1,0 +1,145 @@
+"""The report's "Input pipeline" section, for the recommended config: what its loader delivered
+alone against what training took from it, how long the steps waited for data (data-bound or
+compute-bound), the loader settings it ran with and their measured effects (the controlled
+effects, with intervals), and whether more workers or a faster decoder could help here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tuner.compare import PLAIN_LOADER, REFERENCE
+from tuner.engine.result import DATA_BOUND_WAIT
+from tuner.report._effects import effects_table, plain_loop_gain
+from tuner.report.document import Section, Table
+from tuner.stats import Change
+from tuner.techniques import knob, loader_knobs
+from tuner.units import as_number, is_finite, ratio_text
+
+__all__ = ["input_section"]
+
+_WORKERS, _DECODER = "num_workers", "decoder"
+
+
+def input_section(recommended: Mapping[str, Any] | None, effects: pd.DataFrame) -> Section | None:
+    """The section for the recommended trial's row (``Answer.recommended``) and the controlled
+    effects (``controlled_effects``); ``None`` without a recommendation."""
+    if recommended is None:
+        return None
+    section = Section("Input pipeline", anchor="input")
+    wait = as_number(recommended.get("data_wait_fraction"))
+    bound = recommended.get("bound")
+    if not isinstance(bound, str) or not bound or math.isnan(wait):
+        section.blocks.append(
+            "The recommended trial's data lives on the device (or no step was measured): there "
+            "is no input pipeline to measure."
+        )
+        return section
+    section.blocks += [_rates(recommended, wait, bound), _settings(recommended)]
+    rows = _loader_rows(effects)
+    if rows.empty:
+        section.blocks.append(
+            "No loader setting was re-measured around the recommended config (--effects-repeats "
+            "0, or none applies): the speed probes' choices are in the next section."
+        )
+    else:
+        section.blocks.append(Table(effects_table(rows), "Loader settings switched one at a time"))
+    section.blocks.append(_together(effects) + _would_help(wait, bound, rows))
+    return section
+
+
+def _together(effects: pd.DataFrame) -> str:
+    """What the loader settings buy together over the plain input pipeline, measured."""
+    gain = plain_loop_gain(effects, PLAIN_LOADER) if not effects.empty else None
+    if gain is None:
+        return ""
+    change = Change(gain["ratio"], gain["low"], gain["high"], gain["n"], 1.0)
+    measured = ratio_text(gain["ratio"], gain["low"], gain["high"])
+    against = "the plain input pipeline (every loader knob off)"
+    if change.verdict in ("none", "uninformative"):
+        return f"Against {against}: {measured}, from an interval that says nothing. "
+    if change.verdict == "tie":
+        return f"Together, the loader settings are a **tie** with {against}: {measured}. "
+    word = "faster" if gain["ratio"] > 1 else "slower"
+    return f"Together, the loader settings make it **{measured} {word}** than {against}. "
+
+
+def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
+    trained = as_number(row.get("images_per_second"))
+    alone = as_number(row.get("loader_images_per_second"))
+    loader = (
+        f"its train loader alone (no training, in the same process, after it trained) "
+        f"delivered {alone:,.0f} images/s, {alone / trained:.1f}x what training took"
+        if is_finite(alone) and trained > 0
+        else "its loader alone was not measured (the run stopped early, or had too few batches)"
+    )
+    return (
+        f"The recommended trial trained at {trained:,.0f} images/s; {loader}. Its steps waited "
+        f"for the next batch {wait:.0%} of their time: **{bound}-bound** (data-bound from "
+        f"{DATA_BOUND_WAIT:.0%}: a wait that large, removed, would make it at least "
+        f"{1 / (1 - DATA_BOUND_WAIT):.2f}x faster)."
+    )
+
+
+def _settings(row: Mapping[str, Any]) -> str:
+    ran = []
+    for field in (k.field for k in loader_knobs()):
+        value = row.get(f"effective_{field}")
+        if value is None or pd.isna(value) or str(value) == "":  # not reported: its off value
+            value = knob(field).off
+        ran.append(f"{field}={value}")
+    return "It ran with " + ", ".join(ran) + " (what actually ran, fallbacks included)."
+
+
+def _field_of(arm: str) -> str:
+    """The knob an effects arm switched: ``+host_prefetch`` and ``decoder=pil`` name theirs."""
+    return arm.lstrip("+-").split("=", 1)[0]
+
+
+def _loader_rows(effects: pd.DataFrame) -> pd.DataFrame:
+    """The recommended config's row and its loader-knob arms from the controlled effects."""
+    if effects.empty:
+        return effects
+    fields = effects["arm"].astype(str).map(_field_of)
+    loader = fields.isin([k.field for k in loader_knobs()]) | (effects["arm"] == PLAIN_LOADER)
+    if not loader.any():
+        return effects.iloc[0:0]
+    return effects[(effects["arm"] == REFERENCE) | loader]
+
+
+def _would_help(wait: float, bound: str, rows: pd.DataFrame) -> str:
+    """Whether more workers or a faster decoder could help on this machine, from the wait (an
+    upper bound on any input-pipeline gain) and the switched settings' measured effects."""
+    ceiling = 1 / (1 - wait) if wait < 1 else math.inf
+    if bound == "compute":
+        return (
+            f"**More workers or a faster decoder would not help much on this machine:** the "
+            f"steps waited for data {wait:.0%} of their time, so no input pipeline can make "
+            f"this config more than {ceiling:.2f}x faster; the model's compute is the limit."
+        )
+    measured = [_measured(rows, field) for field in (_WORKERS, _DECODER)]
+    return (
+        f"**A faster input pipeline would help on this machine:** the steps waited for data "
+        f"{wait:.0%} of their time (up to {ceiling:.2f}x to win if none waited). "
+        + " ".join(measured)
+    )
+
+
+def _measured(rows: pd.DataFrame, field: str) -> str:
+    what = {_WORKERS: "Other worker counts", _DECODER: "The other decoder"}[field]
+    if rows.empty:
+        return f"{what}: not re-measured here."
+    found = rows[rows["arm"].astype(str).map(_field_of) == field]
+    if found.empty:
+        return f"{what}: not re-measured here."
+    verdicts = [f"{arm}: {verdict}" for arm, verdict in _verdicts(found)]
+    return f"{what}: " + "; ".join(verdicts) + "."
+
+
+def _verdicts(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    table = effects_table(rows)
+    return list(zip(table["change from the recommended config"], table["verdict"], strict=True))
