@@ -170,3 +170,17 @@ def test_a_loader_with_too_few_batches_is_not_timed() -> None:
     assert loader_images_per_second(DataLoader(dataset, batch_size=1), World()) is None
     enough = TensorDataset(torch.zeros(40, 1), torch.zeros(40))
     assert loader_images_per_second(DataLoader(enough, batch_size=2), World()) > 0
+
+
+def test_a_users_own_dataset_gets_the_same_loader_knobs_and_figures() -> None:
+    # user_factories:pil_data: 64 PIL images, as a Dataset reading files gives them
+    config = tiny(data="user_factories:pil_data", model="user_factories:good_model",
+                  img_size=16, batch_size=4, steps=3, num_workers=1, persistent_workers=True,
+                  prefetch_factor=4, host_prefetch=True)  # fmt: skip
+    result = train(config)
+    assert result.status == "ok", result.error
+    ran = result.effective
+    assert (ran["num_workers"], ran["prefetch_factor"], ran["host_prefetch"]) == (1, 4, True)
+    assert ran["decoder"] == "pil"  # the user's Dataset decodes its own files
+    assert result.loader_images_per_second > 0
+    assert result.bound == bound_of(result.data_wait_fraction)

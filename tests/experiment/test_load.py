@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tuner.answer import decide
+from tuner.engine.result import bound_of
 from tuner.errors import TunerError
 from tuner.experiment import (
     CUT_FILE,
@@ -39,6 +40,14 @@ def test_one_row_per_trial_with_documented_columns(smoke_experiment: Path) -> No
         assert row["images_per_second"] == pytest.approx(last["images_per_second"])
         assert row["status"] == last["status"]
         assert row["reports"] == len(lines)
+        # The input pipeline's figures, measured by every trial that trained: the verdict from
+        # its data wait, and (a trial that ran to its end) its loader alone.
+        assert row["bound"] == bound_of(row["data_wait_fraction"])
+        if row["kind"] == "ok":
+            assert row["loader_images_per_second"] == pytest.approx(
+                last["loader_images_per_second"]
+            )
+            assert row["loader_images_per_second"] > row["images_per_second"]  # digits: in memory
 
 
 def test_param_columns_come_from_the_study(smoke_experiment: Path) -> None:

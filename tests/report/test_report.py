@@ -32,11 +32,12 @@ SECTIONS = [
     "1. The answer",
     "2. Pareto front",
     "3. What each technique does",
-    "4. Speed settings chosen per training config",
-    "5. Trials",
-    "6. Parameter importance",
-    "7. Plots",
-    "8. Details",
+    "4. Input pipeline",
+    "5. Speed settings chosen per training config",
+    "6. Trials",
+    "7. Parameter importance",
+    "8. Plots",
+    "9. Details",
 ]
 
 
@@ -148,7 +149,7 @@ def test_technique_section_is_the_controlled_comparison(
 
 
 def test_speed_section_shows_each_key_and_what_won(report: Path, smoke_experiment: Path) -> None:
-    speed = section((report / "report.md").read_text(), 4)
+    speed = section((report / "report.md").read_text(), 5)
     table = md_table(speed, "Speed probes per key")
     cache = load_experiment(smoke_experiment).probe_cache
     assert len(table) == len(cache) >= 1
@@ -187,7 +188,7 @@ def test_recommended_config_trains(report: Path) -> None:
 
 
 def test_importance_needs_enough_trials(report: Path) -> None:
-    importance = section((report / "report.md").read_text(), 6)
+    importance = section((report / "report.md").read_text(), 7)
     assert "fANOVA importance" not in importance
     assert importance.count("fewer than 20 is noise") == 2
 
@@ -306,3 +307,14 @@ def test_an_effect_inside_the_noise_reads_no_measurable_effect() -> None:
     assert table.at["+double", "verdict"] == "faster"
     gain = plain_loop_gain(controlled_effects(runs))
     assert gain is not None and not gain["tie"] and gain["low"] < 2.0 < gain["high"]
+
+
+def test_the_input_pipeline_section_reads_the_recommended_trial(
+    report: Path, smoke_experiment: Path
+) -> None:
+    answer = decide(load_experiment(smoke_experiment))
+    row = answer.recommended
+    text = section((report / "report.md").read_text(), 4)
+    assert f"trained at {row['images_per_second']:,.0f} images/s" in text
+    assert f"**{row['bound']}-bound**" in text  # digits in memory: the loader keeps up
+    assert f"waited for the next batch {row['data_wait_fraction']:.0%}" in text

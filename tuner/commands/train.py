@@ -85,8 +85,7 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"images/s          {fmt(result.images_per_second, ',.1f')}{spread} over "
         f"{result.measured_steps} steady-state steps",
         f"data wait         {fmt(result.data_wait_fraction, '.1%')} of step time: "
-        f"{result.bound or 'n/a'}-bound; the loader alone "
-        f"{fmt(result.loader_images_per_second, ',.1f')} images/s",
+        + _input_pipeline(result),
         f"peak memory       {format_bytes(result.peak_memory_bytes)} ({result.memory_kind})",
         f"batch             {cfg.get('batch_size')} per worker x {result.world_size} worker(s) = "
         f"{result.global_batch_size} global, peak lr "
@@ -99,3 +98,12 @@ def _print_summary(result: Any, *, file: Any) -> None:
         lines.append(f"skipped images    {result.skipped_images} unreadable file(s)")
     lines += [f"note              {note}" for note in result.notes]
     print("\n".join(lines), file=file, flush=True)
+
+
+def _input_pipeline(result: Any) -> str:
+    """``compute-bound; the loader alone 1,076.2 images/s``, or why there is no verdict."""
+    if result.bound is None:
+        return "no loader (the data lives on the device)"
+    alone = result.loader_images_per_second
+    loader = "not measured" if alone is None else f"{alone:,.1f} images/s"
+    return f"{result.bound}-bound; the loader alone {loader}"

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
-import torch
 
 from tuner.compare import Arm, paired, run_interleaved, summarize
 from tuner.config import TrainConfig
@@ -138,12 +138,17 @@ def _knobs(*, cuda: bool, files: bool = True) -> tuple[Knob, ...]:
 
 
 def variants(
-    *, cuda: bool, pinned: Collection[str], files: bool = True, after: str | None = None
+    *,
+    cuda: bool,
+    pinned: Collection[str],
+    files: bool = True,
+    after: str | None = None,
+    cores: int | None = None,
 ) -> list[tuple[Knob, Any]]:
     """(knob, value) pairs to probe: every unpinned speed knob's "on" values that this device
-    and the run's cores can run (one value for a slow-to-build knob); ``after``: only the
-    knobs that act on top of that one (else only those that act alone)."""
-    found, cores = [], torch.get_num_threads()
+    and the run's ``cores`` (default: this process's) can run (one value for a slow-to-build
+    knob); ``after``: only the knobs that act on top of that one (else those that act alone)."""
+    found, cores = [], cores or _own_cores()
     for entry in _knobs(cuda=cuda, files=files):
         values = entry.runnable_values(cuda=cuda, cores=cores)
         if entry.field not in pinned and entry.after == after:
@@ -159,8 +164,12 @@ def choose_speed(
     steps: int,
     repeats: int,
     max_memory_bytes: float | None,
+    cores: int | None = None,
 ) -> SpeedChoice:
     """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
+
+    ``cores``: the CPUs the run has (default: this process's), which bound the loader worker
+    levels tried.
 
     ``config`` is the trial's config with its pinned knobs; unpinned speed knobs start off.
     The plain setting is probed once first: over the budget (or OOM), each knob is probed once
@@ -174,7 +183,8 @@ def choose_speed(
     config = config.replace(warmup_steps=min(config.warmup_steps, 2))
     plain = config.replace(**_all_off(config, pinned, cuda=cuda))
     meter = _Meter(steps)
-    probing = _Probing(plain, cuda, pinned, _files(config), repeats, meter, max_memory_bytes)
+    cores = cores or _own_cores()
+    probing = _Probing(plain, cuda, pinned, _files(config), cores, repeats, meter, max_memory_bytes)
     arms = probing.arms(plain, pinned)
     first = meter(plain)
     if judge(first.to_dict(), max_memory_bytes=max_memory_bytes)[0]:
@@ -207,6 +217,12 @@ def _parents_on(
     return sorted(p for p in parents if p in settings or p in pinned_on)
 
 
+def _own_cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one: macOS has not)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 def _files(config: TrainConfig) -> bool:
     """Whether the config's data is image files (the decoder acts on nothing else)."""
     from tuner.engine.data import data_source
@@ -223,6 +239,7 @@ class _Probing:
     cuda: bool
     pinned: Collection[str]
     files: bool
+    cores: int
     repeats: int
     meter: _Meter
     budget: float | None
@@ -231,7 +248,13 @@ class _Probing:
         self, base: TrainConfig, pinned: Collection[str], after: str | None = None, label: str = ""
     ) -> list[Arm]:
         return _arms(
-            base, cuda=self.cuda, pinned=pinned, suffix=label, files=self.files, after=after
+            base,
+            cuda=self.cuda,
+            pinned=pinned,
+            suffix=label,
+            files=self.files,
+            after=after,
+            cores=self.cores,
         )
 
     def on_top(self, choice: SpeedChoice, after: str | None) -> SpeedChoice:
@@ -371,10 +394,12 @@ def _arms(
     suffix: str = "",
     files: bool = True,
     after: str | None = None,
+    cores: int | None = None,
 ) -> list[Arm]:
     """The plain setting, then each knob alone on it (named with ``suffix``)."""
     arms = [Arm("plain", "speed", plain)]
-    for entry, value in variants(cuda=cuda, pinned=pinned, files=files, after=after):
+    found = variants(cuda=cuda, pinned=pinned, files=files, after=after, cores=cores)
+    for entry, value in found:
         changes = entry.settings(value)
         name = entry.field if isinstance(value, bool) else f"{entry.field}={value}"
         arms.append(Arm(name + suffix, "speed", plain.replace(**changes), changes, "plain"))

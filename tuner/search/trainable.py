@@ -70,6 +70,7 @@ class TrialContext:
     cache_namespace: str  # where the probe cache actor lives ("": no cache)
     # The notebook objects the run's model/data name (``@name``): carried by value to workers.
     user_objects: dict[str, Any] = field(default_factory=dict)
+    cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -225,6 +226,7 @@ class _TrialRun:
             steps=context.probe_steps,
             repeats=context.speed_repeats,
             max_memory_bytes=context.max_memory_bytes,
+            cores=context.cores,
         )
         self.engine_time_s += time.perf_counter() - start
         self.train_time_s += choice.probe_step_seconds

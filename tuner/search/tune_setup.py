@@ -54,6 +54,7 @@ def trainable(search: SearchContext) -> Any:
         max_memory_bytes=options.max_memory_bytes,
         probe_steps=options.probe_steps,
         threads=plan.torch_threads,
+        cores=max(1, int(plan.cpus_per_trial)),
         device=plan.trial_device,
         search_only=search.search_only,
         speed_repeats=options.speed_repeats,
