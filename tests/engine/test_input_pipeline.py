@@ -175,8 +175,8 @@ def test_a_loader_with_too_few_batches_is_not_timed() -> None:
 def test_a_users_own_dataset_gets_the_same_loader_knobs_and_figures() -> None:
     # user_factories:pil_data: 64 PIL images, as a Dataset reading files gives them
     config = tiny(data="user_factories:pil_data", model="user_factories:good_model",
-                  img_size=16, batch_size=4, steps=3, num_workers=1, persistent_workers=True,
-                  prefetch_factor=4, host_prefetch=True)  # fmt: skip
+                  model_kwargs={}, img_size=16, batch_size=4, steps=3, num_workers=1,
+                  persistent_workers=True, prefetch_factor=4, host_prefetch=True)  # fmt: skip
     result = train(config)
     assert result.status == "ok", result.error
     ran = result.effective
