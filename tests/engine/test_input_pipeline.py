@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from tuner.engine import train
 from tuner.engine.data import build_data, data_source
-from tuner.engine.images import UnreadableImage, read_image, read_jpeg
+from tuner.engine.images import UnreadableImage, read_image, read_jpeg, val_transforms
 from tuner.engine.jpeg_digits import IMAGE_SIDE, VERSION, jpeg_digits_folder
 from tuner.engine.prefetch import HostPrefetcher
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
@@ -79,6 +79,11 @@ def test_the_two_decoders_agree_within_rounding(folder: Path) -> None:
         assert tensor.dtype == torch.uint8 and tensor.shape == (3, IMAGE_SIDE, IMAGE_SIDE)
         diff = (pil.permute(2, 0, 1).int() - tensor.int()).abs()
         assert diff.float().mean() < 1.0 and diff.max() <= 16  # the IDCTs round differently
+        # Each path resizes in its own library (PIL's on PIL images, torch's on tensors): what
+        # the model sees still differs by rounding alone.
+        tf = val_transforms(64)
+        seen = (tf(read_image(str(file))).int() - tf(read_jpeg(str(file))).int()).abs()
+        assert seen.float().mean() < 0.1 and seen.max() <= 2
 
 
 def test_decode_jpeg_reads_other_formats_with_pil_and_names_a_broken_file(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ __all__ = [
     "jpeg_digits",
     "read_image",
     "read_jpeg",
+    "train_transforms",
+    "val_transforms",
 ]
 
 IGNORED_SHOWN = 5  # ignored non-image files named in the note; the rest are counted
@@ -45,13 +47,8 @@ class UnreadableImage(RuntimeError):
 
 
 def imagefolder(config: TrainConfig, folder: str) -> Loaded:
-    """The train/ and val/ splits, and a note naming the files that are not images.
-
-    Both decoders hand the same transforms a uint8 tensor (``ToImage`` first), so the decoder is
-    the only difference between them: one library's rounding against another's.
-    """
+    """The train/ and val/ splits, and a note naming the files that are not images."""
     from torchvision import datasets
-    from torchvision.transforms import v2
 
     path, img_size = Path(folder), config.img_size
     for split in ("train", "val"):
@@ -60,11 +57,7 @@ def imagefolder(config: TrainConfig, folder: str) -> Loaded:
                 f"imagefolder {path} has no {split}/ folder; expected {path}/train/<class>/* "
                 f"and {path}/val/<class>/*."
             )
-    train_tf = v2.Compose(
-        [v2.ToImage(), v2.RandomResizedCrop(img_size), v2.RandomHorizontalFlip(), v2.ToPureTensor()]
-    )
-    resize = v2.Resize(round(img_size / 0.875))
-    val_tf = v2.Compose([v2.ToImage(), resize, v2.CenterCrop(img_size), v2.ToPureTensor()])
+    train_tf, val_tf = train_transforms(img_size), val_transforms(img_size)
     read = DECODERS[config.decoder]
     ignored: list[Path] = []
     is_image = _image_files(ignored)
@@ -84,6 +77,28 @@ def imagefolder(config: TrainConfig, folder: str) -> Loaded:
         )
     ignored += [f for split in ("train", "val") for f in (path / split).iterdir() if f.is_file()]
     return train, val, len(train.classes), _ignored_note(path, ignored)
+
+
+def train_transforms(img_size: int) -> Callable[[Any], torch.Tensor]:
+    """Random crop (ImageNet's scales), flip, uint8 ``[3, H, W]`` out. Each decoder's image
+    stays in its own library until the end: PIL's crop and resize on a PIL image (faster than
+    converting first, bench/loader_bench.py), torch's on decode_jpeg's tensor."""
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.RandomResizedCrop(img_size), v2.RandomHorizontalFlip(), _to_tensor()])
+
+
+def val_transforms(img_size: int) -> Callable[[Any], torch.Tensor]:
+    """Resize to 8/7 of the side, centre crop, uint8 ``[3, H, W]`` out."""
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.Resize(round(img_size / 0.875)), v2.CenterCrop(img_size), _to_tensor()])
+
+
+def _to_tensor() -> Any:
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.PILToTensor(), v2.ToPureTensor()])  # a tensor passes through
 
 
 def jpeg_digits(config: TrainConfig, path: str) -> Loaded:
