@@ -52,7 +52,7 @@ def _arm_summary(
         "reference": reference or "",
         "repeats_ok": f"{len(ok)}/{len(every)}",
     }
-    for column in ("images_per_second", "peak_memory_bytes", "val_accuracy"):
+    for column in ("images_per_second", "peak_memory_bytes", "val_accuracy", "data_wait_fraction"):
         est = median_interval(ok[column].tolist() if column in ok else [])
         row[column], row[f"{column}_low"], row[f"{column}_high"] = est.median, est.low, est.high
     row["memory_kind"] = next(iter(ok["memory_kind"].dropna()), "")

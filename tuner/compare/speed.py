@@ -262,7 +262,10 @@ class _Probing:
         or on top of ``after`` are probed on it; what they keep is added to the choice."""
         pinned_too = {*self.pinned, *choice.settings}
         base = self.plain.replace(**choice.settings)
-        label = " on " + " + ".join(choice.settings) if choice.settings else ""
+        # Named by what it is probed on: the knob it rides on, or (over budget) every setting
+        # kept so far.
+        on = [after] if after else list(choice.settings)
+        label = " on " + " + ".join(on) if on else ""
         arms = self.arms(base, pinned_too, after, label)
         if len(arms) < 2:
             return choice

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import PLAIN_LOADER, REFERENCE
-from tuner.engine.result import DATA_BOUND_WAIT
+from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.report._effects import effects_table, plain_loop_gain
 from tuner.report.document import Section, Table
 from tuner.stats import Change
@@ -63,9 +63,24 @@ def _together(effects: pd.DataFrame) -> str:
     if change.verdict in ("none", "uninformative"):
         return f"Against {against}: {measured}, from an interval that says nothing. "
     if change.verdict == "tie":
-        return f"Together, the loader settings are a **tie** with {against}: {measured}. "
+        return (
+            f"Together, the loader settings are a **tie** with {against}{_plain_wait(effects)}:"
+            f" {measured}. "
+        )
     word = "faster" if gain["ratio"] > 1 else "slower"
-    return f"Together, the loader settings make it **{measured} {word}** than {against}. "
+    return (
+        f"Together, the loader settings make it **{measured} {word}** than {against}"
+        f"{_plain_wait(effects)}. "
+    )
+
+
+def _plain_wait(effects: pd.DataFrame) -> str:
+    """``, whose steps waited 44% of their time for data (data-bound)``, from its runs."""
+    row = effects[effects["arm"] == PLAIN_LOADER].iloc[0]
+    wait = as_number(row.get("data_wait_fraction"))
+    if math.isnan(wait):
+        return ""
+    return f", whose steps waited {wait:.0%} of their time for data ({bound_of(wait)}-bound)"
 
 
 def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
