@@ -13,7 +13,9 @@ The space searches what changes training (lr, batch size); the speed probes sett
 knobs with the others, per training config: DataLoader workers (as many levels as the trial has
 cores), prefetch_factor on top of kept workers, a host prefetch thread, and the JPEG decoder
 (PIL or torchvision's decode_jpeg). The report's "Input pipeline" section says whether the
-recommended run is data-bound or compute-bound, and what its loader settings measured.
+recommended run is data-bound or compute-bound, and what its loader settings measured. Give the
+effects time to measure (``--trust-budget 150``: about 11 rounds; the default 25 % gives 3,
+whose intervals say nothing).
 """
 
 from __future__ import annotations
