@@ -2,8 +2,8 @@
 at each loader setting, against the decode limit and a plain DataLoader written out by hand.
 
 - **Loader settings**: ``tuner.engine.data.build_data`` (the loader a trial trains from:
-  ImageFolder, RandomResizedCrop + flip on uint8 tensors, collate) at every combination of
-  ``num_workers`` (0 .. cores), ``decoder`` (pil, decode_jpeg) and, with workers,
+  ImageFolder, RandomResizedCrop + flip in the decoder's own library, collate) at every
+  combination of ``num_workers`` (0 .. cores), ``decoder`` (pil, decode_jpeg) and, with workers,
   ``prefetch_factor`` (2, 4); each timed over ``--batches`` batches after one untimed (the
   workers' start-up), no training.
 - **Decode limit**: the decoder alone (read the file, decode it to RGB; no crop, no collate) in

@@ -136,7 +136,9 @@ class TrainConfig:
     eval_every_steps: int | None = _field(
         None, "evaluate every N steps ('none': at each epoch end)"
     )
-    max_eval_batches: int | None = _field(None, "evaluate on at most N val batches ('none': all)")
+    max_eval_batches: int | None = _field(
+        None, "evaluate on at most N val batches, a fixed random sample ('none': all)"
+    )
 
     # Data-parallel runs (DDP; torchrun or Ray Train start the workers): speed knobs that only
     # matter with more than one worker. batch_size is per worker.
@@ -167,10 +169,12 @@ class TrainConfig:
             raise TunerError(
                 "persistent_workers needs num_workers > 0; set num_workers or drop it."
             )
-        if self.prefetch_factor is not None and (self.prefetch_factor < 1 or not self.num_workers):
+        if self.prefetch_factor is not None and self.prefetch_factor < 1:
+            raise TunerError(f"prefetch_factor={self.prefetch_factor} must be at least 1.")
+        if self.prefetch_factor is not None and not self.num_workers:
             raise TunerError(
-                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0 and a value >= 1; "
-                "set num_workers or drop prefetch_factor."
+                f"prefetch_factor={self.prefetch_factor} needs num_workers > 0 (it is what each "
+                "worker loads ahead); set num_workers or drop prefetch_factor."
             )
         if not self.lr > 0:
             raise TunerError(f"lr={self.lr} must be positive.")

@@ -81,11 +81,11 @@ class Knob:
 
     def runnable_values(self, *, cuda: bool, cores: int) -> tuple[Any, ...]:
         """The "on" values a run on this device with ``cores`` cores tries: a per-core knob's
-        levels up to its cores (its first level at least)."""
+        levels up to its cores (none when even the first needs more)."""
         values = self.values(cuda=cuda)
         if not self.per_core:
             return values
-        return tuple(v for v in values if v <= cores) or values[:1]
+        return tuple(v for v in values if v <= cores)
 
 
 def _switch(field: str, label: str, **flags: bool) -> Knob:

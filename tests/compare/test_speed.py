@@ -45,7 +45,8 @@ def test_worker_levels_are_those_the_run_has_cores_for() -> None:
     assert workers.runnable_values(cuda=True, cores=16) == (2, 4, 8)
     assert workers.runnable_values(cuda=True, cores=4) == (2, 4)
     assert workers.runnable_values(cuda=False, cores=2) == (1, 2)
-    assert workers.runnable_values(cuda=False, cores=1) == (1,)  # its first level at least
+    assert workers.runnable_values(cuda=False, cores=1) == (1,)
+    assert workers.runnable_values(cuda=True, cores=1) == ()  # never more workers than CPUs
     assert knob("channels_last").runnable_values(cuda=False, cores=1) == (True,)
 
 
@@ -117,6 +118,8 @@ def test_the_key_ignores_lr_but_not_batch_size_norm_or_pinned_knobs() -> None:
     assert speed_key(TINY, "cpu", ("channels_last",)) != key
     assert json.loads(key)["rule"] == RULE  # a choice made by another decision rule is not reused
     assert speed_key(TINY, "other cpu", ()) != key
+    # a trial's CPUs bound the loader workers it tries: a 2-CPU choice is no 1-CPU choice
+    assert speed_key(TINY, "cpu", (), cores=1) != speed_key(TINY, "cpu", (), cores=2)
 
 
 def test_the_summary_of_a_kept_knob_without_an_interval_says_so() -> None:

@@ -19,6 +19,7 @@ from tuner.engine.images import UnreadableImage, read_image, read_jpeg, val_tran
 from tuner.engine.jpeg_digits import IMAGE_SIDE, VERSION, jpeg_digits_folder
 from tuner.engine.prefetch import HostPrefetcher
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
+from tuner.errors import TunerError
 from tuner.usercache import CACHE_DIR_ENV
 
 CPU = torch.device("cpu")
@@ -189,3 +190,61 @@ def test_a_users_own_dataset_gets_the_same_loader_knobs_and_figures() -> None:
     assert ran["decoder"] == "pil"  # the user's Dataset decodes its own files
     assert result.loader_images_per_second > 0
     assert result.bound == bound_of(result.data_wait_fraction)
+
+
+def test_a_damaged_or_half_built_folder_is_rebuilt_not_read(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    half = tmp_path / f"jpeg_digits-v{VERSION}"
+    (half / "train" / "0").mkdir(parents=True)  # a build killed halfway, or a folder cut by hand
+    (half / "train" / "0" / "x.jpg").write_bytes(b"not all there")
+    folder = jpeg_digits_folder()
+    assert folder == half and len(list(folder.glob("*/*/*.jpg"))) == 1797
+    assert not (folder / "train" / "0" / "x.jpg").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [half.name]  # no scratch left
+
+
+def test_an_unwritable_cache_folder_is_one_line_naming_the_setting(tmp_path: Path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(blocker / "cache"))
+    with pytest.raises(TunerError, match=f"cannot build the jpeg_digits files in {blocker}/cache"):
+        jpeg_digits_folder()
+    with pytest.raises(TunerError, match=f"point {CACHE_DIR_ENV} at a writable folder"):
+        train(tiny(**JPEG, steps=1))  # before any step: a usage error, not a failed run
+
+
+def test_a_limited_evaluation_samples_every_class_of_a_sorted_folder(folder: Path) -> None:
+    # An image folder lists its files class by class: the first batch alone would be class 0.
+    data = build_data(tiny(**JPEG, batch_size=64, max_eval_batches=1), CPU)
+    _, labels = next(iter(data.val_loader))
+    assert len(labels) == 64 and len(set(labels.tolist())) >= 8
+    again = build_data(tiny(**JPEG, batch_size=64, max_eval_batches=1, seed=5), CPU)
+    assert torch.equal(next(iter(again.val_loader))[1], labels)  # the same sample every run
+
+
+class _FailsAfter(Dataset):
+    def __init__(self, items: int) -> None:
+        self.left = items
+
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.left -= 1
+        if self.left < 0:
+            raise OSError("the disk went away")
+        return torch.zeros(3, 2, 2, dtype=torch.uint8), torch.tensor(0)
+
+
+def test_a_loader_that_fails_when_measured_alone_leaves_the_figure_out() -> None:
+    from tuner.engine.distributed import World
+    from tuner.engine.meters import loader_images_per_second
+
+    assert loader_images_per_second(DataLoader(_FailsAfter(10), batch_size=4), World()) is None
+
+
+def test_a_run_with_the_host_thread_leaves_no_thread_behind() -> None:
+    before = threading.active_count()
+    result = train(tiny(steps=3, host_prefetch=True))
+    assert result.status == "ok" and result.loader_images_per_second is not None
+    assert threading.active_count() == before

@@ -102,8 +102,16 @@ def _print_summary(result: Any, *, file: Any) -> None:
 
 def _input_pipeline(result: Any) -> str:
     """``compute-bound; the loader alone 1,076.2 images/s``, or why there is no verdict."""
+    from tuner.engine.meters import LOADER_BATCHES
+
+    if result.data_wait_fraction is None:
+        return "not measured (no steady-state step: raise --steps or lower --warmup-steps)"
     if result.bound is None:
         return "no loader (the data lives on the device)"
     alone = result.loader_images_per_second
-    loader = "not measured" if alone is None else f"{alone:,.1f} images/s"
+    loader = (
+        f"not measured (fewer than {LOADER_BATCHES + 1} batches, or the run stopped early)"
+        if alone is None
+        else f"{alone:,.1f} images/s"
+    )
     return f"{result.bound}-bound; the loader alone {loader}"

@@ -115,10 +115,12 @@ def _ratio_text(row: dict[str, Any]) -> str:
     return ratio_text(ratio, low, high) + ("" if row["clear"] else ", within noise")
 
 
-def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) -> str:
-    """The cache key: the fields that decide the fastest setting, the device's name, and the
-    knobs the space pinned (with their values: they are not probed, and a choice made without
-    them must not override them)."""
+def speed_key(
+    config: TrainConfig, device_name: str, pinned: Collection[str], *, cores: int | None = None
+) -> str:
+    """The cache key: the fields that decide the fastest setting, the device's name, the knobs
+    the space pinned (with their values: they are not probed, and a choice made without them
+    must not override them) and the run's ``cores`` (they bound the worker levels tried)."""
     values = config.to_dict()
     key = {name: values[name] for name in KEY_FIELDS}
     if key["norm"] != "group":
@@ -126,6 +128,8 @@ def speed_key(config: TrainConfig, device_name: str, pinned: Collection[str]) ->
     key["device_name"] = device_name
     key["pinned"] = {name: values[name] for name in sorted(pinned)}
     key["rule"] = RULE  # a choice the machine cache kept from another rule is probed again
+    if cores is not None:
+        key["cores"] = cores
     return json.dumps(key, sort_keys=True, default=str)
 
 

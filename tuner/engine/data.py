@@ -182,10 +182,18 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
 
 
 def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[list[int]]:
-    """This worker's validation batches: every ``world.size``-th of the first ``limit``."""
+    """This worker's validation batches: every ``world.size``-th of the first ``limit``.
+
+    Under a limit the images are a fixed random sample of the split (one permutation, the same
+    for every run): an image folder lists its files class by class, and its first batches
+    alone would score the first classes only.
+    """
     count = min(-(-size // batch), limit or size)
+    order = list(range(size))
+    if count * batch < size:
+        order = torch.randperm(size, generator=torch.Generator().manual_seed(1234)).tolist()
     mine = range(world.rank, count, world.size)
-    return [list(range(i * batch, min(size, (i + 1) * batch))) for i in mine]
+    return [order[i * batch : min(size, (i + 1) * batch)] for i in mine]
 
 
 # ---- the user's own: module:function -> (train, val, num_classes[, normalization]) ----------

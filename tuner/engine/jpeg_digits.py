@@ -6,10 +6,10 @@ colour, at a random place and scale, over a random crop of the two photos scikit
 (``train/<class>/*.jpg``, ``val/<class>/*.jpg``). Built once, on first use, into the user cache
 folder; the data then goes through the same ``imagefolder`` path a user's folder takes.
 
-Why these sizes: at ``IMAGE_SIDE`` px a file costs the host about a millisecond to decode and
-crop, more than a small CNN's step per image at 64 px on a CPU, so with ``num_workers=0`` the
-step waits for data most of its time (bench/loader_bench.py measures it): a workload on which
-the loader knobs have something to win.
+Why these sizes: at ``IMAGE_SIDE`` px a file costs the host about 0.6 ms to decode and crop
+(bench/loader_bench.py), about as much as a small CNN's step per image at 64 px on a CPU, so
+with ``num_workers=0`` the step waits for data about 40 % of its time: a workload on which the
+loader knobs have something to win.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.usercache import cache_dir
+from tuner.errors import TunerError
+from tuner.usercache import CACHE_DIR_ENV, cache_dir
 
 __all__ = ["IMAGE_SIDE", "VERSION", "jpeg_digits_folder"]
 
@@ -29,29 +30,57 @@ IMAGE_SIDE = 256
 JPEG_QUALITY = 90
 VERSION = 2  # bumped when the files would come out differently: a new folder is built
 _VAL_FRACTION = 0.2
-_SEED = 1234  # the split and the drawing: the same files on every machine
+_SEED = 1234  # the split and the drawing, the same on every machine (the bytes follow Pillow's)
 
 
 def jpeg_digits_folder() -> Path:
     """The image folder, built on first use (a few seconds) and reused after.
 
-    Two processes building it at once each build in a folder of their own and rename it into
-    place; the second rename finds the folder there and drops its copy (no lock needed).
+    A folder counts only with its completion mark (written last, so a build killed halfway or
+    a folder damaged by hand is rebuilt, never read). Two processes building it at once each
+    build in a folder of their own and rename it into place; the second finds the first's
+    complete folder there and drops its copy (no lock needed).
+
+    Raises:
+        TunerError: the cache folder cannot be written (naming it and ``TUNER_CACHE_DIR``).
     """
     final = cache_dir() / f"jpeg_digits-v{VERSION}"
-    if (final / "val").is_dir():
+    if _complete(final):
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".jpeg_digits-", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".jpeg_digits-", dir=final.parent))
+    except OSError as exc:
+        raise _unwritable(final, exc) from None
     try:
         _draw_all(scratch)
+        (scratch / _MARK).write_text(f"{VERSION}\n")
+        if final.exists() and not _complete(final):  # damaged: replaced, not read
+            shutil.rmtree(final, ignore_errors=True)
         os.rename(scratch, final)
-    except OSError:
-        if not (final / "val").is_dir():  # not another process's copy in place: a real error
-            raise
+    except OSError as exc:
+        if not _complete(final):  # not another process's complete copy in place
+            raise _unwritable(final, exc) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return final
+
+
+_MARK = ".complete"  # written after every file: what makes a folder the workload
+
+
+def _complete(folder: Path) -> bool:
+    try:
+        return (folder / _MARK).read_text().strip() == str(VERSION)
+    except OSError:
+        return False
+
+
+def _unwritable(final: Path, exc: OSError) -> TunerError:
+    return TunerError(
+        f"cannot build the jpeg_digits files in {final.parent} ({exc.strerror or exc}); point "
+        f"{CACHE_DIR_ENV} at a writable folder."
+    )
 
 
 def _draw_all(root: Path) -> None:

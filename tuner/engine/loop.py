@@ -197,6 +197,7 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
     finally:  # a run that fails (diverged at a flush) keeps the time it trained
         state.lap()
         progress.close()
+        batch_stream.close()  # its loader's workers and prefetch thread end here
     if hooks.evaluate and not stop and (state.val_accuracy is None or not _eval_due(parts, state)):
         _evaluate(parts, state, hooks.on_eval)
     if hooks.evaluate and not stop and not parts.data.on_device:

@@ -250,17 +250,26 @@ LOADER_BATCHES = 8  # batches timed when the loader is measured alone (after one
 def loader_images_per_second(loader: Any, world: World) -> float | None:
     """The train loader alone, no training: images/s over :data:`LOADER_BATCHES` batches after
     one untimed (its workers' start-up), summed over the data-parallel workers (each reads its
-    own shard). ``None`` when the loader has too few batches to time."""
+    own shard; every worker calls it). ``None`` when a worker's loader has too few batches to
+    time, or failed: a figure measured after training never fails the run it describes."""
+    rate = 0.0
+    try:
+        rate = _rate(loader)
+    except Exception:
+        rate = math.nan
+    rates = world.sum([rate if rate > 0 else math.nan])
+    return rates[0] if math.isfinite(rates[0]) else None
+
+
+def _rate(loader: Any) -> float:
     batches, images = iter(loader), 0
     try:
         next(batches)
         started = time.perf_counter()
         for _ in range(LOADER_BATCHES):
             images += int(next(batches)[1].shape[0])
-        seconds = time.perf_counter() - started
+        return images / (time.perf_counter() - started)
     except StopIteration:
-        seconds = 0.0
+        return math.nan
     finally:
         del batches  # ends its workers now, not at the next collection
-    (total,) = world.sum([images / seconds if seconds > 0 and images else 0.0])
-    return total or None

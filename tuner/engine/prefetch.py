@@ -78,7 +78,7 @@ class CudaPrefetcher:
         return images, labels
 
 
-HOST_DEPTH = 2  # batches the host thread keeps ready (DataLoader's own prefetch_factor default)
+HOST_DEPTH = 2  # batches the host thread keeps ready: two, as a DataLoader worker keeps by default
 _END = object()
 
 
@@ -100,7 +100,9 @@ class HostPrefetcher:
     def __iter__(self) -> Iterator[Any]:
         ready: queue.Queue[Any] = queue.Queue(self.depth)
         stop = threading.Event()
-        thread = threading.Thread(target=self._fill, args=(ready, stop), daemon=True)
+        # The CUDA device is per thread: the loader's pinning must use this worker's, not GPU 0.
+        device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+        thread = threading.Thread(target=self._fill, args=(ready, stop, device), daemon=True)
         thread.start()
         try:
             while (item := ready.get()) is not _END:
@@ -115,8 +117,10 @@ class HostPrefetcher:
                 except queue.Empty:
                     thread.join(0.01)
 
-    def _fill(self, ready: queue.Queue[Any], stop: threading.Event) -> None:
+    def _fill(self, ready: queue.Queue[Any], stop: threading.Event, device: int | None) -> None:
         try:
+            if device is not None:
+                torch.cuda.set_device(device)
             for batch in self.loader:
                 if stop.is_set():
                     return

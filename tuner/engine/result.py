@@ -51,7 +51,7 @@ class RunResult:
     data_wait_fraction: float | None = None  # of measured step time spent waiting for a batch
     # The train loader alone, no training, in the run's own process after it trained (global).
     loader_images_per_second: float | None = None
-    bound: Bound | None = None  # data or compute: tuner.engine.meters.bound_of
+    bound: Bound | None = None  # data or compute: bound_of (above)
     step_time_s: float | None = None  # mean steady-state step time
     measured_steps: int = 0
 

@@ -210,7 +210,7 @@ class _TrialRun:
             return SpeedChoice(settings={}), "not probed"
         pinned = {f for f in accuracy_neutral_fields() if f in config}
         device = resolve_device(base.device)
-        key = speed_key(base, environment(device)["device_name"], pinned)
+        key = speed_key(base, environment(device)["device_name"], pinned, cores=context.cores)
         lookup = Lookup(
             key, this_machine(), context.max_memory_bytes, context.threads, context.speed_repeats
         )
