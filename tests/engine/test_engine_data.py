@@ -120,6 +120,7 @@ def test_a_truncated_image_stops_the_run_naming_the_file(tmp_path: Path, num_wor
     result = train(config)
     assert result.status == "error"
     assert result.error.startswith(f"cannot read image {bad}: ") and "\n" not in result.error
+    assert result.error.endswith("or --skip-unreadable-images serves the next readable one")
 
 
 def test_skipping_unreadable_images_serves_readable_ones_and_counts_each_file_once(

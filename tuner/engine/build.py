@@ -295,6 +295,8 @@ def _train_batches(
         notes.append("pin_memory/non_blocking have nothing to copy: synthetic data is on the GPU.")
     effective["set_to_none"] = config.set_to_none
     effective["num_workers"] = 0 if data.on_device else config.num_workers
+    if data.on_device and config.num_workers:
+        notes.append("num_workers has nothing to load: synthetic data lives on the device.")
     effective["persistent_workers"] = config.persistent_workers and not data.on_device
     effective["prefetch_factor"] = None if data.on_device else config.prefetch_factor
     effective["decoder"] = config.decoder if data.files else "pil"

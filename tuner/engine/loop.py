@@ -347,7 +347,8 @@ def failure(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, Diverged):
         return "diverged", str(exc)
     if isinstance(exc, UnreadableImage):  # the file's name, not the loader worker's traceback
-        return "error", exc.line[:500]
+        fix = "; fix or remove it, or --skip-unreadable-images serves the next readable one"
+        return "error", exc.line[: 500 - len(fix)] + fix
     text = str(exc).lower()
     if isinstance(exc, torch.OutOfMemoryError | MemoryError) or (
         "out of memory" in text or "can't allocate memory" in text
