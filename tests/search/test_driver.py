@@ -159,7 +159,12 @@ def test_one_driver_kill_9_and_ctrl_c_in_remeasurement_resume_intact(tmp_path: P
     assert meta["pinned_params"] == ["batch_size", "lr"]
     assert meta["options"]["overrides"] == {"batch_size": 8, "lr": 0.003}
     assert (exp / "remeasure.csv").is_file()
+    _assert_every_trial_ran_what_was_set(exp)
 
+
+def _assert_every_trial_ran_what_was_set(exp: Path) -> None:
+    """Each trial finished once, ran the --set values, and is COMPLETE in the study with no
+    distribution for what was pinned."""
     finals = {}
     for path in exp.glob("*/result.json"):
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
