@@ -94,3 +94,42 @@ def test_a_failed_build_is_built_again_by_the_next_to_ask(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError):
         built_once(tmp_path, "thing", broken)
     assert (built_once(tmp_path, "thing", lambda into: None) / ".built").exists()
+
+
+_GROUPED = """
+import sys
+sys.path.insert(0, {tests!r})
+import pytest
+from tiers import group_machine_tests
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    group_machine_tests(items)
+"""
+_MODULE = """
+import os, time, pytest
+
+@pytest.fixture(scope="module")
+def built():
+    with open("builds", "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    return 1
+
+@pytest.mark.parametrize("i", range(6))
+def test_reads(built, i):
+    time.sleep(0.05)
+"""
+
+
+def test_a_module_fixture_is_built_once_under_both_workers(tmp_path: Path) -> None:
+    """The grouping the tiers rely on, with the installed pytest and pytest-xdist (pytest 9.2
+    made xdist's --dist loadgroup ignore every group, silently: each module fixture was then
+    built on both workers, and the whole-machine tests ran two at once)."""
+    (tmp_path / "conftest.py").write_text(_GROUPED.format(tests=str(Path(__file__).parent)))
+    (tmp_path / "test_shared.py").write_text(_MODULE.format())
+    (tmp_path / "test_other.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
+               "-p", "no:cacheprovider", "-o", "addopts="]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert len((tmp_path / "builds").read_text().split()) == 1
