@@ -57,6 +57,7 @@ _POLL_EVERY_S = 0.1  # Ray Train's controller polls its workers (and takes their
 # leave a node of N cores one short of N one-core workers.
 _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
 _REAP_EVERY_S = 2.0
+_HANDOVER_S, _HANDOVER_MAX_S = 0.5, 30.0  # see _hand_over_the_last_report
 
 
 def trainable(context: TrialContext, plan: SearchPlan, *, max_failures: int) -> Any:
@@ -89,6 +90,7 @@ def run_worker_group(
     # 2 s by default: a trial reporting more often trained only between polls (bench/
     # data_parallel_overhead.py). Propagated by Ray Train to the controller; a user's value wins.
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_S_ENV_VAR, str(_POLL_EVERY_S))
+    forward = TuneReportCallback()
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={
@@ -104,7 +106,7 @@ def run_worker_group(
             storage_filesystem=storage.storage_filesystem,
             failure_config=ray.train.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
-            callbacks=[TuneReportCallback()],
+            callbacks=[forward],
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
         ),
     )
@@ -112,6 +114,24 @@ def run_worker_group(
     trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
     trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
     trainer.fit()
+    _hand_over_the_last_report(forward)
+
+
+def _hand_over_the_last_report(forward: TuneReportCallback) -> None:
+    """Return only once Tune has taken the worker group's last report.
+
+    Tune's function trainable reads Ray Train's queue (where ``TuneReportCallback`` puts each
+    report) and then its own result queue, in turn; the end marker it queues when this function
+    returns can overtake a final report still in Ray Train's queue. The report is then lost and
+    a trial that trained to its end reads "stopped early": Ray Train's checkpoint snapshot held
+    the final report, Tune's result.json did not (the long tier, once). The queue is the
+    callback's own attribute: Ray has no public handle on it.
+    """
+    items = forward._training_actor_item_queue
+    deadline = time.monotonic() + _HANDOVER_MAX_S
+    while not items.empty() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(_HANDOVER_S)  # Tune's thread moves the report to its result queue meanwhile
 
 
 class _TorchTrainer(TorchTrainer):
