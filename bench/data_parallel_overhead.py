@@ -1,13 +1,23 @@
-"""Where a data-parallel CPU trial's time goes once its worker group is up (issue 29): one real
-search of one trial, on 2 gloo workers through Ray Train, and the same trial on one worker (a
-plain Tune trial), each ``--rounds`` times interleaved. Between a trial's first and last report
-it measures the wall time and the training time (the steps in between at the run's measured
-steady-state step time); the rest is outside training (evaluation, Ray's waits). The workload is
-the issue's: a micro ViT whose steps take milliseconds, evaluated every 10 steps. ``--poll``
-sets Ray Train's controller poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S): 2.0 is Ray's default,
-``tuner`` leaves tuner's 0.1 s.
+"""Where a data-parallel CPU trial's time goes once its worker group is up (issue 29).
 
-    PYTHONPATH=. python bench/data_parallel_overhead.py --rounds 2 --poll 2.0 --poll tuner
+Three arms, each ``--rounds`` times, interleaved (a busy machine's drift hits every arm alike):
+
+- ``ray-2``: one search of one trial on 2 gloo workers through Ray Train (tuner's 0.1 s
+  controller poll; ``--ray-poll 2.0`` adds an arm at Ray's default);
+- ``tune-1``: the same trial on one worker, a plain Tune trial;
+- ``torchrun-2``: the same run on 2 gloo workers under ``torchrun -m tuner train``: no Ray, no
+  report, no checkpoint (the floor a worker group could reach).
+
+For each run, from the engine's own clocks on rank 0 (``RunResult``): its wall time from the
+start of its training loop (the group up, data and model built: ``setup_time_s``, reported
+apart) to its end, and in it the training steps (``train_time_s``), the evaluations
+(``eval_time_s``) and the search's report and checkpoint after each evaluation
+(``report_time_s``). **Outside** is what is left besides training and evaluation (the issue's
+goal: at most 10 %): the reports and checkpoints, the loader's own measurement after
+training. The workload is the issue's: a micro ViT whose steps take milliseconds, evaluated
+(and so reported) every 10 steps; checkpointed at the first evaluation and the end.
+
+    PYTHONPATH=. python bench/data_parallel_overhead.py --rounds 3
 """
 
 from __future__ import annotations
@@ -15,25 +25,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-_SPACE = """
 from tuner.workloads import MICRO_VIT
-WORKLOADS = {"cpu": {**MICRO_VIT, "data": "digits", "img_size": 16, "batch_size": 16,
-                     "epochs": None, "steps": 60, "eval_every_steps": 10, "max_eval_batches": 1,
-                     "warmup_steps": 2}}
-NUM_SAMPLES = {"cpu": 1}
+
+OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"
+RUN = {**MICRO_VIT, "data": "digits", "img_size": 16, "batch_size": 16, "epochs": None,
+       "steps": 60, "eval_every_steps": 10, "max_eval_batches": 1, "warmup_steps": 2}  # fmt: skip
+_SPACE = f"""
+WORKLOADS = {{"cpu": {RUN!r}}}
+NUM_SAMPLES = {{"cpu": 1}}
 def space(trial, *, cuda):
     trial.suggest_categorical("variant", ["only"])
-    return {}
+    return {{}}
 """
+SHARES = ("train", "eval", "report", "outside")
 
 
-def _trial(folder: Path, world_size: int, poll: str) -> dict[str, float]:
+def _search(folder: Path, world_size: int, poll: str) -> dict[str, Any]:
+    """The trial's final report, from a real one-trial search."""
     space = folder / "one_trial_space.py"
     space.write_text(_SPACE)
     name = f"w{world_size}-{poll}-{len(list(folder.iterdir()))}"
@@ -47,36 +63,76 @@ def _trial(folder: Path, world_size: int, poll: str) -> dict[str, float]:
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=900)
     (result,) = (folder / name).glob("*/result.json")
     lines = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
-    first, last = lines[0], lines[-1]
-    wall = last["reported_unix_s"] - first["reported_unix_s"]
-    # Training: the steps between the reports at the run's own steady-state step time (the
-    # engine's clocks run on while a report waits, so they cannot tell the wait apart).
-    training = (last["step"] - first["step"]) * last["step_time_s"]
-    return {"wall_s": wall, "train_s": training, "outside": 1 - training / wall,
-            "steps": last["step"] - first["step"], "reports": len(lines)}  # fmt: skip
+    return lines[-1]
+
+
+def _torchrun(folder: Path) -> dict[str, Any]:
+    """rank 0's result of the same run under torchrun (no Ray)."""
+    config = folder / "run.json"
+    config.write_text(json.dumps({**RUN, "device": "cpu"}))
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+               "--master-port", str(_free_port()), "-m", "tuner", "train", "--config",
+               str(config), "--json"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=600)
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _shares(final: dict[str, Any]) -> dict[str, float]:
+    """Shares of the run's time from its training loop's start (its setup left out) to its end."""
+    wall = final["wall_time_s"] - final["setup_time_s"]
+    train, evaluation = final["train_time_s"], final["eval_time_s"]
+    return {"wall_s": wall, "setup_s": final["setup_time_s"], "train": train / wall,
+            "eval": evaluation / wall, "report": final["report_time_s"] / wall,
+            "outside": 1 - (train + evaluation) / wall}  # fmt: skip
+
+
+def _arms(ray_polls: list[str]) -> dict[str, Any]:
+    arms: dict[str, Any] = {f"ray-2 poll {p}": (lambda f, p=p: _search(f, 2, p)) for p in ray_polls}
+    arms["tune-1"] = lambda f: _search(f, 1, "tuner")
+    arms["torchrun-2"] = _torchrun
+    return arms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--poll", action="append", help="2.0 (Ray's default) or tuner (0.1)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ray-poll", action="append", help="also Ray's default poll: 2.0")
     args = parser.parse_args()
-    arms = [(2, poll) for poll in args.poll or ["2.0", "tuner"]] + [(1, "tuner")]
-    seen: dict[tuple[int, str], list[dict[str, float]]] = {arm: [] for arm in arms}
+    arms = _arms(["tuner", *(args.ray_poll or [])])
+    seen: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
     with tempfile.TemporaryDirectory() as folder:
-        for _ in range(args.rounds):  # interleaved: a busy machine's drift hits every arm alike
-            for workers, poll in arms:
-                seen[(workers, poll)].append(_trial(Path(folder), workers, poll))
-    for (workers, poll), runs in seen.items():
-        outside = [r["outside"] for r in runs]
-        each = " / ".join(f"{r['wall_s']:.1f} s wall, {r['train_s']:.2f} s training" for r in runs)
-        print(
-            f"{workers} worker(s), poll {poll:5s}: outside training "
-            f"{statistics.median(outside):.0%} [{min(outside):.0%}-{max(outside):.0%}] of the "
-            f"time between first and last report; "
-            f"{each}"
-            f" ({runs[0]['steps']:.0f} steps, {runs[0]['reports']:.0f} reports)"
-        )
+        for _ in range(args.rounds):
+            for name, run in arms.items():
+                seen[name].append(_shares(run(Path(folder))))
+    record = {"rounds": args.rounds, "run": RUN, "load_average": os.getloadavg(), "arms": {}}
+    lines = ["| arm | setup s | then wall s | training | evaluation | report + checkpoint "
+             "| outside |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, runs in seen.items():
+        cells = {k: [r[k] for r in runs] for k in ("setup_s", "wall_s", *SHARES)}
+        record["arms"][name] = cells
+        setup, wall = (statistics.median(cells[k]) for k in ("setup_s", "wall_s"))
+        shares = [_median_range(cells[k]) for k in SHARES]
+        lines.append(f"| {name} | {setup:.2f} | {wall:.2f} | " + " | ".join(shares) + " |")
+    table = "\n".join(lines)
+    print(table)
+    OUT.joinpath("dp_overhead_cpu.json").write_text(json.dumps(record, indent=2) + "\n")
+    OUT.joinpath("dp_overhead_cpu.md").write_text(
+        "# Data-parallel trials: where the time goes once the group is up\n\n"
+        f"`PYTHONPATH=. python bench/data_parallel_overhead.py --rounds {args.rounds}` "
+        "(medians [min-max] of the interleaved rounds; shares of the run's wall time on rank 0, "
+        f"2 CPU cores; load average at the end {os.getloadavg()[0]:.1f}).\n\n{table}\n"
+    )
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.0%} [{min(values):.0%}-{max(values):.0%}]"
 
 
 if __name__ == "__main__":

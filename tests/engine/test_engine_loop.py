@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,26 @@ def test_on_eval_sees_progress_and_can_stop_the_run() -> None:
     result = train(tiny(steps=10, eval_every_steps=2), on_eval=on_eval)
     assert [p.step for p in seen] == [2, 4] and result.steps == 4
     assert seen[-1].result.status == "ok" and seen[-1].result.val_accuracy is not None
+
+
+def test_a_run_says_where_its_time_went_besides_training() -> None:
+    # The hook sleeps 0.1 s at each of its 3 evaluations (steps 2, 4, 6): the caller's time.
+    seen: list[Progress] = []
+
+    def on_eval(progress: Progress) -> None:
+        seen.append(progress)
+        time.sleep(0.1)
+
+    result = train(tiny(steps=6, eval_every_steps=2), on_eval=on_eval)
+    assert result.status == "ok", result.error
+    assert len(seen) == 3 and 0.3 <= result.report_time_s < 0.3 + 5
+    assert seen[1].result.report_time_s >= 0.1  # so far: the first evaluation's hook
+    assert result.eval_time_s > 0 and seen[0].result.eval_time_s > 0
+    assert result.setup_time_s > 0
+    parts = result.setup_time_s + result.train_time_s + result.eval_time_s + result.report_time_s
+    assert parts <= result.wall_time_s  # disjoint shares of the run's wall time
+    plain = train(tiny(steps=6, eval_every_steps=2))
+    assert plain.report_time_s == 0 and plain.eval_time_s > 0
 
 
 def test_resume_continues_from_the_checkpoint_step(tmp_path: Path) -> None:

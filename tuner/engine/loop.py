@@ -164,6 +164,7 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
     progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
     stop = False
     meter.start()
+    state.setup_time_s = time.perf_counter() - state.run_started
     state.start_clock()
     try:
         while not stop and _progress(parts, state) < 1.0:
@@ -305,7 +306,9 @@ def _show_probe(parts: RunParts, state: RunState, on_probe: OnProbe) -> bool:
 
 def _evaluate(parts: RunParts, state: RunState, on_eval: OnEval | None) -> bool:
     parts.throughput.pause()
+    started = time.perf_counter()
     state.val_accuracy, state.val_loss, state.val_images = evaluate(parts)
+    state.eval_time_s += time.perf_counter() - started
     target = parts.config.target_accuracy
     if target is not None and state.time_to_target_s is None and state.val_accuracy >= target:
         state.time_to_target_s = state.train_time_s
@@ -314,7 +317,9 @@ def _evaluate(parts: RunParts, state: RunState, on_eval: OnEval | None) -> bool:
         result = _result(parts, state, "ok", None, parts.device, parts.memory)
         epoch = state.step / parts.schedule.steps_per_epoch
         made = Progress(state.step, epoch, result, lambda: make_state(parts, state))
+        started = time.perf_counter()
         stop = parts.world.decide(bool(on_eval(made)))
+        state.report_time_s += time.perf_counter() - started
     parts.throughput.resume()
     return stop
 
@@ -391,6 +396,9 @@ def _result(
         epochs=state.step / parts.schedule.steps_per_epoch,
         images_seen=state.step * cfg.batch_size * world.size,
         train_time_s=train_time_s,
+        setup_time_s=state.setup_time_s,
+        eval_time_s=state.eval_time_s,
+        report_time_s=state.report_time_s,
         first_step_unix_s=state.first_step_unix_s,
         skipped_images=parts.data.skipped_images,
         num_parameters=sum(p.numel() for p in parts.model.parameters()),

@@ -81,6 +81,10 @@ class RunResult:
     epochs: float = 0.0
     images_seen: int = 0
     train_time_s: float = 0.0  # wall time of the training loop, evaluation excluded
+    # This process's run (rank 0's in a data-parallel run): where the rest of wall_time_s went.
+    setup_time_s: float = 0.0  # before the training loop: data, model, optimizer, restore
+    eval_time_s: float = 0.0  # scoring the validation split
+    report_time_s: float = 0.0  # the caller's hook after each evaluation: a search's report
     skipped_images: int = 0  # unreadable image files skipped (config.skip_unreadable_images)
     wall_time_s: float = 0.0  # the whole run: build, compile, train, evaluate
     first_step_unix_s: float | None = None  # wall clock (time.time) when the first step began

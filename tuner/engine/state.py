@@ -58,6 +58,9 @@ class RunState:
     val_images: int = 0
     time_to_target_s: float | None = None
     loader_images_per_second: float | None = None  # the loader alone, measured after training
+    setup_time_s: float = 0.0  # from the run's start to its training loop: data, model, state
+    eval_time_s: float = 0.0  # in evaluations proper, this process's run
+    report_time_s: float = 0.0  # in the caller's on_eval (a search's report and checkpoint)
     _lap_start: float = field(default_factory=time.perf_counter)
     run_started: float = field(default_factory=time.perf_counter)  # wall_time_s counts from it
 

@@ -13,7 +13,11 @@ read, so every rank runs the same speed probes.
 
 A killed worker makes Ray Train restart the group from its latest checkpoint; a killed driver
 makes Tune restart the trial, whose new ``TorchTrainer`` of the same name and storage (the
-trial's folder) resumes from that checkpoint too.
+trial's folder) resumes from that checkpoint too. A deterministic error (bad input, or a run
+the engine ended with an error) is reported as final with its checkpoint, and the workers then
+return: Ray Train would restart the group for every error a worker raises, and Tune the trial
+for each of those (``--max-failures`` squared group starts, each raising at once). The driver
+raises it instead, once, and Tune's retries raise it from the checkpoint without a group.
 """
 
 from __future__ import annotations
@@ -43,9 +47,11 @@ from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
+from tuner import record
+from tuner.errors import TunerError
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
-from tuner.search.trainable import TrialContext, _run, _TrialRun
+from tuner.search.trainable import TrialContext, _restore, _run, _TrialRun
 from tuner.spaces import WORLD_SIZE_PARAM
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
@@ -113,8 +119,28 @@ def run_worker_group(
     local = isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem)
     trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
     trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
-    trainer.fit()
+    _raise_a_final_error(_earlier_run(storage))
+    result = trainer.fit()
     _hand_over_the_last_report(forward)
+    _raise_a_final_error(result)
+
+
+def _earlier_run(storage: Any) -> ray.train.Result | None:
+    """What an earlier run of this trial's worker group left (a retry, or a resume), if any."""
+    folder = f"{storage.trial_fs_path.rstrip('/')}/{_TRAIN_DIR}"
+    try:
+        return ray.train.Result.from_path(folder, storage.storage_filesystem)
+    except (RuntimeError, OSError, ValueError):  # no such run yet, or no report of it saved
+        return None
+
+
+def _raise_a_final_error(result: ray.train.Result | None) -> None:
+    """Raise the error the trial's latest checkpoint ends with, if it does (Tune then ends the
+    trial ERROR; each of its retries raises it here, before any worker starts)."""
+    checkpoint = result.checkpoint if result is not None else None
+    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
+    if final.get(record.STATUS) == "error":
+        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 def _hand_over_the_last_report(forward: TuneReportCallback) -> None:
@@ -187,7 +213,10 @@ class _OneLine(logging.Handler):
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
     run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
-    _run(run, loop_config["config"])
+    try:
+        _run(run, loop_config["config"])
+    except TunerError:  # reported as final with its checkpoint: the driver raises it, once
+        return
 
 
 class _WorkerRun(_TrialRun):
@@ -206,6 +235,9 @@ class _WorkerRun(_TrialRun):
 
     def _trial_dir(self) -> str | None:
         return self.trial_dir if self.rank == 0 else None  # one copy: every rank fails alike
+
+    def _checkpoint_due(self) -> bool:
+        return self.rank == 0 and super()._checkpoint_due()  # the others' would go unused
 
     def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
         attach = checkpoint is not None and self.rank == 0
