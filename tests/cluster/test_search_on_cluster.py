@@ -91,10 +91,11 @@ def test_a_data_parallel_trial_spreads_its_workers_over_both_nodes(
 
 
 def test_a_trial_on_a_killed_node_resumes_from_its_checkpoint(two_nodes: RayCluster) -> None:
-    # Long enough trials (checkpoint every 40 steps) that the kill lands mid-trial.
+    # Long enough trials (checkpoint every 40 steps: at every evaluation) that the kill lands
+    # mid-trial.
     driver = _start_search(
         two_nodes, "lost-node", "--num-samples", "2", "--concurrency", "2",
-        "--steps", "400", "--set", "eval_every_steps=40",
+        "--steps", "400", "--set", "eval_every_steps=40", "--checkpoint-every-s", "0",
     )  # fmt: skip
     try:
         victim_id = _wait_for_checkpointed_trial_on(two_nodes, "lost-node", WORKER_IPS[0])

@@ -159,6 +159,14 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
         type=int,
         help="retries of a crashed trial (from its checkpoint)",
     )
+    _option(
+        group,
+        "--checkpoint-every-s",
+        type=float,
+        help="a trial checkpoints at its first evaluation, then at the first one this many "
+        "seconds after its last checkpoint, and at its end: what a crashed trial trains again "
+        "(0: at every evaluation; default 10)",
+    )
 
 
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:

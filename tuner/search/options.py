@@ -58,6 +58,9 @@ class SearchOptions:
     spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
     resume: bool = False
     max_failures: int = 2
+    # A trial checkpoints at its first evaluation, then at most this often (0: at every one):
+    # a restarted trial trains again at most this much; each checkpoint costs a write.
+    checkpoint_every_s: float = 10.0
     # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
     workload: str = "auto"
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -110,6 +113,8 @@ class SearchOptions:
         ):
             if value < 0:
                 raise TunerError(f"{flag} {value} must be 0 (off) or more.")
+        if self.checkpoint_every_s < 0:
+            raise TunerError(f"--checkpoint-every-s {self.checkpoint_every_s} must be 0 or more.")
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
             raise TunerError(
                 "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."

@@ -5,7 +5,7 @@
    (per training config key), then in the machine cache (:mod:`tuner.search.machine_cache`).
 2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
    memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
-3. Every evaluation reports; the first, then one at least :data:`CHECKPOINT_EVERY_S` after the
+3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
    last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
    where it stopped, losing at most that much training. A checkpoint at every evaluation cost
    a fast model 10-25 % of its time (bench/data_parallel_overhead.py). The final report is
@@ -56,7 +56,6 @@ __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "engine_state.pt"
-CHECKPOINT_EVERY_S = 10.0  # of the run's wall time between two evaluations' checkpoints
 META_FILE = "trial_meta.json"
 
 
@@ -74,6 +73,7 @@ class TrialContext:
     # The notebook objects the run's model/data name (``@name``): carried by value to workers.
     user_objects: dict[str, Any] = field(default_factory=dict)
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
+    checkpoint_every_s: float = 0.0  # SearchOptions.checkpoint_every_s (0: every evaluation)
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -260,9 +260,9 @@ class _TrialRun:
             self._emit(report, None)
 
     def _checkpoint_due(self) -> bool:
-        """The first evaluation's checkpoint, then one every CHECKPOINT_EVERY_S at most."""
+        """The first evaluation's checkpoint, then one every ``checkpoint_every_s`` at most."""
         last = self.last_checkpoint
-        return last is None or time.perf_counter() - last >= CHECKPOINT_EVERY_S
+        return last is None or time.perf_counter() - last >= self.context.checkpoint_every_s
 
     def _report(
         self,

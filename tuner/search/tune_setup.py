@@ -60,6 +60,7 @@ def trainable(search: SearchContext) -> Any:
         speed_repeats=options.speed_repeats,
         cache_namespace=cache_namespace(search.paths),
         user_objects=registered(),
+        checkpoint_every_s=options.checkpoint_every_s,
     )
     if plan.max_world_size > 1:
         return data_parallel.trainable(context, plan, max_failures=options.max_failures)
