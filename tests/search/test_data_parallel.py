@@ -112,9 +112,10 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
 
 def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
     """The search, and what Ray held when it was over, before Ray stopped: the placement
-    groups and any placement-group cleaner actor."""
+    groups, any placement-group cleaner actor and the class of every actor it ran."""
     tables: list[dict[str, Any]] = []
     cleaners: list[dict[str, Any]] = []
+    classes: set[str] = set()
     real_shutdown = cluster.shutdown
 
     def shutdown() -> None:
@@ -124,12 +125,14 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
         tables.append(ray.util.placement_group_table())
         actors = state.actor_table(None).values()
         cleaners.extend(a for a in actors if a["ActorClassName"] == "PlacementGroupCleaner")
+        classes.update(a["ActorClassName"] for a in actors)  # dead ones too
         real_shutdown()
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cluster, "shutdown", shutdown)
         outcome = run_search(options)
-    return outcome, {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
+    held = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
+    return outcome, {**held, "actor_classes": classes}
 
 
 def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -159,6 +162,9 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
     assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
     assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}
     assert not seen["cleaners"]
+    # One machine: no preemption watcher (its start printed a core_worker error line).
+    assert "RayTrainWorker" in seen["actor_classes"]
+    assert "PreemptionWatcher" not in seen["actor_classes"]
 
 
 def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:

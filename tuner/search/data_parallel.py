@@ -41,7 +41,10 @@ from ray.train.torch import TorchConfig, TorchTrainer
 from ray.train.v2._internal.callbacks.placement_group_callback import (
     PlacementGroupCleanerCallback,
 )
-from ray.train.v2._internal.constants import HEALTH_CHECK_INTERVAL_S_ENV_VAR
+from ray.train.v2._internal.constants import (
+    ENABLE_PREEMPTION_WATCHER_ENV_VAR,
+    HEALTH_CHECK_INTERVAL_S_ENV_VAR,
+)
 from ray.train.v2._internal.execution import context as train_context_module
 from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
@@ -96,6 +99,11 @@ def run_worker_group(
     # 2 s by default: a trial reporting more often trained only between polls (bench/
     # data_parallel_overhead.py). Propagated by Ray Train to the controller; a user's value wins.
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_S_ENV_VAR, str(_POLL_EVERY_S))
+    if len([node for node in ray.nodes() if node["Alive"]]) == 1:
+        # Ray Train's preemption watcher (an actor per group) tells a preempted node from a
+        # crash, which one machine never needs; its start printed a core_worker error line
+        # (ray-project/ray#53727) to the console for every trial. A user's value wins.
+        os.environ.setdefault(ENABLE_PREEMPTION_WATCHER_ENV_VAR, "0")
     forward = TuneReportCallback()
     trainer = _TorchTrainer(
         _worker,
