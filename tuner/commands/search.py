@@ -59,8 +59,8 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         "--search-time-budget-s",
         type=float,
         metavar="SECONDS",
-        help="stop the whole search, running trials included, after this long (each trial's "
-        "own training time: --time-budget-s)",
+        help="stop the whole search, running trials included, once its trials have run this "
+        "long, every --resume of it together (each trial's own training time: --time-budget-s)",
     )
     _option(
         group,
