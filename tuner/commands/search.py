@@ -164,7 +164,7 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     _flags.add(group, "--name", detail="default: SPACE-DATE-TIME")
     _flags.add(group, "--storage")
-    _flags.add(group, "--reports-dir")
+    _flags.add(group, "--reports-dir", default=argparse.SUPPRESS)  # as _option's
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
     )
@@ -227,12 +227,21 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+# The fields whose flags take a value that can equal the default (--objective pareto): such a
+# flag is left out of the parsed namespace unless given, so that a resume tells "given as the
+# default" (applied, or refused) from "not given" (the experiment's own kept). Any other flag
+# is given exactly when it differs from its default: a switch, or a default no one can type.
+_TYPED_DEFAULTS = frozenset(
+    {"objective", "sampler", "seed", "workload", "probe_steps", "speed_repeats", "world_size"}
+    | {"max_failures", "remeasure_top", "remeasure_repeats", "remeasure_max_repeats"}
+    | {"effects_repeats", "trust_budget", "reports_dir"}
+)
 
 
 def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
-    """The flag of the :class:`SearchOptions` field of the same name, with its default."""
-    field = flag.removeprefix("--").replace("-", "_")
-    group.add_argument(flag, default=_DEFAULTS[field], **spec)
+    """The flag of the :class:`SearchOptions` field of the same name (whose default applies
+    when it is not given: _TYPED_DEFAULTS)."""
+    group.add_argument(flag, default=argparse.SUPPRESS, **spec)
 
 
 def _memory_size(text: str) -> int:
@@ -250,8 +259,26 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
     given["space"] = args.space or ""
     given["overrides"] = {**overrides, **_flags.parse_sets(args.set)}
-    given["remeasure_max_repeats"] = max(args.remeasure_max_repeats, args.remeasure_repeats)
+    repeats = given.get("remeasure_repeats", _DEFAULTS["remeasure_repeats"])
+    most = given.get("remeasure_max_repeats", _DEFAULTS["remeasure_max_repeats"])
+    given["remeasure_max_repeats"] = max(most, repeats)
     return SearchOptions(**given)
+
+
+def given_fields(args: argparse.Namespace) -> frozenset[str]:
+    """The :class:`SearchOptions` fields the command line set (what a resume compares with
+    the experiment's own; a field left out keeps the experiment's)."""
+    fields = {
+        key
+        for key, value in vars(args).items()
+        if key in _DEFAULTS and (key in _TYPED_DEFAULTS or value != _DEFAULTS[key])
+    }
+    fields.discard("space")  # the positional: set when named
+    if args.space:
+        fields.add("space")
+    if args.set or any(hasattr(args, key) for key in WORKLOAD_FLAGS):
+        fields.add("overrides")
+    return frozenset(fields)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.api import run_options
 
-    result = run_options(options)
+    result = run_options(options, given=given_fields(args))
     if result.state != "finished":
         from tuner.search.signals import interrupted_exit_code
 

@@ -114,9 +114,12 @@ _SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", *LIMITS)
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
-def options_to_resume(paths: ExperimentPaths, given: SearchOptions) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with; of those ``given`` sets
-    (unlike the defaults) the changeable ones are applied and said, any other refused.
+def options_to_resume(
+    paths: ExperimentPaths, given: SearchOptions, *, named: frozenset[str] | None = None
+) -> SearchOptions:
+    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
+    fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
+    and said, any other refused. Named, a field can be set back to its default.
 
     Raises:
         TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
@@ -142,14 +145,16 @@ def options_to_resume(paths: ExperimentPaths, given: SearchOptions) -> SearchOpt
         # The count it resolved at its start (the space's, the grid's), not resolved again:
         # a new time budget or an edited space would change it.
         own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
-    changes = _changes_on_resume(own, given, paths.local)
+    changes = _changes_on_resume(own, given, paths.local, named)
     return dataclasses.replace(own, **changes, name=paths.name, resume=True)
 
 
-def _changes_on_resume(own: SearchOptions, given: SearchOptions, folder: Path) -> dict[str, Any]:
-    """The options ``given`` sets to another value than the experiment's ``own`` (whose folder
-    is ``folder``): the changeable ones, each said in a note (what the printed command to
-    continue keeps).
+def _changes_on_resume(
+    own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
+) -> dict[str, Any]:
+    """The options ``given`` sets (``named``: options_to_resume) to another value than the
+    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
+    (what the printed command to continue keeps).
 
     Raises:
         TunerError: the first one a resumed search cannot apply.
@@ -163,7 +168,8 @@ def _changes_on_resume(own: SearchOptions, given: SearchOptions, folder: Path) -
             from tuner.spaces import get_space
 
             value = get_space(value).ref
-        if name in _IDENTITY or value in (getattr(default, name), getattr(own, name)):
+        set_here = value != getattr(default, name) if named is None else name in named
+        if name in _IDENTITY or not set_here or value == getattr(own, name):
             continue
         if name not in CHANGEABLE_ON_RESUME:
             flag = _flag(name)
