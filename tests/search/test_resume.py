@@ -53,9 +53,10 @@ def _records(exp: Path) -> dict[str, list[dict[str, Any]]]:
     return records
 
 
-def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
+def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int, str]:
+    """The trials finished when Ctrl-C came, the exit code, and the last line of stdout."""
     driver = subprocess.Popen(
-        _cli(tmp_path, str(SPACE), "--num-samples", str(SAMPLES)),
+        _cli(tmp_path, str(SPACE), "--num-samples", str(SAMPLES), "--json"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -72,10 +73,10 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
                 driver.send_signal(signal.SIGINT)  # Ctrl-C, as a user would
                 break
             assert time.monotonic() < deadline, "no trial finished in time"
-        driver.communicate(timeout=TIMEOUT_S)
+        rest, _ = driver.communicate(timeout=TIMEOUT_S)
     finally:
         driver.kill()
-    return finished, driver.returncode
+    return finished, driver.returncode, rest.strip().splitlines()[-1]
 
 
 # The fast tier's kill-and-resume (a real Ctrl-C); the raylet loss below is the long tier's.
@@ -83,8 +84,12 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     tmp_path: Path, nothing_lost: Any
 ) -> None:
     exp = tmp_path / "experiments" / "resumed"
-    finished, returncode = _interrupt_after_first_trial(tmp_path)
-    assert finished and returncode != 0
+    finished, returncode, last = _interrupt_after_first_trial(tmp_path)
+    assert finished and returncode == 130
+    result = json.loads(last)  # --json: the result so far, and how to go on
+    assert (result["status"], result["exit_code"], result["report"]) == ("interrupted", 130, None)
+    assert result["resume"].startswith("python -m tuner search --resume --name resumed")
+    assert sum(result["trials"].values()) >= len(finished)
     meta = json.loads((exp / "tuner_experiment.json").read_text())
     assert meta["state"] == "interrupted"
     before = _records(exp)

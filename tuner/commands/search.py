@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
 from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError
@@ -12,6 +12,9 @@ from tuner.record import MAX_MEMORY_BYTES
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
+
+if TYPE_CHECKING:
+    from tuner.api import SearchResult
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
@@ -285,14 +288,27 @@ def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.api import run_options
+    from tuner.search.signals import interrupted_exit_code
 
     result = run_options(options, given=given_fields(args))
-    if result.state != "finished":
-        from tuner.search.signals import interrupted_exit_code
-
-        return interrupted_exit_code()  # 130 on Ctrl-C, 143 on SIGTERM
+    finished = result.state == "finished"
+    code = (EXIT_OK if result.usable else EXIT_RUNTIME) if finished else interrupted_exit_code()
     if args.json:
-        from tuner.commands.report import result_json
+        _flags.print_json(_result_json(result, code, storage=options.storage))
+    return code  # interrupted: 130 on Ctrl-C, 143 on SIGTERM
 
-        _flags.print_json(result_json(result.experiment, result.answer, result.report_dir))
-    return EXIT_OK if result.usable else EXIT_RUNTIME
+
+def _result_json(result: SearchResult, code: int, *, storage: str) -> dict[str, Any]:
+    """The search's ``--json``: its state first; interrupted, the exit code and the command
+    that continues it (the summary's)."""
+    from tuner.commands.report import result_json
+    from tuner.search.experiment import ExperimentPaths
+
+    value = {
+        "status": result.state,
+        **result_json(result.experiment, result.answer, result.report_dir),
+    }
+    if result.state != "finished":
+        paths = ExperimentPaths.of(storage, result.experiment_dir.name)
+        value.update(exit_code=code, resume=paths.resume_command())
+    return value
