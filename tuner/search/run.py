@@ -230,8 +230,8 @@ def _resume_metadata(search: SearchContext) -> dict[str, Any]:
         requeued = requeue_not_run(paths.name, paths.study_url)
         if requeued:
             print(
-                f"The start-up design's {requeued} trial(s) the search had ended before are "
-                "queued again.",
+                f"{requeued} start-up design trial(s) that an earlier end of the search never "
+                "reached are queued again.",
                 flush=True,
             )
     return metadata
