@@ -94,7 +94,7 @@ def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
             f"Unknown search option(s) {', '.join(unknown)}; the options are: "
             f"{', '.join(sorted(valid))}."
         )
-    given = {"space", *options, *(() if report else ("no_report",))}
+    given = {*options, *(("space",) if space else ()), *(() if report else ("no_report",))}
     options_ = SearchOptions(space=_space_ref(space), no_report=not report, **options)
     return run_options(options_, given=frozenset(given))
 

@@ -224,3 +224,15 @@ def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> Non
         flag = "--" + name.replace("_", "-")
         args = build_parser().parse_args(["search", "vit_space", flag, str(defaults[name])])
         assert given_fields(args) == {"space", name}, flag
+
+
+def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_default(tmp_path):
+    import tuner
+    from tuner.experiment import write_metadata
+    from tuner.search.experiment import ExperimentPaths, options_record
+
+    paths = ExperimentPaths.of(str(tmp_path), "kept")
+    started = SearchOptions(space="vit_space", name="kept", objective="accuracy")
+    write_metadata(paths.local, {"options": options_record(started)})
+    with pytest.raises(TunerError, match=r"^--objective pareto cannot change on --resume"):
+        tuner.search("", resume=True, name="kept", storage=str(tmp_path), objective="pareto")
