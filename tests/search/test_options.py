@@ -217,8 +217,10 @@ def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> Non
     from tuner.commands.search import _TYPED_DEFAULTS, given_fields
 
     plain = build_parser().parse_args(["search", "vit_space"])
+    assert "objective" in _TYPED_DEFAULTS and "storage" in _TYPED_DEFAULTS
     assert not _TYPED_DEFAULTS & set(vars(plain))  # left out: the field's default applies
     assert given_fields(plain) == {"space"}
+    assert options_from_args(plain) == SearchOptions(space="vit_space")
     defaults = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
     for name in _TYPED_DEFAULTS:
         flag = "--" + name.replace("_", "-")

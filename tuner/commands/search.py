@@ -166,8 +166,8 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
 
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     _flags.add(group, "--name", detail="default: SPACE-DATE-TIME")
-    _flags.add(group, "--storage")
-    _flags.add(group, "--reports-dir", default=argparse.SUPPRESS)  # as _option's
+    _flags.add(group, "--storage", default=argparse.SUPPRESS)  # as _option's
+    _flags.add(group, "--reports-dir", default=argparse.SUPPRESS)
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
     )
@@ -230,14 +230,14 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
-# The fields whose flags take a value that can equal the default (--objective pareto): such a
-# flag is left out of the parsed namespace unless given, so that a resume tells "given as the
-# default" (applied, or refused) from "not given" (the experiment's own kept). Any other flag
-# is given exactly when it differs from its default: a switch, or a default no one can type.
+# The fields whose default a command line can type (--objective pareto): their flags are left
+# out of the parsed namespace unless given (_option), so that a resume tells "given, at the
+# default" (applied, or refused) from "not given" (the experiment's own kept). Any other flag is
+# given exactly when it differs from its default: a switch, or a default no one can type (None).
 _TYPED_DEFAULTS = frozenset(
-    {"objective", "sampler", "seed", "workload", "probe_steps", "speed_repeats", "world_size"}
-    | {"max_failures", "remeasure_top", "remeasure_repeats", "remeasure_max_repeats"}
-    | {"effects_repeats", "trust_budget", "reports_dir"}
+    name
+    for name, default in _DEFAULTS.items()
+    if isinstance(default, str | int | float) and not isinstance(default, bool)
 )
 
 
