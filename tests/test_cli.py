@@ -220,3 +220,17 @@ def test_a_run_that_failed_before_its_first_step_still_prints_its_summary_and_js
     out = capsys.readouterr().out
     assert "status            error (OSError: gone)" in out and "peak lr n/a" in out
     assert json.loads(result.to_json())["status"] == "error"
+
+
+@pytest.mark.parametrize("code", [130, 143])
+def test_a_command_stopped_before_its_result_says_so_in_its_json(
+    code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from tuner.cli import _interrupted
+
+    assert _interrupted(argparse.Namespace(json=True), code) == code
+    assert json.loads(capsys.readouterr().out) == {"status": "interrupted", "exit_code": code}
+    assert _interrupted(argparse.Namespace(), code) == code  # no --json: nothing on stdout
+    assert capsys.readouterr().out == ""

@@ -94,7 +94,9 @@ def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
             f"Unknown search option(s) {', '.join(unknown)}; the options are: "
             f"{', '.join(sorted(valid))}."
         )
-    return run_options(SearchOptions(space=_space_ref(space), no_report=not report, **options))
+    given = {*options, *(("space",) if space else ()), *(() if report else ("no_report",))}
+    options_ = SearchOptions(space=_space_ref(space), no_report=not report, **options)
+    return run_options(options_, given=frozenset(given))
 
 
 def _space_ref(space: Any) -> str:
@@ -105,8 +107,10 @@ def _space_ref(space: Any) -> str:
     return space_of(space).ref
 
 
-def run_options(options: SearchOptions) -> SearchResult:
-    """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call).
+def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) -> SearchResult:
+    """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call);
+    ``given``: the fields the caller set (None: those that differ from the defaults), which a
+    resume compares with the experiment's own.
 
     Raises:
         TunerError: as :func:`search`.
@@ -115,7 +119,7 @@ def run_options(options: SearchOptions) -> SearchResult:
 
     # Every check that needs no cluster, before Ray's modules load (on a resume: the
     # experiment's own options, what this call may change applied).
-    prepared = prepare(options)
+    prepared = prepare(options, given=given)
     options = prepared.options
     from tuner.search.run import run_search
 

@@ -82,7 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except Terminated:
         print("terminated (SIGTERM)", file=sys.stderr)
-        return EXIT_TERMINATED
+        return _interrupted(args, EXIT_TERMINATED)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(args, EXIT_INTERRUPTED)
+
+
+def _interrupted(args: argparse.Namespace, code: int) -> int:
+    """A command stopped before it had a result: with ``--json``, the JSON says so."""
+    if getattr(args, "json", False):
+        from tuner.commands._flags import print_json
+
+        print_json({"status": "interrupted", "exit_code": code})
+    return code

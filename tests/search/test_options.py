@@ -179,3 +179,62 @@ def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_pa
     assert "note: --reports-dir other applies from this resume on." in capsys.readouterr().err
     with pytest.raises(TunerError, match=r"^--max-memory 1000 cannot change on --resume"):
         options_to_resume(paths, dataclasses.replace(given, max_memory_bytes=1000))
+
+
+def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_named_default(
+    tmp_path, capsys
+):
+    from tuner.commands.search import given_fields
+    from tuner.experiment import write_metadata
+    from tuner.search.experiment import ExperimentPaths, options_record, options_to_resume
+
+    paths = ExperimentPaths.of(str(tmp_path), "kept")
+    started = SearchOptions(
+        space="vit_space", name="kept", reports_dir="mine", trust_budget="90", objective="accuracy"
+    )
+    write_metadata(paths.local, {"options": options_record(started)})
+    resume = ["search", "--resume", "--name", "kept", "--storage", str(tmp_path)]
+
+    def resumed(*flags: str) -> SearchOptions:
+        args = build_parser().parse_args([*resume, *flags])
+        return options_to_resume(paths, options_from_args(args), named=given_fields(args))
+
+    plain = resumed()
+    assert (plain.reports_dir, plain.trust_budget, plain.objective) == ("mine", "90", "accuracy")
+    assert capsys.readouterr().err == ""
+    back = resumed("--reports-dir", "reports", "--trust-budget", "25%")
+    assert (back.reports_dir, back.trust_budget) == ("reports", "25%")
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == [
+        "note: --reports-dir reports applies from this resume on.",
+        "note: --trust-budget 25% applies from this resume on.",
+    ]
+    with pytest.raises(TunerError, match=r"^--objective pareto cannot change on --resume"):
+        resumed("--objective", "pareto")  # the default, named: another search, refused
+
+
+def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> None:
+    from tuner.commands.search import _TYPED_DEFAULTS, given_fields
+
+    plain = build_parser().parse_args(["search", "vit_space"])
+    assert "objective" in _TYPED_DEFAULTS and "storage" in _TYPED_DEFAULTS
+    assert not _TYPED_DEFAULTS & set(vars(plain))  # left out: the field's default applies
+    assert given_fields(plain) == {"space"}
+    assert options_from_args(plain) == SearchOptions(space="vit_space")
+    defaults = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+    for name in _TYPED_DEFAULTS:
+        flag = "--" + name.replace("_", "-")
+        args = build_parser().parse_args(["search", "vit_space", flag, str(defaults[name])])
+        assert given_fields(args) == {"space", name}, flag
+
+
+def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_default(tmp_path):
+    import tuner
+    from tuner.experiment import write_metadata
+    from tuner.search.experiment import ExperimentPaths, options_record
+
+    paths = ExperimentPaths.of(str(tmp_path), "kept")
+    started = SearchOptions(space="vit_space", name="kept", objective="accuracy")
+    write_metadata(paths.local, {"options": options_record(started)})
+    with pytest.raises(TunerError, match=r"^--objective pareto cannot change on --resume"):
+        tuner.search("", resume=True, name="kept", storage=str(tmp_path), objective="pareto")

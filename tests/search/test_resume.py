@@ -1,6 +1,7 @@
 """A stopped search resumes to completion, no trial lost or run twice: a real Ctrl-C to the CLI,
 and the loss of the local Ray's raylet (the driver says so in one line, with the command that
-resumes)."""
+resumes). A finished search resumed with more samples or a later time budget runs only the new
+trials and keeps the new limit."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import optuna
 import psutil
 import pytest
 from search_cli import search_command
+
+from tuner.search.experiment import ExperimentPaths
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3
@@ -50,9 +53,10 @@ def _records(exp: Path) -> dict[str, list[dict[str, Any]]]:
     return records
 
 
-def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
+def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int, str]:
+    """The trials finished when Ctrl-C came, the exit code, and the last line of stdout."""
     driver = subprocess.Popen(
-        _cli(tmp_path, str(SPACE), "--num-samples", str(SAMPLES)),
+        _cli(tmp_path, str(SPACE), "--num-samples", str(SAMPLES), "--json"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -69,10 +73,10 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int]:
                 driver.send_signal(signal.SIGINT)  # Ctrl-C, as a user would
                 break
             assert time.monotonic() < deadline, "no trial finished in time"
-        driver.communicate(timeout=TIMEOUT_S)
+        rest, _ = driver.communicate(timeout=TIMEOUT_S)
     finally:
         driver.kill()
-    return finished, driver.returncode
+    return finished, driver.returncode, rest.strip().splitlines()[-1]
 
 
 # The fast tier's kill-and-resume (a real Ctrl-C); the raylet loss below is the long tier's.
@@ -80,8 +84,12 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     tmp_path: Path, nothing_lost: Any
 ) -> None:
     exp = tmp_path / "experiments" / "resumed"
-    finished, returncode = _interrupt_after_first_trial(tmp_path)
-    assert finished and returncode != 0
+    finished, returncode, last = _interrupt_after_first_trial(tmp_path)
+    assert finished and returncode == 130
+    result = json.loads(last)  # --json: the result so far, and how to go on
+    assert (result["status"], result["exit_code"], result["report"]) == ("interrupted", 130, None)
+    assert result["resume"].startswith("python -m tuner search --resume --name resumed")
+    assert sum(result["trials"].values()) >= len(finished)
     meta = json.loads((exp / "tuner_experiment.json").read_text())
     assert meta["state"] == "interrupted"
     before = _records(exp)
@@ -159,3 +167,70 @@ def _kill_raylet(driver_pid: int) -> int:
             child.kill()
             return child.pid
     raise AssertionError("the driver started no raylet")
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def _result_files(exp: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in exp.glob("*/result.json")}
+
+
+# The fast siblings, without a cluster: tests/search/test_limits.py (the searcher, generator and
+# stopper restored as Ray restores them) and test_usage_errors.py (a limit refused before Ray).
+@pytest.mark.slow
+def test_more_samples_on_resume_run_only_the_new_trials_and_are_kept(tmp_path: Path) -> None:
+    exp = tmp_path / "experiments" / "resumed"
+    _run(_cli(tmp_path, str(SPACE), "--num-samples", "2"))
+    before, files = _records(exp), _result_files(exp)
+    assert len(before) == 2
+
+    more = _run(_cli(tmp_path, "--resume", "--num-samples", "3"))
+    assert (
+        "note: --num-samples 3 applies from this resume on: resumed runs up to 3 trials in all "
+        "(2 started before; they are kept, not run again)." in more.stderr.splitlines()
+    )
+    assert "Resumed: 2 trial(s) had finished before, 1 finished in this run." in more.stdout
+    assert "Search finished: 3 trials (3 ok)" in more.stdout
+    after = _records(exp)
+    assert len(after) == 3 and set(before) < set(after)
+    assert {path: path.read_bytes() for path in files} == files  # the first two untouched
+    meta = json.loads((exp / "tuner_experiment.json").read_text())
+    assert meta["num_samples"] == meta["options"]["num_samples"] == 3
+    study = optuna.load_study(study_name="resumed", storage=f"sqlite:///{exp / 'study.db'}")
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials) == sorted(after)
+
+    again = _run(_cli(tmp_path, "--resume"))  # a later resume keeps the count: nothing runs
+    assert "Resumed: 3 trial(s) had finished before, 0 finished in this run." in again.stdout
+    assert len(_records(exp)) == 3 and "note:" not in again.stderr
+    command = ExperimentPaths.of(str(tmp_path / "experiments"), "resumed").resume_command()
+    assert command.endswith("--num-samples 3")  # what "Continue it with" prints
+
+
+@pytest.mark.slow
+def test_a_later_time_budget_on_resume_runs_until_the_new_total(tmp_path: Path) -> None:
+    exp = tmp_path / "experiments" / "resumed"
+    first = ["--search-time-budget-s", "15", "--set", "steps=200"]  # trials of a few seconds
+    _run(_cli(tmp_path, str(SPACE), *first))
+    before, files = _records(exp), _result_files(exp)
+    used = json.loads((exp / "tuner_experiment.json").read_text())["search_clock"]["used_s"]
+    assert 15 <= used < 60 and before  # the budget ended the first run
+
+    budget = round(used) + 25
+    later = _run(_cli(tmp_path, "--resume", "--search-time-budget-s", str(budget)))
+    note = (
+        f"note: --search-time-budget-s {budget} applies from this resume on: the search resumed "
+        f"runs its trials for up to {budget} s in all, every run together ({used:.0f} s used, "
+        f"{budget - used:.0f} s left)."
+    )
+    assert note in later.stderr.splitlines()
+    meta = json.loads((exp / "tuner_experiment.json").read_text())
+    assert meta["search_time_budget_s"] == meta["options"]["search_time_budget_s"] == budget
+    # The second run went on until the new total (Tune's end of the run counts too), not beyond.
+    assert budget <= meta["search_clock"]["used_s"] < budget + 30
+    after = _records(exp)
+    assert set(before) < set(after)  # new trials; one the first end cut stays as it was
+    assert {path: path.read_bytes() for path in files} == files

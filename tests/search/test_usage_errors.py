@@ -5,6 +5,7 @@ before Ray). Each runs the real command in a subprocess, whose imports it report
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.experiment import METADATA_FILE
+from tuner.experiment import METADATA_FILE, STUDY_FILE
 from tuner.experiment.lock import driver_lock
 
 # Runs ``python -m tuner ARGS`` and says at exit which heavy modules it imported.
@@ -91,7 +92,7 @@ def test_a_memory_budget_below_the_model_s_training_state_is_refused_before_ray(
     ("flags", "refused"),
     [
         (["--set", "lr=0.5"], "error: --set lr=0.5 cannot change on --resume"),
-        (["--num-samples", "5"], "error: --num-samples 5 cannot change on --resume"),
+        (["--objective", "accuracy"], "error: --objective accuracy cannot change on --resume"),
     ],
 )
 def test_a_resume_refuses_what_it_cannot_change_in_one_line(
@@ -105,4 +106,30 @@ def test_a_resume_refuses_what_it_cannot_change_in_one_line(
     )
     assert code == 2 and len(errors) == 1, errors
     assert errors[0].startswith(refused) and "--warm-start smoke" in errors[0], errors
+    assert imported == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        (["--num-samples", "2"], r"error: --num-samples 2 is below the 3 trials smoke has started"),
+        (
+            ["--search-time-budget-s", "1"],
+            r"error: --search-time-budget-s 1 is not more than the \d+ s the search smoke has "
+            r"run its trials already \(the budget counts every run together\); give more than",
+        ),
+    ],
+)
+def test_a_resume_refuses_a_limit_it_has_passed_in_one_line(
+    flags: list[str], refused: str, smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "smoke"  # the metadata and the study: the check reads nothing else
+    copy.mkdir()
+    for file in (METADATA_FILE, STUDY_FILE):
+        shutil.copy(smoke_experiment / file, copy / file)
+    code, errors, imported = _tuner(
+        "search", "--resume", "--name", "smoke", "--storage", str(tmp_path), *flags
+    )
+    assert code == 2 and len(errors) == 1, errors
+    assert re.match(refused, errors[0]), errors
     assert imported == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
 from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError
@@ -12,6 +12,9 @@ from tuner.record import MAX_MEMORY_BYTES
 from tuner.search.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
 from tuner.search.samplers import SAMPLERS
 from tuner.units import parse_memory_size
+
+if TYPE_CHECKING:
+    from tuner.api import SearchResult
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
 WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
@@ -59,8 +62,8 @@ def _add_budget_flags(group: argparse._ArgumentGroup) -> None:
         "--search-time-budget-s",
         type=float,
         metavar="SECONDS",
-        help="stop the whole search, running trials included, after this long (each trial's "
-        "own training time: --time-budget-s)",
+        help="stop the whole search, running trials included, once its trials have run this "
+        "long, every --resume of it together (each trial's own training time: --time-budget-s)",
     )
     _option(
         group,
@@ -171,8 +174,8 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
 
 def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
     _flags.add(group, "--name", detail="default: SPACE-DATE-TIME")
-    _flags.add(group, "--storage")
-    _flags.add(group, "--reports-dir")
+    _flags.add(group, "--storage", default=argparse.SUPPRESS)  # as _option's
+    _flags.add(group, "--reports-dir", default=argparse.SUPPRESS)
     group.add_argument(
         "--resume", action="store_true", help="continue the interrupted experiment --name"
     )
@@ -235,12 +238,21 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+# The fields whose default a command line can type (--objective pareto): their flags are left
+# out of the parsed namespace unless given (_option), so that a resume tells "given, at the
+# default" (applied, or refused) from "not given" (the experiment's own kept). Any other flag is
+# given exactly when it differs from its default: a switch, or a default no one can type (None).
+_TYPED_DEFAULTS = frozenset(
+    name
+    for name, default in _DEFAULTS.items()
+    if isinstance(default, str | int | float) and not isinstance(default, bool)
+)
 
 
 def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
-    """The flag of the :class:`SearchOptions` field of the same name, with its default."""
-    field = flag.removeprefix("--").replace("-", "_")
-    group.add_argument(flag, default=_DEFAULTS[field], **spec)
+    """The flag of the :class:`SearchOptions` field of the same name (whose default applies
+    when it is not given: _TYPED_DEFAULTS)."""
+    group.add_argument(flag, default=argparse.SUPPRESS, **spec)
 
 
 def _memory_size(text: str) -> int:
@@ -258,22 +270,53 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
     given["space"] = args.space or ""
     given["overrides"] = {**overrides, **_flags.parse_sets(args.set)}
-    given["remeasure_max_repeats"] = max(args.remeasure_max_repeats, args.remeasure_repeats)
+    repeats = given.get("remeasure_repeats", _DEFAULTS["remeasure_repeats"])
+    most = given.get("remeasure_max_repeats", _DEFAULTS["remeasure_max_repeats"])
+    given["remeasure_max_repeats"] = max(most, repeats)
     return SearchOptions(**given)
+
+
+def given_fields(args: argparse.Namespace) -> frozenset[str]:
+    """The :class:`SearchOptions` fields the command line set (what a resume compares with
+    the experiment's own; a field left out keeps the experiment's)."""
+    fields = {
+        key
+        for key, value in vars(args).items()
+        if key in _DEFAULTS and (key in _TYPED_DEFAULTS or value != _DEFAULTS[key])
+    }
+    fields.discard("space")  # the positional: set when named
+    if args.space:
+        fields.add("space")
+    if args.set or any(hasattr(args, key) for key in WORKLOAD_FLAGS):
+        fields.add("overrides")
+    return frozenset(fields)
 
 
 def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.api import run_options
+    from tuner.search.signals import interrupted_exit_code
 
-    result = run_options(options)
-    if result.state != "finished":
-        from tuner.search.signals import interrupted_exit_code
-
-        return interrupted_exit_code()  # 130 on Ctrl-C, 143 on SIGTERM
+    result = run_options(options, given=given_fields(args))
+    finished = result.state == "finished"
+    code = (EXIT_OK if result.usable else EXIT_RUNTIME) if finished else interrupted_exit_code()
     if args.json:
-        from tuner.commands.report import result_json
+        _flags.print_json(_result_json(result, code, storage=options.storage))
+    return code  # interrupted: 130 on Ctrl-C, 143 on SIGTERM
 
-        _flags.print_json(result_json(result.experiment, result.answer, result.report_dir))
-    return EXIT_OK if result.usable else EXIT_RUNTIME
+
+def _result_json(result: SearchResult, code: int, *, storage: str) -> dict[str, Any]:
+    """The search's ``--json``: its state first; interrupted, the exit code and the command
+    that continues it (the summary's)."""
+    from tuner.commands.report import result_json
+    from tuner.search.experiment import ExperimentPaths
+
+    value = {
+        "status": result.state,
+        **result_json(result.experiment, result.answer, result.report_dir),
+    }
+    if result.state != "finished":
+        paths = ExperimentPaths.of(storage, result.experiment_dir.name)
+        value.update(exit_code=code, resume=paths.resume_command())
+    return value

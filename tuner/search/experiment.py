@@ -21,6 +21,7 @@ from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
 from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
+from tuner.search.limits import CLOCK, LIMITS, NUM_SAMPLES, TIME_BUDGET, limit_note, new_clock
 from tuner.search.options import DEFAULT_STORAGE, SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.spaces import SearchSpace
@@ -71,7 +72,7 @@ class ExperimentPaths:
         words += ["--storage", self.storage] + (["--address", address] if address else [])
         saved = (read_metadata(self.local) or {}).get("options") or {}
         default = SearchOptions(space="")
-        for name in ("reports_dir", "no_report", "trust_budget"):  # CHANGEABLE_ON_RESUME's
+        for name in _SHOWN_ON_RESUME:
             value = saved.get(name, getattr(default, name))
             if value != getattr(default, name):
                 flag = "--" + name.replace("_", "-")
@@ -103,15 +104,22 @@ class SearchContext:
 # Options saved under an earlier name, read under their current one.
 _RENAMED = {"time_budget_s": "search_time_budget_s"}
 # What a resumed search may take from its own command line: how to reach the cluster and how
-# much to print, where the report goes, and the time left to re-measurement and effects. Every
-# other option is the experiment's own: a resumed search continues the same search.
-CHANGEABLE_ON_RESUME = ("address", "verbose", "reports_dir", "no_report", "trust_budget")
+# much to print, where the report goes, the time left to re-measurement and effects, and its
+# limits (more trials, a later time budget: checked against what it ran, tuner.search.limits).
+# Every other option is the experiment's own: a resumed search continues the same search.
+CHANGEABLE_ON_RESUME = ("address", "verbose", "reports_dir", "no_report", "trust_budget", *LIMITS)
+# Those the command that continues an experiment spells out (how to reach the cluster and how
+# much to print are the caller's): what it runs, in full.
+_SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", *LIMITS)
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
-def options_to_resume(paths: ExperimentPaths, given: SearchOptions) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with; of those ``given`` sets
-    (unlike the defaults) the changeable ones are applied and said, any other refused.
+def options_to_resume(
+    paths: ExperimentPaths, given: SearchOptions, *, named: frozenset[str] | None = None
+) -> SearchOptions:
+    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
+    fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
+    and said, any other refused. Named, a field can be set back to its default.
 
     Raises:
         TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
@@ -133,13 +141,20 @@ def options_to_resume(paths: ExperimentPaths, given: SearchOptions) -> SearchOpt
             file=sys.stderr,
         )
     own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
-    changes = _changes_on_resume(own, given)
+    if own.num_samples is None and int(metadata.get(NUM_SAMPLES) or -1) > 0:
+        # The count it resolved at its start (the space's, the grid's), not resolved again:
+        # a new time budget or an edited space would change it.
+        own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
+    changes = _changes_on_resume(own, given, paths.local, named)
     return dataclasses.replace(own, **changes, name=paths.name, resume=True)
 
 
-def _changes_on_resume(own: SearchOptions, given: SearchOptions) -> dict[str, Any]:
-    """The options ``given`` sets to another value than the experiment's ``own``: the
-    changeable ones, each said in a note (what the printed command to continue keeps).
+def _changes_on_resume(
+    own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
+) -> dict[str, Any]:
+    """The options ``given`` sets (``named``: options_to_resume) to another value than the
+    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
+    (what the printed command to continue keeps).
 
     Raises:
         TunerError: the first one a resumed search cannot apply.
@@ -153,7 +168,8 @@ def _changes_on_resume(own: SearchOptions, given: SearchOptions) -> dict[str, An
             from tuner.spaces import get_space
 
             value = get_space(value).ref
-        if name in _IDENTITY or value in (getattr(default, name), getattr(own, name)):
+        set_here = value != getattr(default, name) if named is None else name in named
+        if name in _IDENTITY or not set_here or value == getattr(own, name):
             continue
         if name not in CHANGEABLE_ON_RESUME:
             flag = _flag(name)
@@ -163,9 +179,13 @@ def _changes_on_resume(own: SearchOptions, given: SearchOptions) -> dict[str, An
                 f"the search it started ({_shown(name, getattr(own, name))}); leave {flag} out, "
                 f"or start a new search with it and --warm-start {own.name}."
             )
+        if name in LIMITS:
+            note = limit_note(name, value, folder=folder, own=own)
+        else:
+            note = f"{_shown(name, value)} applies from this resume on."
         changes[name] = value
         if name != "verbose":
-            print(f"note: {_shown(name, value)} applies from this resume on.", file=sys.stderr)
+            print(f"note: {note}", file=sys.stderr)
     return changes
 
 
@@ -211,8 +231,9 @@ def start_metadata(
         "objectives": [{"metric": m, "direction": d} for m, d in objectives_of(options.objective)],
         "sampler": options.sampler,
         "seed": options.seed,
-        "num_samples": plan.num_samples,
-        "search_time_budget_s": options.search_time_budget_s,
+        NUM_SAMPLES: plan.num_samples,
+        TIME_BUDGET: options.search_time_budget_s,
+        CLOCK: new_clock(),
         MAX_MEMORY_BYTES: options.max_memory_bytes,
         "concurrency": plan.concurrency,
         "resources_per_trial": {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial},

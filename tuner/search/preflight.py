@@ -127,9 +127,10 @@ class Prepared:
     began: float  # time.perf_counter()
 
 
-def prepare(options: SearchOptions) -> Prepared:
+def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> Prepared:
     """Every check a search can make before Ray starts, those that need only arguments and
     files first (the lock, the name, the space's samples), then those that need torch.
+    ``given``: the fields the caller set, for a resume (None: those unlike the defaults).
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).
@@ -139,7 +140,7 @@ def prepare(options: SearchOptions) -> Prepared:
     paths = ExperimentPaths.of(options.storage, name)
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:
-        options = options_to_resume(paths, options)
+        options = options_to_resume(paths, options, named=given)
         say_leftovers_ended(paths.local)
     else:
         refuse_existing(paths)

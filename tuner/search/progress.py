@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 import ray
 from ray.tune import Callback
 
 from tuner import record
+from tuner.search.limits import read_limits
 from tuner.search.tracking import cut_at_end, trial_outcome
 from tuner.units import duration_text, format_bytes
 
@@ -33,15 +35,27 @@ _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
 class ProgressPrinter(Callback):
     """Prints ``[done/total elapsed, eta] kind trial  img/s  acc  peak`` as trials finish, the
     kind in the record's words (:func:`tuner.record.classify`). ``done`` counts the trials a
-    resumed search had finished before too; the ETA is from the trials finished in this run."""
+    resumed search had finished before too; the ETA is from the trials finished in this run.
+    ``total``: the trial count, read again from the metadata of ``experiment_dir`` at each run
+    (a resume may have raised it: tuner.search.limits)."""
 
-    def __init__(self, *, total: int | None, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        total: int | None,
+        stream: TextIO | None = None,
+        experiment_dir: Path | None = None,
+    ) -> None:
         self.total = total
         self.stream = stream  # None: sys.stdout at print time (Ray pickles this callback)
+        self.limits_dir = None if experiment_dir is None else str(experiment_dir)
         self.setup()
 
     def setup(self, **info: Any) -> None:
         """Each run (also a resumed one, which unpickles this callback) counts from now."""
+        limits = read_limits(self.limits_dir) if getattr(self, "limits_dir", None) else None
+        if limits is not None:
+            self.total = limits.sample_budget
         self.start = time.monotonic()
         self.last_line = self.start
         self.last_live = 0.0

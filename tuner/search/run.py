@@ -25,6 +25,7 @@ from tuner.experiment import (
     PROBE_CACHE_FILE,
     Experiment,
     load_experiment,
+    read_metadata,
     update_metadata,
     write_metadata,
 )
@@ -41,11 +42,12 @@ from tuner.search.experiment import (
     start_metadata,
     study_attrs,
 )
+from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
 from tuner.search.probe_cache import machine_cache_line, start_cache
-from tuner.search.searcher import close_orphans
+from tuner.search.searcher import close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
@@ -192,13 +194,7 @@ def _begin(
     what --warm-start covers)."""
     design: list[dict[str, Any]] = []
     if profile is None:
-        # The options a resume applied (tuner.search.experiment.CHANGEABLE_ON_RESUME) are kept.
-        metadata = update_metadata(
-            search.paths.local,
-            state="running",
-            resumed_at=now(),
-            options=options_record(search.options),
-        )
+        metadata = _resume_metadata(search)
     else:
         design = startup_design(profile, budget=search.plan.sample_budget, seed=search.options.seed)
         design, warm = warm_start(search, profile, design=design, earlier=earlier)
@@ -211,6 +207,34 @@ def _begin(
     if metadata.get("warm_start"):
         print(metadata["warm_start"]["summary"], flush=True)
     return metadata, design
+
+
+def _resume_metadata(search: SearchContext) -> dict[str, Any]:
+    """Mark a resumed search running, with the options a resume applied
+    (tuner.search.experiment.CHANGEABLE_ON_RESUME) and its limits (tuner.search.limits) kept
+    for the runs after it. When a limit moved, the start-up design's trials an earlier end
+    closed as not run are queued again: the search goes on past that end."""
+    paths = search.paths
+    settle_clock(paths.local)  # a killed run's time, before this run writes into the folder
+    before = read_metadata(paths.local)
+    options, plan = search.options, search.plan
+    limits = {NUM_SAMPLES: plan.num_samples, TIME_BUDGET: options.search_time_budget_s}
+    metadata = update_metadata(
+        paths.local,
+        state="running",
+        resumed_at=now(),
+        options=options_record(options),
+        **limits,
+    )
+    if any(before.get(key) != value for key, value in limits.items()):
+        requeued = requeue_not_run(paths.name, paths.study_url)
+        if requeued:
+            print(
+                f"{requeued} start-up design trial(s) that an earlier end of the search never "
+                "reached are queued again.",
+                flush=True,
+            )
+    return metadata
 
 
 def _after_trials(
@@ -331,7 +355,11 @@ def _fit(
             run_config=tune_setup.run_config(search),
         )
     started = time.perf_counter()
-    results = tuner.fit()
+    start_clock(paths.local)  # --search-time-budget-s counts from here, every run together
+    try:
+        results = tuner.fit()
+    finally:
+        stop_clock(paths.local)
     interrupted = tune_setup.tune_was_interrupted()
     fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
     with contextlib.suppress(Exception):  # statistics only: a dead cache actor costs this line
@@ -346,6 +374,7 @@ def _lost_cluster(search: SearchContext, what: str) -> NoReturn:
     say so in one line, mark the experiment resumable, and exit as a runtime error."""
     print(f"error: {_lost_message(search, what)}", file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
+        stop_clock(search.paths.local)
         _mark_interrupted(search.paths)
     sys.stdout.flush()
     os._exit(EXIT_RUNTIME)

@@ -8,18 +8,28 @@ no front (``study.best_trials``, optuna-dashboard's, which ignores constraints) 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import optuna
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
+from tuner.search.limits import read_limits
 from tuner.search.samplers import sets_constraints
 from tuner.units import finite_or_none, json_ready
 
-__all__ = ["ConstrainedOptunaSearch", "close_orphans", "constraint_arguments", "measured_violation"]
+__all__ = [
+    "ConstrainedOptunaSearch",
+    "close_orphans",
+    "constraint_arguments",
+    "measured_violation",
+    "requeue_not_run",
+]
 
 # What Optuna is told for an objective a COMPLETE (ok) trial did not report, which the engine
 # never leaves out: 0 is the worst value of both maximized objectives, so no client reads it as
@@ -47,12 +57,19 @@ _NOT_RUN = "the search ended before this trial started"
 
 class ConstrainedOptunaSearch(OptunaSearch):
     """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint;
-    ``study_attrs`` are the study's user attributes (space, workload, hardware)."""
+    ``study_attrs`` are the study's user attributes (space, workload, hardware). It ends the
+    search (``FINISHED``) at the limits in the metadata of ``experiment_dir``
+    (:mod:`tuner.search.limits`)."""
 
     def __init__(
-        self, *args: Any, study_attrs: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        study_attrs: Mapping[str, Any] | None = None,
+        experiment_dir: Path | None = None,
+        **kwargs: Any,
     ) -> None:
         self._study_attrs = dict(study_attrs or {})
+        self._limits_dir = None if experiment_dir is None else str(experiment_dir)
         # Ray tells an errored trial's end without its result: its last one is kept here.
         self._last_results: dict[str, dict[str, Any]] = {}
         super().__init__(*args, **kwargs)
@@ -67,12 +84,23 @@ class ConstrainedOptunaSearch(OptunaSearch):
         for key, value in self._study_attrs.items():
             self._ot_study.set_user_attr(key, value)
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._limits_reached():
+            return Searcher.FINISHED
         config = super().suggest(trial_id)
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is not None:
             ot_trial.set_user_attr(STUDY_TRIAL_ID_ATTR, trial_id)
         return config
+
+    def _limits_reached(self) -> bool:
+        """Whether the search has started all the trials its limits allow, read from the
+        metadata at each ask: Ray restores this searcher as it pickled it, and a resume may
+        have moved them. ``_ot_trials``: every trial this searcher asked for, restored too."""
+        folder = getattr(self, "_limits_dir", None)  # None: an older tuner's, Tune counts
+        limits = read_limits(folder) if folder else None
+        started = len(self._ot_trials)
+        return limits is not None and limits.ended(started=started, now_unix_s=time.time())
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         self._last_results[trial_id] = result
@@ -166,6 +194,29 @@ def close_orphans(
         study._storage.set_trial_user_attr(frozen._trial_id, "not_run", _NOT_RUN)
         study._storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
     return closed
+
+
+def requeue_not_run(study_name: str, study_url: str) -> int:
+    """Queue again the start-up design's trials that an earlier end closed as not run, for a
+    resume that may run more trials; return how many. The closed ones stay as they were told
+    (a finished Optuna trial keeps its state), so a design row counts as not run only while no
+    trial of it was ever asked or is queued."""
+    study = optuna.load_study(study_name=study_name, storage=study_url)
+    not_run: list[dict[str, Any]] = []
+    taken: list[dict[str, Any]] = []
+    for frozen in study.get_trials(deepcopy=False):
+        row = frozen.system_attrs.get(_FIXED_PARAMS)
+        if row is None:
+            continue
+        closed = frozen.state == optuna.trial.TrialState.FAIL and "not_run" in frozen.user_attrs
+        (not_run if closed else taken).append(row)
+    rows = [row for i, row in enumerate(not_run) if row not in taken and row not in not_run[:i]]
+    for row in rows:
+        study.enqueue_trial(row)
+    return len(rows)
+
+
+_FIXED_PARAMS = "fixed_params"  # Optuna's system attribute of an enqueued trial: its row
 
 
 def _tell_incomplete(

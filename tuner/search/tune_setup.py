@@ -25,6 +25,7 @@ from tuner.search.experiment import ExperimentPaths, SearchContext
 from tuner.search.progress import ProgressPrinter
 from tuner.search.samplers import make_sampler
 from tuner.search.scheduler import ParetoASHA
+from tuner.search.search_end import ResumableSearchGenerator, SearchTimeBudget
 from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.search.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
 from tuner.search.trainable import TrialContext, run_trial
@@ -72,10 +73,13 @@ def tune_config(
     search: SearchContext, design: list[dict[str, Any]], study_attrs: dict[str, Any]
 ) -> tune.TuneConfig:
     """The Optuna searcher (its study in the experiment folder, ``study_attrs`` its user
-    attributes), concurrency and scheduler."""
+    attributes), concurrency and scheduler. The searcher ends the search at the trial count
+    in the experiment's metadata, which a resume can raise (tuner.search.limits), so Tune's
+    own count is unlimited."""
     options, space, plan = search.options, search.space, search.plan
     searcher = ConstrainedOptunaSearch(
         study_attrs=study_attrs,
+        experiment_dir=search.paths.local,
         space=SpaceSampler(space.ref, plan.cuda, plan.fixed or None),
         points_to_evaluate=design or None,
         metric=objective_metrics(options.objective),
@@ -90,11 +94,11 @@ def tune_config(
         study_name=search.paths.name,
         storage=optuna.storages.RDBStorage(search.paths.study_url),
     )
+    limited = ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency)
     return tune.TuneConfig(
-        search_alg=ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency),
+        search_alg=ResumableSearchGenerator(limited),
         scheduler=_scheduler(search),
-        num_samples=plan.num_samples,
-        time_budget_s=options.search_time_budget_s,
+        num_samples=-1,
         # One worker process serves trial after trial: no process start and imports between
         # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
         # CPU memory is counted, not sampled from the process (tuner.engine.meters).
@@ -104,15 +108,17 @@ def tune_config(
 
 
 def run_config(search: SearchContext) -> Any:
-    """Storage, failure policy, checkpoints kept, and the callbacks (progress, loggers)."""
+    """Storage, failure policy, checkpoints kept, the time budget (over every run of the
+    search, tuner.search.limits) and the callbacks (progress, loggers)."""
     options, plan, paths = search.options, search.plan, search.paths
     return tune.RunConfig(
         name=paths.name,
         storage_path=paths.storage,
+        stop=SearchTimeBudget(paths.local),
         failure_config=tune.FailureConfig(max_failures=options.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
-            ProgressPrinter(total=plan.sample_budget),
+            ProgressPrinter(total=plan.sample_budget, experiment_dir=paths.local),
             SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
             *logger_callbacks(
                 mlflow_uri=options.mlflow,
