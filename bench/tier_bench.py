@@ -118,12 +118,19 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
         [*coverage, "json", f"--rcfile={rc}", "-o", "-"],
         cwd=clone, env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
-    totals = json.loads(report.stdout)["totals"]
+    measured = json.loads(report.stdout)
+    totals = measured["totals"]
     return {
         "runs": results,  # each tier's pytest summary under coverage, and what failed
         "percent_covered": round(totals["percent_covered"], 2),
         "covered_lines": totals["covered_lines"],
         "num_statements": totals["num_statements"],
+        # What the next change can aim at: each file's lines no test ran.
+        "missing_lines": {
+            str(Path(name).resolve().relative_to(clone.resolve())): info["missing_lines"]
+            for name, info in sorted(measured["files"].items())
+            if info["missing_lines"]
+        },
     }
 
 
