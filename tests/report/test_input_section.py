@@ -92,3 +92,16 @@ def test_no_recommendation_or_no_loader_gives_no_verdict() -> None:
     stopped = {**ROW, "loader_images_per_second": float("nan"), "data_wait_fraction": 0.3,
                "bound": "data"}  # fmt: skip
     assert "its loader alone was not measured" in _text(input_section(stopped, pd.DataFrame()))
+
+
+def test_a_tie_or_an_interval_that_says_nothing_is_named_so() -> None:
+    # What a busy machine makes of the same arms: the section names a tie a tie, and quotes no
+    # verdict from an interval that reaches past +-50 %.
+    row = {**ROW, "data_wait_fraction": 0.3, "bound": "data"}
+    tie = _effects({REFERENCE: [400, 410, 405], PLAIN_LOADER: [404, 401, 409]})
+    text = _text(input_section(row, tie))
+    assert "the loader settings are a **tie** with the plain input pipeline" in text
+    assert "Measured beyond noise" not in text
+    noisy = _effects({REFERENCE: [400, 900, 200], PLAIN_LOADER: [800, 150, 600]})
+    text = _text(input_section(row, noisy))
+    assert "from an interval that says nothing" in text and "faster**" not in text

@@ -50,6 +50,14 @@ def test_format_bytes() -> None:
         ({"gpus_per_trial": 1.5}, "whole number"),
         ({"resume": True}, "--resume needs --name"),
         ({"name": "a/b"}, "no slashes"),
+        ({"gpus_per_trial": -1}, "--gpus-per-trial -1 must be 0 or more"),
+        ({"effects_repeats": -1}, "--effects-repeats -1 must be 0"),
+        ({"checkpoint_every_s": -0.5}, "--checkpoint-every-s -0.5 must be 0 or more"),
+        ({"max_failures": -1}, "--max-failures and --remeasure-top must be >= 0"),
+        ({"remeasure_max_repeats": 2, "remeasure_repeats": 3}, "is below --remeasure-repeats 3"),
+        ({"trust_budget": "soon"}, "--trust-budget 'soon': give seconds"),
+        ({"trust_budget": "100%"}, "--trust-budget '100%'"),
+        ({"trust_budget": "-5"}, "--trust-budget '-5'"),
     ],
 )
 def test_impossible_options_are_one_clear_error(changes: dict, message: str) -> None:
@@ -238,3 +246,15 @@ def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_def
     write_metadata(paths.local, {"options": options_record(started)})
     with pytest.raises(TunerError, match=r"^--objective pareto cannot change on --resume"):
         tuner.search("", resume=True, name="kept", storage=str(tmp_path), objective="pareto")
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit"),
+    [("off", None), ("90", 90.0), ("25%", 30.0 * 25 / 75), (" 50% ", 30.0)],
+)
+def test_the_trust_budget_is_seconds_or_a_share_of_the_whole_command(
+    budget: str, limit: float | None
+) -> None:
+    # After 30 s of trials: 25 % of the whole command leaves them 10 s (10 / 40), 50 % 30 s.
+    options = SearchOptions(space="smoke_space", trust_budget=budget)
+    assert options.trust_limit_s(30.0) == (None if limit is None else pytest.approx(limit))
