@@ -90,7 +90,8 @@ def _shares(final: dict[str, Any]) -> dict[str, float]:
     train, evaluation = final["train_time_s"], final["eval_time_s"]
     return {"wall_s": wall, "setup_s": final["setup_time_s"], "train": train / wall,
             "eval": evaluation / wall, "report": final["report_time_s"] / wall,
-            "outside": 1 - (train + evaluation) / wall}  # fmt: skip
+            "outside": 1 - (train + evaluation) / wall,
+            "images_per_second": final["images_per_second"]}  # fmt: skip
 
 
 def _arms(ray_polls: list[str]) -> dict[str, Any]:
@@ -112,20 +113,23 @@ def main() -> None:
             for name, run in arms.items():
                 seen[name].append(_shares(run(Path(folder))))
     record = {"rounds": args.rounds, "run": RUN, "load_average": os.getloadavg(), "arms": {}}
-    lines = ["| arm | setup s | then wall s | training | evaluation | report + checkpoint "
-             "| outside |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| arm | images/s | setup s | then wall s | training | evaluation "
+             "| report + checkpoint | outside |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, runs in seen.items():
-        cells = {k: [r[k] for r in runs] for k in ("setup_s", "wall_s", *SHARES)}
+        keys = ("images_per_second", "setup_s", "wall_s", *SHARES)
+        cells = {k: [r[k] for r in runs] for k in keys}
         record["arms"][name] = cells
-        setup, wall = (statistics.median(cells[k]) for k in ("setup_s", "wall_s"))
+        rate, setup, wall = (statistics.median(cells[k]) for k in keys[:3])
         shares = [_median_range(cells[k]) for k in SHARES]
-        lines.append(f"| {name} | {setup:.2f} | {wall:.2f} | " + " | ".join(shares) + " |")
+        lines.append(
+            f"| {name} | {rate:,.0f} | {setup:.2f} | {wall:.2f} | " + " | ".join(shares) + " |"
+        )
     table = "\n".join(lines)
     print(table)
     OUT.joinpath("dp_overhead_cpu.json").write_text(json.dumps(record, indent=2) + "\n")
     OUT.joinpath("dp_overhead_cpu.md").write_text(
         "# Data-parallel trials: where the time goes once the group is up\n\n"
-        f"`PYTHONPATH=. python bench/data_parallel_overhead.py --rounds {args.rounds}` "
+        f"`PYTHONPATH=. python bench/data_parallel_overhead.py {' '.join(sys.argv[1:])}` "
         "(medians [min-max] of the interleaved rounds; shares of the run's wall time on rank 0, "
         f"2 CPU cores; load average at the end {os.getloadavg()[0]:.1f}).\n\n{table}\n"
     )

@@ -61,7 +61,7 @@ __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group"
 
 _TRAIN_DIR = "train"
 RAY_TRAIN_LOG = "ray_train.log"  # in the trial's folder: Ray Train's warnings, tracebacks whole
-_POLL_EVERY_S = 0.1  # Ray Train's controller polls its workers (and takes their reports)
+_POLL_EVERY_S = 0.03  # Ray Train's controller polls its workers (and takes their reports)
 # The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
 # leave a node of N cores one short of N one-core workers.
 _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
