@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tuner.search.data_parallel import _POLL_EVERY_S
 from tuner.workloads import MICRO_VIT
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"
@@ -95,7 +96,10 @@ def _shares(final: dict[str, Any]) -> dict[str, float]:
 
 
 def _arms(ray_polls: list[str]) -> dict[str, Any]:
-    arms: dict[str, Any] = {f"ray-2 poll {p}": (lambda f, p=p: _search(f, 2, p)) for p in ray_polls}
+    label = {"tuner": f"tuner's {_POLL_EVERY_S}"}
+    arms: dict[str, Any] = {
+        f"ray-2 poll {label.get(p, p)}": (lambda f, p=p: _search(f, 2, p)) for p in ray_polls
+    }
     arms["tune-1"] = lambda f: _search(f, 1, "tuner")
     arms["torchrun-2"] = _torchrun
     return arms

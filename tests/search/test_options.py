@@ -187,6 +187,10 @@ def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_pa
     assert "note: --reports-dir other applies from this resume on." in capsys.readouterr().err
     with pytest.raises(TunerError, match=r"^--max-memory 1000 cannot change on --resume"):
         options_to_resume(paths, dataclasses.replace(given, max_memory_bytes=1000))
+    # How often trials checkpoint is no part of what is searched: it can change, and is shown.
+    every = dataclasses.replace(given, reports_dir="mine", checkpoint_every_s=0.0)
+    assert options_to_resume(paths, every).checkpoint_every_s == 0.0
+    assert "note: --checkpoint-every-s 0.0 applies from this resume on." in capsys.readouterr().err
 
 
 def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_named_default(

@@ -14,10 +14,12 @@ read, so every rank runs the same speed probes.
 A killed worker makes Ray Train restart the group from its latest checkpoint; a killed driver
 makes Tune restart the trial, whose new ``TorchTrainer`` of the same name and storage (the
 trial's folder) resumes from that checkpoint too. A deterministic error (bad input, or a run
-the engine ended with an error) is reported as final with its checkpoint, and the workers then
-return: Ray Train would restart the group for every error a worker raises, and Tune the trial
-for each of those (``--max-failures`` squared group starts, each raising at once). The driver
-raises it instead, once, and Tune's retries raise it from the checkpoint without a group.
+the engine ended with an error) is reported as final with its checkpoint and raised, so Ray
+Train ends the group at once (a rank that failed alone cannot leave the others waiting in a
+collective). Ray Train restarts the group, whose workers read the error from the checkpoint and
+return (every rank reads the same one: they end together); the driver then raises it, and
+Tune's retries raise it from the checkpoint before any group starts. Two group starts in all,
+not one per Ray Train retry inside each of Tune's (up to nine at ``--max-failures 2``).
 """
 
 from __future__ import annotations
@@ -54,14 +56,14 @@ from tuner import record
 from tuner.errors import TunerError
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
-from tuner.search.trainable import TrialContext, _restore, _run, _TrialRun
+from tuner.search.trainable import EndedBefore, TrialContext, _restore, _run, _TrialRun
 from tuner.spaces import WORLD_SIZE_PARAM
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 
 _TRAIN_DIR = "train"
 RAY_TRAIN_LOG = "ray_train.log"  # in the trial's folder: Ray Train's warnings, tracebacks whole
-_POLL_EVERY_S = 0.03  # Ray Train's controller polls its workers (and takes their reports)
+_POLL_EVERY_S = 0.1  # Ray Train's controller polls its workers (and takes their reports)
 # The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
 # leave a node of N cores one short of N one-core workers.
 _DRIVER_MEMORY_BYTES = 64 * 2**20  # Ray Train's run folder inside the trial's folder
@@ -223,7 +225,7 @@ def _worker(loop_config: dict[str, Any]) -> None:
     run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
     try:
         _run(run, loop_config["config"])
-    except TunerError:  # reported as final with its checkpoint: the driver raises it, once
+    except EndedBefore:  # every rank read it from the same checkpoint: the driver raises it
         return
 
 

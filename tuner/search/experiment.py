@@ -107,10 +107,13 @@ _RENAMED = {"time_budget_s": "search_time_budget_s"}
 # much to print, where the report goes, the time left to re-measurement and effects, and its
 # limits (more trials, a later time budget: checked against what it ran, tuner.search.limits).
 # Every other option is the experiment's own: a resumed search continues the same search.
-CHANGEABLE_ON_RESUME = ("address", "verbose", "reports_dir", "no_report", "trust_budget", *LIMITS)
+CHANGEABLE_ON_RESUME = (
+    "address", "verbose", "reports_dir", "no_report", "trust_budget", "checkpoint_every_s",
+    *LIMITS,
+)  # fmt: skip
 # Those the command that continues an experiment spells out (how to reach the cluster and how
 # much to print are the caller's): what it runs, in full.
-_SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", *LIMITS)
+_SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every_s", *LIMITS)
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 

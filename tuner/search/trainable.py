@@ -7,9 +7,10 @@
    memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
 3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
    last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
-   where it stopped, losing at most that much training. A checkpoint at every evaluation cost
-   a fast model 10-25 % of its time (bench/data_parallel_overhead.py). The final report is
-   checkpointed too, so a finished trial is never trained again.
+   from there: it trains again at most that long plus one evaluation interval, and makes those
+   reports again. A checkpoint at every evaluation cost a model of millisecond steps 6-9 points
+   of its time (bench/data_parallel_overhead.py). The final report is checkpointed too, so a
+   finished trial is never trained again.
 
 Ray Tune retries every exception alike (up to ``--max-failures``), so a ``TunerError`` (bad
 input: deterministic) is reported with a checkpoint that marks it final, and each retry raises
@@ -101,7 +102,7 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
     checkpoint = trial._latest_checkpoint()
     final = _restore(checkpoint, state=False)[1].get("final_report") or {}
     if final.get(record.STATUS) == "error":  # reported before as final: a retry must not train
-        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
+        raise EndedBefore(str(final.get(record.ERROR) or "the trial failed before"))
     try:
         trial.run(config, checkpoint)
     except _ReportedError:  # the engine's error, reported as final already
@@ -114,6 +115,11 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
         raise
     finally:
         gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
+
+
+class EndedBefore(TunerError):
+    """An earlier attempt of this trial reported this error as final (its checkpoint says so):
+    raised at once, before any training, by every attempt after it."""
 
 
 class _ReportedError(TunerError):
