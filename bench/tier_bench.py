@@ -126,10 +126,12 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
         "covered_lines": totals["covered_lines"],
         "num_statements": totals["num_statements"],
         # What the next change can aim at: each file's lines no test ran.
+        # Files outside the clone (a process that imported this checkout's tuner through the
+        # editable install instead) are left out of this list, not out of the totals.
         "missing_lines": {
             str(Path(name).resolve().relative_to(clone.resolve())): info["missing_lines"]
             for name, info in sorted(measured["files"].items())
-            if info["missing_lines"]
+            if info["missing_lines"] and Path(name).resolve().is_relative_to(clone.resolve())
         },
     }
 
