@@ -52,11 +52,9 @@ from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
-from tuner import record
-from tuner.errors import TunerError
 from tuner.search.plan import SearchPlan
 from tuner.search.probe_cache import Lookup, Remembered
-from tuner.search.trainable import EndedBefore, TrialContext, _restore, _run, _TrialRun
+from tuner.search.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
 from tuner.spaces import WORLD_SIZE_PARAM
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
@@ -129,10 +127,16 @@ def run_worker_group(
     local = isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem)
     trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
     trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
-    _raise_a_final_error(_earlier_run(storage))
+    _raise_if_ended(_earlier_run(storage))
     result = trainer.fit()
     _hand_over_the_last_report(forward)
-    _raise_a_final_error(result)
+    _raise_if_ended(result)
+
+
+def _raise_if_ended(result: ray.train.Result | None) -> None:
+    """The error the trial's latest checkpoint ends with, raised (Tune then ends the trial
+    ERROR; each of its retries raises it here, before any worker starts)."""
+    raise_if_ended(result.checkpoint if result is not None else None)
 
 
 def _earlier_run(storage: Any) -> ray.train.Result | None:
@@ -142,15 +146,6 @@ def _earlier_run(storage: Any) -> ray.train.Result | None:
         return ray.train.Result.from_path(folder, storage.storage_filesystem)
     except (RuntimeError, OSError, ValueError):  # no such run yet, or no report of it saved
         return None
-
-
-def _raise_a_final_error(result: ray.train.Result | None) -> None:
-    """Raise the error the trial's latest checkpoint ends with, if it does (Tune then ends the
-    trial ERROR; each of its retries raises it here, before any worker starts)."""
-    checkpoint = result.checkpoint if result is not None else None
-    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
-    if final.get(record.STATUS) == "error":
-        raise TunerError(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 def _hand_over_the_last_report(forward: TuneReportCallback) -> None:

@@ -100,9 +100,7 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
     torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
     checkpoint = trial._latest_checkpoint()
-    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
-    if final.get(record.STATUS) == "error":  # reported before as final: a retry must not train
-        raise EndedBefore(str(final.get(record.ERROR) or "the trial failed before"))
+    raise_if_ended(checkpoint)  # reported before as final: a retry must not train
     try:
         trial.run(config, checkpoint)
     except _ReportedError:  # the engine's error, reported as final already
@@ -120,6 +118,13 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
 class EndedBefore(TunerError):
     """An earlier attempt of this trial reported this error as final (its checkpoint says so):
     raised at once, before any training, by every attempt after it."""
+
+
+def raise_if_ended(checkpoint: Any) -> None:
+    """Raise :class:`EndedBefore` if the trial's checkpoint holds a final error report."""
+    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
+    if final.get(record.STATUS) == "error":
+        raise EndedBefore(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 class _ReportedError(TunerError):
