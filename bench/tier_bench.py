@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "reports" / "benchmarks" / "test_tiers.json"
 _SUMMARY = re.compile(r"^=*\s*(?P<text>\d+ (passed|failed).*) in [\d.]+s")
@@ -51,9 +53,11 @@ def tier_commands(clone: Path) -> dict[str, str]:
 def run_tier(clone: Path, command: str, env: dict[str, str]) -> dict[str, Any]:
     """One tier's wall time, its pytest summary and its 30 slowest test phases."""
     argv = [sys.executable, *shlex.split(command)[1:], "--durations=30", "-p", "no:cacheprovider"]
+    cpu_before = psutil.cpu_times()
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True)
     wall_s = time.perf_counter() - start
+    cpu_after = psutil.cpu_times()
     lines = done.stdout.splitlines()
     summary = next((m["text"] for line in lines if (m := _SUMMARY.match(line))), "")
     slowest = [
@@ -66,10 +70,21 @@ def run_tier(clone: Path, command: str, env: dict[str, str]) -> dict[str, Any]:
     return {
         "command": command,
         "wall_s": round(wall_s, 1),
+        # The machine's CPU time busy over the run (every process, ours or not): near 1, the
+        # tier is bound by the cores, and only less work (not more parallel work) shortens it.
+        "cpu_busy_fraction": round(_busy(cpu_before, cpu_after), 3),
         "returncode": done.returncode,
         "summary": summary,
         "slowest": slowest,
     }
+
+
+def _busy(before: Any, after: Any) -> float:
+    """The share of the machine's CPU time between two ``psutil.cpu_times()`` not idle."""
+    spent = {field: getattr(after, field) - getattr(before, field) for field in after._fields}
+    total = sum(spent.values())
+    idle = spent["idle"] + spent.get("iowait", 0.0)
+    return (total - idle) / total if total else 0.0
 
 
 def count_tests(clone: Path, env: dict[str, str]) -> dict[str, int]:
@@ -168,10 +183,16 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
         lines += [f"## {label} (commit {rec['commit']}, {rec['cores']} cores)", ""]
         if rec.get("note"):
             lines += [rec["note"], ""]
-        lines += ["| tier | command | wall | result |", "|---|---|---|---|"]
+        lines += [
+            "| tier | command | wall | CPU busy | result |",
+            "|---|---|---|---|---|",
+        ]
         for tier, run in rec.get("tiers", {}).items():
+            busy = run.get("cpu_busy_fraction")
+            busy_text = f"{busy:.0%}" if busy is not None else "n/a"
             lines.append(
-                f"| {tier} | `{run['command']}` | {run['wall_s'] / 60:.1f} min | {run['summary']} |"
+                f"| {tier} | `{run['command']}` | {run['wall_s'] / 60:.1f} min | {busy_text} | "
+                f"{run['summary']} |"
             )
         lines.append("")
         lines.append(f"Tests: {rec['test_items']} collected, {rec['test_functions']} functions.")

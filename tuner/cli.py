@@ -43,7 +43,18 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        line = f"{self.prog}: error: {message} (see {self.prog} --help)"
+        print(line, file=sys.stderr)
+        raise UsageError(line)
+
+
+class UsageError(SystemExit):
+    """argparse's exit on a usage mistake (exit 2), with its one line: ``main`` prints it as the
+    JSON document ``--json`` promises, as it does every other error."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.line = line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(arguments)
+    except UsageError as exc:
+        if "--json" in arguments:  # the flags did not parse, so the word itself is the promise
+            from tuner.commands._flags import print_json
+
+            print_json({"status": "error", "error": exc.line, "exit_code": EXIT_USAGE})
+        raise
     if args.command is None:
         parser.print_help()
         return EXIT_OK
