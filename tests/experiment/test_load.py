@@ -334,3 +334,28 @@ def test_an_unknown_experiment_names_every_place_it_looked(tmp_path: Path) -> No
         resolve_experiment(tmp_path / "gone", storage=tmp_path)
     gone = tmp_path / "gone"
     assert str(info.value).startswith(f"No experiment '{gone}': {gone} does not exist;")
+
+
+def test_a_damaged_params_file_is_named_and_the_trial_still_read(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id = load_trials(copy)["trial_id"].iloc[0]
+    file, lines = _result_lines(copy, trial_id)
+    (file.parent / "params.json").write_bytes(b"\xff\xfe not utf-8")
+
+    experiment = load_experiment(copy)
+    assert f"{file.parent.name}/params.json is damaged (UnicodeDecodeError)." in experiment.problems
+    row = experiment.trials.set_index("trial_id").loc[trial_id]
+    assert row["images_per_second"] == pytest.approx(json.loads(lines[-1])["images_per_second"])
+
+
+def test_a_study_file_that_is_no_database_is_read_without(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    (copy / "study.db").write_bytes(b"half a file, not SQLite")
+    experiment = load_experiment(copy)
+    assert experiment.study is None
+    assert any(p.startswith("study.db could not be read (damaged") for p in experiment.problems)
+    assert len(experiment.trials) == 3 and _front(copy) == _front(smoke_experiment)

@@ -1,0 +1,65 @@
+"""The report's technique-effects and parameter-importance plots drawn from their tables: real
+PNG files holding what the tables say, and no plot where there is nothing to draw. (The report
+tests draw them from real experiments, whose short searches rarely have importances or enough
+effect rounds for a ratio.)"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from PIL import Image as PILImage
+
+from tuner.report._plots import effects_plot, importance_plot
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    with PILImage.open(path) as png:
+        assert png.format == "PNG"
+        return png.size
+
+
+def test_each_arm_is_drawn_at_its_ratio_and_an_arm_without_one_is_left_out(
+    tmp_path: Path,
+) -> None:
+    summary = pd.DataFrame(
+        {
+            "arm": ["channels_last off", "fused_adamw off", "compile on"],
+            "throughput_ratio_vs_reference": [0.82, 1.01, math.nan],
+            "throughput_ratio_vs_reference_low": [0.78, 0.95, math.nan],
+            "throughput_ratio_vs_reference_high": [0.86, 1.07, math.nan],
+            "throughput_ratio_vs_reference_tie": [False, True, False],
+        }
+    )
+    image = effects_plot(summary, tmp_path / "effects.png")
+    assert image is not None and _png_size(image.path)[1] > 0
+    assert [(p["y"], p["x"]) for p in image.points] == [
+        ("channels_last off", 0.82),
+        ("fused_adamw off", 1.01),
+    ]
+    assert image.title == "One change at a time, interleaved, paired"
+    unmeasured = summary.assign(throughput_ratio_vs_reference=math.nan)
+    assert effects_plot(unmeasured, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_one_bar_chart_per_objective_that_has_importances(tmp_path: Path) -> None:
+    importances = {
+        "images_per_second": {"batch_size": 0.7, "lr": 0.3},
+        "val_accuracy": {"lr": 0.9, "batch_size": 0.1},
+        "peak_memory_bytes": "too few trials",  # a reason, not a chart
+    }
+    image = importance_plot(importances, tmp_path / "importance.png")
+    assert image is not None
+    width, height = _png_size(image.path)
+    assert width > height  # two charts side by side
+    drawn = {(p["series"], p["y"]): p["x"] for p in image.points}
+    assert drawn == {
+        ("images_per_second", "batch_size"): 0.7,
+        ("images_per_second", "lr"): 0.3,
+        ("val_accuracy", "lr"): 0.9,
+        ("val_accuracy", "batch_size"): 0.1,
+    }
+    assert image.title == "images_per_second / val_accuracy"
+    assert importance_plot({"val_accuracy": "too few trials"}, tmp_path / "x.png") is None
