@@ -11,6 +11,7 @@ and an after sit side by side) and is rendered to ``test_tiers.md``.
 
     .venv/bin/python bench/tier_bench.py --label after              # the tiers' times
     .venv/bin/python bench/tier_bench.py --label after --coverage --no-timing
+    .venv/bin/python bench/tier_bench.py --label busy --coverage --no-timing --cpu-hog
     .venv/bin/python bench/tier_bench.py --label before --commit 2e17d5b --coverage
 
 The clone is tested with this checkout's virtual environment (the install is not timed),
@@ -22,14 +23,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +187,8 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
         lines += [f"## {label} (commit {rec['commit']}, {rec['cores']} cores)", ""]
         if rec.get("note"):
             lines += [rec["note"], ""]
+        if rec.get("cpu_hog"):
+            lines += [f"Run {rec['cpu_hog']}.", ""]
         lines += [
             "| tier | command | wall | CPU busy | result |",
             "|---|---|---|---|---|",
@@ -217,15 +223,40 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+HOG_TEXT = "beside one busy loop pinned to CPU 0 (`taskset -c 0`) for the whole run"
+
+
+@contextlib.contextmanager
+def cpu_hog(on: bool) -> Iterator[None]:
+    """A process spinning on CPU 0 for the block (the suite must pass on a busy machine), ended
+    by its PID after it."""
+    if not on:
+        yield
+        return
+    spin = [sys.executable, "-c", "while True: pass"]
+    hog = subprocess.Popen(["taskset", "-c", "0", *spin] if shutil.which("taskset") else spin)
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--label", required=True, help="the record's name, e.g. before / after")
     parser.add_argument("--commit", default="HEAD", help="the commit to clone and test")
     parser.add_argument("--coverage", action="store_true", help="also measure line coverage")
     parser.add_argument("--no-timing", action="store_true", help="coverage only, no timed runs")
+    parser.add_argument(
+        "--cpu-hog", action="store_true", help="run beside a busy loop pinned to CPU 0 (issue 27)"
+    )
     args = parser.parse_args()
     records = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    measured = measure(args.commit, timing=not args.no_timing, with_coverage=args.coverage)
+    with cpu_hog(args.cpu_hog):
+        measured = measure(args.commit, timing=not args.no_timing, with_coverage=args.coverage)
+    if args.cpu_hog:
+        measured["cpu_hog"] = HOG_TEXT
     kept = records.get(args.label, {})
     if kept.get("commit") != measured["commit"]:
         kept = {}  # another commit: nothing of the old record stands beside the new one
