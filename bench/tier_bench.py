@@ -155,14 +155,16 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
     }
 
 
-def measure(commit: str, *, timing: bool, with_coverage: bool) -> dict[str, Any]:
+def measure(
+    commit: str, *, timing: bool, with_coverage: bool, tiers: tuple[str, ...] = ("fast", "long")
+) -> dict[str, Any]:
     """The tiers' times (``timing``) and/or the coverage of a fresh clone of ``commit``."""
     with tempfile.TemporaryDirectory(prefix="tiers-") as tmp:
         clone = Path(tmp) / "tuner"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         subprocess.run(["git", "-C", str(clone), "checkout", "-q", commit], check=True)
         env = {**os.environ, "PYTHONPATH": str(clone), "CI": "true"}
-        commands = tier_commands(clone)
+        commands = {k: c for k, c in tier_commands(clone).items() if k in tiers}
         head = ["git", "-C", str(clone), "rev-parse", "--short", "HEAD"]
         record: dict[str, Any] = {
             "commit": subprocess.run(head, capture_output=True, text=True).stdout.strip(),
@@ -249,12 +251,20 @@ def main() -> None:
     parser.add_argument("--coverage", action="store_true", help="also measure line coverage")
     parser.add_argument("--no-timing", action="store_true", help="coverage only, no timed runs")
     parser.add_argument(
+        "--tier", choices=("fast", "long"), action="append", help="only this tier (repeatable)"
+    )
+    parser.add_argument(
         "--cpu-hog", action="store_true", help="run beside a busy loop pinned to CPU 0 (issue 27)"
     )
     args = parser.parse_args()
     records = json.loads(RECORD.read_text()) if RECORD.exists() else {}
     with cpu_hog(args.cpu_hog):
-        measured = measure(args.commit, timing=not args.no_timing, with_coverage=args.coverage)
+        measured = measure(
+            args.commit,
+            timing=not args.no_timing,
+            with_coverage=args.coverage,
+            tiers=tuple(args.tier or ("fast", "long")),
+        )
     if args.cpu_hog:
         measured["cpu_hog"] = HOG_TEXT
     kept = records.get(args.label, {})

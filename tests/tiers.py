@@ -50,6 +50,12 @@ def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
     return folder
 
 
+# How long a test may wait for an early build (pytest-timeout counts the wait): the every-kind
+# search's two time budgets (tests/conftest.py), 180 s and then 900 s on a machine too busy for
+# the first, with their start-ups.
+EARLY_BUILD_WAIT_S = 1500
+
+
 class EarlyBuild:
     """A shared experiment whose build is mostly waiting (a search held open by its time
     budget) started by pytest-xdist's controller in a thread as soon as the workers have

@@ -24,9 +24,13 @@ from typing import Any
 
 import optuna
 import pytest
+from tiers import EARLY_BUILD_WAIT_S
 
 from tuner.experiment import CUT_FILE, load_experiment, read_trials_csv, write_trials_csv
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
+
+# The module's tests wait for the session's every-kind search (tests/conftest.py).
+pytestmark = pytest.mark.timeout(EARLY_BUILD_WAIT_S)
 
 EXPECTED = {"ok": "ok", "weak": "stopped early", "over": "over budget", "blowup": "diverged",
             "bad": "errored", "crash": "errored", "cut": "incomplete"}  # fmt: skip
