@@ -51,9 +51,9 @@ def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
 
 
 # How long a test may wait for an early build (pytest-timeout counts the wait): the every-kind
-# search's two time budgets (tests/conftest.py), 180 s and then 900 s on a machine too busy for
+# search's two time budgets (tests/conftest.py), 300 s and then 900 s on a machine too busy for
 # the first, with their start-ups.
-EARLY_BUILD_WAIT_S = 1500
+EARLY_BUILD_WAIT_S = 1800
 
 
 class EarlyBuild:
