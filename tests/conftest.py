@@ -17,7 +17,15 @@ from typing import Any
 import pandas as pd
 import pytest
 from search_cli import search_command
-from tiers import EarlyBuild, add_markers, built_once, group_machine_tests, run_root
+from tiers import (
+    EVERY_KIND_TIME_BUDGETS_S,
+    SEARCH_END_SLACK_S,
+    EarlyBuild,
+    add_markers,
+    built_once,
+    group_machine_tests,
+    run_root,
+)
 
 from tuner.answer import decide
 from tuner.cli import main
@@ -136,14 +144,6 @@ def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 EVERY_KIND_SPACE = Path(__file__).parent / "search" / "spaces" / "clients_space.py"
 EVERY_KIND_MAX_FAILURES = 1  # Ray retries an errored trial once: the retry must raise at once
-# The search's time budget must outlast the six short trials, one after the other, and end the
-# seventh ("cut": a million steps) half-way. The six took 50 s on 2 quiet cores and 93 s beside
-# the long tier, but inside the fast tier the fourth had only just started 159 s in; they took
-# 200 s beside four other searches, and under coverage beside a CPU hog the first alone took over
-# 2 minutes. So: 300 s, which every fast-tier run so far has passed with, then, when that ended
-# a short trial too (what the search did decides, not a clock), a second search with room for a
-# machine several times slower (tests/tiers.py: EARLY_BUILD_WAIT_S covers both).
-EVERY_KIND_TIME_BUDGETS_S = (300, 900)
 EVERY_KIND_NAME = "every-kind"
 EVERY_KIND_SAMPLES = 7  # spaces/clients_space.py: one trial of each variant
 
@@ -184,6 +184,10 @@ def _every_kind(root: Path, name: str = EVERY_KIND_NAME) -> None:
         done = _every_kind_search(root, name, budget)
         if _only_cut_was_cut(done.stdout):
             break
+    else:
+        raise AssertionError(
+            f"even a {budget} s time budget ended a trial other than 'cut': " + done.stdout[-3000:]
+        )
     (root / "stdout.txt").write_text(done.stdout)
     (root / "stderr.txt").write_text(done.stderr)
 
@@ -201,7 +205,12 @@ def _every_kind_search(root: Path, name: str, budget_s: int) -> subprocess.Compl
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WANDB_")},
            "WANDB_MODE": "offline"}  # fmt: skip
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=budget_s + 300, cwd=root, env=env
+        command,
+        capture_output=True,
+        text=True,
+        timeout=budget_s + SEARCH_END_SLACK_S,
+        cwd=root,
+        env=env,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done

@@ -210,24 +210,25 @@ def test_an_image_size_the_model_cannot_take_is_one_line_and_exit_2_before_train
 
 
 @pytest.mark.parametrize(
-    ("argv", "why"),
+    ("argv", "start"),
     [
         (["search", "smoke_space", "--sampler", "annealing", "--json"],
-         "tuner search: error: argument --sampler: invalid choice: 'annealing' (choose from "
-         "'tpe', 'gp', 'nsga2', 'random', 'grid') (see tuner search --help)"),
+         "tuner search: error: argument --sampler: invalid choice: 'annealing' (choose from "),
         (["train", "--json", "--steps"],
          "tuner train: error: argument --steps: expected one argument (see tuner train --help)"),
     ],
 )  # fmt: skip
 def test_a_flag_argparse_refuses_is_one_line_and_with_json_the_errors_document(
-    argv: list[str], why: str, capsys: pytest.CaptureFixture
+    argv: list[str], start: str, capsys: pytest.CaptureFixture
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     captured = capsys.readouterr()
-    assert exit_.value.code == 2 and captured.err.splitlines() == [why]
+    (line,) = captured.err.splitlines()  # argparse's own words (Python versions quote choices
+    assert exit_.value.code == 2 and line.startswith(start)  # differently), in one line
+    assert line.endswith("--help)")
     assert captured.out.splitlines() == [
-        json.dumps({"status": "error", "error": why, "exit_code": 2})
+        json.dumps({"status": "error", "error": line, "exit_code": 2})
     ]
     with pytest.raises(SystemExit):  # without --json, stdout stays empty
         main([a for a in argv if a != "--json"])

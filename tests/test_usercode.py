@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner import usercode
 from tuner.usercode import (
     UserCodeError,
     call_user,
@@ -40,7 +41,7 @@ def test_arguments_a_function_does_not_take_are_named_before_it_is_called() -> N
 
 
 def test_a_file_that_raises_on_import_is_one_line_naming_its_line(tmp_path: Path) -> None:
-    broken = tmp_path / "broken_factories.py"
+    broken = tmp_path.resolve() / "broken_factories.py"  # as load_file_module names it
     broken.write_text("import math\n\nvalue = math.sqrt(-1)\n")
     with pytest.raises(UserCodeError) as caught:
         load_file_module(broken, what="model='broken_factories.py:build':")
@@ -54,7 +55,10 @@ def test_a_file_that_raises_on_import_is_one_line_naming_its_line(tmp_path: Path
         load_file_module(tmp_path / "absent.py", what="data:")
 
 
-def test_an_unregistered_notebook_name_says_to_pass_the_object_again() -> None:
+def test_an_unregistered_notebook_name_says_to_pass_the_object_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(usercode, "_REGISTERED", {})  # nothing registered here reaches a search
     with pytest.raises(UserCodeError) as caught:
         resolve("@never_registered:build_model", what="model")
     assert str(caught.value) == (
@@ -74,6 +78,7 @@ def test_an_unregistered_notebook_name_says_to_pass_the_object_again() -> None:
 def test_ray_ships_each_users_file_and_top_level_package_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_path = tmp_path.resolve()  # as py_modules names what it ships
     package = tmp_path / "my_models"
     package.mkdir()
     (package / "__init__.py").write_text("")
