@@ -142,6 +142,12 @@ def _result_lines(experiment: Path, trial_id: str) -> tuple[Path, list[str]]:
     return file, file.read_text().splitlines()
 
 
+def _first_trial(experiment: Path) -> tuple[str, Path, list[str]]:
+    """The first trial's id, its result.json and that file's lines."""
+    trial_id = load_trials(experiment)["trial_id"].iloc[0]
+    return (trial_id, *_result_lines(experiment, trial_id))
+
+
 def _front(experiment: Path) -> list[str]:
     return decide(load_experiment(experiment)).front["trial_id"].tolist()
 
@@ -193,8 +199,7 @@ def test_without_the_study_a_damaged_trial_keeps_its_last_valid_report(
 ) -> None:
     copy = _copy(smoke_experiment, tmp_path)
     (copy / "study.db").unlink()
-    trial_id = load_trials(copy)["trial_id"].iloc[0]
-    file, lines = _result_lines(copy, trial_id)
+    trial_id, file, lines = _first_trial(copy)
     file.write_text("\n".join([*lines[:-1], "{not json"]) + "\n")
 
     experiment = load_experiment(copy)
@@ -213,8 +218,7 @@ def test_result_json_and_the_study_disagreeing_is_listed(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:
     copy = _copy(smoke_experiment, tmp_path)
-    trial_id = load_trials(copy)["trial_id"].iloc[0]
-    file, lines = _result_lines(copy, trial_id)
+    trial_id, file, lines = _first_trial(copy)
     final = {**json.loads(lines[-1]), "val_accuracy": 0.123456}
     file.write_text("\n".join([*lines[:-1], json.dumps(final)]) + "\n")
 
@@ -283,8 +287,7 @@ def test_report_lists_what_it_could_not_read(
     from tuner.cli import main
 
     copy = _copy(smoke_experiment, tmp_path)
-    trial_id = load_trials(copy)["trial_id"].iloc[0]
-    file, lines = _result_lines(copy, trial_id)
+    _, file, lines = _first_trial(copy)
     file.write_text("\n".join([*lines[:-1], lines[-1][:10]]) + "\n")
 
     assert main(["report", str(copy), "--out", str(tmp_path / "report")]) == 0
@@ -340,8 +343,7 @@ def test_a_damaged_params_file_is_named_and_the_trial_still_read(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:
     copy = _copy(smoke_experiment, tmp_path)
-    trial_id = load_trials(copy)["trial_id"].iloc[0]
-    file, lines = _result_lines(copy, trial_id)
+    trial_id, file, lines = _first_trial(copy)
     (file.parent / "params.json").write_bytes(b"\xff\xfe not utf-8")
 
     experiment = load_experiment(copy)
