@@ -12,6 +12,7 @@ and an after sit side by side) and is rendered to ``test_tiers.md``.
     .venv/bin/python bench/tier_bench.py --label after              # the tiers' times
     .venv/bin/python bench/tier_bench.py --label after --coverage --no-timing
     .venv/bin/python bench/tier_bench.py --label busy --coverage --no-timing --cpu-hog
+    .venv/bin/python bench/tier_bench.py --label cpu --cpu-per-test --no-timing
     .venv/bin/python bench/tier_bench.py --label before --commit 2e17d5b --coverage
 
 The clone is tested with this checkout's virtual environment (the install is not timed),
@@ -38,6 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+try:  # imported from the project root (the tests)
+    from bench.cpu_per_test import ENV as CPU_PER_TEST_ENV
+    from bench.cpu_per_test import busy_seconds
+except ModuleNotFoundError:  # run as `python bench/tier_bench.py`: bench/ is on the path
+    from cpu_per_test import ENV as CPU_PER_TEST_ENV
+    from cpu_per_test import busy_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "reports" / "benchmarks" / "test_tiers.json"
@@ -85,11 +93,12 @@ def run_tier(clone: Path, command: str, env: dict[str, str]) -> dict[str, Any]:
 
 def _busy(before: Any, after: Any) -> float:
     """The share of the machine's CPU time between two ``psutil.cpu_times()`` not idle."""
-    spent = {field: getattr(after, field) - getattr(before, field) for field in after._fields}
-    # Linux counts guest time inside user and nice already: not twice.
-    total = sum(v for k, v in spent.items() if k not in ("guest", "guest_nice"))
-    idle = spent["idle"] + spent.get("iowait", 0.0)
-    return (total - idle) / total if total else 0.0
+    total = sum(
+        getattr(after, k) - getattr(before, k)
+        for k in after._fields
+        if k not in ("guest", "guest_nice")  # Linux counts guest time inside user and nice
+    )
+    return busy_seconds(before, after) / total if total else 0.0
 
 
 def count_tests(clone: Path, env: dict[str, str]) -> dict[str, int]:
@@ -156,10 +165,67 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
     }
 
 
+PLUGIN = Path(__file__).with_name("cpu_per_test.py")
+BACKGROUND_S = 30.0
+
+
+def background_cpu(seconds: float = BACKGROUND_S) -> float:
+    """The machine's busy CPU-seconds per second while no test runs: every test's count holds
+    this much of what else the machine did."""
+    before = psutil.cpu_times()
+    time.sleep(seconds)
+    return busy_seconds(before, psutil.cpu_times()) / seconds
+
+
+def cpu_per_test(clone: Path, commands: dict[str, str], env: dict[str, str]) -> dict[str, Any]:
+    """Each tier in one process (``-n0``, one test at a time): every test's machine-wide busy
+    CPU-seconds (bench/cpu_per_test.py), so what the suite's work costs shows apart from how
+    the two xdist workers share the cores."""
+    plugin_dir = clone.parent / "plugin"
+    plugin_dir.mkdir(exist_ok=True)
+    shutil.copy(PLUGIN, plugin_dir)
+    measured: dict[str, Any] = {"background_cpu_s_per_s": round(background_cpu(), 3), "tiers": {}}
+    for tier, command in commands.items():
+        if not command:
+            continue
+        per_test = clone.parent / f"cpu-{tier}.jsonl"
+        tier_env = {
+            **env,
+            "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{plugin_dir}",
+            CPU_PER_TEST_ENV: str(per_test),
+        }
+        run = run_tier(clone, f"{command} -n0 -p cpu_per_test", tier_env)
+        tests = [json.loads(line) for line in per_test.read_text().splitlines()]
+        kept = ("command", "wall_s", "cpu_busy_fraction", "returncode", "summary")
+        measured["tiers"][tier] = {**{k: run[k] for k in kept}, **_cpu_summary(tests)}
+    return measured
+
+
+def _cpu_summary(tests: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tier's CPU-seconds: in all, the 30 costliest tests, and each test file's sum."""
+    by_file: dict[str, float] = {}
+    for test in tests:
+        file = test["test"].split("::")[0]
+        by_file[file] = by_file.get(file, 0.0) + test["cpu_s"]
+    return {
+        "cpu_s": round(sum(t["cpu_s"] for t in tests), 1),
+        "tests_wall_s": round(sum(t["wall_s"] for t in tests), 1),
+        "tests_timed": len(tests),
+        "costliest": sorted(tests, key=lambda t: -t["cpu_s"])[:30],
+        "by_file": {f: round(c, 1) for f, c in sorted(by_file.items(), key=lambda fc: -fc[1])},
+    }
+
+
 def measure(
-    commit: str, *, timing: bool, with_coverage: bool, tiers: tuple[str, ...] = ("fast", "long")
+    commit: str,
+    *,
+    timing: bool,
+    with_coverage: bool,
+    tiers: tuple[str, ...] = ("fast", "long"),
+    cpu: bool = False,
 ) -> dict[str, Any]:
-    """The tiers' times (``timing``) and/or the coverage of a fresh clone of ``commit``."""
+    """The tiers' times (``timing``), the coverage and/or each test's CPU-seconds (``cpu``) of a
+    fresh clone of ``commit``."""
     with tempfile.TemporaryDirectory(prefix="tiers-") as tmp:
         clone = Path(tmp) / "tuner"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
@@ -176,6 +242,8 @@ def measure(
             record["tiers"] = {k: run_tier(clone, c, env) for k, c in commands.items() if c}
         if with_coverage:
             record["coverage"] = coverage_of(clone, commands, env)
+        if cpu:
+            record["cpu_per_test"] = cpu_per_test(clone, commands, env)
         return record
 
 
@@ -206,11 +274,7 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
         lines.append("")
         lines.append(f"Tests: {rec['test_items']} collected, {rec['test_functions']} functions.")
         if "coverage" in rec:
-            cov = rec["coverage"]
-            lines.append(
-                f"Line coverage of tuner/: {cov['percent_covered']} % "
-                f"({cov['covered_lines']} of {cov['num_statements']} statements)."
-            )
+            lines += _coverage_lines(rec["coverage"])
         for tier, run in rec.get("tiers", {}).items():
             lines += [
                 "",
@@ -222,8 +286,73 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
             lines += [
                 f"| {d['seconds']:.1f} | {d['when']} | `{d['test']}` |" for d in run["slowest"]
             ]
+        if "cpu_per_test" in rec:
+            lines += _cpu_lines(rec["cpu_per_test"], rec["cores"])
         lines.append("")
     return "\n".join(lines)
+
+
+def _coverage_lines(cov: dict[str, Any]) -> list[str]:
+    """The coverage, and how each tier ended under it (a run beside a hog shows it passed)."""
+    lines = [
+        f"Line coverage of tuner/: {cov['percent_covered']} % "
+        f"({cov['covered_lines']} of {cov['num_statements']} statements)."
+    ]
+    runs = cov.get("runs", {})
+    for tier in ("fast", "long"):
+        if tier in runs:
+            failed = runs.get(tier + "_failed") or []
+            lines.append(f"Under coverage, the {tier} tier: {runs[tier] or 'no summary'}.")
+            lines += [f"- {line}" for line in failed]
+    return lines
+
+
+def _cpu_lines(cpu: dict[str, Any], cores: int) -> list[str]:
+    """What the tests cost in CPU-seconds, and the least wall time that leaves on ``cores``."""
+    background = cpu["background_cpu_s_per_s"]
+    lines = [
+        "",
+        "CPU-seconds per test: each tier in one process (`-n0`), each test's machine-wide busy "
+        "CPU-seconds from its setup to its teardown, every process it started counted "
+        f"([bench/cpu_per_test.py](../../bench/cpu_per_test.py)). With no test running the "
+        f"machine was busy {background:.2f} CPU-s per second, counted in each test's number.",
+        "",
+        "| tier | wall, one process | CPU-s of its tests | of them background | result |",
+        "|---|---|---|---|---|",
+    ]
+    net = 0.0
+    for tier, run in cpu["tiers"].items():
+        idle_share = background * run["tests_wall_s"]
+        net += run["cpu_s"] - idle_share
+        lines.append(
+            f"| {tier} | {run['wall_s'] / 60:.1f} min | {run['cpu_s']:.0f} | {idle_share:.0f} | "
+            f"{run['summary']} |"
+        )
+    lines += [
+        "",
+        f"The tests' own work: {net:.0f} CPU-s. On {cores} cores kept fully busy it needs at "
+        f"least {net / cores / 60:.1f} min.",
+    ]
+    for tier, run in cpu["tiers"].items():
+        lines += [
+            "",
+            f"Costliest of the {tier} tier:",
+            "",
+            "| CPU-s | wall s | test |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {t['cpu_s']:.1f} | {t['wall_s']:.1f} | `{t['test']}` |" for t in run["costliest"]
+        ]
+        lines += [
+            "",
+            f"The {tier} tier by file (15 costliest):",
+            "",
+            "| CPU-s | file |",
+            "|---|---|",
+        ]
+        lines += [f"| {c:.1f} | `{f}` |" for f, c in list(run["by_file"].items())[:15]]
+    return lines
 
 
 HOG_TEXT = "beside one busy loop pinned to one CPU (`taskset -c N`) for the whole run"
@@ -255,7 +384,12 @@ def main() -> None:
     parser.add_argument("--label", required=True, help="the record's name, e.g. before / after")
     parser.add_argument("--commit", default="HEAD", help="the commit to clone and test")
     parser.add_argument("--coverage", action="store_true", help="also measure line coverage")
-    parser.add_argument("--no-timing", action="store_true", help="coverage only, no timed runs")
+    parser.add_argument("--no-timing", action="store_true", help="no timed (both-core) runs")
+    parser.add_argument(
+        "--cpu-per-test",
+        action="store_true",
+        help="also run each tier in one process and count every test's CPU-seconds",
+    )
     parser.add_argument(
         "--tier", choices=("fast", "long"), action="append", help="only this tier (repeatable)"
     )
@@ -270,6 +404,7 @@ def main() -> None:
             timing=not args.no_timing,
             with_coverage=args.coverage,
             tiers=tuple(args.tier or ("fast", "long")),
+            cpu=args.cpu_per_test,
         )
     if args.cpu_hog:
         measured["cpu_hog"] = HOG_TEXT
