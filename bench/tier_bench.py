@@ -40,12 +40,9 @@ from typing import Any
 
 import psutil
 
-try:  # imported from the project root (the tests)
-    from bench.cpu_per_test import ENV as CPU_PER_TEST_ENV
-    from bench.cpu_per_test import busy_seconds
-except ModuleNotFoundError:  # run as `python bench/tier_bench.py`: bench/ is on the path
-    from cpu_per_test import ENV as CPU_PER_TEST_ENV
-    from cpu_per_test import busy_seconds
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_per_test import ENV as CPU_PER_TEST_ENV  # a script beside this one, not a package
+from cpu_per_test import spent_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "reports" / "benchmarks" / "test_tiers.json"
@@ -93,12 +90,8 @@ def run_tier(clone: Path, command: str, env: dict[str, str]) -> dict[str, Any]:
 
 def _busy(before: Any, after: Any) -> float:
     """The share of the machine's CPU time between two ``psutil.cpu_times()`` not idle."""
-    total = sum(
-        getattr(after, k) - getattr(before, k)
-        for k in after._fields
-        if k not in ("guest", "guest_nice")  # Linux counts guest time inside user and nice
-    )
-    return busy_seconds(before, after) / total if total else 0.0
+    total, busy = spent_seconds(before, after)
+    return busy / total if total else 0.0
 
 
 def count_tests(clone: Path, env: dict[str, str]) -> dict[str, int]:
@@ -174,17 +167,16 @@ def background_cpu(seconds: float = BACKGROUND_S) -> float:
     this much of what else the machine did."""
     before = psutil.cpu_times()
     time.sleep(seconds)
-    return busy_seconds(before, psutil.cpu_times()) / seconds
+    return spent_seconds(before, psutil.cpu_times())[1] / seconds
 
 
 def cpu_per_test(clone: Path, commands: dict[str, str], env: dict[str, str]) -> dict[str, Any]:
     """Each tier in one process (``-n0``, one test at a time): every test's machine-wide busy
-    CPU-seconds (bench/cpu_per_test.py), so what the suite's work costs shows apart from how
-    the two xdist workers share the cores."""
+    CPU-seconds (bench/cpu_per_test.py), and the machine's background before and after it."""
     plugin_dir = clone.parent / "plugin"
     plugin_dir.mkdir(exist_ok=True)
     shutil.copy(PLUGIN, plugin_dir)
-    measured: dict[str, Any] = {"background_cpu_s_per_s": round(background_cpu(), 3), "tiers": {}}
+    measured: dict[str, Any] = {}
     for tier, command in commands.items():
         if not command:
             continue
@@ -194,11 +186,27 @@ def cpu_per_test(clone: Path, commands: dict[str, str], env: dict[str, str]) -> 
             "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{plugin_dir}",
             CPU_PER_TEST_ENV: str(per_test),
         }
+        before = background_cpu()
         run = run_tier(clone, f"{command} -n0 -p cpu_per_test", tier_env)
-        tests = [json.loads(line) for line in per_test.read_text().splitlines()]
+        background = [round(before, 3), round(background_cpu(), 3)]
         kept = ("command", "wall_s", "cpu_busy_fraction", "returncode", "summary")
-        measured["tiers"][tier] = {**{k: run[k] for k in kept}, **_cpu_summary(tests)}
+        measured[tier] = {
+            **{k: run[k] for k in kept},
+            "background_cpu_s_per_s": background,
+            **_cpu_summary(_read_lines(per_test)),
+        }
     return measured
+
+
+def _read_lines(per_test: Path) -> list[dict[str, Any]]:
+    """The plugin's lines: none when the tier ended before its first test; a line a killed run
+    left half-written is left out."""
+    lines = per_test.read_text().splitlines() if per_test.exists() else []
+    tests = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            tests.append(json.loads(line))
+    return tests
 
 
 def _cpu_summary(tests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -235,7 +243,7 @@ def measure(
         head = ["git", "-C", str(clone), "rev-parse", "--short", "HEAD"]
         record: dict[str, Any] = {
             "commit": subprocess.run(head, capture_output=True, text=True).stdout.strip(),
-            "cores": os.cpu_count(),
+            "cores": len(os.sched_getaffinity(0)),  # the CPUs this run may use
             **count_tests(clone, env),
         }
         if timing:
@@ -308,32 +316,35 @@ def _coverage_lines(cov: dict[str, Any]) -> list[str]:
 
 
 def _cpu_lines(cpu: dict[str, Any], cores: int) -> list[str]:
-    """What the tests cost in CPU-seconds, and the least wall time that leaves on ``cores``."""
-    background = cpu["background_cpu_s_per_s"]
+    """What the tests cost in CPU-seconds, and the wall time that work takes on ``cores``."""
     lines = [
         "",
         "CPU-seconds per test: each tier in one process (`-n0`), each test's machine-wide busy "
         "CPU-seconds from its setup to its teardown, every process it started counted "
-        f"([bench/cpu_per_test.py](../../bench/cpu_per_test.py)). With no test running the "
-        f"machine was busy {background:.2f} CPU-s per second, counted in each test's number.",
+        "([bench/cpu_per_test.py](../../bench/cpu_per_test.py)). The background is the "
+        "machine's busy CPU-seconds per second with no test running, before and after the tier; "
+        "the larger is taken off the tests' sum.",
         "",
-        "| tier | wall, one process | CPU-s of its tests | of them background | result |",
-        "|---|---|---|---|---|",
+        "| tier | wall, one process | CPU-s of its tests | background, CPU-s/s | their own work, "
+        "CPU-s | result |",
+        "|---|---|---|---|---|---|",
     ]
     net = 0.0
-    for tier, run in cpu["tiers"].items():
-        idle_share = background * run["tests_wall_s"]
-        net += run["cpu_s"] - idle_share
+    for tier, run in cpu.items():
+        background = run["background_cpu_s_per_s"]
+        own = max(run["cpu_s"] - max(background) * run["tests_wall_s"], 0.0)
+        net += own
         lines.append(
-            f"| {tier} | {run['wall_s'] / 60:.1f} min | {run['cpu_s']:.0f} | {idle_share:.0f} | "
-            f"{run['summary']} |"
+            f"| {tier} | {run['wall_s'] / 60:.1f} min | {run['cpu_s']:.0f} | "
+            f"{background[0]:.2f}, {background[1]:.2f} | {own:.0f} | {run['summary']} |"
         )
     lines += [
         "",
-        f"The tests' own work: {net:.0f} CPU-s. On {cores} cores kept fully busy it needs at "
-        f"least {net / cores / 60:.1f} min.",
+        f"The tests' own work: {net:.0f} CPU-s, {net / cores / 60:.1f} min on {cores} cores kept "
+        "fully busy. An estimate, not a bound: a search held open by its time budget, and Ray's "
+        "daemons, spend CPU for as long as they run, whatever the cores they find.",
     ]
-    for tier, run in cpu["tiers"].items():
+    for tier, run in cpu.items():
         lines += [
             "",
             f"Costliest of the {tier} tier:",
@@ -411,8 +422,11 @@ def main() -> None:
     kept = records.get(args.label, {})
     if kept.get("commit") != measured["commit"] or kept.get("cpu_hog") != measured.get("cpu_hog"):
         kept = {}  # another commit or another load: nothing of the old record stands beside it
-    tiers = {**kept.get("tiers", {}), **measured.get("tiers", {})}  # one tier at a time adds up
-    records[args.label] = {**kept, **measured, **({"tiers": tiers} if tiers else {})}
+    merged = {**kept, **measured}
+    for key in ("tiers", "cpu_per_test"):  # one tier at a time adds up
+        if tiers := {**kept.get(key, {}), **measured.get(key, {})}:
+            merged[key] = tiers
+    records[args.label] = merged
     RECORD.write_text(json.dumps(records, indent=2) + "\n")
     RECORD.with_suffix(".md").write_text(to_markdown(records))
     print(RECORD.with_suffix(".md").read_text())
