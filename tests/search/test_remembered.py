@@ -6,8 +6,10 @@
   sampler's;
 - ``--fresh-probes`` probes again (and replaces what the machine cache held).
 
-Three tiny searches in one machine-cache folder. A version change missing the machine cache and
-two concurrent writers are tested without Ray in ``test_machine_cache.py``.
+Three tiny searches in one machine-cache folder, on one local Ray the module starts first, as a
+notebook's ``ray.init()`` would: each search runs on it and leaves it running. A version change
+missing the machine cache and two concurrent writers are tested without Ray in
+``test_machine_cache.py``.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Any
 
 import optuna
 import pytest
+import ray
 
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.search import SearchOptions, SearchOutcome, run_search
+from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
 from tuner.search.machine_cache import MachineCache, this_machine
 from tuner.search.plan import check_space, make_plan
 from tuner.search.warm_start import WARM_START_ATTR, load_warm_start
@@ -44,6 +47,15 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield folder
 
 
+@pytest.fixture(scope="module")
+def ray_here(root: Path) -> Iterator[cluster.ClusterInfo]:
+    """One local Ray for the module's searches (started after ``root`` set the cache folder, which
+    its workers inherit), stopped after them."""
+    info = cluster.connect()
+    yield info
+    cluster.shutdown()
+
+
 def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
     storage = str(root / "experiments")
     return run_search(
@@ -52,7 +64,7 @@ def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
 
 
 @pytest.fixture(scope="module")
-def first(root: Path) -> SearchOutcome:
+def first(root: Path, ray_here: cluster.ClusterInfo) -> SearchOutcome:
     return _search(root, "first", num_samples=2)  # the design's two rows: batch 8 and 16
 
 
@@ -77,6 +89,15 @@ def test_the_first_search_probes_and_the_machine_remembers(first: SearchOutcome)
     cache = MachineCache(this_machine())
     assert len(cache.entries()) == 2
     assert {e.experiment for e in cache.entries().values()} == {"first"}
+
+
+def test_each_search_runs_on_the_ray_already_here_and_leaves_it_running(
+    ray_here: cluster.ClusterInfo, first: SearchOutcome, second: SearchOutcome
+) -> None:
+    assert ray.is_initialized() and ray.get_runtime_context().gcs_address == ray_here.address
+    for outcome in (first, second):
+        recorded = _metadata(outcome)["cluster"]
+        assert recorded["address"] == ray_here.address and recorded["is_local"] is False
 
 
 def test_a_second_search_reuses_the_probes_without_probing(second: SearchOutcome) -> None:

@@ -59,7 +59,7 @@ class ClusterInfo:
     """What :func:`connect` connected to (the metadata's ``cluster``)."""
 
     address: str  # the cluster's GCS address, host:port
-    is_local: bool  # this process started the Ray instance (and owns its shutdown)
+    is_local: bool  # this connect started the Ray instance (and owns its shutdown)
     loopback_only: bool  # the address is 127.0.0.1 or ::1: unreachable from other hosts
     nodes: int  # alive nodes
     total_cpus: float  # over all alive nodes
@@ -76,8 +76,10 @@ def connect(
     dashboard: bool = False,
     runtime_env: dict[str, Any] | None = None,
 ) -> ClusterInfo:
-    """Start a local loopback-only Ray instance or connect to a cluster; connected already,
-    the current connection's info.
+    """Start a local loopback-only Ray instance or connect to a cluster. Connected already
+    (a notebook's ``ray.init()``, a caller's shared instance): that connection, as it is, which
+    the caller owns (``is_local`` false: a search neither stops it nor counts its processes as
+    its own).
 
     Args:
         address: ``host:port`` of a cluster's head, ``"auto"`` (the cluster started on this
@@ -93,7 +95,7 @@ def connect(
             driver's token, or local-only settings were given with an address.
     """
     if ray.is_initialized():
-        return _cluster_info(is_local=_started_here())
+        return _cluster_info(is_local=False)
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is None or address == "local":
         return _start_local(
@@ -336,11 +338,6 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
         auth_mode=get_authentication_mode_name(get_authentication_mode()),
         dashboard_url=(here.webui_url or "") if here is not None else "",
     )
-
-
-def _started_here() -> bool:
-    node = worker._global_node
-    return node is not None and node.head and worker.global_worker.mode == worker.SCRIPT_MODE
 
 
 def _host_of(address: str) -> str:
