@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,6 @@ def test_a_live_driver_refuses_a_second_and_a_killed_one_is_taken_over(tmp_path:
 def test_the_lock_is_released_when_the_block_raises(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), driver_lock(tmp_path, command="x"):
         raise KeyboardInterrupt
-    start = time.perf_counter()
+    assert holder(tmp_path) is None  # free at once, not after a wait (no clock: load moves it)
     with driver_lock(tmp_path, command="y"):
-        pass
-    assert time.perf_counter() - start < 0.5  # no retry wait: it was free
+        assert holder(tmp_path)["command"] == "y"
