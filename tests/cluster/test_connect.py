@@ -102,12 +102,12 @@ def test_token_cluster_refuses_a_driver_without_its_token(
         env["RAY_AUTH_MODE"] = "disabled"
     else:
         env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-    start = time.monotonic()
     done = run_connect(env)
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stdout.count("\n") == 1  # one line for people
+    # tuner's own one-request check answered (cluster._check_token), before ray.init and its
+    # ~20 s retry loop; no clock: load moves it
     assert "refused this driver's authentication token" in done.stdout
-    assert time.monotonic() - start < 30  # Ray's own retry loop would take ~20 s more
 
 
 def test_token_cluster_refuses_a_worker_node_without_the_token(
