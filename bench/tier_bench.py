@@ -134,6 +134,8 @@ def coverage_of(clone: Path, commands: dict[str, str], env: dict[str, str]) -> d
         results[tier] = next((m["text"] for line in lines if (m := _SUMMARY.match(line))), "")
         failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
         results[tier + "_failed"] = failed
+        if done.returncode != 0:  # why, in the bench's own output (the record keeps one line)
+            print(done.stdout[-20000:], done.stderr[-4000:], file=sys.stderr)
     coverage = [sys.executable, "-m", "coverage"]
     subprocess.run([*coverage, "combine", f"--rcfile={rc}"], cwd=clone, env=env, check=True)
     report = subprocess.run(
@@ -268,10 +270,11 @@ def to_markdown(records: dict[str, dict[str, Any]]) -> str:
             lines += [rec["note"], ""]
         if rec.get("cpu_hog"):
             lines += [f"Run {rec['cpu_hog']}.", ""]
-        lines += [
-            "| tier | command | wall | CPU busy | result |",
-            "|---|---|---|---|---|",
-        ]
+        if rec.get("tiers"):
+            lines += [
+                "| tier | command | wall | CPU busy | result |",
+                "|---|---|---|---|---|",
+            ]
         for tier, run in rec.get("tiers", {}).items():
             busy = run.get("cpu_busy_fraction")
             busy_text = f"{busy:.0%}" if busy is not None else "n/a"
