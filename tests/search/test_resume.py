@@ -233,6 +233,7 @@ def _first_run_ended_by_its_budget(tmp_path: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(4 * TIMEOUT_S)  # up to three first runs and the resume, each within its own
 def test_a_later_time_budget_on_resume_runs_until_the_new_total(tmp_path: Path) -> None:
     exp = tmp_path / "experiments" / "resumed"
     first_budget = _first_run_ended_by_its_budget(tmp_path)
