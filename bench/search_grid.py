@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from tuner.config import TrainConfig
-from tuner.engine import probe, train
+from tuner.engine import short_run, train
 from tuner.spaces import get_space
 from tuner.techniques import knob
 from tuner.workloads import MICRO_VIT
@@ -138,7 +138,7 @@ def speed_table(keys: list[dict[str, Any]], spec: GridSpec, repeats: int) -> lis
         lrs = spec.space["base_lr"]
         point = {**key, "base_lr": lrs[len(lrs) // 2]}  # the middle lr: speed does not depend on it
         cells = [(c, to_config(point, spec, c).replace(warmup_steps=2)) for c in combos()]
-        probe(cells[0][1], steps=PROBE_STEPS)  # discarded: the first build pays one-time costs
+        short_run(cells[0][1], steps=PROBE_STEPS)  # discarded: the first build pays one-time costs
         measured: list[list[dict[str, Any]]] = [[] for _ in cells]
         for _ in range(repeats):
             for index, (_, config) in enumerate(cells):
@@ -151,7 +151,7 @@ def speed_table(keys: list[dict[str, Any]], spec: GridSpec, repeats: int) -> lis
 
 def _probe_row(config: TrainConfig) -> dict[str, Any]:
     started = time.perf_counter()
-    r = probe(config, steps=PROBE_STEPS)
+    r = short_run(config, steps=PROBE_STEPS)
     return {
         "status": r.status,
         "images_per_second": r.images_per_second,

@@ -3,7 +3,7 @@
 ``bench/search_grid.py`` measured, once, every learning curve and every speed combination of a
 small space. Here each strategy runs many seeds with the **real** pieces — Optuna's samplers
 as the search builds them (``tuner.search.samplers.make_sampler``), the start-up design
-(``tuner.search.design``), the speed-probe decision (``tuner.compare.speed.decide``) and the
+(``tuner.search.design``), the speed-probe decision (``tuner.speed.choose.decide``) and the
 early-stopping core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from
 the grid instead of by training. No training runs; only the compute the strategy would have
 spent is counted, in engine seconds measured on the grid.
@@ -46,13 +46,13 @@ import optuna
 import pandas as pd
 
 from tuner.compare import Arm
-from tuner.compare.speed import combination, decide, settle
 from tuner.config import TrainConfig
 from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
 from tuner.search.design import startup_design
 from tuner.search.plan import SpaceProfile
 from tuner.search.samplers import make_sampler
+from tuner.speed import combination, decide, settle
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = Path(__file__).resolve().parent / "data" / "search_grid.json"
@@ -233,7 +233,7 @@ def _space(grid: Grid, *, joint: bool) -> dict[str, list[Any]]:
 
 def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: Ledger) -> dict:
     """The speed combination the probes choose for this config's key (cached per key), as
-    tuner.compare.speed.choose_speed decides it."""
+    tuner.speed.choose.choose_speed decides it."""
     key = {n: config[n] for n in KEY}
     name = json.dumps(key, sort_keys=True)
     if name not in cache:
@@ -245,7 +245,7 @@ def _probed(grid: Grid, config: dict[str, Any], cache: dict[str, Any], ledger: L
 
 
 def _fit_first(grid: Grid, key: dict[str, Any], plain: dict[str, Any], ledger: Ledger) -> dict:
-    """tuner.compare.speed._fit_first: each knob once, for memory; the fastest that fits."""
+    """tuner.speed.choose._fit_first: each knob once, for memory; the fastest that fits."""
     singles = [_switched(plain, k) for k in grid.speed_knobs]
     for single in singles:
         ledger.pay(grid.probe_cost(key, single, 0))
@@ -255,7 +255,7 @@ def _fit_first(grid: Grid, key: dict[str, Any], plain: dict[str, Any], ledger: L
 
 def _on_top(grid: Grid, key: dict[str, Any], base: dict[str, Any], ledger: Ledger) -> dict:
     """Interleaved probe rounds of each knob not yet on against ``base``, then the kept knobs
-    together (tuner.compare.speed._probe_rounds)."""
+    together (tuner.speed.choose._probe_rounds)."""
     free = [k for k in grid.speed_knobs if not base[k]]
     if not free:
         return base
@@ -266,7 +266,7 @@ def _on_top(grid: Grid, key: dict[str, Any], base: dict[str, Any], ledger: Ledge
     runs = _probe_rounds(grid, key, [base, *singles], arms, ledger)
     rows, _ = decide(runs, arms, max_memory_bytes=grid.budget)
     combined = None
-    if sum(row["kept"] for row in rows) >= 2:  # tuner.compare.speed._combined_ratio: two pairs
+    if sum(row["kept"] for row in rows) >= 2:  # tuner.speed.choose._combined_ratio: two pairs
         together = {**base, **{k: v for k, v in combination(rows).items() if k in base}}
         combined = _combined(grid, key, base, together, ledger)
     settings = settle(rows, combined)
@@ -292,7 +292,7 @@ def _combined(grid: Grid, key: dict[str, Any], plain: dict[str, Any], together: 
 
 def _probe_rounds(grid: Grid, key: dict[str, Any], cells: list[dict[str, Any]],
                   arms: list[Arm], ledger: Ledger) -> pd.DataFrame:  # fmt: skip
-    """The live probes' rounds (tuner.compare.speed._rounds): all arms, then after each round
+    """The live probes' rounds (tuner.speed.choose._rounds): all arms, then after each round
     only those ahead of plain in every pair so far."""
     rows, live = [], list(range(len(cells)))
     repeats = min(SPEED_REPEATS, len(grid.cell(key, cells[0])["repeats"]))

@@ -11,7 +11,7 @@ import pytest
 
 from tuner import record
 from tuner.config import TrainConfig
-from tuner.engine import RunResult, probe
+from tuner.engine import RunResult, short_run
 from tuner.experiment import trial_dtypes
 from tuner.record import KINDS, classify, is_candidate, optuna_state, trial_report
 from tuner.techniques import KNOBS
@@ -154,7 +154,7 @@ TINY = TrainConfig(
 
 
 def test_a_real_run_is_told_as_ok_or_over_budget_by_its_budget() -> None:
-    result = probe(TINY, steps=1)  # a real training run on the CPU
+    result = short_run(TINY, steps=1)  # a real training run on the CPU
     peak = result.peak_memory_bytes
     assert result.ok and peak
     for budget, kind in ((2 * peak, "ok"), (peak // 2, "over budget")):

@@ -10,7 +10,7 @@ import pytest
 from tuner.compare import data_parallel, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields, field_help
-from tuner.engine import probe
+from tuner.engine import short_run
 from tuner.errors import TunerError
 from tuner.record import EFFECTIVE_PREFIX
 from tuner.record import engine_values as result_metrics
@@ -81,7 +81,9 @@ def test_switching_a_knob_off_switches_off_what_rides_on_it() -> None:
                                    and not k.slow_build and not k.needs_workers],
                          ids=lambda k: k.field)  # fmt: skip
 def test_every_cpu_knob_runs_a_real_step_and_reports_what_ran(entry) -> None:
-    result = probe(_with_its_parent(TINY, entry).replace(**entry.settings(entry.cpu[0])), steps=1)
+    result = short_run(
+        _with_its_parent(TINY, entry).replace(**entry.settings(entry.cpu[0])), steps=1
+    )
     assert result.status == "ok", result.error
     metrics = result_metrics(result)
     assert metrics[EFFECTIVE_PREFIX + entry.field] == entry.cpu[0]
@@ -121,7 +123,7 @@ def test_every_knob_that_ran_appears_in_the_report_table() -> None:
 
 def test_a_cuda_only_switch_on_cpu_counts_as_off() -> None:
     asked = TINY.replace(prefetch="cuda_stream", pin_memory=True)
-    metrics = result_metrics(probe(asked, steps=1))
+    metrics = result_metrics(short_run(asked, steps=1))
     assert metrics["effective_prefetch"] == "off" and "prefetch" in metrics["notes"]
     table = observed_techniques(pd.DataFrame([{**metrics, "status": "ok"}]))
     prefetch = table[table["technique"] == knob("prefetch").label]
@@ -140,7 +142,7 @@ def test_a_knob_that_needs_workers_runs_off_in_one_process_and_says_so() -> None
     assert needs and not {k.field for k in needs} & {k.field for k in speed_knobs(cuda=True)}
     assert {k.field for k in needs} <= {k.field for k in speed_knobs(cuda=False, workers=2)}
     asked = TINY.replace(**{k.field: k.cpu[0] for k in needs})
-    result = probe(asked, steps=1)
+    result = short_run(asked, steps=1)
     assert result.status == "ok" and result.world_size == 1
     assert all(result.effective[k.field] == k.off for k in needs)
     assert any("needs more than one worker" in note for note in result.notes)

@@ -30,7 +30,7 @@ from tuner.objectives import (
     pareto_front,
     report_objectives,
 )
-from tuner.record import KIND, TRIAL_ID, is_candidate
+from tuner.record import KIND, STARVED_BY, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
 from tuner.units import as_number, interval_text, ratio_text
@@ -253,6 +253,25 @@ def margin_clause(metric: str, margin: Margin) -> str:
     if c.tie:
         return f"as accurate as {other} within noise ({points} apart): a tie on accuracy"
     return f"{points} more accurate than {other}, with no interval: no verdict on accuracy"
+
+
+def starved_text(trials: pd.DataFrame) -> str | None:
+    """``2 trials were starved (1 by machine load, 1 by budget): ...``, or None without any. A
+    starved trial ended by its time budget before the first rung's steps: it is not in the
+    front and never the pick."""
+    kinds = trials.get(KIND, pd.Series(dtype=str))
+    starved = trials[kinds == "starved"]
+    if starved.empty:
+        return None
+    causes = starved.get(STARVED_BY, pd.Series("", index=starved.index)).fillna("")
+    counts = causes.replace("", "unknown").value_counts()
+    by = ", ".join(f"{n} by {cause}" for cause, n in counts.items())
+    were = "trials were" if len(starved) > 1 else "trial was"
+    return (
+        f"{len(starved)} {were} starved ({by}): ended by the time budget before the steps of "
+        "the first rung, so not used in the answer. Raise the workload's time budget "
+        "(--time-budget-s), or run on a quieter machine."
+    )
 
 
 def world_size_of(row: Mapping[str, Any]) -> int:

@@ -135,7 +135,8 @@ _search_key = functools.partial(_declare, SEARCH_KEYS)
 PHASE = _search_key(
     "phase",
     TEXT,
-    "probe (its feasibility check stopped the run), train, or setup (failed before training)",
+    "feasibility (its feasibility check stopped the run: over the memory budget), train, or "
+    "setup (failed before training)",
 )
 FINAL = _search_key(
     "final",
@@ -165,6 +166,36 @@ TRIAL_TRAIN_TIME_S = _search_key(
     "trial_train_time_s", NUMBER, "seconds in training steps, the speed probes' included"
 )
 SPEED_CHOICE = _search_key("speed_choice", TEXT, "the speed probes' verdict, in words")
+SPEED_PROBE_BUDGET_S = _search_key(
+    "speed_probe_budget_s",
+    NUMBER,
+    "seconds of speed probes this trial was allowed: its share of the trials' time (--probe-share) "
+    "and what earlier trials left (NaN: unbounded, or nothing to probe)",
+)
+SPEED_NOT_PROBED = _search_key(
+    "speed_not_probed",
+    TEXT,
+    "speed knobs the probe budget left at their default (not tried and lost: not tried), "
+    "comma-separated",
+)
+SPEED_PROBE_WAIT_S = _search_key(
+    "speed_probe_wait_s",
+    NUMBER,
+    "wall seconds this trial waited for another trial's speed probes of the same settings",
+)
+FIRST_RUNG_STEPS = _search_key(
+    "first_rung_steps",
+    COUNT,
+    "training steps the search's first rung needs (its first early-stopping decision); a trial "
+    "that ended with fewer is starved",
+)
+STARVED_BY = _search_key(
+    "starved_by",
+    TEXT,
+    "what left a starved trial short of its first rung: budget (its time budget holds fewer "
+    "steps even at the speed its probes measured) or machine load (its steps ran slower than "
+    "that)",
+)
 SPEED_SOURCE = _search_key(
     "speed_source",
     TEXT,
@@ -198,8 +229,8 @@ TRIAL_ID = _table_key("trial_id", TEXT, "Ray Tune's trial id")
 KIND = _table_key(
     "kind",
     TEXT,
-    "what the trial was: ok | stopped early | over budget | diverged | errored | incomplete; "
-    "only ok can be recommended",
+    "what the trial was: ok | stopped early | starved | over budget | diverged | errored | "
+    "incomplete; only ok can be recommended",
 )
 RAY_STATUS = _table_key(
     "ray_status", TEXT, "Ray Tune's trial status (TERMINATED, ERROR, RUNNING, PENDING), if known"
@@ -238,18 +269,20 @@ _CONFIG_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
 
 # ---- what a trial was ------------------------------------------------------------------------
 
-Kind = Literal["ok", "stopped early", "over budget", "diverged", "errored", "incomplete"]
+Kind = Literal["ok", "stopped early", "starved", "over budget", "diverged", "errored", "incomplete"]
 KINDS: tuple[str, ...] = get_args(Kind)
 # How Optuna is told each kind (state names of optuna.trial.TrialState). Only ok is COMPLETE:
 # an objective value is what a trial measured to its end, and a COMPLETE trial is on the front
 # of any client that ignores constraints (optuna-dashboard). Over budget is PRUNED with its
 # measured violation > 0 as its constraint (TPE ranks it infeasible, so the sampler still
 # learns the region; GP and NSGA-II read COMPLETE trials only); a trial stopped early is
-# PRUNED too (its accuracy so far is not its accuracy).
+# PRUNED too (its accuracy so far is not its accuracy), and so is a starved trial (it ended by its
+# time budget before the steps of the first rung: what it measured says little of the config).
 _OPTUNA_STATES: dict[str, str] = {
     "ok": "COMPLETE",
     "over budget": "PRUNED",
     "stopped early": "PRUNED",
+    "starved": "PRUNED",
     "diverged": "FAIL",
     "errored": "FAIL",
     "incomplete": "FAIL",
@@ -274,7 +307,15 @@ def classify(report: Mapping[str, Any] | None, *, ended: bool, crashed: bool = F
         return "over budget"
     if status != "ok" or not ended:
         return "incomplete"
-    return "ok" if report.get(FINAL) is True else "stopped early"
+    if report.get(FINAL) is not True:
+        return "stopped early"
+    return "starved" if is_starved(report) else "ok"
+
+
+def is_starved(report: Mapping[str, Any]) -> bool:
+    """Whether a trial that ran to its end trained fewer steps than the first rung needs."""
+    rung, steps = as_number(report.get(FIRST_RUNG_STEPS)), as_number(report.get(STEP))
+    return math.isfinite(rung) and math.isfinite(steps) and steps < rung
 
 
 def is_candidate(kind: str) -> bool:
@@ -344,8 +385,10 @@ def trial_report(
     )
     for name in timed:
         report[name] = as_number(times.get(name))
-    for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS):
+    for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS, SPEED_NOT_PROBED, STARVED_BY):
         report[name] = str(speed.get(name) or "")
+    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, FIRST_RUNG_STEPS):
+        report[name] = as_number(speed.get(name))
     return report
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 from engine_helpers import tiny
 
-from tuner.engine import probe
+from tuner.engine import short_run
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_compiled_run_after_another_of_other_shapes_compiles_afresh() -> None:
-    first = probe(tiny(compile="default", batch_size=32, img_size=32), steps=1)
-    second = probe(tiny(compile="default", batch_size=16, img_size=16), steps=1)
+    first = short_run(tiny(compile="default", batch_size=32, img_size=32), steps=1)
+    second = short_run(tiny(compile="default", batch_size=16, img_size=16), steps=1)
     assert first.status == second.status == "ok", (first.error, second.error)
     assert second.effective["compile"] == "default"

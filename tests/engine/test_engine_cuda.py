@@ -14,7 +14,7 @@ import pytest
 import torch
 from engine_helpers import tiny
 
-from tuner.engine import probe, train
+from tuner.engine import short_run, train
 from tuner.engine.data import build_data
 
 pytestmark = pytest.mark.cuda
@@ -67,9 +67,9 @@ def test_host_data_is_pinned_when_asked_and_only_then() -> None:
 
 
 def test_cuda_memory_grows_with_batch_and_resets_between_runs() -> None:
-    small = probe(_on_gpu(batch_size=64), steps=2)
-    big = probe(_on_gpu(batch_size=512), steps=2)
-    again = probe(_on_gpu(batch_size=64), steps=2)  # after a bigger run in this process
+    small = short_run(_on_gpu(batch_size=64), steps=2)
+    big = short_run(_on_gpu(batch_size=512), steps=2)
+    again = short_run(_on_gpu(batch_size=64), steps=2)  # after a bigger run in this process
     for result in (small, big, again):
         assert result.status == "ok", result.error
         assert result.memory_kind == "cuda_max_memory_reserved"
@@ -88,9 +88,9 @@ def test_cuda_memory_grows_with_batch_and_resets_between_runs() -> None:
 def test_a_max_autotune_run_leaves_no_cuda_graph_pool_to_the_next_run() -> None:
     # max-autotune records CUDA graphs in a private memory pool that empty_cache cannot free;
     # the engine drops the compiled graphs (and their pool) before the next run's meter starts.
-    before = probe(_on_gpu(), steps=2)
-    compiled = probe(_on_gpu(compile="max-autotune", batch_size=256), steps=3)
-    after = probe(_on_gpu(), steps=2)
+    before = short_run(_on_gpu(), steps=2)
+    compiled = short_run(_on_gpu(compile="max-autotune", batch_size=256), steps=3)
+    after = short_run(_on_gpu(), steps=2)
     assert compiled.status == "ok", compiled.error
     assert compiled.effective["compile"] == "max-autotune"
     assert compiled.peak_memory_reserved_bytes > before.peak_memory_reserved_bytes

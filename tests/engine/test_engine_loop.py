@@ -9,7 +9,7 @@ import pytest
 import torch
 from engine_helpers import TINY_RESNET, tiny
 
-from tuner.engine import Progress, RunResult, probe, read_state_file, train, write_state_file
+from tuner.engine import Progress, RunResult, read_state_file, short_run, train, write_state_file
 from tuner.engine.build import COMPILE_WARMUP_STEPS
 from tuner.errors import TunerError
 
@@ -219,7 +219,7 @@ def test_checkpoint_of_a_compiled_or_channels_last_model_is_the_plain_state(tmp_
 
 
 def test_probe_measures_speed_and_memory_without_evaluating() -> None:
-    result = probe(tiny(warmup_steps=2), steps=3)
+    result = short_run(tiny(warmup_steps=2), steps=3)
     assert result.status == "ok" and result.steps == 5 and result.measured_steps == 3
     assert result.val_accuracy is None and result.images_per_second > 0
     assert result.memory_kind == "cpu_training_state" and result.peak_memory_bytes > 0
@@ -227,7 +227,7 @@ def test_probe_measures_speed_and_memory_without_evaluating() -> None:
 
 def test_probe_rejects_zero_steps() -> None:
     with pytest.raises(TunerError, match="probe steps=0"):
-        probe(tiny(), steps=0)
+        short_run(tiny(), steps=0)
 
 
 def test_bad_input_raises_before_training() -> None:

@@ -26,10 +26,10 @@ import ray
 from tuner.cli import main
 from tuner.errors import TunerError
 from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
-from tuner.search.machine_cache import MachineCache, this_machine
 from tuner.search.plan import check_space, make_plan
 from tuner.search.warm_start import WARM_START_ATTR, load_warm_start
 from tuner.spaces import get_space
+from tuner.speed.machine_cache import MachineCache, this_machine
 
 pytestmark = pytest.mark.slow
 

@@ -113,8 +113,22 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "--probe-steps",
         type=int,
-        help="measured steps of each probe: the speed probes, and the feasibility check at the "
-        "start of each trial's run (default 5)",
+        help="measured steps of each speed-probe run (default 5)",
+    )
+    _option(
+        group,
+        "--probe-share",
+        type=_share,
+        help="the share of the trials' time the speed probes may take, all trials together "
+        "(default 0.2 = 20%%): a knob left unprobed for want of it keeps its default and is "
+        "recorded as not probed; later trials probe what is left",
+    )
+    _option(
+        group,
+        "--feasibility-steps",
+        type=int,
+        help="measured steps before each run's feasibility check, which stops a run over the "
+        "memory budget (default 5)",
     )
     _option(
         group,
@@ -253,6 +267,14 @@ def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
     """The flag of the :class:`SearchOptions` field of the same name (whose default applies
     when it is not given: _TYPED_DEFAULTS)."""
     group.add_argument(flag, default=argparse.SUPPRESS, **spec)
+
+
+def _share(text: str) -> float:
+    """``0.2`` or ``20%``."""
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share (0.2, or 20%)") from None
 
 
 def _memory_size(text: str) -> int:

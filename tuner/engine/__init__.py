@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tuner.engine.distributed import launched_group
-    from tuner.engine.loop import probe, train
+    from tuner.engine.loop import short_run, train
     from tuner.engine.result import RunResult
     from tuner.engine.state import Progress, read_state_file, write_state_file
 
@@ -22,8 +22,8 @@ _HOMES = {
     "Progress": "state",
     "RunResult": "result",
     "launched_group": "distributed",
-    "probe": "loop",
     "read_state_file": "state",
+    "short_run": "loop",
     "train": "loop",
     "write_state_file": "state",
 }
@@ -31,8 +31,8 @@ __all__ = [
     "Progress",
     "RunResult",
     "launched_group",
-    "probe",
     "read_state_file",
+    "short_run",
     "train",
     "write_state_file",
 ]

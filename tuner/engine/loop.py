@@ -1,4 +1,5 @@
-"""The training loop: ``train(config) -> RunResult`` and the search's feasibility ``probe``.
+"""The training loop: ``train(config) -> RunResult``, and ``short_run``: steps only, no evaluation
+(what the speed probes measure, :mod:`tuner.speed`).
 
 :func:`_train_loop` reads top to bottom. The parts it trains were built once
 (:mod:`tuner.engine.build`); only :class:`~tuner.engine.state.RunState` changes. A failing run
@@ -37,10 +38,10 @@ from tuner.engine.result import RunResult, bound_of
 from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError, error_line
 
-__all__ = ["Diverged", "batches", "failure", "probe", "take_step", "train", "what_ran"]
+__all__ = ["Diverged", "batches", "failure", "short_run", "take_step", "train", "what_ran"]
 
 OnEval = Callable[[Progress], Any]
-OnProbe = Callable[[RunResult], bool]  # the search's feasibility probe: the run's first steps
+OnFeasibility = Callable[[RunResult], bool]  # the search's feasibility check: the first steps
 
 
 class Diverged(RuntimeError):
@@ -53,8 +54,8 @@ def train(
     on_eval: OnEval | None = None,
     resume_state: dict[str, Any] | None = None,
     progress_bar: bool = False,
-    on_probe: OnProbe | None = None,
-    probe_steps: int = 5,
+    on_feasibility: OnFeasibility | None = None,
+    feasibility_steps: int = 5,
     dataparallel: bool = False,
 ) -> RunResult:
     """Run one measured training run of ``config``.
@@ -67,10 +68,11 @@ def train(
             stops the run early (status stays ``ok``; rank 0's answer counts).
         resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
         progress_bar: show a tqdm bar on stderr.
-        on_probe: called once after the warm-up and ``probe_steps`` more steps with the result
-            so far (peak memory counted, throughput measured); returning ``True`` stops the run
-            there, before any evaluation. Not called when resuming.
-        probe_steps: measured steps before ``on_probe``.
+        on_feasibility: the feasibility check, called once after the warm-up and
+            ``feasibility_steps`` more steps with the result so far (peak memory counted,
+            throughput measured); returning ``True`` stops the run there, before any
+            evaluation. Not called when resuming.
+        feasibility_steps: measured steps before ``on_feasibility``.
         dataparallel: train in this one process with ``torch.nn.DataParallel`` over every
             visible GPU, ``batch_size`` being the whole batch split across them (what DDP
             replaced: ``tuner ablate`` compares the two).
@@ -81,19 +83,19 @@ def train(
     Raises:
         TunerError: bad input, found before training starts.
     """
-    on_probe = None if resume_state is not None else on_probe
-    hooks = _Hooks(on_eval, on_probe, probe_steps, evaluate=True)
+    on_feasibility = None if resume_state is not None else on_feasibility
+    hooks = _Hooks(on_eval, on_feasibility, feasibility_steps, evaluate=True)
     return _execute(config, hooks, resume_state, progress_bar, dataparallel=dataparallel)
 
 
-def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
+def short_run(config: TrainConfig, *, steps: int = 10) -> RunResult:
     """Run ``config.warmup_steps + steps`` training steps, no evaluation: memory and speed.
 
     Raises:
         TunerError: bad input.
     """
     if steps < 1:
-        raise TunerError(f"probe steps={steps} must be at least 1.")
+        raise TunerError(f"a short run's steps={steps} must be at least 1.")
     only_steps = config.replace(
         steps=warmup_steps_of(config) + steps,
         epochs=None,
@@ -106,8 +108,8 @@ def probe(config: TrainConfig, *, steps: int = 10) -> RunResult:
 @dataclass(frozen=True)
 class _Hooks:
     on_eval: OnEval | None
-    on_probe: OnProbe | None
-    probe_steps: int
+    on_feasibility: OnFeasibility | None
+    feasibility_steps: int
     evaluate: bool
 
 
@@ -144,7 +146,7 @@ def _execute(
         _result(parts, state, status, error, device, memory), error_traceback=where
     )
     # The run's tensors (a failed step's went with the exception) and then CUDA's cached blocks:
-    # a later process sharing the GPU (a Ray trial beside a calibration probe) needs them. A
+    # a later process sharing the GPU (a Ray trial beside a calibration run) needs them. A
     # successful CPU run skips it: its gc.collect costs 0.2 s and frees nothing another needs.
     del parts, state
     if status != "ok" or device.type == "cuda":
@@ -160,7 +162,7 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
 
     schedule, meter, start = parts.schedule, parts.throughput, state.step
     count_memory_at = start + _memory_step(parts, start)  # the last warm-up step
-    probe_at = count_memory_at + hooks.probe_steps if hooks.on_probe else None
+    check_at = count_memory_at + hooks.feasibility_steps if hooks.on_feasibility else None
     batch_stream = batches(parts, state)
     progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
     stop = False
@@ -179,17 +181,17 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
                 _flush(parts, state, progress)
             state.lap()
             eval_due = hooks.evaluate and _eval_due(parts, state)
-            # The probe comes after memory was counted, and before any evaluation: an
-            # evaluation must never report an unchecked run.
+            # The feasibility check comes after memory was counted, and before any
+            # evaluation: an evaluation must never report an unchecked run.
             if (
-                probe_at is not None
+                check_at is not None
                 and state.step >= count_memory_at
-                and (state.step >= probe_at or eval_due or _progress(parts, state) >= 1.0)
+                and (state.step >= check_at or eval_due or _progress(parts, state) >= 1.0)
             ):
-                probe_at = None
+                check_at = None
                 _flush(parts, state, progress)
                 with _not_training(parts, state):
-                    stop = _show_probe(parts, state, hooks.on_probe)
+                    stop = _check_feasibility(parts, state, hooks.on_feasibility)
             if eval_due and not stop:
                 _flush(parts, state, progress)
                 with _not_training(parts, state):
@@ -307,10 +309,10 @@ def _not_training(parts: RunParts, state: RunState) -> Iterator[None]:
     parts.throughput.resume()
 
 
-def _show_probe(parts: RunParts, state: RunState, on_probe: OnProbe) -> bool:
-    """Show the result so far (inside :func:`_not_training`)."""
+def _check_feasibility(parts: RunParts, state: RunState, check: OnFeasibility) -> bool:
+    """Show the result so far to the feasibility check (inside :func:`_not_training`)."""
     result = _result(parts, state, "ok", None, parts.device, parts.memory)
-    return parts.world.decide(bool(on_probe(result)))
+    return parts.world.decide(bool(check(result)))
 
 
 def _evaluate(parts: RunParts, state: RunState, on_eval: OnEval | None) -> bool:

@@ -118,8 +118,9 @@ class ThroughputMeter:
     def _global_windows(self, world: World) -> list[tuple[int, int, float, float]]:
         """Each window over every worker: images summed, seconds of the slowest, mean wait.
 
-        Windows close at the same steps on every worker (steps, evaluations and probes are
-        decided by the step count alone), so the i-th windows of all workers are one window.
+        Windows close at the same steps on every worker (steps, evaluations and feasibility
+        checks are decided by the step count alone), so the i-th windows of all workers are one
+        window.
         """
         if world.size == 1 or not self.windows:
             return self.windows
@@ -145,7 +146,7 @@ class MemoryMeter:
     ``parameters + optimizer state + max(activations + kept gradients, gradients)``: with
     ``zero_grad(set_to_none=False)`` the gradients stay allocated through the next forward, with
     ``set_to_none=True`` they are freed before it. It is exact for what it counts, the same in a
-    short probe and a full run, after a checkpoint restore and in any process; it leaves out
+    short run and a full run, after a checkpoint restore and in any process; it leaves out
     transient buffers, the data and DataLoader workers. The breakdown is reported beside it.
     """
 

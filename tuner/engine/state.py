@@ -39,10 +39,10 @@ class RunState:
     """The few things that change while a run trains: the one step counter, the training clock,
     the losses and the latest evaluation.
 
-    The clock (``train_time_s``) is the loop's wall time except evaluations and probes, not the
-    steps' own spans: on a GPU a step only queues work, and the sync that waits for it (a loss
-    flush, a window edge) is training time too; timing steps alone would favour whatever lets
-    the host run further ahead (``non_blocking``, the prefetcher).
+    The clock (``train_time_s``) is the loop's wall time except evaluations and feasibility
+    checks, not the steps' own spans: on a GPU a step only queues work, and the sync that waits
+    for it (a loss flush, a window edge) is training time too; timing steps alone would favour
+    whatever lets the host run further ahead (``non_blocking``, the prefetcher).
     """
 
     step: int = 0  # counted from the start of the first run, across resumes
@@ -75,7 +75,7 @@ class RunState:
 
     @contextmanager
     def clock_stopped(self) -> Iterator[None]:
-        """Time inside the block is not training (an evaluation, a probe's report)."""
+        """Time inside the block is not training (an evaluation, a feasibility check)."""
         self.lap()
         try:
             yield

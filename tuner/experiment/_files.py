@@ -25,6 +25,10 @@ ERROR_FILE = "error.txt"
 # A run that failed while training is a result (kind errored), so Ray writes no error.txt: the
 # trainable keeps its traceback (the user's code in it) here.
 RUN_TRACEBACK_FILE = "error_traceback.txt"
+# In a trial's folder: one JSON line per phase of the trial, with its wall time (each speed-probe
+# run's build, warm-up and steps; the feasibility check; training; each evaluation): where the
+# trial's time went (tuner.search.phases).
+PHASES_FILE = "phases.jsonl"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).
 TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CACHE_FILE)

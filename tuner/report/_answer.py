@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.answer import TOO_NOISY, Answer, PairVerdict, world_size_of
+from tuner.answer import TOO_NOISY, Answer, PairVerdict, starved_text, world_size_of
 from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
@@ -48,6 +48,7 @@ def answer_section(
     blocks += [
         _failures_text(progress.failures),
         _gain_text(_effects.plain_loop_gain(effects), progress),
+        starved_text(experiment.trials) or "",
         answer.sentence(),
         _train_line(recommended, out / f"recommended_{chosen}.json"),
     ]
@@ -247,6 +248,9 @@ def _no_pick(experiment: Experiment) -> str:
         lines.append(
             f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
         )
+    starved = starved_text(trials)
+    if starved:
+        lines.append(starved)
     cut = int((trials[KIND] == "incomplete").sum())
     if cut:
         lines.append(

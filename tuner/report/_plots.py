@@ -29,6 +29,7 @@ _KIND_STYLE = {
     "ok": ("ok", "o", "tab:blue"),
     "over budget": ("over budget", "x", "tab:orange"),
     "stopped early": ("stopped early", "s", "tab:purple"),
+    "starved": ("starved (too few steps)", "D", "tab:brown"),
     "diverged": ("failed: diverged", "v", "tab:red"),
     "errored": ("failed: errored", "v", "tab:red"),
     "incomplete": ("incomplete", "^", "tab:gray"),

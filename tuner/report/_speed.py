@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from tuner import record
 from tuner.experiment import Experiment
 from tuner.report.document import Section, Table, plural
 from tuner.stats import MIN_PAIRS, UNINFORMATIVE_REACH, Change
@@ -24,9 +25,13 @@ def speed_section(experiment: Experiment) -> Section:
             "No speed probes ran (--speed-repeats 0): the speed knobs stayed as the space set them."
         )
         return section
+    section.blocks.append(_budget_text(experiment))
     section.blocks.append(
         "Before a training config first trains, short probes measure the plain setting and each "
-        "accuracy-neutral speed knob switched on alone, interleaved and repeated. A knob is kept "
+        "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
+        "model, data, device and precision for the knobs whose verdict does not depend on the "
+        "training config (scope shared), and per norm layer for channels_last, whose verdict "
+        "flips with it (scope config), on top of those. A knob is kept "
         "when it was faster than the plain setting in every pair (and fits the memory budget): "
         "a speed knob cannot change what is learned, so the choice goes by the estimate; two or "
         "more kept knobs are used together only if their combination, probed too, is at least "
@@ -56,6 +61,8 @@ def _probe_change(variant: Mapping[str, Any]) -> Change:
 
 
 def _cell(variant: Mapping[str, Any]) -> str:
+    if variant.get("probed") is False:
+        return "not probed (probe budget)"
     change = _probe_change(variant)
     if change.verdict == "uninformative":
         text = f"{change.value:.2f}x, interval says nothing ({plural(change.n, 'pair')})"
@@ -64,12 +71,34 @@ def _cell(variant: Mapping[str, Any]) -> str:
     return text + (" (kept)" if variant["kept"] else "")
 
 
+def _budget_text(experiment: Experiment) -> str:
+    """What the speed probes cost the trials, and the budget they had (from trials.csv)."""
+    trials = experiment.trials
+    share = (experiment.metadata.get("options") or {}).get("probe_share")
+    bound = f"at most {share:.0%}" if isinstance(share, int | float) else "a share"
+    probe = trials.get(record.SPEED_PROBE_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
+    wait = trials.get(record.SPEED_PROBE_WAIT_S, pd.Series(dtype=float)).astype(float).fillna(0)
+    total = trials.get(record.TRIAL_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
+    spent, whole = float(probe.sum() + wait.sum()), float(total.sum())
+    measured = f"{spent:.0f} s of {whole:.0f} s ({spent / whole:.0%})" if whole else "not timed"
+    unprobed = trials.get(record.SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("")
+    short = int((unprobed.astype(str) != "").sum())
+    left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
+    return (
+        f"**Probe budget**: the speed probes may take {bound} of the trials' time "
+        f"(--probe-share); here they took {measured} of the trials' wall time, waiting for "
+        f"another trial's probes included{left}. A knob left unprobed keeps its default: not "
+        "probed is not tried and lost."
+    )
+
+
 def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for key, choice in cache.items():
         fields = json.loads(key)
         norm = fields.get("norm")
         row: dict[str, Any] = {
+            "scope": fields.get("scope", "config"),
             "batch size": fields.get("batch_size"),
             "amp": fields.get("amp"),
             "norm": f"{norm} ({plural(int(fields['gn_groups']), 'group')})"
@@ -82,6 +111,7 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
             row[variant["name"]] = _cell(variant)
         chosen = settings_text(choice.get("settings", {}))
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
+        row["not probed (probe budget)"] = ", ".join(choice.get("not_probed") or []) or "-"
         row["probe seconds"] = choice.get("probe_seconds")
         rows.append(row)
     return pd.DataFrame(rows)

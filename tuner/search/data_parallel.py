@@ -53,9 +53,9 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
 from tuner.search.plan import SearchPlan
-from tuner.search.probe_cache import Lookup, Remembered
 from tuner.search.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
 from tuner.spaces import WORLD_SIZE_PARAM
+from tuner.speed.cache import Lookup, Remembered
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 
@@ -261,6 +261,24 @@ class _WorkerRun(_TrialRun):
     def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
         if self.rank == 0:
             super()._store(self._keyed(lookup), choice)
+
+    # Every rank must run the same probe runs, but a budget decides from each rank's own clock:
+    # a worker group's probes are unbounded and unclaimed (tuner.speed.budget; README).
+    def _draw(self, earned_s: float) -> float | None:
+        return None
+
+    def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        return None
+
+    def _earn(self, trial_s: float) -> None:
+        return None
+
+    def _claim(self, key: str, for_s: float) -> bool:
+        return True
+
+    def _tell(self, what: str) -> None:
+        if self.rank == 0:
+            super()._tell(what)
 
     def _keyed(self, lookup: Lookup) -> Lookup:
         key = json.dumps({**json.loads(lookup.key), "workers": self.world_size}, sort_keys=True)

@@ -64,8 +64,11 @@ class SearchOptions:
     # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
     workload: str = "auto"
     overrides: Mapping[str, Any] = field(default_factory=dict)
-    probe_steps: int = 5  # measured steps of each probe (speed probes, feasibility probe)
+    probe_steps: int = 5  # measured steps of each speed-probe run
     speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
+    # The speed probes take at most this share of the trials' time (tuner.speed.budget).
+    probe_share: float = 0.2
+    feasibility_steps: int = 5  # measured steps before each run's feasibility check
     fresh_probes: bool = False  # ignore the speed probes remembered on this machine (re-probe)
     warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
@@ -98,6 +101,7 @@ class SearchOptions:
             ("--concurrency", self.concurrency),
             ("--cpus-per-trial", self.cpus_per_trial),
             ("--probe-steps", self.probe_steps),
+            ("--feasibility-steps", self.feasibility_steps),
             ("--world-size", self.world_size),
         ):
             if value is not None and not value > 0:
@@ -113,6 +117,11 @@ class SearchOptions:
         ):
             if value < 0:
                 raise TunerError(f"{flag} {value} must be 0 (off) or more.")
+        if not 0 <= self.probe_share <= 1:
+            raise TunerError(
+                f"--probe-share {self.probe_share} must be a share of the trials' time, 0 to 1 "
+                "(0.2, or 20%)."
+            )
         if self.checkpoint_every_s < 0:
             raise TunerError(f"--checkpoint-every-s {self.checkpoint_every_s} must be 0 or more.")
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:

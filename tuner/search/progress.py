@@ -23,7 +23,8 @@ from tuner.units import duration_text, format_bytes
 
 __all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 
-HEARTBEAT_S = 30.0  # a plain line about the running trials when nothing was printed for this long
+HEARTBEAT_S = 15.0  # a plain line about the running trials when nothing was printed for this long
+_ACTIVITY_S = 2.0  # how often the probe cache is asked what running trials' probes are doing
 _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 # A trial's settings that are not searched, left out of its start line.
 _WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
@@ -45,10 +46,16 @@ class ProgressPrinter(Callback):
         total: int | None,
         stream: TextIO | None = None,
         experiment_dir: Path | None = None,
+        probe_share: float | None = None,
+        cache_namespace: str = "",
+        time_budget_s: float | None = None,
     ) -> None:
         self.total = total
         self.stream = stream  # None: sys.stdout at print time (Ray pickles this callback)
         self.limits_dir = None if experiment_dir is None else str(experiment_dir)
+        self.probe_share = probe_share  # None: no speed probes
+        self.cache_namespace = cache_namespace  # where the running trials' activity is told
+        self.time_budget_s = time_budget_s  # the search's (the ETA never passes its end)
         self.setup()
 
     def setup(self, **info: Any) -> None:
@@ -63,13 +70,20 @@ class ProgressPrinter(Callback):
         self.ended: set[str] = set()  # ended in this run
         self.ended_before: set[str] = set()  # ended before this run (a resumed search)
         self.running: dict[str, dict[str, Any]] = {}  # trial id -> its latest report
+        self.since: dict[str, float] = {}  # trial id -> when it started (monotonic)
+        self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (its probes' step, since)
+        self.last_activity = 0.0
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._count_before(trials)
         self.running.setdefault(trial.trial_id, {})
+        self.since.setdefault(trial.trial_id, time.monotonic())
         if trial.trial_id not in self.started:
             self.started.add(trial.trial_id)
-            self._print(f"start  {trial.trial_id}  {describe_params(trial.config)}")
+            probes = ""
+            if self.probe_share is not None:
+                probes = f"  (speed probes: at most {self.probe_share:.0%} of the trials' time)"
+            self._print(f"start  {trial.trial_id}  {describe_params(trial.config)}{probes}")
 
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
@@ -80,6 +94,7 @@ class ProgressPrinter(Callback):
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         if not self.running:
             return
+        self._ask_activity()
         if time.monotonic() - self.last_line >= HEARTBEAT_S and not _is_terminal(self._out):
             self._print(f"running {self._running_text()}")
         self._live()
@@ -111,6 +126,7 @@ class ProgressPrinter(Callback):
         self.ended_before.discard(trial.trial_id)
         self.ended.add(trial.trial_id)
         self.running.pop(trial.trial_id, None)
+        self.since.pop(trial.trial_id, None)
         result = trial.last_result or {}
         kind, error = trial_outcome(trial, failed=crashed, cut=cut)
         line = (
@@ -122,23 +138,51 @@ class ProgressPrinter(Callback):
         # An incomplete trial's last report was not its end: its reason (if any) is not why.
         reason = "" if kind == "incomplete" else result.get(record.INFEASIBLE_REASON) or error
         reason = reason or ("the search ended before it did" if cut else "")
+        line += _probe_text(result)
         if reason:
             line += f"  ({str(reason)[:90]})"
         self._print(line)
 
     def _eta(self, elapsed: float) -> str:
+        """From the trials ended in this run (their probes included), and never shorter than
+        a running trial has already run (one stuck in probes), nor past the search's end."""
         left = None if self.total is None else self.total - self.done
         if not self.ended or left is None or left <= 0:
             return ""
-        return f", eta {duration_text(elapsed / len(self.ended) * left)}"
+        per_trial = elapsed / len(self.ended)
+        now = time.monotonic()
+        running = max((now - t for t in self.since.values()), default=0.0)
+        eta = max(per_trial * left, running if left else 0.0)
+        if self.time_budget_s is not None:
+            eta = min(eta, max(0.0, self.time_budget_s - elapsed))
+        return f", eta {duration_text(eta)}"
 
     def _running_text(self) -> str:
         parts = []
         for trial_id, result in self.running.items():
+            doing = self.doing.get(trial_id)
+            if doing is not None and not result:  # in its speed probes, before any report
+                what, since = doing
+                parts.append(f"{trial_id} {what} ({duration_text(time.time() - since)})")
+                continue
             step = result.get(record.STEP)
             speed = _num(result.get("images_per_second"), ".1f")
             parts.append(f"{trial_id} step {step if step is not None else '-'} {speed} img/s")
         return "; ".join(parts)
+
+    def _ask_activity(self) -> None:
+        """What the running trials' speed probes are doing (told to the probe cache)."""
+        now = time.monotonic()
+        if not self.cache_namespace or now - self.last_activity < _ACTIVITY_S:
+            return
+        self.last_activity = now
+        try:
+            from tuner.speed.cache import connect_cache
+
+            actor = connect_cache(self.cache_namespace)
+            self.doing = dict(ray.get(actor.activity.remote(), timeout=1.0))
+        except Exception:  # the console's detail only: an unanswered ask costs this line
+            return
 
     def _live(self) -> None:
         """On a terminal: the running trials on one line, rewritten in place."""
@@ -188,6 +232,19 @@ def describe_params(config: dict[str, Any]) -> str:
         for key, value in config.items()
         if key not in _SKIP
     )
+
+
+def _probe_text(result: dict[str, Any]) -> str:
+    """``  probes 3.1 s of 4.0 s`` (this trial's own speed probes against what it was
+    allowed), ``  probes: cached`` or nothing without probes."""
+    spent = result.get(record.SPEED_PROBE_TIME_S)
+    if not isinstance(spent, int | float) or math.isnan(spent):
+        return ""
+    if spent == 0 and result.get(record.SPEED_SOURCE) in ("cache", "machine cache"):
+        return f"  probes: {result.get(record.SPEED_SOURCE)}"
+    allowed = result.get(record.SPEED_PROBE_BUDGET_S)
+    of = f" of {allowed:.1f} s" if isinstance(allowed, int | float) and allowed == allowed else ""
+    return f"  probes {spent:.1f} s{of}"
 
 
 def _is_terminal(stream: TextIO) -> bool:

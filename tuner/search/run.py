@@ -46,13 +46,13 @@ from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_cl
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
-from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace
+from tuner.speed.cache import machine_cache_line, probe_budget_line, start_cache
 from tuner.usercache import cache_dir
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -366,6 +366,9 @@ def _fit(
         fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
     if "probe_cache" in fit:
         print(machine_cache_line(fit["probe_cache"]), flush=True)
+        budget_line = probe_budget_line(fit["probe_cache"])
+        if budget_line:
+            print(budget_line, flush=True)
     return list(results._experiment_analysis.trials), interrupted, fit
 
 

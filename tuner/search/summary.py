@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.answer import Answer
+from tuner.answer import Answer, starved_text
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
 from tuner.search.experiment import ExperimentPaths, SearchContext
@@ -41,6 +41,13 @@ def print_start(search: SearchContext, profile: SpaceProfile | None) -> None:
         f"Experiment folder: {search.paths.local}",
         flush=True,
     )
+    if options.speed_repeats:
+        print(
+            f"Speed probes: at most {options.probe_share:.0%} of the trials' time "
+            "(--probe-share); settled once per model, data, device and precision and shared, "
+            "channels_last per norm layer; unprobed knobs keep their defaults.",
+            flush=True,
+        )
     if profile is not None and profile.pinned:
         fixed = ", ".join(f"{name}={plan.fixed[name]!r}" for name in profile.pinned)
         print(f"Fixed by --set (out of the space, every trial runs it): {fixed}", flush=True)
@@ -63,6 +70,9 @@ def print_summary(
         print(line)
     for line in _unfinished_work(experiment):
         print(line)
+    starved = starved_text(experiment.trials)
+    if starved:
+        print(starved)
     _print_front(answer, experiment, state)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")

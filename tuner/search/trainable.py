@@ -1,8 +1,8 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.compare.speed.choose_speed`), looked up first in the experiment's probe cache
-   (per training config key), then in the machine cache (:mod:`tuner.search.machine_cache`).
+   (:func:`tuner.speed.choose.choose_speed`), looked up first in the experiment's probe cache
+   (per training config key), then in the machine cache (:mod:`tuner.speed.machine_cache`).
 2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
    memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
 3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import math
 import os
 import socket
 import tempfile
@@ -38,7 +39,6 @@ import torch
 from ray import tune
 
 from tuner import record
-from tuner.compare.speed import SpeedChoice, choose_speed, speed_key
 from tuner.config import TrainConfig
 from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
 from tuner.engine.build import resolve_device
@@ -46,9 +46,12 @@ from tuner.engine.meters import environment
 from tuner.errors import TunerError, error_line
 from tuner.experiment import RUN_TRACEBACK_FILE
 from tuner.objectives import judge
-from tuner.search.machine_cache import this_machine
-from tuner.search.probe_cache import Lookup, Remembered, connect_cache
+from tuner.search.phases import PhaseLog
 from tuner.spaces import train_config_of
+from tuner.speed import SpeedChoice
+from tuner.speed.cache import Lookup, Remembered, connect_cache
+from tuner.speed.machine_cache import this_machine
+from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
 from tuner.usercode import restore
 
@@ -65,7 +68,7 @@ class TrialContext:
     """What every trial of one search shares, besides its sampled config."""
 
     max_memory_bytes: int | None
-    probe_steps: int
+    probe_steps: int  # measured steps of each speed-probe run
     threads: int  # torch intra-op threads: the trial's CPU share
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
@@ -75,6 +78,9 @@ class TrialContext:
     user_objects: dict[str, Any] = field(default_factory=dict)
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
     checkpoint_every_s: float = 0.0  # SearchOptions.checkpoint_every_s (0: every evaluation)
+    feasibility_steps: int = 5  # measured steps before the feasibility check
+    probe_share: float = 0.2  # of the trials' time the speed probes may take (tuner.speed.budget)
+    first_rung_steps: int | None = None  # steps the first early-stopping rung needs
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -151,6 +157,11 @@ class _TrialRun:
         self.started_unix_s = time.time()  # the trial's start (a restart keeps the first)
         self.node = _node()
         self.last_checkpoint: float | None = None  # perf_counter of the run's latest one
+        self.probe_time_s = 0.0  # in this trial's own speed probes (a cached verdict: 0)
+        self.probe_wait_s = 0.0  # waiting for another trial's probes of the same settings
+        self.probe_budget_s: float | None = None
+        self.starved_by = ""
+        self.phases = PhaseLog(None, self.started_unix_s)
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
@@ -160,7 +171,35 @@ class _TrialRun:
         if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
             self._emit(meta["final_report"], None)
             return
-        # The counters and the speed choice carried over a restart.
+        self._carry_over(meta)
+        self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
+        if self.speed is None:
+            self.speed, self.speed_source = self._choose_speed(base, config)
+        self.phases.write("train", event="start", settings=self.speed.settings)
+        self.run_start = time.perf_counter()
+        result = train(
+            base.replace(**self.speed.settings),
+            on_eval=self._on_eval,
+            resume_state=state,
+            on_feasibility=self._rejects,
+            feasibility_steps=self.context.feasibility_steps,
+        )
+        self.engine_time_s += time.perf_counter() - self.run_start
+        if result.error_traceback:
+            self._keep_traceback(result.error_traceback)
+        self.train_time_s += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+        self.starved_by = self._starved_by(result)
+        self.phases.write("train", event="end", **_run_parts(result))
+        self._earn(time.time() - self.started_unix_s)
+        phase = "feasibility" if self.rejected else "train"
+        self._send(self._report(result, phase=phase, final=True), state=None, final=True)
+        if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
+            raise _ReportedError(result.error or "the run failed")
+
+    def _carry_over(self, meta: dict[str, Any]) -> None:
+        """The counters and the speed choice carried over a restart."""
         self.started_unix_s = float(meta.get(record.TRIAL_STARTED_UNIX_S) or self.started_unix_s)
         self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
         self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
@@ -169,26 +208,24 @@ class _TrialRun:
             self.speed = SpeedChoice.from_dict(meta["speed"])
             self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
             self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
-        else:
-            self.speed, self.speed_source = self._choose_speed(base, config)
-        self.run_start = time.perf_counter()
-        result = train(
-            base.replace(**self.speed.settings),
-            on_eval=self._on_eval,
-            resume_state=state,
-            on_probe=self._rejects,
-            probe_steps=self.context.probe_steps,
-        )
-        self.engine_time_s += time.perf_counter() - self.run_start
-        if result.error_traceback:
-            self._keep_traceback(result.error_traceback)
-        self.train_time_s += result.train_time_s
-        if result.first_step_unix_s is not None:
-            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
-        phase = "probe" if self.rejected else "train"
-        self._send(self._report(result, phase=phase, final=True), state=None, final=True)
-        if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
-            raise _ReportedError(result.error or "the run failed")
+            self.probe_time_s = float(meta.get(record.SPEED_PROBE_TIME_S) or 0.0)
+            self.probe_wait_s = float(meta.get(record.SPEED_PROBE_WAIT_S) or 0.0)
+            self.probe_budget_s = meta.get(record.SPEED_PROBE_BUDGET_S)
+
+    def _starved_by(self, result: RunResult) -> str:
+        """Why a run that ended ok stopped short of the first rung's steps ("" if it did not):
+        its time budget holds fewer steps even at its probes' speed (budget), or its steps ran
+        slower than that (machine load)."""
+        rung = self.context.first_rung_steps
+        if result.status != "ok" or rung is None or result.steps >= rung:
+            return ""
+        plain_ips = self.speed.plain_images_per_second if self.speed else math.nan
+        batch = result.global_batch_size or result.config.get("batch_size") or math.nan
+        probed_step_s = batch / plain_ips if plain_ips else math.nan
+        budget = result.config.get("time_budget_s")
+        if budget and math.isfinite(probed_step_s) and rung * probed_step_s > budget:
+            return "budget"
+        return "machine load"
 
     def _keep_traceback(self, text: str) -> None:
         """A failed run's traceback (the user's code in it) as a file of the trial's folder:
@@ -223,41 +260,92 @@ class _TrialRun:
         context = self.context
         if context.speed_repeats < 1:
             return SpeedChoice(settings={}), "not probed"
-        pinned = {f for f in accuracy_neutral_fields() if f in config}
         device = resolve_device(base.device)
-        key = speed_key(base, environment(device)["device_name"], pinned, cores=context.cores)
-        lookup = Lookup(
-            key, this_machine(), context.max_memory_bytes, context.threads, context.speed_repeats
-        )
-        found = self._cached(lookup)
-        if found is not None:
-            self.speed_cache_age_s = found.age_s
-            return SpeedChoice.from_dict(found.choice), found.source
-        start = time.perf_counter()
-        choice = choose_speed(
-            base,
+        speed = TrialSpeed(
             cuda=device.type == "cuda",
-            pinned=pinned,
+            device_name=environment(device)["device_name"],
+            pinned={f for f in accuracy_neutral_fields() if f in config},
+            cores=context.cores,
+            threads=context.threads,
+            machine=this_machine(),
+            max_memory_bytes=context.max_memory_bytes,
             steps=context.probe_steps,
             repeats=context.speed_repeats,
-            max_memory_bytes=context.max_memory_bytes,
-            cores=context.cores,
+            share=context.probe_share,
         )
+        start = time.perf_counter()
+        settled = settle_speed(base, speed, _TrialStore(self), self._on_probe_run)
         self.engine_time_s += time.perf_counter() - start
-        self.train_time_s += choice.probe_step_seconds
-        self.first_step_unix_s = self.first_step_unix_s or choice.first_step_unix_s
-        self._store(lookup, choice.to_dict())
-        return choice, "probed"
+        self._count_probes(settled)
+        return settled.choice, settled.source
+
+    def _count_probes(self, settled: Settled) -> None:
+        """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
+        self.probe_time_s, self.probe_wait_s = settled.probe_s, settled.wait_s
+        self.probe_budget_s = settled.budget_s
+        if settled.probe_s > 0:
+            self.train_time_s += settled.choice.probe_step_seconds
+            self.first_step_unix_s = self.first_step_unix_s or settled.choice.first_step_unix_s
+        self.phases.write(
+            "speed",
+            source=settled.source,
+            probe_s=round(settled.probe_s, 3),
+            wait_s=round(settled.wait_s, 3),
+            budget_s=settled.budget_s,
+            settings=settled.choice.settings,
+            not_probed=settled.choice.not_probed,
+        )
+
+    def _on_probe_run(self, event: dict[str, Any]) -> None:
+        """Each probe run: its end into the phase log, its start to the console's line."""
+        if event["event"] == "end":
+            self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
+        else:
+            self._tell(f"probing {event['arm']} {event['run']}/{event['of']}")
+
+    # ---- the probe cache, through Ray (a data-parallel worker replaces these) ---------------
+
+    def _draw(self, earned_s: float) -> float | None:
+        trial_id = _trial_id()
+        granted = _cache_call(self.context.cache_namespace, "draw", trial_id, earned_s)
+        return earned_s if granted is None else float(granted)  # no cache: its own share
+
+    def _earn(self, trial_s: float) -> None:
+        """The trial's measured share of probe time, for the trials after it."""
+        share = self.context.probe_share * trial_s
+        _cache_call(self.context.cache_namespace, "earn", _trial_id(), share)
+
+    def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        trial_id = _trial_id()
+        args = (trial_id, returned_s, spent_s, earned_late_s)
+        _cache_call(self.context.cache_namespace, "settle", *args)
+
+    def _claim(self, key: str, for_s: float) -> bool:
+        trial_id = _trial_id()
+        holder = _cache_call(self.context.cache_namespace, "claim", key, trial_id, for_s)
+        return holder in (None, trial_id)
+
+    def _tell(self, what: str) -> None:
+        trial_id = _trial_id()
+        namespace = self.context.cache_namespace
+        if namespace:  # fire and forget: the console's line, never worth a wait
+            try:
+                connect_cache(namespace).tell.remote(trial_id, what)
+            except Exception:
+                return
 
     # ---- the run -------------------------------------------------------------------------
 
     def _rejects(self, partial: RunResult) -> bool:
-        """The feasibility probe: the run's first steps; over budget stops the run there."""
-        feasible, _ = judge(partial.to_dict(), max_memory_bytes=self.context.max_memory_bytes)
+        """The feasibility check: the run's first steps; over budget stops the run there."""
+        feasible, reason = judge(partial.to_dict(), max_memory_bytes=self.context.max_memory_bytes)
         self.rejected = not feasible
+        self.phases.write("feasibility", steps=partial.steps, feasible=feasible, reason=reason)
         return self.rejected
 
     def _on_eval(self, progress: Progress) -> None:
+        result = progress.result
+        self.phases.write("evaluation", step=result.steps, eval_time_s=result.eval_time_s)
         running = {
             "engine": time.perf_counter() - self.run_start,
             "train": progress.result.train_time_s,
@@ -290,7 +378,7 @@ class _TrialRun:
             record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
             record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
             record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
-            record.SPEED_PROBE_TIME_S: speed.probe_seconds if self.speed_source == "probed" else 0,
+            record.SPEED_PROBE_TIME_S: self.probe_time_s,
             record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
             record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
         }
@@ -306,6 +394,11 @@ class _TrialRun:
                 record.SPEED_SOURCE: self.speed_source,
                 # What the run used on top of its parameters (the experiment reader merges it).
                 record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
+                record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
+                record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
+                record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
+                record.FIRST_RUNG_STEPS: self.context.first_rung_steps,
+                record.STARVED_BY: self.starved_by if final else "",
             },
         )
 
@@ -320,6 +413,9 @@ class _TrialRun:
             "speed": self.speed.to_dict() if self.speed is not None else None,
             record.SPEED_SOURCE: self.speed_source,
             record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
+            record.SPEED_PROBE_TIME_S: self.probe_time_s,
+            record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
+            record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
         }
         if final:
             meta["final_report"] = report
@@ -345,6 +441,42 @@ class _TrialRun:
         _cache_call(self.context.cache_namespace, "put", lookup, choice)
 
 
+@dataclass(frozen=True)
+class _TrialStore:
+    """The probe cache as :func:`tuner.speed.session.settle_speed` sees it: through the
+    trial's Ray I/O methods (which a data-parallel worker replaces)."""
+
+    trial: _TrialRun
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        return self.trial._cached(lookup)
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        self.trial._store(lookup, choice)
+
+    def draw(self, earned_s: float) -> float | None:
+        return self.trial._draw(earned_s)
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        self.trial._settle(returned_s, spent_s, earned_late_s)
+
+    def claim(self, key: str, for_s: float) -> bool:
+        return self.trial._claim(key, for_s)
+
+    def tell(self, what: str) -> None:
+        self.trial._tell(what)
+
+
+def _run_parts(result: RunResult) -> dict[str, Any]:
+    """Where an engine run's wall time went (its phase log line)."""
+    parts = ("wall_time_s", "setup_time_s", "warmup_time_s", "train_time_s", "eval_time_s")
+    return {
+        "status": result.status,
+        "steps": result.steps,
+        **{k: getattr(result, k) for k in parts},
+    }
+
+
 def _restore(
     checkpoint: Any, *, state: bool = True
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -367,6 +499,14 @@ def _cache_call(namespace: str, method: str, *args: Any) -> Any:
         return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
     except Exception:
         return None
+
+
+def _trial_id() -> str:
+    """This trial's id ("" outside a Tune trial: a unit test, a worker of a worker group)."""
+    try:
+        return tune.get_context().get_trial_id() or ""
+    except Exception:
+        return ""
 
 
 def _node() -> str:

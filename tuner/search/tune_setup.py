@@ -62,6 +62,9 @@ def trainable(search: SearchContext) -> Any:
         cache_namespace=cache_namespace(search.paths),
         user_objects=registered(),
         checkpoint_every_s=options.checkpoint_every_s,
+        feasibility_steps=options.feasibility_steps,
+        probe_share=options.probe_share,
+        first_rung_steps=first_rung_steps(search),
     )
     if plan.max_world_size > 1:
         return data_parallel.trainable(context, plan, max_failures=options.max_failures)
@@ -118,7 +121,13 @@ def run_config(search: SearchContext) -> Any:
         failure_config=tune.FailureConfig(max_failures=options.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
-            ProgressPrinter(total=plan.sample_budget, experiment_dir=paths.local),
+            ProgressPrinter(
+                total=plan.sample_budget,
+                experiment_dir=paths.local,
+                probe_share=options.probe_share if options.speed_repeats else None,
+                cache_namespace=cache_namespace(paths),
+                time_budget_s=options.search_time_budget_s,
+            ),
             SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
             *logger_callbacks(
                 mlflow_uri=options.mlflow,
@@ -175,6 +184,18 @@ def _scheduler(search: SearchContext) -> TrialScheduler:
             max_reports=_evaluations(search.plan.workload),
         )
     return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
+
+
+def first_rung_steps(search: SearchContext) -> int | None:
+    """The training steps a trial needs for the search's first early-stopping decision (its
+    first evaluation without early stopping); ``None`` when evaluations are per epoch. A trial
+    that ends with fewer is starved (tuner.record.is_starved)."""
+    every = search.plan.workload.get("eval_every_steps")
+    if not every:
+        return None
+    scheduler = _scheduler(search)
+    grace = scheduler.core.grace if isinstance(scheduler, ParetoASHA) else 1
+    return int(every * grace)
 
 
 def _evaluations(workload: dict[str, Any]) -> int | None:

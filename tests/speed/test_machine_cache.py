@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import tuner
-from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key, this_machine
-from tuner.search.probe_cache import Lookup, ProbeCache, machine_cache_line
+from tuner.speed.cache import Lookup, ProbeCache, machine_cache_line
+from tuner.speed.machine_cache import Entry, Machine, MachineCache, entry_key, this_machine
 from tuner.usercache import CACHE_DIR_ENV, cache_dir
 
 KEY = json.dumps({"model": "resnet18", "batch_size": 32, "device_name": "cpu"}, sort_keys=True)
@@ -192,7 +192,7 @@ def test_without_a_machine_folder_only_the_experiment_remembers(tmp_path: Path) 
 def test_every_gpu_of_the_machine_and_its_driver_come_from_nvidia_smi(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from tuner.search.machine_cache import _nvidia_gpus
+    from tuner.speed.machine_cache import _nvidia_gpus
 
     smi = tmp_path / "nvidia-smi"  # prints what the real one prints for two H100s
     smi.write_text("#!/bin/sh\nprintf 'NVIDIA H100 80GB HBM3, 550.54.15\\n%.0s' 1 2\n")

@@ -2,7 +2,11 @@
 actor on the driver's node holds ``key -> SpeedChoice`` and writes it to ``probe_cache.json``
 after every change, so a resumed search starts with what was already probed.
 
-It reads and writes through to the machine cache (:mod:`tuner.search.machine_cache`), under the
+It also keeps the search's probe pool (:mod:`tuner.speed.budget`: every trial's share of probe
+time, less what probes spent), the claims that keep two trials from probing one key at once,
+and what each trial's probes are doing now (the console's progress line).
+
+It reads and writes through to the machine cache (:mod:`tuner.speed.machine_cache`), under the
 trial's machine fingerprint, unless that verdict had fewer ``--speed-repeats`` than asked for;
 ``fresh`` (``--fresh-probes``) skips the reading, not the writing.
 """
@@ -17,7 +21,7 @@ from typing import Any
 
 import ray
 
-from tuner.search.machine_cache import Entry, Machine, MachineCache, entry_key, replace_json
+from tuner.speed.machine_cache import Entry, Machine, MachineCache, entry_key, replace_json
 
 __all__ = [
     "Lookup",
@@ -25,6 +29,7 @@ __all__ = [
     "Remembered",
     "connect_cache",
     "machine_cache_line",
+    "probe_budget_line",
     "start_cache",
 ]
 
@@ -44,7 +49,7 @@ class Remembered:
 class Lookup:
     """Where a trial's speed choice is remembered: the experiment's key, and per machine."""
 
-    key: str  # tuner.compare.speed.speed_key
+    key: str  # tuner.speed.choose.speed_key
     machine: Machine  # the trial's machine (a cluster's nodes may differ)
     max_memory_bytes: int | None
     threads: int | None = None  # the trial's CPU threads
@@ -70,6 +75,47 @@ class ProbeCache:
         self.experiment = experiment
         self.earlier: dict[str, Entry] = {}  # key -> what an earlier search measured
         self.written = 0
+        self.pool_s = 0.0  # probe seconds earned by the trials and not spent yet
+        self.earned: dict[str, float] = {}  # trial id -> the share it put in the pool
+        self.spent_s = 0.0
+        self.claims: dict[str, tuple[str, float]] = {}  # key -> (trial probing it, until when)
+        self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
+
+    def draw(self, trial_id: str, earned_s: float) -> float:
+        """Put the trial's share in the pool (once per trial: a retry does not earn again),
+        and give it the whole pool; what it does not spend comes back with :meth:`settle`."""
+        if trial_id not in self.earned:
+            self.earned[trial_id] = earned_s
+            self.pool_s += earned_s
+        granted, self.pool_s = self.pool_s, 0.0
+        return granted
+
+    def settle(
+        self, trial_id: str, returned_s: float, spent_s: float, earned_late_s: float
+    ) -> None:
+        """The unspent rest of a draw (negative: a probe run went over), what was spent, and the
+        share a trial earned once its first probe told its length."""
+        self.pool_s += returned_s
+        self.spent_s += spent_s
+        self.earned[trial_id] = self.earned.get(trial_id, 0.0) + earned_late_s
+
+    def claim(self, key: str, trial_id: str, for_s: float) -> str:
+        """Who probes ``key``: the caller, unless another live trial claimed it (its id)."""
+        holder, until = self.claims.get(key, ("", 0.0))
+        if holder and holder != trial_id and until > time.time() and key not in self.entries:
+            return holder
+        self.claims[key] = (trial_id, time.time() + for_s)
+        return trial_id
+
+    def tell(self, trial_id: str, what: str) -> None:
+        """What a trial's probes are doing now (empty: done)."""
+        if what:
+            self.doing[trial_id] = (what, time.time())
+        else:
+            self.doing.pop(trial_id, None)
+
+    def activity(self) -> dict[str, tuple[str, float]]:
+        return dict(self.doing)
 
     def get(self, lookup: Lookup) -> Remembered | None:
         key = lookup.key
@@ -81,8 +127,15 @@ class ProbeCache:
         return Remembered(self.entries[key], "cache")
 
     def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        if lookup.key in self.entries:
-            return  # two trials probing one key: the first one stays
+        """Keep ``choice``; over an earlier one only when it probed more (a later trial's
+        probes of the knobs the earlier one's budget left): two trials of one key, else, keep
+        the first."""
+        self.claims.pop(lookup.key, None)
+        earlier = self.entries.get(lookup.key)
+        if earlier is not None and len(choice.get("not_probed") or []) >= len(
+            earlier.get("not_probed") or []
+        ):
+            return
         self.entries[lookup.key] = choice
         self._write()
         if self.machine_dir is None:
@@ -102,7 +155,17 @@ class ProbeCache:
             "reused": len(self.earlier),
             "written": self.written,
         }
-        return {"entries": len(self.entries), "hits": dict(self.hits), "machine_cache": machine}
+        pool = {
+            "earned_s": sum(self.earned.values()),
+            "spent_s": self.spent_s,
+            "left_s": self.pool_s,
+        }
+        return {
+            "entries": len(self.entries),
+            "hits": dict(self.hits),
+            "machine_cache": machine,
+            "probe_budget": pool,
+        }
 
     def _read_through(self, lookup: Lookup) -> bool:
         if self.machine_dir is None or self.fresh:
@@ -130,6 +193,19 @@ def machine_cache_line(stats: dict[str, Any]) -> str:
         f"Speed probes: {machine.get('reused', 0)} training config(s) reused from earlier "
         f"searches on this machine, {machine.get('written', 0)} probed and remembered{ignored} "
         f"in {machine['folder']}"
+    )
+
+
+def probe_budget_line(stats: dict[str, Any]) -> str | None:
+    """The search's probe spending against what its trials earned, in one line (none when no
+    trial probed)."""
+    pool = stats.get("probe_budget") or {}
+    earned, spent = float(pool.get("earned_s") or 0.0), float(pool.get("spent_s") or 0.0)
+    if not earned and not spent:
+        return None
+    return (
+        f"Speed-probe budget: {spent:.1f} s spent of the {earned:.1f} s the trials earned "
+        "(--probe-share of each trial's length)."
     )
 
 

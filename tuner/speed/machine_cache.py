@@ -112,7 +112,7 @@ def _nvidia_gpus() -> tuple[tuple[str, ...], str]:
 
 
 def entry_key(speed_key: str, *, max_memory_bytes: int | None, threads: int | None = None) -> str:
-    """An entry's key: the experiment's speed key (:func:`tuner.compare.speed.speed_key`: the
+    """An entry's key: the experiment's speed key (:func:`tuner.speed.choose.speed_key`: the
     training config, the device, the pinned knobs), the memory budget, which decides whether
     a knob is kept, and the trial's CPU threads, which decide what a loader worker costs
     (both constant within an experiment, not across them)."""

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tuner.compare.speed import (
-    RULE,
-    SpeedChoice,
-    choose_speed,
-    combination,
-    settle,
-    speed_key,
-    variants,
-)
 from tuner.config import TrainConfig
+from tuner.speed import RULE, SpeedChoice, choose_speed, combination, settle, speed_key
+from tuner.speed.choose import variants
 from tuner.techniques import knob, speed_knobs
 from tuner.workloads import MICRO_VIT
 

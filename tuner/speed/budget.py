@@ -1,0 +1,103 @@
+"""The probe budget: speed probes may take at most a share of the search's trial time.
+
+Every trial earns ``share x its length`` of probe time into one pool that the experiment's
+probe cache keeps (:meth:`tuner.speed.cache.ProbeCache.draw`): in advance, its predicted
+length (its ``time_budget_s``, or its steps at the step time its first probe measured); when it
+ends, its measured wall time replaces the prediction (:meth:`~tuner.speed.cache.ProbeCache.earn`).
+A trial that probes draws the whole pool, spends what it needs, and gives back the rest (a run
+that went over leaves a debt that later trials pay); a trial whose speed settings are cached
+spends nothing and leaves its share to later ones. So the probes of a search spend at most
+``share`` of its trials' time (and one probe run over: a run is not stopped half-way), the first
+trial is never held up longer than its own share allows, and a costly knob (compile's first
+build) waits until trials have earned enough.
+
+Before each probe run the budget predicts its cost (the same arm's slowest run so far, else
+the slowest run of any arm; a slow-to-build knob at least :data:`SLOW_BUILD_PRIOR_S`): a run
+that does not fit is not started, and its knob is recorded as *not probed* (it keeps its
+default), never as tried and lost. A later trial of the same settings probes what is left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from tuner.config import TrainConfig
+
+__all__ = ["DEFAULT_SHARE", "SLOW_BUILD_PRIOR_S", "ProbeBudget", "trial_length_s"]
+
+DEFAULT_SHARE = 0.2  # of the trials' time (--probe-share)
+# A knob slow to build (torch.compile) before its first probe run: compile's first build of
+# ViT-B/16 took 34 s on an H100 (reports/examples/gpu-nvidia-h100-80gb-hbm3/).
+SLOW_BUILD_PRIOR_S = 30.0
+
+
+def trial_length_s(config: TrainConfig, step_time_s: float | None) -> float | None:
+    """How long the trial trains: its time budget, or its steps at ``step_time_s`` (whichever
+    is shorter; ``None`` when neither is known)."""
+    lengths = []
+    if config.time_budget_s is not None:
+        lengths.append(float(config.time_budget_s))
+    if config.steps is not None and step_time_s is not None and math.isfinite(step_time_s):
+        lengths.append(config.steps * step_time_s)
+    return min(lengths) if lengths else None
+
+
+@dataclass
+class ProbeBudget:
+    """The probe seconds one trial may spend: ``granted`` (drawn from the search's pool, this
+    trial's own share included when its length was known), plus ``share x`` its length once a
+    first probe run measured its step time (``earn_later``). ``None`` seconds: unbounded."""
+
+    granted_s: float | None
+    share: float = DEFAULT_SHARE
+    earn_later: TrainConfig | None = None  # the trial's config, when its length needs a step time
+    prior_run_s: float | None = None  # an earlier session's slowest probe run of these settings
+    spent_s: float = 0.0
+    earned_late_s: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+    runs: dict[str, float] = field(default_factory=dict)  # arm name -> its slowest run (s)
+
+    @property
+    def allowed_s(self) -> float:
+        """What it may spend: nothing while the pool is in debt."""
+        if self.granted_s is None:
+            return math.inf
+        return max(0.0, self.granted_s + self.earned_late_s)
+
+    @property
+    def left_s(self) -> float:
+        return self.allowed_s - self.spent_s
+
+    def allows(self, arm: str, *, slow_build: bool = False) -> bool:
+        """Whether a run of ``arm`` is predicted to fit in what is left."""
+        if self.granted_s is None:
+            return True
+        if not self.runs:  # the first run (the plain setting): every session measures it
+            if self.prior_run_s is not None:  # worth it only with a knob to measure after it
+                return 2 * self.prior_run_s <= self.left_s
+            return self.left_s > 0 or self.earn_later is not None
+        predicted = self.runs.get(arm, max(self.runs.values()))
+        if slow_build and arm not in self.runs:
+            predicted = max(predicted, SLOW_BUILD_PRIOR_S)
+        return predicted <= self.left_s
+
+    def charge(self, arm: str, seconds: float, step_time_s: float | None) -> None:
+        """Count one probe run; the first one tells a trial without a time budget its length."""
+        first = not self.runs
+        self.spent_s += seconds
+        self.runs[arm] = max(self.runs.get(arm, 0.0), seconds)
+        if first and self.earn_later is not None:
+            length = trial_length_s(self.earn_later, step_time_s)
+            self.earned_late_s = self.share * (length or 0.0)
+            self.earn_later = None
+
+    @property
+    def slowest_run_s(self) -> float | None:
+        return max(self.runs.values()) if self.runs else None
+
+    def text(self) -> str:
+        """``12.0 s of 14.5 s``: spent of allowed (for records and console lines)."""
+        allowed = "unbounded" if self.granted_s is None else f"{self.allowed_s:.1f} s"
+        return f"{self.spent_s:.1f} s of {allowed}"

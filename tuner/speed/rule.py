@@ -1,0 +1,224 @@
+"""The decision rule of the speed probes: from interleaved probe runs, which knobs to keep.
+
+A knob is kept when it was faster than the plain setting in every pair, its paired ratio is
+above 1x and it fits the memory budget (a speed knob cannot change what is learned, so a wrong
+pick costs at most the noise); ``clear`` records whether the gain is beyond the noise. Used live
+by the probes (:mod:`tuner.speed.choose`) and offline by the replay and verdict benchmarks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tuner.compare import Arm, paired, summarize
+from tuner.objectives import judge
+from tuner.units import finite_or_none, ratio_text
+
+__all__ = [
+    "RULE",
+    "SpeedChoice",
+    "ahead",
+    "combination",
+    "decide",
+    "fits",
+    "merged",
+    "not_probed_row",
+    "settle",
+    "variant",
+]
+
+# The decision rule's version: bumped when the probes decide differently, so a remembered
+# choice (tuner.speed.machine_cache outlives the code that made it) is not reused across it.
+# 2: over budget, the other knobs are probed on top of the one that makes it fit.
+# 3: the input pipeline's knobs (workers per core, prefetch_factor on top, host thread, decoder).
+# 4: two scopes (shared and per training config), and a probe budget (knobs not probed).
+RULE = 4
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    """What the probes chose for one key, and what they measured."""
+
+    settings: dict[str, Any]  # the speed knobs switched on (empty: the plain setting)
+    variants: list[dict[str, Any]] = field(default_factory=list)  # one row per probed change
+    plain_images_per_second: float = math.nan
+    probe_seconds: float = 0.0  # wall time of the probes (their steps count as training)
+    probe_step_seconds: float = 0.0  # training seconds of that (the probes' train_time_s)
+    repeats: int = 0
+    first_step_unix_s: float | None = None  # wall clock when the first probe's first step began
+    combined_ratio: float | None = None  # the kept knobs together vs plain (when 2 or more)
+    over_budget: bool = False  # no probed setting fits the memory budget (or all OOM)
+    plain_over_budget: bool = False  # the plain setting did not fit: the choice is for memory
+    not_probed: list[str] = field(default_factory=list)  # knobs the probe budget left at default
+    budget_s: float | None = None  # the probe seconds the session was allowed (None: no bound)
+    slowest_run_s: float | None = None  # its slowest probe run: what completing it costs a run
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpeedChoice:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def summary(self) -> str:
+        """``channels_last (1.12x [1.03–1.22])``, or why the plain setting or nothing runs."""
+        if self.over_budget:
+            return "nothing fits the memory budget"
+        kept = [v for v in self.variants if v["kept"]]
+        if self.plain_over_budget:
+            fit = f"plain over the memory budget; {kept[0]['name']} makes it fit"
+            return "; then ".join([fit, *self._kept_text(kept[1:])])
+        text = self._kept_text(kept)[0] if kept else "plain (no knob was faster in every probe)"
+        if self.not_probed:
+            text += f"; not probed (probe budget): {', '.join(self.not_probed)}"
+        return text
+
+    def _kept_text(self, kept: list[dict[str, Any]]) -> list[str]:
+        """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""
+        parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
+        if len(kept) > 1 and self.combined_ratio is not None:
+            parts.append(f"together {self.combined_ratio:.2f}x")
+        return [", ".join(parts)] if parts else []
+
+
+def _ratio_text(row: dict[str, Any]) -> str:
+    """``1.12x [1.03–1.22]``; a knob with one measurement (probed once to fit the budget, or
+    its other pair failed) has no interval, and a failed probe no ratio."""
+    ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
+    if ratio is None:
+        return "not measured"
+    if low is None or high is None:
+        return f"{ratio_text(ratio)}, one measurement"
+    return ratio_text(ratio, low, high) + ("" if row["clear"] else ", within noise")
+
+
+def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
+    """The settings to run with: every kept knob when their combination is at least as fast
+    as the best one alone (``combined``: its ratio vs plain), else the best one alone. Rows
+    no longer used are marked not kept."""
+    kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["ratio"])
+    if len(kept) >= 2 and (combined is None or combined < kept[0]["ratio"]):
+        for row in kept[1:]:
+            row["kept"] = False
+        kept = kept[:1]
+    return combination(kept)
+
+
+def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The changes of every kept knob together."""
+    return {k: v for row in rows if row["kept"] for k, v in row["changes"].items()}
+
+
+def fits(peak: float, budget: float | None) -> bool:
+    """Whether a probe that ran ok with this peak is within the memory budget (the one rule,
+    tuner.objectives.judge's; an unmeasured peak fits)."""
+    return judge({"status": "ok", "peak_memory_bytes": peak}, max_memory_bytes=budget)[0]
+
+
+def decide(
+    runs: Any, arms: list[Any], *, max_memory_bytes: float | None
+) -> tuple[list[dict[str, Any]], float]:
+    """From interleaved probe runs (``arms[0]`` the plain setting): one row per probed change
+    (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
+    median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
+    table = summarize(runs, arms)
+    rows = [
+        _variant_row(row, arms, runs, budget=max_memory_bytes)
+        for _, row in table.iloc[1:].iterrows()
+    ]
+    kept = _best_per_knob([r for r in rows if r["kept"]])
+    for row in rows:
+        row["kept"] = row in kept
+    return rows, float(table.iloc[0]["images_per_second"])
+
+
+def ahead(runs: pd.DataFrame, name: str) -> bool:
+    """Whether arm ``name`` beat the plain setting in every repeat so far (a repeat in which
+    either failed counts against it)."""
+    mine, plain = paired(runs, name, "plain")
+    if len(mine) < runs["repeat"].nunique():
+        return False
+    return bool((mine["images_per_second"] > plain["images_per_second"]).all())
+
+
+def _variant_row(row: Any, arms: list[Any], runs: Any, *, budget: float | None) -> dict[str, Any]:
+    arm = next(a for a in arms if a.name == row["arm"])
+    ratio, low = row["throughput_ratio_vs_reference"], row["throughput_ratio_vs_reference_low"]
+    high, peak = row["throughput_ratio_vs_reference_high"], row["peak_memory_bytes"]
+    fitting = fits(peak, budget)
+    candidate = ratio > 1 and ahead(runs, arm.name)  # faster in every pair, and on average
+    return variant(
+        arm,
+        *(finite_or_none(v) for v in (ratio, low, high, peak)),
+        fell_back=row["fell_back"],
+        clear=bool(not row["throughput_ratio_vs_reference_tie"] and ratio > 1 and low > 1),
+        kept=bool(candidate and fitting and not row["fell_back"]),
+        pairs=int(row["throughput_ratio_vs_reference_n"]),
+    )
+
+
+def variant(arm: Arm, ratio: Any, low: Any, high: Any, peak: Any, **verdict: Any) -> dict:
+    """One probed change's row: what it changed, its ratio to plain, its peak, the verdict."""
+    return {
+        "name": arm.name,
+        "field": next(iter(arm.changes)),
+        "changes": dict(arm.changes),
+        "ratio": ratio,
+        "low": low,
+        "high": high,
+        "peak_memory_bytes": peak,
+        **verdict,
+    }
+
+
+def not_probed_row(arm: Arm) -> dict[str, Any]:
+    """A knob the probe budget left unmeasured: it keeps its default, with no verdict (not a
+    knob that was tried and lost)."""
+    verdict = {"fell_back": "", "clear": False, "kept": False, "probed": False}
+    return variant(arm, None, None, None, None, **verdict)
+
+
+def _best_per_knob(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One value per knob (num_workers=2 vs 4): the one with the higher ratio."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["field"] not in best or row["ratio"] > best[row["field"]]["ratio"]:
+            best[row["field"]] = row
+    return list(best.values())
+
+
+def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
+    """One choice from ``then``, probed on top of ``first``: a training config's knobs on the
+    shared settings, or a later trial's probes of the knobs ``first`` left unprobed (their
+    placeholder rows are replaced by what was measured)."""
+    probed = {v["name"] for v in then.variants if v.get("probed", True)}
+    still = [n for n in first.not_probed if n not in probed]
+    firsts = [first.first_step_unix_s, then.first_step_unix_s]
+    return dataclasses.replace(
+        first,
+        settings={**first.settings, **then.settings},
+        # The later session measured the plain setting of this very training config.
+        plain_images_per_second=then.plain_images_per_second
+        if math.isfinite(then.plain_images_per_second)
+        else first.plain_images_per_second,
+        variants=[*(v for v in first.variants if v["name"] not in probed), *then.variants],
+        probe_seconds=first.probe_seconds + then.probe_seconds,
+        probe_step_seconds=first.probe_step_seconds + then.probe_step_seconds,
+        repeats=max(first.repeats, then.repeats),
+        first_step_unix_s=min((t for t in firsts if t is not None), default=None),
+        combined_ratio=then.combined_ratio or first.combined_ratio,
+        not_probed=[*still, *(n for n in then.not_probed if n not in still)],
+        budget_s=_sum_or_none(first.budget_s, then.budget_s),
+        slowest_run_s=max(
+            (r for r in (first.slowest_run_s, then.slowest_run_s) if r is not None), default=None
+        ),
+    )
+
+
+def _sum_or_none(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)

@@ -1,0 +1,160 @@
+"""A trial's speed settings: the shared verdict, then the training config's own knobs on it.
+
+:func:`settle_speed` is what a trial calls before it trains. For each scope (shared, then per
+training config: :mod:`tuner.speed.choose`) it looks the verdict up in the experiment's probe
+cache (and through it the machine cache); a verdict another trial is probing right now is
+waited for, not probed twice; a missing one is probed inside the trial's probe budget
+(:mod:`tuner.speed.budget`), and one an earlier budget left incomplete is completed with what
+this trial may spend. Ray-free: the cache is reached through a :class:`Store`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tuner.config import TrainConfig
+from tuner.speed.budget import ProbeBudget, trial_length_s
+from tuner.speed.cache import Lookup, Remembered
+from tuner.speed.choose import OnRun, Scope, choose_speed, speed_key
+from tuner.speed.machine_cache import Machine
+from tuner.speed.rule import SpeedChoice, merged
+
+__all__ = ["Settled", "Store", "TrialSpeed", "settle_speed"]
+
+_WAIT_POLL_S = 1.0
+
+
+class Store(Protocol):
+    """The experiment's probe cache as one trial sees it (tuner.speed.cache.ProbeCache)."""
+
+    def get(self, lookup: Lookup) -> Remembered | None: ...
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None: ...
+
+    def draw(self, earned_s: float) -> float | None: ...  # None: unbounded
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None: ...
+
+    def claim(self, key: str, for_s: float) -> bool: ...  # True: this trial probes it
+
+    def tell(self, what: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TrialSpeed:
+    """What decides a trial's speed probes, besides its config."""
+
+    cuda: bool
+    device_name: str
+    pinned: Collection[str]
+    cores: int
+    threads: int
+    machine: Machine
+    max_memory_bytes: int | None
+    steps: int  # measured steps of each probe run
+    repeats: int
+    share: float  # of the trials' time (tuner.speed.budget)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A trial's speed settings and what they cost it."""
+
+    choice: SpeedChoice
+    source: str  # probed | cache | machine cache
+    probe_s: float = 0.0  # wall seconds this trial spent in its own probes
+    wait_s: float = 0.0  # wall seconds it waited for another trial's probes
+    budget_s: float | None = None  # probe seconds it was allowed (None: unbounded, or none ran)
+    cache_age_s: float | None = None  # of a verdict an earlier search measured
+
+
+def settle_speed(
+    config: TrainConfig, speed: TrialSpeed, store: Store, on_run: OnRun | None = None
+) -> Settled:
+    """The trial's speed settings: the shared verdict, then the per-config knobs on top."""
+    shared = _session(config, speed, store, "shared", {}, on_run)
+    own = _session(config, speed, store, "config", shared.choice.settings, on_run)
+    store.tell("")
+    probed = "probed" in (shared.source, own.source)
+    return Settled(
+        merged(shared.choice, own.choice),
+        "probed" if probed else shared.source,
+        shared.probe_s + own.probe_s,
+        shared.wait_s + own.wait_s,
+        _sum(shared.budget_s, own.budget_s),
+        shared.cache_age_s,
+    )
+
+
+def _session(
+    config: TrainConfig,
+    speed: TrialSpeed,
+    store: Store,
+    scope: Scope,
+    base: dict[str, Any],
+    on_run: OnRun | None,
+) -> Settled:
+    """One scope's verdict: remembered, waited for, probed, or completed."""
+    key = speed_key(config, speed.device_name, speed.pinned, cores=speed.cores, scope=scope)
+    lookup = Lookup(key, speed.machine, speed.max_memory_bytes, speed.threads, speed.repeats)
+    found, wait_s = _found_or_claimed(store, lookup, config)
+    if found is not None and not found.choice.get("not_probed"):
+        choice = SpeedChoice.from_dict(found.choice)
+        return Settled(choice, found.source, wait_s=wait_s, cache_age_s=found.age_s)
+    earlier = None if found is None else SpeedChoice.from_dict(found.choice)
+    length = trial_length_s(config, None)
+    granted = store.draw(speed.share * (length or 0.0))
+    budget = ProbeBudget(
+        granted,
+        speed.share,
+        earn_later=config if length is None else None,
+        prior_run_s=None if earlier is None else earlier.slowest_run_s,
+    )
+    started = time.perf_counter()
+    choice = choose_speed(
+        config,
+        cuda=speed.cuda,
+        pinned=speed.pinned,
+        steps=speed.steps,
+        repeats=speed.repeats,
+        max_memory_bytes=speed.max_memory_bytes,
+        cores=speed.cores,
+        scope=scope,
+        budget=budget,
+        base={**base, **(earlier.settings if earlier else {})},
+        only=None if earlier is None else earlier.not_probed,
+        on_run=on_run,
+    )
+    if granted is not None:  # a debt (granted < 0) stays in the pool, with any overspend
+        left = granted + budget.earned_late_s - budget.spent_s
+        store.settle(left, budget.spent_s, budget.earned_late_s)
+    if earlier is not None:
+        choice = merged(earlier, choice)
+    # Kept even when nothing ran: "nothing to probe here" is a verdict too, and knobs the
+    # budget left unprobed are completed by the next trial that finds them (it releases the
+    # claim as well).
+    store.put(lookup, choice.to_dict())
+    source = "probed" if budget.runs else (found.source if found else "probed")
+    return Settled(choice, source, time.perf_counter() - started, wait_s, choice.budget_s)
+
+
+def _found_or_claimed(
+    store: Store, lookup: Lookup, config: TrainConfig
+) -> tuple[Remembered | None, float]:
+    """The remembered verdict, after waiting while another trial probes it (its claim lasts
+    twice its trial's length, at least a minute: a trial that died does not block others)."""
+    started = time.perf_counter()
+    found = store.get(lookup)
+    claim_s = max(60.0, 2 * (trial_length_s(config, None) or 0.0))
+    while found is None and not store.claim(lookup.key, claim_s):
+        store.tell("waiting for another trial's speed probes")
+        time.sleep(_WAIT_POLL_S)
+        found = store.get(lookup)
+    return found, time.perf_counter() - started
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
