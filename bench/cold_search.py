@@ -194,7 +194,6 @@ def main() -> None:
     args = parser.parse_args()
     codes = args.code or [ROOT]
     path = OUT / "cold_search.json"
-    records = json.loads(path.read_text()) if path.exists() else []
     for _ in range(args.runs):
         for code in codes:  # interleaved: A, B, A, B ...
             record = run_once(code.resolve(), args.space, args.extra, hog=args.cpu_hog)
@@ -202,6 +201,8 @@ def main() -> None:
             record["when"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
             record["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()}"
             print(json.dumps(record), flush=True)
+            # Read again: another bench run may have appended meanwhile.
+            records = json.loads(path.read_text()) if path.exists() else []
             records.append(record)
             path.write_text(json.dumps(records, indent=1) + "\n")  # kept as each run ends
             write_markdown(records, OUT / "cold_search.md")

@@ -90,6 +90,11 @@ class ProbeCache:
         granted, self.pool_s = self.pool_s, 0.0
         return granted
 
+    def earn(self, trial_id: str, earned_s: float) -> None:
+        """A trial ended: its measured share replaces what it earned in advance."""
+        self.pool_s += earned_s - self.earned.get(trial_id, 0.0)
+        self.earned[trial_id] = earned_s
+
     def settle(
         self, trial_id: str, returned_s: float, spent_s: float, earned_late_s: float
     ) -> None:

@@ -1,0 +1,94 @@
+"""The probe budget: what a session may spend, what it leaves unprobed, and what has nothing to
+act on. Real probe runs of a micro ViT on the CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner.config import TrainConfig
+from tuner.speed import ProbeBudget, SpeedChoice, choose_speed, trial_length_s
+from tuner.speed.budget import SLOW_BUILD_PRIOR_S
+from tuner.speed.choose import variants
+from tuner.workloads import MICRO_VIT
+
+TINY = TrainConfig(
+    **MICRO_VIT,
+    img_size=16, batch_size=16, epochs=None, steps=8, warmup_steps=1, device="cpu",
+)  # fmt: skip
+
+
+def test_a_trial_s_length_is_its_time_budget_or_its_steps_at_the_probed_speed() -> None:
+    assert trial_length_s(TINY, None) is None  # steps, but no step time yet
+    assert trial_length_s(TINY, 0.5) == pytest.approx(4.0)
+    assert trial_length_s(TINY.replace(time_budget_s=3.0), 0.5) == 3.0  # the shorter
+    assert trial_length_s(TINY.replace(time_budget_s=30.0), None) == 30.0
+
+
+def test_a_run_that_does_not_fit_what_is_left_is_not_started() -> None:
+    budget = ProbeBudget(10.0)
+    assert budget.allows("plain")  # the first run: every session measures the plain setting
+    budget.charge("plain", 4.0, 0.1)
+    assert budget.allows("set_to_none") and budget.left_s == 6.0
+    budget.charge("set_to_none", 5.0, 0.1)
+    assert not budget.allows("plain")  # its slowest run (4 s) > what is left (1 s)
+    # A slow-to-build knob is predicted at its prior before its first run.
+    assert not ProbeBudget(20.0, runs={"plain": 1.0}).allows("compile", slow_build=True)
+    assert ProbeBudget(SLOW_BUILD_PRIOR_S + 2, runs={"plain": 1.0}).allows(
+        "compile", slow_build=True
+    )
+    assert ProbeBudget(None).allows("anything") and math.isinf(ProbeBudget(None).allowed_s)
+    assert ProbeBudget(-5.0).allowed_s == 0.0  # a pool in debt allows nothing
+
+
+def test_a_budget_that_is_used_up_leaves_knobs_not_probed_never_tried_and_lost() -> None:
+    budget = ProbeBudget(0.0, earn_later=None)  # not even the plain setting fits
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2,
+                          max_memory_bytes=None, budget=budget)  # fmt: skip
+    assert choice.settings == {} and budget.spent_s == 0.0
+    assert choice.not_probed and all(v["probed"] is False for v in choice.variants)
+    assert all(v["ratio"] is None and not v["kept"] for v in choice.variants)
+    assert "not probed (probe budget)" in choice.summary()
+    assert SpeedChoice.from_dict(choice.to_dict()) == choice
+
+
+def test_a_budget_for_a_few_runs_probes_the_first_knobs_and_records_the_rest() -> None:
+    unbounded = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=1,
+                             max_memory_bytes=None)  # fmt: skip
+    assert unbounded.slowest_run_s and not unbounded.not_probed
+    # A third of what the whole session took: it cannot finish unless it ran 3x faster.
+    budget = ProbeBudget(unbounded.probe_seconds / 3)
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=1,
+                          max_memory_bytes=None, budget=budget)  # fmt: skip
+    probed = [v["name"] for v in choice.variants if v.get("probed", True)]
+    left = [v["name"] for v in choice.variants if v.get("probed") is False]
+    assert left == choice.not_probed and left, "the budget held fewer runs than the knobs"
+    assert set(probed) | set(left) == {v["name"] for v in unbounded.variants}
+    for name in left:  # kept at the default
+        assert not any(name.startswith(k) for k in choice.settings)
+    assert budget.spent_s <= budget.allowed_s + max(budget.runs.values())  # one run over at most
+
+
+def test_knobs_with_nothing_to_act_on_are_not_probed() -> None:
+    from tuner.speed.choose import _Where
+
+    everything = {e.field for e, _ in variants(cuda=True, pinned=(), cores=8)}
+    assert {"num_workers", "pin_memory", "prefetch", "host_prefetch"} <= everything
+    on_gpu_data = _Where(cuda=True, on_device=True, cores=8)
+    kept = {e.field for e, _ in variants(cuda=True, pinned=(), cores=8, where=on_gpu_data)}
+    assert not kept & {"num_workers", "pin_memory", "non_blocking", "prefetch", "host_prefetch"}
+    assert {"set_to_none", "channels_last", "fused_adamw", "compile"} <= kept
+    one_core = {e.field for e, _ in variants(cuda=False, pinned=(), where=_Where(False, cores=1))}
+    assert "num_workers" not in one_core and "set_to_none" in one_core
+
+
+def test_the_shared_scope_leaves_channels_last_to_the_norm_s_own_scope() -> None:
+    from tuner.speed.choose import _Where
+
+    def fields(scope: str) -> set[str]:
+        where = _Where(False, cores=2, scope=scope)  # type: ignore[arg-type]
+        return {e.field for e, _ in variants(cuda=False, pinned=(), where=where)}
+
+    shared, own = fields("shared"), fields("config")
+    assert own == {"channels_last"} and "channels_last" not in shared and "set_to_none" in shared

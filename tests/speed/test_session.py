@@ -1,0 +1,95 @@
+"""A trial's speed settings across trials: the shared verdict is probed once and reused by a
+training config of another batch size, a budget's leftovers are completed by the next trial,
+and the probe pool adds up. Real probe runs; the cache is the real ProbeCache (without its
+Ray actor: the same object a trial talks to)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.config import TrainConfig
+from tuner.speed.cache import Lookup, ProbeCache, Remembered
+from tuner.speed.machine_cache import this_machine
+from tuner.speed.session import TrialSpeed, settle_speed
+from tuner.workloads import MICRO_VIT
+
+TINY = TrainConfig(
+    **MICRO_VIT,
+    img_size=16, batch_size=16, epochs=None, steps=8, warmup_steps=1, device="cpu",
+    time_budget_s=60.0,
+)  # fmt: skip
+
+
+@dataclass
+class _Trial:
+    """One trial's view of a ProbeCache, as the trainable's Ray adapter gives it."""
+
+    cache: ProbeCache
+    trial_id: str
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        return self.cache.get(lookup)
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        self.cache.put(lookup, choice)
+
+    def draw(self, earned_s: float) -> float | None:
+        return self.cache.draw(self.trial_id, earned_s)
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        self.cache.settle(self.trial_id, returned_s, spent_s, earned_late_s)
+
+    def claim(self, key: str, for_s: float) -> bool:
+        return self.cache.claim(key, self.trial_id, for_s) == self.trial_id
+
+    def tell(self, what: str) -> None:
+        self.cache.tell(self.trial_id, what)
+
+
+def _speed(share: float) -> TrialSpeed:
+    return TrialSpeed(
+        cuda=False, device_name="cpu", pinned=(), cores=2, threads=1, machine=this_machine(),
+        max_memory_bytes=None, steps=2, repeats=1, share=share,
+    )  # fmt: skip
+
+
+def test_the_shared_verdict_is_probed_once_and_reused_by_another_batch_size(
+    tmp_path: Path,
+) -> None:
+    cache = ProbeCache(str(tmp_path / "probe_cache.json"))
+    first = settle_speed(TINY, _speed(1.0), _Trial(cache, "a"))
+    assert first.source == "probed" and first.probe_s > 0
+    scopes = sorted(__import__("json").loads(k)["scope"] for k in cache.entries)
+    assert scopes == ["config", "shared"]  # two verdicts: shared, and channels_last's
+    other = settle_speed(TINY.replace(batch_size=32), _speed(1.0), _Trial(cache, "b"))
+    assert other.source == "cache" and other.probe_s == 0.0  # nothing probed again
+    assert other.choice.settings == first.choice.settings
+    group = settle_speed(TINY.replace(norm="group", gn_groups=4), _speed(1.0), _Trial(cache, "c"))
+    assert group.source == "probed"  # a new norm layer: channels_last is probed for it
+    names = [v["name"] for v in group.choice.variants if v.get("probed", True)]
+    assert "channels_last" in names and len(cache.entries) == 3
+
+
+def test_a_budget_s_leftovers_are_probed_by_the_next_trial_and_the_pool_adds_up(
+    tmp_path: Path,
+) -> None:
+    cache = ProbeCache(str(tmp_path / "probe_cache.json"))
+    # 0.01 of a 60 s trial: 0.6 s, a run or two of the micro ViT.
+    first = settle_speed(TINY, _speed(0.01), _Trial(cache, "a"))
+    assert first.choice.not_probed, "a 0.6 s budget left some knobs unprobed"
+    assert first.budget_s is not None and first.budget_s >= 0
+    pool = cache.stats()["probe_budget"]
+    assert pool["spent_s"] > 0 and pool["earned_s"] == 0.6
+    assert pool["left_s"] == 0.6 - pool["spent_s"]  # a run over leaves a debt
+    later = None
+    for n in range(30):  # each later trial adds its share and completes some of what is left
+        cache.earn(f"t{n}", 6.0)  # a trial of 60 s at 10 %, ended
+        later = settle_speed(TINY, _speed(0.01), _Trial(cache, f"u{n}"))
+        if not later.choice.not_probed:
+            break
+    assert later is not None and not later.choice.not_probed
+    assert all(v.get("probed", True) for v in later.choice.variants)
+    totals = cache.stats()["probe_budget"]
+    assert totals["spent_s"] <= totals["earned_s"] + later.choice.slowest_run_s * 2
