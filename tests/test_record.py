@@ -20,7 +20,14 @@ MIB = 2**20
 BUDGET = 200 * MIB
 
 
-def _report(result: RunResult | dict[str, Any], *, final: bool = True, phase: str = "train"):
+def _report(
+    result: RunResult | dict[str, Any],
+    *,
+    final: bool = True,
+    phase: str = "train",
+    first_rung_steps: int | None = None,
+):
+    speed = {record.SPEED_SOURCE: "cache", record.FIRST_RUNG_STEPS: first_rung_steps}
     return trial_report(
         result,
         max_memory_bytes=BUDGET,
@@ -28,19 +35,23 @@ def _report(result: RunResult | dict[str, Any], *, final: bool = True, phase: st
         node="n",
         final=final,
         times={record.ENGINE_TIME_S: 2.0, record.TRIAL_TRAIN_TIME_S: 1.0},
-        speed={record.SPEED_SOURCE: "cache"},
+        speed=speed,
     )
 
 
-def _ok(peak: int = 100 * MIB) -> RunResult:
-    return RunResult(status="ok", images_per_second=900.0, val_accuracy=0.8, peak_memory_bytes=peak)
+def _ok(peak: int = 100 * MIB, steps: int = 100) -> RunResult:
+    return RunResult(
+        status="ok", images_per_second=900.0, val_accuracy=0.8, peak_memory_bytes=peak, steps=steps
+    )
 
 
 # kind -> (the trial's last report, ended, crashed): each a real report of a real RunResult.
 TRIALS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "ok": (_report(_ok()), True, False),
     "stopped early": (_report(_ok(), final=False), True, False),
-    "over budget": (_report(_ok(300 * MIB), phase="probe"), True, False),
+    # Ended by its time budget after 3 steps, where the first rung needs 50.
+    "starved": (_report(_ok(steps=3), first_rung_steps=50), True, False),
+    "over budget": (_report(_ok(300 * MIB), phase="feasibility"), True, False),
     "diverged": (_report(RunResult(status="diverged", images_per_second=5.0)), True, False),
     "errored": (_report({"status": "error", "error": "boom"}, phase="setup"), True, True),
     "incomplete": (_report(_ok(), final=False), False, False),
@@ -55,6 +66,13 @@ def test_every_kind_is_exercised() -> None:
 def test_a_real_report_is_classified_as_its_kind(kind: str) -> None:
     report, ended, crashed = TRIALS[kind]
     assert classify(report, ended=ended, crashed=crashed) == kind
+
+
+def test_a_trial_that_reached_its_first_rung_is_not_starved() -> None:
+    reached = _report(_ok(steps=50), first_rung_steps=50)
+    assert classify(reached, ended=True) == "ok"
+    assert classify(_report(_ok(steps=3)), ended=True) == "ok"  # no rung known: not judged
+    assert optuna_state("starved") == "PRUNED"  # no objective values: its numbers say little
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -74,7 +92,7 @@ def test_every_kind_is_a_real_optuna_state(kind: str) -> None:
 def test_feasible_means_ran_ok_within_the_budget(kind: str) -> None:
     report, _, _ = TRIALS[kind]
     # A trial stopped early (or not ended yet) ran ok within the budget so far: feasible.
-    assert report[record.FEASIBLE] == (kind in ("ok", "stopped early", "incomplete"))
+    assert report[record.FEASIBLE] == (kind in ("ok", "stopped early", "starved", "incomplete"))
     assert (report[record.MEMORY_VIOLATION] > 0) == (kind == "over budget")
 
 

@@ -264,8 +264,11 @@ def starved_text(trials: pd.DataFrame) -> str | None:
     if starved.empty:
         return None
     causes = starved.get(STARVED_BY, pd.Series("", index=starved.index)).fillna("")
-    counts = causes.replace("", "unknown").value_counts()
-    by = ", ".join(f"{n} by {cause}" for cause, n in counts.items())
+    counts = causes.replace("", "unknown").str.replace(r" \(.*\)$", "", regex=True).value_counts()
+    by = ", ".join(
+        f"{n} of unknown cause" if cause == "unknown" else f"{n} by {cause}"
+        for cause, n in counts.items()
+    )
     were = "trials were" if len(starved) > 1 else "trial was"
     return (
         f"{len(starved)} {were} starved ({by}): ended by the time budget before the steps of "

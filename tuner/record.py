@@ -193,8 +193,8 @@ STARVED_BY = _search_key(
     "starved_by",
     TEXT,
     "what left a starved trial short of its first rung: budget (its time budget holds fewer "
-    "steps even at the speed its probes measured) or machine load (its steps ran slower than "
-    "that)",
+    "steps even at the speed its probes measured), machine load (its steps ran slower than "
+    "that), or unknown (no probe measured its speed)",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",

@@ -198,7 +198,7 @@ def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
     outcome: SearchOutcome,
 ) -> None:
     m = _by_variant(outcome)["over"].metrics
-    assert not m["feasible"] and m["phase"] == "probe" and m["final"]
+    assert not m["feasible"] and m["phase"] == "feasibility" and m["final"]
     assert m["steps"] == 2 + 3  # warm-up and the probe's steps: never trained on
     assert m["peak_memory_bytes"] > BUDGET and "over the budget" in m["infeasible_reason"]
     assert m["memory_violation"] > 0 and m["images_per_second"] > 0

@@ -88,8 +88,11 @@ def train(
     return _execute(config, hooks, resume_state, progress_bar, dataparallel=dataparallel)
 
 
-def short_run(config: TrainConfig, *, steps: int = 10) -> RunResult:
+def short_run(
+    config: TrainConfig, *, steps: int = 10, time_limit_s: float | None = None
+) -> RunResult:
     """Run ``config.warmup_steps + steps`` training steps, no evaluation: memory and speed.
+    ``time_limit_s``: the run's training time at most (it ends early then, with fewer steps).
 
     Raises:
         TunerError: bad input.
@@ -99,7 +102,7 @@ def short_run(config: TrainConfig, *, steps: int = 10) -> RunResult:
     only_steps = config.replace(
         steps=warmup_steps_of(config) + steps,
         epochs=None,
-        time_budget_s=None,
+        time_budget_s=time_limit_s,
         eval_every_steps=None,
     )
     return _execute(only_steps, _Hooks(None, None, 0, evaluate=False), None, False)

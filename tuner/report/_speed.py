@@ -102,7 +102,7 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
             "batch size": fields.get("batch_size"),
             "amp": fields.get("amp"),
             "norm": f"{norm} ({plural(int(fields['gn_groups']), 'group')})"
-            if norm == "group"
+            if norm == "group" and fields.get("gn_groups")
             else norm,
             "pinned": ", ".join(f"{k}={v}" for k, v in (fields.get("pinned") or {}).items()),
             "plain images/s": choice.get("plain_images_per_second"),

@@ -73,6 +73,11 @@ class ProgressPrinter(Callback):
         self.since: dict[str, float] = {}  # trial id -> when it started (monotonic)
         self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (its probes' step, since)
         self.last_activity = 0.0
+        self._asked: Any = None  # the pending ask of the probe cache (a Ray object ref)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Ray pickles this callback with the experiment: a pending ask is not kept."""
+        return {**self.__dict__, "_asked": None}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._count_before(trials)
@@ -171,18 +176,24 @@ class ProgressPrinter(Callback):
         return "; ".join(parts)
 
     def _ask_activity(self) -> None:
-        """What the running trials' speed probes are doing (told to the probe cache)."""
+        """What the running trials' speed probes are doing (told to the probe cache): asked
+        without waiting, the answer read at a later step (Tune's loop must not block)."""
         now = time.monotonic()
         if not self.cache_namespace or now - self.last_activity < _ACTIVITY_S:
             return
         self.last_activity = now
         try:
+            pending = self._asked
+            if pending is not None:
+                ready, _ = ray.wait([pending], timeout=0)
+                if not ready:
+                    return
+                self.doing = dict(ray.get(pending))
             from tuner.speed.cache import connect_cache
 
-            actor = connect_cache(self.cache_namespace)
-            self.doing = dict(ray.get(actor.activity.remote(), timeout=1.0))
+            self._asked = connect_cache(self.cache_namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line
-            return
+            self._asked = None
 
     def _live(self) -> None:
         """On a terminal: the running trials on one line, rewritten in place."""

@@ -223,9 +223,9 @@ class _TrialRun:
         batch = result.global_batch_size or result.config.get("batch_size") or math.nan
         probed_step_s = batch / plain_ips if plain_ips else math.nan
         budget = result.config.get("time_budget_s")
-        if budget and math.isfinite(probed_step_s) and rung * probed_step_s > budget:
-            return "budget"
-        return "machine load"
+        if not math.isfinite(probed_step_s):
+            return "unknown (no probe measured its speed)"
+        return "budget" if budget and rung * probed_step_s > budget else "machine load"
 
     def _keep_traceback(self, text: str) -> None:
         """A failed run's traceback (the user's code in it) as a file of the trial's folder:

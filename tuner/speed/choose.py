@@ -422,6 +422,7 @@ class _Meter:
 
     def __call__(self, arm: Arm) -> Any:
         from tuner.engine import short_run
+        from tuner.engine.build import warmup_steps_of
 
         slow = any(knob(f).slow_build for f in arm.changes if f in _SLOW_FIELDS)
         if not self.budget.allows(arm.name, slow_build=slow):
@@ -429,7 +430,12 @@ class _Meter:
         self.count += 1
         self._tell({"event": "start", "arm": arm.name, "run": self.count, "of": self.planned})
         started = time.perf_counter()
-        result = short_run(arm.config, steps=self.steps)
+        # No run outlasts what is left of the budget by more than a step: a run cut short
+        # measured too little, and the session ends there (its knobs not probed).
+        # (Unlimited while the trial's length, and so its share, waits for this first run.)
+        unknown = math.isinf(self.budget.left_s) or self.budget.earn_later is not None
+        limit = None if unknown else max(self.budget.left_s, 0.01)
+        result = short_run(arm.config, steps=self.steps, time_limit_s=limit)
         wall = time.perf_counter() - started
         self.budget.charge(arm.name, wall, result.step_time_s)
         self.step_seconds += result.train_time_s
@@ -437,6 +443,9 @@ class _Meter:
         if first is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or math.inf, first)
         self._tell(_run_record(arm.name, self.count, self.planned, wall, result))
+        planned = warmup_steps_of(arm.config) + self.steps
+        if result.status == "ok" and result.steps < planned:
+            raise _OverBudget(arm.name)  # cut by the budget: not a measurement
         return result
 
     def _tell(self, event: dict[str, Any]) -> None:
