@@ -19,7 +19,7 @@ _log = logging.getLogger(__name__)
 
 
 class PhaseLog:
-    """Appends ``{"t": unix time, "since_start_s": ..., "phase": ..., ...}`` lines; a folder
+    """Appends ``{"t": unix time, "since_start_s": ..., "part": ..., ...}`` lines; a folder
     that cannot be written (none: a unit test; a full disk) costs the log, never the trial."""
 
     def __init__(self, folder: str | None, started_unix_s: float) -> None:
@@ -30,7 +30,7 @@ class PhaseLog:
         if self.path is None:
             return
         now = time.time()
-        line = {"t": round(now, 3), "since_start_s": round(now - self.started, 3), "phase": phase}
+        line = {"t": round(now, 3), "since_start_s": round(now - self.started, 3), "part": phase}
         try:
             with self.path.open("a") as file:
                 file.write(json.dumps({**line, **fields}, default=str) + "\n")

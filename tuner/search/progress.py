@@ -189,7 +189,7 @@ class ProgressPrinter(Callback):
                 if not ready:
                     return
                 self.doing = dict(ray.get(pending))
-            from tuner.speed.cache import connect_cache
+            from tuner.search.probe_actor import connect_cache
 
             self._asked = connect_cache(self.cache_namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line

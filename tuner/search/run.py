@@ -46,13 +46,14 @@ from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_cl
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
+from tuner.search.probe_actor import start_cache
 from tuner.search.searcher import close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
 from tuner.search.warm_start import warm_start
 from tuner.spaces import SearchSpace
-from tuner.speed.cache import machine_cache_line, probe_budget_line, start_cache
+from tuner.speed.cache import machine_cache_line, probe_budget_line
 from tuner.usercache import cache_dir
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]

@@ -47,9 +47,10 @@ from tuner.errors import TunerError, error_line
 from tuner.experiment import RUN_TRACEBACK_FILE
 from tuner.objectives import judge
 from tuner.search.phases import PhaseLog
+from tuner.search.probe_actor import connect_cache
 from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice
-from tuner.speed.cache import Lookup, Remembered, connect_cache
+from tuner.speed.cache import Lookup, Remembered
 from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields

@@ -1,6 +1,7 @@
 """The experiment's cache of speed probes, shared by every trial on every node: a small Ray
-actor on the driver's node holds ``key -> SpeedChoice`` and writes it to ``probe_cache.json``
-after every change, so a resumed search starts with what was already probed.
+actor on the driver's node (:mod:`tuner.search.probe_actor`) holds ``key -> SpeedChoice`` and
+writes it to ``probe_cache.json`` after every change, so a resumed search starts with what was
+already probed. Ray-free: this class is the actor's body.
 
 It also keeps the search's probe pool (:mod:`tuner.speed.budget`: every trial's share of probe
 time, less what probes spent), the claims that keep two trials from probing one key at once,
@@ -19,21 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ray
-
 from tuner.speed.machine_cache import Entry, Machine, MachineCache, entry_key, replace_json
 
 __all__ = [
     "Lookup",
     "ProbeCache",
     "Remembered",
-    "connect_cache",
     "machine_cache_line",
     "probe_budget_line",
-    "start_cache",
 ]
-
-_ACTOR_NAME = "tuner_probe_cache"
 
 
 @dataclass(frozen=True)
@@ -220,25 +215,3 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     except (OSError, json.JSONDecodeError):
         return {}  # none yet, or damaged: probing again is only a few seconds per key
     return data if isinstance(data, dict) else {}
-
-
-def start_cache(
-    path: Path, namespace: str, *, machine_dir: Path, fresh: bool, experiment: str
-) -> Any:
-    """Start the cache actor on this (the driver's) node, where the experiment folder is.
-    ``machine_dir`` is resolved in the driver: the actor's environment is the node's."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    node = ray.get_runtime_context().get_node_id()
-    actor = ray.remote(num_cpus=0, max_restarts=-1)(ProbeCache)
-    return actor.options(
-        name=_ACTOR_NAME,
-        namespace=namespace,
-        get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-    ).remote(str(path), str(machine_dir), fresh, experiment)
-
-
-def connect_cache(namespace: str) -> Any:
-    """The running cache actor (from inside a trial)."""
-    return ray.get_actor(_ACTOR_NAME, namespace=namespace)
