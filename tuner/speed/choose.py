@@ -50,7 +50,7 @@ from tuner.speed.rule import (
 from tuner.techniques import Knob, knob, speed_knobs
 from tuner.units import finite_or_none
 
-__all__ = ["KEY_FIELDS", "OnRun", "Scope", "choose_speed", "speed_key", "variants"]
+__all__ = ["KEY_FIELDS", "Measure", "OnRun", "Scope", "choose_speed", "speed_key", "variants"]
 
 # What decides which speed setting is fastest (lr, seed, budget do not).
 KEY_FIELDS = (
@@ -76,7 +76,10 @@ _SCOPE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 Scope = Literal["shared", "config", "all"]  # which knobs a session probes (module doc)
-OnRun = Callable[[dict[str, Any]], None]  # each probe run's start and end (tuner.speed.phases)
+OnRun = Callable[[dict[str, Any]], None]  # each probe run's start and end (the phase log)
+# One probe run: (config, measured steps, time limit) -> RunResult. The engine's short run; the
+# GPU cost model (bench/gpu_cost_model.py) gives one that predicts instead of training.
+Measure = Callable[[TrainConfig, int, "float | None"], Any]
 
 
 def speed_key(
@@ -173,6 +176,7 @@ def choose_speed(
     base: dict[str, Any] | None = None,
     only: Collection[str] | None = None,
     on_run: OnRun | None = None,
+    measure: Measure | None = None,
 ) -> SpeedChoice:
     """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
 
@@ -184,6 +188,7 @@ def choose_speed(
             ``not_probed`` of an earlier session).
         budget: the probe seconds this session may spend (default: unbounded).
         on_run: told of each probe run's start and end (the trial's phase log and console).
+        measure: runs one probe (default: the engine's :func:`tuner.engine.short_run`).
 
     The plain setting is probed once first: over the memory budget (or OOM), each knob is
     probed once for memory instead (:func:`_fit_first`), and the other knobs are then probed on
@@ -205,7 +210,7 @@ def choose_speed(
         scope,
         None if only is None else frozenset(only),
     )
-    meter = _Meter(steps, budget or ProbeBudget(None), on_run)
+    meter = _Meter(steps, budget or ProbeBudget(None), on_run, measure or _short_run)
     probing = _Probing(plain, where, pinned, repeats, meter, max_memory_bytes)
     arms = probing.arms(plain, pinned)
     if len(arms) < 2:  # nothing to probe here: no run at all
@@ -414,6 +419,7 @@ class _Meter:
     steps: int
     budget: ProbeBudget
     on_run: OnRun | None = None
+    measure: Measure | None = None
     step_seconds: float = 0.0
     first_step_unix_s: float | None = None
     planned: int = 0
@@ -421,7 +427,6 @@ class _Meter:
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, arm: Arm) -> Any:
-        from tuner.engine import short_run
         from tuner.engine.build import warmup_steps_of
 
         slow = any(knob(f).slow_build for f in arm.changes if f in _SLOW_FIELDS)
@@ -435,8 +440,9 @@ class _Meter:
         # (Unlimited while the trial's length, and so its share, waits for this first run.)
         unknown = math.isinf(self.budget.left_s) or self.budget.earn_later is not None
         limit = None if unknown else max(self.budget.left_s, 0.01)
-        result = short_run(arm.config, steps=self.steps, time_limit_s=limit)
-        wall = time.perf_counter() - started
+        result = (self.measure or _short_run)(arm.config, self.steps, limit)
+        # The engine's own wall time where a model predicts it (the clock's otherwise).
+        wall = max(time.perf_counter() - started, result.wall_time_s or 0.0)
         self.budget.charge(arm.name, wall, result.step_time_s)
         self.step_seconds += result.train_time_s
         first = result.first_step_unix_s
@@ -451,6 +457,12 @@ class _Meter:
     def _tell(self, event: dict[str, Any]) -> None:
         if self.on_run is not None:
             self.on_run(event)
+
+
+def _short_run(config: TrainConfig, steps: int, time_limit_s: float | None) -> Any:
+    from tuner.engine import short_run
+
+    return short_run(config, steps=steps, time_limit_s=time_limit_s)
 
 
 _SLOW_FIELDS = frozenset(k.field for k in speed_knobs(cuda=True) if k.slow_build)

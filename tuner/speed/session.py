@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from tuner.config import TrainConfig
 from tuner.speed.budget import ProbeBudget, trial_length_s
 from tuner.speed.cache import Lookup, Remembered
-from tuner.speed.choose import OnRun, Scope, choose_speed, speed_key
+from tuner.speed.choose import Measure, OnRun, Scope, choose_speed, speed_key
 from tuner.speed.machine_cache import Machine
 from tuner.speed.rule import SpeedChoice, merged
 
@@ -72,11 +72,16 @@ class Settled:
 
 
 def settle_speed(
-    config: TrainConfig, speed: TrialSpeed, store: Store, on_run: OnRun | None = None
+    config: TrainConfig,
+    speed: TrialSpeed,
+    store: Store,
+    on_run: OnRun | None = None,
+    measure: Measure | None = None,
 ) -> Settled:
-    """The trial's speed settings: the shared verdict, then the per-config knobs on top."""
-    shared = _session(config, speed, store, "shared", {}, on_run)
-    own = _session(config, speed, store, "config", shared.choice.settings, on_run)
+    """The trial's speed settings: the shared verdict, then the per-config knobs on top
+    (``measure``: one probe run, the engine's by default)."""
+    shared = _session(config, speed, store, "shared", {}, on_run, measure)
+    own = _session(config, speed, store, "config", shared.choice.settings, on_run, measure)
     store.tell("")
     probed = "probed" in (shared.source, own.source)
     return Settled(
@@ -96,6 +101,7 @@ def _session(
     scope: Scope,
     base: dict[str, Any],
     on_run: OnRun | None,
+    measure: Measure | None,
 ) -> Settled:
     """One scope's verdict: remembered, waited for, probed, or completed."""
     key = speed_key(config, speed.device_name, speed.pinned, cores=speed.cores, scope=scope)
@@ -127,6 +133,7 @@ def _session(
         base={**base, **(earlier.settings if earlier else {})},
         only=None if earlier is None else earlier.not_probed,
         on_run=on_run,
+        measure=measure,
     )
     if granted is not None:  # a debt (granted < 0) stays in the pool, with any overspend
         left = granted + budget.earned_late_s - budget.spent_s
