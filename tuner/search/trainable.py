@@ -163,6 +163,7 @@ class _TrialRun:
         self.probe_budget_s: float | None = None
         self.starved_by = ""
         self.phases = PhaseLog(None, self.started_unix_s)
+        self.config: TrainConfig | None = None  # the trial's run config, once known
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
@@ -173,6 +174,7 @@ class _TrialRun:
             self._emit(meta["final_report"], None)
             return
         self._carry_over(meta)
+        self.config = base
         self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -391,7 +393,9 @@ class _TrialRun:
             final=final,
             times=times,
             speed={
-                record.SPEED_CHOICE: speed.summary() if self.speed is not None else "",
+                record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)
+                if self.speed is not None
+                else "",
                 record.SPEED_SOURCE: self.speed_source,
                 # What the run used on top of its parameters (the experiment reader merges it).
                 record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),

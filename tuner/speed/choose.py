@@ -233,7 +233,14 @@ def choose_speed(
         first_step_unix_s=meter.first_step_unix_s,
         budget_s=meter.budget.allowed_s if meter.budget.granted_s is not None else None,
         slowest_run_s=meter.budget.slowest_run_s,
+        measured_on=_measured_on(config),
     )
+
+
+def _measured_on(config: TrainConfig) -> dict[str, Any]:
+    """The training config a choice was probed on (GroupNorm's groups only with GroupNorm)."""
+    fields = [f for f in (*TRAINING_FIELDS, "amp") if f != "gn_groups" or config.norm == "group"]
+    return {f: getattr(config, f) for f in fields}
 
 
 def _parents_on(

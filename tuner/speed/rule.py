@@ -57,6 +57,7 @@ class SpeedChoice:
     not_probed: list[str] = field(default_factory=list)  # knobs the probe budget left at default
     budget_s: float | None = None  # the probe seconds the session was allowed (None: no bound)
     slowest_run_s: float | None = None  # its slowest probe run: what completing it costs a run
+    measured_on: dict[str, Any] = field(default_factory=dict)  # the training config probed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +65,14 @@ class SpeedChoice:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeedChoice:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def shared_note(self, config: Any) -> str:
+        """``; shared: measured at batch_size=256, norm=group`` when this choice was probed on
+        another training config than ``config`` (a shared verdict), else nothing."""
+        other = {k: v for k, v in self.measured_on.items() if getattr(config, k, v) != v}
+        if not other:
+            return ""
+        return "; shared: measured at " + ", ".join(f"{k}={v}" for k, v in self.measured_on.items())
 
     def summary(self) -> str:
         """``channels_last (1.12x [1.03–1.22])``, or why the plain setting or nothing runs."""
