@@ -198,6 +198,7 @@ def predict(profile: Profile, configs: list[TrainConfig], *, plan: str, share: f
     total = sum(t["trial_s"] for t in trials)
     return {
         "profile": profile.name,
+        "profile_start_s": profile.search_start_s,
         "plan": plan,
         "trials": trials,
         "wall_s": round(device.clock, 1),
@@ -328,6 +329,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--space", default="vit_space")
     parser.add_argument("--samples", type=int, default=None, help="default: the space's")
+    parser.add_argument("--steps", type=int, help="each GPU trial's steps (the workload's)")
+    parser.add_argument("--time-budget-s", type=float, help="each GPU trial's time budget")
+    parser.add_argument("--out", default="gpu_cost_model", help="file name under reports/")
     parser.add_argument("--cpu-profile", type=Path, help="a measured CPU profile (JSON)")
     parser.add_argument("--measure-cpu", type=float, metavar="SEARCH_START_S",
                         help="measure the CPU profile into --cpu-profile first")  # fmt: skip
@@ -337,8 +341,12 @@ def main() -> None:
     runs = []
     space = get_space(args.space)
     gpu_n = args.samples or space.num_samples.get("gpu", 48)
+    gpu = configs_of(args.space, gpu_n, cuda=True)
+    changes = {k: v for k, v in (("steps", args.steps), ("time_budget_s", args.time_budget_s))
+               if v is not None}  # fmt: skip
+    gpu = [c.replace(**changes) for c in gpu]
     for plan in ("before", "after"):
-        runs.append(predict(H100_VIT_SPACE, configs_of(args.space, gpu_n, cuda=True), plan=plan))
+        runs.append(predict(H100_VIT_SPACE, gpu, plan=plan))
     if args.cpu_profile:
         profile = cpu_profile(json.loads(args.cpu_profile.read_text()))
         cpu_n = args.samples or space.num_samples.get("cpu", 8)
@@ -346,12 +354,20 @@ def main() -> None:
             runs.append(predict(profile, configs_of(args.space, cpu_n, cuda=False), plan=plan))
     OUT.mkdir(parents=True, exist_ok=True)
     record = {"runs": runs, "profiles": [asdict(H100_VIT_SPACE)]}
-    (OUT / "gpu_cost_model.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    record["gpu_changes"] = changes
+    (OUT / f"{args.out}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     lines = ["| profile | plan | trials | wall s | probe s | probe share | first report s |",
              "|---|---|---|---|---|---|---|", *(_summary(r) for r in runs)]  # fmt: skip
     print("\n".join(lines))
-    firsts = [t["trial_s"] for t in runs[-1]["trials"]]
-    print("median trial s (last run):", statistics.median(firsts) if firsts else "n/a")
+    sources = [f"- {k}: {v}" for k, v in H100_VIT_SPACE.sources.items()]
+    head = [f"# Cost model: {args.space}, predicted", "", __doc__.split("\n\n")[1], "",
+            f"GPU trials changed: {changes or 'none (the workload as declared)'}.", ""]  # fmt: skip
+    (OUT / f"{args.out}.md").write_text("\n".join([*head, *lines, "", "Inputs:", *sources]) + "\n")
+    for run in runs:
+        ends = [run["profile_start_s"] + sum(t["trial_s"] for t in run["trials"][: i + 1])
+                for i in range(len(run["trials"]))]  # fmt: skip
+        print(run["profile"], run["plan"], "trials ended by 300/400/540 s:",
+              [sum(e <= limit for e in ends) for limit in (300, 400, 540)])  # fmt: skip
 
 
 if __name__ == "__main__":
