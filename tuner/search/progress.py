@@ -28,7 +28,14 @@ _ACTIVITY_S = 2.0  # how often the probe cache is asked what running trials' pro
 _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 # A trial's settings that are not searched, left out of its start line.
 _WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
-_RUN_LENGTH = {"epochs", "steps", "time_budget_s", "eval_every_steps", "warmup_steps"}
+_RUN_LENGTH = {
+    "epochs",
+    "steps",
+    "time_budget_s",
+    "eval_every_steps",
+    "warmup_steps",
+    "warmup_fraction",
+}
 _SKIP = _WORKLOAD | _RUN_LENGTH
 _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
 

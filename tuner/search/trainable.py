@@ -160,6 +160,7 @@ class _TrialRun:
         self.last_checkpoint: float | None = None  # perf_counter of the run's latest one
         self.probe_time_s = 0.0  # in this trial's own speed probes (a cached verdict: 0)
         self.probe_wait_s = 0.0  # waiting for another trial's probes of the same settings
+        self.probe_steps_s = 0.0  # in the training steps of this trial's own probes
         self.probe_budget_s: float | None = None
         self.starved_by = ""
         self.phases = PhaseLog(None, self.started_unix_s)
@@ -286,9 +287,7 @@ class _TrialRun:
         """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
         self.probe_time_s, self.probe_wait_s = settled.probe_s, settled.wait_s
         self.probe_budget_s = settled.budget_s
-        if settled.probe_s > 0:
-            self.train_time_s += settled.choice.probe_step_seconds
-            self.first_step_unix_s = self.first_step_unix_s or settled.choice.first_step_unix_s
+        self.train_time_s += self.probe_steps_s  # this trial's own probe steps only
         self.phases.write(
             "speed",
             source=settled.source,
@@ -303,6 +302,9 @@ class _TrialRun:
         """Each probe run: its end into the phase log, its start to the console's line."""
         if event["event"] == "end":
             self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
+            self.probe_steps_s += event["steps_s"]
+            first = time.time() - event["steps_s"]  # its training loop began then
+            self.first_step_unix_s = self.first_step_unix_s or first
         else:
             self._tell(f"probing {event['arm']} {event['run']}/{event['of']}")
 

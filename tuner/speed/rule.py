@@ -206,6 +206,7 @@ def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
     shared settings, or a later trial's probes of the knobs ``first`` left unprobed (their
     placeholder rows are replaced by what was measured)."""
     probed = {v["name"] for v in then.variants if v.get("probed", True)}
+    replaced = {v["name"] for v in then.variants}  # measured now, or still a placeholder
     still = [n for n in first.not_probed if n not in probed]
     firsts = [first.first_step_unix_s, then.first_step_unix_s]
     return dataclasses.replace(
@@ -215,7 +216,7 @@ def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
         plain_images_per_second=then.plain_images_per_second
         if math.isfinite(then.plain_images_per_second)
         else first.plain_images_per_second,
-        variants=[*(v for v in first.variants if v["name"] not in probed), *then.variants],
+        variants=[*(v for v in first.variants if v["name"] not in replaced), *then.variants],
         probe_seconds=first.probe_seconds + then.probe_seconds,
         probe_step_seconds=first.probe_step_seconds + then.probe_step_seconds,
         repeats=max(first.repeats, then.repeats),
