@@ -47,8 +47,12 @@ print(f"tuner {version} imported from {where.parent}")
 EOF
 bin="$work/venv/bin"
 step "train-tuner --version; python -m tuner --version"
-"$bin/train-tuner" --version
-"$new" -m tuner --version
+version=$("$new" -c 'import tuner; print(tuner.__version__)')
+for command in "$bin/train-tuner" "$new -m tuner"; do
+  said=$($command --version)
+  echo "$said"
+  [[ $said == *" $version" ]] || { echo "$command --version: not $version" >&2; exit 1; }
+done
 step "train-tuner spaces"
 "$bin/train-tuner" spaces | tee "$work/spaces.txt"
 for space in smoke_space vit_space; do
