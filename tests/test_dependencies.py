@@ -16,10 +16,14 @@ import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
+# The distribution whose metadata is read: pyproject's [project] name (not the import name).
+DISTRIBUTION = re.search(
+    r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE
+).group(1)
 # What each part of the repository may import: the package's own code may lean on its runtime
 # dependencies and its optional extras (each imported lazily by the feature that needs it);
 # the tests and benchmarks on the test extra too.
-RUNTIME = ("tuner", "search_spaces", "examples")
+RUNTIME = ("tuner", "examples")
 DEVELOPER = ("tests", "bench")
 
 
@@ -30,7 +34,7 @@ def _normalized(name: str) -> str:
 def _declared() -> dict[str | None, set[str]]:
     """extra (None: the base dependencies) -> the distributions it declares."""
     declared: dict[str | None, set[str]] = {}
-    for line in importlib.metadata.requires("tuner") or []:
+    for line in importlib.metadata.requires(DISTRIBUTION) or []:
         requirement = Requirement(line)
         marker = str(requirement.marker or "")
         extra = re.search(r'extra == "([^"]+)"', marker)
@@ -88,7 +92,7 @@ def test_the_ray_range_is_pinned_to_the_tested_minor_release() -> None:
     tested minor range must not install silently."""
     ray = next(
         Requirement(line)
-        for line in importlib.metadata.requires("tuner") or []
+        for line in importlib.metadata.requires(DISTRIBUTION) or []
         if _normalized(Requirement(line).name) == "ray"
     )
     assert ray.specifier.contains(importlib.metadata.version("ray"))

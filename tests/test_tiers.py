@@ -44,7 +44,7 @@ def test_the_fast_tier_keeps_one_of_each_end_to_end_path() -> None:
 
 def test_ci_runs_the_readme_test_command_then_the_long_tier(tmp_path: Path) -> None:
     """``.ci/run`` with a stand-in for bash's ``-c`` commands: it runs exactly the README's two
-    tier commands, in order."""
+    tier commands, in order, and the wheel check between them."""
     ran = tmp_path / "ran"
     shim = tmp_path / "bin"
     shim.mkdir()
@@ -60,7 +60,8 @@ def test_ci_runs_the_readme_test_command_then_the_long_tier(tmp_path: Path) -> N
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     readme = (ROOT / "README.md").read_text()
-    fast, long = ran.read_text().splitlines()
+    fast, wheel, long = ran.read_text().splitlines()
+    assert wheel == ".ci/wheel_check.sh"
     assert fast in readme.split("<!-- test-command -->")[1] and fast.endswith('-m "not slow"')
     assert f"`{long}`" in readme.split("<!-- long-tier-command -->")[1] and long.endswith("-m slow")
 

@@ -1,4 +1,5 @@
-"""Search-space registry: the spaces in ``search_spaces/`` by name, or any ``.py`` file by path.
+"""Search-space registry: the built-in spaces (``tuner/search_spaces/``) by name, or any ``.py``
+file by path.
 
 A space file declares the fixed workload and a define-by-run function over an Optuna trial::
 
@@ -50,7 +51,7 @@ __all__ = [
 WORKLOAD_KINDS = ("cpu", "gpu")
 WORLD_SIZE_PARAM = "world_size"  # a space parameter: the trial's data-parallel world size
 DEFAULT_NUM_SAMPLES = 10
-_PACKAGE = "search_spaces"
+_PACKAGE = "tuner.search_spaces"
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class SpaceSampler:
 
 
 def list_spaces() -> list[SearchSpace]:
-    """Every space in the ``search_spaces`` package, sorted by name.
+    """Every space in the ``tuner.search_spaces`` package, sorted by name.
 
     Raises:
         TunerError: two space files declare the same name.

@@ -236,7 +236,7 @@ def py_modules(refs: Iterable[str]) -> list[str]:
 
 
 def _top_level_source(top: str) -> str | None:
-    if top in ("tuner", "search_spaces"):
+    if top == "tuner":
         return None
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):

@@ -146,14 +146,15 @@ def test_mlflow_without_the_package_is_one_line_before_any_trial(
     )  # fmt: skip
     assert code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'tuner[mlflow]'" in err
+    assert err.count("\n") == 1 and "pip install 'train-tuner[mlflow]'" in err
     assert not any(tmp_path.iterdir())  # nothing ran, nothing was written
 
 
 @pytest.mark.parametrize(
     ("project", "hidden", "message"),
     [
-        ("my-search", True, "pip install 'tuner[wandb]'"),  # what an environment without it sees
+        # what an environment without it sees
+        ("my-search", True, "pip install 'train-tuner[wandb]'"),
         ("team/project", False, "must be a W&B project name"),
     ],
 )

@@ -239,13 +239,14 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         metavar="URI",
         help="also log every trial to this MLflow tracking URI (sqlite:///mlflow.db, "
         "http://host:5000, ...) and the report to a parent run; needs pip install "
-        "'tuner[mlflow]'. Off by default: nothing leaves the machine",
+        "'train-tuner[mlflow]'. Off by default: nothing leaves the machine",
     )
     group.add_argument(
         "--wandb",
         metavar="PROJECT",
         help="also log every trial as a W&B run of this project, offline, into the experiment "
-        "folder's wandb/ (upload later with wandb sync); needs pip install 'tuner[wandb]'",
+        "folder's wandb/ (upload later with wandb sync); needs pip install "
+        "'train-tuner[wandb]'",
     )
     _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
     _flags.add(group, "--json")

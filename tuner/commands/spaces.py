@@ -10,7 +10,7 @@ from tuner.commands import _flags
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "spaces",
-        help="list the search spaces (search_spaces/*.py), one line each",
+        help="list the search spaces (tuner/search_spaces/*.py), one line each",
         description="List the built-in search spaces. `tuner search` also takes a path to "
         "your own .py space file (see tuner/spaces.py for what it must define).",
     )

@@ -195,6 +195,6 @@ def _check_installed(package: str, *, flag: str, client: str) -> None:
         found = False
     if not found:
         raise TunerError(
-            f"{flag} needs {client}, which is not installed: pip install 'tuner[{package}]' "
+            f"{flag} needs {client}, which is not installed: pip install 'train-tuner[{package}]' "
             f"(or pip install {package})."
         )
