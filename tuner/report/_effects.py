@@ -40,7 +40,6 @@ def _verdict(row: pd.Series) -> str:
         return f"failed ({row['failed']})"
     if row.get("fell_back"):
         return "fell back: " + str(row["fell_back"])
-    key = "throughput_ratio_vs_reference"
     change = _speed_change(row)
     ratio = change.value
     if math.isnan(ratio):
@@ -49,22 +48,19 @@ def _verdict(row: pd.Series) -> str:
         return "one pair: no interval, no verdict"
     if not change.informative:
         return f"no verdict: its interval says nothing ({plural(change.n, 'pair')})"
-    if row.get(f"{key}_tie"):  # +-X %: how large an effect could still hide in the noise
+    if change.tie:  # +-X %: how large an effect could still hide in the noise
         speed = f"no measurable effect on speed (within noise at +-{change.half_width:.0%})"
     else:
         speed = "faster" if ratio > 1 else "slower"
-    memory = as_number(row.get("memory_change_bytes_vs_reference"))
-    if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
-        speed += ", " + ("more" if memory > 0 else "less") + " memory"
+    memory = Change.from_row(row, "memory_change_bytes_vs_reference")
+    if memory.separated:
+        speed += ", " + ("more" if memory.value > 0 else "less") + " memory"
     return speed
 
 
 def _speed_change(row: pd.Series) -> Change:
     """An arm's throughput ratio to the recommended config, as a :class:`Change`."""
-    key = "throughput_ratio_vs_reference"
-    values = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high", "_n"))
-    ratio, low, high, n = values
-    return Change(ratio, low, high, 0 if math.isnan(n) else int(n), 1.0)
+    return Change.from_row(row, "throughput_ratio_vs_reference")
 
 
 def says_nothing(summary: pd.DataFrame) -> bool:
@@ -111,7 +107,7 @@ def plain_loop_gain(summary: pd.DataFrame, arm: str = PLAIN) -> dict[str, Any] |
         "ratio": 1 / ratio,
         "low": 1 / high if high > 0 else math.nan,
         "high": 1 / low if low > 0 else math.nan,
-        "tie": bool(row.get(f"{key}_tie")),
+        "tie": Change.from_row(row, key).tie,
         "n": _speed_change(row).n,
         "plain_images_per_second": as_number(row.get("images_per_second")),
     }

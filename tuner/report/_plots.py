@@ -19,6 +19,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from tuner.objectives import Objective
 from tuner.record import KIND, TRIAL_ID
 from tuner.report.document import Image, plural
+from tuner.stats import Change
 from tuner.units import MIB
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
@@ -116,16 +117,20 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
         return None
     ratio = _num(rows, "throughput_ratio_vs_reference")
     err = _err(rows, "throughput_ratio_vs_reference", ratio)
+    beyond = [
+        Change.from_row(row, "throughput_ratio_vs_reference").separated
+        for _, row in rows.iterrows()
+    ]
     colors = [
-        "tab:gray" if t else ("tab:green" if r > 1 else "tab:red")
-        for r, t in zip(ratio, rows["throughput_ratio_vs_reference_tie"], strict=True)
+        ("tab:green" if r > 1 else "tab:red") if b else "tab:gray"
+        for r, b in zip(ratio, beyond, strict=True)
     ]
     fig, ax = plt.subplots(figsize=(6.6, 0.45 * len(rows) + 1.4))
     ax.barh(rows["arm"], ratio - 1, left=1, xerr=err, color=colors, capsize=3)
     ax.axvline(1, c="black", lw=1)
     ax.invert_yaxis()
     ax.set(
-        xlabel="images/s relative to the recommended config (grey: within noise)",
+        xlabel="images/s relative to the recommended config (grey: no verdict, not beyond noise)",
         title="One change at a time, interleaved, paired",
     )
     ax.grid(alpha=0.3, axis="x")
