@@ -227,12 +227,42 @@ def test_a_value_tried_and_errored_is_not_called_untried() -> None:
         choices = (2, 3, 4)
 
     trials = pd.DataFrame(
-        {"status": ["ok", "error", "ok"], "param_num_heads": [2, 3, 2], "kind": ["ok"] * 3}
+        {
+            "status": ["ok", "error", "ok"],
+            "param_num_heads": [2, 3, 2],
+            "kind": ["ok", "errored", "ok"],
+        }
     )
     found = not_tried(trials, ["num_heads"], {"num_heads": Choices()})
     assert found == {
         "not tried": ["num_heads=4"],
-        "tried, errored (no trial finished ok)": ["num_heads=3"],
+        "tried, none ran ok to its end": ["num_heads=3 (errored)"],
+    }
+
+
+def test_values_no_trial_ran_ok_with_are_named_with_their_kinds_not_the_engine_status() -> None:
+    """Issue 39: a diverged variant was called errored, and the over-budget and incomplete ones
+    (their engine status ok) were left out."""
+
+    class Choices:
+        choices = ("ok", "blowup", "bad", "over", "cut")
+
+    kinds = ["ok", "diverged", "errored", "over budget", "incomplete"]
+    trials = pd.DataFrame(
+        {
+            "status": ["ok", "diverged", "error", "ok", "ok"],
+            "param_variant": list(Choices.choices),
+            "kind": kinds,
+        }
+    )
+    found = not_tried(trials, ["variant"], {"variant": Choices()})
+    assert found == {
+        "tried, none ran ok to its end": [
+            "variant=blowup (diverged)",
+            "variant=bad (errored)",
+            "variant=over (over budget)",
+            "variant=cut (incomplete)",
+        ]
     }
 
 

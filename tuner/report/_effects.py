@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import PLAIN, REFERENCE, summarize
+from tuner.record import KIND, KINDS, is_candidate
 from tuner.report.document import change_text, estimate_text, plural
 from tuner.stats import Change
 from tuner.techniques import KNOBS
@@ -136,21 +137,29 @@ def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+TRIED_NOT_OK = "tried, none ran ok to its end"
+
+
 def not_tried(
     trials: pd.DataFrame, searched: list[str], distributions: dict[str, Any]
 ) -> dict[str, list[str]]:
     """Searched categorical values no trial finished ok with, named (never compared): "not
-    tried" when no trial ran them, "tried, errored" when every trial that did failed."""
-    found: dict[str, list[str]] = {"not tried": [], "tried, errored (no trial finished ok)": []}
-    done = trials[trials["status"] == "ok"]
+    tried" when no trial ran them, else each with the kinds its trials were (the trial record's
+    word: ``variant=blowup (diverged)``), never the engine's status."""
+    found: dict[str, list[str]] = {"not tried": [], TRIED_NOT_OK: []}
+    kinds = trials[KIND].astype(str)
+    done = trials[kinds.map(is_candidate)]
     for name, distribution in distributions.items():
         choices = getattr(distribution, "choices", None)
         column = f"param_{name}"
         if choices is None or column not in trials or name not in searched:
             continue
         seen = {str(v) for v in done[column].dropna()}
-        tried = {str(v) for v in trials[column].dropna()}
+        values = trials[column].astype(str).where(trials[column].notna())
         for choice in (str(c) for c in choices if str(c) not in seen):
-            key = "tried, errored (no trial finished ok)" if choice in tried else "not tried"
-            found[key].append(f"{name}={choice}")
+            ran = sorted(set(kinds[values == choice]), key=KINDS.index)
+            if ran:
+                found[TRIED_NOT_OK].append(f"{name}={choice} ({', '.join(ran)})")
+            else:
+                found["not tried"].append(f"{name}={choice}")
     return {what: values for what, values in found.items() if values}
