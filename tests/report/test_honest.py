@@ -307,12 +307,14 @@ def test_a_phase_says_by_how_much_it_ran_over_its_time_limit(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:
     meta = read_metadata(smoke_experiment)
-    effects = {**meta["effects"], "time_limit_s": 2.0, "seconds": 7.0}
-    remeasure = {**meta["remeasure"], "time_limit_s": 5.0, "seconds": 4.6}
+    clock = {"started_unix_s": 100.0, "ended_unix_s": 107.0}  # as long as it measured
+    effects = {**meta["effects"], "time_limit_s": 2.0, "seconds": 7.0, **clock}
+    remeasure = {**meta["remeasure"], "time_limit_s": 5.0, "seconds": 4.6, **clock}
+    remeasure["ended_unix_s"] = 131.0  # issue 39: the clock, the task's start-up included
     folder = _copy(smoke_experiment, tmp_path, effects=effects, remeasure=remeasure)
     markdown = _report(folder, tmp_path)
     assert "took 7s: 5s over its 2s limit" in markdown
-    assert "took 5s, within its 5s limit" in markdown
+    assert "took 31s on the clock, 5s of it measuring, within its 5s limit" in markdown
 
 
 def test_a_starved_effects_step_says_it_has_no_information(

@@ -93,6 +93,17 @@ def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) 
 
 
 @pytest.mark.slow
+def test_the_auditor_finds_every_claim_of_the_tracked_search_supported(
+    search: dict[str, Any],
+) -> None:
+    """Issue 39: the search's report, its console, TensorBoard and (when installed) MLflow."""
+    from tuner.report.audit import audit
+
+    report = search["experiment"].parent.parent / "reports" / NAME
+    found = audit(search["experiment"], report_dir=report, console=search["stdout"])
+    assert found.ok, "\n".join(found.lines())
+
+
 def test_trial_folders_are_short_and_name_the_trial(search: dict[str, Any]) -> None:
     for trial_dir in _trial_dirs(search):
         params = json.loads((trial_dir / "params.json").read_text())

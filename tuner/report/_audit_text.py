@@ -189,7 +189,7 @@ def _row_times(trials: pd.DataFrame, where: str) -> list[Finding]:
         if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
             why = "a trial that ran has no start, end or wall time in the trials table"
             found.append(Finding("duration", where, f"trial {tid} ({row[KIND]})", why))
-        elif abs((ended[i] - started[i]).total_seconds() - seconds[i]) > 1.0:
+        elif abs((ended[i] - started[i]).total_seconds() - seconds[i]) > 1.5:  # whole seconds
             why = "its trial_time_s is not its ended_at - started_at"
             found.append(Finding("duration", where, f"trial {tid}: {seconds[i]:.1f}s", why))
     return found
@@ -237,6 +237,14 @@ def _value_kinds(line: str, where: str, trials: pd.DataFrame) -> list[Finding]:
     return found
 
 
+_KIND_COUNTS: dict[str, str | None] = {
+    r"none of the (\d+) trials?\b": None,
+    r"(\d+) trials? failed with an error": "errored",
+    r"(\d+) trials? measured more than the budget": "over budget",
+    r"(\d+) trials? did not end before the search did": "incomplete",
+}
+
+
 def check_counts(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
     """Every count the report states of trials against the rows of the trials table."""
     counts = trials[KIND].astype(str).value_counts().to_dict()
@@ -245,6 +253,9 @@ def check_counts(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
     stated: list[tuple[str, int, int]] = []  # claim, said, rows
     for m in re.finditer(r"All (\d+) trials?\b", text):
         stated.append((m[0], int(m[1]), total))
+    for pattern, kind in _KIND_COUNTS.items():  # the answer's sentences when nothing ran ok
+        for m in re.finditer(pattern, text):
+            stated.append((m[0], int(m[1]), total if kind is None else counts.get(kind, 0)))
     for m in re.finditer(r"- trials: (\d+), ok: (\d+)", text):
         stated += [(m[0], int(m[1]), total), (m[0], int(m[2]), counts.get("ok", 0))]
     kinds = "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))

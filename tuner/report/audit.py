@@ -89,7 +89,8 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
         result.findings += _same_rows(experiment.trials, trials, report_dir)
         result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata))
-    result.findings += check_unmeasured(trials, "trials.csv")
+    else:
+        result.findings += check_unmeasured(trials, "the experiment's trials")
     options = metadata.get("options") or {}
     found, notes = check_trackers(path, trials, options.get("mlflow"))
     result.findings += found
