@@ -92,7 +92,6 @@ def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) 
         assert not any(s.endswith(("/training_iteration", "/final", "/done")) for s in scalars)
 
 
-@pytest.mark.slow
 def test_the_auditor_finds_every_claim_of_the_tracked_search_supported(
     search: dict[str, Any],
 ) -> None:
@@ -104,6 +103,7 @@ def test_the_auditor_finds_every_claim_of_the_tracked_search_supported(
     assert found.ok, "\n".join(found.lines())
 
 
+@pytest.mark.slow
 def test_trial_folders_are_short_and_name_the_trial(search: dict[str, Any]) -> None:
     for trial_dir in _trial_dirs(search):
         params = json.loads((trial_dir / "params.json").read_text())
