@@ -130,38 +130,43 @@ def _tensorboard(experiment: Path, trials: pd.DataFrame) -> list[Finding]:
     }
     if not dirs:
         return []
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
-
     found = []
     for trial_id, kind in kinds_of(trials).items():
         where = f"TensorBoard: trial {trial_id}"
         if trial_id not in dirs:
             found.append(Finding("tracker", where, kind, "no event file: the trial was never told"))
             continue
-        events = EventAccumulator(str(dirs[trial_id]), size_guidance={"tensors": 0, "scalars": 0})
-        events.Reload()
-        tags = events.Tags()
-        text = f"{_TEXT_TAG}{KIND}/text_summary"
-        said = (
-            events.Tensors(text)[-1].tensor_proto.string_val[0].decode()
-            if text in tags.get("tensors", [])
-            else "no kind"
-        )
-        content = events.PluginTagToContent("hparams").get("_hparams_/session_end_info")
-        status = "no status"
-        if content is not None:
-            end = plugin_data_pb2.HParamsPluginData.FromString(content).session_end_info
-            status = api_pb2.Status.Name(end.status)
+        said, status, violations = _events(dirs[trial_id])
         if said != kind or status != hparams_status(kind):
             expected = hparams_status(kind)
             why = f"it says {said!r} with HParams {status}; trials.csv: {kind!r} ({expected})"
             found.append(Finding("tracker", where, said, why))
-        tag = f"{_TEXT_TAG}{MEMORY_VIOLATION}"
-        if tag in tags.get("scalars", []):
-            values = [e.value for e in events.Scalars(tag)]
-            found += _unmeasured_in(where, trial_id, trials, values)
+        found += _unmeasured_in(where, trial_id, trials, violations)
     return found
+
+
+def _events(trial_dir: Path) -> tuple[str, str, list[float]]:
+    """A trial's kind text, HParams status and memory violations, from its event files, read
+    with tensorboardX's own protos (TFRecord framing: length, its CRC, the event, its CRC)."""
+    from tensorboardX.proto import api_pb2, event_pb2, plugin_hparams_pb2
+
+    kind, status, violations = "no kind", "no status", []
+    for path in sorted(trial_dir.glob("events.out.tfevents.*")):
+        data, position = path.read_bytes(), 0
+        while position + 12 <= len(data):
+            (length,) = struct.unpack("<Q", data[position : position + 8])
+            event = event_pb2.Event.FromString(data[position + 12 : position + 12 + length])
+            position += 12 + length + 4
+            for value in event.summary.value:
+                if value.tag == f"{_TEXT_TAG}{KIND}/text_summary":
+                    kind = value.tensor.string_val[0].decode()
+                elif value.tag == "_hparams_/session_end_info":
+                    content = value.metadata.plugin_data.content
+                    end = plugin_hparams_pb2.HParamsPluginData.FromString(content).session_end_info
+                    status = api_pb2.Status.Name(end.status)
+                elif value.tag == f"{_TEXT_TAG}{MEMORY_VIOLATION}":
+                    violations.append(value.simple_value)
+    return kind, status, violations
 
 
 def _mlflow(uri: str, name: str, trials: pd.DataFrame) -> list[Finding]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.record import KIND, KINDS, TRIAL_ID, TRIAL_TIME_S
+from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID, TRIAL_TIME_S
 from tuner.stats import MIN_PAIRS, Change
 from tuner.units import DASH
 
@@ -176,14 +176,14 @@ def check_durations(
 
 def _row_times(trials: pd.DataFrame, where: str) -> list[Finding]:
     """Each trial that ran has its wall time, equal to its end minus its start."""
-    if "started_at" not in trials or TRIAL_TIME_S not in trials:
+    if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
         return []
     found = []
-    started = pd.to_datetime(trials["started_at"], utc=True, errors="coerce")
-    ended = pd.to_datetime(trials["ended_at"], utc=True, errors="coerce")
+    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
+    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
     seconds = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce")
     for i, row in trials.iterrows():
-        if str(row.get("ray_status") or "") == "PENDING":
+        if str(row.get(RAY_STATUS) or "") == "PENDING":
             continue  # never started
         tid = row[TRIAL_ID]
         if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
@@ -210,7 +210,7 @@ def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
             said = [c for c in cells if c in KINDS]
             if tid and said and said[0] != kinds[tid]:
                 why = f"trials.csv says {kinds[tid]!r}"
-                found.append(Finding("kind", where, f"{tid} {said[0]}", why))
+                found.append(Finding(KIND, where, f"{tid} {said[0]}", why))
         found += _value_kinds(line, where, trials)
     return found
 
@@ -233,7 +233,7 @@ def _value_kinds(line: str, where: str, trials: pd.DataFrame) -> list[Finding]:
         actual = sorted(set(ran[KIND].astype(str)))
         if not ran.empty and sorted(k.strip() for k in said.split(",")) != actual:
             why = f"the trials with {name}={value} were {', '.join(actual)}"
-            found.append(Finding("kind", where, f"{name}={value}: {said}", why))
+            found.append(Finding(KIND, where, f"{name}={value}: {said}", why))
     return found
 
 

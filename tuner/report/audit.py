@@ -44,7 +44,7 @@ from tuner.units import duration_text
 
 __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
 
-CHECKS = ("interval", "duration", "kind", "count", "plot", "tracker", "unmeasured")
+CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured")
 # The measurement phases whose clock the metadata records (after_search: started, ended).
 _PHASES = ("remeasure", "effects")
 
@@ -167,7 +167,7 @@ def check_console(console: str, trials: pd.DataFrame) -> list[Finding]:
         said, trial_id = match.group(1), match.group(2)
         if trial_id in kinds and kinds[trial_id] != said:
             why = f"trials.csv says {kinds[trial_id]!r}"
-            found.append(Finding("kind", "console", match.group(0), why))
+            found.append(Finding(KIND, "console", match.group(0), why))
     return found + _console_durations(console)
 
 
