@@ -159,7 +159,12 @@ def test_two_pairs_say_nothing_so_no_verdict_on_speed() -> None:
         _experiment([("f", "ok", 120.0, 0.50, 1000), ("s", "ok", 100.0, 0.80, 1000)], remeasure)
     )
     p = answer.picks
-    assert p is not None and p.throughput.tie and p.throughput.verdict == "uninformative"
+    assert (
+        p is not None
+        and p.throughput.contains_neutral
+        and not p.throughput.tie
+        and p.throughput.verdict == "uninformative"
+    )
     assert answer.recommended is not None and answer.recommended["trial_id"] == "f"
     assert "says nothing, so no verdict on speed" in answer.sentence()
     assert "says nothing" in answer.noise_note()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,6 +21,7 @@ from tuner.objectives import (
     pareto_mask,
     rank_candidates,
     report_objectives,
+    told_violation,
 )
 
 MIB = 2**20
@@ -93,3 +96,12 @@ def test_best_per_objective() -> None:
         "images_per_second": "fast",
         "val_accuracy": "accurate",
     }
+
+
+def test_a_peak_never_measured_gives_no_memory_violation() -> None:
+    """Issue 39: errored trials carried memory_violation = -1.0 in every client; a value nobody
+    measured is missing. An OOM is over budget whether its peak was measured or not."""
+    assert math.isnan(memory_violation({"status": "error"}, max_memory_bytes=200 * MIB))
+    assert math.isnan(memory_violation({"status": "error"}, max_memory_bytes=None))
+    assert memory_violation({"status": "oom"}, max_memory_bytes=None) > 0
+    assert told_violation(math.nan) == -1.0 and told_violation(0.5) == 0.5  # Optuna's view

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from tuner.stats import (
+    INTERVAL_RULE,
+    Change,
     accuracy_difference,
     median_interval,
     paired_difference,
@@ -26,7 +28,7 @@ def _pairs(rng: np.random.Generator, ratio: float, n: int, noise: float = 0.15):
 
 def test_two_equal_distributions_are_a_tie_about_95_percent_of_the_time() -> None:
     rng = np.random.default_rng(0)
-    ties = [paired_ratio(*_pairs(rng, 1.0, 5)).tie for _ in range(400)]
+    ties = [paired_ratio(*_pairs(rng, 1.0, 5)).contains_neutral for _ in range(400)]
     assert 0.91 <= sum(ties) / len(ties) <= 0.99  # a 95% interval, within sampling error
 
 
@@ -39,8 +41,8 @@ def test_two_settings_far_apart_are_never_a_tie() -> None:
 
 def test_a_real_but_small_change_separates_with_more_repeats() -> None:
     rng = np.random.default_rng(2)
-    few = np.mean([paired_ratio(*_pairs(rng, 1.15, 3)).tie for _ in range(200)])
-    many = np.mean([paired_ratio(*_pairs(rng, 1.15, 12)).tie for _ in range(200)])
+    few = np.mean([paired_ratio(*_pairs(rng, 1.15, 3)).contains_neutral for _ in range(200)])
+    many = np.mean([paired_ratio(*_pairs(rng, 1.15, 12)).contains_neutral for _ in range(200)])
     assert many < few
 
 
@@ -123,3 +125,47 @@ def test_one_run_each_is_a_tie_inside_the_validation_sets_error(
     change = accuracy_difference([0.69], [other], images=[images, images])
     assert change.tie is tie
     assert change.separated is (change.has_interval and not tie)
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "n", "verdict"),
+    [
+        (
+            22.32,
+            8.30,
+            59.98,
+            3,
+            "separated",
+        ),  # excludes 1x by a factor of 8: a verdict, however wide
+        (3.0, 1.2, 7.5, 2, "separated"),  # two pairs, still excludes 1x
+        (0.69, 0.25, 1.92, 5, "uninformative"),  # holds 1x, wide: says nothing, never a tie
+        (1.01, 0.97, 1.05, 5, "tie"),  # holds 1x, narrow
+        (1.01, 0.97, 1.05, 2, "uninformative"),  # narrow but from 2 pairs
+        (1.0, math.nan, math.nan, 1, "none"),
+    ],
+)
+def test_the_interval_rule_is_about_what_the_interval_shows(
+    value: float, low: float, high: float, n: int, verdict: str
+) -> None:
+    change = Change(value, low, high, n, 1.0)
+    assert change.verdict == verdict
+    assert change.tie == (verdict == "tie") and change.separated == (verdict == "separated")
+    assert change.informative == (verdict in ("tie", "separated"))
+
+
+def test_a_table_never_prints_an_interval_that_says_nothing_as_a_tie() -> None:
+    from tuner.report.document import change_text
+
+    row = {"r_ratio": 0.69, "r_ratio_low": 0.25, "r_ratio_high": 1.92, "r_ratio_n": 5}
+    assert change_text({**row, "r_ratio_tie": True}, "r_ratio").startswith("says nothing (")
+    wide = {"r_ratio": 22.32, "r_ratio_low": 8.3, "r_ratio_high": 59.98, "r_ratio_n": 3}
+    assert "tie" not in change_text(wide, "r_ratio") and "says nothing" not in change_text(
+        wide, "r_ratio"
+    )
+
+
+def test_the_readme_states_the_interval_rule_as_stats_does() -> None:
+    from pathlib import Path
+
+    readme = " ".join(Path(__file__).parents[1].joinpath("README.md").read_text().split())
+    assert INTERVAL_RULE.replace("%", " %") in readme or INTERVAL_RULE in readme

@@ -35,6 +35,7 @@ __all__ = [
     "pareto_mask",
     "rank_candidates",
     "report_objectives",
+    "told_violation",
 ]
 
 ObjectiveName = Literal["pareto", "throughput", "accuracy"]
@@ -108,12 +109,17 @@ def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: float | No
     """Optuna's constraint value: (peak - budget) / budget; > 0 is infeasible.
 
     An OOM is infeasible even when its peak was not measured; without a budget only OOMs
-    violate (-1 otherwise).
+    violate (-1 otherwise). A peak that was never measured (a trial that errored first) gives
+    NaN, never a number: no client may show a value nobody measured.
     """
     peak = as_number(metrics.get("peak_memory_bytes"))
     oom = metrics.get("status") == "oom"
-    if max_memory_bytes is None or math.isnan(peak):
-        return OOM_VIOLATION if oom else -1.0
+    if oom and (max_memory_bytes is None or math.isnan(peak)):
+        return OOM_VIOLATION
+    if math.isnan(peak):
+        return math.nan
+    if max_memory_bytes is None:
+        return -1.0
     violation = (peak - max_memory_bytes) / max_memory_bytes
     return max(violation, OOM_VIOLATION) if oom else violation
 
@@ -207,3 +213,11 @@ def best_per_objective(pool: pd.DataFrame, objs: Sequence[Objective]) -> dict[st
         )
         best[metric] = order.iloc[0]
     return best
+
+
+def told_violation(value: Any) -> float:
+    """The constraint Optuna is told: the measured violation, or -1 (feasible) for a trial that
+    measured none (it errored first), so that it does not bias the model; the trial's record
+    keeps NaN."""
+    violation = as_number(value)
+    return -1.0 if math.isnan(violation) else violation

@@ -45,7 +45,9 @@ __all__ = [
     "config_dtype",
     "declared_dtype",
     "engine_values",
+    "hparams_status",
     "is_candidate",
+    "mlflow_status",
     "optuna_state",
     "trial_report",
 ]
@@ -326,6 +328,24 @@ def is_candidate(kind: str) -> bool:
 def optuna_state(kind: str) -> str:
     """The Optuna ``TrialState`` name a trial of this kind is told as."""
     return _OPTUNA_STATES[kind]
+
+
+def hparams_status(kind: str) -> str:
+    """The TensorBoard HParams status a trial of this kind is told as (its only words:
+    success, failure, unknown, running): a trial that failed (Optuna FAIL) is a failure, one
+    the search's time budget cut is unknown (it did not fail, nor finish); the other kinds ran
+    as they were meant to (stopped early and over budget are told by the kind text beside)."""
+    if kind == "incomplete":
+        return "STATUS_UNKNOWN"
+    return "STATUS_FAILURE" if optuna_state(kind) == "FAIL" else "STATUS_SUCCESS"
+
+
+def mlflow_status(kind: str) -> str:
+    """The MLflow run status a trial of this kind ends with: KILLED when the search's end cut
+    it, FAILED when it failed (Optuna FAIL), else FINISHED."""
+    if kind == "incomplete":
+        return "KILLED"
+    return "FAILED" if optuna_state(kind) == "FAIL" else "FINISHED"
 
 
 # ---- one report -------------------------------------------------------------------------------

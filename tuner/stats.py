@@ -8,24 +8,29 @@
   drift); :func:`paired_difference`: the same for additive quantities.
 - :func:`accuracy_difference` also covers the validation set's sampling error: repeats of one
   seed are replicas, their spread zero, yet 359 images cannot tell 0.72 from 0.69.
-- An interval that contains "no change" is a **tie**, one that excludes it **separated**;
-  without an interval a change is neither: no verdict without evidence.
-- A ratio's interval from fewer than :data:`MIN_PAIRS` pairs, or reaching further than
-  :data:`UNINFORMATIVE_REACH` from its ratio, is **uninformative**: it says nothing a reader can
-  use (0.78x [0.00–296.93] from 2 pairs), so it is named as such, never shown as a tie.
+- The one interval rule (:attr:`Change.verdict`, stated in words as :data:`INTERVAL_RULE`):
+  an interval that excludes "no change" (1x for a ratio, 0 for a difference) is **separated**,
+  a verdict however wide it is (22.32x [8.30–59.98] is faster, beyond noise). One that contains
+  "no change" is a **tie** when it is narrow (a ratio's from at least :data:`MIN_PAIRS` pairs
+  and within +-:data:`UNINFORMATIVE_REACH` of its ratio) and **uninformative**, "says
+  nothing", when it is wide (0.69x [0.25–1.92]: it cannot tell a change that helps from one
+  that halves the speed), so it is never shown as a tie. Without an interval a change is none
+  of these: no verdict without evidence.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tuner.units import interval_text, is_finite
+from tuner.units import as_number, interval_text, is_finite
 
 __all__ = [
     "CONFIDENCE",
+    "INTERVAL_RULE",
     "MIN_PAIRS",
     "UNINFORMATIVE_REACH",
     "Change",
@@ -42,6 +47,12 @@ MIN_PAIRS = 3  # a t-interval of 2 pairs is 12.7 standard errors wide (t at 1 de
 # A speed interval reaching past +-50 % cannot tell a change that helps from one that halves
 # the speed: nothing a reader could act on.
 UNINFORMATIVE_REACH = 0.5
+INTERVAL_RULE = (
+    "an interval that excludes 1x (0 for a difference) is a verdict, beyond noise, however wide; "
+    "one that includes 1x is a tie only when it is narrow (from at least "
+    f"{MIN_PAIRS} pairs and within +-{UNINFORMATIVE_REACH:.0%} of its ratio), and otherwise "
+    "says nothing"
+)
 _Z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96 for 95 %
 
 
@@ -65,8 +76,8 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Change:
-    """A paired change: ``value`` (a ratio or a difference) with its interval; ``tie`` and
-    ``separated`` whether the interval holds ``neutral`` (both False without an interval)."""
+    """A paired change: ``value`` (a ratio or a difference) with its interval and what it may
+    claim (:attr:`verdict`; ``tie`` and ``separated`` both False without an interval)."""
 
     value: float
     low: float
@@ -78,33 +89,56 @@ class Change:
     def has_interval(self) -> bool:
         return not (math.isnan(self.value) or math.isnan(self.low) or math.isnan(self.high))
 
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], key: str) -> Change:
+        """The change a table row stores under ``key`` (``key``, ``key_low``, ``key_high``,
+        ``key_n``); a ratio when ``ratio`` is in the key. A row from before the pair count was
+        stored is judged by its interval's width alone."""
+        value, low, high, n = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high", "_n"))
+        pairs = MIN_PAIRS if math.isnan(n) else int(n)
+        return cls(value, low, high, pairs, 1.0 if "ratio" in key else 0.0)
+
     @property
-    def tie(self) -> bool:
+    def contains_neutral(self) -> bool:
+        """Whether the interval holds "no change" (False without an interval)."""
         return self.has_interval and self.low <= self.neutral <= self.high
 
     @property
-    def separated(self) -> bool:
-        return self.has_interval and not self.low <= self.neutral <= self.high
-
-    @property
-    def verdict(self) -> str:
-        """What the change may claim: ``separated`` (beyond noise), ``tie`` (within noise),
-        ``uninformative`` (an interval that says nothing) or ``none`` (no interval)."""
-        if not self.has_interval:
-            return "none"
-        if not self.informative:
-            return "uninformative"
-        return "tie" if self.tie else "separated"
-
-    @property
-    def informative(self) -> bool:
-        """Whether the interval says something: a ratio's from at least :data:`MIN_PAIRS` pairs
-        and within +-:data:`UNINFORMATIVE_REACH` of its value (a difference: any interval)."""
+    def narrow(self) -> bool:
+        """Whether the interval is narrow enough for a tie to mean "the same": a ratio's from at
+        least :data:`MIN_PAIRS` pairs and within +-:data:`UNINFORMATIVE_REACH` of its value (a
+        difference's: any interval, its unit says how wide)."""
         if not self.has_interval:
             return False
         if self.neutral != 1.0:
             return True
         return self.n >= MIN_PAIRS and self.half_width <= UNINFORMATIVE_REACH
+
+    @property
+    def verdict(self) -> str:
+        """What the change may claim, by the one rule (:data:`INTERVAL_RULE`): ``separated``
+        (excludes no change: beyond noise, however wide), ``tie`` (holds it, narrow),
+        ``uninformative`` (holds it, wide: says nothing) or ``none`` (no interval)."""
+        if not self.has_interval:
+            return "none"
+        if not self.contains_neutral:
+            return "separated"
+        return "tie" if self.narrow else "uninformative"
+
+    @property
+    def tie(self) -> bool:
+        """Inside the noise, and the interval narrow enough to say so."""
+        return self.verdict == "tie"
+
+    @property
+    def separated(self) -> bool:
+        """Beyond noise: the interval excludes no change, however wide."""
+        return self.verdict == "separated"
+
+    @property
+    def informative(self) -> bool:
+        """Whether the interval says something: a verdict or a narrow tie."""
+        return self.verdict in ("separated", "tie")
 
     @property
     def half_width(self) -> float:

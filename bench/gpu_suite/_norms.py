@@ -129,7 +129,7 @@ def _summary_line(table: pd.DataFrame) -> str:
     parts = []
     for model, part in table.groupby("model", sort=False):
         group = part[part["arm"] != "batchnorm"]
-        slower = int((~group["throughput_ratio_vs_baseline_tie"].astype(bool)
-                      & (group["throughput_ratio_vs_baseline"] < 1)).sum())  # fmt: skip
+        beyond = group["throughput_ratio_vs_baseline_verdict"] == "separated"
+        slower = int((beyond & (group["throughput_ratio_vs_baseline"] < 1)).sum())
         parts.append(f"{model}: {slower}/{len(group)} GroupNorm arms slower than BatchNorm")
     return "; ".join(parts) + " (beyond the noise)."

@@ -63,7 +63,8 @@ def paired_column(runs: pd.DataFrame, column: str, arms: Sequence[Arm]) -> pd.Da
             change = paired_ratio(theirs[column].tolist(), ours[column].tolist())
             key = f"{column}_ratio_vs_{label}"
             row[key], row[f"{key}_low"], row[f"{key}_high"] = change.value, change.low, change.high
-            row[f"{key}_tie"] = change.tie
+            row[f"{key}_tie"], row[f"{key}_n"] = change.tie, change.n
+            row[f"{key}_verdict"] = change.verdict  # the one rule (tuner.stats)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -12,6 +12,7 @@ import pytest
 from tuner.cli import main
 from tuner.compare import fidelity, minimal_loop
 from tuner.errors import TunerError
+from tuner.stats import Change
 from tuner.workloads import MICRO_BENCH
 
 TINY_WORKLOAD = {**MICRO_BENCH, "device": "cpu"}
@@ -36,19 +37,21 @@ def test_the_engine_runs_what_the_minimal_loop_runs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "low", "high", "tie", "says"),
+    ("value", "low", "high", "says"),
     [
-        (0.98, 0.95, 1.02, True, "within the noise"),
-        (0.90, 0.86, 0.94, False, "10.0% slower than the minimal loop, outside the noise"),
-        (1.05, 1.01, 1.09, False, "5.0% faster"),
-        (1.0, math.nan, math.nan, True, "one pair: no interval"),
-        (math.nan, math.nan, math.nan, True, "No pair of runs finished"),
+        (0.98, 0.95, 1.02, "within the noise"),
+        (0.90, 0.86, 0.94, "10.0% slower than the minimal loop, outside the noise"),
+        (1.05, 1.01, 1.09, "5.0% faster"),
+        (0.69, 0.25, 1.92, "too wide to say anything"),  # never "within the noise"
+        (3.0, 1.5, 6.0, "faster than the minimal loop, outside the noise"),  # wide, excludes 1x
+        (1.0, math.nan, math.nan, "one pair: no interval"),
+        (math.nan, math.nan, math.nan, "No pair of runs finished"),
     ],
 )
 def test_the_verdict_says_whether_the_engine_is_within_noise(
-    value: float, low: float, high: float, tie: bool, says: str
+    value: float, low: float, high: float, says: str
 ) -> None:
-    assert says in fidelity.verdict(value, low, high, tie=tie)
+    assert says in fidelity.verdict(Change(value, low, high, 5, 1.0))
 
 
 def test_one_pair_is_too_few(capsys: pytest.CaptureFixture) -> None:

@@ -52,6 +52,8 @@ def _assert_ran(result: RunResult, changes: dict[str, Any]) -> None:
     assert result.memory_kind == "cpu_training_state" and result.peak_memory_bytes is not None
     for key in ("amp", "prefetch", "compile", "channels_last", "fused_adamw", "set_to_none"):
         assert key in result.effective
+    if changes.get("norm") == "group":  # issue 39: effective_gn_groups was empty
+        assert result.effective["gn_groups"] == changes["gn_groups"]
 
 
 @pytest.mark.parametrize("changes", SWITCHES + COMBINATIONS, ids=str)

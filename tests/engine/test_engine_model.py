@@ -91,3 +91,14 @@ def test_img_size_is_passed_only_to_models_that_take_it() -> None:
 def test_bad_model_is_a_clear_error(changes: dict, match: str) -> None:
     with pytest.raises(TunerError, match=match):
         build_model(tiny(**changes), 10)
+
+
+def test_heads_that_do_not_divide_the_width_are_named_not_the_image_size() -> None:
+    """Issue 39: num_heads=3 with embed_dim 32 read "cannot take img_size=16 ... try another
+    --img-size", and a console line cut short lost the real cause."""
+    kwargs = {**TINY_VIT["model_kwargs"], "embed_dim": 32, "num_heads": 3}
+    with pytest.raises(TunerError) as raised:
+        build_model(tiny(model_kwargs=kwargs, img_size=16), 10)
+    message = str(raised.value)
+    assert "embed_dim 32 is not a multiple of num_heads 3" in message[:160]
+    assert "img_size" not in message

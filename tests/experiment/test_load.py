@@ -15,6 +15,8 @@ from tuner.engine.result import bound_of
 from tuner.errors import TunerError
 from tuner.experiment import (
     CUT_FILE,
+    CUT_STARTED_UNIX_S,
+    CUT_UNIX_S,
     LEADING_COLUMNS,
     load_experiment,
     resolve_experiment,
@@ -361,3 +363,22 @@ def test_a_study_file_that_is_no_database_is_read_without(
     assert experiment.study is None
     assert any(p.startswith("study.db could not be read (damaged") for p in experiment.problems)
     assert len(experiment.trials) == 3 and _front(copy) == _front(smoke_experiment)
+
+
+def test_a_trial_cut_before_its_first_report_has_its_times(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    """Issue 39: a trial the search's time budget cut before its first report ran 95-190 s, yet
+    its trial_time_s, start and end were empty: the cut marker holds when it ran."""
+    copy = _copy(smoke_experiment, tmp_path)
+    trial_id, file, _ = _first_trial(copy)
+    file.unlink()  # no report: Ray writes result.json at the first
+    stamps = {
+        "trial_id": trial_id,
+        CUT_STARTED_UNIX_S: 1_800_000_000.0,
+        CUT_UNIX_S: 1_800_000_095.0,
+    }
+    (file.parent / CUT_FILE).write_text(json.dumps(stamps))
+    row = load_experiment(copy).trials.set_index("trial_id").loc[trial_id]
+    assert row["kind"] == "incomplete" and row["trial_time_s"] == pytest.approx(95.0)
+    assert row["started_at"] == pd.Timestamp(1_800_000_000, unit="s", tz="UTC")

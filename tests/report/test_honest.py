@@ -227,12 +227,42 @@ def test_a_value_tried_and_errored_is_not_called_untried() -> None:
         choices = (2, 3, 4)
 
     trials = pd.DataFrame(
-        {"status": ["ok", "error", "ok"], "param_num_heads": [2, 3, 2], "kind": ["ok"] * 3}
+        {
+            "status": ["ok", "error", "ok"],
+            "param_num_heads": [2, 3, 2],
+            "kind": ["ok", "errored", "ok"],
+        }
     )
     found = not_tried(trials, ["num_heads"], {"num_heads": Choices()})
     assert found == {
         "not tried": ["num_heads=4"],
-        "tried, errored (no trial finished ok)": ["num_heads=3"],
+        "tried, none ran ok to its end": ["num_heads=3 (errored)"],
+    }
+
+
+def test_values_no_trial_ran_ok_with_are_named_with_their_kinds_not_the_engine_status() -> None:
+    """Issue 39: a diverged variant was called errored, and the over-budget and incomplete ones
+    (their engine status ok) were left out."""
+
+    class Choices:
+        choices = ("ok", "blowup", "bad", "over", "cut")
+
+    kinds = ["ok", "diverged", "errored", "over budget", "incomplete"]
+    trials = pd.DataFrame(
+        {
+            "status": ["ok", "diverged", "error", "ok", "ok"],
+            "param_variant": list(Choices.choices),
+            "kind": kinds,
+        }
+    )
+    found = not_tried(trials, ["variant"], {"variant": Choices()})
+    assert found == {
+        "tried, none ran ok to its end": [
+            "variant=blowup (diverged)",
+            "variant=bad (errored)",
+            "variant=over (over budget)",
+            "variant=cut (incomplete)",
+        ]
     }
 
 
@@ -277,12 +307,14 @@ def test_a_phase_says_by_how_much_it_ran_over_its_time_limit(
     smoke_experiment: Path, tmp_path: Path
 ) -> None:
     meta = read_metadata(smoke_experiment)
-    effects = {**meta["effects"], "time_limit_s": 2.0, "seconds": 7.0}
-    remeasure = {**meta["remeasure"], "time_limit_s": 5.0, "seconds": 4.6}
+    clock = {"started_unix_s": 100.0, "ended_unix_s": 107.0}  # as long as it measured
+    effects = {**meta["effects"], "time_limit_s": 2.0, "seconds": 7.0, **clock}
+    remeasure = {**meta["remeasure"], "time_limit_s": 5.0, "seconds": 4.6, **clock}
+    remeasure["ended_unix_s"] = 131.0  # issue 39: the clock, the task's start-up included
     folder = _copy(smoke_experiment, tmp_path, effects=effects, remeasure=remeasure)
     markdown = _report(folder, tmp_path)
     assert "took 7s: 5s over its 2s limit" in markdown
-    assert "took 5s, within its 5s limit" in markdown
+    assert "took 31s on the clock, 5s of it measuring, within its 5s limit" in markdown
 
 
 def test_a_starved_effects_step_says_it_has_no_information(

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image as PILImage
 
-from tuner.report._plots import effects_plot, importance_plot
+from tuner.report._plots import _KIND_STYLE, effects_plot, importance_plot, pareto_plot
+from tuner.report.document import Section
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -63,3 +64,45 @@ def test_one_bar_chart_per_objective_that_has_importances(tmp_path: Path) -> Non
     }
     assert image.title == "images_per_second / val_accuracy"
     assert importance_plot({"val_accuracy": "too few trials"}, tmp_path / "x.png") is None
+
+
+def _every_kind_trials() -> pd.DataFrame:
+    """Seven trials as the every-kind search makes them: three never measured anything."""
+    nan = math.nan
+    return pd.DataFrame(
+        {
+            "trial_id": ["ok", "weak", "over", "blowup", "bad", "crash", "cut"],
+            "kind": [
+                "ok",
+                "stopped early",
+                "over budget",
+                "diverged",
+                "errored",
+                "errored",
+                "incomplete",
+            ],
+            "images_per_second": [900.0, 120.0, 800.0, nan, nan, nan, 1500.0],
+            "val_accuracy": [0.8, 0.1, 0.7, nan, nan, nan, nan],
+        }
+    )
+
+
+def test_the_pareto_plot_stacks_no_trial_and_its_title_counts_its_marks(tmp_path: Path) -> None:
+    """Issue 39: errored, diverged and unreported trials were stacked at (0, 0) under a title
+    promising every trial, and both failure kinds shared one glyph and colour."""
+    from tuner.report._audit_clients import check_plots
+    from tuner.report.document import render_html
+
+    trials = _every_kind_trials()
+    objectives = [("images_per_second", "max"), ("val_accuracy", "max")]
+    image = pareto_plot(trials, trials.iloc[:1], objectives, tmp_path / "pareto.png")
+    drawn = [p for p in image.points if p["series"] != "Pareto front"]
+    places = [(p["x"], p["y"]) for p in drawn]
+    assert len(places) == len(set(places)) == 4  # the three that measured nothing: not drawn
+    assert "(4 of 7)" in image.title and "1 diverged" in image.title and "2 errored" in image.title
+    styles = {(p["marker"], p["color"]) for p in drawn}
+    assert len(styles) == len({p["series"] for p in drawn})  # a glyph and colour per kind
+    _, marker, color = _KIND_STYLE["diverged"]
+    assert (marker, color) != _KIND_STYLE["errored"][1:]
+    page = render_html("t", [Section("s", [image])])
+    assert check_plots(page, "report.html", trials) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from tuner.answer import decide
 from tuner.cli import main
 from tuner.compare import PLAIN, REFERENCE
 from tuner.config import load_config_file
-from tuner.experiment import load_experiment, read_trials_csv, speed_settings_of
+from tuner.experiment import load_experiment, read_trials_csv, speed_settings_of, write_trials_csv
 from tuner.record import KINDS
 from tuner.report import write_report
 from tuner.report._effects import (
@@ -26,6 +27,7 @@ from tuner.report._effects import (
     plain_loop_gain,
     says_nothing,
 )
+from tuner.report.audit import CHECKS, audit
 from tuner.techniques import settings_text
 
 SECTIONS = [
@@ -318,3 +320,61 @@ def test_the_input_pipeline_section_reads_the_recommended_trial(
     assert f"trained at {row['images_per_second']:,.0f} images/s" in text
     assert f"**{row['bound']}-bound**" in text  # digits in memory: the loader keeps up
     assert f"waited for the next batch {row['data_wait_fraction']:.0%}" in text
+
+
+# ---- the auditor (issue 39): every claim of the smoke report holds, and each check bites -------
+
+
+def test_the_auditor_finds_every_claim_of_the_smoke_report_supported(
+    smoke_experiment: Path, report: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["report", "--check", str(smoke_experiment), "--out", str(report)]) == 0
+    assert "every claim checked holds" in capsys.readouterr().out
+
+
+def _tamper(check: str, experiment: Path, report: Path) -> None:
+    """Make the report (or a client's files) claim one thing its data does not support."""
+    markdown, page = report / "report.md", report / "report.html"
+    trials = read_trials_csv(report / "trials.csv")
+    tid, kind = str(trials["trial_id"].iloc[0]), str(trials["kind"].iloc[0])
+    if check == "interval":  # a tie claimed beyond noise
+        markdown.write_text(
+            markdown.read_text() + "\nIt is faster beyond noise: 1.01x [0.90–1.12].\n"
+        )
+    elif check == "duration":
+        text = re.sub(
+            r"summed trial wall time: \S+", "summed trial wall time: 9h59m", markdown.read_text()
+        )
+        markdown.write_text(text)
+    elif check == "kind":
+        other = next(k for k in KINDS if k != kind)
+        markdown.write_text(
+            markdown.read_text().replace(f"| {tid} | {kind} |", f"| {tid} | {other} |")
+        )
+    elif check == "count":
+        markdown.write_text(
+            re.sub(
+                r"All (\d+) trials", lambda m: f"All {int(m[1]) + 5} trials", markdown.read_text()
+            )
+        )
+    elif check == "plot":  # a title promising more trials than it draws
+        page.write_text(re.sub(r"Every trial \((\d+)\)", "Every trial (99)", page.read_text()))
+    elif check == "tracker":  # one trial's TensorBoard events lost: never told
+        for events in experiment.glob(f"t_{tid}_*/events.out.tfevents.*"):
+            events.unlink()
+    elif check == "unmeasured":  # a memory violation where no peak was measured
+        trials.loc[0, "peak_memory_bytes"] = pd.NA
+        write_trials_csv(trials, report / "trials.csv")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_each_check_of_the_auditor_fails_on_a_report_tampered_that_one_way(
+    check: str, smoke_experiment: Path, report: Path, tmp_path: Path
+) -> None:
+    experiment, copy = tmp_path / "smoke", tmp_path / "report"
+    shutil.copytree(smoke_experiment, experiment, ignore=shutil.ignore_patterns("checkpoint_*"))
+    shutil.copytree(report, copy)
+    _tamper(check, experiment, copy)
+    found = audit(experiment, report_dir=copy)
+    assert found.findings, check
+    assert {f.check for f in found.findings} == {check}, found.lines()

@@ -281,3 +281,15 @@ def _wandb_records(path: Path) -> Iterator[Any]:
             record.ParseFromString(chunks)
             chunks = b""
             yield record
+
+
+def test_the_auditor_finds_every_claim_of_every_client_supported(search: dict[str, Any]) -> None:
+    """Issue 39: the report of the every-kind search, its console, its TensorBoard files, its
+    MLflow store and its W&B runs, each claim checked against the trials table."""
+    from tuner.report import write_report
+    from tuner.report.audit import audit
+
+    report = write_report(search["experiment"], out_dir=search["scratch"] / "report")
+    found = audit(search["experiment"], report_dir=report, console=search["stdout"])
+    assert found.ok, "\n".join(found.lines())
+    assert not found.notes  # every client was read

@@ -92,6 +92,17 @@ def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) 
         assert not any(s.endswith(("/training_iteration", "/final", "/done")) for s in scalars)
 
 
+def test_the_auditor_finds_every_claim_of_the_tracked_search_supported(
+    search: dict[str, Any],
+) -> None:
+    """Issue 39: the search's report, its console, TensorBoard and (when installed) MLflow."""
+    from tuner.report.audit import audit
+
+    report = search["experiment"].parent.parent / "reports" / NAME
+    found = audit(search["experiment"], report_dir=report, console=search["stdout"])
+    assert found.ok, "\n".join(found.lines())
+
+
 @pytest.mark.slow
 def test_trial_folders_are_short_and_name_the_trial(search: dict[str, Any]) -> None:
     for trial_dir in _trial_dirs(search):
@@ -357,10 +368,11 @@ def test_the_hparams_status_follows_the_kind(kind: str, status: str) -> None:
     from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
     from tensorboardX.summary import hparams
 
-    from tuner.search.tracking import _HPARAMS_STATUS, _set_status
+    from tuner.record import hparams_status
+    from tuner.search.tracking import _set_status
 
     end = hparams(hparam_dict={"lr": 0.1}, metric_dict={"val_accuracy": 0.5})[2]
-    _set_status(end, _HPARAMS_STATUS[kind])
+    _set_status(end, hparams_status(kind))
     content = end.value[0].metadata.plugin_data.content
     read = plugin_data_pb2.HParamsPluginData.FromString(content).session_end_info.status
     assert api_pb2.Status.Name(read) == status
@@ -382,3 +394,58 @@ def test_a_trial_the_search_end_cut_is_incomplete_unless_its_last_report_was_fin
     never = trial("c", {})  # asked, never started: not cut, not run
     cut = cut_at_end([running, done, never], started={"a", "b"}, ended={"x"})
     assert cut == [running]
+
+
+@NEEDS_MLFLOW
+def test_a_trial_cut_before_its_first_report_is_ended_in_every_tracker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: the search's time budget cut a trial before its first report, and the trackers
+    never ended it (MLflow RUNNING, W&B exit 0 without a kind, TensorBoard no HParams status).
+    Each logger, as Ray's controller drives it: the trial starts, the experiment ends."""
+    from ray.train._internal.storage import StorageContext
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    from tuner.report._audit_clients import wandb_records
+    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+    from tuner.search.wandb_logger import WandbOfflineCallback
+
+    # Ray's driver staging folder lives in its session folder: here, without a cluster.
+    monkeypatch.setattr(StorageContext, "_get_session_path", lambda _: str(tmp_path / "session"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    storage = StorageContext(storage_path=str(tmp_path), experiment_dir_name="exp")
+    trial = Trial("run_trial", config={"batch_size": 8}, trial_id="cut00001", stub=True,
+                  storage=storage, evaluated_params={"batch_size": 8})  # fmt: skip
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    loggers = [
+        StepTBXLoggerCallback(),
+        StepMLflowLoggerCallback(uri, experiment_name="exp", tags={"space": "s"}),
+        WandbOfflineCallback(project="p", folder=tmp_path / "exp", tags={"experiment": "exp"}),
+    ]
+    for logger in loggers:
+        logger.setup(**RAY_SETUP)
+        logger.on_trial_start(0, [trial], trial)
+    for logger in loggers:  # no report: the search's end
+        logger.on_experiment_end([trial])
+
+    events = EventAccumulator(trial.path, size_guidance={"tensors": 0})
+    events.Reload()
+    (kind,) = events.Tensors("ray/tune/kind/text_summary")
+    assert kind.tensor_proto.string_val[0].decode() == "incomplete"
+    content = events.PluginTagToContent("hparams")["_hparams_/session_end_info"]
+    end = plugin_data_pb2.HParamsPluginData.FromString(content).session_end_info
+    assert api_pb2.Status.Name(end.status) == "STATUS_UNKNOWN"
+
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("exp").experiment_id])
+    (run,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert (run.info.status, run.data.tags.get("kind")) == ("KILLED", "incomplete")
+
+    (path,) = (tmp_path / "exp").glob("wandb/offline-run-*/run-*.wandb")
+    records = list(wandb_records(path))
+    exits = [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"]
+    tags = [r.run.tags for r in records if r.WhichOneof("record_type") == "run"][-1]
+    assert exits == [1] and "kind: incomplete" in tags

@@ -27,6 +27,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _flags.add(parser, "--storage")
     _flags.add(parser, "--out", detail="default: reports/<experiment name>")
     _flags.add(parser, "--json")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing: check every claim of the report (--out, default reports/<name>) "
+        "and of every tracker's files against the trial data; list each failing claim, one a "
+        "line, and exit 1 if there is one (EXPERIMENT may also be a report folder alone)",
+    )
+    parser.add_argument(
+        "--console", metavar="FILE", help="with --check: the search's console output, kept"
+    )
     parser.set_defaults(run=run)
 
 
@@ -36,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from tuner.experiment.lock import say_leftovers_ended
     from tuner.report import write_report
 
+    if args.check:
+        return check(args)
     path = resolve_experiment(args.experiment, storage=args.storage)
     say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
     loaded = load(path, storage=args.storage)
@@ -48,6 +60,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _flags.print_json(result_json(experiment, answer, written))
     return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """``--check``: the auditor's failing claims on stdout, one a line; 1 when there is one."""
+    from tuner.errors import EXIT_OK, EXIT_RUNTIME
+    from tuner.experiment import resolve_experiment
+    from tuner.report.audit import audit
+
+    given = Path(args.experiment)
+    if any(given.glob("*.md")) and not any(given.glob("*/params.json")):
+        path, report = given, given  # a report folder alone
+    else:
+        path = resolve_experiment(args.experiment, storage=args.storage)
+        report = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
+    console = Path(args.console).read_text() if args.console else None
+    found = audit(path, report_dir=report if report.is_dir() else None, console=console)
+    for note in found.notes:
+        print(note, file=sys.stderr)
+    for line in found.lines():
+        print(line)
+    if found.ok:
+        print(f"every claim checked holds ({path})")
+    return EXIT_OK if found.ok else EXIT_RUNTIME
 
 
 def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> dict[str, Any]:

@@ -73,11 +73,13 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
     )
     out: dict[str, Any] = {}
     for key, column, estimate in specs:
-        value, low, high, tie, n = math.nan, math.nan, math.nan, True, 0
+        value, low, high, tie, n, said = math.nan, math.nan, math.nan, True, 0, "none"
         if not mine.empty:
             change = estimate(theirs[column].tolist(), mine[column].tolist())
-            value, low, high, tie, n = change.value, change.low, change.high, change.tie, change.n
+            value, low, high, n = change.value, change.low, change.high, change.n
+            tie, said = change.tie, change.verdict
         prefix = f"{key}_vs_{label}"
         out.update({prefix: value, f"{prefix}_low": low, f"{prefix}_high": high})
         out.update({f"{prefix}_tie": tie, f"{prefix}_n": n})  # n: the pairs it is made of
+        out[f"{prefix}_verdict"] = said  # stats.Change.verdict: the one rule, stated once
     return out

@@ -27,6 +27,7 @@ from tuner.engine.build import resolve_device
 from tuner.engine.data import build_data
 from tuner.engine.meters import environment, synchronize
 from tuner.engine.model import build_model
+from tuner.stats import INTERVAL_RULE, Change
 from tuner.units import format_bytes, interval_text, ratio_text
 from tuner.usercode import is_ref
 from tuner.workloads import workload as reference
@@ -179,8 +180,11 @@ def _ratio(row: dict[str, Any], label: str) -> str:
     key = f"throughput_ratio_vs_{label}"
     if row.get(key) is None:
         return ""
-    tie = " (tie)" if row.get(f"{key}_tie") else ""
-    return ratio_text(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")) + tie
+    said = {"tie": " (tie)", "uninformative": " (says nothing)"}
+    verdict = Change.from_row(row, key).verdict
+    return ratio_text(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")) + said.get(
+        verdict, ""
+    )
 
 
 def _spread(row: dict[str, Any], ips: float) -> str:
@@ -199,7 +203,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"{cfg['batch_size']}, {cfg['steps']} measured steps after {cfg['warmup_steps']} warm-up "
         f"steps, {report['repeats']} interleaved repeats. images/s: median [interval of the "
         "median over repeats]; ratios: paired, geometric mean [95% t-interval]; '(tie)': the "
-        "interval contains 1x, the change is inside the noise.",
+        "interval contains 1x and is narrow, the change is inside the noise; '(says nothing)': "
+        f"{INTERVAL_RULE}.",
         "",
         f"Training FLOPs/image (3 x forward): {report['train_gflop_per_image']:.4f} GFLOP; dense "
         f"matmul rate measured in this run: bf16 {report['matmul_bf16_tflop_per_s']:.3f} TFLOP/s, "

@@ -26,7 +26,7 @@ from tuner.compare import interleave
 from tuner.compare._process import child_env, run_json
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.stats import median_interval, paired_ratio
+from tuner.stats import Change, median_interval, paired_ratio
 from tuner.units import DASH, as_number, interval_text, json_ready
 from tuner.workloads import workload as reference
 
@@ -208,22 +208,25 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
         "steps": steps,
         "repeats": max((r["repeat"] for r in runs), default=-1) + 1,
         "images_per_second": {k: asdict(e) for k, e in estimates.items()},
-        "ratio_engine_to_minimal": {**asdict(ratio), "tie": ratio.tie},
-        "verdict": verdict(ratio.value, ratio.low, ratio.high, tie=ratio.tie),
+        "ratio_engine_to_minimal": {**asdict(ratio), "tie": ratio.tie, "verdict": ratio.verdict},
+        "verdict": verdict(ratio),
         "runs": runs,
     }
     return json_ready(report)
 
 
-def verdict(value: float, low: float, high: float, *, tie: bool) -> str:
-    """One sentence on the engine/minimal ratio."""
+def verdict(ratio: Change) -> str:
+    """One sentence on the engine/minimal ratio, by the one interval rule."""
+    value, low, high = ratio.value, ratio.low, ratio.high
     if math.isnan(value):
         return "No pair of runs finished: no verdict (see the runs' errors)."
     text = f"The engine runs at {value:.3f}x the minimal loop's images/s"
     if math.isnan(low):
         return text + " (one pair: no interval, so no claim)."
     text += f" [95% interval {low:.3f}{DASH}{high:.3f}]"
-    if tie:
+    if ratio.verdict == "uninformative":
+        return text + ": an interval that contains 1x and is too wide to say anything, no claim."
+    if ratio.tie:
         return text + ": within the noise (the interval contains 1x)."
     side = "slower" if value < 1 else "faster"
     return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."

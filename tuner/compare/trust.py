@@ -27,7 +27,15 @@ from tuner.errors import TunerError
 from tuner.stats import MIN_PAIRS, paired_ratio
 from tuner.units import duration_text
 
-__all__ = ["Budget", "budget_text", "effects", "ended_text", "measured_text", "remeasure"]
+__all__ = [
+    "Budget",
+    "budget_text",
+    "clock_seconds",
+    "effects",
+    "ended_text",
+    "measured_text",
+    "remeasure",
+]
 
 RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = MIN_PAIRS  # measured even past the time limit: fewer say nothing
@@ -182,13 +190,24 @@ def budget_text(info: Mapping[str, Any]) -> str:
     limit, seconds = info.get("time_limit_s"), info.get("seconds")
     if not isinstance(limit, int | float) or not isinstance(seconds, int | float):
         return ""
-    took = f"took {duration_text(seconds)}"
+    took = f"took {duration_text(clock_seconds(info))}"
+    if round(clock_seconds(info)) != round(seconds):  # the task's start-up is no measuring
+        took += f" on the clock, {duration_text(seconds)} of it measuring"
     if seconds <= limit + _BUDGET_SLACK_S:
         return f"{took}, within its {duration_text(limit)} limit"
     return (
         f"{took}: {duration_text(seconds - limit)} over its {duration_text(limit)} limit, as "
         f"the builds and the first rounds (up to {_MIN_PAIRS}) run even past it"
     )
+
+
+def clock_seconds(info: Mapping[str, Any]) -> float:
+    """A measuring phase's seconds on the clock (its start and end, as the driver saw them),
+    else its own measuring seconds (a record from before the clock was kept)."""
+    started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
+    if isinstance(started, int | float) and isinstance(ended, int | float):
+        return float(ended) - float(started)
+    return float(info.get("seconds") or 0.0)
 
 
 def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:

@@ -124,7 +124,9 @@ def build_parts(
     model = model.to(device, memory_format=memory_format)
     if uses_user_code(config):  # one line for bad user code, before anything trains
         check_user_code(config, data, model, num_classes=classes, items=ITEMS_IN_A_RUN)
-    effective.update(channels_last=config.channels_last, norm=config.norm)
+    # The groups only mean something with GroupNorm (BatchNorm ran with none).
+    groups = config.gn_groups if config.norm == "group" else None
+    effective.update(channels_last=config.channels_last, norm=config.norm, gn_groups=groups)
     autocast, scaler = _precision(config, device, effective, notes)
     schedule = _schedule(config, len(data.train_loader), world, effective, notes)
     warmup_steps = warmup_steps_of(config)

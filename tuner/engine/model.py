@@ -105,17 +105,28 @@ def _size_misfit(config: TrainConfig, exc: AssertionError) -> str:
     layer = where.tb_frame.f_locals.get("self") if where is not None else None
     feature, patch = getattr(layer, "feature_size", None), getattr(layer, "patch_size", None)
     start = f"model={config.model!r} cannot take img_size={config.img_size}"
-    if feature is None or patch is None or not feature[0]:
-        check = traceback.extract_tb(exc.__traceback__)[-1]
-        return (
-            f"{start} (timm's check failed: {check.line}); try another --img-size, or other "
-            "--model-kwargs."
-        )
+    if feature is None or patch is None or not feature[0]:  # not the image: the settings
+        return _settings_misfit(config, exc, layer)
     multiple = config.img_size // int(feature[0]) * int(patch[0])
     return (
         f"{start}: its backbone makes a {int(feature[0])}x{int(feature[1])} feature map of it, "
         f"which its {patch[0]}x{patch[1]} patches do not divide; use an --img-size that is a "
         f"multiple of {multiple}, or a smaller patch_size in --model-kwargs."
+    )
+
+
+def _settings_misfit(config: TrainConfig, exc: AssertionError, layer: object) -> str:
+    """A timm assert about how the model's own settings fit together (embed_dim a multiple of
+    num_heads), said first, so that a line cut short still names the cause."""
+    check = traceback.extract_tb(exc.__traceback__)[-1]
+    kwargs = dict(config.model_kwargs)
+    cause = f"timm's check `{check.line}` failed in {type(layer).__name__}"
+    dim, heads = kwargs.get("embed_dim"), kwargs.get("num_heads")
+    if "num_heads" in str(check.line) and isinstance(dim, int) and isinstance(heads, int):
+        cause = f"embed_dim {dim} is not a multiple of num_heads {heads} ({cause})"
+    return (
+        f"model={config.model!r} with model_kwargs {kwargs}: {cause}; change --model-kwargs "
+        "(or the values the space samples) so that they fit together."
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from tuner.experiment._files import (
     CUT_FILE,
+    CUT_STARTED_UNIX_S,
+    CUT_UNIX_S,
     EFFECTS_FILE,
     METADATA_FILE,
     PHASES_FILE,
@@ -39,6 +41,8 @@ from tuner.experiment._schema import (
 
 __all__ = [
     "CUT_FILE",
+    "CUT_STARTED_UNIX_S",
+    "CUT_UNIX_S",
     "EFFECTS_FILE",
     "LEADING_COLUMNS",
     "METADATA_FILE",

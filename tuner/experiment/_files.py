@@ -16,6 +16,9 @@ LOCK_FILE = "driver.lock"
 # In a trial's folder: Ray stopped the trial when the experiment ended (the search's time
 # budget ran out), before it ended by itself; its kind is incomplete (tuner.search.tracking).
 CUT_FILE = "cut_by_search_end.json"
+# Its keys beside the trial id: when the trial started and when the search's end cut it (Unix
+# seconds): a trial cut before its first report has no other record of when it ran.
+CUT_STARTED_UNIX_S, CUT_UNIX_S = "started_unix_s", "cut_unix_s"
 
 # Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
 RAY_STATE_GLOB = "experiment_state-*.json"

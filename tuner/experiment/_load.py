@@ -25,6 +25,8 @@ from tuner.errors import TunerError
 from tuner.experiment import _read
 from tuner.experiment._files import (
     CUT_FILE,
+    CUT_STARTED_UNIX_S,
+    CUT_UNIX_S,
     EFFECTS_FILE,
     METADATA_FILE,
     PARAMS_FILE,
@@ -272,6 +274,8 @@ def _trial_row(
     reason = str(report.get(record.INFEASIBLE_REASON) or ("" if feasible else error))
     node = report.get(record.NODE) or result.get(RAY_HOSTNAME) or result.get(RAY_NODE_IP) or ""
     started, ended = _wall_clock(report, results.first, result)
+    if not math.isfinite(ended - started):  # cut before its first report: when it ran
+        started, ended = _cut_clock(trial_dir)
     return {
         **report,
         record.TRIAL_ID: trial_id,
@@ -302,6 +306,16 @@ def _wall_clock(
         return started, ended
     began = as_number(first.get(RAY_TIMESTAMP)) - as_number(first.get(RAY_TIME_TOTAL_S))
     return began, as_number(last.get(RAY_TIMESTAMP))
+
+
+def _cut_clock(trial_dir: Path | None) -> tuple[float, float]:
+    """When a trial the search's end cut started and was cut (:data:`CUT_FILE`; NaN when it
+    holds none: not cut, or cut by a search from before the stamps)."""
+    try:
+        stamps = json.loads((trial_dir / CUT_FILE).read_text()) if trial_dir else {}
+    except (OSError, ValueError):
+        stamps = {}
+    return as_number(stamps.get(CUT_STARTED_UNIX_S)), as_number(stamps.get(CUT_UNIX_S))
 
 
 def _utc(seconds: float) -> pd.Timestamp | None:

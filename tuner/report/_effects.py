@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import PLAIN, REFERENCE, summarize
+from tuner.record import KIND, KINDS, is_candidate
 from tuner.report.document import change_text, estimate_text, plural
 from tuner.stats import Change
 from tuner.techniques import KNOBS
@@ -40,7 +41,6 @@ def _verdict(row: pd.Series) -> str:
         return f"failed ({row['failed']})"
     if row.get("fell_back"):
         return "fell back: " + str(row["fell_back"])
-    key = "throughput_ratio_vs_reference"
     change = _speed_change(row)
     ratio = change.value
     if math.isnan(ratio):
@@ -49,22 +49,19 @@ def _verdict(row: pd.Series) -> str:
         return "one pair: no interval, no verdict"
     if not change.informative:
         return f"no verdict: its interval says nothing ({plural(change.n, 'pair')})"
-    if row.get(f"{key}_tie"):  # +-X %: how large an effect could still hide in the noise
+    if change.tie:  # +-X %: how large an effect could still hide in the noise
         speed = f"no measurable effect on speed (within noise at +-{change.half_width:.0%})"
     else:
         speed = "faster" if ratio > 1 else "slower"
-    memory = as_number(row.get("memory_change_bytes_vs_reference"))
-    if not math.isnan(memory) and not row.get("memory_change_bytes_vs_reference_tie"):
-        speed += ", " + ("more" if memory > 0 else "less") + " memory"
+    memory = Change.from_row(row, "memory_change_bytes_vs_reference")
+    if memory.separated:
+        speed += ", " + ("more" if memory.value > 0 else "less") + " memory"
     return speed
 
 
 def _speed_change(row: pd.Series) -> Change:
     """An arm's throughput ratio to the recommended config, as a :class:`Change`."""
-    key = "throughput_ratio_vs_reference"
-    values = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high", "_n"))
-    ratio, low, high, n = values
-    return Change(ratio, low, high, 0 if math.isnan(n) else int(n), 1.0)
+    return Change.from_row(row, "throughput_ratio_vs_reference")
 
 
 def says_nothing(summary: pd.DataFrame) -> bool:
@@ -111,7 +108,7 @@ def plain_loop_gain(summary: pd.DataFrame, arm: str = PLAIN) -> dict[str, Any] |
         "ratio": 1 / ratio,
         "low": 1 / high if high > 0 else math.nan,
         "high": 1 / low if low > 0 else math.nan,
-        "tie": bool(row.get(f"{key}_tie")),
+        "tie": Change.from_row(row, key).tie,
         "n": _speed_change(row).n,
         "plain_images_per_second": as_number(row.get("images_per_second")),
     }
@@ -140,21 +137,29 @@ def observed_techniques(trials: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+TRIED_NOT_OK = "tried, none ran ok to its end"
+
+
 def not_tried(
     trials: pd.DataFrame, searched: list[str], distributions: dict[str, Any]
 ) -> dict[str, list[str]]:
     """Searched categorical values no trial finished ok with, named (never compared): "not
-    tried" when no trial ran them, "tried, errored" when every trial that did failed."""
-    found: dict[str, list[str]] = {"not tried": [], "tried, errored (no trial finished ok)": []}
-    done = trials[trials["status"] == "ok"]
+    tried" when no trial ran them, else each with the kinds its trials were (the trial record's
+    word: ``variant=blowup (diverged)``), never the engine's status."""
+    found: dict[str, list[str]] = {"not tried": [], TRIED_NOT_OK: []}
+    kinds = trials[KIND].astype(str)
+    done = trials[kinds.map(is_candidate)]
     for name, distribution in distributions.items():
         choices = getattr(distribution, "choices", None)
         column = f"param_{name}"
         if choices is None or column not in trials or name not in searched:
             continue
         seen = {str(v) for v in done[column].dropna()}
-        tried = {str(v) for v in trials[column].dropna()}
+        values = trials[column].astype(str).where(trials[column].notna())
         for choice in (str(c) for c in choices if str(c) not in seen):
-            key = "tried, errored (no trial finished ok)" if choice in tried else "not tried"
-            found[key].append(f"{name}={choice}")
+            ran = sorted(set(kinds[values == choice]), key=KINDS.index)
+            if ran:
+                found[TRIED_NOT_OK].append(f"{name}={choice} ({', '.join(ran)})")
+            else:
+                found["not tried"].append(f"{name}={choice}")
     return {what: values for what, values in found.items() if values}

@@ -148,8 +148,9 @@ def _would_help(wait: float, bound: str, rows: pd.DataFrame) -> str:
     ceiling = 1 / (1 - wait) if wait < 1 else math.inf
     return (
         f"**The input pipeline is the limit on this machine:** the steps waited for data "
-        f"{wait:.0%} of their time, so more workers or a faster decoder could help (up to "
-        f"{ceiling:.2f}x were no step to wait)." + evidence
+        f"{wait:.0%} of their time. A ceiling, not a finding: were no step to wait at all, it "
+        f"would run at most {ceiling:.2f}x faster (from the wait's share alone, not measured); "
+        "what a setting buys is only what its measured effect shows." + evidence
     )
 
 

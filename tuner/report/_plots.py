@@ -19,6 +19,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from tuner.objectives import Objective
 from tuner.record import KIND, TRIAL_ID
 from tuner.report.document import Image, plural
+from tuner.stats import Change
 from tuner.units import MIB
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
@@ -29,8 +30,8 @@ _KIND_STYLE = {
     "ok": ("ok", "o", "tab:blue"),
     "over budget": ("over budget", "x", "tab:orange"),
     "stopped early": ("stopped early", "s", "tab:purple"),
-    "starved": ("starved (too few steps)", "D", "tab:brown"),
-    "diverged": ("failed: diverged", "v", "tab:red"),
+    "starved": ("starved (too few steps)", "P", "tab:olive"),
+    "diverged": ("failed: diverged", "D", "tab:brown"),
     "errored": ("failed: errored", "v", "tab:red"),
     "incomplete": ("incomplete", "^", "tab:gray"),
 }
@@ -40,12 +41,16 @@ FRONT = "Pareto front"
 def pareto_plot(
     trials: pd.DataFrame, front: pd.DataFrame, objs: list[Objective], path: Path
 ) -> Image:
-    """Objective 1 vs objective 2, every trial: ok ones with intervals, every other kind marked
-    apart at what it measured; a value it never measured sits on the grey band at 0."""
+    """Objective 1 vs objective 2, every trial that measured either: ok ones with intervals,
+    every other kind marked apart (a glyph and colour each) at what it measured; a value it
+    never measured sits on the grey band at 0. A trial that measured neither has no place on
+    the plot: the title counts it by kind instead of stacking it at (0, 0)."""
     (x, _), (y, _) = objs[0], objs[1]
+    measured = np.isfinite(_num(trials, x)) | np.isfinite(_num(trials, y))
+    shown, unplaced = trials[measured], trials[~measured]
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     points: list[dict[str, Any]] = []
-    for kind, group in trials.groupby(trials[KIND].astype(str), sort=False):
+    for kind, group in shown.groupby(shown[KIND].astype(str), sort=False):
         label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
         xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
         if kind == "ok":
@@ -53,7 +58,7 @@ def pareto_plot(
             ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), **style)
         else:
             ax.scatter(xs, ys, marker=marker, c=color, label=label, zorder=2)
-        points += _points(label, group, xs, ys)
+        points += _points(label, group, xs, ys, style=(marker, color))
     if not front.empty:
         ordered = front.sort_values(x)
         xs, ys = _num(ordered, x), _num(ordered, y)
@@ -62,15 +67,23 @@ def pareto_plot(
         points += _points(FRONT, ordered, xs, ys)
     band = ""
     for column, draw_band in ((x, ax.axvline), (y, ax.axhline)):
-        if not np.isfinite(_num(trials, column)).all():  # the band of what was not measured
+        if not np.isfinite(_num(shown, column)).all():  # the band of what was not measured
             draw_band(0, color="0.85", lw=6, zorder=0)
             band = "; not measured: on the grey band at 0"
-    ax.set(
-        xlabel=f"{x} (median, interval)",
-        ylabel=f"{y} (95% interval)",
-        title=f"Every trial ({len(trials)}) by kind{band}",
-    )
+    ax.set(xlabel=f"{x} (median, interval)", ylabel=f"{y} (95% interval)")
+    ax.set_title(_pareto_title(len(trials), unplaced) + band, fontsize=9)
     return _save(fig, ax, path, "Pareto front with intervals", points)
+
+
+def _pareto_title(total: int, unplaced: pd.DataFrame) -> str:
+    """``Every trial (7) by kind``, or how many are drawn and what the others were."""
+    if unplaced.empty:
+        return f"Every trial ({total}) by kind"
+    counts = unplaced[KIND].astype(str).value_counts()
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    return (
+        f"Trials that measured anything ({total - len(unplaced)} of {total}) by kind; none: {kinds}"
+    )
 
 
 def _err(frame: pd.DataFrame, column: str, mid: np.ndarray) -> np.ndarray | None:
@@ -87,10 +100,17 @@ def _on_band(values: np.ndarray) -> np.ndarray:
 
 
 def _points(
-    series: str, frame: pd.DataFrame, xs: np.ndarray, ys: np.ndarray
+    series: str,
+    frame: pd.DataFrame,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    style: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
+    """The points drawn, with their glyph and colour when given (the auditor tells kinds
+    apart by them)."""
+    drawn = {} if style is None else {"marker": style[0], "color": style[1]}
     return [
-        {"series": series, "x": float(a), "y": float(b), TRIAL_ID: t}
+        {"series": series, "x": float(a), "y": float(b), TRIAL_ID: t, **drawn}
         for a, b, t in zip(xs, ys, frame[TRIAL_ID].astype(str), strict=True)
     ]
 
@@ -117,16 +137,20 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
         return None
     ratio = _num(rows, "throughput_ratio_vs_reference")
     err = _err(rows, "throughput_ratio_vs_reference", ratio)
+    beyond = [
+        Change.from_row(row, "throughput_ratio_vs_reference").separated
+        for _, row in rows.iterrows()
+    ]
     colors = [
-        "tab:gray" if t else ("tab:green" if r > 1 else "tab:red")
-        for r, t in zip(ratio, rows["throughput_ratio_vs_reference_tie"], strict=True)
+        ("tab:green" if r > 1 else "tab:red") if b else "tab:gray"
+        for r, b in zip(ratio, beyond, strict=True)
     ]
     fig, ax = plt.subplots(figsize=(6.6, 0.45 * len(rows) + 1.4))
     ax.barh(rows["arm"], ratio - 1, left=1, xerr=err, color=colors, capsize=3)
     ax.axvline(1, c="black", lw=1)
     ax.invert_yaxis()
     ax.set(
-        xlabel="images/s relative to the recommended config (grey: within noise)",
+        xlabel="images/s relative to the recommended config (grey: no verdict, not beyond noise)",
         title="One change at a time, interleaved, paired",
     )
     ax.grid(alpha=0.3, axis="x")

@@ -11,7 +11,7 @@ import pandas as pd
 from tuner import record
 from tuner.experiment import Experiment
 from tuner.report.document import Section, Table, plural
-from tuner.stats import MIN_PAIRS, UNINFORMATIVE_REACH, Change
+from tuner.stats import INTERVAL_RULE, MIN_PAIRS, Change
 from tuner.techniques import settings_text
 from tuner.units import as_number, ratio_text
 
@@ -38,8 +38,8 @@ def speed_section(experiment: Experiment) -> Section:
         "as fast as the best one alone. Later trials with the same training config reuse the "
         "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
         "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
-        f"with. An interval that says nothing (from fewer than {MIN_PAIRS} pairs, or reaching "
-        f"past +-{UNINFORMATIVE_REACH:.0%}) is not shown: the cell names it instead."
+        f"with. By the one interval rule, {INTERVAL_RULE}: an interval that says nothing is not "
+        "shown, the cell names it instead."
     )
     variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
     if variants and not any(_probe_change(v).informative for v in variants):

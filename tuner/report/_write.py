@@ -52,7 +52,7 @@ from tuner.report.document import (
     render_markdown,
     user,
 )
-from tuner.stats import MIN_PAIRS, UNINFORMATIVE_REACH
+from tuner.stats import INTERVAL_RULE
 from tuner.techniques import settings_text
 from tuner.units import MIB, as_number, duration_text, format_bytes
 
@@ -188,9 +188,9 @@ def _no_information(info: Mapping[str, Any]) -> str:
     return (
         "**No information**: each change was measured against the recommended config "
         f"(trial `{info.get(TRIAL_ID, '?')}`) {measured_text(info)}, and no interval it gave "
-        f"says anything (each from fewer than {MIN_PAIRS} pairs, or reaching past "
-        f"+-{UNINFORMATIVE_REACH:.0%}): so no table. To measure the effects, give the step "
-        "time (--trust-budget, --effects-repeats) on a machine with nothing else running."
+        f"says anything (by the one rule, {INTERVAL_RULE}): so no table. To measure the "
+        "effects, give the step time (--trust-budget, --effects-repeats) on a machine with "
+        "nothing else running."
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tuner.stats import Change
 from tuner.units import as_number, format_bytes, interval_text
 
 __all__ = [
@@ -141,7 +142,9 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
     """A paired change with its interval: ``1.12x [1.03–1.22]``, ``+3.0 MiB``, ``-1.2 pts``.
 
     The kind follows the key: ``*_ratio*`` is a ratio, ``*bytes*`` a memory difference, else an
-    accuracy difference in percentage points. Inside the noise it reads ``tie (...)``.
+    accuracy difference in percentage points. Inside the noise, with a narrow interval, it
+    reads ``tie (...)``; an interval that says nothing reads ``says nothing (...)``, never a tie
+    (the one rule: :attr:`tuner.stats.Change.verdict`).
     """
     value, low, high = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high"))
     if math.isnan(value):
@@ -159,7 +162,8 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
         return f"{text} (no interval)"  # no verdict without evidence
     if not low == high == value:
         text += " " + interval_text(low, high, "{:.2f}".format if "ratio" in key else show)
-    return f"tie ({text})" if bool(row.get(f"{key}_tie")) else text
+    verdict = Change.from_row(row, key).verdict
+    return {"tie": f"tie ({text})", "uninformative": f"says nothing ({text})"}.get(verdict, text)
 
 
 # ---- rendering -------------------------------------------------------------------------------

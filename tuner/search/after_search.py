@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -127,9 +128,9 @@ def _how(budget: Budget) -> str:
 
 def _ended(info: dict[str, Any]) -> str:
     """How a measurement ended, in one line."""
-    rounds, seconds = info.get("repeats_done", 0), info.get("seconds", 0)
-    spent = budget_text(info)  # over its limit: by how much
-    ended = f"{rounds} rounds in {duration_text(seconds)}, ended by {ended_text(info)}"
+    rounds = info.get("repeats_done", 0)
+    spent = budget_text(info)  # how long on the clock; over its limit: by how much
+    ended = f"{rounds} rounds, ended by {ended_text(info)}"
     return f"{ended} ({spent})." if spent else f"{ended}."
 
 
@@ -167,7 +168,11 @@ def _in_task(
     """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
     line while it runs."""
     remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
-    return wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
+    started = time.time()
+    rows, info = wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
+    # The phase on the clock, as the console's lines show it: the task's start and builds too,
+    # which the measurement's own seconds leave out.
+    return rows, {**info, "started_unix_s": started, "ended_unix_s": time.time()}
 
 
 def _expected_s(budget: Budget, round_s: float) -> float:

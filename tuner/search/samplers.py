@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tuner.errors import TunerError
+from tuner.objectives import told_violation
 from tuner.record import MEMORY_VIOLATION
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def _memory_constraint(trial: FrozenTrial) -> Sequence[float]:
     The searcher attaches it as a user attribute before telling the trial; a trial told
     without one (it crashed before measuring) counts as feasible so it does not bias the model.
     """
-    return (float(trial.user_attrs.get(MEMORY_VIOLATION, -1.0)),)
+    return (told_violation(trial.user_attrs.get(MEMORY_VIOLATION)),)
 
 
 def make_sampler(

@@ -19,6 +19,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
+from tuner.objectives import told_violation
 from tuner.search.limits import read_limits
 from tuner.search.samplers import sets_constraints
 from tuner.units import finite_or_none, json_ready
@@ -123,7 +124,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
         with contextlib.suppress(RuntimeError):
             if state != optuna.trial.TrialState.FAIL:  # over budget: PRUNED, infeasible
-                self._constrain(ot_trial, float(result.get(record.MEMORY_VIOLATION, -1.0)))
+                self._constrain(ot_trial, told_violation(result.get(record.MEMORY_VIOLATION)))
             if state == optuna.trial.TrialState.COMPLETE:
                 values = [finite_or_none(result.get(name)) for name in self._metric_names]
                 self._ot_study.tell(ot_trial, [_NO_MEASUREMENT if v is None else v for v in values])

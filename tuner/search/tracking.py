@@ -11,8 +11,10 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import re
 import sys
+import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from ray.tune.result import AUTO_RESULT_KEYS, DONE, EXPERIMENT_TAG, SHOULD_CHECK
 
 from tuner import record
 from tuner.errors import error_line
-from tuner.experiment import CUT_FILE
+from tuner.experiment import CUT_FILE, CUT_STARTED_UNIX_S, CUT_UNIX_S
 from tuner.techniques import knob
 
 __all__ = [
@@ -44,18 +46,6 @@ _RAY_KEYS = frozenset((*AUTO_RESULT_KEYS, DONE, SHOULD_CHECKPOINT, TRIAL_ID, EXP
 _NOT_PLOTTED = _RAY_KEYS | {record.FINAL}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_PREFIX = "ray/tune/"  # where Ray's TensorBoard logger writes a trial's scalars
-# The HParams tab's status of each kind (its only words: success, failure, unknown, running).
-# A trial that failed (Optuna FAIL) is a failure, one the search's time budget cut is unknown:
-# it did not fail, nor finish; the other kinds ran as they were meant to (stopped early and over
-# budget are told by the kind text beside them, which HParams cannot show).
-_HPARAMS_STATUS = {
-    kind: "STATUS_UNKNOWN"
-    if kind == "incomplete"
-    else "STATUS_FAILURE"
-    if record.optuna_state(kind) == "FAIL"
-    else "STATUS_SUCCESS"
-    for kind in record.KINDS
-}
 _log = logging.getLogger(__name__)
 
 
@@ -97,11 +87,11 @@ class SearchEndCut(Callback):
     neither the searcher nor the loggers. A trial that starts again (``--resume``) loses it."""
 
     def __init__(self) -> None:
-        self._started: set[str] = set()
+        self._started: dict[str, float] = {}  # trial id -> when it started (Unix seconds)
         self._ended: set[str] = set()
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._started.add(trial.trial_id)
+        self._started[trial.trial_id] = time.time()
         self._ended.discard(trial.trial_id)
         with contextlib.suppress(FileNotFoundError, OSError):
             trial.storage.storage_filesystem.delete_file(f"{trial.path}/{CUT_FILE}")
@@ -114,10 +104,13 @@ class SearchEndCut(Callback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         cut = cut_at_end(trials, started=self._started, ended=self._ended)
-        for trial in cut:  # in the trial's folder, where Ray keeps it
+        now = time.time()
+        for trial in cut:  # in the trial's folder, where Ray keeps it; with its clock, for a
+            # trial cut before its first report has no other record of when it ran
             filesystem = trial.storage.storage_filesystem
+            stamps = {CUT_STARTED_UNIX_S: self._started[trial.trial_id], CUT_UNIX_S: now}
             with filesystem.open_output_stream(f"{trial.path}/{CUT_FILE}") as out:
-                out.write(json.dumps({record.TRIAL_ID: trial.trial_id}).encode())
+                out.write(json.dumps({record.TRIAL_ID: trial.trial_id, **stamps}).encode())
 
 
 def cut_at_end(trials: list, *, started: Collection[str], ended: Collection[str]) -> list[Any]:
@@ -170,8 +163,14 @@ class StepLogger:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._last_steps: dict[str, int] = {}  # trial id -> training step
-        self._open: set[str] = set()  # trials that reported and have not ended here
+        self._open: set[str] = set()  # trials that started and have not ended here
         self._cut: set[str] = set()  # trials the search's end stopped half-way
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """Open from its start: a trial the search's end cuts before its first report is
+        ended too (:meth:`end_cut`), never left running in a client."""
+        self._open.add(trial.trial_id)
+        super().on_trial_start(iteration, trials, trial, **info)  # type: ignore[misc]
 
     def _new_step(self, trial: Any, result: Mapping[str, Any]) -> int | None:
         self._open.add(trial.trial_id)
@@ -206,8 +205,13 @@ class StepLogger:
 
 
 def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A report without Ray's bookkeeping (iteration counters, timestamps, pid, config)."""
-    return {key: value for key, value in result.items() if key not in _NOT_PLOTTED}
+    """A report without Ray's bookkeeping (iteration counters, timestamps, pid, config), and
+    without the numbers it did not measure (NaN): no client shows a value nobody measured."""
+    return {
+        key: value
+        for key, value in result.items()
+        if key not in _NOT_PLOTTED and not (isinstance(value, float) and math.isnan(value))
+    }
 
 
 class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
@@ -234,6 +238,8 @@ class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
             self._kinds[trial.trial_id] = kind
             if not self._trial_result.get(trial):  # a retry that raised before it reported
                 self._trial_result[trial] = _numbers(trial.last_result or {})
+            if not self._trial_result[trial]:  # cut before its first report: its status still
+                self._try_log_hparams(trial, {})  # (Ray's logger skips a trial without one)
             step = self._last_steps.get(trial.trial_id, 0)
             writer.add_text(_TEXT_PREFIX + record.KIND, kind, global_step=step)
             if error:
@@ -258,7 +264,7 @@ class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
             for key, value in flatten_dict(trial.evaluated_params).items()
             if isinstance(value, valid)
         }
-        status = _HPARAMS_STATUS[self._kinds.pop(trial.trial_id, "incomplete")]
+        status = record.hparams_status(self._kinds.pop(trial.trial_id, "incomplete"))
         try:
             summaries = hparams(hparam_dict=params, metric_dict=result)
             _set_status(summaries[2], status)
@@ -275,6 +281,7 @@ def _persist_events(trial: Any) -> None:
     if not staging or not stored or Path(staging) == Path(stored):
         return
     filesystem = trial.storage.storage_filesystem
+    filesystem.create_dir(stored, recursive=True)  # a trial cut before its first report
     for events in Path(staging).glob("events.out.tfevents.*"):
         with filesystem.open_output_stream(f"{stored}/{events.name}") as out:
             out.write(events.read_bytes())

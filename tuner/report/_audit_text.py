@@ -1,0 +1,287 @@
+"""The auditor's checks of a report's words (:mod:`tuner.report.audit`): every verdict word
+against its interval by the one rule (:attr:`tuner.stats.Change.verdict`), every stated duration
+against the clock, every kind word and every count against the trials table."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+
+from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID, TRIAL_TIME_S
+from tuner.stats import MIN_PAIRS, Change
+from tuner.units import DASH
+
+__all__ = ["Finding", "check_counts", "check_durations", "check_intervals", "check_kinds"]
+
+_NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
+# A ratio with its interval as ratio_text writes it: 1.07x [1.01–1.13].
+_RATIO = re.compile(rf"({_NUMBER})x \[({_NUMBER}){DASH}({_NUMBER})\]")
+# An accuracy difference as change_text writes it: +1.0 pts [-2.0 pts–+4.0 pts].
+_POINTS = re.compile(rf"({_NUMBER}) pts \[({_NUMBER}) pts{DASH}({_NUMBER}) pts\]")
+_PAIRS = re.compile(r"(\d+) pairs?\b")
+# The words that claim a verdict, by the verdict they claim (Change.verdict's names).
+_WORDS = {
+    "separated": ("beyond noise", "outside the noise", "faster", "slower"),
+    "tie": (
+        "within noise",
+        "within the noise",
+        "inside the noise",
+        "a tie",
+        "**tie**",
+        "tie (",
+        "not measurably",
+        "no measurable effect",
+        "same speed",
+    ),
+    "uninformative": ("says nothing", "say nothing", "no verdict"),
+}
+_DURATION = re.compile(r"\b(?:(\d+)h(\d\d)m|(\d+)m(\d\d)s|(\d+)s)\b")
+_TOOK = re.compile(r"took (\S+?)(?=[,:;) ]|$)")
+
+
+class Finding:
+    """One claim the data does not support: which check, where, the claim, and why."""
+
+    def __init__(self, check: str, where: str, claim: str, why: str) -> None:
+        self.check, self.where, self.claim, self.why = check, where, claim.strip(), why
+
+    def line(self) -> str:
+        claim = self.claim if len(self.claim) <= 160 else self.claim[:157] + "..."
+        return f"{self.check}: {self.where}: {claim!r}: {self.why}"
+
+    def __repr__(self) -> str:
+        return f"Finding({self.line()})"
+
+
+# ---- intervals -------------------------------------------------------------------------------
+
+
+def check_intervals(text: str, where: str) -> list[Finding]:
+    """Every interval shown with a verdict word: the word must be the one the rule allows, and
+    an interval that says nothing must be named so wherever it is shown. In prose the word
+    nearest the interval is its claim; in a table row, a word in its own cell, else the words
+    of the row's cells that show no value of their own (the verdict column)."""
+    found: list[Finding] = []
+    for unit, cells in _units(text):
+        plain = " ".join(c for c in cells if not _shows_value(c))
+        for cell in cells:
+            for match, neutral in _intervals(cell):
+                change = _change(match, neutral, unit)
+                if len(cells) == 1:  # prose
+                    claimed = _claimed(unit, match, nearest=True)
+                else:
+                    claimed = _claimed(cell, match) or _claimed(plain, match)
+                if not _allowed(claimed, change):
+                    why = (
+                        f"it says {claimed}, but by the one rule the interval is {change.verdict}"
+                        if claimed
+                        else "shown bare, as a measurement, but by the one rule it says nothing"
+                    )
+                    found.append(Finding("interval", where, match.group(0), why))
+    return found
+
+
+def _shows_value(cell: str) -> bool:
+    """A table cell that shows a value with its own words (``tie (+0 B)``, an interval)."""
+    return bool(re.match(r"(tie|says nothing) \(", cell)) or any(_intervals(cell))
+
+
+def _units(text: str) -> Iterator[tuple[str, list[str]]]:
+    """Clauses of prose (a sentence, or a part of it between semicolons) and table rows, each
+    with its cells (a clause is its own one cell)."""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            yield line, cells
+            continue
+        for clause in re.split(r"(?<=[.!?])\s+(?=[A-Z*`])|;\s", line):
+            yield clause, [clause]
+
+
+def _intervals(cell: str) -> Iterator[tuple[re.Match[str], float]]:
+    yield from ((m, 1.0) for m in _RATIO.finditer(cell))
+    yield from ((m, 0.0) for m in _POINTS.finditer(cell))
+
+
+def _change(match: re.Match[str], neutral: float, unit: str) -> Change:
+    value, low, high = (float(g.replace(",", "")) for g in match.groups())
+    pairs = _PAIRS.search(unit)
+    n = int(pairs.group(1)) if pairs else MIN_PAIRS  # unsaid: judged by the width alone
+    return Change(value, low, high, n, neutral)
+
+
+def _claimed(text: str, match: re.Match[str], *, nearest: bool = False) -> str:
+    """The verdict the words in ``text`` claim of the interval ``match`` ("" when none): in a
+    cell, any word; in a clause, the word nearest the interval."""
+    start = text.find(match.group(0))
+    end = start + len(match.group(0))
+    best: tuple[float, str] = (math.inf, "")
+    for verdict, words in _WORDS.items():
+        for word in words:
+            for found in re.finditer(re.escape(word), text):
+                if not nearest:
+                    return verdict
+                distance = max(found.start() - end, start - found.end(), 0)
+                best = min(best, (distance, verdict))
+    return best[1]
+
+
+def _allowed(claimed: str, change: Change) -> bool:
+    if not change.has_interval:
+        return True
+    if claimed == "":  # shown bare: fine unless it says nothing
+        return change.verdict != "uninformative"
+    if claimed == "uninformative":  # "no verdict" is always allowed of a wide or unsure one
+        return change.verdict in ("uninformative", "none") or change.n < MIN_PAIRS
+    return claimed == change.verdict
+
+
+# ---- durations -------------------------------------------------------------------------------
+
+
+def seconds_of(text: str) -> float:
+    """The seconds a ``duration_text`` says (``1m16s`` -> 76; NaN when it is none)."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        return math.nan
+    h, hm, m, ms, s = (int(g) if g else 0 for g in match.groups())
+    return h * 3600 + hm * 60 + m * 60 + ms + s
+
+
+def check_durations(
+    text: str, where: str, trials: pd.DataFrame, phases: Mapping[str, float]
+) -> list[Finding]:
+    """Each "took X" against the clock of a phase that recorded its start and end (``phases``:
+    phase -> clock seconds); the summed trial wall time against the rows; each row's time
+    against its start and end."""
+    found: list[Finding] = []
+    for match in _TOOK.finditer(text):
+        said = seconds_of(match.group(1))
+        if phases and not any(abs(said - clock) <= 1.0 for clock in phases.values()):
+            clocks = ", ".join(f"{p} {c:.0f}s" for p, c in phases.items())
+            why = f"no phase took that long on the clock ({clocks})"
+            found.append(Finding("duration", where, match.group(0), why))
+    summed = re.search(r"summed trial wall time: (\S+)", text)
+    if summed and TRIAL_TIME_S in trials:
+        total = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce").sum()
+        if abs(seconds_of(summed.group(1)) - total) > 1.0:
+            why = f"the rows' trial_time_s sum to {total:.0f}s"
+            found.append(Finding("duration", where, summed.group(0), why))
+    return found + _row_times(trials, where)
+
+
+def _row_times(trials: pd.DataFrame, where: str) -> list[Finding]:
+    """Each trial that ran has its wall time, equal to its end minus its start."""
+    if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
+        return []
+    found = []
+    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
+    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
+    seconds = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce")
+    for i, row in trials.iterrows():
+        if str(row.get(RAY_STATUS) or "") == "PENDING":
+            continue  # never started
+        tid = row[TRIAL_ID]
+        if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
+            why = "a trial that ran has no start, end or wall time in the trials table"
+            found.append(Finding("duration", where, f"trial {tid} ({row[KIND]})", why))
+        elif abs((ended[i] - started[i]).total_seconds() - seconds[i]) > 1.5:  # whole seconds
+            why = "its trial_time_s is not its ended_at - started_at"
+            found.append(Finding("duration", where, f"trial {tid}: {seconds[i]:.1f}s", why))
+    return found
+
+
+# ---- kinds and counts ------------------------------------------------------------------------
+
+
+def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
+    """Each table row naming a trial and a kind; each "name=value (kind, ...)" of the values
+    no trial ran ok with; each "tried, errored" list."""
+    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    found = []
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
+        if line.startswith("|") and len(cells) > 1:
+            tid = next((c for c in cells if c in kinds), None)
+            said = [c for c in cells if c in KINDS]
+            if tid and said and said[0] != kinds[tid]:
+                why = f"trials.csv says {kinds[tid]!r}"
+                found.append(Finding(KIND, where, f"{tid} {said[0]}", why))
+        found += _value_kinds(line, where, trials)
+    return found
+
+
+def _value_kinds(line: str, where: str, trials: pd.DataFrame) -> list[Finding]:
+    """``variant=blowup (diverged)``, or every value after "tried, errored": the kinds of the
+    trials that ran with that value."""
+    found = []
+    errored_list = re.search(r"[Tt]ried, errored[^:]*: (.*)", line)
+    claims = [(m[1], m[2], m[3]) for m in re.finditer(r"(\w+)=([\w.+-]+) \(([a-z ,]+)\)", line)]
+    if errored_list:
+        claims += [
+            (*v.split("=", 1), "errored") for v in re.findall(r"\w+=[\w.+-]+", errored_list[1])
+        ]
+    for name, value, said in claims:
+        column = f"param_{name}"
+        if column not in trials or not all(k.strip() in KINDS for k in said.split(",")):
+            continue
+        ran = trials[trials[column].astype(str) == value]
+        actual = sorted(set(ran[KIND].astype(str)))
+        if not ran.empty and sorted(k.strip() for k in said.split(",")) != actual:
+            why = f"the trials with {name}={value} were {', '.join(actual)}"
+            found.append(Finding(KIND, where, f"{name}={value}: {said}", why))
+    return found
+
+
+_KIND_COUNTS: dict[str, str | None] = {
+    r"none of the (\d+) trials?\b": None,
+    r"(\d+) trials? failed with an error": "errored",
+    r"(\d+) trials? measured more than the budget": "over budget",
+    r"(\d+) trials? did not end before the search did": "incomplete",
+}
+
+
+def check_counts(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
+    """Every count the report states of trials against the rows of the trials table."""
+    counts = trials[KIND].astype(str).value_counts().to_dict()
+    total = len(trials)
+    found = []
+    stated: list[tuple[str, int, int]] = []  # claim, said, rows
+    for m in re.finditer(r"All (\d+) trials?\b", text):
+        stated.append((m[0], int(m[1]), total))
+    for pattern, kind in _KIND_COUNTS.items():  # the answer's sentences when nothing ran ok
+        for m in re.finditer(pattern, text):
+            stated.append((m[0], int(m[1]), total if kind is None else counts.get(kind, 0)))
+    for m in re.finditer(r"- trials: (\d+), ok: (\d+)", text):
+        stated += [(m[0], int(m[1]), total), (m[0], int(m[2]), counts.get("ok", 0))]
+    kinds = "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
+    for m in re.finditer(rf"\((\d+ (?:{kinds})(?:, \d+ (?:{kinds}))*)\)", text):
+        for part in m[1].split(", "):
+            n, kind = part.split(" ", 1)
+            stated.append((m[0], int(n), counts.get(kind, 0)))
+    for m in re.finditer(rf"^\| ({kinds}) \| (\d+) \|", text, flags=re.MULTILINE):
+        stated.append((m[0], int(m[2]), counts.get(m[1], 0)))
+    for claim, said, rows in stated:
+        if said != rows:
+            found.append(Finding("count", where, claim, f"the trials table has {rows}"))
+    return found + _front_count(text, where)
+
+
+def _front_count(text: str, where: str) -> list[Finding]:
+    said = re.search(r"(\d+) trials? (?:is|are) Pareto-optimal", text)
+    table = re.search(r"\*Pareto front\*\n\n(\|.*\n)(\|.*\n)((?:\|.*\n)*)", text)
+    if not said or not table:
+        return []
+    rows = len(table.group(3).splitlines())
+    if int(said.group(1)) != rows:
+        return [Finding("count", where, said.group(0), f"the front table has {rows} rows")]
+    return []
+
+
+def kinds_of(rows: Any) -> dict[str, str]:
+    """trial id -> kind of a trials table."""
+    return dict(zip(rows[TRIAL_ID].astype(str), rows[KIND].astype(str), strict=True))

@@ -1,0 +1,187 @@
+"""The auditor: every claim of an experiment's report and of every client, checked against the
+trial data (``python -m tuner report --check EXPERIMENT``; the tests run it on every experiment
+they build).
+
+It reads the experiment folder (its trials, its metadata's measurement clocks), its report
+(report.md, the points each plot drew, kept in report.html; trials.csv), the console summary
+when one is given, and every tracker's files present (TensorBoard event files in the trial
+folders, the MLflow store the search was told, W&B offline runs), and checks:
+
+- ``interval``: every "beyond noise", "faster", "tie", "says nothing" against its interval, by
+  the one rule (:attr:`tuner.stats.Change.verdict`);
+- ``duration``: every stated duration against the clock;
+- ``kind``: every kind word against trials.csv's kind (the kinds are :data:`tuner.record.KINDS`);
+- ``count``: every count of trials against the rows;
+- ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
+- ``tracker``: every tracker's run of each trial ended, with its kind;
+- ``unmeasured``: no value that was not measured.
+
+A report folder without its experiment (``reports/examples/...``) is checked against its own
+trials.csv (no trackers, no clocks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tuner.errors import TunerError
+from tuner.experiment import METADATA_FILE, load_experiment, read_metadata, read_trials_csv
+from tuner.record import KIND, KINDS, TRIAL_ID
+from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
+from tuner.report._audit_text import (
+    Finding,
+    check_counts,
+    check_durations,
+    check_intervals,
+    check_kinds,
+    seconds_of,
+)
+from tuner.units import duration_text
+
+__all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
+
+CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured")
+# The measurement phases whose clock the metadata records (after_search: started, ended).
+_PHASES = ("remeasure", "effects")
+
+
+@dataclass
+class Audit:
+    """What the auditor found: the failing claims, and what it could not check (notes)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def lines(self) -> list[str]:
+        return [finding.line() for finding in self.findings]
+
+
+def audit(path: Path, *, report_dir: Path | None = None, console: str | None = None) -> Audit:
+    """Check every claim about the experiment (or the report folder) at ``path``.
+
+    Args:
+        path: an experiment folder, or a report folder (report.md and trials.csv) alone.
+        report_dir: the experiment's report folder (None: ``path`` itself when it is a report,
+            else no report is checked).
+        console: the console output of the search, when it was kept.
+
+    Raises:
+        TunerError: ``path`` is neither an experiment nor a report folder.
+    """
+    path = Path(path)
+    result = Audit()
+    is_experiment = (path / METADATA_FILE).is_file() or any(path.glob("*/params.json"))
+    if not is_experiment:
+        result.findings += _report_alone(report_dir or path)
+        return result
+    experiment = load_experiment(path)
+    trials = experiment.trials
+    metadata = read_metadata(path) or {}
+    if report_dir is not None and (report_dir / "trials.csv").is_file():
+        trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
+        result.findings += _same_rows(experiment.trials, trials, report_dir)
+        result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata))
+    else:
+        result.findings += check_unmeasured(trials, "the experiment's trials")
+    options = metadata.get("options") or {}
+    found, notes = check_trackers(path, trials, options.get("mlflow"))
+    result.findings += found
+    result.notes += notes
+    if console is not None:
+        result.findings += check_console(console, trials)
+    return result
+
+
+def _report(report_dir: Path, trials: pd.DataFrame, *, phases: dict[str, float]) -> list[Finding]:
+    found: list[Finding] = []
+    markdown = report_dir / "report.md"
+    if markdown.is_file():
+        text, where = markdown.read_text(), "report.md"
+        found += check_intervals(text, where)
+        found += check_durations(text, where, trials, phases)
+        found += check_kinds(text, where, trials)
+        found += check_counts(text, where, trials)
+    page = report_dir / "report.html"
+    if page.is_file():
+        found += check_plots(page.read_text(), "report.html", trials)
+    found += check_unmeasured(trials, f"{report_dir.name}/trials.csv")
+    return found
+
+
+def _report_alone(folder: Path) -> list[Finding]:
+    """A report folder without its experiment: its report against its own trials.csv, and the
+    intervals of any other report in it (an ablation's, a benchmark's)."""
+    if not any(folder.glob("*.md")):
+        raise TunerError(f"{folder}: no report (*.md) and no experiment to check.")
+    found: list[Finding] = []
+    if (folder / "trials.csv").is_file():
+        found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
+    for other in sorted(set(folder.glob("*.md")) - {folder / "report.md"}):
+        found += check_intervals(other.read_text(), other.name)
+    return found
+
+
+def _phase_clocks(metadata: dict) -> dict[str, float]:
+    """phase -> its seconds on the clock, for the measurement phases that recorded both ends."""
+    clocks = {}
+    for phase in _PHASES:
+        info = metadata.get(phase) or {}
+        started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
+        if isinstance(started, int | float) and isinstance(ended, int | float):
+            clocks[phase] = float(ended) - float(started)
+    return clocks
+
+
+def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path) -> list[Finding]:
+    """The report's trials.csv holds the experiment's trials, each with its kind."""
+    mine = dict(zip(experiment[TRIAL_ID].astype(str), experiment[KIND].astype(str), strict=True))
+    theirs = dict(zip(report[TRIAL_ID].astype(str), report[KIND].astype(str), strict=True))
+    if mine == theirs:
+        return []
+    why = f"the experiment folder has {len(mine)} trials ({_kinds(mine)})"
+    return [Finding("count", f"{report_dir.name}/trials.csv", _kinds(theirs), why)]
+
+
+def _kinds(kinds: dict[str, str]) -> str:
+    counts = pd.Series(list(kinds.values()), dtype=str).value_counts()
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+_LINE = re.compile(rf"^\[[^\]]*\] ({'|'.join(map(re.escape, KINDS))})\s+(\w+)  ", re.MULTILINE)
+
+
+def check_console(console: str, trials: pd.DataFrame) -> list[Finding]:
+    """Each console line that ends a trial names the kind trials.csv has; each phase's "took X"
+    is no shorter than the clock its own heartbeat lines showed."""
+    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    found = []
+    for match in _LINE.finditer(console):
+        said, trial_id = match.group(1), match.group(2)
+        if trial_id in kinds and kinds[trial_id] != said:
+            why = f"trials.csv says {kinds[trial_id]!r}"
+            found.append(Finding(KIND, "console", match.group(0), why))
+    return found + _console_durations(console)
+
+
+def _console_durations(console: str) -> list[Finding]:
+    found, shown = [], 0.0  # the longest elapsed time a heartbeat showed in this phase
+    for line in console.splitlines():
+        beat = re.match(r"\s+\.\.\. [^:]+: (\S+?)(?:,|$)", line)
+        if beat:
+            shown = max(shown, seconds_of(beat.group(1)))
+            continue
+        took = re.search(r"took (\S+?)(?=[,:;) ]|$)", line)
+        if took:
+            if seconds_of(took.group(1)) + 1.0 < shown:
+                why = f"its heartbeat showed {duration_text(shown)} gone by"
+                found.append(Finding("duration", "console", line.strip(), why))
+            shown = 0.0
+    return found
