@@ -202,14 +202,8 @@ def choose_speed(
     base = dict(base or {})
     pinned = {*pinned, *base}
     plain = config.replace(**_all_off(config, pinned, cuda=cuda)).replace(**base)
-    where = _Where(
-        cuda,
-        _files(config),
-        _on_device(config),
-        cores or _own_cores(),
-        scope,
-        None if only is None else frozenset(only),
-    )
+    kept_to = None if only is None else frozenset(only)
+    where = _Where(cuda, _files(config), _on_device(config), cores or _own_cores(), scope, kept_to)
     meter = _Meter(steps, budget or ProbeBudget(None), on_run, measure or _short_run)
     probing = _Probing(plain, where, pinned, repeats, meter, max_memory_bytes)
     arms = probing.arms(plain, pinned)
@@ -225,9 +219,17 @@ def choose_speed(
     for parent in _parents_on(choice.settings, plain, pinned, cuda=cuda):
         # Knobs that act on top of one that is on (prefetch_factor on workers) are probed on it.
         choice = probing.on_top(choice, parent)
+    settings = {**base, **choice.settings} if scope == "all" else choice.settings
+    return _finished(choice, settings, meter, started, config)
+
+
+def _finished(
+    choice: SpeedChoice, settings: dict[str, Any], meter: _Meter, started: float, config: Any
+) -> SpeedChoice:
+    """The session's choice with what it cost and what it was probed on."""
     return dataclasses.replace(
         choice,
-        settings={**base, **choice.settings} if scope == "all" else choice.settings,
+        settings=settings,
         probe_seconds=time.perf_counter() - started,
         probe_step_seconds=meter.step_seconds,
         first_step_unix_s=meter.first_step_unix_s,
