@@ -23,7 +23,7 @@ from tuner.units import format_bytes
 
 from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
-__all__ = ["SPACE", "run"]
+__all__ = ["SPACE", "run", "trial_kinds", "verdict"]
 
 SPACE = "vit_space"
 NAME = f"{SPACE}-suite"
@@ -126,17 +126,13 @@ def _finish(
 
     budget, source = budget_from
     report = ctx.path(NAME) / "report.md"
-    n = 0 if trials is None else len(trials)
-    feasible = 0 if trials is None else int(trials["feasible"].fillna(False).astype(bool).sum())
-    line = (
-        f"search exit {code}: {n} trials, {feasible} within the budget "
-        f"{format_bytes(budget)}, {n - feasible} not"
-    )
+    kinds = trial_kinds(trials)
+    ok, line = verdict(code, kinds, int(ctx.options.get("min_trials") or 1), budget)
     ctx.write_json(
         "search.json",
         {"command": command, "exit_code": code, "max_memory_bytes": budget,
-         "max_memory_from": source, "trials": n,
-         "feasible": feasible, "report": str(report.relative_to(ctx.out_dir))},
+         "max_memory_from": source, "trials": sum(kinds.values()), "kinds": kinds,
+         "ok_trials": kinds.get("ok", 0), "report": str(report.relative_to(ctx.out_dir))},
     )  # fmt: skip
     shown = _shown_trials(trials) if trials is not None else None
     outcome = [
@@ -153,7 +149,36 @@ def _finish(
             Section("Command", [f"`{' '.join(command)}`"]),
         ],
     )
-    return StageResult(code in (0, 1) and n > 0 and report.is_file(), line)
+    return StageResult(ok and report.is_file(), line)
+
+
+def trial_kinds(trials: Any) -> dict[str, int]:
+    """How many trials were of each kind (``tuner.record.KINDS``: ok, over budget, incomplete,
+    ...), in that order, the kinds with none left out. A trial cut by the search's end before
+    it reported is ``incomplete``: it says nothing about the memory budget."""
+    from tuner.record import KIND, KINDS
+
+    if trials is None or KIND not in trials:
+        return {}
+    counts = trials[KIND].value_counts()
+    return {k: int(counts[k]) for k in KINDS if counts.get(k, 0)}
+
+
+def verdict(code: int, kinds: dict[str, int], min_trials: int, budget: int) -> tuple[bool, str]:
+    """The stage passes when the search exited 0 or 1, at least one trial is ok and at least
+    ``min_trials`` trials finished (ended by themselves: any kind but incomplete)."""
+    n = sum(kinds.values())
+    finished = n - kinds.get("incomplete", 0)
+    told = ", ".join(
+        f"{v} over the budget {format_bytes(budget)}" if k == "over budget" else f"{v} {k}"
+        for k, v in kinds.items()
+    )
+    line = f"search exit {code}: {n} trials ({told or 'none read'}), {finished} finished"
+    short = ["no trial ok"] if not kinds.get("ok") else []
+    if finished < min_trials:
+        short.append(f"fewer than {min_trials} finished")
+    ok = code in (0, 1) and not short
+    return ok, line + (f"; FAIL: {' and '.join(short)}" if short else "")
 
 
 def _shown_trials(trials: Any) -> Any:

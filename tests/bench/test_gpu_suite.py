@@ -182,3 +182,34 @@ def test_the_suite_is_not_in_the_installed_package_and_calls_current_flags() -> 
     for settings in (_search._GPU, _search._DRY):
         flags = [f for f in settings["flags"] if f.startswith("--")]
         assert set(flags) <= known, set(flags) - known
+
+
+def test_a_search_whose_one_trial_was_cut_is_incomplete_and_fails_the_stage(
+    tmp_path: Path,
+) -> None:
+    """The H100 run (reports/examples/gpu-nvidia-h100-80gb-hbm3/search-3-stage.md): one trial,
+    cut by the search's time budget before it reported, was told as "0 within the budget
+    19.0 GiB, 1 not", and the stage passed with no ok trial."""
+    import pandas as pd
+
+    ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=480)
+    (tmp_path / _search.NAME).mkdir()
+    (tmp_path / _search.NAME / "report.md").write_text("# report\n")
+    budget = (20434649088, "1.5x the workload's peak")
+    cut = pd.DataFrame(
+        {"trial_id": ["b47105e7"], "kind": ["incomplete"], "feasible": [False],
+         "status": [None], "peak_memory_bytes": [float("nan")]}
+    )  # fmt: skip
+    result = _search._finish(ctx, ["tuner", "search"], 1, budget, cut)
+    assert not result.ok, result.summary
+    assert "1 incomplete" in result.summary and "not" not in result.summary.split(";")[0]
+    assert json.loads((tmp_path / "search.json").read_text())["kinds"] == {"incomplete": 1}
+    # Four finished, one of them ok and one over the budget: the plan's search passes.
+    kinds = ["ok", "over budget", "stopped early", "errored", "incomplete"]
+    done = pd.DataFrame({"trial_id": list("abcde"), "kind": kinds})
+    ctx = StageContext("search", tmp_path, False, True, 480, {"min_trials": 4})
+    result = _search._finish(ctx, ["tuner", "search"], 0, budget, done)
+    assert result.ok, result.summary
+    assert "1 over the budget 19.0 GiB" in result.summary and "4 finished" in result.summary
+    ctx = StageContext("search", tmp_path, False, True, 480, {"min_trials": 5})
+    assert "fewer than 5 finished" in _search._finish(ctx, [], 0, budget, done).summary
