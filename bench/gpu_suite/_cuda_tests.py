@@ -30,7 +30,7 @@ __all__ = ["ONE_PROCESS", "engine_tests", "run"]
 # This suite lives in a checkout's bench/; the engine's tests are that checkout's tests/engine.
 _TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 EPOCHS = 6
-_PREFETCH_S = 120  # the prefetcher's six epochs on a GPU, start-up included, with room to spare
+_PREFETCH_S = 45  # the prefetcher's six epochs of a micro ViT on a GPU, start-up included
 # One process, whatever pyproject's addopts say: its `-n auto` needs pytest-xdist (the GPU
 # rehearsal's venv has none), and two workers would share the one GPU whose memory the tests
 # measure. The rest of addopts is kept.

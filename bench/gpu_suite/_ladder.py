@@ -42,6 +42,14 @@ _GPU: dict[str, Any] = {
     "warmup_steps": 10,
     "matmul_size": 8192,
 }
+# The GPU plan's first command (``--plan 1``): a short sweep, every rung, two repeats.
+_QUICK: dict[str, Any] = {
+    **_GPU,
+    "batch_sizes": (128, 256, 512),
+    "sweep_steps": 5,
+    "steps": 20,
+    "warmup_steps": 5,
+}
 _DRY: dict[str, Any] = {
     "workload": MICRO_BENCH,  # its batch size is the sweep's to choose
     "batch_sizes": (8, 16),
@@ -61,7 +69,7 @@ def plan(base: TrainConfig, *, cuda: bool, dry_run: bool) -> tuple[list[Arm], li
 
 
 def run(ctx: StageContext) -> StageResult:
-    s = ctx.pick(_GPU, _DRY)
+    s = ctx.pick(_QUICK if ctx.options.get("quick") else _GPU, _DRY)
     workload = {**s["workload"], "device": ctx.device}  # over the device's bench workload
     base = benchmark_config(workload, steps=s["steps"], warmup_steps=s["warmup_steps"])
     arms, skip = plan(base, cuda=ctx.cuda, dry_run=ctx.dry_run)
@@ -73,7 +81,7 @@ def run(ctx: StageContext) -> StageResult:
         workload={**workload, "batch_size": batch_size},
         steps=s["steps"],
         warmup_steps=s["warmup_steps"],
-        repeats=ctx.repeats(3, 2),
+        repeats=ctx.repeats(2 if ctx.options.get("quick") else 3, 2),
         skip=tuple(skip),
         amp="bf16",
         time_limit_s=ctx.remaining_s(),

@@ -23,7 +23,7 @@ from tuner.units import format_bytes
 
 from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
-__all__ = ["SPACE", "run", "trial_kinds", "verdict"]
+__all__ = ["SPACE", "run", "settings", "trial_kinds", "verdict"]
 
 SPACE = "vit_space"
 NAME = f"{SPACE}-suite"
@@ -31,28 +31,33 @@ _GPU: dict[str, Any] = {
     "workload": "gpu",
     "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
     "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
-    "flags": ["--num-samples", "10", "--steps", "150", "--speed-repeats", "1",
-              "--time-budget-s", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
+    "flags": ["--steps", "150", "--speed-repeats", "1",
+              "--time-budget-s", "25", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
-    "search_time_budget_s": 300,
+    "trials": 10,  # --trials
+    "remeasure_top": 2,  # --remeasure-top
+    "search_time_budget_s": 300,  # --search-budget-s
 }  # fmt: skip
-# What the search command spends outside its --search-time-budget-s: Ray's start, the
-# re-measurement of the top trials (fresh builds, compiled ones included) and the report. An
-# estimate, not measured.
-_AFTER_SEARCH_S = 170
+# What the search command spends outside its --search-time-budget-s: Ray's start and the report,
+# and each re-measured top trial (fresh builds, compiled ones included). An estimate, not
+# measured (170 s for the top 2).
+_START_AND_REPORT_S = 50
+_PER_REMEASURED_S = 60
 _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
     "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
-    "flags": ["--num-samples", "2", "--steps", "10", "--time-budget-s", "3",
-              "--remeasure-top", "1", "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
+    "flags": ["--steps", "10", "--time-budget-s", "3",
+              "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
+    "trials": 2,
+    "remeasure_top": 1,
     "search_time_budget_s": None,
 }  # fmt: skip
 
 
 def run(ctx: StageContext) -> StageResult:
-    s = ctx.pick(_GPU, _DRY)
+    s = settings(ctx)
     given = ctx.options.get("max_memory")
     budget = given or _calibrated_budget(ctx, s)
     source = "--max-memory" if given else (
@@ -61,8 +66,9 @@ def run(ctx: StageContext) -> StageResult:
     command = [
         sys.executable, "-m", "tuner", "search", SPACE, "--workload", s["workload"],
         "--max-memory", f"{budget}B", "--name", NAME, "--storage", str(storage),
-        "--reports-dir", str(ctx.out_dir), *s["flags"],
-        *_time_budget(ctx, s["search_time_budget_s"]),
+        "--reports-dir", str(ctx.out_dir), *s["flags"], "--num-samples", str(s["trials"]),
+        "--remeasure-top", str(s["remeasure_top"]),
+        *_time_budget(ctx, s["search_time_budget_s"], s["remeasure_top"]),
     ]  # fmt: skip
     ctx.log("+ " + " ".join(command))
     code = _run_search(ctx, command)
@@ -71,14 +77,26 @@ def run(ctx: StageContext) -> StageResult:
     return _finish(ctx, command, code, (budget, source), trials)
 
 
-def _time_budget(ctx: StageContext, most_s: int | None) -> list[str]:
+def settings(ctx: StageContext) -> dict[str, Any]:
+    """The stage's settings for this mode, with what the command line (or a plan) gave:
+    ``trials``, ``remeasure_top``, ``search_budget_s``."""
+    s = dict(ctx.pick(_GPU, _DRY))
+    for option, key in (("trials", "trials"), ("remeasure_top", "remeasure_top"),
+                        ("search_budget_s", "search_time_budget_s")):  # fmt: skip
+        if ctx.options.get(option) is not None and not (ctx.dry_run and option != "trials"):
+            s[key] = ctx.options[option]
+    return s
+
+
+def _time_budget(ctx: StageContext, most_s: int | None, remeasure_top: int = 2) -> list[str]:
     """``--search-time-budget-s``: at most ``most_s``, and what the stage's time leaves after the
     rest."""
     if most_s is None:
         return []
+    after = _START_AND_REPORT_S + _PER_REMEASURED_S * remeasure_top
     return [
         "--search-time-budget-s",
-        str(int(max(60, min(most_s, ctx.remaining_s() - _AFTER_SEARCH_S)))),
+        str(int(max(60, min(most_s, ctx.remaining_s() - after)))),
     ]
 
 
@@ -127,7 +145,9 @@ def _finish(
     budget, source = budget_from
     report = ctx.path(NAME) / "report.md"
     kinds = trial_kinds(trials)
-    ok, line = verdict(code, kinds, int(ctx.options.get("min_trials") or 1), budget)
+    # No more finished trials asked for than the search asks for (the dry run's two).
+    least = min(int(ctx.options.get("min_trials") or 1), int(settings(ctx)["trials"]))
+    ok, line = verdict(code, kinds, least, budget)
     ctx.write_json(
         "search.json",
         {"command": command, "exit_code": code, "max_memory_bytes": budget,
