@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
 from tuner.units import parse_memory_size
+
+MIN_STAGE_S = 30  # a stage given less is skipped (and said so), not started to be cut
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = args.out or gpu_suite.default_root(dry_run=args.dry_run)
         records = []
+        started = time.monotonic()
         for step in _steps(args, gpu_suite):
+            # The dry run checks mechanics on a slow CPU: the plan's shares are a GPU's. On a
+            # GPU a stage gets its share, or what --budget-s has left; too little: skipped.
+            budget_s = args.budget_s or (gpu_suite.PLAN_COMMAND_S if args.plan else float("inf"))
+            left = budget_s - gpu_suite.PLAN_OVERHEAD_S - (time.monotonic() - started)
+            limit = args.time_limit if args.dry_run else min(step.time_limit_s, left)
+            if limit < MIN_STAGE_S:
+                _log(f"{step.stage} skipped: {max(left, 0):.0f} s of --budget-s left")
+                continue
             given = {k: v for k, v in _options(args).items() if v is not None}
             records.append(
                 gpu_suite.run_stage(
@@ -47,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                     root=root,
                     dry_run=args.dry_run,
                     options={**step.options, **given},
-                    # The dry run checks mechanics on a slow CPU: the plan's shares are a GPU's.
-                    time_limit_s=args.time_limit if args.dry_run else step.time_limit_s,
+                    time_limit_s=limit,
                     log=_log,
                 )
             )
@@ -112,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--archive", type=Path, help="rewrite this .tgz of the results after each stage"
     )
+    parser.add_argument(
+        "--budget-s", type=float, help="seconds the device command has, unpacking and packing "
+        "included (--plan: 540; else no limit): later stages get what is left, or are skipped",
+    )  # fmt: skip
     parser.add_argument("--trials", type=int, help="search: trials to ask for (10; plan 2: 6)")
     parser.add_argument(
         "--min-trials", type=int, help="search: fail with fewer finished (1; plan 2: 4)"
