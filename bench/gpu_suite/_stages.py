@@ -92,7 +92,7 @@ SEARCH_BUDGET_S = 200  # --search-budget-s: at most this much of plan 2's search
 PLANS: dict[int, tuple[PlanStep, ...]] = {
     1: (
         PlanStep("cuda-tests", 150, {}),
-        PlanStep("ladder", 270, {"quick": True}),
+        PlanStep("ladder", 270, {"quick": True, "trace": True}),
     ),
     2: (
         PlanStep("search", 330, {"trials": SEARCH_TRIALS, "min_trials": SEARCH_MIN_TRIALS,
