@@ -33,8 +33,9 @@ EPOCHS = 6
 _PREFETCH_S = 45  # the prefetcher's six epochs of a micro ViT on a GPU, start-up included
 # One process, whatever pyproject's addopts say: its `-n auto` needs pytest-xdist (the GPU
 # rehearsal's venv has none), and two workers would share the one GPU whose memory the tests
-# measure. The rest of addopts is kept.
-ONE_PROCESS = ["-p", "no:xdist", "-o", "addopts=-ra --strict-markers"]
+# measure. Without xdist its `xdist_group` mark (tests/tiers.py) is unknown, so no
+# --strict-markers either.
+ONE_PROCESS = ["-p", "no:xdist", "-o", "addopts=-ra"]
 _PREFETCH: dict[str, Any] = {
     **MICRO_VIT,
     "data": "synthetic_host",
