@@ -78,12 +78,14 @@ def run(ctx: StageContext) -> StageResult:
 
 
 def settings(ctx: StageContext) -> dict[str, Any]:
-    """The stage's settings for this mode, with what the command line (or a plan) gave:
-    ``trials``, ``remeasure_top``, ``search_budget_s``."""
+    """The stage's settings for this mode, on a GPU with what the command line (or a plan)
+    gave: ``trials``, ``remeasure_top``, ``search_budget_s``."""
     s = dict(ctx.pick(_GPU, _DRY))
+    if ctx.dry_run:  # the dry run checks mechanics: its two tiny trials, whatever a plan asks
+        return s
     for option, key in (("trials", "trials"), ("remeasure_top", "remeasure_top"),
                         ("search_budget_s", "search_time_budget_s")):  # fmt: skip
-        if ctx.options.get(option) is not None and not (ctx.dry_run and option != "trials"):
+        if ctx.options.get(option) is not None:
             s[key] = ctx.options[option]
     return s
 
