@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build .gpu/ for the device machine: ../shared/gpu/pack.sh (stripped Ray, Optuna and their
-# missing dependencies) plus what `from ray import tune` also imports there and the GPU image
-# lacks. Ray 2.60's ray.train (which ray.tune imports) refuses to load without pydantic, and the
-# image's package list (the device tool's KINDS.md) has none: bench/gpu_rehearse.sh found it.
+# missing dependencies) plus the rest of bench/data/gpu_carried_packages.txt, the one list of
+# what .gpu/ carries (tests/test_dependencies.py checks the project's dependencies against it).
+# Ray 2.60's ray.train (which ray.tune imports) refuses to load without pydantic, and the image's
+# package list (the device tool's KINDS.md) has none: bench/gpu_rehearse.sh found it. Use this,
+# not ../shared/gpu/pack.sh alone, which carries no pydantic.
 #
 # Usage, from the project root (a checkout or a git worktree):
 #   bash bench/gpu_pack.sh [PYTHON_VERSION]   (default 3.12, the GPU image's Python)
@@ -22,11 +24,24 @@ mkdir -p "$(dirname "$exclude")"
 sed "s#\.git/info/exclude#$exclude#g" "$shared/gpu/pack.sh" > "$tmp/pack.sh"
 cp "$shared/gpu/unpack.sh" "$tmp/unpack.sh"
 bash "$tmp/pack.sh" "$py"
-# pydantic with its own pins (pydantic-core must match pydantic exactly). Its typing_extensions
-# comes along: the image's version is not known here, and a newer one is backward compatible.
-python3 -m pip download -q --only-binary=:all: --python-version "$py" --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform manylinux2014_x86_64 -d "$tmp/extra" pydantic
-cp "$tmp"/extra/*.whl .gpu/wheels/
-echo "  added to .gpu/wheels: $(cd "$tmp/extra" && ls | tr '\n' ' ')"
+# What bench/data/gpu_carried_packages.txt names beyond pack.sh's (pydantic with its exact
+# pydantic-core pin, its typing helpers). Its typing_extensions replaces the image's: the
+# image's version is not known here, and a newer one is backward compatible.
+norm() { tr 'A-Z_.' 'a-z--'; }
+listed=$(grep -v -e '^#' -e '^$' bench/data/gpu_carried_packages.txt | norm | sort -u)
+wheels() { ls .gpu/wheels | sed 's/-[0-9].*//' | norm | sort -u; }
+missing=$(comm -23 <(echo "$listed") <( (echo ray; wheels) | sort -u))
+if [ -n "$missing" ]; then
+  python3 -m pip download -q --only-binary=:all: --python-version "$py" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$tmp/extra" $missing
+  cp "$tmp"/extra/*.whl .gpu/wheels/
+  echo "  added to .gpu/wheels: $(cd "$tmp/extra" && ls | tr '\n' ' ')"
+fi
+# .gpu/ must carry exactly the list, so the list the tests read is what travels.
+drift=$(comm -3 <(echo "$listed") <( (echo ray; wheels) | sort -u) | tr -d '\t' | tr '\n' ' ')
+if [ -n "$drift" ]; then
+  echo "error: .gpu/ and bench/data/gpu_carried_packages.txt differ in: $drift(add or remove them there)" >&2
+  exit 1
+fi
 du -sh .gpu | sed 's/^/  /'

@@ -5,9 +5,11 @@
 # This builds a venv with those packages and nothing the image lacks, packs .gpu/ for this
 # Python with bench/gpu_pack.sh, unpacks it as the device command does, checks that every torch
 # name the code uses exists in the image's torch (CUDA paths included, which the dry run skips),
-# and runs every stage's dry run. The first rehearsal found Ray Tune needing pydantic there.
+# and runs every stage's dry run: the GPU plan's two commands (--plan 1, --plan 2) as they run
+# there, then fidelity. The first rehearsal found Ray Tune needing pydantic there.
 #
-# Usage, from the project root: bash bench/gpu_rehearse.sh   (about 4 minutes, a 6 GB venv)
+# Usage, from the project root: bash bench/gpu_rehearse.sh   (a 6 GB venv; the first run packs
+# .gpu/ for this Python, 10-20 minutes on 2 busy cores; later runs reuse both)
 # It rehearses the working tree as it is (committed or not), in a copy; it replaces /tmp/site,
 # the folder the device command uses. Differences left: this Python (the image's is 3.12) and
 # CUDA itself.
@@ -36,7 +38,18 @@ git -C "$root" ls-files -co --exclude-standard -z | (cd "$root" && tar --null -T
   | tar -C "$work" -xf -
 git -C "$work" init -q
 py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-(cd "$work" && SHARED=$shared bash bench/gpu_pack.sh "$py" | tail -2)
+# The pack (Ray's tree compressed: minutes on 2 cores) is kept beside the venv, keyed by what
+# makes it, so a second rehearsal reuses it.
+key=$(cat "$root/bench/gpu_pack.sh" "$root/bench/data/gpu_carried_packages.txt" \
+  "$shared/gpu/pack.sh" "$shared/gpu/unpack.sh" <(echo "$py") | md5sum | cut -c1-12)
+packed="$venv.gpu-$key"
+if [ -d "$packed" ]; then
+  echo "   .gpu/ reused from $packed"
+else
+  (cd "$work" && SHARED=$shared bash bench/gpu_pack.sh "$py" | tail -2)
+  rm -rf "$venv".gpu-* && cp -r "$work/.gpu" "$packed"
+fi
+rm -rf "$work/.gpu" && cp -r "$packed" "$work/.gpu"
 rm -rf /tmp/site
 export PATH="$venv/bin:$PATH"
 (cd "$work" && bash .gpu/unpack.sh)
@@ -46,6 +59,15 @@ cd "$work"
 export PYTHONPATH="/tmp/site:$work" PYTHONUNBUFFERED=1
 python3 bench/torch_api_check.py tuner bench tests
 
-echo "== every stage's dry run"
-python3 -m bench.gpu_suite all --dry-run --out "$work/out" 2>&1 | tee "$work/dry-run.log" | tail -8
+# The GPU plan's two commands (bench/README.md) as they run there, each with its archive, then
+# the one stage outside them: every stage's dry run.
+for plan in 1 2; do
+  echo "== the GPU plan's command $plan, dry run"
+  python3 -m bench.gpu_suite --plan $plan --dry-run --out "$work/plan$plan" \
+    --archive "$work/plan$plan.tgz" 2>&1 | tee "$work/plan$plan.log" | tail -4
+  echo "   archive: $(du -h "$work/plan$plan.tgz" | cut -f1)"
+done
+echo "== fidelity, dry run"
+python3 -m bench.gpu_suite fidelity --dry-run --out "$work/out" 2>&1 | tee "$work/fidelity.log" \
+  | tail -2
 echo "rehearsal passed; logs and results in $work"

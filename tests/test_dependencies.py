@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,3 +106,100 @@ def test_a_package_imported_by_the_code_is_a_base_dependency(module: str) -> Non
     """The two packages the code imported without declaring them (scipy, Pillow)."""
     distributions = importlib.metadata.packages_distributions()[module]
     assert {_normalized(d) for d in distributions} & _declared()[None]
+
+
+# The GPU machine (bench/README.md "gpu_suite"): its image's packages, plus what .gpu/ carries
+# (bench/gpu_pack.sh builds .gpu/ from exactly that list). A runtime dependency in neither stops
+# the GPU run at its first import: the H100 run's search lost a device call to platformdirs.
+GPU_IMAGE = ROOT / "bench" / "data" / "gpu_image_packages.txt"
+GPU_CARRIED = ROOT / "bench" / "data" / "gpu_carried_packages.txt"
+
+
+def _listed(path: Path) -> set[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {_normalized(line) for line in lines if line}
+
+
+def _runtime_requirements() -> list[Requirement]:
+    """The base dependencies, and what the extras they name (``ray[tune]``) add, from the
+    installed metadata."""
+    base = [
+        Requirement(line)
+        for line in importlib.metadata.requires("tuner") or []
+        if _base(Requirement(line))
+    ]
+    added = []
+    for requirement in base:
+        for extra in requirement.extras:
+            for line in importlib.metadata.requires(requirement.name) or []:
+                needed = Requirement(line)
+                if needed.marker and needed.marker.evaluate({"extra": extra}):
+                    added.append(needed)
+    return base + added
+
+
+def _base(requirement: Requirement) -> bool:
+    """Not an extra's requirement (those carry an ``extra == ...`` marker)."""
+    return not requirement.marker or requirement.marker.evaluate({"extra": ""})
+
+
+def _gpu_gaps(available: set[str]) -> list[str]:
+    return sorted({_normalized(r.name) for r in _runtime_requirements()} - available)
+
+
+def test_every_runtime_dependency_is_on_the_gpu_image_or_carried_in_dot_gpu() -> None:
+    assert _gpu_gaps(_listed(GPU_IMAGE) | _listed(GPU_CARRIED)) == []
+
+
+@pytest.mark.parametrize("dropped", ["platformdirs", "tensorboardx"])
+def test_a_dependency_neither_the_image_nor_dot_gpu_brings_is_a_gap(dropped: str) -> None:
+    """Before the H100 run, .gpu/ carried no platformdirs: this check names it."""
+    carried = _listed(GPU_CARRIED)
+    assert dropped in carried
+    assert _gpu_gaps(_listed(GPU_IMAGE) | (carried - {dropped})) == [dropped]
+
+
+def test_the_cli_knows_the_module_of_every_runtime_dependency() -> None:
+    """tuner.errors.RUNTIME_PACKAGES (module -> distribution) names exactly pyproject's base
+    dependencies, each under the module it is imported as."""
+    from tuner.errors import RUNTIME_PACKAGES
+
+    named = {_normalized(Requirement(p).name) for p in RUNTIME_PACKAGES.values()}
+    assert named == _declared()[None]
+    distributions = importlib.metadata.packages_distributions()
+    for module, package in RUNTIME_PACKAGES.items():
+        assert _normalized(Requirement(package).name) in {
+            _normalized(d) for d in distributions[module]
+        }, module
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [("optuna", ["spaces"]), ("numpy", ["--version"]), ("torch", ["train"])],
+    ids=["at-run-time", "building-the-parser", "torch"],
+)
+def test_a_missing_dependency_is_one_line_naming_it_and_the_fix(
+    module: str, argv: list[str]
+) -> None:
+    """The H100 run's search stopped on a traceback (no platformdirs); a package hidden from a
+    fresh process (None in sys.modules) is now one line, exit 1."""
+    from tuner.errors import RUNTIME_PACKAGES, MissingPackage
+
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        f"from tuner.cli import main; raise SystemExit(main({argv!r}))"
+    )
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": path}, check=False,
+    )  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    package = RUNTIME_PACKAGES[module]
+    assert lines[0].startswith(f"error: tuner needs the package '{package}'")
+    assert f"pip install '{package}'" in lines[0]
+    missing = MissingPackage.of(ModuleNotFoundError(name="platformdirs"))
+    assert missing is not None and "'platformdirs'" in str(missing)
+    assert MissingPackage.of(ModuleNotFoundError(name="tuner.not_a_module")) is None

@@ -17,6 +17,7 @@ from tuner.errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    MissingPackage,
     Terminated,
     TunerError,
 )
@@ -28,7 +29,8 @@ COMMANDS = ("train", "spaces", "search", "report", "ablate", "bench")
 EXIT_CODES = """\
 exit codes:
   0    finished (search: with at least one usable trial)
-  1    finished with no usable trial, or a runtime error (a failed run, a lost Ray cluster)
+  1    finished with no usable trial, or a runtime error (a failed run, a lost Ray cluster,
+       a package tuner needs that this Python lacks)
   2    usage error: bad flags, values, space or input; nothing ran
   130  interrupted (Ctrl-C); a search continues with --resume
   143  terminated (SIGTERM, e.g. from SLURM, Kubernetes or systemd): a search stops as on Ctrl-C
@@ -74,9 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help."""
-    parser = build_parser()
+    """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help.
+
+    A declared dependency this Python lacks (met while building the parser, which imports
+    numpy, or at a command's lazy import) is one line naming it and its fix, exit 1.
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except ModuleNotFoundError as exc:
+        missing = MissingPackage.of(exc)
+        if missing is None or "--debug" in arguments:
+            raise
+        return _failed(argparse.Namespace(json="--json" in arguments), missing)
+
+
+def _main(arguments: list[str]) -> int:
+    parser = build_parser()
     try:
         args = parser.parse_args(arguments)
     except UsageError as exc:
@@ -93,18 +109,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TunerError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
-        if getattr(args, "json", False):  # --json promises a JSON document: the error's
-            from tuner.commands._flags import print_json
-
-            print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
-        return exc.exit_code
+        return _failed(args, exc)
     except Terminated:
         print("terminated (SIGTERM)", file=sys.stderr)
         return _interrupted(args, EXIT_TERMINATED)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return _interrupted(args, EXIT_INTERRUPTED)
+
+
+def _failed(args: argparse.Namespace, exc: TunerError) -> int:
+    """Print ``exc`` as its one line (and as JSON with ``--json``); its exit code."""
+    print(f"error: {exc}", file=sys.stderr)
+    if getattr(args, "json", False):  # --json promises a JSON document: the error's
+        from tuner.commands._flags import print_json
+
+        print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
+    return exc.exit_code
 
 
 def _interrupted(args: argparse.Namespace, code: int) -> int:

@@ -9,6 +9,8 @@ __all__ = [
     "EXIT_RUNTIME",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "RUNTIME_PACKAGES",
+    "MissingPackage",
     "Terminated",
     "TunerError",
     "TunerRuntimeError",
@@ -41,6 +43,49 @@ class TunerRuntimeError(TunerError):
     to continue (``--resume``)."""
 
     exit_code = EXIT_RUNTIME
+
+
+# The module each runtime dependency in pyproject.toml is imported as -> its distribution
+# (tests/test_dependencies.py keeps the two alike): a missing one is named with its fix.
+RUNTIME_PACKAGES = {
+    "torch": "torch",
+    "torchvision": "torchvision",
+    "timm": "timm",
+    "ray": "ray[tune]",
+    "optuna": "optuna",
+    "pandas": "pandas",
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "PIL": "pillow",
+    "tensorboardX": "tensorboardX",
+    "sklearn": "scikit-learn",
+    "pyarrow": "pyarrow",
+    "matplotlib": "matplotlib",
+    "tqdm": "tqdm",
+    "platformdirs": "platformdirs",
+    "psutil": "psutil",
+}
+
+
+class MissingPackage(TunerRuntimeError):
+    """A runtime dependency this Python lacks, met at its first import (imports are lazy, so
+    work may have started: a runtime error, exit 1, not a usage error)."""
+
+    @classmethod
+    def of(cls, exc: ModuleNotFoundError) -> MissingPackage | None:
+        """The error for ``exc``, when it is a declared dependency's top-level module missing;
+        else None (a missing first-party module is a bug: its traceback says where)."""
+        module = (exc.name or "").split(".")[0]
+        if module not in RUNTIME_PACKAGES:
+            return None
+        import sys
+
+        package = RUNTIME_PACKAGES[module]
+        return cls(
+            f"tuner needs the package '{package}', which {sys.executable} cannot import "
+            f"(no module named '{exc.name}'): pip install '{package}' (or pip install -e . in the "
+            "project for every dependency)"
+        )
 
 
 def error_line(exc: BaseException, *, limit: int = 300) -> str:

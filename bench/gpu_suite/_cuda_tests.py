@@ -25,12 +25,17 @@ from tuner.workloads import MICRO_VIT
 
 from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
-__all__ = ["engine_tests", "run"]
+__all__ = ["ONE_PROCESS", "engine_tests", "run"]
 
 # This suite lives in a checkout's bench/; the engine's tests are that checkout's tests/engine.
 _TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 EPOCHS = 6
-_PREFETCH_S = 120  # the prefetcher's six epochs on a GPU, start-up included, with room to spare
+_PREFETCH_S = 45  # the prefetcher's six epochs of a micro ViT on a GPU, start-up included
+# One process, whatever pyproject's addopts say: its `-n auto` needs pytest-xdist (the GPU
+# rehearsal's venv has none), and two workers would share the one GPU whose memory the tests
+# measure. Without xdist its `xdist_group` mark (tests/tiers.py) is unknown, so no
+# --strict-markers either.
+ONE_PROCESS = ["-p", "no:xdist", "-o", "addopts=-ra"]
 _PREFETCH: dict[str, Any] = {
     **MICRO_VIT,
     "data": "synthetic_host",
@@ -70,7 +75,7 @@ def run(ctx: StageContext) -> StageResult:
 def _pytest(ctx: StageContext) -> dict[str, int]:
     """Run the CUDA-marked engine tests in a fresh process; counts from its JUnit XML."""
     junit, tests = ctx.path("junit.xml"), engine_tests(ctx.options.get("tests"))
-    command = [sys.executable, "-m", "pytest", str(tests), "-m", "cuda",
+    command = [sys.executable, "-m", "pytest", str(tests), "-m", "cuda", *ONE_PROCESS,
                "-v", "-rA", "-p", "no:cacheprovider", f"--junitxml={junit}"]  # fmt: skip
     # The prefetcher's epochs still need their time after the tests, within the stage's.
     timeout = max(ctx.remaining_s() - ctx.pick(_PREFETCH_S, 30), 30)

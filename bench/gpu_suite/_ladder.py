@@ -34,6 +34,9 @@ MFU_GOAL = 0.5
 # stage's time left, so at least two repeats still fit; otherwise a repeat builds it.
 _KEEP_FOR_REPEATS_S = 240.0
 
+_TRACE_LEFT_S = 60.0  # a trace starts only with this much of the stage's time left
+_TRACE_MOST_BYTES = 8 * 2**20  # a larger trace is dropped (the table stays)
+
 _GPU: dict[str, Any] = {
     "workload": {},  # tuner.workloads.BENCH["gpu"]: ViT-B/16 at 224, synthetic, 1000 classes
     "batch_sizes": (64, 128, 256, 384, 512),
@@ -41,6 +44,14 @@ _GPU: dict[str, Any] = {
     "steps": 30,
     "warmup_steps": 10,
     "matmul_size": 8192,
+}
+# The GPU plan's first command (``--plan 1``): a short sweep, every rung, two repeats.
+_QUICK: dict[str, Any] = {
+    **_GPU,
+    "batch_sizes": (128, 256, 512),
+    "sweep_steps": 5,
+    "steps": 20,
+    "warmup_steps": 5,
 }
 _DRY: dict[str, Any] = {
     "workload": MICRO_BENCH,  # its batch size is the sweep's to choose
@@ -61,7 +72,7 @@ def plan(base: TrainConfig, *, cuda: bool, dry_run: bool) -> tuple[list[Arm], li
 
 
 def run(ctx: StageContext) -> StageResult:
-    s = ctx.pick(_GPU, _DRY)
+    s = ctx.pick(_QUICK if ctx.options.get("quick") else _GPU, _DRY)
     workload = {**s["workload"], "device": ctx.device}  # over the device's bench workload
     base = benchmark_config(workload, steps=s["steps"], warmup_steps=s["warmup_steps"])
     arms, skip = plan(base, cuda=ctx.cuda, dry_run=ctx.dry_run)
@@ -73,7 +84,7 @@ def run(ctx: StageContext) -> StageResult:
         workload={**workload, "batch_size": batch_size},
         steps=s["steps"],
         warmup_steps=s["warmup_steps"],
-        repeats=ctx.repeats(3, 2),
+        repeats=ctx.repeats(2 if ctx.options.get("quick") else 3, 2),
         skip=tuple(skip),
         amp="bf16",
         time_limit_s=ctx.remaining_s(),
@@ -83,8 +94,40 @@ def run(ctx: StageContext) -> StageResult:
     )
     report["sweep"] = sweep.to_dict(orient="records")
     report["first_build_s"] = compile_s
+    if ctx.options.get("trace"):
+        report["trace"] = _trace(ctx, arms, batch_size, report.get("best_rung"))
     _write(ctx, report, sweep, eager[-1].name)
     return _result(report)
+
+
+def _trace(ctx: StageContext, arms: list[Arm], batch_size: int, best: str | None) -> str:
+    """A profiler trace of the fastest rung's short run (its build from Inductor's warm caches,
+    one warm-up and 2 measured steps): ``trace.json.gz`` (Perfetto, chrome://tracing) and
+    ``trace_top.txt``, the ops by device time. For the MFU question: how much of a step is
+    attention, the optimizer step, or gaps between launches."""
+    import gzip
+    import shutil
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from tuner.engine import probe
+
+    if best is None or ctx.remaining_s() < _TRACE_LEFT_S:
+        return f"no trace: {'no rung finished' if best is None else 'too little time left'}"
+    arm = next(a for a in arms if a.name == best)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if ctx.cuda else [])]
+    with profile(activities=activities) as prof:
+        result = probe(arm.config.replace(batch_size=batch_size, warmup_steps=1), steps=2)
+    raw = ctx.path("trace.json")
+    prof.export_chrome_trace(str(raw))
+    with raw.open("rb") as src, gzip.open(ctx.path("trace.json.gz"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    if ctx.path("trace.json.gz").stat().st_size > _TRACE_MOST_BYTES:  # the archive's room
+        ctx.path("trace.json.gz").unlink()
+    sort = "self_device_time_total" if ctx.cuda else "self_cpu_time_total"
+    ctx.path("trace_top.txt").write_text(prof.key_averages().table(sort_by=sort, row_limit=40))
+    return f"{best} at batch {batch_size}: {result.status}, trace_top.txt"
 
 
 def _sweep(
@@ -164,6 +207,7 @@ def _write(ctx: StageContext, report: dict[str, Any], sweep: pd.DataFrame, swept
     first = ", ".join(f"{k} {v:.0f} s" for k, v in report["first_build_s"].items())
     goal = [
         _goal_sentence(report),
+        f"Profiler trace: {report.get('trace', 'not asked for')}.",
         f"First (cold-cache) build and compile, before the repeats: {first or 'none'}.",
         f"![images/s and peak memory per rung]({plot.name})",
     ]

@@ -23,7 +23,7 @@ from tuner.units import format_bytes
 
 from ._context import STOPPED, StageContext, StageResult, run_stoppable
 
-__all__ = ["SPACE", "run"]
+__all__ = ["SPACE", "run", "settings", "trial_kinds", "verdict"]
 
 SPACE = "vit_space"
 NAME = f"{SPACE}-suite"
@@ -31,28 +31,33 @@ _GPU: dict[str, Any] = {
     "workload": "gpu",
     "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
     "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
-    "flags": ["--num-samples", "10", "--steps", "150", "--speed-repeats", "1",
-              "--time-budget-s", "25", "--remeasure-top", "2", "--remeasure-repeats", "2",
+    "flags": ["--steps", "150", "--speed-repeats", "1",
+              "--time-budget-s", "25", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
-    "search_time_budget_s": 300,
+    "trials": 10,  # --trials
+    "remeasure_top": 2,  # --remeasure-top
+    "search_time_budget_s": 300,  # --search-budget-s
 }  # fmt: skip
-# What the search command spends outside its --search-time-budget-s: Ray's start, the
-# re-measurement of the top trials (fresh builds, compiled ones included) and the report. An
-# estimate, not measured.
-_AFTER_SEARCH_S = 170
+# What the search command spends outside its --search-time-budget-s: Ray's start and the report,
+# and each re-measured top trial (fresh builds, compiled ones included). An estimate, not
+# measured (170 s for the top 2).
+_START_AND_REPORT_S = 50
+_PER_REMEASURED_S = 60
 _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
     "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
-    "flags": ["--num-samples", "2", "--steps", "10", "--time-budget-s", "3",
-              "--remeasure-top", "1", "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
+    "flags": ["--steps", "10", "--time-budget-s", "3",
+              "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
+    "trials": 2,
+    "remeasure_top": 1,
     "search_time_budget_s": None,
 }  # fmt: skip
 
 
 def run(ctx: StageContext) -> StageResult:
-    s = ctx.pick(_GPU, _DRY)
+    s = settings(ctx)
     given = ctx.options.get("max_memory")
     budget = given or _calibrated_budget(ctx, s)
     source = "--max-memory" if given else (
@@ -61,8 +66,9 @@ def run(ctx: StageContext) -> StageResult:
     command = [
         sys.executable, "-m", "tuner", "search", SPACE, "--workload", s["workload"],
         "--max-memory", f"{budget}B", "--name", NAME, "--storage", str(storage),
-        "--reports-dir", str(ctx.out_dir), *s["flags"],
-        *_time_budget(ctx, s["search_time_budget_s"]),
+        "--reports-dir", str(ctx.out_dir), *s["flags"], "--num-samples", str(s["trials"]),
+        "--remeasure-top", str(s["remeasure_top"]),
+        *_time_budget(ctx, s["search_time_budget_s"], s["remeasure_top"]),
     ]  # fmt: skip
     ctx.log("+ " + " ".join(command))
     code = _run_search(ctx, command)
@@ -71,14 +77,28 @@ def run(ctx: StageContext) -> StageResult:
     return _finish(ctx, command, code, (budget, source), trials)
 
 
-def _time_budget(ctx: StageContext, most_s: int | None) -> list[str]:
+def settings(ctx: StageContext) -> dict[str, Any]:
+    """The stage's settings for this mode, on a GPU with what the command line (or a plan)
+    gave: ``trials``, ``remeasure_top``, ``search_budget_s``."""
+    s = dict(ctx.pick(_GPU, _DRY))
+    if ctx.dry_run:  # the dry run checks mechanics: its two tiny trials, whatever a plan asks
+        return s
+    for option, key in (("trials", "trials"), ("remeasure_top", "remeasure_top"),
+                        ("search_budget_s", "search_time_budget_s")):  # fmt: skip
+        if ctx.options.get(option) is not None:
+            s[key] = ctx.options[option]
+    return s
+
+
+def _time_budget(ctx: StageContext, most_s: int | None, remeasure_top: int = 2) -> list[str]:
     """``--search-time-budget-s``: at most ``most_s``, and what the stage's time leaves after the
     rest."""
     if most_s is None:
         return []
+    after = _START_AND_REPORT_S + _PER_REMEASURED_S * remeasure_top
     return [
         "--search-time-budget-s",
-        str(int(max(60, min(most_s, ctx.remaining_s() - _AFTER_SEARCH_S)))),
+        str(int(max(60, min(most_s, ctx.remaining_s() - after)))),
     ]
 
 
@@ -126,17 +146,15 @@ def _finish(
 
     budget, source = budget_from
     report = ctx.path(NAME) / "report.md"
-    n = 0 if trials is None else len(trials)
-    feasible = 0 if trials is None else int(trials["feasible"].fillna(False).astype(bool).sum())
-    line = (
-        f"search exit {code}: {n} trials, {feasible} within the budget "
-        f"{format_bytes(budget)}, {n - feasible} not"
-    )
+    kinds = trial_kinds(trials)
+    # No more finished trials asked for than the search asks for (the dry run's two).
+    least = min(int(ctx.options.get("min_trials") or 1), int(settings(ctx)["trials"]))
+    ok, line = verdict(code, kinds, least, budget)
     ctx.write_json(
         "search.json",
         {"command": command, "exit_code": code, "max_memory_bytes": budget,
-         "max_memory_from": source, "trials": n,
-         "feasible": feasible, "report": str(report.relative_to(ctx.out_dir))},
+         "max_memory_from": source, "trials": sum(kinds.values()), "kinds": kinds,
+         "ok_trials": kinds.get("ok", 0), "report": str(report.relative_to(ctx.out_dir))},
     )  # fmt: skip
     shown = _shown_trials(trials) if trials is not None else None
     outcome = [
@@ -153,7 +171,36 @@ def _finish(
             Section("Command", [f"`{' '.join(command)}`"]),
         ],
     )
-    return StageResult(code in (0, 1) and n > 0 and report.is_file(), line)
+    return StageResult(ok and report.is_file(), line)
+
+
+def trial_kinds(trials: Any) -> dict[str, int]:
+    """How many trials were of each kind (``tuner.record.KINDS``: ok, over budget, incomplete,
+    ...), in that order, the kinds with none left out. A trial cut by the search's end before
+    it reported is ``incomplete``: it says nothing about the memory budget."""
+    from tuner.record import KIND, KINDS
+
+    if trials is None or KIND not in trials:
+        return {}
+    counts = trials[KIND].value_counts()
+    return {k: int(counts[k]) for k in KINDS if counts.get(k, 0)}
+
+
+def verdict(code: int, kinds: dict[str, int], min_trials: int, budget: int) -> tuple[bool, str]:
+    """The stage passes when the search exited 0 or 1, at least one trial is ok and at least
+    ``min_trials`` trials finished (ended by themselves: any kind but incomplete)."""
+    n = sum(kinds.values())
+    finished = n - kinds.get("incomplete", 0)
+    told = ", ".join(
+        f"{v} over the budget {format_bytes(budget)}" if k == "over budget" else f"{v} {k}"
+        for k, v in kinds.items()
+    )
+    line = f"search exit {code}: {n} trials ({told or 'none read'}), {finished} finished"
+    short = ["no trial ok"] if not kinds.get("ok") else []
+    if finished < min_trials:
+        short.append(f"fewer than {min_trials} finished")
+    ok = code in (0, 1) and not short
+    return ok, line + (f"; FAIL: {' and '.join(short)}" if short else "")
 
 
 def _shown_trials(trials: Any) -> Any:

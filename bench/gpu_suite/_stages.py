@@ -27,7 +27,18 @@ from . import (
 )
 from ._context import DRY_RUN_DIR, StageContext, StageResult, device_slug
 
-__all__ = ["STAGES", "Stage", "default_root", "run_stage", "stage", "stage_names"]
+__all__ = [
+    "PLANS",
+    "STAGES",
+    "PlanStep",
+    "Stage",
+    "default_root",
+    "plan_steps",
+    "run_stage",
+    "stage",
+    "stage_names",
+    "write_archive",
+]
 
 STAGE_TIME_LIMIT_S = 8 * 60  # measuring loops start nothing past this; a device call is 9 min
 
@@ -57,6 +68,68 @@ STAGES: tuple[Stage, ...] = (
           _fidelity.run),
 )  # fmt: skip
 _BY_NAME = {s.name: s for s in STAGES}
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One stage of a GPU plan's command, with its share of the command's time and options."""
+
+    stage: str
+    time_limit_s: float
+    options: Mapping[str, Any]
+
+
+# The GPU plan (bench/README.md "A GPU plan in 15 minutes"): two device commands of at most
+# 9 minutes each, by value; 15 minutes of device time hold one machine start and both only when
+# each ends in 8 (PLAN_COMMAND_S is the most; --budget-s gives the second what is left). The
+# stages' shares leave PLAN_OVERHEAD_S of each command for unpacking .gpu/ and the archive.
+PLAN_COMMAND_S = 540
+PLAN_OVERHEAD_S = 60
+# TODO(issue 37): size plan 2's search (trials, search budget) from the GPU cost model.
+SEARCH_TRIALS = 6  # --trials: plan 2's search asks for this many trials ...
+SEARCH_MIN_TRIALS = 4  # ... and fails with fewer finished (--min-trials)
+SEARCH_BUDGET_S = 200  # --search-budget-s: at most this much of plan 2's search stage
+PLANS: dict[int, tuple[PlanStep, ...]] = {
+    1: (
+        PlanStep("cuda-tests", 150, {}),
+        PlanStep("ladder", 270, {"quick": True, "trace": True}),
+    ),
+    2: (
+        PlanStep("search", 330, {"trials": SEARCH_TRIALS, "min_trials": SEARCH_MIN_TRIALS,
+                                 "search_budget_s": SEARCH_BUDGET_S, "remeasure_top": 1}),
+        PlanStep("recipe", 45, {"repeats": 2}),
+        PlanStep("norms", 45, {"repeats": 2}),
+    ),
+}  # fmt: skip
+
+
+def plan_steps(number: int) -> tuple[PlanStep, ...]:
+    """The steps of plan ``number``.
+
+    Raises:
+        TunerError: no such plan.
+    """
+    if number not in PLANS:
+        raise TunerError(f"unknown plan {number}; choose from {', '.join(map(str, PLANS))}.")
+    return PLANS[number]
+
+
+def write_archive(root: Path, archive: Path, log: Callable[[str], Any] = print) -> int:
+    """``archive`` (.tgz) of ``root``'s stage folders, replaced whole (a command cut while it
+    packs keeps the last one); its size in bytes."""
+    import tarfile
+
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(root, arcname=root.name)
+    partial.replace(archive)
+    size = archive.stat().st_size
+    if size > ARCHIVE_MOST_BYTES:
+        log(f"warning: {archive} is {size / 2**20:.1f} MiB, over the 16 MiB a device file may be")
+    return size
+
+
+ARCHIVE_MOST_BYTES = 16 * 2**20  # what one file back from the device machine may be
 
 
 def stage(name: str) -> Stage:

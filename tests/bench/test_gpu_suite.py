@@ -181,4 +181,60 @@ def test_the_suite_is_not_in_the_installed_package_and_calls_current_flags() -> 
     known = {s for a in search._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
     for settings in (_search._GPU, _search._DRY):
         flags = [f for f in settings["flags"] if f.startswith("--")]
+        flags += ["--num-samples", "--remeasure-top", "--search-time-budget-s"]  # from options
         assert set(flags) <= known, set(flags) - known
+
+
+def test_a_search_whose_one_trial_was_cut_is_incomplete_and_fails_the_stage(
+    tmp_path: Path,
+) -> None:
+    """The H100 run (reports/examples/gpu-nvidia-h100-80gb-hbm3/search-3-stage.md): one trial,
+    cut by the search's time budget before it reported, was told as "0 within the budget
+    19.0 GiB, 1 not", and the stage passed with no ok trial."""
+    import pandas as pd
+
+    ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=480)
+    (tmp_path / _search.NAME).mkdir()
+    (tmp_path / _search.NAME / "report.md").write_text("# report\n")
+    budget = (20434649088, "1.5x the workload's peak")
+    cut = pd.DataFrame(
+        {"trial_id": ["b47105e7"], "kind": ["incomplete"], "feasible": [False],
+         "status": [None], "peak_memory_bytes": [float("nan")]}
+    )  # fmt: skip
+    result = _search._finish(ctx, ["tuner", "search"], 1, budget, cut)
+    assert not result.ok, result.summary
+    assert "1 incomplete" in result.summary and "not" not in result.summary.split(";")[0]
+    assert json.loads((tmp_path / "search.json").read_text())["kinds"] == {"incomplete": 1}
+    # Four finished, one of them ok and one over the budget: the plan's search passes.
+    kinds = ["ok", "over budget", "stopped early", "errored", "incomplete"]
+    done = pd.DataFrame({"trial_id": list("abcde"), "kind": kinds})
+    ctx = StageContext("search", tmp_path, False, True, 480, {"min_trials": 4})
+    result = _search._finish(ctx, ["tuner", "search"], 0, budget, done)
+    assert result.ok, result.summary
+    assert "1 over the budget 19.0 GiB" in result.summary and "4 finished" in result.summary
+    ctx = StageContext("search", tmp_path, False, True, 480, {"min_trials": 5})
+    assert "fewer than 5 finished" in _search._finish(ctx, [], 0, budget, done).summary
+
+
+def test_each_plan_command_fits_nine_minutes_and_passes_its_settings_on(tmp_path: Path) -> None:
+    """The GPU plan (bench/README.md): two commands of at most 9 minutes, by value."""
+    assert [[s.stage for s in gpu_suite.PLANS[n]] for n in (1, 2)] == [
+        ["cuda-tests", "ladder"], ["search", "recipe", "norms"]]  # fmt: skip
+    for steps in gpu_suite.PLANS.values():
+        total = sum(s.time_limit_s for s in steps) + gpu_suite.PLAN_OVERHEAD_S
+        assert total <= gpu_suite.PLAN_COMMAND_S <= 9 * 60
+    with pytest.raises(TunerError, match="unknown plan 3"):
+        gpu_suite.plan_steps(3)
+    search = next(s for s in gpu_suite.PLANS[2] if s.stage == "search")
+    ctx = StageContext("search", tmp_path, False, True, search.time_limit_s, search.options)
+    assert _search.settings(ctx)["trials"] == gpu_suite.SEARCH_TRIALS
+    budget = int(_search._time_budget(ctx, gpu_suite.SEARCH_BUDGET_S, 1)[1])
+    assert 60 <= budget <= gpu_suite.SEARCH_BUDGET_S
+    (tmp_path / "results" / "ladder").mkdir(parents=True)
+    (tmp_path / "results" / "ladder" / "ladder.md").write_text("# ladder\n")
+    archive = tmp_path / "plan1.tgz"
+    assert 0 < gpu_suite.write_archive(tmp_path / "results", archive) <= 16 * 2**20
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        assert "results/ladder/ladder.md" in tar.getnames()
