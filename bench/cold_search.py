@@ -60,6 +60,8 @@ def run_once(code: Path, space: str, extra: list[str], *, hog: bool) -> dict[str
         Path(OUT / "cold_search_logs").mkdir(parents=True, exist_ok=True)
         log = OUT / "cold_search_logs" / f"{commit}-{int(time.time())}.log"
         log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr[-20000:])
+        if (folder / "trials.csv").exists():  # what the cost model's CPU check predicts from
+            log.with_suffix(".trials.csv").write_text((folder / "trials.csv").read_text())
     return {
         "commit": commit,
         "space": space,

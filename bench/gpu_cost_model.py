@@ -318,6 +318,23 @@ def measure_cpu(space: str, path: Path, search_start_s: float) -> dict[str, Any]
     return profile
 
 
+def _measured_configs(space: str, path: Path) -> list[TrainConfig]:
+    """The training configs a measured search ran, in its order (its trials.csv)."""
+    import pandas as pd
+
+    table = pd.read_csv(path).sort_values("started_at")
+    workload = {**get_space(space).workloads["cpu"], "device": "cpu"}
+    out = []
+    for _, row in table.iterrows():
+        params = {k: row[f"param_{k}"] for k in ("batch_size", "norm", "amp", "lr")
+                  if f"param_{k}" in row and row[f"param_{k}"] == row[f"param_{k}"]}  # fmt: skip
+        if row.get("param_norm") == "group":
+            params["gn_groups"] = int(row["param_gn_groups"])
+        params["batch_size"] = int(params["batch_size"])
+        out.append(train_config_of(params, workload=workload))
+    return out
+
+
 def _summary(run: dict[str, Any]) -> str:
     return (
         f"| {run['profile']} | {run['plan']} | {len(run['trials'])} | {run['wall_s']:.0f} | "
@@ -333,6 +350,8 @@ def main() -> None:
     parser.add_argument("--time-budget-s", type=float, help="each GPU trial's time budget")
     parser.add_argument("--out", default="gpu_cost_model", help="file name under reports/")
     parser.add_argument("--cpu-profile", type=Path, help="a measured CPU profile (JSON)")
+    parser.add_argument("--cpu-trials", type=Path, action="append", default=[],
+                        help="a measured CPU search's trials.csv: predict its configs")  # fmt: skip
     parser.add_argument("--measure-cpu", type=float, metavar="SEARCH_START_S",
                         help="measure the CPU profile into --cpu-profile first")  # fmt: skip
     args = parser.parse_args()
@@ -349,9 +368,10 @@ def main() -> None:
         runs.append(predict(H100_VIT_SPACE, gpu, plan=plan))
     if args.cpu_profile:
         profile = cpu_profile(json.loads(args.cpu_profile.read_text()))
-        cpu_n = args.samples or space.num_samples.get("cpu", 8)
-        for plan in ("before", "after"):
-            runs.append(predict(profile, configs_of(args.space, cpu_n, cuda=False), plan=plan))
+        for trials in args.cpu_trials:
+            configs = _measured_configs(args.space, trials)
+            for plan in ("before", "after"):
+                runs.append({**predict(profile, configs, plan=plan), "measured": str(trials)})
     OUT.mkdir(parents=True, exist_ok=True)
     record = {"runs": runs, "profiles": [asdict(H100_VIT_SPACE)]}
     record["gpu_changes"] = changes

@@ -110,14 +110,14 @@ def _trace(ctx: StageContext, arms: list[Arm], batch_size: int, best: str | None
 
     from torch.profiler import ProfilerActivity, profile
 
-    from tuner.engine import probe
+    from tuner.engine import short_run
 
     if best is None or ctx.remaining_s() < _TRACE_LEFT_S:
         return f"no trace: {'no rung finished' if best is None else 'too little time left'}"
     arm = next(a for a in arms if a.name == best)
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if ctx.cuda else [])]
     with profile(activities=activities) as prof:
-        result = probe(arm.config.replace(batch_size=batch_size, warmup_steps=1), steps=2)
+        result = short_run(arm.config.replace(batch_size=batch_size, warmup_steps=1), steps=2)
     raw = ctx.path("trace.json")
     prof.export_chrome_trace(str(raw))
     with raw.open("rb") as src, gzip.open(ctx.path("trace.json.gz"), "wb") as dst:
@@ -139,11 +139,11 @@ def _sweep(
     Raises:
         TunerError: no batch size of the sweep ran.
     """
-    from tuner.engine import probe
+    from tuner.engine import short_run
 
     rows: list[dict[str, Any]] = []
     for batch_size in s["batch_sizes"]:
-        result = probe(top.replace(batch_size=batch_size), steps=s["sweep_steps"])
+        result = short_run(top.replace(batch_size=batch_size), steps=s["sweep_steps"])
         rows.append(
             {
                 "batch_size": batch_size,
@@ -158,7 +158,7 @@ def _sweep(
             break  # a larger batch will not fit either
     frame = pd.DataFrame(rows).assign(plain_fp32_runs=pd.NA)
     for i in frame[frame["status"] == "ok"].sort_values("images_per_second").index[::-1]:
-        fits = probe(plain.replace(batch_size=int(frame.at[i, "batch_size"])), steps=1).ok
+        fits = short_run(plain.replace(batch_size=int(frame.at[i, "batch_size"])), steps=1).ok
         frame.at[i, "plain_fp32_runs"] = fits
         if fits:
             return frame, int(frame.at[i, "batch_size"])
@@ -175,14 +175,14 @@ def _warm_compile_caches(ctx: StageContext, arms: list[Arm], batch_size: int) ->
     on-disk caches then make the measured repeats' fresh builds take seconds, so the repeats
     are alike and more of them fit in the stage's time.
     """
-    from tuner.engine import probe
+    from tuner.engine import short_run
 
     seconds: dict[str, float] = {}
     for arm in arms:
         if ctx.remaining_s() < _KEEP_FOR_REPEATS_S:
             ctx.log(f"first build of {arm.name} left to a repeat ({ctx.remaining_s():.0f} s left)")
             continue
-        result = probe(arm.config.replace(batch_size=batch_size), steps=1)
+        result = short_run(arm.config.replace(batch_size=batch_size), steps=1)
         seconds[arm.name] = result.wall_time_s
         ctx.log(f"first build of {arm.name}: {result.status}, {result.wall_time_s:.0f} s")
     return seconds

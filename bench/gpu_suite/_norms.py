@@ -51,7 +51,7 @@ _DRY: dict[str, Any] = {  # small stand-ins with the same kinds of norm layers
 
 
 def run(ctx: StageContext) -> StageResult:
-    from tuner.engine import probe
+    from tuner.engine import short_run
 
     s = ctx.pick(_GPU, _DRY)
     tables, every_run = [], []
@@ -60,7 +60,7 @@ def run(ctx: StageContext) -> StageResult:
         runs = run_interleaved(
             arms,
             repeats=ctx.repeats(5, 2),
-            measure=lambda c: probe(c, steps=s["steps"]),
+            measure=lambda c: short_run(c, steps=s["steps"]),
             on_run=lambda r, arm, row, m=model: ctx.log(
                 f"{m} repeat {r + 1} {arm.name}: {row['status']}, "
                 f"{row['images_per_second']:.1f} images/s"

@@ -113,12 +113,12 @@ def _run_search(ctx: StageContext, command: list[str]) -> int:
 
 def _calibrated_budget(ctx: StageContext, s: dict[str, Any]) -> int:
     """A multiple of the peak memory of the space's workload at the calibration batch."""
-    from tuner.engine import probe
+    from tuner.engine import short_run
     from tuner.spaces import get_space
 
     workload = dict(get_space(SPACE).workloads[s["workload"]])
     config = TrainConfig.from_params({**workload, **s["calibration"], "device": ctx.device})
-    peak = probe(config, steps=2).peak_memory_bytes
+    peak = short_run(config, steps=2).peak_memory_bytes
     ctx.log(f"calibration: peak {format_bytes(peak)} at batch {config.batch_size}")
     return int(s["budget_factor"] * (peak or 0)) or 1
 

@@ -1,7 +1,7 @@
 """The engine benchmark: the plain loop vs each speed technique added in turn, in ONE run.
 
 The ladder comes from the technique registry (:func:`tuner.compare.plan_ladder`); every rung is
-a short :func:`tuner.engine.probe`, measured ``repeats`` times interleaved, and each rung's
+a :func:`tuner.engine.short_run`, measured ``repeats`` times interleaved, and each rung's
 change is a paired ratio with its interval (:mod:`tuner.compare`). On top, model FLOPs
 utilization: training FLOPs per image (3 x the forward FLOPs counted by
 ``torch.utils.flop_counter``) x images/s over the device's dense matmul rate, timed in the same
@@ -22,7 +22,7 @@ import torch
 
 from tuner.compare import plan_ladder, run_interleaved, summarize
 from tuner.config import TrainConfig
-from tuner.engine import probe
+from tuner.engine import short_run
 from tuner.engine.build import resolve_device
 from tuner.engine.data import build_data
 from tuner.engine.meters import environment, synchronize
@@ -118,7 +118,7 @@ def run_benchmark(
     runs = run_interleaved(
         arms,
         repeats=repeats,
-        measure=lambda c: probe(c, steps=steps),
+        measure=lambda c: short_run(c, steps=steps),
         on_run=on_run,
         time_limit_s=time_limit_s,
         warmup=warmup,

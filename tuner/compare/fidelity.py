@@ -1,7 +1,7 @@
 """The fidelity self-check: does the engine train as fast as a minimal loop would?
 
 ``python -m tuner bench --verify`` times one workload with the engine (a
-:func:`tuner.engine.probe`) and with :mod:`tuner.compare.minimal_loop` (plain PyTorch written
+:func:`tuner.engine.short_run`) and with :mod:`tuner.compare.minimal_loop` (plain PyTorch written
 without the engine), each measurement a fresh process so neither inherits the other's
 allocator, compile caches or threads, interleaved after one discarded pair; the engine/minimal
 ratio is paired (:func:`tuner.stats.paired_ratio`). bench/README.md ("tuner bench --verify")
@@ -168,11 +168,11 @@ def _command(kind: str, config: TrainConfig, steps: int) -> list[str]:
 
 
 def _engine_worker(argv: Sequence[str]) -> None:
-    """``python -m tuner.compare.fidelity CONFIG_JSON STEPS``: one engine probe, one JSON line."""
-    from tuner.engine import probe
+    """``python -m tuner.compare.fidelity CONFIG_JSON STEPS``: one short run, one JSON line."""
+    from tuner.engine import short_run
 
     config = TrainConfig.from_params(json.loads(argv[0]))
-    result = probe(config, steps=int(argv[1]))
+    result = short_run(config, steps=int(argv[1]))
     mean = config.batch_size / result.step_time_s if result.step_time_s else math.nan
     measured = {
         "status": result.status,

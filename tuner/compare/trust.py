@@ -305,9 +305,9 @@ class _FreshBuilds:
         return None  # a fresh build's steps stay: each is a run of its own
 
     def __call__(self, arm: Arm) -> Any:
-        from tuner.engine import probe
+        from tuner.engine import short_run
 
-        return probe(arm.config, steps=self.steps)
+        return short_run(arm.config, steps=self.steps)
 
     def close(self) -> None:
         return None
