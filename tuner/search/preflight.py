@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE, Experiment
+from tuner.experiment import METADATA_FILE
 from tuner.experiment.lock import refuse_if_held, say_leftovers_ended
 from tuner.search.experiment import ExperimentPaths, options_to_resume
 from tuner.search.options import SearchOptions
@@ -28,6 +28,8 @@ from tuner.usercode import is_ref
 
 if TYPE_CHECKING:
     import torch
+
+    from tuner.experiment import Experiment
 
 __all__ = [
     "Checked",
