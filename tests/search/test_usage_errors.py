@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tuner.errors import EXIT_TERMINATED
 from tuner.experiment import METADATA_FILE, STUDY_FILE
 from tuner.experiment.lock import driver_lock
 
@@ -146,3 +149,55 @@ def test_a_resume_refuses_a_limit_it_has_passed_in_one_line(
     assert code == 2 and len(errors) == 1, errors
     assert re.match(refused, errors[0]), errors
     assert not {"torch", "ray"} & set(imported)  # the study is read (Optuna), nothing heavier
+
+
+def _space_that_stalls_its_first_sample(folder: Path) -> Path:
+    """A space whose first sample in a process waits (a driver held in its start-up checks:
+    the space is sampled there) once it has created ``started``."""
+    path = folder / "stalling_space.py"
+    path.write_text(
+        "import time\n"
+        "from pathlib import Path\n"
+        "from tuner.workloads import MICRO_VIT\n"
+        "WORKLOADS = {'cpu': {**MICRO_VIT, 'steps': 2}, 'gpu': {**MICRO_VIT, 'steps': 2}}\n"
+        f"STARTED = Path({str(folder / 'started')!r})\n"
+        "def space(trial, *, cuda):\n"
+        "    if not STARTED.exists():\n"
+        "        STARTED.touch()\n"
+        "        time.sleep(120)\n"
+        "    return {'lr': trial.suggest_float('lr', 1e-4, 1e-2, log=True)}\n"
+    )
+    return path
+
+
+def test_a_driver_in_its_start_up_checks_refuses_a_second_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """The lock is taken before anything slow: a second driver started while the first one is
+    in its checks is refused in one line, before torch and Ray (issue 40). SIGTERM there ends
+    the first with exit 143 and one line, its lock file and its new folder gone."""
+    argv = ["search", str(_space_that_stalls_its_first_sample(tmp_path)), "--name", "twice"]
+    argv += ["--storage", str(tmp_path / "experiments")]
+    first = subprocess.Popen(
+        [sys.executable, "-c", _HARNESS, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        waited = 0
+        while not (tmp_path / "started").exists():  # the first driver samples the space
+            assert first.poll() is None and waited < 1200, first.communicate()
+            time.sleep(0.1)
+            waited += 1
+        code, errors, imported = _tuner(*argv)
+        assert code == 2 and len(errors) == 1, errors
+        assert errors[0].startswith("error: Experiment 'twice' is being driven by process "), errors
+        assert imported == []
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == EXIT_TERMINATED, err.decode()[-2000:]
+    said = out.decode().strip().splitlines()
+    assert said == ["Stopped before the search 'twice' started: nothing was kept. Start it again "
+                    "with the same command."], said  # fmt: skip
+    assert not (tmp_path / "experiments" / "twice").exists()  # no lock file, no empty folder

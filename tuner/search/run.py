@@ -9,7 +9,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from ray import tune
 from tuner.answer import Answer, decide
 from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
 from tuner.experiment import (
+    METADATA_FILE,
     PROBE_CACHE_FILE,
     Experiment,
     load_experiment,
@@ -29,7 +29,7 @@ from tuner.experiment import (
     update_metadata,
     write_metadata,
 )
-from tuner.experiment.lock import child_pids, driver_lock, record_helpers
+from tuner.experiment.lock import child_pids, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
@@ -45,7 +45,7 @@ from tuner.search.experiment import (
 from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
-from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
+from tuner.search.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.searcher import close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
@@ -86,46 +86,58 @@ class SearchOutcome:
 
 def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
-    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already (the
-    CLI checks before it imports this module, which imports Ray).
+    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already,
+    inside whose block (the driver lock held) this runs (the CLI checks before it imports this
+    module, which imports Ray).
 
     Raises:
         TunerError: a bad space, option, workload override or cluster address; another live
             driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
-    prepared = prepared or prepare(options)
-    options, space, paths, checked = (
-        prepared.options,
-        prepared.space,
-        prepared.paths,
-        prepared.checked,
-    )
-    with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
-        if not options.resume:
-            refuse_existing(paths)  # another driver finished one of this name meanwhile
+    if prepared is None:
+        with sigterm_as_ctrl_c(), prepare(options) as prepared:
+            return run_search(options, prepared=prepared)
+    options, space, paths = prepared.options, prepared.space, prepared.paths
+    with said_if_stopped(paths, resume=options.resume):  # Ray's start: nothing written yet
         tune_setup.quiet_ray(verbose=options.verbose)
         existing = child_pids()  # the processes started from here on are this search's
         info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
-        # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
-        try:
-            with sigterm_as_ctrl_c():
+    # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
+    try:
+        with sigterm_as_ctrl_c():
+            with said_if_stopped(paths, resume=options.resume):
                 plan = make_plan(
                     options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
                 )
-                profile = profile_for(space, plan, checked)
-                started = time.time()
                 search = SearchContext(options, space, plan, paths)
-                metadata, design = _begin(
-                    search, info, profile, checked.earlier if checked else None
-                )
-                if info.is_local:  # what a kill -9 of this driver would leave running
-                    record_helpers(paths.local, existing=existing)
-                search_only = tuple(metadata.get("search_only_params", ()))
-                search = dataclasses.replace(search, search_only=search_only)
-                return _search(search, design, metadata, started, prepared.began)
-        finally:
-            if info.is_local:
-                cluster.shutdown()
+                profile = profile_for(space, plan, prepared.checked)
+            started = time.time()
+            metadata, design = _begin_resumable(search, info, profile, prepared.checked)
+            if info.is_local:  # what a kill -9 of this driver would leave running
+                record_helpers(paths.local, existing=existing)
+            search_only = tuple(metadata.get("search_only_params", ()))
+            search = dataclasses.replace(search, search_only=search_only)
+            return _search(search, design, metadata, started, prepared.began)
+    finally:
+        if info.is_local:
+            cluster.shutdown()
+
+
+def _begin_resumable(
+    search: SearchContext,
+    info: cluster.ClusterInfo,
+    profile: SpaceProfile | None,
+    checked: Checked | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`_begin`; Ctrl-C or SIGTERM as it writes the metadata leaves the experiment
+    interrupted, with the command that continues it."""
+    try:
+        return _begin(search, info, profile, checked.earlier if checked else None)
+    except KeyboardInterrupt:
+        if (search.paths.local / METADATA_FILE).is_file():
+            _mark_interrupted(search.paths)
+        print(f"\nContinue it with:  {search.paths.resume_command()}", flush=True)
+        raise
 
 
 def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
