@@ -1,6 +1,7 @@
-"""SIGTERM (what SLURM, Kubernetes and systemd send) to a real driver is taken as Ctrl-C, in the
-search, the re-measurement and the technique effects: the trials stopped and saved, the summary
-and the exact resume command printed, the state recorded, exit code 143. The last ``--resume``
+"""SIGTERM (what SLURM, Kubernetes and systemd send) to a real driver is taken as Ctrl-C, in
+Ray's start (of a new search and of a resume), the search, the re-measurement and the technique
+effects (in the checks before Ray: tests/search/test_usage_errors.py): the trials stopped and
+saved, the summary and the exact resume command printed, the state recorded, exit code 143. The last ``--resume``
 keeps the re-measurement an earlier run finished on the same trials instead of measuring it
 again."""
 
@@ -14,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from search_cli import search_command
 
@@ -57,6 +59,31 @@ def _terminate_at(command: list[str], wanted: str) -> tuple[int, str]:
     return driver.returncode, "".join(seen) + rest
 
 
+def _terminate_in_ray_s_start(command: list[str]) -> tuple[int, str, list[psutil.Process]]:
+    """Run ``command``; once the driver has started Ray's first process (its GCS server),
+    SIGTERM to the driver alone; its exit code, output, and the processes it had started."""
+    driver = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        started: list[psutil.Process] = []
+        while not any("gcs_server" in p.name() for p in started):
+            assert driver.poll() is None, driver.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "Ray did not start in time"
+            time.sleep(0.05)
+            started = psutil.Process(driver.pid).children(recursive=True)
+        driver.send_signal(signal.SIGTERM)
+        out, _ = driver.communicate(timeout=TIMEOUT_S)
+    finally:
+        driver.kill()
+    return driver.returncode, out, started
+
+
 def _metadata(exp: Path) -> dict:
     return json.loads((exp / "tuner_experiment.json").read_text())
 
@@ -90,6 +117,11 @@ def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     assert meta["state"] == "interrupted" and meta["interrupted_during"] == "technique effects"
     remeasured = (exp / "remeasure.csv").read_bytes()
 
+    code, out, _ = _terminate_in_ray_s_start(_cli(tmp_path, "--resume"))
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Stopped before 'termed' resumed: it is as it was." in out and RESUME in out, out
+    assert _metadata(exp)["state"] == "interrupted" and not (exp / "driver.lock").exists()
+
     last = subprocess.run(_cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=600)
     assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
     assert "The re-measurement finished in an earlier run on these trials: kept." in last.stdout
@@ -99,3 +131,18 @@ def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     meta = _metadata(exp)
     assert meta["state"] == "finished" and meta["interrupted_during"] is None
     assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
+
+
+def test_sigterm_during_ray_s_start_says_nothing_was_kept_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """Ray's start takes a minute or more on a busy machine: a SIGTERM then ends the driver with
+    143 and one line, no lock file, no folder, none of Ray's processes left (issue 40)."""
+    command = _cli(tmp_path, str(SPACE), "--num-samples", "1", "--no-report")
+    code, out, started = _terminate_in_ray_s_start(command)
+    assert code == EXIT_TERMINATED, out[-3000:]
+    assert "Stopped before the search 'termed' started: nothing was kept." in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert not (tmp_path / "experiments" / "termed").exists()  # no lock file, no empty folder
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, alive
