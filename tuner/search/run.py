@@ -273,6 +273,7 @@ def _after_trials(
             if info is not None:
                 after["remeasure"] = info
                 experiment = load_experiment(search.paths.local)  # with the re-measurements
+            _record_finished(search, after, done, trials)  # before the next step: a kill keeps it
         answer = decide(experiment)
         step = _AFTER_STEPS[1]
         if alone and _run_step(step, kept, done):
@@ -285,6 +286,16 @@ def _after_trials(
             done.remove(step)
     after[_FINISHED_AFTER_TRIALS] = {"steps": done, "trials": trials}
     return experiment, decide(experiment) if answer is None else answer, after
+
+
+def _record_finished(
+    search: SearchContext, after: dict[str, Any], done: list[str], trials: str
+) -> None:
+    """Record a step after the trials as it ends, with what it found: a kill -9 during the next
+    one, then ``--resume``, keeps it instead of measuring it again (shorter)."""
+    finished = {key: value for key, value in after.items() if key != "interrupted_during"}
+    finished[_FINISHED_AFTER_TRIALS] = {"steps": list(done), "trials": trials}
+    update_metadata(search.paths.local, **finished)
 
 
 _AFTER_STEPS = ("re-measurement", "technique effects")  # in their order
