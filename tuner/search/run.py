@@ -47,6 +47,7 @@ from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
 from tuner.search.probe_cache import machine_cache_line, start_cache
+from tuner.search.ray_log import ray_lines_to_file
 from tuner.search.searcher import close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
@@ -97,6 +98,11 @@ def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> S
     if prepared is None:
         with sigterm_as_ctrl_c(), prepare(options) as prepared:
             return run_search(options, prepared=prepared)
+    with ray_lines_to_file(prepared.paths.local, verbose=prepared.options.verbose):
+        return _run_prepared(prepared)
+
+
+def _run_prepared(prepared: Prepared) -> SearchOutcome:
     options, space, paths = prepared.options, prepared.space, prepared.paths
     with said_if_stopped(paths, resume=options.resume):  # Ray's start: nothing written yet
         tune_setup.quiet_ray(verbose=options.verbose)
