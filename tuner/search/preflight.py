@@ -153,16 +153,18 @@ def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> I
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
         options = options_to_resume(paths, options, named=given)
-    created = not paths.local.exists()
+    created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
     try:
         with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
             with said_if_stopped(paths, resume=options.resume):
                 prepared = _checked(options, paths, began)
             yield prepared
     finally:
-        if created:  # a new search that wrote nothing (a usage error, a stop in its checks)
-            with contextlib.suppress(OSError):
-                paths.local.rmdir()
+        # The folders the lock made for a new search that wrote nothing (a usage error, a stop
+        # in its checks); a folder with anything in it stays.
+        with contextlib.suppress(OSError):
+            for folder in created:
+                folder.rmdir()
 
 
 def _checked(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
