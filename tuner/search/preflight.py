@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE
+from tuner.experiment import METADATA_FILE, RAY_LOG_FILE
 from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
 from tuner.search.experiment import ExperimentPaths, options_to_resume
 from tuner.search.options import SearchOptions
@@ -160,8 +160,11 @@ def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> I
                 prepared = _checked(options, paths, began)
             yield prepared
     finally:
-        # The folders the lock made for a new search that wrote nothing (a usage error, a stop
-        # in its checks); a folder with anything in it stays.
+        # The folders the lock made for a new search that began nothing (a usage error, a stop
+        # in its checks or Ray's start: Ray's log of that start goes too); a folder with
+        # anything else in it stays.
+        if created and not (paths.local / METADATA_FILE).is_file():
+            (paths.local / RAY_LOG_FILE).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             for folder in created:
                 folder.rmdir()
