@@ -301,3 +301,39 @@ def test_design_trials_an_end_closed_as_not_run_are_queued_once_again(tmp_path: 
     ]
     close_orphans(NAME, url, ray_ids=set())  # not reached again: closed again, queued once
     assert requeue_not_run(NAME, url) == 2
+
+
+def test_an_interrupt_closes_the_study_and_a_resume_goes_on_with_its_trials(
+    tmp_path: Path,
+) -> None:
+    """After Ctrl-C or SIGTERM nothing in the study stays RUNNING or WAITING: the running trial
+    reads incomplete (FAIL), as trials.csv does, the queued one not run. A resume queues the
+    latter again, and the restored Ray trial's end is told on a new Optuna trial of the same
+    parameters (issue 40)."""
+    from tuner.search.searcher import close_interrupted, requeue_not_run
+
+    folder = _folder(tmp_path, started=0, num_samples=3)
+    searcher = _searcher(folder)
+    url = f"sqlite:///{folder / 'searched.db'}"
+    searcher.suggest("t0")  # asked: RUNNING, its Ray trial stopped and saved by the interrupt
+    study = optuna.load_study(study_name="searched", storage=url)
+    study.enqueue_trial({"lr_per_256": 1e-3}, skip_if_exists=False)  # a design row, queued
+    searcher.save(str(tmp_path / "searcher.pkl"))  # as Tune saves it at the interrupt
+    close_interrupted("searched", url)
+    states = [t.state.name for t in study.get_trials()]
+    assert states == ["FAIL", "FAIL"], states
+    interrupted = study.get_trials()[0]
+    assert interrupted.user_attrs["kind"] == "incomplete"
+
+    assert requeue_not_run("searched", url, interrupted_only=True) == 1  # the resume
+    restored = _searcher(folder)
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    result = {"images_per_second": 10.0, "val_accuracy": 0.5, "final": True, "status": "ok"}
+    result |= {"feasible": True, "memory_violation": -1.0}
+    restored.on_trial_result("t0", result)
+    restored.on_trial_complete("t0", result)
+    trials = study.get_trials()
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL", "WAITING", "COMPLETE"]
+    went_on = trials[-1]
+    assert went_on.params == interrupted.params and went_on.values == [10.0, 0.5]
+    assert went_on.user_attrs["ray_trial_id"] == "t0" and went_on.user_attrs["kind"] == "ok"

@@ -15,11 +15,15 @@ import subprocess
 import time
 from pathlib import Path
 
+import optuna
 import psutil
 import pytest
+from optuna.trial import TrialState
 from search_cli import search_command
 
 from tuner.errors import EXIT_TERMINATED
+from tuner.experiment import STUDY_TRIAL_ID_ATTR, load_experiment
+from tuner.record import KIND, TRIAL_ID
 
 pytestmark = pytest.mark.slow
 
@@ -88,6 +92,7 @@ def _metadata(exp: Path) -> dict:
     return json.loads((exp / "tuner_experiment.json").read_text())
 
 
+@pytest.mark.timeout(1200)  # six drivers, four Ray starts: past 600 s on a busy machine
 def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     exp = tmp_path / "experiments" / "termed"
     first = _cli(
@@ -102,6 +107,7 @@ def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     assert "Search interrupted:" in out and f"{RESUME} --storage" in out, out[-3000:]
     assert "Traceback" not in out and "--no-report" in out.split(RESUME)[1].splitlines()[0]
     assert _metadata(exp)["state"] == "interrupted"
+    _assert_the_study_reads_as_the_table(exp)  # the interrupted trial: incomplete in both
 
     code, out = _terminate_at(_cli(tmp_path, "--resume"), r"^Re-measuring ")
     assert code == EXIT_TERMINATED, out[-3000:]
@@ -130,6 +136,7 @@ def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     assert (exp / "effects.csv").is_file()
     meta = _metadata(exp)
     assert meta["state"] == "finished" and meta["interrupted_during"] is None
+    _assert_the_study_reads_as_the_table(exp)
     assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
 
 
@@ -146,3 +153,15 @@ def test_sigterm_during_ray_s_start_says_nothing_was_kept_and_leaves_nothing(
     assert not (tmp_path / "experiments" / "termed").exists()  # no lock file, no empty folder
     _, alive = psutil.wait_procs(started, timeout=30)
     assert not alive, alive
+
+
+def _assert_the_study_reads_as_the_table(exp: Path) -> None:
+    """Nothing RUNNING or WAITING in study.db; each Ray trial's latest Optuna trial has the kind
+    trials.csv gives it (issue 40)."""
+    study = optuna.load_study(study_name=exp.name, storage=f"sqlite:///{exp / 'study.db'}")
+    open_states = (TrialState.RUNNING, TrialState.WAITING)
+    assert not [t.number for t in study.trials if t.state in open_states]
+    kinds = {t.user_attrs[STUDY_TRIAL_ID_ATTR]: t.user_attrs.get(KIND) for t in study.trials
+             if STUDY_TRIAL_ID_ATTR in t.user_attrs}  # fmt: skip
+    table = load_experiment(exp).trials
+    assert kinds == dict(zip(table[TRIAL_ID].astype(str), table[KIND], strict=True)), kinds

@@ -240,7 +240,14 @@ def trials_started(folder: Path, study_name: str) -> int:
     if study is None:
         return 0
     trials = study.get_trials(deepcopy=False)
-    return sum(STUDY_TRIAL_ID_ATTR in trial.user_attrs for trial in trials)
+    # A trial an interrupt closed and a resume went on with has two Optuna trials: one Ray id.
+    return len(
+        {
+            trial.user_attrs[STUDY_TRIAL_ID_ATTR]
+            for trial in trials
+            if STUDY_TRIAL_ID_ATTR in trial.user_attrs
+        }
+    )
 
 
 def _grid_size(own: Any) -> int | None:

@@ -23,6 +23,7 @@ from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
 from tuner.experiment import (
     METADATA_FILE,
     PROBE_CACHE_FILE,
+    STUDY_FILE,
     Experiment,
     load_experiment,
     read_metadata,
@@ -48,7 +49,7 @@ from tuner.search.plan import SpaceProfile, make_plan
 from tuner.search.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
 from tuner.search.probe_cache import machine_cache_line, start_cache
 from tuner.search.ray_log import ray_lines_to_file
-from tuner.search.searcher import close_orphans, requeue_not_run
+from tuner.search.searcher import close_interrupted, close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
@@ -168,6 +169,7 @@ def _search(
             trials, interrupted, fit = _fit(search, design, metadata)
     except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
         _mark_interrupted(paths)
+        _close_study(paths)
         _summary_so_far(paths)
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
@@ -179,6 +181,8 @@ def _search(
         for t in trials
     ]
     finished = not interrupted and all(t.is_finished() for t in trials)
+    if interrupted:
+        _close_study(paths)
     ray_ids = {record.trial_id for record in records}
     cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
     orphans = close_orphans(paths.name, paths.study_url, ray_ids, cut) if finished else []
@@ -244,9 +248,10 @@ def _resume_metadata(search: SearchContext) -> dict[str, Any]:
         options=options_record(options),
         **limits,
     )
-    if any(before.get(key) != value for key, value in limits.items()):
-        requeued = requeue_not_run(paths.name, paths.study_url)
-        if requeued:
+    moved = any(before.get(key) != value for key, value in limits.items())
+    if (paths.local / STUDY_FILE).is_file():  # what an interrupt closed as not run, always
+        requeued = requeue_not_run(paths.name, paths.study_url, interrupted_only=not moved)
+        if requeued and moved:
             print(
                 f"{requeued} start-up design trial(s) that an earlier end of the search never "
                 "reached are queued again.",
@@ -345,6 +350,12 @@ def _summary_so_far(paths: ExperimentPaths) -> None:
         )
         return
     print(f"Continue it with:  {paths.resume_command()}", flush=True)
+
+
+def _close_study(paths: ExperimentPaths) -> None:
+    """The study as trials.csv reads an interrupted search (searcher.close_interrupted)."""
+    with contextlib.suppress(Exception):  # no study yet (stopped in Tune's start): nothing open
+        close_interrupted(paths.name, paths.study_url)
 
 
 def _mark_interrupted(paths: ExperimentPaths) -> None:
