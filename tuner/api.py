@@ -115,19 +115,22 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     Raises:
         TunerError: as :func:`search`.
     """
-    from tuner.search.preflight import prepare
+    from tuner.search.preflight import prepare, said_if_stopped
+    from tuner.search.signals import sigterm_as_ctrl_c
 
-    # Every check that needs no cluster, before Ray's modules load (on a resume: the
-    # experiment's own options, what this call may change applied).
-    prepared = prepare(options, given=given)
-    options = prepared.options
-    from tuner.search.run import run_search
+    # SIGTERM as Ctrl-C from here on, Ray's start included; every check that needs no cluster
+    # under the driver lock, before Ray's modules load (on a resume: the experiment's own
+    # options, what this call may change applied).
+    with sigterm_as_ctrl_c(), prepare(options, given=given) as prepared:
+        options = prepared.options
+        with said_if_stopped(prepared.paths, resume=options.resume):
+            from tuner.search.run import run_search
 
-    if options.mlflow:  # before any trial runs: a search must not start untracked by mistake
-        from tuner.search.mlflow_logger import check_tracking_uri
+            if options.mlflow:  # before any trial runs: a search must not start untracked
+                from tuner.search.mlflow_logger import check_tracking_uri
 
-        check_tracking_uri(options.mlflow)
-    outcome = run_search(options, prepared=prepared)
+                check_tracking_uri(options.mlflow)
+        outcome = run_search(options, prepared=prepared)
     if outcome.state != "finished":
         return SearchResult(outcome.experiment, outcome.answer, None, outcome.state)
     written = None if options.no_report else _write_report(outcome, Path(options.reports_dir))

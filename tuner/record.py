@@ -242,7 +242,8 @@ TRIAL_DIR = _table_key("trial_dir", TEXT, "the trial's folder in the experiment 
 TRIAL_TIME_S = _table_key(
     "trial_time_s",
     NUMBER,
-    "the trial's whole wall time: from its start to its last report (ended_at - started_at)",
+    "the trial's whole wall time: from its start to its last report (ended_at - started_at), "
+    "less the time the search's driver was down between an interruption and its resume",
 )
 STARTED_AT = _table_key("started_at", TIME, "when the trial's trainable began (UTC)")
 ENDED_AT = _table_key("ended_at", TIME, "when the trial last reported (UTC)")

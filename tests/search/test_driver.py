@@ -207,3 +207,37 @@ def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_c
     assert "Search interrupted:" in out and f"Continue it with:  {paths.resume_command()}" in out
     _summary_so_far(ExperimentPaths.of(str(tmp_path), "nothing-yet"))  # no folder to read yet
     assert capsys.readouterr().out.strip().startswith("Continue it with:  python -m tuner")
+
+
+@pytest.mark.slow
+def test_kill_9_during_the_effects_keeps_the_finished_remeasurement(tmp_path: Path) -> None:
+    """The re-measurement is recorded as finished when it ends, not when the effects end too: a
+    kill -9 during the effects, then ``--resume``, keeps it instead of measuring it again with
+    fewer rounds (issue 40)."""
+    exp = tmp_path / "experiments" / "driven"
+    command = _cli(
+        tmp_path,
+        str(SPACE),
+        "--num-samples", "2", "--no-early-stopping", "--speed-repeats", "1",
+        "--remeasure-top", "2", "--remeasure-repeats", "3", "--remeasure-max-repeats", "3",
+        "--effects-repeats", "2",
+    )  # fmt: skip
+    first = _start(command)
+    seen: list[str] = []
+    try:
+        assert first.stdout is not None
+        _read_until(first.stdout, seen, r"^Measuring each technique's effect")
+    finally:
+        _kill_tree(first)
+    remeasured = (exp / "remeasure.csv").read_bytes()
+    meta = json.loads((exp / "tuner_experiment.json").read_text())
+    assert meta["finished_after_trials"]["steps"] == ["re-measurement"], meta
+
+    last = subprocess.run(_cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=600)
+    assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
+    assert "The re-measurement finished in an earlier run on these trials: kept." in last.stdout
+    assert "Re-measuring" not in last.stdout
+    assert (exp / "remeasure.csv").read_bytes() == remeasured  # not replaced by a new one
+    meta = json.loads((exp / "tuner_experiment.json").read_text())
+    assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
+    assert meta["remeasure"]  # what the kept re-measurement found stays in the metadata

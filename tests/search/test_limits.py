@@ -6,6 +6,7 @@ Ray does, without a cluster. The end-to-end resumes: tests/search/test_resume.py
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import sys
@@ -17,8 +18,15 @@ import optuna
 import pytest
 
 from tuner.errors import TunerError
-from tuner.experiment import STUDY_TRIAL_ID_ATTR, read_metadata, update_metadata, write_metadata
+from tuner.experiment import (
+    STUDY_TRIAL_ID_ATTR,
+    load_experiment,
+    read_metadata,
+    update_metadata,
+    write_metadata,
+)
 from tuner.objectives import objective_metrics
+from tuner.record import REPORTED_UNIX_S, TRIAL_ID, TRIAL_STARTED_UNIX_S, TRIAL_TIME_S
 from tuner.search.experiment import options_record
 from tuner.search.limits import (
     CLOCK,
@@ -138,7 +146,37 @@ def test_the_clock_adds_each_run_and_a_killed_run_counts_to_its_last_write(
     os.utime(folder / "study.db", (killed_at + 20, killed_at + 20))
     assert "(45 s used, 55 s left)" in limit_note(TIME_BUDGET, 100.0, folder=folder, own=_own())
     settle_clock(folder)
-    assert read_metadata(folder)[CLOCK] == {"used_s": pytest.approx(45.0), "since_unix_s": None}
+    clock = read_metadata(folder)[CLOCK]
+    assert clock == {
+        "used_s": pytest.approx(45.0),
+        "since_unix_s": None,
+        "stopped_unix_s": pytest.approx(killed_at + 30),  # its last write: down from there
+    }
+
+
+def test_a_trial_s_time_leaves_out_the_time_the_driver_was_down(tmp_path: Path) -> None:
+    """A trial that ran across an interruption and a resume: its ``trial_time_s`` counts the
+    runs only, not the 100 s between them (issue 40); the clock keeps that gap."""
+    folder = _folder(tmp_path)
+    start_clock(folder)
+    stop_clock(folder)
+    stopped = time.time() - 100.0  # as if the first run had stopped 100 s ago
+    clock = read_metadata(folder)[CLOCK]
+    update_metadata(folder, **{CLOCK: {**clock, "stopped_unix_s": stopped}})
+    start_clock(folder)  # the resume
+    clock = read_metadata(folder)[CLOCK]
+    resumed = clock["since_unix_s"]
+    assert clock["down_unix_s"] == [[stopped, resumed]] and resumed - stopped >= 100.0
+    trial = folder / "t_ray0_1"
+    trial.mkdir()
+    (trial / "params.json").write_text("{}")
+    reports = [  # 10 s before the stop, 30 s after the resume
+        {TRIAL_ID: "ray0", TRIAL_STARTED_UNIX_S: stopped - 10.0, REPORTED_UNIX_S: stopped},
+        {TRIAL_ID: "ray0", TRIAL_STARTED_UNIX_S: stopped - 10.0, REPORTED_UNIX_S: resumed + 30.0},
+    ]
+    (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in reports))
+    row = load_experiment(folder).trials.set_index(TRIAL_ID).loc["ray0"]
+    assert row[TRIAL_TIME_S] == pytest.approx(40.0)  # 10 s before the stop, 30 s after
 
 
 @pytest.mark.parametrize(
@@ -263,3 +301,39 @@ def test_design_trials_an_end_closed_as_not_run_are_queued_once_again(tmp_path: 
     ]
     close_orphans(NAME, url, ray_ids=set())  # not reached again: closed again, queued once
     assert requeue_not_run(NAME, url) == 2
+
+
+def test_an_interrupt_closes_the_study_and_a_resume_goes_on_with_its_trials(
+    tmp_path: Path,
+) -> None:
+    """After Ctrl-C or SIGTERM nothing in the study stays RUNNING or WAITING: the running trial
+    reads incomplete (FAIL), as trials.csv does, the queued one not run. A resume queues the
+    latter again, and the restored Ray trial's end is told on a new Optuna trial of the same
+    parameters (issue 40)."""
+    from tuner.search.searcher import close_interrupted, requeue_not_run
+
+    folder = _folder(tmp_path, started=0, num_samples=3)
+    searcher = _searcher(folder)
+    url = f"sqlite:///{folder / 'searched.db'}"
+    searcher.suggest("t0")  # asked: RUNNING, its Ray trial stopped and saved by the interrupt
+    study = optuna.load_study(study_name="searched", storage=url)
+    study.enqueue_trial({"lr_per_256": 1e-3}, skip_if_exists=False)  # a design row, queued
+    searcher.save(str(tmp_path / "searcher.pkl"))  # as Tune saves it at the interrupt
+    close_interrupted("searched", url)
+    states = [t.state.name for t in study.get_trials()]
+    assert states == ["FAIL", "FAIL"], states
+    interrupted = study.get_trials()[0]
+    assert interrupted.user_attrs["kind"] == "incomplete"
+
+    assert requeue_not_run("searched", url, interrupted_only=True) == 1  # the resume
+    restored = _searcher(folder)
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    result = {"images_per_second": 10.0, "val_accuracy": 0.5, "final": True, "status": "ok"}
+    result |= {"feasible": True, "memory_violation": -1.0}
+    restored.on_trial_result("t0", result)
+    restored.on_trial_complete("t0", result)
+    trials = study.get_trials()
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL", "WAITING", "COMPLETE"]
+    went_on = trials[-1]
+    assert went_on.params == interrupted.params and went_on.values == [10.0, 0.5]
+    assert went_on.user_attrs["ray_trial_id"] == "t0" and went_on.user_attrs["kind"] == "ok"

@@ -13,6 +13,7 @@ REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
 LOCK_FILE = "driver.lock"
+RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.search.ray_log)
 # In a trial's folder: Ray stopped the trial when the experiment ended (the search's time
 # budget ran out), before it ended by itself; its kind is incomplete (tuner.search.tracking).
 CUT_FILE = "cut_by_search_end.json"

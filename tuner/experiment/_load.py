@@ -44,6 +44,7 @@ from tuner.experiment._files import (
 )
 from tuner.experiment._metadata import read_metadata
 from tuner.experiment._schema import LEADING_COLUMNS, PARAM_PREFIX, typed_trials
+from tuner.search.limits import down_time_s
 from tuner.search.options import DEFAULT_STORAGE
 from tuner.units import as_number
 
@@ -132,7 +133,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
             "without it (no reconciliation with result.json, no parameter importance)."
         )
-    configs, rows, given = _read_trials(path, _study_finals(study), problems)
+    configs, rows, given = _read_trials(path, _study_finals(study), problems, metadata)
     searched = list(_read.study_distributions(study))
     params = _param_names(configs, metadata, searched, given)
     return Experiment(
@@ -171,7 +172,10 @@ def _looks_like_experiment(path: Path) -> bool:
 
 
 def _read_trials(
-    path: Path, finals: Mapping[str, Mapping[str, Any]], problems: list[str]
+    path: Path,
+    finals: Mapping[str, Mapping[str, Any]],
+    problems: list[str],
+    metadata: Mapping[str, Any],
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
     """Each trial's run config and row, and the names in any trial's ``params.json`` (a setting
     only speed probes chose is in none)."""
@@ -191,7 +195,8 @@ def _read_trials(
         configs[trial_id] = {**params, **speed_settings_of(result.get(record.SPEED_SETTINGS))}
         given |= set(params)
         state = states.pop(trial_id, {})
-        rows.append(_trial_row(trial_id, trial_dir, result, results, state, lost=lost))
+        row = _trial_row(trial_id, trial_dir, result, results, state, lost=lost)
+        rows.append(_without_down_time(row, metadata))
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, None, {}, _read.NO_RESULTS, state, lost=False))
     return configs, rows, given
@@ -292,6 +297,15 @@ def _trial_row(
         record.STARTED_AT: _utc(started),
         record.ENDED_AT: _utc(ended),
     }
+
+
+def _without_down_time(row: dict[str, Any], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The trial's wall time less the time no run of the search was on (its driver stopped,
+    then resumed): the trial did not run then."""
+    started, ended = _wall_clock(row, {}, {})
+    if math.isfinite(started) and math.isfinite(ended):
+        row[record.TRIAL_TIME_S] -= down_time_s(metadata, started, ended)
+    return row
 
 
 def _wall_clock(

@@ -11,12 +11,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from tuner.experiment._files import ERROR_FILE, PARAMS_FILE, RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE
 from tuner.record import TRIAL_ID
+
+if TYPE_CHECKING:  # pandas loads on first use: the lock and a usage error need none of it
+    import pandas as pd
 
 
 def load_study(study_db: Path, study_name: str) -> Any:
@@ -67,6 +68,8 @@ def read_table(file: Path) -> pd.DataFrame | None:
     """A CSV the search wrote (re-measurements, effects), or ``None`` when absent or empty."""
     if not file.is_file() or file.stat().st_size == 0:
         return None
+    import pandas as pd
+
     frame = pd.read_csv(file)
     if TRIAL_ID in frame:
         frame[TRIAL_ID] = frame[TRIAL_ID].astype(str)

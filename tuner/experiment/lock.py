@@ -4,8 +4,10 @@ Two drivers on one folder corrupt it (both add trials to the study, both re-meas
 cores). The lock is the kernel's ``flock`` on :data:`LOCK_FILE`, not the file's existence: it
 is released when its process ends in any way (kill -9 and a reboot included), so a dead
 driver's lock is taken over safely, without a race between two that try at once. The file
-keeps who holds it, for the line that refuses a second driver. Readers (``tuner report``) never
-take it. On a network filesystem ``flock`` is as good as its locking (NFSv4 supports it).
+keeps who holds it, for the line that refuses a second driver, and goes when its holder lets go
+(a driver that ended leaves no lock file; a killed one's stays, held by no one). Readers
+(``tuner report``) never take it. On a network filesystem ``flock`` is as good as its locking
+(NFSv4 supports it).
 """
 
 from __future__ import annotations
@@ -45,23 +47,46 @@ class ExperimentLocked(TunerError):
 
 @contextlib.contextmanager
 def driver_lock(folder: Path, *, command: str) -> Iterator[None]:
-    """Hold the experiment's driver lock for the ``with`` block.
+    """Hold the experiment's driver lock for the ``with`` block; its file goes with it, however
+    the block ends (a kill -9 leaves the file, but no lock: the kernel releases it).
 
     Raises:
         ExperimentLocked: a live process holds it; the message names it and what to do.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _locked_fd(folder)
     try:
-        if not _try_lock(fd):
-            raise ExperimentLocked(_refusal(folder))
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         info = dict(host=socket.gethostname(), pid=os.getpid(), command=command, since=since)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         yield
     finally:
+        if _is_file_of(fd, folder / LOCK_FILE):  # removed while held: no one else can hold it
+            with contextlib.suppress(OSError):
+                (folder / LOCK_FILE).unlink()
         os.close(fd)  # closing releases the flock
+
+
+def _locked_fd(folder: Path) -> int:
+    """The lock file, opened and locked. A holder removes the file as it lets go, so the file
+    this process locked may be gone by then: it is opened again until the locked file is the
+    one the folder has."""
+    while True:
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _try_lock(fd):
+            os.close(fd)
+            raise ExperimentLocked(_refusal(folder))
+        if _is_file_of(fd, folder / LOCK_FILE):
+            return fd
+        os.close(fd)
+
+
+def _is_file_of(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _try_lock(fd: int) -> bool:
@@ -79,9 +104,10 @@ def _try_lock(fd: int) -> bool:
 def holder(folder: Path) -> dict[str, Any] | None:
     """Who holds the lock now (host, pid, command, since), or ``None`` when nobody does."""
     path = folder / LOCK_FILE
-    if not path.is_file():
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, IsADirectoryError):  # none, or its holder let go this instant
         return None
-    fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return None  # nobody holds it: what the file says is a dead driver's

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -26,7 +27,7 @@ from ray._private.utils import get_dashboard_dependency_error
 from ray._raylet import GcsClient, get_authentication_mode
 from ray.exceptions import AuthenticationError
 
-from tuner.errors import TunerError
+from tuner.errors import Terminated, TunerError
 from tuner.usercode import py_modules
 
 __all__ = [
@@ -223,7 +224,7 @@ def _start_local(
     saved = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(
+        _init(
             address="local",
             _node_ip_address=LOCALHOST,
             num_cpus=num_cpus,
@@ -251,6 +252,20 @@ def _start_local(
     return info
 
 
+def _init(**options: Any) -> None:
+    """``ray.init``, stopped cleanly: Ctrl-C or SIGTERM during Ray's start (a minute or more on a
+    busy machine) ends what it started so far, and leaves as :class:`Terminated` or Ctrl-C.
+    ``ray.init`` sets its own SIGTERM handler first thing, which exits (``sys.exit(15)``): that
+    exit is the SIGTERM, said as the search says it (exit 143, what to do next)."""
+    try:
+        ray.init(**options)
+    except BaseException as exc:
+        ray.shutdown()  # also when ray.init had not connected: the processes it started end
+        if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:
+            raise Terminated from None
+        raise
+
+
 def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> ClusterInfo:
     if address.startswith(CLIENT_PREFIX):
         raise TunerError(
@@ -262,7 +277,7 @@ def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> Cluster
     _check_reachable(gcs_address)
     _check_token(gcs_address)
     try:
-        ray.init(address=gcs_address, configure_logging=False, runtime_env=runtime_env)
+        _init(address=gcs_address, configure_logging=False, runtime_env=runtime_env)
     except Exception as exc:  # Ray raises several types for one cause; all mean "not joined".
         raise _unreachable(address, exc) from None
     info = _cluster_info(is_local=False)

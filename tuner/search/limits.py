@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "NUM_SAMPLES",
     "TIME_BUDGET",
     "SearchLimits",
+    "down_time_s",
     "limit_note",
     "new_clock",
     "read_limits",
@@ -45,8 +47,9 @@ __all__ = [
 
 # The metadata's keys: the trial count (-1: as many as the time budget allows), the budget in
 # seconds (None: none), and the clock {"used_s": what the runs that ended took, "since_unix_s":
-# when the running one's trials began, or None}. A folder without the clock was started by an
-# older tuner, whose limits Ray Tune keeps: they cannot move.
+# when the running one's trials began, or None; "stopped_unix_s": when the last run's trials
+# stopped; "down_unix_s": [from, to] of each time no run was on between two}. A folder without
+# the clock was started by an older tuner, whose limits Ray Tune keeps: they cannot move.
 NUM_SAMPLES = "num_samples"
 TIME_BUDGET = "search_time_budget_s"
 CLOCK = "search_clock"
@@ -108,17 +111,27 @@ def settle_clock(folder: Path) -> None:
     metadata = read_metadata(folder)
     clock = metadata.get(CLOCK)
     if isinstance(clock, dict) and clock.get("since_unix_s") is not None:
-        used = _used_s(folder, metadata)
-        update_metadata(folder, **{CLOCK: {"used_s": used, "since_unix_s": None}})
+        stopped = _last_written(folder, clock["since_unix_s"])
+        used = float(clock.get("used_s") or 0.0) + max(0.0, stopped - clock["since_unix_s"])
+        stopped_clock = {"used_s": used, "since_unix_s": None, "stopped_unix_s": stopped}
+        update_metadata(folder, **{CLOCK: {**clock, **stopped_clock}})
 
 
 def start_clock(folder: Path) -> None:
-    """This run's trials begin now (an older tuner's experiment keeps no clock)."""
+    """This run's trials begin now (an older tuner's experiment keeps no clock); the time since
+    the last run stopped is kept as time the search was down."""
     metadata = read_metadata(folder)
-    if not isinstance(metadata.get(CLOCK), dict):
+    clock = metadata.get(CLOCK)
+    if not isinstance(clock, dict):
         return
+    now = time.time()
     used = _used_s(folder, metadata)
-    update_metadata(folder, **{CLOCK: {"used_s": used, "since_unix_s": time.time()}})
+    down = list(clock.get("down_unix_s") or [])
+    stopped = clock.get("stopped_unix_s")
+    if stopped is not None and now > stopped:
+        down.append([stopped, now])
+    started = {"used_s": used, "since_unix_s": now, "stopped_unix_s": None, "down_unix_s": down}
+    update_metadata(folder, **{CLOCK: {**clock, **started}})
 
 
 def stop_clock(folder: Path) -> None:
@@ -127,8 +140,21 @@ def stop_clock(folder: Path) -> None:
     clock = metadata.get(CLOCK)
     if not isinstance(clock, dict) or clock.get("since_unix_s") is None:
         return
-    used = float(clock.get("used_s") or 0.0) + max(0.0, time.time() - clock["since_unix_s"])
-    update_metadata(folder, **{CLOCK: {"used_s": used, "since_unix_s": None}})
+    now = time.time()
+    used = float(clock.get("used_s") or 0.0) + max(0.0, now - clock["since_unix_s"])
+    stopped = {"used_s": used, "since_unix_s": None, "stopped_unix_s": now}
+    update_metadata(folder, **{CLOCK: {**clock, **stopped}})
+
+
+def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> float:
+    """Seconds between ``started`` and ``ended`` (Unix) in which no run of the search was on
+    (a driver stopped, then resumed): what a trial's wall time leaves out."""
+    clock = metadata.get(CLOCK)
+    down = clock.get("down_unix_s") if isinstance(clock, dict) else None
+    overlap = 0.0
+    for begin, end in down or ():
+        overlap += max(0.0, min(float(end), ended) - max(float(begin), started))
+    return overlap
 
 
 def _used_s(folder: Path, metadata: dict[str, Any]) -> float:
@@ -140,9 +166,14 @@ def _used_s(folder: Path, metadata: dict[str, Any]) -> float:
     since = clock.get("since_unix_s")
     if since is None:
         return used
+    return used + max(0.0, _last_written(folder, since) - since)
+
+
+def _last_written(folder: Path, since: float) -> float:
+    """When the trials, Ray or the study last wrote into ``folder`` (``since`` at the least)."""
     written = [folder / STUDY_FILE, *folder.glob(RAY_STATE_GLOB), *folder.glob(f"*/{RESULT_FILE}")]
     last = max((p.stat().st_mtime for p in written if p.is_file()), default=since)
-    return used + max(0.0, min(last, time.time()) - since)
+    return min(last, time.time())
 
 
 def limit_note(name: str, value: Any, *, folder: Path, own: Any) -> str:
@@ -209,7 +240,14 @@ def trials_started(folder: Path, study_name: str) -> int:
     if study is None:
         return 0
     trials = study.get_trials(deepcopy=False)
-    return sum(STUDY_TRIAL_ID_ATTR in trial.user_attrs for trial in trials)
+    # A trial an interrupt closed and a resume went on with has two Optuna trials: one Ray id.
+    return len(
+        {
+            trial.user_attrs[STUDY_TRIAL_ID_ATTR]
+            for trial in trials
+            if STUDY_TRIAL_ID_ATTR in trial.user_attrs
+        }
+    )
 
 
 def _grid_size(own: Any) -> int | None:

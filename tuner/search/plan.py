@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
-
-import optuna
+from typing import TYPE_CHECKING, Any
 
 from tuner.config import config_fields
 from tuner.errors import TunerError
 from tuner.search.options import SearchOptions
 from tuner.spaces import WORLD_SIZE_PARAM, SearchSpace, train_config_of
+
+if TYPE_CHECKING:  # Optuna loads when a space is sampled: a usage error found before needs none
+    import optuna
 
 __all__ = ["SearchPlan", "SpaceProfile", "check_space", "make_plan"]
 
@@ -136,6 +137,8 @@ def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
     Raises:
         TunerError: the space returns something the engine cannot build.
     """
+    import optuna
+
     study = _random_study()
     values: dict[str, list[Any]] = {}
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
@@ -187,6 +190,8 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
 
 def _space_max_world_size(space: SearchSpace, *, cuda: bool) -> int:
     """The largest value of the space's ``world_size`` parameter (1 without one)."""
+    import optuna
+
     study = _random_study()
     largest = 1
     for _ in range(16):  # a conditional parameter shows in some samples only
@@ -246,5 +251,7 @@ def _one_process_trials(
 
 def _random_study() -> optuna.Study:
     """A throwaway in-memory study that samples a space at random (seeded): sampling is free."""
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))

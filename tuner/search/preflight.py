@@ -7,18 +7,22 @@ neither at its top), so that a usage error answers in about a second.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
+import shlex
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE, Experiment
-from tuner.experiment.lock import refuse_if_held, say_leftovers_ended
+from tuner.experiment import METADATA_FILE, RAY_LOG_FILE
+from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
 from tuner.search.experiment import ExperimentPaths, options_to_resume
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
@@ -29,6 +33,8 @@ from tuner.usercode import is_ref
 if TYPE_CHECKING:
     import torch
 
+    from tuner.experiment import Experiment
+
 __all__ = [
     "Checked",
     "Prepared",
@@ -37,6 +43,7 @@ __all__ = [
     "prepare",
     "profile_for",
     "refuse_existing",
+    "said_if_stopped",
 ]
 
 
@@ -116,9 +123,10 @@ class Checked:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A search that passed every check before Ray: its options (on --resume, the experiment's
-    own), space, folder, what the checks found (None on --resume: the metadata has it), and
-    when the command began (--trust-budget's share is of the whole command)."""
+    """A search that passed every check before Ray, its driver lock held (a ``Prepared`` exists
+    only inside :func:`prepare`'s block): its options (on --resume, the experiment's own),
+    space, folder, what the checks found (None on --resume: the metadata has it), and when the
+    command began (--trust-budget's share is of the whole command)."""
 
     options: SearchOptions
     space: SearchSpace
@@ -127,10 +135,14 @@ class Prepared:
     began: float  # time.perf_counter()
 
 
-def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> Prepared:
+@contextlib.contextmanager
+def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> Iterator[Prepared]:
     """Every check a search can make before Ray starts, those that need only arguments and
-    files first (the lock, the name, the space's samples), then those that need torch.
-    ``given``: the fields the caller set, for a resume (None: those unlike the defaults).
+    files first (the lock, the name, the space's samples), then those that need torch; the
+    experiment's driver lock is taken before anything slow and held for the ``with`` block (the
+    search runs inside it). ``given``: the fields the caller set, for a resume (None: those
+    unlike the defaults). Ctrl-C or SIGTERM before the search begins says in one line that
+    nothing changed and how to go on; a new search's folder goes with it.
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).
@@ -139,15 +151,55 @@ def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> P
     name = options.name or _default_name(options.space)
     paths = ExperimentPaths.of(options.storage, name)
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
-    if options.resume:
+    if options.resume:  # the metadata alone: an unknown name creates no folder
         options = options_to_resume(paths, options, named=given)
+    created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
+    try:
+        with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
+            with said_if_stopped(paths, resume=options.resume):
+                prepared = _checked(options, paths, began)
+            yield prepared
+    finally:
+        # The folders the lock made for a new search that began nothing (a usage error, a stop
+        # in its checks or Ray's start: Ray's log of that start goes too); a folder with
+        # anything else in it stays.
+        if created and not (paths.local / METADATA_FILE).is_file():
+            (paths.local / RAY_LOG_FILE).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            for folder in created:
+                folder.rmdir()
+
+
+def _checked(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
+    if options.resume:
         say_leftovers_ended(paths.local)
     else:
-        refuse_existing(paths)
+        refuse_existing(paths)  # another driver finished one of this name before this one
     space = get_space(options.space)
-    options = dataclasses.replace(options, name=name, space=space.ref)
+    options = dataclasses.replace(options, name=paths.name, space=space.ref)
     checked = None if options.resume else check_before_ray(options, space)
     return Prepared(options, space, paths, checked, began)
+
+
+@contextlib.contextmanager
+def said_if_stopped(paths: ExperimentPaths, *, resume: bool) -> Iterator[None]:
+    """Ctrl-C or SIGTERM before the search began (its checks, Ray's start): one line saying
+    that nothing was kept or changed, and the command that goes on."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if resume:
+            line = (
+                f"Stopped before {paths.name!r} resumed: it is as it was. "
+                f"Continue it with:  {paths.resume_command()}"
+            )
+        else:
+            line = (
+                f"Stopped before the search {paths.name!r} started: nothing was kept. "
+                "Start it again with the same command."
+            )
+        print(f"\n{line}", flush=True)
+        raise
 
 
 def _default_name(space: str) -> str:

@@ -9,7 +9,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,14 +21,16 @@ from ray import tune
 from tuner.answer import Answer, decide
 from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
 from tuner.experiment import (
+    METADATA_FILE,
     PROBE_CACHE_FILE,
+    STUDY_FILE,
     Experiment,
     load_experiment,
     read_metadata,
     update_metadata,
     write_metadata,
 )
-from tuner.experiment.lock import child_pids, driver_lock, record_helpers
+from tuner.experiment.lock import child_pids, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.search import cluster, tune_setup
 from tuner.search.after_search import effects_around, remeasure_candidates
@@ -45,9 +46,10 @@ from tuner.search.experiment import (
 from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
 from tuner.search.options import SearchOptions
 from tuner.search.plan import SpaceProfile, make_plan
-from tuner.search.preflight import Prepared, prepare, profile_for, refuse_existing
+from tuner.search.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
 from tuner.search.probe_actor import start_cache
-from tuner.search.searcher import close_orphans, requeue_not_run
+from tuner.search.ray_log import ray_lines_to_file
+from tuner.search.searcher import close_interrupted, close_orphans, requeue_not_run
 from tuner.search.signals import sigterm_as_ctrl_c
 from tuner.search.summary import print_start, print_summary
 from tuner.search.tracking import cut_results
@@ -87,46 +89,63 @@ class SearchOutcome:
 
 def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
-    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already (the
-    CLI checks before it imports this module, which imports Ray).
+    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already,
+    inside whose block (the driver lock held) this runs (the CLI checks before it imports this
+    module, which imports Ray).
 
     Raises:
         TunerError: a bad space, option, workload override or cluster address; another live
             driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
-    prepared = prepared or prepare(options)
-    options, space, paths, checked = (
-        prepared.options,
-        prepared.space,
-        prepared.paths,
-        prepared.checked,
-    )
-    with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
-        if not options.resume:
-            refuse_existing(paths)  # another driver finished one of this name meanwhile
+    if prepared is None:
+        with sigterm_as_ctrl_c(), prepare(options) as prepared:
+            return run_search(options, prepared=prepared)
+    with ray_lines_to_file(prepared.paths.local, verbose=prepared.options.verbose):
+        return _run_prepared(prepared)
+
+
+def _run_prepared(prepared: Prepared) -> SearchOutcome:
+    options, space, paths = prepared.options, prepared.space, prepared.paths
+    with said_if_stopped(paths, resume=options.resume):  # Ray's start: nothing written yet
         tune_setup.quiet_ray(verbose=options.verbose)
         existing = child_pids()  # the processes started from here on are this search's
         info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
-        # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
-        try:
-            with sigterm_as_ctrl_c():
+    # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
+    try:
+        with sigterm_as_ctrl_c():
+            with said_if_stopped(paths, resume=options.resume):
                 plan = make_plan(
                     options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
                 )
-                profile = profile_for(space, plan, checked)
-                started = time.time()
                 search = SearchContext(options, space, plan, paths)
-                metadata, design = _begin(
-                    search, info, profile, checked.earlier if checked else None
-                )
-                if info.is_local:  # what a kill -9 of this driver would leave running
-                    record_helpers(paths.local, existing=existing)
-                search_only = tuple(metadata.get("search_only_params", ()))
-                search = dataclasses.replace(search, search_only=search_only)
-                return _search(search, design, metadata, started, prepared.began)
-        finally:
-            if info.is_local:
-                cluster.shutdown()
+                profile = profile_for(space, plan, prepared.checked)
+            started = time.time()
+            metadata, design = _begin_resumable(search, info, profile, prepared.checked)
+            if info.is_local:  # what a kill -9 of this driver would leave running
+                record_helpers(paths.local, existing=existing)
+            search_only = tuple(metadata.get("search_only_params", ()))
+            search = dataclasses.replace(search, search_only=search_only)
+            return _search(search, design, metadata, started, prepared.began)
+    finally:
+        if info.is_local:
+            cluster.shutdown()
+
+
+def _begin_resumable(
+    search: SearchContext,
+    info: cluster.ClusterInfo,
+    profile: SpaceProfile | None,
+    checked: Checked | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`_begin`; Ctrl-C or SIGTERM as it writes the metadata leaves the experiment
+    interrupted, with the command that continues it."""
+    try:
+        return _begin(search, info, profile, checked.earlier if checked else None)
+    except KeyboardInterrupt:
+        if (search.paths.local / METADATA_FILE).is_file():
+            _mark_interrupted(search.paths)
+        print(f"\nContinue it with:  {search.paths.resume_command()}", flush=True)
+        raise
 
 
 def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
@@ -151,6 +170,7 @@ def _search(
             trials, interrupted, fit = _fit(search, design, metadata)
     except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
         _mark_interrupted(paths)
+        _close_study(paths)
         _summary_so_far(paths)
         raise
     except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
@@ -162,6 +182,8 @@ def _search(
         for t in trials
     ]
     finished = not interrupted and all(t.is_finished() for t in trials)
+    if interrupted:
+        _close_study(paths)
     ray_ids = {record.trial_id for record in records}
     cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
     orphans = close_orphans(paths.name, paths.study_url, ray_ids, cut) if finished else []
@@ -227,9 +249,10 @@ def _resume_metadata(search: SearchContext) -> dict[str, Any]:
         options=options_record(options),
         **limits,
     )
-    if any(before.get(key) != value for key, value in limits.items()):
-        requeued = requeue_not_run(paths.name, paths.study_url)
-        if requeued:
+    moved = any(before.get(key) != value for key, value in limits.items())
+    if (paths.local / STUDY_FILE).is_file():  # what an interrupt closed as not run, always
+        requeued = requeue_not_run(paths.name, paths.study_url, interrupted_only=not moved)
+        if requeued and moved:
             print(
                 f"{requeued} start-up design trial(s) that an earlier end of the search never "
                 "reached are queued again.",
@@ -262,6 +285,7 @@ def _after_trials(
             if info is not None:
                 after["remeasure"] = info
                 experiment = load_experiment(search.paths.local)  # with the re-measurements
+            _record_finished(search, after, done, trials)  # before the next step: a kill keeps it
         answer = decide(experiment)
         step = _AFTER_STEPS[1]
         if alone and _run_step(step, kept, done):
@@ -274,6 +298,16 @@ def _after_trials(
             done.remove(step)
     after[_FINISHED_AFTER_TRIALS] = {"steps": done, "trials": trials}
     return experiment, decide(experiment) if answer is None else answer, after
+
+
+def _record_finished(
+    search: SearchContext, after: dict[str, Any], done: list[str], trials: str
+) -> None:
+    """Record a step after the trials as it ends, with what it found: a kill -9 during the next
+    one, then ``--resume``, keeps it instead of measuring it again (shorter)."""
+    finished = {key: value for key, value in after.items() if key != "interrupted_during"}
+    finished[_FINISHED_AFTER_TRIALS] = {"steps": list(done), "trials": trials}
+    update_metadata(search.paths.local, **finished)
 
 
 _AFTER_STEPS = ("re-measurement", "technique effects")  # in their order
@@ -317,6 +351,12 @@ def _summary_so_far(paths: ExperimentPaths) -> None:
         )
         return
     print(f"Continue it with:  {paths.resume_command()}", flush=True)
+
+
+def _close_study(paths: ExperimentPaths) -> None:
+    """The study as trials.csv reads an interrupted search (searcher.close_interrupted)."""
+    with contextlib.suppress(Exception):  # no study yet (stopped in Tune's start): nothing open
+        close_interrupted(paths.name, paths.study_url)
 
 
 def _mark_interrupted(paths: ExperimentPaths) -> None:

@@ -26,6 +26,7 @@ from tuner.units import finite_or_none, json_ready
 
 __all__ = [
     "ConstrainedOptunaSearch",
+    "close_interrupted",
     "close_orphans",
     "constraint_arguments",
     "measured_violation",
@@ -54,6 +55,12 @@ _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read 
 _CONSTRAINT = "memory"  # the constraint's name for Trial.set_constraint (Optuna >= 5)
 _NO_REPORT = "the trial's process failed before it reported; see error.txt in its folder"
 _NOT_RUN = "the search ended before this trial started"
+_NOT_RUN_YET = "the search was interrupted before this trial started (queued again on resume)"
+# An Optuna trial closed when the search was interrupted while its Ray trial ran (FAIL, kind
+# incomplete, as trials.csv reads it): a resume that goes on with the Ray trial tells its end
+# on a new Optuna trial of the same parameters (Optuna reopens no finished trial).
+_INTERRUPTED = "interrupted"
+_RESUMES = "resumes_trial"  # the new trial's: the number of the interrupted one it goes on
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
@@ -105,11 +112,13 @@ class ConstrainedOptunaSearch(OptunaSearch):
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         self._last_results[trial_id] = result
+        self._reopen_if_interrupted(trial_id)
         super().on_trial_result(trial_id, result)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
+        self._reopen_if_interrupted(trial_id)
         ot_trial = self._ot_trials.get(trial_id)
         last = self._last_results.pop(trial_id, None)
         if ot_trial is None or trial_id in self._completed_trials:
@@ -131,6 +140,28 @@ class ConstrainedOptunaSearch(OptunaSearch):
             else:
                 self._ot_study.tell(ot_trial, state=state)
         return None
+
+    def _reopen_if_interrupted(self, trial_id: str) -> None:
+        """A Ray trial that goes on after a resume whose Optuna trial an interrupt closed
+        (:func:`close_interrupted`): a new RUNNING Optuna trial of the same parameters takes its
+        place, which its reports and end are told to. Optuna's storage API (``create_new_trial``
+        with a template) is the one way: a finished trial is never updated again."""
+        ot_trial = self._ot_trials.get(trial_id)
+        if ot_trial is None:
+            return
+        storage = self._ot_study._storage
+        closed = storage.get_trial(ot_trial._trial_id)
+        if not (closed.state.is_finished() and closed.user_attrs.get(_INTERRUPTED)):
+            return
+        template = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING,
+            params=closed.params,
+            distributions=closed.distributions,
+            user_attrs={STUDY_TRIAL_ID_ATTR: trial_id, _RESUMES: closed.number},
+            system_attrs=closed.system_attrs,
+        )
+        new_id = storage.create_new_trial(self._ot_study._study_id, template_trial=template)
+        self._ot_trials[trial_id] = optuna.Trial(self._ot_study, new_id)
 
     def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
         """The trial's user attributes: its measurements, its kind and, failed, why."""
@@ -197,11 +228,31 @@ def close_orphans(
     return closed
 
 
-def requeue_not_run(study_name: str, study_url: str) -> int:
+def close_interrupted(study_name: str, study_url: str) -> None:
+    """After Ctrl-C or SIGTERM: the study says what trials.csv says. A RUNNING trial (its Ray
+    trial stopped and saved) is FAIL, kind incomplete, until a resume goes on with it
+    (:meth:`ConstrainedOptunaSearch._reopen_if_interrupted`); a WAITING one (the start-up
+    design's, never asked) is FAIL, not run, queued again by the resume
+    (:func:`requeue_not_run`). Nothing stays RUNNING or WAITING."""
+    study = optuna.load_study(study_name=study_name, storage=study_url)
+    storage = study._storage
+    running = (optuna.trial.TrialState.RUNNING,)
+    for frozen in study.get_trials(deepcopy=False, states=running):
+        storage.set_trial_user_attr(frozen._trial_id, record.KIND, "incomplete")
+        storage.set_trial_user_attr(frozen._trial_id, _INTERRUPTED, True)
+        study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
+    waiting = (optuna.trial.TrialState.WAITING,)
+    for frozen in study.get_trials(deepcopy=False, states=waiting):
+        storage.set_trial_user_attr(frozen._trial_id, "not_run", _NOT_RUN_YET)
+        storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+
+
+def requeue_not_run(study_name: str, study_url: str, *, interrupted_only: bool = False) -> int:
     """Queue again the start-up design's trials that an earlier end closed as not run, for a
     resume that may run more trials; return how many. The closed ones stay as they were told
     (a finished Optuna trial keeps its state), so a design row counts as not run only while no
-    trial of it was ever asked or is queued."""
+    trial of it was ever asked or is queued. ``interrupted_only``: only those an interrupt
+    closed (:func:`close_interrupted`; a resume whose limits did not move)."""
     study = optuna.load_study(study_name=study_name, storage=study_url)
     not_run: list[dict[str, Any]] = []
     taken: list[dict[str, Any]] = []
@@ -209,7 +260,10 @@ def requeue_not_run(study_name: str, study_url: str) -> int:
         row = frozen.system_attrs.get(_FIXED_PARAMS)
         if row is None:
             continue
-        closed = frozen.state == optuna.trial.TrialState.FAIL and "not_run" in frozen.user_attrs
+        why = frozen.user_attrs.get("not_run")
+        closed = frozen.state == optuna.trial.TrialState.FAIL and why is not None
+        if closed and interrupted_only and why != _NOT_RUN_YET:
+            closed = False  # the search's end closed it: it stays closed
         (not_run if closed else taken).append(row)
     rows = [row for i, row in enumerate(not_run) if row not in taken and row not in not_run[:i]]
     for row in rows:

@@ -20,9 +20,10 @@ whose intervals say nothing).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import optuna
+if TYPE_CHECKING:  # only the type of `trial`: a usage error answers before Optuna loads
+    import optuna
 
 from tuner.workloads import GPU_TRIAL
 

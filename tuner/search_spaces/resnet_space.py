@@ -8,9 +8,10 @@ Workloads:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import optuna
+if TYPE_CHECKING:  # only the type of `trial`: a usage error answers before Optuna loads
+    import optuna
 
 from tuner.techniques import knob
 from tuner.workloads import GPU_TRIAL

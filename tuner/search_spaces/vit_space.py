@@ -14,9 +14,10 @@ training config by the search's speed probes. Return one of them to pin it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import optuna
+if TYPE_CHECKING:  # only the type of `trial`: a usage error answers before Optuna loads
+    import optuna
 
 from tuner.techniques import knob
 from tuner.workloads import DIGITS_TINY_VIT, GPU_TRIAL

@@ -1,0 +1,92 @@
+"""Ray's own lines off the console: what Ray's driver threads print (the raylet's "worker died"
+paragraphs, the workers' forwarded output) and what its C++ core writes to the process's
+stderr (``[mutex.cc : 452] RAW: Lock blocking``) go to :data:`RAY_LOG_FILE` in the experiment
+folder, named once on the console; ``--verbose`` leaves them on the console.
+
+Ray prints them with ``print`` on ``sys.stdout``/``sys.stderr`` from its own threads (named
+below), and its C++ writes to file descriptor 2: the threads are told apart by name, the C++
+lines by moving descriptor 2 to the file while Python's ``sys.stderr`` keeps the console.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from tuner.experiment import RAY_LOG_FILE
+
+__all__ = ["RAY_LOG_FILE", "ray_lines_to_file"]
+
+# The threads of Ray's driver that print what Ray's processes sent it (ray._private.worker).
+_RAY_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
+
+
+class _ByThread:
+    """A console stream whose writes from Ray's printing threads go to ``log`` instead."""
+
+    def __init__(self, console: TextIO, log: TextIO) -> None:
+        self._console = console
+        self._log = log
+
+    def write(self, text: str) -> int:
+        if threading.current_thread().name in _RAY_THREADS:
+            self._log.write(text)
+            self._log.flush()
+            return len(text)
+        return self._console.write(text)
+
+    def flush(self) -> None:
+        self._console.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding: the console's
+        return getattr(self._console, name)
+
+
+@contextlib.contextmanager
+def ray_lines_to_file(folder: Path, *, verbose: bool) -> Iterator[None]:
+    """Within the block, Ray's own lines go to ``folder/ray.log`` (said in one line), unless
+    ``verbose``; the console streams are put back after."""
+    if verbose:
+        yield
+        return
+    path = folder / RAY_LOG_FILE
+    print(f"Ray's own messages go to {path} (--verbose shows them here).", flush=True)
+    with open(path, "a", buffering=1) as log, _stderr_fd_to(log):
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _ByThread(sys.stdout, log), _ByThread(sys.stderr, log)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def _stderr_fd_to(log: TextIO) -> Iterator[None]:
+    """File descriptor 2 (what C++ writes to) into ``log`` for the block, while ``sys.stderr``
+    writes to the console through a copy of the descriptor. Where ``sys.stderr`` is not that
+    descriptor (a test's captured stream, a notebook's), it is left as it is."""
+    try:
+        own = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        own = False
+    if not own:
+        yield
+        return
+    sys.stderr.flush()
+    console_fd = os.dup(2)
+    saved = sys.stderr
+    sys.stderr = open(console_fd, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(console_fd, 2)
+        sys.stderr.close()
+        os.close(console_fd)
+        sys.stderr = saved
