@@ -287,6 +287,9 @@ class _Store:
     def claim(self, key: str, for_s: float) -> bool:
         return True  # one trial at a time
 
+    def prior_run_s(self) -> float | None:
+        return self.cache.prior_run_s()
+
     def tell(self, what: str) -> None:
         return None
 

@@ -228,7 +228,7 @@ def test_probe_measures_speed_and_memory_without_evaluating() -> None:
 
 
 def test_probe_rejects_zero_steps() -> None:
-    with pytest.raises(TunerError, match="probe steps=0"):
+    with pytest.raises(TunerError, match="steps=0 must be at least 1"):
         short_run(tiny(), steps=0)
 
 

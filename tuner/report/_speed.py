@@ -80,14 +80,14 @@ def _budget_text(experiment: Experiment) -> str:
     wait = trials.get(record.SPEED_PROBE_WAIT_S, pd.Series(dtype=float)).astype(float).fillna(0)
     total = trials.get(record.TRIAL_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
     spent, whole = float(probe.sum() + wait.sum()), float(total.sum())
-    measured = f"{spent:.0f} s of {whole:.0f} s ({spent / whole:.0%})" if whole else "not timed"
+    measured = f"{spent / whole:.0%} ({spent:.0f} s of {whole:.0f} s)" if whole else "not timed"
     unprobed = trials.get(record.SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("")
     short = int((unprobed.astype(str) != "").sum())
     left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
     return (
         f"**Probe budget**: the speed probes may take {bound} of the trials' time "
-        f"(--probe-share); here they took {measured} of the trials' wall time, waiting for "
-        f"another trial's probes included{left}. A knob left unprobed keeps its default: not "
+        f"(--probe-share); here their share was {measured} of the trials' wall time, waiting "
+        f"for another trial's probes included{left}. A knob left unprobed keeps its default: not "
         "probed is not tried and lost."
     )
 

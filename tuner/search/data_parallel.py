@@ -276,6 +276,9 @@ class _WorkerRun(_TrialRun):
     def _claim(self, key: str, for_s: float) -> bool:
         return True
 
+    def _prior_run_s(self) -> float | None:
+        return None
+
     def _tell(self, what: str) -> None:
         if self.rank == 0:
             super()._tell(what)

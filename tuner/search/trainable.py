@@ -330,6 +330,10 @@ class _TrialRun:
         holder = _cache_call(self.context.cache_namespace, "claim", key, trial_id, for_s)
         return holder in (None, trial_id)
 
+    def _prior_run_s(self) -> float | None:
+        found = _cache_call(self.context.cache_namespace, "prior_run_s")
+        return None if found is None else float(found)
+
     def _tell(self, what: str) -> None:
         trial_id = _trial_id()
         namespace = self.context.cache_namespace
@@ -469,6 +473,9 @@ class _TrialStore:
 
     def claim(self, key: str, for_s: float) -> bool:
         return self.trial._claim(key, for_s)
+
+    def prior_run_s(self) -> float | None:
+        return self.trial._prior_run_s()
 
     def tell(self, what: str) -> None:
         self.trial._tell(what)

@@ -81,7 +81,9 @@ class ProbeBudget:
         if not self.runs:  # the first run (the plain setting): every session measures it
             if self.prior_run_s is not None:  # worth it only with a knob to measure after it
                 return 2 * self.prior_run_s <= self.left_s
-            return self.left_s > 0 or self.earn_later is not None
+            # A trial whose length waits for this run's step time may run it, unless the pool
+            # is in debt (an earlier run went over): the search's first session always can.
+            return self.left_s > 0 or (self.earn_later is not None and self.granted_s >= 0)
         predicted = self.runs.get(arm, max(self.runs.values()))
         if slow_build and arm not in self.runs:
             predicted = max(predicted, SLOW_BUILD_PRIOR_S)

@@ -85,6 +85,12 @@ class ProbeCache:
         granted, self.pool_s = self.pool_s, 0.0
         return granted
 
+    def prior_run_s(self) -> float | None:
+        """The slowest probe run of any verdict here: what a new session's first run is
+        expected to cost (None before any)."""
+        runs = [c.get("slowest_run_s") for c in self.entries.values()]
+        return max((float(r) for r in runs if r), default=None)
+
     def earn(self, trial_id: str, earned_s: float) -> None:
         """A trial ended: its measured share replaces what it earned in advance."""
         self.pool_s += earned_s - self.earned.get(trial_id, 0.0)

@@ -79,13 +79,19 @@ class SpeedChoice:
         if self.over_budget:
             return "nothing fits the memory budget"
         kept = [v for v in self.variants if v["kept"]]
+        if self.plain_over_budget and not kept:  # the knobs that might fit were not probed
+            why = self._not_probed_text().lstrip("; ") or "no knob probed makes it fit"
+            return "plain over the memory budget; " + why
         if self.plain_over_budget:
             fit = f"plain over the memory budget; {kept[0]['name']} makes it fit"
             return "; then ".join([fit, *self._kept_text(kept[1:])])
         text = self._kept_text(kept)[0] if kept else "plain (no knob was faster in every probe)"
-        if self.not_probed:
-            text += f"; not probed (probe budget): {', '.join(self.not_probed)}"
-        return text
+        return text + self._not_probed_text()
+
+    def _not_probed_text(self) -> str:
+        if not self.not_probed:
+            return ""
+        return f"; not probed (probe budget): {', '.join(self.not_probed)}"
 
     def _kept_text(self, kept: list[dict[str, Any]]) -> list[str]:
         """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""

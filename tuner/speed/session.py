@@ -40,6 +40,8 @@ class Store(Protocol):
 
     def claim(self, key: str, for_s: float) -> bool: ...  # True: this trial probes it
 
+    def prior_run_s(self) -> float | None: ...  # the slowest probe run so far (any verdict)
+
     def tell(self, what: str) -> None: ...
 
 
@@ -117,7 +119,7 @@ def _session(
         granted,
         speed.share,
         earn_later=config if length is None else None,
-        prior_run_s=None if earlier is None else earlier.slowest_run_s,
+        prior_run_s=earlier.slowest_run_s if earlier is not None else store.prior_run_s(),
     )
     started = time.perf_counter()
     choice = choose_speed(
