@@ -161,7 +161,7 @@ def _medians(records: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for (label, commit, hog), runs in groups.items():
-        walls = [r["wall_s"] for r in runs]
+        walls = [r["wall_s"] for r in runs if _finite(r.get("wall_s"))] or [math.nan]
         shares = [r["probe_share"] for r in runs if _finite(r.get("probe_share"))]
         steps = [s for r in runs for s in r.get("steps", [])]
         share = (
@@ -171,10 +171,16 @@ def _medians(records: list[dict[str, Any]]) -> list[str]:
         )
         lines.append(
             f"| {label} | {commit} | {'yes' if hog else 'no'} | {len(runs)} | "
-            f"{statistics.median(walls):.0f} [{min(walls):.0f}–{max(walls):.0f}] | {share} | "
+            f"{_range(walls)} | {share} | "
             f"{statistics.median(steps) if steps else 'n/a'} |"
         )
     return lines
+
+
+def _range(values: list[float]) -> str:
+    if not all(_finite(v) for v in values):
+        return "n/a"
+    return f"{statistics.median(values):.0f} [{min(values):.0f}–{max(values):.0f}]"
 
 
 def _finite(value: Any) -> bool:
