@@ -125,7 +125,7 @@ def _runtime_requirements() -> list[Requirement]:
     installed metadata."""
     base = [
         Requirement(line)
-        for line in importlib.metadata.requires("tuner") or []
+        for line in importlib.metadata.requires(DISTRIBUTION) or []
         if _base(Requirement(line))
     ]
     added = []
