@@ -91,6 +91,8 @@ def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
         effects_repeats=0,
         speed_repeats=2,
         probe_steps=3,
+        feasibility_steps=3,
+        probe_share=None,  # every knob probed: what is cached must not depend on the clock
     )
     return run_search(options)
 
@@ -199,7 +201,7 @@ def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
 ) -> None:
     m = _by_variant(outcome)["over"].metrics
     assert not m["feasible"] and m["phase"] == "feasibility" and m["final"]
-    assert m["steps"] == 2 + 3  # warm-up and the probe's steps: never trained on
+    assert m["steps"] == 2 + 3  # warm-up and the feasibility check's steps: never trained on
     assert m["peak_memory_bytes"] > BUDGET and "over the budget" in m["infeasible_reason"]
     assert m["memory_violation"] > 0 and m["images_per_second"] > 0
     assert m["speed_choice"] == "nothing fits the memory budget"

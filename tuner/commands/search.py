@@ -121,7 +121,7 @@ def _add_workload_flags(group: argparse._ArgumentGroup) -> None:
         type=_share,
         help="the share of the trials' time the speed probes may take, all trials together "
         "(default 0.2 = 20%%): a knob left unprobed for want of it keeps its default and is "
-        "recorded as not probed; later trials probe what is left",
+        "recorded as not probed; later trials probe what is left; off: no bound",
     )
     _option(
         group,
@@ -270,12 +270,14 @@ def _option(group: argparse._ArgumentGroup, flag: str, **spec: Any) -> None:
     group.add_argument(flag, default=argparse.SUPPRESS, **spec)
 
 
-def _share(text: str) -> float:
-    """``0.2`` or ``20%``."""
+def _share(text: str) -> float | None:
+    """``0.2``, ``20%``, or ``off`` (no bound)."""
+    if text == "off":
+        return None
     try:
         return float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share (0.2, or 20%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share (0.2, 20%, or off)") from None
 
 
 def _memory_size(text: str) -> int:

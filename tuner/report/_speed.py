@@ -75,7 +75,11 @@ def _budget_text(experiment: Experiment) -> str:
     """What the speed probes cost the trials, and the budget they had (from trials.csv)."""
     trials = experiment.trials
     share = (experiment.metadata.get("options") or {}).get("probe_share")
-    bound = f"at most {share:.0%}" if isinstance(share, int | float) else "a share"
+    limit = (
+        f"may take at most {share:.0%} of the trials' time"
+        if isinstance(share, int | float)
+        else "had no bound"
+    )
     probe = trials.get(record.SPEED_PROBE_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
     wait = trials.get(record.SPEED_PROBE_WAIT_S, pd.Series(dtype=float)).astype(float).fillna(0)
     total = trials.get(record.TRIAL_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
@@ -85,7 +89,7 @@ def _budget_text(experiment: Experiment) -> str:
     short = int((unprobed.astype(str) != "").sum())
     left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
     return (
-        f"**Probe budget**: the speed probes may take {bound} of the trials' time "
+        f"**Probe budget**: the speed probes {limit} "
         f"(--probe-share); here their share was {measured} of the trials' wall time, waiting "
         f"for another trial's probes included{left}. A knob left unprobed keeps its default: not "
         "probed is not tried and lost."

@@ -66,8 +66,9 @@ class SearchOptions:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     probe_steps: int = 5  # measured steps of each speed-probe run
     speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
-    # The speed probes take at most this share of the trials' time (tuner.speed.budget).
-    probe_share: float = 0.2
+    # The speed probes take at most this share of the trials' time (tuner.speed.budget);
+    # None (--probe-share off): not bounded, every knob probed.
+    probe_share: float | None = 0.2
     feasibility_steps: int = 5  # measured steps before each run's feasibility check
     fresh_probes: bool = False  # ignore the speed probes remembered on this machine (re-probe)
     warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
@@ -117,10 +118,10 @@ class SearchOptions:
         ):
             if value < 0:
                 raise TunerError(f"{flag} {value} must be 0 (off) or more.")
-        if not 0 <= self.probe_share <= 1:
+        if self.probe_share is not None and not 0 <= self.probe_share <= 1:
             raise TunerError(
                 f"--probe-share {self.probe_share} must be a share of the trials' time, 0 to 1 "
-                "(0.2, or 20%)."
+                "(0.2, 20%, or off)."
             )
         if self.checkpoint_every_s < 0:
             raise TunerError(f"--checkpoint-every-s {self.checkpoint_every_s} must be 0 or more.")

@@ -54,13 +54,15 @@ class ProgressPrinter(Callback):
         stream: TextIO | None = None,
         experiment_dir: Path | None = None,
         probe_share: float | None = None,
+        probes_unbounded: bool = False,
         cache_namespace: str = "",
         time_budget_s: float | None = None,
     ) -> None:
         self.total = total
         self.stream = stream  # None: sys.stdout at print time (Ray pickles this callback)
         self.limits_dir = None if experiment_dir is None else str(experiment_dir)
-        self.probe_share = probe_share  # None: no speed probes
+        self.probe_share = probe_share  # None: no speed probes, or not bounded
+        self.probes_unbounded = probes_unbounded
         self.cache_namespace = cache_namespace  # where the running trials' activity is told
         self.time_budget_s = time_budget_s  # the search's (the ETA never passes its end)
         self.setup()
@@ -95,6 +97,8 @@ class ProgressPrinter(Callback):
             probes = ""
             if self.probe_share is not None:
                 probes = f"  (speed probes: at most {self.probe_share:.0%} of the trials' time)"
+            elif self.probes_unbounded:
+                probes = "  (speed probes: not bounded)"
             self._print(f"start  {trial.trial_id}  {describe_params(trial.config)}{probes}")
 
     def on_trial_result(

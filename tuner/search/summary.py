@@ -42,8 +42,10 @@ def print_start(search: SearchContext, profile: SpaceProfile | None) -> None:
         flush=True,
     )
     if options.speed_repeats:
+        share = options.probe_share
+        bound = "no bound" if share is None else f"at most {share:.0%} of the trials' time"
         print(
-            f"Speed probes: at most {options.probe_share:.0%} of the trials' time "
+            f"Speed probes: {bound} "
             "(--probe-share); settled once per model, data, device and precision and shared, "
             "channels_last per norm layer; unprobed knobs keep their defaults.",
             flush=True,

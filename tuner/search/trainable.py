@@ -80,7 +80,8 @@ class TrialContext:
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
     checkpoint_every_s: float = 0.0  # SearchOptions.checkpoint_every_s (0: every evaluation)
     feasibility_steps: int = 5  # measured steps before the feasibility check
-    probe_share: float = 0.2  # of the trials' time the speed probes may take (tuner.speed.budget)
+    # Of the trials' time the speed probes may take (tuner.speed.budget); None: no bound.
+    probe_share: float | None = 0.2
     first_rung_steps: int | None = None  # steps the first early-stopping rung needs
 
 
@@ -317,8 +318,9 @@ class _TrialRun:
 
     def _earn(self, trial_s: float) -> None:
         """The trial's measured share of probe time, for the trials after it."""
-        share = self.context.probe_share * trial_s
-        _cache_call(self.context.cache_namespace, "earn", _trial_id(), share)
+        if self.context.probe_share is not None:
+            share = self.context.probe_share * trial_s
+            _cache_call(self.context.cache_namespace, "earn", _trial_id(), share)
 
     def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
         trial_id = _trial_id()

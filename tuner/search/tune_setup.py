@@ -125,6 +125,7 @@ def run_config(search: SearchContext) -> Any:
                 total=plan.sample_budget,
                 experiment_dir=paths.local,
                 probe_share=options.probe_share if options.speed_repeats else None,
+                probes_unbounded=bool(options.speed_repeats) and options.probe_share is None,
                 cache_namespace=cache_namespace(paths),
                 time_budget_s=options.search_time_budget_s,
             ),

@@ -58,7 +58,7 @@ class TrialSpeed:
     max_memory_bytes: int | None
     steps: int  # measured steps of each probe run
     repeats: int
-    share: float  # of the trials' time (tuner.speed.budget)
+    share: float | None  # of the trials' time (tuner.speed.budget); None: no bound
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,10 @@ def _session(
         return Settled(choice, found.source, wait_s=wait_s, cache_age_s=found.age_s)
     earlier = None if found is None else SpeedChoice.from_dict(found.choice)
     length = trial_length_s(config, None)
-    granted = store.draw(speed.share * (length or 0.0))
+    granted = None if speed.share is None else store.draw(speed.share * (length or 0.0))
     budget = ProbeBudget(
         granted,
-        speed.share,
+        speed.share or 0.0,
         earn_later=config if length is None else None,
         prior_run_s=earlier.slowest_run_s if earlier is not None else store.prior_run_s(),
     )
