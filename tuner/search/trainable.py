@@ -288,6 +288,7 @@ class _TrialRun:
         """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
         self.probe_time_s, self.probe_wait_s = settled.probe_s, settled.wait_s
         self.probe_budget_s = settled.budget_s
+        self.speed_cache_age_s = settled.cache_age_s  # of a verdict an earlier search measured
         self.train_time_s += self.probe_steps_s  # this trial's own probe steps only
         self.phases.write(
             "speed",
