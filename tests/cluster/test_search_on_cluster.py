@@ -243,7 +243,7 @@ def _wait_for_progress(driver: subprocess.Popen[str], *, finished: int) -> list[
     deadline = time.monotonic() + SEARCH_TIMEOUT_S
     for line in driver.stdout:
         match = PROGRESS_LINE.match(line)
-        if match and match["event"] != "start":
+        if match and match["event"] not in ("start", "running"):  # ended, by kind
             done.append(match["trial_id"])
         if len(done) >= finished or time.monotonic() > deadline:
             break
