@@ -47,7 +47,9 @@ _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
     "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
-    "flags": ["--steps", "10", "--time-budget-s", "3",
+    # 10 steps bound it; the time budget only caps a machine far slower than a CPU dry run's
+    # (3 s starved both trials on a busy 2-core machine: no trial ok, the stage failed).
+    "flags": ["--steps", "10", "--time-budget-s", "20",
               "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
     "trials": 2,

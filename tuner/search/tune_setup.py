@@ -191,12 +191,14 @@ def first_rung_steps(search: SearchContext) -> int | None:
     """The training steps a trial needs for the search's first early-stopping decision (its
     first evaluation without early stopping); ``None`` when evaluations are per epoch. A trial
     that ends with fewer is starved (tuner.record.is_starved)."""
-    every = search.plan.workload.get("eval_every_steps")
+    workload = search.plan.workload
+    every, steps = workload.get("eval_every_steps"), workload.get("steps")
     if not every:
         return None
     scheduler = _scheduler(search)
     grace = scheduler.core.grace if isinstance(scheduler, ParetoASHA) else 1
-    return int(every * grace)
+    # A trial shorter than that evaluates first at its end: its rung is its last step.
+    return int(min(every * grace, steps)) if steps else int(every * grace)
 
 
 def _evaluations(workload: dict[str, Any]) -> int | None:
