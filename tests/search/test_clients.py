@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,28 +258,12 @@ def _history(record: Any) -> dict[str, Any]:
 
 
 def _wandb_records(path: Path) -> Iterator[Any]:
-    """The records of a ``.wandb`` file. wandb 0.31 ships no Python reader of its own (the
-    datastore module went with the Go core), so this reads its documented layout: a 7-byte
-    header (``:W&B``, magic, version) and LevelDB log blocks of 32 KiB holding chunks
-    (4-byte CRC, 2-byte length, 1-byte type: full, first, middle, last) of ``Record`` protos."""
-    from wandb.proto import wandb_internal_pb2
+    """The records of a ``.wandb`` file, read by the auditor's one reader of its layout
+    (tuner.report._audit_clients.wandb_records: wandb 0.31 ships no Python reader)."""
+    from tuner.report._audit_clients import wandb_records
 
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
-    position, chunks = 7, b""
-    while position + 7 <= len(data):
-        left = 32768 - position % 32768
-        if left < 7:  # a block's tail too short for a header is padding
-            position += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[position : position + 7])
-        chunks += data[position + 7 : position + 7 + length]
-        position += 7 + length
-        if kind in (1, 4):  # full or last: a whole record
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(chunks)
-            chunks = b""
-            yield record
+    assert path.read_bytes()[:4] == b":W&B", f"{path} is not a W&B run file"
+    yield from wandb_records(path)
 
 
 def test_the_auditor_finds_every_claim_of_every_client_supported(search: dict[str, Any]) -> None:
