@@ -32,14 +32,22 @@ site=$("$new" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 "$new" -m pip install -q --no-deps --no-index --ignore-installed "$wheel"
 
 cd "$work"  # neither the checkout nor its packages on the path
-"$new" - "$root" "$work/venv" <<'EOF'
+test_venv=$("$py" -c 'import sys; print(sys.prefix)')
+"$new" - "$root" "$work/venv" "$test_venv" <<'EOF'
 import importlib.metadata, importlib.util, sys
 from pathlib import Path
 import tuner
-checkout, venv = (Path(p).resolve() for p in sys.argv[1:])
+checkout, venv, test_venv = (Path(p).resolve() for p in sys.argv[1:])
 where = Path(tuner.__file__).resolve()
 assert where.is_relative_to(venv), f"tuner imported from {where}, not the fresh venv"
-assert not any(Path(p or ".").resolve().is_relative_to(checkout) for p in sys.path), sys.path
+# The test environment may live inside the checkout (README's .venv): its site-packages are
+# the dependencies; anything else of the checkout on the path is what this check excludes.
+from_checkout = [
+    p for p in sys.path
+    if Path(p or ".").resolve().is_relative_to(checkout)
+    and not Path(p).resolve().is_relative_to(test_venv)
+]
+assert not from_checkout, from_checkout
 assert importlib.util.find_spec("search_spaces") is None, "a top-level search_spaces is importable"
 version = importlib.metadata.version("train-tuner")
 assert version == tuner.__version__, (version, tuner.__version__)
