@@ -96,9 +96,9 @@ def _measure(folder: Path, console: str) -> dict[str, Any]:
 
 
 def _pick(console: str) -> str:
-    """The console's recommendation line (the answer's first words), if any."""
+    """The console's answer line naming the pick (``... is the pick: ...``), if any."""
     for line in console.splitlines():
-        if "ecommend" in line:
+        if " the pick" in line or line.startswith("Recommended"):
             return line.strip()[:200]
     return ""
 

@@ -195,8 +195,8 @@ STARVED_BY = _search_key(
     "starved_by",
     TEXT,
     "what left a starved trial short of its first rung: budget (its time budget holds fewer "
-    "steps even at the speed its probes measured), machine load (its steps ran slower than "
-    "that), or unknown (no probe measured its speed)",
+    "steps even at the speed its probes measured, or, unprobed, at the speed it trained), "
+    "machine load (its steps ran slower than its probes'), or unknown",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",

@@ -23,6 +23,7 @@ from tuner.answer import decide
 from tuner.experiment import load_experiment
 from tuner.search import SearchOptions, SearchOutcome, run_search
 from tuner.search import run as run_module
+from tuner.search.phases import read_phases
 from tuner.techniques import KNOBS
 from tuner.units import parse_memory_size
 
@@ -145,6 +146,22 @@ def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
     # and its norm layer's reused.
     assert m["speed_source"] in ("probed", "cache") and m["speed_choice"]
     assert 0 < m["trial_train_time_s"] <= m["engine_time_s"]
+
+
+def test_a_trial_folder_says_where_its_time_went(outcome: SearchOutcome) -> None:
+    """phases.jsonl: the setup before the probes, each probe run, the verdict, then the run."""
+    probed = next(
+        v for v, r in _by_variant(outcome).items() if r.metrics["speed_source"] == "probed"
+    )
+    phases = read_phases(_trial_dir(outcome, probed))
+    parts = [p["part"] for p in phases]
+    assert parts[0] == "setup" and phases[0]["seconds"] >= 0
+    speed = parts.index("speed")
+    assert set(parts[1:speed]) == {"probe"} and speed > 1
+    assert all(p["steps_s"] > 0 and p["wall_s"] >= p["steps_s"] for p in phases[1:speed])
+    train = [p.get("event") for p in phases if p["part"] == "train"]
+    assert train == ["start", "end"] and "feasibility" in parts
+    assert [p["since_start_s"] for p in phases] == sorted(p["since_start_s"] for p in phases)
 
 
 def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome) -> None:

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tuner.engine.build import prepare
     from tuner.engine.distributed import launched_group
     from tuner.engine.loop import short_run, train
     from tuner.engine.result import RunResult
@@ -22,6 +23,7 @@ _HOMES = {
     "Progress": "state",
     "RunResult": "result",
     "launched_group": "distributed",
+    "prepare": "build",
     "read_state_file": "state",
     "short_run": "loop",
     "train": "loop",
@@ -31,6 +33,7 @@ __all__ = [
     "Progress",
     "RunResult",
     "launched_group",
+    "prepare",
     "read_state_file",
     "short_run",
     "train",

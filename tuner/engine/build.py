@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from tuner.config import TrainConfig
-from tuner.engine.data import DataBundle, build_data
+from tuner.engine.data import DataBundle, build_data, load_ahead
 from tuner.engine.distributed import World
 from tuner.engine.meters import MemoryMeter, ThroughputMeter
 from tuner.engine.model import build_model
@@ -100,6 +100,20 @@ def resolve_device(name: str) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise TunerError(f"device={name!r} is not supported; use auto, cpu, cuda or cuda:N.")
     return device
+
+
+def prepare(config: TrainConfig) -> None:
+    """Pay the process's one-time costs that a first run's setup pays: the device's start
+    and the data a source keeps for the process. A trial calls it before its speed probes,
+    so these count as its setup, not as its first probe run (training would pay them too).
+
+    Raises:
+        TunerError: bad input (device, data name).
+    """
+    device = resolve_device(config.device)
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # the CUDA context: a second or more on a cold process
+    load_ahead(config)
 
 
 def build_parts(

@@ -37,6 +37,7 @@ __all__ = [
     "Splits",
     "build_data",
     "data_source",
+    "load_ahead",
     "normalize",
 ]
 
@@ -97,6 +98,7 @@ class DataSource:
     load: Callable[[TrainConfig, str], Splits] | None
     takes_path: bool = False
     files: bool = False
+    kept: bool = False  # loaded once per process and kept: later runs reuse it (load_ahead)
 
 
 def normalize(
@@ -127,6 +129,14 @@ def data_source(spec: str) -> tuple[DataSource, str]:
             f"data={spec!r} is not known; use {', '.join(specs)} or your own module:function."
         )
     return source, path
+
+
+def load_ahead(config: TrainConfig) -> None:
+    """Load ``config``'s data now if its source keeps it for the process (the first run's
+    setup would load it; a source that loads per run is left to the run)."""
+    source, path = data_source(config.data)
+    if source.kept and source.load is not None:
+        source.load(config, path)
 
 
 def is_user_data(spec: str) -> bool:
@@ -424,9 +434,9 @@ def _host_images(
 DATASETS: dict[str, DataSource] = {
     s.name: s
     for s in (
-        DataSource("digits", DIGITS_MEAN, DIGITS_STD, _digits),
+        DataSource("digits", DIGITS_MEAN, DIGITS_STD, _digits, kept=True),
         DataSource("synthetic", IMAGENET_MEAN, IMAGENET_STD, None),
-        DataSource("synthetic_host", IMAGENET_MEAN, IMAGENET_STD, _synthetic_host),
+        DataSource("synthetic_host", IMAGENET_MEAN, IMAGENET_STD, _synthetic_host, kept=True),
         DataSource("imagefolder", IMAGENET_MEAN, IMAGENET_STD, imagefolder, True, True),
         DataSource("jpeg_digits", IMAGENET_MEAN, IMAGENET_STD, jpeg_digits, files=True),
         DataSource("cifar10", CIFAR10_MEAN, CIFAR10_STD, _cifar10, True),

@@ -40,7 +40,14 @@ from ray import tune
 
 from tuner import record
 from tuner.config import TrainConfig
-from tuner.engine import Progress, RunResult, read_state_file, train, write_state_file
+from tuner.engine import (
+    Progress,
+    RunResult,
+    prepare,
+    read_state_file,
+    train,
+    write_state_file,
+)
 from tuner.engine.build import resolve_device
 from tuner.engine.meters import environment
 from tuner.errors import TunerError, error_line
@@ -228,9 +235,14 @@ class _TrialRun:
         batch = result.global_batch_size or result.config.get("batch_size") or math.nan
         probed_step_s = batch / plain_ips if plain_ips else math.nan
         budget = result.config.get("time_budget_s")
-        if not math.isfinite(probed_step_s):
-            return "unknown (no probe measured its speed)"
-        return "budget" if budget and rung * probed_step_s > budget else "machine load"
+        if math.isfinite(probed_step_s):
+            return "budget" if budget and rung * probed_step_s > budget else "machine load"
+        # No probe measured it (its knobs came from a verdict shared with other configs, or
+        # were not probed): its own steps say whether the budget could hold the rung at all.
+        own_step_s = result.step_time_s or math.nan
+        if budget and math.isfinite(own_step_s) and rung * own_step_s > budget:
+            return "budget (at the speed it trained: no probe measured it alone)"
+        return "unknown (no probe measured its speed)"
 
     def _keep_traceback(self, text: str) -> None:
         """A failed run's traceback (the user's code in it) as a file of the trial's folder:
@@ -265,6 +277,10 @@ class _TrialRun:
         context = self.context
         if context.speed_repeats < 1:
             return SpeedChoice(settings={}), "not probed"
+        start = time.perf_counter()
+        prepare(base)  # the process's one-time costs: the trial's setup, not its first probe
+        self.engine_time_s += time.perf_counter() - start
+        self.phases.write("setup", seconds=round(time.perf_counter() - start, 3))
         device = resolve_device(base.device)
         speed = TrialSpeed(
             cuda=device.type == "cuda",
