@@ -46,6 +46,7 @@ def run_once(code: Path, space: str, extra: list[str], *, hog: bool) -> dict[str
         env = {**os.environ, "TUNER_CACHE_DIR": f"{tmp}/cache", "PYTHONPATH": str(code)}
         cmd = [sys.executable, "-m", "tuner", "search", space, "--name", "cold"]
         cmd += ["--storage", f"{tmp}/experiments", "--reports-dir", f"{tmp}/reports", *extra]
+        load_before = os.getloadavg()[0]  # what else ran: a busy machine reads as one
         hog_process = _start_hog() if hog else None
         start = time.perf_counter()
         try:
@@ -69,6 +70,7 @@ def run_once(code: Path, space: str, extra: list[str], *, hog: bool) -> dict[str
         "cpu_hog": hog,
         "exit_code": done.returncode,
         "wall_s": round(wall, 1),
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "log": str(log.relative_to(ROOT)),
         **record,
     }
