@@ -92,6 +92,7 @@ def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) 
         assert not any(s.endswith(("/training_iteration", "/final", "/done")) for s in scalars)
 
 
+@pytest.mark.slow  # the module's real search (the fast tier audits every client's search)
 def test_the_auditor_finds_every_claim_of_the_tracked_search_supported(
     search: dict[str, Any],
 ) -> None:
