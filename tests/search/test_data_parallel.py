@@ -28,6 +28,7 @@ from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
 from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
 from tuner.search.data_parallel import RAY_TRAIN_LOG, _OneLine
+from tuner.search.phases import read_phases
 from tuner.search.plan import make_plan
 from tuner.spaces import get_space
 
@@ -160,6 +161,11 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
         assert line["world_size"] == 2 and line["global_batch_size"] == 2 * 16
         assert line["images_per_second"] > 0
     assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
+    # Rank 0 measured the group's start-up: from the driver's ask to its own run's start.
+    trial_dir = next(outcome.experiment_dir.glob("*/result.json")).parent
+    phases = read_phases(trial_dir)
+    assert phases[0]["part"] == "group_start" and phases[0]["workers"] == 2
+    assert 0 < phases[0]["seconds"] < lines[-1]["trial_time_s"]
     assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}
     assert not seen["cleaners"]
     # One machine: no preemption watcher (its start printed a core_worker error line).

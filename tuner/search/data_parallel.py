@@ -53,7 +53,14 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
 from tuner.search.plan import SearchPlan
-from tuner.search.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
+from tuner.search.trainable import (
+    EndedBefore,
+    TrialContext,
+    _run,
+    _TrialRun,
+    raise_if_ended,
+    tell,
+)
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.speed.cache import Lookup, Remembered
 
@@ -105,12 +112,15 @@ def run_worker_group(
         # (ray-project/ray#53727) to the console for every trial. A user's value wins.
         os.environ.setdefault(ENABLE_PREEMPTION_WATCHER_ENV_VAR, "0")
     forward = TuneReportCallback()
+    trial_id = tune.get_context().get_trial_id() or ""
     trainer = _TorchTrainer(
         _worker,
         train_loop_config={
             "config": config,
             "context": context,
             "trial_folder": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
+            "trial_id": trial_id,  # nor its id: rank 0 tells the console what the trial does
+            "group_asked_unix_s": time.time(),  # the group's start-up, measured by rank 0
         },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
         torch_config=TorchConfig(backend="nccl" if scaling.use_gpu else "gloo"),
@@ -128,6 +138,9 @@ def run_worker_group(
     trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
     trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
     _raise_if_ended(_earlier_run(storage))
+    # Until rank 0 runs: Ray Train's controller, a placement group, N worker processes that
+    # import torch, and the process group (gloo or nccl): tens of seconds on a busy machine.
+    tell(context.cache_namespace, trial_id, f"starting {workers} workers")
     result = trainer.fit()
     _hand_over_the_last_report(forward)
     _raise_if_ended(result)
@@ -218,6 +231,8 @@ class _OneLine(logging.Handler):
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
     run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
+    run.trial_id = loop_config.get("trial_id", "")
+    run.group_asked_unix_s = loop_config.get("group_asked_unix_s")
     try:
         _run(run, loop_config["config"])
     except EndedBefore:  # every rank read it from the same checkpoint: the driver raises it
@@ -237,6 +252,16 @@ class _WorkerRun(_TrialRun):
         self.world_size = train_context.get_world_size()
         self.trial_dir = trial_dir
         super().__init__(context)
+
+    group_asked_unix_s: float | None = None  # when the trial's driver asked for the group
+
+    def _begun(self) -> None:
+        """Rank 0: how long the group took to start, into the phase log and the console."""
+        if self.rank != 0 or self.group_asked_unix_s is None:
+            return
+        took = time.time() - self.group_asked_unix_s
+        self.phases.write("group_start", workers=self.world_size, seconds=round(took, 3))
+        self._tell(f"{self.world_size} workers up after {took:.0f} s")
 
     def _trial_dir(self) -> str | None:
         return self.trial_dir if self.rank == 0 else None  # one copy: every rank fails alike

@@ -173,6 +173,7 @@ class _TrialRun:
         self.starved_by = ""
         self.phases = PhaseLog(None, self.started_unix_s)
         self.config: TrainConfig | None = None  # the trial's run config, once known
+        self.trial_id = _trial_id()  # whose line the console's activity is (tell)
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
@@ -185,6 +186,7 @@ class _TrialRun:
         self._carry_over(meta)
         self.config = base
         self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
+        self._begun()
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
         self.phases.write("train", event="start", settings=self.speed.settings)
@@ -209,6 +211,9 @@ class _TrialRun:
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
         if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
             raise _ReportedError(result.error or "the run failed")
+
+    def _begun(self) -> None:
+        """The run's process is up (a worker group's rank 0 says what its start took)."""
 
     def _carry_over(self, meta: dict[str, Any]) -> None:
         """The counters and the speed choice carried over a restart."""
@@ -354,13 +359,7 @@ class _TrialRun:
         return None if found is None else float(found)
 
     def _tell(self, what: str) -> None:
-        trial_id = _trial_id()
-        namespace = self.context.cache_namespace
-        if namespace:  # fire and forget: the console's line, never worth a wait
-            try:
-                connect_cache(namespace).tell.remote(trial_id, what)
-            except Exception:
-                return
+        tell(self.context.cache_namespace, self.trial_id, what)
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -532,6 +531,16 @@ def _cache_call(namespace: str, method: str, *args: Any) -> Any:
         return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
     except Exception:
         return None
+
+
+def tell(namespace: str, trial_id: str, what: str) -> None:
+    """What a trial does before its first report, for the console's running line (the probe
+    cache keeps it): fire and forget, never worth a wait."""
+    if namespace and trial_id:
+        try:
+            connect_cache(namespace).tell.remote(trial_id, what)
+        except Exception:
+            return
 
 
 def _trial_id() -> str:
