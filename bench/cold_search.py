@@ -100,7 +100,7 @@ def _measure(folder: Path, console: str) -> dict[str, Any]:
 def _pick(console: str) -> str:
     """The console's answer line naming the pick (``... is the pick: ...``), if any."""
     for line in console.splitlines():
-        if " the pick" in line or line.startswith("Recommended"):
+        if " is the pick" in line or line.startswith("Recommended"):
             return line.strip()[:200]
     return ""
 

@@ -67,6 +67,9 @@ class Profile:
     eval_s: float
     search_start_s: float  # Ray's start and the search's checks, before the first trial
     sources: dict[str, str] = field(default_factory=dict)
+    # A trial process's one-time costs that engine.prepare pays before its speed probes (the
+    # kept dataset, the device's start), in plan "after"; part of first_run_s before that.
+    prepare_s: float = 0.0
 
 
 # ViT-B/16 at 224, batch 256, on the H100 (reports/examples/gpu-nvidia-h100-80gb-hbm3/
@@ -115,6 +118,7 @@ def cpu_profile(measured: dict[str, Any]) -> Profile:
         eval_s=measured["eval_s"],
         search_start_s=measured["search_start_s"],
         sources={"all": "bench/gpu_cost_model.py --measure-cpu on this machine (short runs)"},
+        prepare_s=measured.get("prepare_s", 0.0),
     )
 
 
@@ -126,6 +130,7 @@ class _Device:
     clock: float = 0.0
     warm: bool = False
     compiled: set[str] = field(default_factory=set)
+    prepared: bool = False
 
     def step_s(self, config: TrainConfig) -> float:
         base = self.profile.step_s.get(config.amp, self.profile.step_s["off"])
@@ -137,8 +142,7 @@ class _Device:
 
     def run(self, config: TrainConfig, steps: int, limit: float | None) -> RunResult:
         """One short run, predicted; the clock moves by its wall time."""
-        setup = self.profile.build_s + (0.0 if self.warm else self.profile.first_run_s)
-        self.warm = True
+        setup = self.profile.build_s + self.one_time_s()
         step = self.step_s(config)
         compile_s = self._compile(config)
         done = steps + warmup_steps_of(config)
@@ -158,6 +162,14 @@ class _Device:
             peak_memory_bytes=1,
             memory_kind="cuda_max_memory_reserved" if self.profile.cuda else "cpu_training_state",
         )
+
+    def one_time_s(self) -> float:
+        """The process's one-time costs its first run pays (engine.prepare's, unless paid)."""
+        paid = (0.0 if self.warm else self.profile.first_run_s) + (
+            0.0 if self.prepared else self.profile.prepare_s
+        )
+        self.warm = self.prepared = True
+        return paid
 
     def _compile(self, config: TrainConfig) -> float:
         if config.compile == "off":
@@ -221,6 +233,9 @@ def _trial(device: _Device, cache: ProbeCache, config: TrainConfig, trial_id: st
     def measure(c: TrainConfig, steps: int, limit: float | None) -> RunResult:
         return device.run(c, steps, limit)
 
+    if plan == "after" and not device.prepared:  # engine.prepare: the trial's setup
+        device.clock += device.profile.prepare_s
+        device.prepared = True
     if plan == "before":
         choice = choose_speed(config, cuda=device.profile.cuda, pinned=(), steps=probe_steps,
                               repeats=repeats, max_memory_bytes=None, cores=device.profile.cores,
@@ -251,8 +266,7 @@ def _trial(device: _Device, cache: ProbeCache, config: TrainConfig, trial_id: st
 def _train(device: _Device, config: TrainConfig) -> float:
     """The trial's own run; returns the clock at its first report (its first evaluation)."""
     profile = device.profile
-    setup = profile.build_s + (0.0 if device.warm else profile.first_run_s)
-    device.warm = True
+    setup = profile.build_s + device.one_time_s()
     step = device.step_s(config)
     steps = config.steps or 0
     if config.time_budget_s is not None:
@@ -299,10 +313,15 @@ def measure_cpu(space: str, path: Path, search_start_s: float) -> dict[str, Any]
     the plain setting (their setup is the build, the first's extra its one-time costs), the
     step time per precision, one evaluation. ``search_start_s``: read off a search's console
     (its first trial's start line)."""
-    from tuner.engine import short_run, train
+    import time
+
+    from tuner.engine import prepare, short_run, train
 
     workload = dict(get_space(space).workloads["cpu"])
     config = train_config_of({"batch_size": 64}, workload={**workload, "device": "cpu"})
+    started = time.perf_counter()
+    prepare(config)  # what a trial pays before its probes (plan "after")
+    prepare_s = time.perf_counter() - started
     first = short_run(config, steps=5)
     again = [short_run(config, steps=5) for _ in range(2)]
     step_s = {"off": statistics.median(r.step_time_s for r in again)}
@@ -316,6 +335,7 @@ def measure_cpu(space: str, path: Path, search_start_s: float) -> dict[str, Any]
         "speedups": {},
         "eval_s": evaluated.eval_time_s,
         "search_start_s": search_start_s,
+        "prepare_s": prepare_s,
     }
     path.write_text(json.dumps(profile, indent=1) + "\n")
     return profile
@@ -338,6 +358,50 @@ def _measured_configs(space: str, path: Path) -> list[TrainConfig]:
     return out
 
 
+def _measured_search(trials: Path) -> dict[str, Any]:
+    """The cold_search.json record whose trials table ``trials`` is (its log's name)."""
+    records = json.loads((OUT / "cold_search.json").read_text())
+    for record in records:
+        if Path(record.get("log", "")).with_suffix(".trials.csv").name == trials.name:
+            return record
+    raise SystemExit(f"{trials}: no run of reports/benchmarks/cold_search.json wrote it")
+
+
+def _cpu_checks(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[str]:
+    """Each measured CPU search predicted from its own trials' configs (appended to ``runs``):
+    one table line each, predicted against measured."""
+    profile = cpu_profile(json.loads(args.cpu_profile.read_text()))
+    lines = []
+    for trials in args.cpu_trials:
+        configs = _measured_configs(args.space, trials)
+        measured = _measured_search(trials)
+        plan = "before" if measured["commit"].startswith(args.before_commit) else "after"
+        predicted = predict(profile, configs, plan=plan)
+        runs.append({**predicted, "measured": measured})
+        lines.append(_check_line(predicted, measured))
+    return lines
+
+
+_CHECK_TEXT = (
+    "CPU check: each measured cold search (bench/cold_search.py) predicted from its own "
+    "trials' configs, in their order, with the plan of its code:"
+)
+_CHECK_HEAD = [
+    "| commit | plan | trials | trial s predicted / measured | probe share predicted / measured |",
+    "|---|---|---|---|---|",
+]
+
+
+def _check_line(predicted: dict[str, Any], measured: dict[str, Any]) -> str:
+    """Predicted against measured: the trials' seconds (their ratio) and the probe share."""
+    ratio = predicted["trial_time_s"] / measured["trial_time_s"]
+    return (
+        f"| {measured['commit']} | {predicted['plan']} | {len(predicted['trials'])} | "
+        f"{predicted['trial_time_s']:.0f} / {measured['trial_time_s']:.0f} ({ratio:.2f}x) | "
+        f"{predicted['probe_share']:.0%} / {measured['probe_share']:.0%} |"
+    )
+
+
 def _summary(run: dict[str, Any]) -> str:
     return (
         f"| {run['profile']} | {run['plan']} | {len(run['trials'])} | {run['wall_s']:.0f} | "
@@ -355,6 +419,8 @@ def main() -> None:
     parser.add_argument("--cpu-profile", type=Path, help="a measured CPU profile (JSON)")
     parser.add_argument("--cpu-trials", type=Path, action="append", default=[],
                         help="a measured CPU search's trials.csv: predict its configs")  # fmt: skip
+    parser.add_argument("--before-commit", default="416680d",
+                        help="a measured search of it is predicted by plan before")  # fmt: skip
     parser.add_argument("--measure-cpu", type=float, metavar="SEARCH_START_S",
                         help="measure the CPU profile into --cpu-profile first")  # fmt: skip
     args = parser.parse_args()
@@ -369,12 +435,7 @@ def main() -> None:
     gpu = [c.replace(**changes) for c in gpu]
     for plan in ("before", "after"):
         runs.append(predict(H100_VIT_SPACE, gpu, plan=plan))
-    if args.cpu_profile:
-        profile = cpu_profile(json.loads(args.cpu_profile.read_text()))
-        for trials in args.cpu_trials:
-            configs = _measured_configs(args.space, trials)
-            for plan in ("before", "after"):
-                runs.append({**predict(profile, configs, plan=plan), "measured": str(trials)})
+    checks = _cpu_checks(args, runs) if args.cpu_profile else []
     OUT.mkdir(parents=True, exist_ok=True)
     record = {"runs": runs, "profiles": [asdict(H100_VIT_SPACE)]}
     record["gpu_changes"] = changes
@@ -385,6 +446,8 @@ def main() -> None:
     sources = [f"- {k}: {v}" for k, v in H100_VIT_SPACE.sources.items()]
     head = [f"# Cost model: {args.space}, predicted", "", __doc__.split("\n\n")[1], "",
             f"GPU trials changed: {changes or 'none (the workload as declared)'}.", ""]  # fmt: skip
+    if checks:
+        lines += ["", _CHECK_TEXT, "", *_CHECK_HEAD, *checks]
     (OUT / f"{args.out}.md").write_text("\n".join([*head, *lines, "", "Inputs:", *sources]) + "\n")
     for run in runs:
         ends = [run["profile_start_s"] + sum(t["trial_s"] for t in run["trials"][: i + 1])
