@@ -41,6 +41,7 @@ from tuner.config import TrainConfig
 from tuner.engine import RunResult
 from tuner.engine.build import warmup_steps_of
 from tuner.spaces import get_space, train_config_of
+from tuner.speed.budget import run_cost
 from tuner.speed.cache import ProbeCache
 from tuner.speed.choose import choose_speed
 from tuner.speed.machine_cache import this_machine
@@ -250,7 +251,10 @@ def _trial(device: _Device, cache: ProbeCache, config: TrainConfig, trial_id: st
             config, speed, _Store(cache, trial_id), on_run, measure
         ).choice.settings
     probe_s = sum(spent)
-    first_report = _train(device, config.replace(**settings))
+    trained = config.replace(**settings)
+    first_report = _train(device, trained)
+    # The trainable tells the cache what its run cost: the prior of later probe runs.
+    cache.observe(run_cost(trained.to_dict(), device.profile.build_s, device.step_s(trained)))
     trial_s = device.clock - start
     cache.earn(trial_id, share * trial_s)
     return {
@@ -301,8 +305,8 @@ class _Store:
     def claim(self, key: str, for_s: float) -> bool:
         return True  # one trial at a time
 
-    def prior_run_s(self) -> float | None:
-        return self.cache.prior_run_s()
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return self.cache.prior_run_s(config, steps)
 
     def tell(self, what: str) -> None:
         return None

@@ -9,7 +9,7 @@ import pytest
 
 from tuner.config import TrainConfig
 from tuner.speed import ProbeBudget, SpeedChoice, choose_speed, trial_length_s
-from tuner.speed.budget import SLOW_BUILD_PRIOR_S
+from tuner.speed.budget import SLOW_BUILD_PRIOR_S, predicted_run_s, run_cost
 from tuner.speed.choose import variants
 from tuner.workloads import MICRO_VIT
 
@@ -29,8 +29,9 @@ def test_a_trial_s_length_is_its_time_budget_or_its_steps_at_the_probed_speed() 
 
 
 def test_a_run_that_does_not_fit_what_is_left_is_not_started() -> None:
-    budget = ProbeBudget(10.0)
-    assert budget.allows("plain")  # the first run: every session measures the plain setting
+    budget = ProbeBudget(10.0, prior_run_s=4.0)
+    assert budget.allows("plain")  # the first run, predicted to leave room for a knob after it
+    assert not ProbeBudget(7.9, prior_run_s=4.0).allows("plain")
     budget.charge("plain", 4.0, 0.1)
     assert budget.allows("set_to_none") and budget.left_s == 6.0
     budget.charge("set_to_none", 5.0, 0.1)
@@ -60,7 +61,9 @@ def test_a_budget_for_a_few_runs_probes_the_first_knobs_and_records_the_rest() -
                              max_memory_bytes=None)  # fmt: skip
     assert unbounded.slowest_run_s and not unbounded.not_probed
     # A third of what the whole session took: it cannot finish unless it ran 3x faster.
-    budget = ProbeBudget(unbounded.probe_seconds / 3)
+    # Its first run predicted at a quarter of that (a prior that leaves room for a few runs).
+    third = unbounded.probe_seconds / 3
+    budget = ProbeBudget(third, prior_run_s=third / 4)
     choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=1,
                           max_memory_bytes=None, budget=budget)  # fmt: skip
     probed = [v["name"] for v in choice.variants if v.get("probed", True)]
@@ -95,3 +98,21 @@ def test_the_shared_scope_leaves_channels_last_to_the_norm_s_own_scope() -> None
 
     shared, own = fields("shared"), fields("config")
     assert own == {"channels_last"} and "channels_last" not in shared and "set_to_none" in shared
+
+
+def test_a_first_run_nothing_predicts_waits_for_a_trial_to_tell_its_cost() -> None:
+    """Measured on a cold CPU search: a first probe run with no prior took 18-29 s of a 2.4 s
+    budget. With nothing seen, only a trial whose length waits for the run may start it."""
+    assert not ProbeBudget(2.4).allows("plain")  # its length is known: it trains unprobed
+    assert ProbeBudget(2.4, earn_later=TINY).allows("plain")  # its share waits for the run
+    assert not ProbeBudget(-1.0, earn_later=TINY).allows("plain")  # not while in debt
+
+
+def test_a_trained_run_predicts_probe_runs_of_alike_configs_by_batch_size() -> None:
+    seen = [run_cost(TINY.to_dict(), setup_s=1.0, step_time_s=0.16)]  # 0.01 s an image
+    bigger = TINY.replace(batch_size=64).to_dict()
+    # Setup, then its warm-up step and 4 measured steps of 64 images at 0.01 s each.
+    assert predicted_run_s(seen, bigger, 4) == pytest.approx(1.0 + 5 * 0.64)
+    assert predicted_run_s(seen, TINY.replace(amp="bf16").to_dict(), 4) is None  # not alike
+    slower = [*seen, run_cost(TINY.to_dict(), setup_s=2.0, step_time_s=0.32)]
+    assert predicted_run_s(slower, bigger, 4) == pytest.approx(2.0 + 5 * 1.28)  # the slowest

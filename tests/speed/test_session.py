@@ -47,8 +47,8 @@ class _Trial:
     def claim(self, key: str, for_s: float) -> bool:
         return self.cache.claim(key, self.trial_id, for_s) == self.trial_id
 
-    def prior_run_s(self) -> float | None:
-        return self.cache.prior_run_s()
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return self.cache.prior_run_s(config, steps)
 
     def tell(self, what: str) -> None:
         self.cache.tell(self.trial_id, what)
@@ -105,3 +105,24 @@ def test_a_budget_s_leftovers_are_probed_by_the_next_trial_and_the_pool_adds_up(
     assert all(v.get("probed", True) for v in later.choice.variants)
     totals = cache.stats()["probe_budget"]
     assert totals["spent_s"] <= totals["earned_s"] + later.choice.slowest_run_s * 2
+
+
+def test_a_cold_search_s_first_trial_trains_unprobed_and_its_run_prices_the_next(
+    tmp_path: Path,
+) -> None:
+    """Nothing predicts a cold search's first probe run, so a trial of known length (its time
+    budget) does not start one; its own run's cost, told to the cache, prices the next's."""
+    from tuner.engine import short_run
+    from tuner.speed.budget import run_cost
+
+    cache = ProbeCache(str(tmp_path / "probe_cache.json"))
+    # 40 s of probes at a 20 % share: room for many runs, yet none without a prior.
+    timed = TINY.replace(steps=None, time_budget_s=200.0)
+    first = settle_speed(timed, _speed(0.2), _Trial(cache, "a"))
+    assert first.probe_s < 0.5 and first.choice.not_probed and first.choice.settings == {}
+    assert cache.stats()["probe_budget"]["spent_s"] == 0.0
+    trained = short_run(timed, steps=2)  # the first trial's own run, as the trainable tells it
+    cache.observe(run_cost(timed.to_dict(), trained.setup_time_s, trained.step_time_s))
+    assert cache.prior_run_s(timed.to_dict(), 2) is not None
+    second = settle_speed(timed.replace(lr=1e-3), _speed(0.2), _Trial(cache, "b"))
+    assert second.probe_s > 0 and len(second.choice.not_probed) < len(first.choice.not_probed)

@@ -301,8 +301,11 @@ class _WorkerRun(_TrialRun):
     def _claim(self, key: str, for_s: float) -> bool:
         return True
 
-    def _prior_run_s(self) -> float | None:
+    def _prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
         return None
+
+    def _observe(self, cost: dict[str, Any]) -> None:
+        return None  # its probes are unbounded: no prior needed
 
     def _tell(self, what: str) -> None:
         if self.rank == 0:

@@ -57,6 +57,7 @@ from tuner.search.phases import PhaseLog
 from tuner.search.probe_actor import connect_cache
 from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice
+from tuner.speed.budget import run_cost
 from tuner.speed.cache import Lookup, Remembered
 from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
@@ -206,6 +207,9 @@ class _TrialRun:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
         self.starved_by = self._starved_by(result)
         self.phases.write("train", event="end", **_run_parts(result))
+        if result.step_time_s:  # what a run of this config costs: later trials' probe prior
+            run_config = base.replace(**self.speed.settings).to_dict()
+            self._observe(run_cost(run_config, result.setup_time_s, result.step_time_s))
         self._earn(time.time() - self.started_unix_s)
         phase = "feasibility" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
@@ -354,9 +358,12 @@ class _TrialRun:
         holder = _cache_call(self.context.cache_namespace, "claim", key, trial_id, for_s)
         return holder in (None, trial_id)
 
-    def _prior_run_s(self) -> float | None:
-        found = _cache_call(self.context.cache_namespace, "prior_run_s")
+    def _prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        found = _cache_call(self.context.cache_namespace, "prior_run_s", config, steps)
         return None if found is None else float(found)
+
+    def _observe(self, cost: dict[str, Any]) -> None:
+        _cache_call(self.context.cache_namespace, "observe", cost)
 
     def _tell(self, what: str) -> None:
         tell(self.context.cache_namespace, self.trial_id, what)
@@ -492,8 +499,8 @@ class _TrialStore:
     def claim(self, key: str, for_s: float) -> bool:
         return self.trial._claim(key, for_s)
 
-    def prior_run_s(self) -> float | None:
-        return self.trial._prior_run_s()
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return self.trial._prior_run_s(config, steps)
 
     def tell(self, what: str) -> None:
         self.trial._tell(what)

@@ -15,17 +15,33 @@ Before each probe run the budget predicts its cost (the same arm's slowest run s
 the slowest run of any arm; a slow-to-build knob at least :data:`SLOW_BUILD_PRIOR_S`): a run
 that does not fit is not started, and its knob is recorded as *not probed* (it keeps its
 default), never as tried and lost. A later trial of the same settings probes what is left.
+
+A session's first run is predicted from the runs the search has seen (:func:`predicted_run_s`:
+trials' own runs of the same model, data and precision, scaled to the batch size; else the
+slowest probe run so far). With nothing seen yet it is not started, unless the trial's length
+waits for it: a cold search's first trial trains with the defaults and tells the next ones what
+a run costs. Measured: without that rule the first probe run of a cold CPU search (bf16, batch
+256: 2-3 s a step) took 18-29 s of a 2.4 s budget (reports/benchmarks/cold_search.md).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tuner.config import TrainConfig
 
-__all__ = ["DEFAULT_SHARE", "SLOW_BUILD_PRIOR_S", "ProbeBudget", "trial_length_s"]
+__all__ = [
+    "DEFAULT_SHARE",
+    "SLOW_BUILD_PRIOR_S",
+    "ProbeBudget",
+    "predicted_run_s",
+    "run_cost",
+    "trial_length_s",
+]
 
 DEFAULT_SHARE = 0.2  # of the trials' time (--probe-share)
 # A knob slow to build (torch.compile) before its first probe run: compile's first build of
@@ -46,6 +62,28 @@ def trial_length_s(config: TrainConfig, step_time_s: float | None) -> float | No
     if config.steps is not None and steps_known:
         lengths.append(config.steps * step_time_s)  # type: ignore[operator]
     return min(lengths) if lengths else None
+
+
+# What makes one run's step time a prior for another's, besides the batch size it scales with.
+_ALIKE = ("model", "model_kwargs", "data", "img_size", "amp", "device")
+
+
+def run_cost(config: Mapping[str, Any], setup_s: float, step_time_s: float) -> dict[str, Any]:
+    """What one run of ``config`` (a TrainConfig's dict) cost, as plain data for the probe
+    cache: its setup, and one training image's share of a step."""
+    alike = {name: config[name] for name in _ALIKE}
+    return {**alike, "setup_s": setup_s, "image_s": step_time_s / config["batch_size"]}
+
+
+def predicted_run_s(
+    costs: list[dict[str, Any]], config: Mapping[str, Any], steps: int
+) -> float | None:
+    """A probe run of ``config`` (a TrainConfig's dict: its warm-up and ``steps`` measured
+    steps), predicted from the costs of alike runs (the slowest), or ``None`` without one."""
+    runs = [c for c in costs if all(c.get(k) == config[k] for k in _ALIKE)]
+    done = config["warmup_steps"] + steps
+    batch = config["batch_size"]
+    return max((c["setup_s"] + done * c["image_s"] * batch for c in runs), default=None)
 
 
 @dataclass
@@ -81,9 +119,9 @@ class ProbeBudget:
         if not self.runs:  # the first run (the plain setting): every session measures it
             if self.prior_run_s is not None:  # worth it only with a knob to measure after it
                 return 2 * self.prior_run_s <= self.left_s
-            # A trial whose length waits for this run's step time may run it, unless the pool
-            # is in debt (an earlier run went over): the search's first session always can.
-            return self.left_s > 0 or (self.earn_later is not None and self.granted_s >= 0)
+            # Nothing predicts it (module doc): only a trial whose length waits for this run's
+            # step time runs it, unless the pool is in debt (an earlier run went over).
+            return self.earn_later is not None and self.granted_s >= 0
         predicted = self.runs.get(arm, max(self.runs.values()))
         if slow_build and arm not in self.runs:
             predicted = max(predicted, SLOW_BUILD_PRIOR_S)

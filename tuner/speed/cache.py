@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.speed.budget import predicted_run_s
 from tuner.speed.machine_cache import Entry, Machine, MachineCache, entry_key, replace_json
 
 __all__ = [
@@ -75,6 +76,7 @@ class ProbeCache:
         self.spent_s = 0.0
         self.claims: dict[str, tuple[str, float]] = {}  # key -> (trial probing it, until when)
         self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
+        self.costs: list[dict[str, Any]] = []  # trials' runs (budget.run_cost): probe priors
 
     def draw(self, trial_id: str, earned_s: float) -> float:
         """Put the trial's share in the pool (once per trial: a retry does not earn again),
@@ -85,11 +87,20 @@ class ProbeCache:
         granted, self.pool_s = self.pool_s, 0.0
         return granted
 
-    def prior_run_s(self) -> float | None:
-        """The slowest probe run of any verdict here: what a new session's first run is
-        expected to cost (None before any)."""
+    def prior_run_s(self, config: dict[str, Any] | None = None, steps: int = 0) -> float | None:
+        """What a new session's first probe run of ``config`` (a TrainConfig's dict) is
+        expected to cost: predicted from alike runs the trials told (budget.predicted_run_s),
+        else the slowest probe run of any verdict here; None before any."""
+        if config is not None:
+            predicted = predicted_run_s(self.costs, config, steps)
+            if predicted is not None:
+                return predicted
         runs = [c.get("slowest_run_s") for c in self.entries.values()]
         return max((float(r) for r in runs if r), default=None)
+
+    def observe(self, cost: dict[str, Any]) -> None:
+        """A trial's own run's cost (budget.run_cost): a prior for later probe runs."""
+        self.costs.append(cost)
 
     def earn(self, trial_id: str, earned_s: float) -> None:
         """A trial ended: its measured share replaces what it earned in advance."""

@@ -40,7 +40,8 @@ class Store(Protocol):
 
     def claim(self, key: str, for_s: float) -> bool: ...  # True: this trial probes it
 
-    def prior_run_s(self) -> float | None: ...  # the slowest probe run so far (any verdict)
+    # A probe run of this config (a TrainConfig's dict), predicted from what the search saw.
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None: ...
 
     def tell(self, what: str) -> None: ...
 
@@ -119,7 +120,10 @@ def _session(
         granted,
         speed.share or 0.0,
         earn_later=config if length is None else None,
-        prior_run_s=earlier.slowest_run_s if earlier is not None else store.prior_run_s(),
+        # This config's run as alike runs predict it, else the slowest run seen (an earlier
+        # session's of this verdict may have measured another batch size).
+        prior_run_s=store.prior_run_s(config.to_dict(), speed.steps)
+        or (earlier.slowest_run_s if earlier is not None else None),
     )
     started = time.perf_counter()
     choice = choose_speed(
