@@ -238,4 +238,4 @@ def partial_experiment(smoke_experiment: Path, tmp_path: Path) -> Path:
     return copy
 
 
-EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/search/test_clients.py",), _every_kind)
+EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/tune/test_clients.py",), _every_kind)

@@ -1,8 +1,8 @@
-"""A search's limits, which a resume can move (tuner.search.limits): the checks of a new
+"""A search's limits, which a resume can move (tuner.experiment.limits): the checks of a new
 ``--num-samples`` and ``--search-time-budget-s`` on an experiment folder with a real Optuna study,
 the clock over the runs of a search, and the objects Ray pickles that read them (the searcher,
 the search generator, the time budget's stopper, the progress printer), pickled and restored as
-Ray does, without a cluster. The end-to-end resumes: tests/search/test_resume.py."""
+Ray does, without a cluster. The end-to-end resumes: tests/tune/test_resume.py."""
 
 from __future__ import annotations
 
@@ -25,10 +25,7 @@ from tuner.experiment import (
     update_metadata,
     write_metadata,
 )
-from tuner.objectives import objective_metrics
-from tuner.record import REPORTED_UNIX_S, TRIAL_ID, TRIAL_STARTED_UNIX_S, TRIAL_TIME_S
-from tuner.search.experiment import options_record
-from tuner.search.limits import (
+from tuner.experiment.limits import (
     CLOCK,
     NUM_SAMPLES,
     TIME_BUDGET,
@@ -38,12 +35,15 @@ from tuner.search.limits import (
     start_clock,
     stop_clock,
 )
-from tuner.search.options import SearchOptions
-from tuner.search.samplers import make_sampler
+from tuner.objectives import objective_metrics
+from tuner.record import REPORTED_UNIX_S, TRIAL_ID, TRIAL_STARTED_UNIX_S, TRIAL_TIME_S
 from tuner.spaces import SpaceSampler
+from tuner.tune.context import options_record
+from tuner.tune.options import SearchOptions
+from tuner.tune.samplers import make_sampler
 
 if TYPE_CHECKING:  # imports Ray
-    from tuner.search.searcher import ConstrainedOptunaSearch
+    from tuner.tune.searcher import ConstrainedOptunaSearch
 
 NAME = "exp"
 SPACE = str(Path(__file__).parent / "spaces" / "resume_space.py")
@@ -200,7 +200,7 @@ def test_a_search_ends_at_whichever_limit_comes_first(
 
 
 def _searcher(folder: Path) -> ConstrainedOptunaSearch:
-    from tuner.search.searcher import ConstrainedOptunaSearch
+    from tuner.tune.searcher import ConstrainedOptunaSearch
 
     return ConstrainedOptunaSearch(
         experiment_dir=folder,
@@ -236,7 +236,7 @@ def test_a_restored_generator_asks_again_and_forgets_trials_the_search_end_cut(
 ) -> None:
     from ray.tune.search import ConcurrencyLimiter, Searcher
 
-    from tuner.search.search_end import ResumableSearchGenerator
+    from tuner.tune.search_end import ResumableSearchGenerator
 
     folder = _folder(tmp_path, started=0, num_samples=1)
     ended = ResumableSearchGenerator(ConcurrencyLimiter(_searcher(folder), max_concurrent=1))
@@ -257,7 +257,7 @@ def test_a_restored_generator_asks_again_and_forgets_trials_the_search_end_cut(
 
 
 def test_the_time_budget_is_read_again_when_ray_restores_its_stopper(tmp_path: Path) -> None:
-    from tuner.search.search_end import SearchTimeBudget
+    from tuner.tune.search_end import SearchTimeBudget
 
     folder = _folder(tmp_path, budget=10.0, used_s=4.0)
     update_metadata(folder, **{CLOCK: {"used_s": 4.0, "since_unix_s": time.time() - 7}})
@@ -269,7 +269,7 @@ def test_the_time_budget_is_read_again_when_ray_restores_its_stopper(tmp_path: P
 
 
 def test_the_progress_counts_to_the_metadata_s_count_each_run(tmp_path: Path) -> None:
-    from tuner.search.progress import ProgressPrinter
+    from tuner.tune.progress import ProgressPrinter
 
     folder = _folder(tmp_path, num_samples=2)
     printer = ProgressPrinter(total=2, experiment_dir=folder)
@@ -283,7 +283,7 @@ def test_the_progress_counts_to_the_metadata_s_count_each_run(tmp_path: Path) ->
 
 
 def test_design_trials_an_end_closed_as_not_run_are_queued_once_again(tmp_path: Path) -> None:
-    from tuner.search.searcher import close_orphans, requeue_not_run
+    from tuner.tune.searcher import close_orphans, requeue_not_run
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(study_name=NAME, storage=url, directions=["maximize"])
@@ -310,7 +310,7 @@ def test_an_interrupt_closes_the_study_and_a_resume_goes_on_with_its_trials(
     reads incomplete (FAIL), as trials.csv does, the queued one not run. A resume queues the
     latter again, and the restored Ray trial's end is told on a new Optuna trial of the same
     parameters (issue 40)."""
-    from tuner.search.searcher import close_interrupted, requeue_not_run
+    from tuner.tune.searcher import close_interrupted, requeue_not_run
 
     folder = _folder(tmp_path, started=0, num_samples=3)
     searcher = _searcher(folder)

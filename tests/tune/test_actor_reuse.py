@@ -21,7 +21,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.optuna import OptunaSearch
 
-from tuner.search.trainable import allow_slow_trial_exit
+from tuner.tune.trainable import allow_slow_trial_exit
 
 
 def _slow_to_end(config: dict[str, Any]) -> None:

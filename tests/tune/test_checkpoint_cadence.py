@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tuner.errors import TunerError
-from tuner.search import SearchOptions
-from tuner.search.trainable import TrialContext, _TrialRun
+from tuner.tune import SearchOptions
+from tuner.tune.trainable import TrialContext, _TrialRun
 from tuner.workloads import MICRO_VIT
 
 

@@ -26,10 +26,10 @@ from tuner.experiment import load_experiment
 from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
-from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
-from tuner.search.data_parallel import RAY_TRAIN_LOG, _OneLine
-from tuner.search.plan import make_plan
 from tuner.spaces import get_space
+from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.tune.ddp_trial import RAY_TRAIN_LOG, _OneLine
+from tuner.tune.plan import make_plan
 
 SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tuner.search import SearchOptions
-from tuner.search.design import startup_design
-from tuner.search.plan import SpaceProfile, check_space, make_plan
 from tuner.spaces import get_space, list_spaces, train_config_of
+from tuner.tune import SearchOptions
+from tuner.tune.design import startup_design
+from tuner.tune.plan import SpaceProfile, check_space, make_plan
 
 
 @pytest.mark.parametrize("cuda", [False, True])

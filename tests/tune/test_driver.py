@@ -183,7 +183,7 @@ def test_a_resume_summary_counts_a_table_where_no_trial_reported() -> None:
     import pandas as pd
 
     from tuner.experiment import typed_trials
-    from tuner.search.run import _resumed
+    from tuner.tune.run import _resumed
 
     class _Folder:  # _resumed reads only the trials table
         trials = typed_trials(pd.DataFrame({"trial_id": ["a"], "kind": ["incomplete"]}))
@@ -196,8 +196,8 @@ def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_c
 ) -> None:
     import shutil
 
-    from tuner.search.experiment import ExperimentPaths
-    from tuner.search.run import _summary_so_far
+    from tuner.tune.context import ExperimentPaths
+    from tuner.tune.run import _summary_so_far
 
     folder = tmp_path / "exp"
     shutil.copytree(smoke_experiment, folder)

@@ -9,7 +9,7 @@ import pytest
 from tuner.cli import build_parser
 from tuner.commands.search import options_from_args
 from tuner.errors import TunerError
-from tuner.search import SearchOptions
+from tuner.tune import SearchOptions
 from tuner.units import format_bytes, parse_memory_size
 
 
@@ -129,7 +129,7 @@ def test_search_help_shows_the_workload_override(capsys: pytest.CaptureFixture[s
 
 
 def test_resuming_an_unknown_experiment_is_one_clear_error(tmp_path) -> None:
-    from tuner.search import run_search
+    from tuner.tune import run_search
 
     options = SearchOptions(space="", name="nothing", storage=str(tmp_path), resume=True)
     with pytest.raises(TunerError, match="No experiment 'nothing'"):
@@ -137,7 +137,7 @@ def test_resuming_an_unknown_experiment_is_one_clear_error(tmp_path) -> None:
 
 
 def test_reusing_an_experiment_name_without_resume_is_one_clear_error(tmp_path) -> None:
-    from tuner.search import run_search
+    from tuner.tune import run_search
 
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "tuner_experiment.json").write_text("{}")
@@ -157,7 +157,7 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
     import dataclasses
 
     from tuner.experiment import write_metadata
-    from tuner.search.experiment import ExperimentPaths, options_to_resume
+    from tuner.tune.context import ExperimentPaths, options_to_resume
 
     paths = ExperimentPaths.of(str(tmp_path), "old")
     saved = {**dataclasses.asdict(SearchOptions(space="vit_space")), "overrides": {}}
@@ -171,7 +171,7 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
 
 def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_path, capsys):
     from tuner.experiment import write_metadata
-    from tuner.search.experiment import ExperimentPaths, options_record, options_to_resume
+    from tuner.tune.context import ExperimentPaths, options_record, options_to_resume
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(space="vit_space", name="kept", reports_dir="mine", no_report=True)
@@ -198,7 +198,7 @@ def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_nam
 ):
     from tuner.commands.search import given_fields
     from tuner.experiment import write_metadata
-    from tuner.search.experiment import ExperimentPaths, options_record, options_to_resume
+    from tuner.tune.context import ExperimentPaths, options_record, options_to_resume
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(
@@ -243,7 +243,7 @@ def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> Non
 def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_default(tmp_path):
     import tuner
     from tuner.experiment import write_metadata
-    from tuner.search.experiment import ExperimentPaths, options_record
+    from tuner.tune.context import ExperimentPaths, options_record
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(space="vit_space", name="kept", objective="accuracy")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tuner.errors import TunerError
-from tuner.search import SearchOptions
-from tuner.search.plan import check_space, make_plan
 from tuner.spaces import get_space
+from tuner.tune import SearchOptions
+from tuner.tune.plan import check_space, make_plan
 
 VIT = get_space("vit_space")
 

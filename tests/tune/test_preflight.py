@@ -8,10 +8,10 @@ import pytest
 from search_cli import search_command
 
 from tuner.errors import TunerError
-from tuner.search import SearchOptions
-from tuner.search.plan import check_space, make_plan
-from tuner.search.preflight import check_workload
 from tuner.spaces import get_space
+from tuner.tune import SearchOptions
+from tuner.tune.plan import check_space, make_plan
+from tuner.tune.preflight import check_workload
 
 
 def _check(space_name: str, **overrides: object) -> None:
@@ -105,7 +105,7 @@ def test_usage_errors_end_before_ray_starts(
     flags: list[str], message: str,
 ) -> None:  # fmt: skip
     from tuner.cli import main
-    from tuner.search import cluster
+    from tuner.tune import cluster
 
     def no_ray(**_: object) -> None:
         raise AssertionError("Ray was started before the usage error was found")

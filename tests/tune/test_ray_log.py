@@ -20,7 +20,7 @@ _SCRIPT = textwrap.dedent(
     """
     import os, sys, threading
     from pathlib import Path
-    from tuner.search.ray_log import ray_lines_to_file
+    from tuner.tune.ray_log import ray_lines_to_file
 
     def ray_thread():
         print("(raylet) A worker died or was killed while executing a task.")

@@ -25,11 +25,11 @@ import ray
 
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.search import SearchOptions, SearchOutcome, cluster, run_search
-from tuner.search.plan import check_space, make_plan
-from tuner.search.warm_start import WARM_START_ATTR, load_warm_start
 from tuner.spaces import get_space
 from tuner.speed.machine_cache import MachineCache, this_machine
+from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.tune.plan import check_space, make_plan
+from tuner.tune.warm_start import WARM_START_ATTR, load_warm_start
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from search_cli import search_command
 
-from tuner.search.experiment import ExperimentPaths
+from tuner.tune.context import ExperimentPaths
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3
@@ -180,7 +180,7 @@ def _result_files(exp: Path) -> dict[Path, bytes]:
     return {path: path.read_bytes() for path in exp.glob("*/result.json")}
 
 
-# The fast siblings, without a cluster: tests/search/test_limits.py (the searcher, generator and
+# The fast siblings, without a cluster: tests/experiment/test_limits.py (the searcher, generator and
 # stopper restored as Ray restores them) and test_usage_errors.py (a limit refused before Ray).
 @pytest.mark.slow
 def test_more_samples_on_resume_run_only_the_new_trials_and_are_kept(tmp_path: Path) -> None:

@@ -21,9 +21,9 @@ import pytest
 from tuner import record
 from tuner.answer import decide
 from tuner.experiment import load_experiment
-from tuner.search import SearchOptions, SearchOutcome, run_search
-from tuner.search import run as run_module
 from tuner.techniques import KNOBS
+from tuner.tune import SearchOptions, SearchOutcome, run_search
+from tuner.tune import run as run_module
 from tuner.units import parse_memory_size
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ METRIC_KEYS = {
     *record.ENGINE_KEYS,
     *(f"effective_{k.field}" for k in KNOBS),
 }
-# variant -> what the trial was (tests/search/spaces/e2e_space.py forces each).
+# variant -> what the trial was (tests/tune/spaces/e2e_space.py forces each).
 KINDS = {
     "strong": "ok",
     "strong2": "ok",

@@ -10,9 +10,9 @@ import pytest
 from tuner.errors import TunerError
 from tuner.objectives import objective_metrics
 from tuner.record import KIND, classify, optuna_state
-from tuner.search.samplers import make_sampler
-from tuner.search.searcher import ConstrainedOptunaSearch
 from tuner.spaces import SpaceSampler
+from tuner.tune.samplers import make_sampler
+from tuner.tune.searcher import ConstrainedOptunaSearch
 
 THROUGHPUT, ACCURACY = objective_metrics("pareto")
 
@@ -173,9 +173,9 @@ def test_grid_sampler_needs_a_grid() -> None:
 
 
 def test_trials_the_search_end_cut_and_unasked_design_trials_are_closed(tmp_path: Path) -> None:
-    # The fast sibling of tests/search/test_clients.py's incomplete trial: the same closing,
+    # The fast sibling of tests/tune/test_clients.py's incomplete trial: the same closing,
     # on a real study with a RUNNING trial Ray cut and a WAITING one no Ray trial asked.
-    from tuner.search.searcher import close_orphans
+    from tuner.tune.searcher import close_orphans
 
     searcher = _searcher(tmp_path)
     searcher.suggest("ray-cut")

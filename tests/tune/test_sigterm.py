@@ -1,6 +1,6 @@
 """SIGTERM (what SLURM, Kubernetes and systemd send) to a real driver is taken as Ctrl-C, in
 Ray's start (of a new search and of a resume), the search, the re-measurement and the technique
-effects (in the checks before Ray: tests/search/test_usage_errors.py): the trials stopped and
+effects (in the checks before Ray: tests/tune/test_usage_errors.py): the trials stopped and
 saved, the summary and the exact resume command printed, the state recorded, exit code 143.
 The last ``--resume`` keeps the re-measurement an earlier run finished on the same trials
 instead of measuring it again."""

@@ -9,7 +9,7 @@ import pytest
 
 from tuner.experiment import Experiment
 from tuner.record import KIND
-from tuner.search.summary import _no_front_line
+from tuner.tune.summary import _no_front_line
 
 
 def _experiment(*kinds: str) -> Experiment:

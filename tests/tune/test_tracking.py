@@ -25,9 +25,9 @@ from search_cli import search_command
 
 from tuner.cli import main
 from tuner.errors import TunerError
-from tuner.search import SearchOptions
-from tuner.search.tracking import StepTBXLoggerCallback, trial_dirname
-from tuner.search.tune_setup import logger_callbacks
+from tuner.tune import SearchOptions
+from tuner.tune.tracking import StepTBXLoggerCallback, trial_dirname
+from tuner.tune.tune_setup import logger_callbacks
 
 HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 NEEDS_MLFLOW = pytest.mark.skipif(
@@ -209,7 +209,7 @@ def test_an_unreachable_mlflow_store_is_one_line_before_any_trial(
 def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
     broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
-    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+    from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
 
     logger = StepMLflowLoggerCallback(broken_store, experiment_name="e", tags={})
     trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
@@ -224,7 +224,7 @@ def test_mlflow_failing_during_a_search_is_one_warning_and_stops_nothing(
 def test_wandb_failing_during_a_search_is_one_warning_and_stops_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    wandb_logger = pytest.importorskip("tuner.search.wandb_logger")
+    wandb_logger = pytest.importorskip("tuner.tune.wandb_logger")
     monkeypatch.setenv("WANDB_MODE", "no-such-mode")  # wandb.init raises on it
     logger = wandb_logger.WandbOfflineCallback(project="p", folder=tmp_path, tags={})
     trial = Trial("run_trial", config={"batch_size": 8}, trial_id="abc", stub=True)
@@ -242,7 +242,7 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     from tuner.answer import decide
     from tuner.api import _log_to_mlflow
     from tuner.experiment import METADATA_FILE, load_experiment
-    from tuner.search.run import SearchOutcome
+    from tuner.tune.run import SearchOutcome
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))
@@ -259,7 +259,7 @@ def test_a_resumed_search_goes_on_in_the_same_mlflow_runs(
 ) -> None:
     import mlflow
 
-    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+    from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
 
     monkeypatch.chdir(tmp_path)  # a SQLite store keeps its artifacts in ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -346,7 +346,7 @@ def test_the_console_line_names_the_kind_in_the_records_words(
 ) -> None:
     import io
 
-    from tuner.search.progress import ProgressPrinter
+    from tuner.tune.progress import ProgressPrinter
 
     out = io.StringIO()
     printer = ProgressPrinter(total=1, stream=out)
@@ -369,7 +369,7 @@ def test_the_hparams_status_follows_the_kind(kind: str, status: str) -> None:
     from tensorboardX.summary import hparams
 
     from tuner.record import hparams_status
-    from tuner.search.tracking import _set_status
+    from tuner.tune.tracking import _set_status
 
     end = hparams(hparam_dict={"lr": 0.1}, metric_dict={"val_accuracy": 0.5})[2]
     _set_status(end, hparams_status(kind))
@@ -379,7 +379,7 @@ def test_the_hparams_status_follows_the_kind(kind: str, status: str) -> None:
 
 
 def test_a_trial_the_search_end_cut_is_incomplete_unless_its_last_report_was_final() -> None:
-    from tuner.search.tracking import cut_at_end, trial_outcome
+    from tuner.tune.tracking import cut_at_end, trial_outcome
 
     def trial(trial_id: str, last: dict[str, Any]) -> Trial:
         made = Trial("run_trial", config={"batch_size": 8}, trial_id=trial_id, stub=True)
@@ -408,8 +408,8 @@ def test_a_trial_cut_before_its_first_report_is_ended_in_every_tracker(
     from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
     from tuner.report._audit_clients import wandb_records
-    from tuner.search.mlflow_logger import StepMLflowLoggerCallback
-    from tuner.search.wandb_logger import WandbOfflineCallback
+    from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
+    from tuner.tune.wandb_logger import WandbOfflineCallback
 
     # Ray's driver staging folder lives in its session folder: here, without a cluster.
     monkeypatch.setattr(StorageContext, "_get_session_path", lambda _: str(tmp_path / "session"))

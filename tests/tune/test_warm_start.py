@@ -12,12 +12,12 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner.errors import TunerError
-from tuner.search.experiment import ExperimentPaths, SearchContext
-from tuner.search.options import SearchOptions
-from tuner.search.plan import check_space, make_plan
-from tuner.search.searcher import constraint_arguments
-from tuner.search.warm_start import WARM_START_ATTR, WarmStart, load_warm_start, warm_start
 from tuner.spaces import get_space
+from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.options import SearchOptions
+from tuner.tune.plan import check_space, make_plan
+from tuner.tune.searcher import constraint_arguments
+from tuner.tune.warm_start import WARM_START_ATTR, WarmStart, load_warm_start, warm_start
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"  # batch_size 8 | 16, base_lr
 OLD_BUDGET, NEW_BUDGET = 1000, 2000

@@ -86,7 +86,7 @@ def _run(command: list[str]) -> RunResult:
 
 
 def _main(argv: list[str]) -> None:
-    """``python -m tuner.compare.data_parallel CONFIG_JSON``: one DataParallel run, its JSON."""
+    """``python -m tuner.compare.dp_vs_ddp CONFIG_JSON``: one DataParallel run, its JSON."""
     from tuner.engine import train
 
     result = train(TrainConfig.from_params(json.loads(argv[0])), dataparallel=True)

@@ -6,7 +6,7 @@ Ray Tune keeps its own copy of both in the state it pickles (the search generato
 sample count and that it had finished, the runner its timeout stopper with the time left), and
 ``Tuner.restore`` takes neither anew. So tuner owns them: the experiment's metadata holds the
 limits and the clock, and the objects Ray pickles read them from there each time they are built
-or restored (:mod:`tuner.search.search_end`, the searcher, the progress printer). Neither Ray
+or restored (:mod:`tuner.tune.search_end`, the searcher, the progress printer). Neither Ray
 nor torch is imported here: a resume's new limit is checked before they load.
 """
 

@@ -27,14 +27,14 @@ from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
-from tuner.search.progress import wait_with_heartbeat
 from tuner.spaces import train_config_of
+from tuner.tune.progress import wait_with_heartbeat
 from tuner.units import duration_text
 from tuner.usercode import registered, restore
 
 if TYPE_CHECKING:
-    from tuner.search.experiment import SearchContext
-    from tuner.search.plan import SearchPlan
+    from tuner.tune.context import SearchContext
+    from tuner.tune.plan import SearchPlan
 
 __all__ = ["effects_around", "remeasure_candidates"]
 

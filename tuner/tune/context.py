@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
+from tuner.experiment import DEFAULT_STORAGE, METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
+from tuner.experiment.limits import CLOCK, LIMITS, NUM_SAMPLES, TIME_BUDGET, limit_note, new_clock
 from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
-from tuner.search.limits import CLOCK, LIMITS, NUM_SAMPLES, TIME_BUDGET, limit_note, new_clock
-from tuner.search.options import DEFAULT_STORAGE, SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile
 from tuner.spaces import SearchSpace
+from tuner.tune.options import SearchOptions
+from tuner.tune.plan import SearchPlan, SpaceProfile
 
 if TYPE_CHECKING:  # both import ray: the paths and the options to resume are read without it
-    from tuner.search.cluster import ClusterInfo
+    from tuner.tune.cluster import ClusterInfo
 
 __all__ = [
     "ExperimentPaths",
@@ -92,7 +92,7 @@ class ExperimentPaths:
 
 @dataclass(frozen=True)
 class SearchContext:
-    """One search as its steps see it, built once by :func:`tuner.search.run.run_search`."""
+    """One search as its steps see it, built once by :func:`tuner.tune.run.run_search`."""
 
     options: SearchOptions
     space: SearchSpace
@@ -105,7 +105,7 @@ class SearchContext:
 _RENAMED = {"time_budget_s": "search_time_budget_s"}
 # What a resumed search may take from its own command line: how to reach the cluster and how
 # much to print, where the report goes, the time left to re-measurement and effects, and its
-# limits (more trials, a later time budget: checked against what it ran, tuner.search.limits).
+# limits (more trials, a later time budget: checked against what it ran, tuner.experiment.limits).
 # Every other option is the experiment's own: a resumed search continues the same search.
 CHANGEABLE_ON_RESUME = (
     "address", "verbose", "reports_dir", "no_report", "trust_budget", "checkpoint_every_s",
@@ -217,7 +217,7 @@ def start_metadata(
     search: SearchContext, info: ClusterInfo, profile: SpaceProfile, design: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The metadata a new search writes before its first trial (its end adds the rest)."""
-    from tuner.search.scheduler import early_stopping_name
+    from tuner.tune.scheduler import early_stopping_name
 
     options, space, plan, paths = search.options, search.space, search.plan, search.paths
     return {

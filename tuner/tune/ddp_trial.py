@@ -4,7 +4,7 @@ Ray Train V2 cannot be a Tune trainable itself; Ray's documented way, followed h
 function trainable (the trial's driver) that fits a ``TorchTrainer``. Ray Train starts N workers
 in one placement group (PACK, or SPREAD with ``--spread-workers``), initializes a torch process
 group (nccl on GPUs, gloo on CPUs) and runs the one-worker trial
-(:class:`tuner.search.trainable._TrialRun`) in each, its Ray I/O swapped; the engine sees the
+(:class:`tuner.tune.trainable._TrialRun`) in each, its Ray I/O swapped; the engine sees the
 group and trains data-parallel. Data stays the engine's: no ``prepare_data_loader``, whose
 device copies would bypass the engine's prefetcher. Every rank calls ``ray.train.report`` (Ray
 Train waits for all), rank 0 alone attaches the checkpoint, and ``TuneReportCallback`` forwards
@@ -52,10 +52,10 @@ from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
-from tuner.search.plan import SearchPlan
-from tuner.search.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.speed.cache import Lookup, Remembered
+from tuner.tune.plan import SearchPlan
+from tuner.tune.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tuner.search.plan import SpaceProfile
+from tuner.tune.plan import SpaceProfile
 
 __all__ = ["startup_design"]
 

@@ -20,7 +20,7 @@ from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
 from tuner.errors import TunerError, error_line
-from tuner.search import tracking
+from tuner.tune import tracking
 from tuner.units import finite_or_none
 
 if TYPE_CHECKING:

@@ -11,13 +11,12 @@ from typing import Any
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
+from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
-from tuner.search.samplers import SAMPLERS, SamplerName
 from tuner.spaces import WORKLOAD_KINDS
+from tuner.tune.samplers import SAMPLERS, SamplerName
 
 __all__ = [
-    "DEFAULT_REPORTS_DIR",
-    "DEFAULT_STORAGE",
     "OBJECTIVES",
     "WORKLOAD_CHOICES",
     "SearchOptions",
@@ -25,10 +24,6 @@ __all__ = [
 
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
 WORKLOAD_CHOICES = ("auto", *WORKLOAD_KINDS)
-# Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
-# local copy of an experiment on URI storage, and the reader of a folder named by its name.
-DEFAULT_STORAGE = "experiments"
-DEFAULT_REPORTS_DIR = "reports"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +47,7 @@ class SearchOptions:
     gpus_per_trial: float | None = None
     cpus_per_trial: float | None = None
     address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
-    # Data-parallel trials (tuner.search.data_parallel): N > 1 makes each trial a Ray Train
+    # Data-parallel trials (tuner.tune.ddp_trial): N > 1 makes each trial a Ray Train
     # run of N workers (its world size); --cpus/--gpus-per-trial are then per worker.
     world_size: int = 1
     spread_workers: bool = False  # a trial's workers on different nodes (default: packed)

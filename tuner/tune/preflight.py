@@ -23,10 +23,10 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, RAY_LOG_FILE
 from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
-from tuner.search.experiment import ExperimentPaths, options_to_resume
-from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile, check_space, draft_plan
 from tuner.spaces import SearchSpace, get_space, train_config_of
+from tuner.tune.context import ExperimentPaths, options_to_resume
+from tuner.tune.options import SearchOptions
+from tuner.tune.plan import SearchPlan, SpaceProfile, check_space, draft_plan
 from tuner.units import format_bytes
 from tuner.usercode import is_ref
 
@@ -226,7 +226,7 @@ def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
     draft = draft_plan(options, space, cuda=cuda)
     profile = check_space(space, draft)  # no torch yet: a bad sample fails in about a second
     check_workload(draft, profile, max_memory_bytes=options.max_memory_bytes)
-    from tuner.search.warm_start import read_warm_start  # imports ray
+    from tuner.tune.warm_start import read_warm_start  # imports ray
 
     # A remote cluster's device may differ from this guess, and its workload with it.
     workload = None if options.address else draft.workload

@@ -17,8 +17,8 @@ import ray
 from ray.tune import Callback
 
 from tuner import record
-from tuner.search.limits import read_limits
-from tuner.search.tracking import cut_at_end, trial_outcome
+from tuner.experiment.limits import read_limits
+from tuner.tune.tracking import cut_at_end, trial_outcome
 from tuner.units import duration_text, format_bytes
 
 __all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
@@ -45,7 +45,7 @@ class ProgressPrinter(Callback):
     kind in the record's words (:func:`tuner.record.classify`). ``done`` counts the trials a
     resumed search had finished before too; the ETA is from the trials finished in this run.
     ``total``: the trial count, read again from the metadata of ``experiment_dir`` at each run
-    (a resume may have raised it: tuner.search.limits)."""
+    (a resume may have raised it: tuner.experiment.limits)."""
 
     def __init__(
         self,
@@ -200,7 +200,7 @@ class ProgressPrinter(Callback):
                 if not ready:
                     return
                 self.doing = dict(ray.get(pending))
-            from tuner.search.probe_actor import connect_cache
+            from tuner.tune.probe_actor import connect_cache
 
             self._asked = connect_cache(self.cache_namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line

@@ -1,4 +1,4 @@
-"""``run_search``: the search's flow (docs/architecture.md, ``search/run.py``). It returns the
+"""``run_search``: the search's flow (docs/architecture.md, ``tune/run.py``). It returns the
 ``Experiment`` and the ``Answer`` in a :class:`SearchOutcome`; the caller writes the report.
 """
 
@@ -30,12 +30,14 @@ from tuner.experiment import (
     update_metadata,
     write_metadata,
 )
+from tuner.experiment.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
 from tuner.experiment.lock import child_pids, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
-from tuner.search import cluster, tune_setup
-from tuner.search.after_search import effects_around, remeasure_candidates
-from tuner.search.design import startup_design
-from tuner.search.experiment import (
+from tuner.spaces import SearchSpace
+from tuner.speed.cache import machine_cache_line, probe_budget_line
+from tuner.tune import cluster, tune_setup
+from tuner.tune.after_search import effects_around, remeasure_candidates
+from tuner.tune.context import (
     ExperimentPaths,
     SearchContext,
     now,
@@ -43,19 +45,17 @@ from tuner.search.experiment import (
     start_metadata,
     study_attrs,
 )
-from tuner.search.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
-from tuner.search.options import SearchOptions
-from tuner.search.plan import SpaceProfile, make_plan
-from tuner.search.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
-from tuner.search.probe_actor import start_cache
-from tuner.search.ray_log import ray_lines_to_file
-from tuner.search.searcher import close_interrupted, close_orphans, requeue_not_run
-from tuner.search.signals import sigterm_as_ctrl_c
-from tuner.search.summary import print_start, print_summary
-from tuner.search.tracking import cut_results
-from tuner.search.warm_start import warm_start
-from tuner.spaces import SearchSpace
-from tuner.speed.cache import machine_cache_line, probe_budget_line
+from tuner.tune.design import startup_design
+from tuner.tune.options import SearchOptions
+from tuner.tune.plan import SpaceProfile, make_plan
+from tuner.tune.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
+from tuner.tune.probe_actor import start_cache
+from tuner.tune.ray_log import ray_lines_to_file
+from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
+from tuner.tune.signals import sigterm_as_ctrl_c
+from tuner.tune.summary import print_start, print_summary
+from tuner.tune.tracking import cut_results
+from tuner.tune.warm_start import warm_start
 from tuner.usercache import cache_dir
 
 __all__ = ["SearchOutcome", "TrialRecord", "run_search"]
@@ -89,7 +89,7 @@ class SearchOutcome:
 
 def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
-    ``prepared``: what :func:`~tuner.search.preflight.prepare` made of ``options`` already,
+    ``prepared``: what :func:`~tuner.tune.preflight.prepare` made of ``options`` already,
     inside whose block (the driver lock held) this runs (the CLI checks before it imports this
     module, which imports Ray).
 
@@ -234,7 +234,7 @@ def _begin(
 
 def _resume_metadata(search: SearchContext) -> dict[str, Any]:
     """Mark a resumed search running, with the options a resume applied
-    (tuner.search.experiment.CHANGEABLE_ON_RESUME) and its limits (tuner.search.limits) kept
+    (tuner.tune.context.CHANGEABLE_ON_RESUME) and its limits (tuner.experiment.limits) kept
     for the runs after it. When a limit moved, the start-up design's trials an earlier end
     closed as not run are queued again: the search goes on past that end."""
     paths = search.paths

@@ -12,7 +12,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from tuner.halving import ParetoHalving
 from tuner.record import FEASIBLE, FINAL
-from tuner.search.options import SearchOptions
+from tuner.tune.options import SearchOptions
 from tuner.units import as_number
 
 __all__ = ["ParetoASHA", "early_stopping_name"]

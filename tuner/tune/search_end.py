@@ -1,4 +1,4 @@
-"""Where a search ends, decided by tuner's limits (:mod:`tuner.search.limits`: the trial count
+"""Where a search ends, decided by tuner's limits (:mod:`tuner.experiment.limits`: the trial count
 and time budget in the experiment's metadata) instead of the copies Ray Tune pickles, so that a
 resume can move them: Tune's search generator, which asks the searcher again after a restore
 (the searcher says ``FINISHED`` at the count), and the time budget as a stopper that reads the
@@ -15,7 +15,7 @@ from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.search_generator import SearchGenerator
 from ray.tune.stopper import Stopper
 
-from tuner.search.limits import SearchLimits, read_limits
+from tuner.experiment.limits import SearchLimits, read_limits
 
 __all__ = ["ResumableSearchGenerator", "SearchTimeBudget"]
 

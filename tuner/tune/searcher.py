@@ -19,9 +19,9 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
+from tuner.experiment.limits import read_limits
 from tuner.objectives import told_violation
-from tuner.search.limits import read_limits
-from tuner.search.samplers import sets_constraints
+from tuner.tune.samplers import sets_constraints
 from tuner.units import finite_or_none, json_ready
 
 __all__ = [
@@ -67,7 +67,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
     """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint;
     ``study_attrs`` are the study's user attributes (space, workload, hardware). It ends the
     search (``FINISHED``) at the limits in the metadata of ``experiment_dir``
-    (:mod:`tuner.search.limits`)."""
+    (:mod:`tuner.experiment.limits`)."""
 
     def __init__(
         self,

@@ -12,9 +12,9 @@ import pandas as pd
 from tuner.answer import Answer, starved_text
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
-from tuner.search.experiment import ExperimentPaths, SearchContext
-from tuner.search.plan import SpaceProfile
 from tuner.techniques import settings_text
+from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.plan import SpaceProfile
 from tuner.units import format_bytes, interval_text, is_finite
 
 __all__ = ["kind_counts", "print_start", "print_summary"]

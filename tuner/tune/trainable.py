@@ -46,14 +46,14 @@ from tuner.engine.meters import environment
 from tuner.errors import TunerError, error_line
 from tuner.experiment import RUN_TRACEBACK_FILE
 from tuner.objectives import judge
-from tuner.search.phases import PhaseLog
-from tuner.search.probe_actor import connect_cache
 from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice
 from tuner.speed.cache import Lookup, Remembered
 from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
+from tuner.tune.phases import PhaseLog
+from tuner.tune.probe_actor import connect_cache
 from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
@@ -104,7 +104,7 @@ def allow_slow_trial_exit(seconds: int = 60) -> None:
 
 
 def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
-    """One trial's run and its error policy (also each worker's, in tuner.search.data_parallel)."""
+    """One trial's run and its error policy (also each worker's, in tuner.tune.ddp_trial)."""
     torch.set_num_threads(max(1, trial.context.threads))
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
     checkpoint = trial._latest_checkpoint()

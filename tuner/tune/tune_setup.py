@@ -1,4 +1,4 @@
-"""The Ray Tune objects :mod:`tuner.search.run` hands to ``tune.Tuner``: the trainable with its
+"""The Ray Tune objects :mod:`tuner.tune.run` hands to ``tune.Tuner``: the trainable with its
 resources, the tune config (Optuna searcher, concurrency, scheduler) and the run config
 (storage, failures, callbacks: progress and the loggers, TensorBoard always, MLflow and W&B on
 request, so nothing leaves the machine by default).
@@ -20,16 +20,16 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
 from tuner.objectives import objective_directions, objective_metrics
-from tuner.search import data_parallel
-from tuner.search.experiment import ExperimentPaths, SearchContext
-from tuner.search.progress import ProgressPrinter
-from tuner.search.samplers import make_sampler
-from tuner.search.scheduler import ParetoASHA
-from tuner.search.search_end import ResumableSearchGenerator, SearchTimeBudget
-from tuner.search.searcher import ConstrainedOptunaSearch
-from tuner.search.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
-from tuner.search.trainable import TrialContext, run_trial
 from tuner.spaces import SpaceSampler
+from tuner.tune import ddp_trial
+from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.progress import ProgressPrinter
+from tuner.tune.samplers import make_sampler
+from tuner.tune.scheduler import ParetoASHA
+from tuner.tune.search_end import ResumableSearchGenerator, SearchTimeBudget
+from tuner.tune.searcher import ConstrainedOptunaSearch
+from tuner.tune.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
+from tuner.tune.trainable import TrialContext, run_trial
 from tuner.usercode import registered
 
 __all__ = [
@@ -67,7 +67,7 @@ def trainable(search: SearchContext) -> Any:
         first_rung_steps=first_rung_steps(search),
     )
     if plan.max_world_size > 1:
-        return data_parallel.trainable(context, plan, max_failures=options.max_failures)
+        return ddp_trial.trainable(context, plan, max_failures=options.max_failures)
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
@@ -77,7 +77,7 @@ def tune_config(
 ) -> tune.TuneConfig:
     """The Optuna searcher (its study in the experiment folder, ``study_attrs`` its user
     attributes), concurrency and scheduler. The searcher ends the search at the trial count
-    in the experiment's metadata, which a resume can raise (tuner.search.limits), so Tune's
+    in the experiment's metadata, which a resume can raise (tuner.experiment.limits), so Tune's
     own count is unlimited."""
     options, space, plan = search.options, search.space, search.plan
     searcher = ConstrainedOptunaSearch(
@@ -112,7 +112,7 @@ def tune_config(
 
 def run_config(search: SearchContext) -> Any:
     """Storage, failure policy, checkpoints kept, the time budget (over every run of the
-    search, tuner.search.limits) and the callbacks (progress, loggers)."""
+    search, tuner.experiment.limits) and the callbacks (progress, loggers)."""
     options, plan, paths = search.options, search.plan, search.paths
     return tune.RunConfig(
         name=paths.name,
@@ -137,7 +137,7 @@ def run_config(search: SearchContext) -> Any:
                 space=options.space,
                 experiment_dir=paths.local,
             ),
-            *([data_parallel.PlacementGroupReaper()] if plan.max_world_size > 1 else []),
+            *([ddp_trial.PlacementGroupReaper()] if plan.max_world_size > 1 else []),
         ],
         verbose=1 if options.verbose else 0,
     )
@@ -157,13 +157,13 @@ def logger_callbacks(
     callbacks: list[tune.Callback] = [StepTBXLoggerCallback()]
     tags = {"space": Path(space).stem, "experiment": experiment}
     if mlflow_uri:
-        from tuner.search.mlflow_logger import StepMLflowLoggerCallback
+        from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
 
         callbacks.append(
             StepMLflowLoggerCallback(mlflow_uri, experiment_name=experiment, tags=tags)
         )
     if wandb_project:
-        from tuner.search.wandb_logger import WandbOfflineCallback
+        from tuner.tune.wandb_logger import WandbOfflineCallback
 
         callbacks.append(
             WandbOfflineCallback(project=wandb_project, folder=experiment_dir, tags=tags)

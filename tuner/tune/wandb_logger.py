@@ -19,7 +19,7 @@ import wandb
 from ray.tune.logger import LoggerCallback
 
 from tuner import record
-from tuner.search import tracking
+from tuner.tune import tracking
 
 __all__ = ["WandbOfflineCallback"]
 

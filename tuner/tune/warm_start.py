@@ -21,10 +21,10 @@ from tuner.errors import TunerError
 from tuner.experiment import STUDY_TRIAL_ID_ATTR, Experiment, load_experiment, memory_limit
 from tuner.objectives import memory_violation, objective_directions, objective_metrics
 from tuner.record import MEMORY_VIOLATION
-from tuner.search.experiment import ExperimentPaths, SearchContext
-from tuner.search.options import SearchOptions
-from tuner.search.plan import SearchPlan, SpaceProfile
-from tuner.search.searcher import constraint_arguments, measured_violation
+from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.options import SearchOptions
+from tuner.tune.plan import SearchPlan, SpaceProfile
+from tuner.tune.searcher import constraint_arguments, measured_violation
 
 __all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "read_warm_start", "warm_start"]
 
