@@ -21,13 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray._private import ray_constants, services, worker
-from ray._private.authentication.authentication_utils import get_authentication_mode_name
-from ray._private.utils import get_dashboard_dependency_error
-from ray._raylet import GcsClient, get_authentication_mode
 from ray.exceptions import AuthenticationError
 
 from tuner.errors import Terminated, TunerError
+from tuner.tune import _ray_internals as ray_internals
 from tuner.usercode import py_modules
 
 __all__ = [
@@ -161,7 +158,7 @@ def watch(
 
 def _ray_endpoints() -> list[Endpoint]:
     """The raylet this driver is attached to and the cluster's GCS."""
-    node = worker._global_node
+    node = ray_internals.driver_node()
     host, port = node.node_ip_address, node.node_manager_port
     gcs = ray.get_runtime_context().gcs_address
     return [
@@ -214,16 +211,14 @@ def _start_local(
     dashboard: bool,
     runtime_env: dict[str, Any] | None,
 ) -> ClusterInfo:
-    if dashboard and get_dashboard_dependency_error() is not None:
+    if dashboard and ray_internals.dashboard_missing():
         raise TunerError(
             "The Ray dashboard needs Ray's optional packages: pip install 'ray[default]', "
             "or run without the dashboard."
         )
     # Ray's multi-node switch off (as on macOS and Windows) keeps 127.0.0.1 as the node address
     # (docs/cluster.md, "Security defaults").
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
+    with ray_internals.single_node_init():
         _init(
             address="local",
             _node_ip_address=LOCALHOST,
@@ -234,8 +229,6 @@ def _start_local(
             configure_logging=False,
             runtime_env=runtime_env,
         )
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
     info = _cluster_info(is_local=True)
     if not info.loopback_only and info.auth_mode != "token":
         ray.shutdown()  # listening on the network with no authentication: refuse to run
@@ -294,7 +287,7 @@ def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> Cluster
 def _resolve(address: str) -> str:
     """``host:port`` of the cluster's GCS (``"auto"``: the cluster started on this machine)."""
     try:
-        resolved = services.canonicalize_bootstrap_address(address)
+        resolved = ray_internals.canonical_gcs_address(address)
     except ConnectionError as exc:  # "auto" found no running cluster
         raise _unreachable(address, exc) from None
     except ValueError:
@@ -317,9 +310,7 @@ def _check_reachable(gcs_address: str) -> None:
 def _check_token(gcs_address: str) -> None:
     """One authenticated request, so a refused token is reported as such (and in ms)."""
     try:
-        GcsClient(address=gcs_address).internal_kv_get(
-            b"session_name", ray_constants.KV_NAMESPACE_SESSION, timeout=CONNECT_TIMEOUT_S
-        )
+        ray_internals.read_gcs_session_name(gcs_address, timeout_s=CONNECT_TIMEOUT_S)
     except AuthenticationError:
         raise TunerError(
             f"The Ray cluster at {gcs_address} refused this driver's authentication token; "
@@ -340,7 +331,7 @@ def _unreachable(address: str, exc: BaseException) -> TunerError:
 
 
 def _cluster_info(*, is_local: bool) -> ClusterInfo:
-    here = worker._global_node  # this driver's node: its dashboard's address
+    here = ray_internals.driver_node()  # this driver's node: its dashboard's address
     address = ray.get_runtime_context().gcs_address
     resources = ray.cluster_resources()
     return ClusterInfo(
@@ -350,7 +341,7 @@ def _cluster_info(*, is_local: bool) -> ClusterInfo:
         nodes=sum(1 for node in ray.nodes() if node.get("Alive")),
         total_cpus=float(resources.get("CPU", 0.0)),
         total_gpus=float(resources.get("GPU", 0.0)),
-        auth_mode=get_authentication_mode_name(get_authentication_mode()),
+        auth_mode=ray_internals.auth_mode_name(),
         dashboard_url=(here.webui_url or "") if here is not None else "",
     )
 

@@ -37,23 +37,19 @@ import ray
 import ray.train
 import torch.distributed as dist
 from ray import tune
-from ray._private.state import state
-from ray.core.generated import gcs_pb2
 from ray.train.torch import TorchConfig, TorchTrainer
-from ray.train.v2._internal.callbacks.placement_group_callback import (
-    PlacementGroupCleanerCallback,
-)
-from ray.train.v2._internal.constants import (
-    ENABLE_PREEMPTION_WATCHER_ENV_VAR,
-    HEALTH_CHECK_INTERVAL_S_ENV_VAR,
-)
-from ray.train.v2._internal.execution import context as train_context_module
-from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.speed.cache import Lookup, Remembered
+from tuner.tune import _ray_internals as ray_internals
+from tuner.tune._ray_internals import (
+    ENABLE_PREEMPTION_WATCHER_ENV_VAR,
+    HEALTH_CHECK_INTERVAL_S_ENV_VAR,
+    ControllerCallback,
+    PlacementGroupCleanerCallback,
+)
 from tuner.tune.plan import SearchPlan
 from tuner.tune.trainable import EndedBefore, TrialContext, _run, _TrialRun, raise_if_ended
 
@@ -231,7 +227,7 @@ class _WorkerRun(_TrialRun):
         # Ray Train logs every report of every rank at INFO (the whole metrics dict), from a
         # logger named after its file's path (getLogger(__file__)): outside "ray.train", so
         # neither that logger's level nor LoggingConfig reaches it. Its own object does.
-        train_context_module.logger.setLevel(logging.WARNING)
+        ray_internals.quiet_train_context_logger()
         train_context = ray.train.get_context()
         self.rank = train_context.get_world_rank()
         self.world_size = train_context.get_world_size()
@@ -336,10 +332,9 @@ def leaked_placement_groups() -> list[Any]:
     public ``placement_group_table`` omits it); Ray's own cleaner asks the State API instead.
     """
     job = ray.get_runtime_context().get_job_id()
-    removed = gcs_pb2.PlacementGroupTableData.REMOVED
+    removed = ray_internals.PLACEMENT_GROUP_REMOVED
     leaked = []
-    for raw in state._connect_and_get_accessor().get_placement_group_table():
-        info = gcs_pb2.PlacementGroupTableData.FromString(raw)
+    for info in ray_internals.placement_group_rows():
         if (
             info.creator_actor_id
             and not ray.ActorID(info.creator_actor_id).is_nil()
@@ -357,6 +352,6 @@ def _live_controllers() -> int:
     job = ray.get_runtime_context().get_job_id()
     return sum(
         1
-        for a in state.actor_table(None).values()
+        for a in ray_internals.job_actors().values()
         if a["JobID"] == job and a["ActorClassName"] == "TrainController" and a["State"] == "ALIVE"
     )

@@ -35,6 +35,7 @@ from tuner.experiment.lock import child_pids, record_helpers
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
 from tuner.spaces import SearchSpace
 from tuner.speed.cache import machine_cache_line, probe_budget_line
+from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import cluster, tune_setup
 from tuner.tune.after_search import effects_around, remeasure_candidates
 from tuner.tune.context import (
@@ -410,7 +411,7 @@ def _fit(
         budget_line = probe_budget_line(fit["probe_cache"])
         if budget_line:
             print(budget_line, flush=True)
-    return list(results._experiment_analysis.trials), interrupted, fit
+    return ray_internals.experiment_trials(results), interrupted, fit
 
 
 def _lost_cluster(search: SearchContext, what: str) -> NoReturn:

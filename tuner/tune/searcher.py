@@ -21,6 +21,7 @@ from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR
 from tuner.experiment.limits import read_limits
 from tuner.objectives import told_violation
+from tuner.tune import _optuna_internals as optuna_internals
 from tuner.tune.samplers import sets_constraints
 from tuner.units import finite_or_none, json_ready
 
@@ -124,7 +125,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         if ot_trial is None or trial_id in self._completed_trials:
             return super().on_trial_complete(trial_id, result=result, error=error)
         self._completed_trials.add(trial_id)
-        if self._ot_study._storage.get_trial(ot_trial._trial_id).state.is_finished():
+        if optuna_internals.stored_trial(self._ot_study, ot_trial).state.is_finished():
             return None  # told before the driver died; Ray's older snapshot re-ran it
         result = result or last or {}
         kind = record.classify(result, ended=True, crashed=error)
@@ -149,8 +150,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
         ot_trial = self._ot_trials.get(trial_id)
         if ot_trial is None:
             return
-        storage = self._ot_study._storage
-        closed = storage.get_trial(ot_trial._trial_id)
+        closed = optuna_internals.stored_trial(self._ot_study, ot_trial)
         if not (closed.state.is_finished() and closed.user_attrs.get(_INTERRUPTED)):
             return
         template = optuna.trial.create_trial(
@@ -160,8 +160,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             user_attrs={STUDY_TRIAL_ID_ATTR: trial_id, _RESUMES: closed.number},
             system_attrs=closed.system_attrs,
         )
-        new_id = storage.create_new_trial(self._ot_study._study_id, template_trial=template)
-        self._ot_trials[trial_id] = optuna.Trial(self._ot_study, new_id)
+        self._ot_trials[trial_id] = optuna_internals.new_running_trial(self._ot_study, template)
 
     def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
         """The trial's user attributes: its measurements, its kind and, failed, why."""
@@ -173,8 +172,8 @@ class ConstrainedOptunaSearch(OptunaSearch):
             ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
 
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
-        storage = self._ot_study._storage
-        storage.set_trial_system_attr(ot_trial._trial_id, _LEGACY_CONSTRAINTS_KEY, [violation])
+        study = self._ot_study
+        optuna_internals.set_system_attr(study, ot_trial, _LEGACY_CONSTRAINTS_KEY, [violation])
         if sets_constraints():
             ot_trial.set_constraint(_CONSTRAINT, violation)
 
@@ -218,13 +217,13 @@ def close_orphans(
             continue
         if ray_id in ray_ids:
             continue  # its Ray trial finished; the searcher told it already or will not
-        study._storage.set_trial_user_attr(frozen._trial_id, "orphaned", True)
+        optuna_internals.set_user_attr(study, frozen, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         closed.append(frozen.number)
     waiting = (optuna.trial.TrialState.WAITING,)
     for frozen in study.get_trials(deepcopy=False, states=waiting):
-        study._storage.set_trial_user_attr(frozen._trial_id, "not_run", _NOT_RUN)
-        study._storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN)
+        optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
     return closed
 
 
@@ -235,16 +234,15 @@ def close_interrupted(study_name: str, study_url: str) -> None:
     design's, never asked) is FAIL, not run, queued again by the resume
     (:func:`requeue_not_run`). Nothing stays RUNNING or WAITING."""
     study = optuna.load_study(study_name=study_name, storage=study_url)
-    storage = study._storage
     running = (optuna.trial.TrialState.RUNNING,)
     for frozen in study.get_trials(deepcopy=False, states=running):
-        storage.set_trial_user_attr(frozen._trial_id, record.KIND, "incomplete")
-        storage.set_trial_user_attr(frozen._trial_id, _INTERRUPTED, True)
+        optuna_internals.set_user_attr(study, frozen, record.KIND, "incomplete")
+        optuna_internals.set_user_attr(study, frozen, _INTERRUPTED, True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
     waiting = (optuna.trial.TrialState.WAITING,)
     for frozen in study.get_trials(deepcopy=False, states=waiting):
-        storage.set_trial_user_attr(frozen._trial_id, "not_run", _NOT_RUN_YET)
-        storage.set_trial_state_values(frozen._trial_id, optuna.trial.TrialState.FAIL)
+        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN_YET)
+        optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
 
 
 def requeue_not_run(study_name: str, study_url: str, *, interrupted_only: bool = False) -> int:
@@ -281,6 +279,6 @@ def _tell_incomplete(
     kind = record.classify(result, ended=result.get(record.FINAL) is True)
     for key in _STUDY_ATTR_KEYS:
         if key in result:
-            study._storage.set_trial_user_attr(frozen._trial_id, key, json_ready(result[key]))
-    study._storage.set_trial_user_attr(frozen._trial_id, record.KIND, kind)
+            optuna_internals.set_user_attr(study, frozen, key, json_ready(result[key]))
+    optuna_internals.set_user_attr(study, frozen, record.KIND, kind)
     study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])
