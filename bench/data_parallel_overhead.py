@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tuner.search.data_parallel import _POLL_EVERY_S
+from tuner.tune.ddp_trial import _POLL_EVERY_S
 from tuner.workloads import MICRO_VIT
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"

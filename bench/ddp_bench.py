@@ -74,9 +74,9 @@ def measure_startup(starts: int) -> dict[str, Any]:
     import ray.train
     from ray.train.torch import TorchConfig
 
-    from tuner.search.cluster import connect, shutdown
-    from tuner.search.data_parallel import _TorchTrainer  # the trainer trials use
     from tuner.stats import median_interval
+    from tuner.tune.cluster import connect, shutdown
+    from tuner.tune.ddp_trial import _TorchTrainer  # the trainer trials use
 
     connect(num_cpus=2)
     to_entry, fits = [], []

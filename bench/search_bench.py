@@ -31,9 +31,9 @@ from typing import Any
 
 import optuna
 
-from tuner.search import SearchOptions, run_search
-from tuner.search.run import TrialRecord
 from tuner.spaces import SpaceSampler, get_space
+from tuner.tune import SearchOptions, run_search
+from tuner.tune.run import TrialRecord
 
 SPACE = "tiny_grid_space"
 OUT = Path(__file__).resolve().parent.parent / "reports" / "benchmarks"
@@ -61,7 +61,7 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
 
 
 def _ray_start_stop_s() -> float:
-    from tuner.search import cluster
+    from tuner.tune import cluster
 
     start = time.perf_counter()
     cluster.connect()
@@ -115,7 +115,7 @@ def _replay(table: dict[tuple, float], sampler: str, budget: int, seeds: int) ->
 
 
 def _replay_sampler(name: str, seed: int, budget: int) -> optuna.samplers.BaseSampler:
-    from tuner.search.samplers import make_sampler
+    from tuner.tune.samplers import make_sampler
 
     return make_sampler(name, seed=seed, budget=budget, concurrency=1, grid=None)
 

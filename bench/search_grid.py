@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: bench/data/")
     parser.add_argument("--smoke-test", action="store_true", help="a 2-config grid, seconds")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # a trial's share of a 2-core machine (tuner.search.plan)
+    torch.set_num_threads(1)  # a trial's share of a 2-core machine (tuner.tune.plan)
     spec = GRIDS[args.grid]
     if args.smoke_test:
         spec = GridSpec(

@@ -2,8 +2,8 @@
 
 ``bench/search_grid.py`` measured, once, every learning curve and every speed combination of a
 small space. Here each strategy runs many seeds with the **real** pieces — Optuna's samplers
-as the search builds them (``tuner.search.samplers.make_sampler``), the start-up design
-(``tuner.search.design``), the speed-probe decision (``tuner.speed.choose.decide``) and the
+as the search builds them (``tuner.tune.samplers.make_sampler``), the start-up design
+(``tuner.tune.design``), the speed-probe decision (``tuner.speed.choose.decide``) and the
 early-stopping core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from
 the grid instead of by training. No training runs; only the compute the strategy would have
 spent is counted, in engine seconds measured on the grid.
@@ -49,10 +49,10 @@ from tuner.compare import Arm
 from tuner.config import TrainConfig
 from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
-from tuner.search.design import startup_design
-from tuner.search.plan import SpaceProfile
-from tuner.search.samplers import make_sampler
 from tuner.speed import combination, decide, settle
+from tuner.tune.design import startup_design
+from tuner.tune.plan import SpaceProfile
+from tuner.tune.samplers import make_sampler
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = Path(__file__).resolve().parent / "data" / "search_grid.json"

@@ -49,9 +49,9 @@ import search_replay as R  # a script beside this one, not a package
 
 from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
-from tuner.search.design import startup_design
-from tuner.search.plan import SpaceProfile
-from tuner.search.samplers import make_sampler
+from tuner.tune.design import startup_design
+from tuner.tune.plan import SpaceProfile
+from tuner.tune.samplers import make_sampler
 
 NEW = R.Strategy("new", joint=False, design=True, halving=True)
 

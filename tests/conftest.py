@@ -27,6 +27,7 @@ from tiers import (
     run_root,
 )
 
+from tuner import usercode
 from tuner.answer import decide
 from tuner.cli import main
 from tuner.experiment import load_experiment
@@ -104,6 +105,18 @@ def _machine_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         yield
 
 
+@pytest.fixture(autouse=True)
+def _notebook_objects_stay_in_their_test() -> Iterator[None]:
+    """A notebook object a test hands to tuner.search (a class of a test module) stays
+    registered in this process (as in a notebook); the next in-process search would ship it to
+    its Ray workers, which cannot import that test module. Each test starts from the registry
+    it found."""
+    before = usercode.registered()
+    yield
+    usercode._REGISTERED.clear()
+    usercode.restore(before)
+
+
 @pytest.fixture
 def nothing_lost() -> Callable[[Path, str, Path], None]:
     """:func:`assert_nothing_lost`, for the resume tests of every folder."""
@@ -142,7 +155,7 @@ def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "nothing-fits"
 
 
-EVERY_KIND_SPACE = Path(__file__).parent / "search" / "spaces" / "clients_space.py"
+EVERY_KIND_SPACE = Path(__file__).parent / "tune" / "spaces" / "clients_space.py"
 EVERY_KIND_MAX_FAILURES = 1  # Ray retries an errored trial once: the retry must raise at once
 EVERY_KIND_NAME = "every-kind"
 EVERY_KIND_SAMPLES = 7  # spaces/clients_space.py: one trial of each variant
@@ -238,4 +251,4 @@ def partial_experiment(smoke_experiment: Path, tmp_path: Path) -> Path:
     return copy
 
 
-EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/search/test_clients.py",), _every_kind)
+EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/tune/test_clients.py",), _every_kind)

@@ -26,6 +26,20 @@ def test_import_tuner_stays_light() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_search_is_the_apis_plain_function_after_the_ray_side_package_loads() -> None:
+    """Importing the Ray-side package (tuner.tune) leaves ``tuner.search`` the API's function:
+    no package shadows it, and no module of tuner is callable."""
+    import inspect
+
+    import tuner.api
+    import tuner.tune
+    import tuner.tune.run  # the search's flow, as the CLI loads it
+
+    assert inspect.isfunction(tuner.search) and tuner.search is tuner.api.search
+    loaded = {n: m for n, m in sys.modules.items() if n == "tuner" or n.startswith("tuner.")}
+    assert not [n for n, m in loaded.items() if callable(m)]
+
+
 def test_train_runs_the_users_model_and_data_from_python() -> None:
     result = tuner.train(
         model=f"{EXAMPLE}:build_model",

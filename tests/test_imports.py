@@ -1,5 +1,5 @@
 """The shape of the package, checked from its source: no import cycle, Ray only under
-tuner/search/, and every key of the trial record spelled in tuner/record.py only."""
+tuner/tune/, and every key of the trial record spelled in tuner/record.py only."""
 
 from __future__ import annotations
 
@@ -99,14 +99,14 @@ def _imports_anywhere(file: Path) -> Iterator[str]:
             yield node.module
 
 
-def test_ray_is_imported_only_under_tuner_search() -> None:
+def test_ray_is_imported_only_under_tuner_tune() -> None:
     importers = {
         name
         for name, file in MODULES.items()
         if any(m == "ray" or m.startswith("ray.") for m in _imports_anywhere(file))
     }
-    assert importers and all(name.startswith("tuner.search") for name in importers), sorted(
-        n for n in importers if not n.startswith("tuner.search")
+    assert importers and all(name.startswith("tuner.tune") for name in importers), sorted(
+        n for n in importers if not n.startswith("tuner.tune")
     )
 
 
@@ -121,7 +121,7 @@ HOMONYMS = {
     "tuner.report._importance": {"step"},  # an Optuna trial's intermediate value
     "tuner.compare.fidelity": {"kind"},  # a check's kind
     "tuner.commands._flags": {"reports"},  # the default --reports-dir, reports/
-    "tuner.search.options": {"reports"},
+    "tuner.experiment._files": {"reports"},  # DEFAULT_REPORTS_DIR
 }
 
 

@@ -169,3 +169,43 @@ def test_the_readme_states_the_interval_rule_as_stats_does() -> None:
 
     readme = " ".join(Path(__file__).parents[1].joinpath("README.md").read_text().split())
     assert INTERVAL_RULE.replace("%", " %") in readme or INTERVAL_RULE in readme
+
+
+# The t-interval is scipy's (ttest_1samp(...).confidence_interval()); these are the numbers the
+# hand-written t.ppf interval gave before it, to the last digits.
+T_INTERVAL_BEFORE = [
+    (
+        ([100.0, 102.0, 98.0, 101.0], [110.0, 111.5, 107.0, 112.0]),
+        (1.0984503533970134, 1.0860872132615278, 1.1109542255401526),
+        (9.875, 8.516234558101992, 11.233765441898008),
+    ),
+    (
+        ([1.0, 2.0, 3.0], [1.5, 2.1, 3.9]),
+        (1.269817486740411, 0.8130075755963011, 1.9832981856892185),
+        (0.5, -0.49365508470013186, 1.4936550847001318),
+    ),
+    (
+        ([5.0, 5.0], [6.0, 7.5]),
+        (1.3416407864998738, 0.32505512624306926, 5.5375222683121095),
+        (1.75, -7.77965355213102, 11.27965355213102),
+    ),
+]
+
+
+@pytest.mark.parametrize(("pairs", "ratio", "difference"), T_INTERVAL_BEFORE)
+def test_the_t_interval_keeps_its_numbers(pairs, ratio, difference) -> None:
+    r, d = paired_ratio(*pairs), paired_difference(*pairs)
+    assert (r.value, r.low, r.high) == pytest.approx(ratio, rel=1e-12)
+    assert (d.value, d.low, d.high) == pytest.approx(difference, rel=1e-12)
+
+
+@pytest.mark.parametrize(("correct", "total"), [(90, 100), (3, 7), (0, 10), (10, 10), (180, 359)])
+def test_wilson_interval_is_scipys_for_whole_counts(correct: int, total: int) -> None:
+    """Kept by hand: accuracy_difference asks it of a fractional count (a median accuracy times
+    the median images), which scipy's binomtest refuses; for whole counts the two agree."""
+    from scipy.stats import binomtest
+
+    scipy_ci = binomtest(correct, total).proportion_ci(confidence_level=0.95, method="wilson")
+    assert wilson_interval(correct, total) == pytest.approx(
+        (scipy_ci.low, scipy_ci.high), rel=1e-12, abs=1e-15
+    )

@@ -7,7 +7,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from tuner.compare import data_parallel, plan_ladder, plan_toggles
+from tuner.compare import dp_vs_ddp, plan_ladder, plan_toggles
 from tuner.compare.ablation import skippable
 from tuner.config import TrainConfig, config_fields, field_help
 from tuner.engine import short_run
@@ -99,7 +99,7 @@ def test_every_speed_technique_appears_in_the_ladder_or_the_effects() -> None:
     toggled = {field for a in arms for field in a.changes}
     for entry in speed_knobs(cuda=True):
         assert entry.field in in_ladder | toggled, entry.field
-    assert set(skippable()) == {k.field for k in ladder_knobs()} | {"norm", data_parallel.SKIP}
+    assert set(skippable()) == {k.field for k in ladder_knobs()} | {"norm", dp_vs_ddp.SKIP}
 
 
 def test_cpu_ladder_leaves_out_what_needs_cuda_and_keeps_every_rung_cumulative() -> None:

@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # One test of each end-to-end path the fast tier must keep (README's test command).
 FAST_PATHS = {
     "a real Ray + Optuna search, read by the report": "tests/report/test_report.py::",
-    "a data-parallel worker group": "tests/search/test_data_parallel.py::"
+    "a data-parallel worker group": "tests/tune/test_ddp_trial.py::"
     "test_one_worker_group_trains_its_trial_and_leaves_nothing_behind",
-    "a kill-and-resume": "tests/search/test_resume.py::"
+    "a kill-and-resume": "tests/tune/test_resume.py::"
     "test_interrupted_search_resumes_without_running_a_finished_trial_twice",
     "a browser render": "tests/report/test_browser.py::test_the_rendered_page_leads_with_the",
-    "every client, every kind": "tests/search/test_clients.py::test_mlflow_tells_each_kind",
+    "every client, every kind": "tests/tune/test_clients.py::test_mlflow_tells_each_kind",
 }
 
 

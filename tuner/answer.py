@@ -48,6 +48,7 @@ __all__ = [
     "candidates",
     "decide",
     "margin_clause",
+    "pairs_text",
     "world_size_of",
 ]
 
@@ -123,7 +124,7 @@ class Answer:
         )
         return (
             f"{TOO_NOISY} The re-measurement of the picks gave "
-            f"{ratio_text(change.value, change.low, change.high)} over {_pairs(change.n)}:"
+            f"{ratio_text(change.value, change.low, change.high)} over {pairs_text(change.n)}:"
             f" its interval reaches +-{reach:.0%} where +-{self.resolution:.0%} was the aim, so "
             f"it {said}. Decide again on a quiet machine (nothing else running), or give the "
             "re-measurement more rounds and time (--remeasure-max-repeats, --trust-budget)."
@@ -164,7 +165,7 @@ class Answer:
         if verdict == "uninformative":
             return (
                 f"{fast.capitalize()} and {slow} were re-measured side by side, but their "
-                f"{speed} over {_pairs(p.throughput.n)} says nothing, so no verdict on "
+                f"{speed} over {pairs_text(p.throughput.n)} says nothing, so no verdict on "
                 f"speed; {_accuracy_clause(p.accuracy, slow)}. The fastest as measured is shown "
                 "first."
             )
@@ -243,7 +244,8 @@ def margin_clause(metric: str, margin: Margin) -> str:
             "separated": f"faster than the next fastest ({other}) beyond noise, {speed}",
             "tie": f"as fast as {other} within noise, {speed}: a tie on speed",
             "uninformative": f"{c.value:.2f}x the speed of {other}, but its interval "
-            f"{interval_text(c.low, c.high)} over {_pairs(c.n)} says nothing: no verdict on speed",
+            f"{interval_text(c.low, c.high)} over {pairs_text(c.n)} says nothing: "
+            "no verdict on speed",
             "none": f"{c.value:.2f}x the speed of {other} as measured in the search, with no "
             "interval (not re-measured side by side): no verdict on speed",
         }[c.verdict]
@@ -283,7 +285,8 @@ def world_size_of(row: Mapping[str, Any]) -> int:
     return int(workers) if math.isfinite(workers) and workers > 1 else 1
 
 
-def _pairs(n: int) -> str:
+def pairs_text(n: int) -> str:
+    """``1 pair``, ``3 pairs``: how many pairs an interval is from."""
     return f"{n} pair" if n == 1 else f"{n} pairs"
 
 

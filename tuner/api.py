@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from tuner.answer import Answer
     from tuner.engine.result import RunResult
     from tuner.experiment import Experiment
-    from tuner.search.options import SearchOptions
-    from tuner.search.run import SearchOutcome
+    from tuner.tune.options import SearchOptions
+    from tuner.tune.run import SearchOutcome
 
 __all__ = ["SearchResult", "load", "run_options", "search", "train"]
 
@@ -85,7 +85,7 @@ def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
         TunerError: a bad space, option, workload or user code (before any trial), or a
             runtime error (``TunerRuntimeError``).
     """
-    from tuner.search.options import SearchOptions
+    from tuner.tune.options import SearchOptions
 
     valid = {f.name for f in dataclasses.fields(SearchOptions)} - {"space", "no_report"}
     unknown = sorted(set(options) - valid)
@@ -115,8 +115,8 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     Raises:
         TunerError: as :func:`search`.
     """
-    from tuner.search.preflight import prepare, said_if_stopped
-    from tuner.search.signals import sigterm_as_ctrl_c
+    from tuner.tune.preflight import prepare, said_if_stopped
+    from tuner.tune.signals import sigterm_as_ctrl_c
 
     # SIGTERM as Ctrl-C from here on, Ray's start included; every check that needs no cluster
     # under the driver lock, before Ray's modules load (on a resume: the experiment's own
@@ -124,10 +124,10 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     with sigterm_as_ctrl_c(), prepare(options, given=given) as prepared:
         options = prepared.options
         with said_if_stopped(prepared.paths, resume=options.resume):
-            from tuner.search.run import run_search
+            from tuner.tune.run import run_search
 
             if options.mlflow:  # before any trial runs: a search must not start untracked
-                from tuner.search.mlflow_logger import check_tracking_uri
+                from tuner.tune.mlflow_logger import check_tracking_uri
 
                 check_tracking_uri(options.mlflow)
         outcome = run_search(options, prepared=prepared)
@@ -161,7 +161,7 @@ def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
     uri = (outcome.experiment.metadata.get("options") or {}).get("mlflow")
     if not uri:
         return
-    from tuner.search.mlflow_logger import log_report
+    from tuner.tune.mlflow_logger import log_report
 
     try:
         where = log_report(uri, outcome.experiment, outcome.answer, report)
@@ -218,8 +218,7 @@ def load(
         TunerError: no such experiment.
     """
     from tuner.answer import decide
-    from tuner.experiment import load_experiment, resolve_experiment
-    from tuner.search.options import DEFAULT_STORAGE
+    from tuner.experiment import DEFAULT_STORAGE, load_experiment, resolve_experiment
 
     path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
     loaded = load_experiment(path)

@@ -25,7 +25,7 @@ EXIT_TERMINATED = 143  # SIGTERM (128 + 15; SLURM, Kubernetes, systemd): handled
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is (``tuner.search.signals``): every step that stops cleanly on
+    """SIGTERM, taken as Ctrl-C is (``tuner.tune.signals``): every step that stops cleanly on
     Ctrl-C stops the same way; only the exit code differs."""
 
     exit_code = EXIT_TERMINATED

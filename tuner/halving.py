@@ -19,7 +19,7 @@ MOASHA, Schmucker et al. 2021), infeasible trials behind every feasible one:
   trials; why, measured: bench/README.md.
 
 :class:`ParetoHalving` only records and decides; the Ray adapter is
-:class:`tuner.search.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
+:class:`tuner.tune.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
 """
 
 from __future__ import annotations

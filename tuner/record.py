@@ -82,7 +82,7 @@ _NOT_REPORTED = (
     "effective",
     "notes",
     "config",
-    "error_traceback",  # a file in the trial's folder (tuner.search.trainable), not a key
+    "error_traceback",  # a file in the trial's folder (tuner.tune.trainable), not a key
 )
 
 

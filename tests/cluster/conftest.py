@@ -137,7 +137,7 @@ class RayCluster:
 
     def alive_nodes(self) -> int:
         code = (
-            "import json; from tuner.search.cluster import connect, shutdown\n"
+            "import json; from tuner.tune.cluster import connect, shutdown\n"
             "info = connect(); print(json.dumps(info.nodes)); shutdown()"
         )
         done = self.run_python(code)
@@ -232,7 +232,7 @@ def _token() -> str:
 CONNECT_DRIVER = """
 import dataclasses, json, sys
 from tuner.errors import TunerError
-from tuner.search.cluster import connect, shutdown
+from tuner.tune.cluster import connect, shutdown
 try:
     info = connect(**json.loads(sys.argv[1]))
 except TunerError as exc:

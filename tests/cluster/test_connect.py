@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, RayCluster, isolated_env, last_json, run_connect
 
-from tuner.search.cluster import is_loopback_address
+from tuner.tune.cluster import is_loopback_address
 
 pytestmark = pytest.mark.machine  # local Ray instances and token clusters
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.machine  # local Ray instances and token clusters
 LISTENING_DRIVER = """
 import json, sys
 import psutil, ray
-from tuner.search.cluster import connect, shutdown
+from tuner.tune.cluster import connect, shutdown
 info = connect(num_cpus=1, dashboard=json.loads(sys.argv[1]))
 ray.get(ray.remote(lambda: 1).remote())  # a worker process too
 pids = {p.pid for p in psutil.Process().children(recursive=True)} | {psutil.Process().pid}

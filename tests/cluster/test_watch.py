@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from tuner.search.cluster import Endpoint, watch
+from tuner.tune.cluster import Endpoint, watch
 
 
 def _listen(port: int = 0) -> tuple[socket.socket, int]:

@@ -1,8 +1,8 @@
 """The auditor (issue 39) on what needs no search: the example reports kept in the repository,
 the durations a console states, and the one interval rule's words. The experiments the tests
 build are audited where they are built (tests/report/test_report.py: the smoke report, each
-check tampered; tests/search/test_clients.py: every kind and every tracker;
-tests/search/test_tracking.py: a tracked search and its report)."""
+check tampered; tests/tune/test_clients.py: every kind and every tracker;
+tests/tune/test_tracking.py: a tracked search and its report)."""
 
 from __future__ import annotations
 

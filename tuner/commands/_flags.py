@@ -12,7 +12,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from tuner.config import config_fields, field_help, field_type
 from tuner.errors import TunerError
-from tuner.search.options import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
+from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.units import json_ready
 
 __all__ = [

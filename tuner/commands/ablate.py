@@ -144,7 +144,7 @@ def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
     import timm
     import torch
 
-    from tuner.compare import data_parallel
+    from tuner.compare import dp_vs_ddp
 
     device = f"{runs['device'].iloc[0]} ({runs['device_name'].iloc[0]})" if len(runs) else "?"
     return [
@@ -156,7 +156,7 @@ def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
         f"device: {device}; torch {torch.__version__}, timm {timm.__version__}",
         f"memory: {runs['memory_kind'].iloc[0] if len(runs) else '?'}",
     ] + (
-        [data_parallel.setup_line(torch.cuda.device_count())]
-        if len(runs) and (runs["group"] == data_parallel.GROUP).any()
+        [dp_vs_ddp.setup_line(torch.cuda.device_count())]
+        if len(runs) and (runs["group"] == dp_vs_ddp.GROUP).any()
         else []
     )

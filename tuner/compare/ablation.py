@@ -3,7 +3,7 @@
 Arms of :mod:`tuner.compare` on :data:`tuner.workloads.ABLATION`, run in-process with the engine
 (no Ray): the registry's technique ladder (each step keeps the ones before and is compared with
 the step before and the plain loop), the norm comparison (BatchNorm, then GroupNorm at each group
-count) and, on 2 or more GPUs, DataParallel vs DDP (:mod:`tuner.compare.data_parallel`). Every
+count) and, on 2 or more GPUs, DataParallel vs DDP (:mod:`tuner.compare.dp_vs_ddp`). Every
 step trains ``repeats`` times with the same seed, interleaved. A technique this hardware cannot
 run is left out (and listed); one that falls back in the engine is marked with its note.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import Arm, plan_ladder, run_interleaved, summarize
-from tuner.compare import data_parallel as dp
+from tuner.compare import dp_vs_ddp as dp
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.techniques import knob, ladder_knobs

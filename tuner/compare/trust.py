@@ -7,7 +7,7 @@ itself (:func:`tuner.compare.plan_toggles`). On a CPU each arm is built once and
 of steps (``WindowRun``): many pairs for the price of a few builds. On CUDA each measurement is
 a fresh build: the reserved-memory peak belongs to a process. The stopping rule looks at the
 intervals' widths only, never at their side of 1x: README ("A search") and
-bench/trust_coverage.py say why. :mod:`tuner.search.after_search` runs both in a Ray task.
+bench/trust_coverage.py say why. :mod:`tuner.tune.after_search` runs both in a Ray task.
 """
 
 from __future__ import annotations

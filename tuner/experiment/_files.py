@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from tuner.record import TRIAL_ID
 
+# Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
+# local copy of an experiment on URI storage, and the reader of a folder named by its name.
+DEFAULT_STORAGE = "experiments"
+DEFAULT_REPORTS_DIR = "reports"
+
 METADATA_FILE = "tuner_experiment.json"
 STUDY_FILE = "study.db"  # the Optuna study (SQLite), named after the experiment
 STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
@@ -13,9 +18,9 @@ REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
 LOCK_FILE = "driver.lock"
-RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.search.ray_log)
+RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.tune.ray_log)
 # In a trial's folder: Ray stopped the trial when the experiment ended (the search's time
-# budget ran out), before it ended by itself; its kind is incomplete (tuner.search.tracking).
+# budget ran out), before it ended by itself; its kind is incomplete (tuner.tune.tracking).
 CUT_FILE = "cut_by_search_end.json"
 # Its keys beside the trial id: when the trial started and when the search's end cut it (Unix
 # seconds): a trial cut before its first report has no other record of when it ran.
@@ -31,7 +36,7 @@ ERROR_FILE = "error.txt"
 RUN_TRACEBACK_FILE = "error_traceback.txt"
 # In a trial's folder: one JSON line per phase of the trial, with its wall time (each speed-probe
 # run's build, warm-up and steps; the feasibility check; training; each evaluation): where the
-# trial's time went (tuner.search.phases).
+# trial's time went (tuner.tune.phases).
 PHASES_FILE = "phases.jsonl"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).

@@ -27,6 +27,7 @@ from tuner.experiment._files import (
     CUT_FILE,
     CUT_STARTED_UNIX_S,
     CUT_UNIX_S,
+    DEFAULT_STORAGE,
     EFFECTS_FILE,
     METADATA_FILE,
     PARAMS_FILE,
@@ -44,8 +45,7 @@ from tuner.experiment._files import (
 )
 from tuner.experiment._metadata import read_metadata
 from tuner.experiment._schema import LEADING_COLUMNS, PARAM_PREFIX, typed_trials
-from tuner.search.limits import down_time_s
-from tuner.search.options import DEFAULT_STORAGE
+from tuner.experiment.limits import down_time_s
 from tuner.units import as_number
 
 _ENDED_BY_RAY = ("TERMINATED", "ERROR")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.answer import TOO_NOISY, Answer, PairVerdict, starved_text, world_size_of
+from tuner.answer import TOO_NOISY, Answer, PairVerdict, pairs_text, starved_text, world_size_of
 from tuner.experiment import Experiment, memory_limit
 from tuner.record import ERROR, KIND, TRIAL_ID
 from tuner.report import _effects
@@ -117,7 +117,8 @@ def _fastest_why(p: PairVerdict) -> str:
     if verdict == "uninformative":
         return (
             f"the fastest as measured; its re-measurement beside `{p.slower}` (more accurate) "
-            f"gave {speed}, an interval that says nothing, so there is no verdict on speed"
+            f"gave {speed} over {pairs_text(p.throughput.n)}, an interval that says nothing, "
+            "so there is no verdict on speed"
         )
     if verdict == "tie":
         accuracy = (

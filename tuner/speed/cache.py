@@ -1,5 +1,5 @@
 """The experiment's cache of speed probes, shared by every trial on every node: a small Ray
-actor on the driver's node (:mod:`tuner.search.probe_actor`) holds ``key -> SpeedChoice`` and
+actor on the driver's node (:mod:`tuner.tune.probe_actor`) holds ``key -> SpeedChoice`` and
 writes it to ``probe_cache.json`` after every change, so a resumed search starts with what was
 already probed. Ray-free: this class is the actor's body.
 

@@ -111,7 +111,7 @@ def speed_key(
 
 def _knobs(*, cuda: bool, files: bool = True) -> tuple[Knob, ...]:
     """The speed knobs of this run: DDP's too inside a data-parallel worker group, whose probes
-    are short data-parallel runs of the same workers (tuner.search.data_parallel)."""
+    are short data-parallel runs of the same workers (tuner.tune.ddp_trial)."""
     from tuner.engine.distributed import World
 
     return speed_knobs(cuda=cuda, workers=World.current().size, files=files)

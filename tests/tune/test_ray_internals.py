@@ -1,0 +1,117 @@
+"""Every private Ray use (tuner/tune/_ray_internals.py) against the installed Ray, on a real
+local Ray: an upgrade that breaks one fails here, naming the Ray version (Ray is pinned to its
+tested minor release for these). The two tests that start a local Ray are in the slow tier;
+every fast-tier search runs those helpers too, less loudly."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+import ray
+
+
+@contextlib.contextmanager
+def _adapter(name: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:  # the point: any break, said in one line with the version
+        pytest.fail(
+            f"Ray {ray.__version__} broke tuner/tune/_ray_internals.py's {name}: {exc!r}; "
+            "adapt it (each function says which private API it uses and why)"
+        )
+
+
+def _internals() -> ModuleType:  # imported inside the guard: a broken import says so
+    with _adapter("imports"):
+        return importlib.import_module("tuner.tune._ray_internals")
+
+
+def test_the_train_v2_names_and_the_driver_side_helpers() -> None:
+    internals = _internals()
+    for name in internals._TRAIN_V2:
+        with _adapter(name):
+            assert getattr(internals, name) is not None
+    with _adapter("quiet_train_context_logger"):
+        internals.quiet_train_context_logger()
+        module = importlib.import_module(internals._TRAIN_CONTEXT)
+        assert module.logger.level == logging.WARNING
+    with _adapter("canonical_gcs_address"):
+        assert internals.canonical_gcs_address("10.1.2.3:6379") == "10.1.2.3:6379"
+    with _adapter("dashboard_missing"):
+        assert isinstance(internals.dashboard_missing(), bool)
+    with _adapter("single_node_init"):
+        from ray._private import ray_constants
+
+        before = ray_constants.ENABLE_RAY_CLUSTER
+        with internals.single_node_init():
+            assert ray_constants.ENABLE_RAY_CLUSTER is False
+        assert before == ray_constants.ENABLE_RAY_CLUSTER
+    with _adapter("PLACEMENT_GROUP_REMOVED"):
+        assert isinstance(internals.PLACEMENT_GROUP_REMOVED, int)
+
+
+def test_optuna_search_keeps_the_members_the_searcher_reads() -> None:
+    from ray.tune.search.optuna import OptunaSearch
+
+    from tuner.tune.searcher import ConstrainedOptunaSearch
+
+    space = {"x": ray.tune.uniform(0, 1)}
+    with _adapter("OptunaSearch's _setup_study, _ot_study, _ot_trials, _completed_trials"):
+        searcher = ConstrainedOptunaSearch(space=space, metric=["a", "b"], mode=["max", "max"])
+        assert isinstance(searcher, OptunaSearch)
+        assert searcher._ot_study.metric_names == ["a", "b"]
+        assert searcher._ot_trials == {} and searcher._completed_trials == set()
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_the_cluster_side_helpers_on_a_local_ray(local_ray: None) -> None:
+    internals = _internals()
+    gcs = ray.get_runtime_context().gcs_address
+    with _adapter("driver_node"):
+        node = internals.driver_node()
+        assert node is not None and int(node.node_manager_port) > 0
+    with _adapter("auth_mode_name"):
+        assert isinstance(internals.auth_mode_name(), str)
+    with _adapter("read_gcs_session_name"):
+        internals.read_gcs_session_name(gcs, timeout_s=10)
+    with _adapter("placement_group_rows"):
+        group = ray.util.placement_group([{"CPU": 1}])
+        ray.get(group.ready(), timeout=30)
+        ids = [row.placement_group_id for row in internals.placement_group_rows()]
+        assert group.id.binary() in ids
+        ray.util.remove_placement_group(group)
+    with _adapter("job_actors"):
+        assert isinstance(internals.job_actors(), dict)
+
+
+@pytest.mark.slow
+def test_the_trials_of_a_result_grid(local_ray: None) -> None:
+    internals = _internals()
+
+    def trainable(config: dict) -> None:
+        ray.tune.report({"x": config["x"]})
+
+    tuner = ray.tune.Tuner(
+        trainable,
+        param_space={"x": 1},
+        run_config=ray.tune.RunConfig(verbose=0),
+    )
+    results = tuner.fit()
+    with _adapter("experiment_trials"):
+        (trial,) = internals.experiment_trials(results)
+        assert trial.status == "TERMINATED" and trial.last_result["x"] == 1

@@ -1,0 +1,565 @@
+"""The function trainable: one Ray Tune trial = a speed choice, then one engine run.
+
+1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
+   (:func:`tuner.speed.choose.choose_speed`), looked up first in the experiment's probe cache
+   (per training config key), then in the machine cache (:mod:`tuner.speed.machine_cache`).
+2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
+   memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
+3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
+   last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
+   from there: it trains again at most that long plus one evaluation interval, and makes those
+   reports again. A checkpoint at every evaluation cost a model of millisecond steps 6-9 points
+   of its time (bench/data_parallel_overhead.py). The final report is checkpointed too, so a
+   finished trial is never trained again.
+
+Ray Tune retries every exception alike (up to ``--max-failures``), so a ``TunerError`` (bad
+input: deterministic) is reported with a checkpoint that marks it final, and each retry raises
+at once from it without training; anything else is retried from the last evaluation's
+checkpoint. A run the engine itself ended with ``status="error"`` (it caught the exception: a
+model that fails to build) is reported as final too, then raised, so that Ray ends the trial
+as ``ERROR`` like any other errored trial (README: an errored trial is an error everywhere).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+import torch
+from ray import tune
+
+from tuner import record
+from tuner.config import TrainConfig
+from tuner.engine import (
+    Progress,
+    RunResult,
+    prepare,
+    read_state_file,
+    train,
+    write_state_file,
+)
+from tuner.engine.build import resolve_device
+from tuner.engine.meters import environment
+from tuner.errors import TunerError, error_line
+from tuner.experiment import RUN_TRACEBACK_FILE
+from tuner.objectives import judge
+from tuner.spaces import train_config_of
+from tuner.speed import SpeedChoice
+from tuner.speed.budget import run_cost
+from tuner.speed.cache import Lookup, Remembered
+from tuner.speed.machine_cache import this_machine
+from tuner.speed.session import Settled, TrialSpeed, settle_speed
+from tuner.techniques import accuracy_neutral_fields
+from tuner.tune.phases import PhaseLog
+from tuner.tune.probe_actor import connect_cache
+from tuner.usercode import restore
+
+__all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "engine_state.pt"
+META_FILE = "trial_meta.json"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of one search shares, besides its sampled config."""
+
+    max_memory_bytes: int | None
+    probe_steps: int  # measured steps of each speed-probe run
+    threads: int  # torch intra-op threads: the trial's CPU share
+    device: str  # "cpu" for a trial without a GPU, else "auto"
+    search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
+    speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
+    cache_namespace: str  # where the probe cache actor lives ("": no cache)
+    # The notebook objects the run's model/data name (``@name``): carried by value to workers.
+    user_objects: dict[str, Any] = field(default_factory=dict)
+    cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
+    checkpoint_every_s: float = 0.0  # SearchOptions.checkpoint_every_s (0: every evaluation)
+    feasibility_steps: int = 5  # measured steps before the feasibility check
+    # Of the trials' time the speed probes may take (tuner.speed.budget); None: no bound.
+    probe_share: float | None = 0.2
+    first_rung_steps: int | None = None  # steps the first early-stopping rung needs
+
+
+def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
+    """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
+    allow_slow_trial_exit()
+    _run(_TrialRun(context), config)
+
+
+def allow_slow_trial_exit(seconds: int = 60) -> None:
+    """Give a stopped trial's thread ``seconds`` to end before Ray reuses its process.
+
+    Ray reuses a trial's process for the next trial (``reuse_actors``) only if the stopped
+    trial's thread ends within ``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s by default; read in this
+    process at each reuse). Past that, Ray 2.60 ends the next trial as ERROR without telling the
+    searcher, whose concurrency limit then never frees the slot: the search waits forever. A
+    stopped trial unwinds through gc and its loader's shutdown, seconds on a busy machine.
+    """
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(seconds))
+
+
+def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
+    """One trial's run and its error policy (also each worker's, in tuner.tune.ddp_trial)."""
+    torch.set_num_threads(max(1, trial.context.threads))
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # one line per checkpoint
+    checkpoint = trial._latest_checkpoint()
+    raise_if_ended(checkpoint)  # reported before as final: a retry must not train
+    try:
+        trial.run(config, checkpoint)
+    except _ReportedError:  # the engine's error, reported as final already
+        raise
+    except TunerError as exc:  # deterministic: a retry raises at once (above)
+        trial.report_error(exc, final=True)
+        raise
+    except Exception as exc:  # an engine bug or a lost node: record it, let Ray retry
+        trial.report_error(exc, final=False)
+        raise
+    finally:
+        gc.collect()  # finalize loaders now, not while Ray reuses or ends the worker
+
+
+class EndedBefore(TunerError):
+    """An earlier attempt of this trial reported this error as final (its checkpoint says so):
+    raised at once, before any training, by every attempt after it."""
+
+
+def raise_if_ended(checkpoint: Any) -> None:
+    """Raise :class:`EndedBefore` if the trial's checkpoint holds a final error report."""
+    final = _restore(checkpoint, state=False)[1].get("final_report") or {}
+    if final.get(record.STATUS) == "error":
+        raise EndedBefore(str(final.get(record.ERROR) or "the trial failed before"))
+
+
+class _ReportedError(TunerError):
+    """The engine ended the run with an error, and the trial reported it as final: raised so
+    that Ray ends the trial as ``ERROR`` (each retry raises at once from the checkpoint)."""
+
+
+class _TrialRun:
+    """One trial's state between reports: its counters (carried over a restart) and speed.
+    Its Ray I/O is four methods (``_emit``, ``_latest_checkpoint``, ``_cached``, ``_store``)
+    that a data-parallel worker replaces."""
+
+    def __init__(self, context: TrialContext) -> None:
+        restore(context.user_objects)
+        self.context = context
+        self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
+        self.train_time_s = 0.0  # in training steps, the speed probes' included
+        self.first_step_unix_s: float | None = None
+        self.speed: SpeedChoice | None = None
+        self.speed_source = ""
+        self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
+        self.rejected = False
+        self.run_start = 0.0  # perf_counter when the engine run began
+        self.started_unix_s = time.time()  # the trial's start (a restart keeps the first)
+        self.node = _node()
+        self.last_checkpoint: float | None = None  # perf_counter of the run's latest one
+        self.probe_time_s = 0.0  # in this trial's own speed probes (a cached verdict: 0)
+        self.probe_wait_s = 0.0  # waiting for another trial's probes of the same settings
+        self.probe_steps_s = 0.0  # in the training steps of this trial's own probes
+        self.probe_budget_s: float | None = None
+        self.starved_by = ""
+        self.phases = PhaseLog(None, self.started_unix_s)
+        self.config: TrainConfig | None = None  # the trial's run config, once known
+        self.trial_id = _trial_id()  # whose line the console's activity is (tell)
+
+    def run(self, config: dict[str, Any], checkpoint: Any) -> None:
+        base = train_config_of(
+            config, device=self.context.device, search_only=self.context.search_only
+        )
+        state, meta = _restore(checkpoint)
+        if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
+            self._emit(meta["final_report"], None)
+            return
+        self._carry_over(meta)
+        self.config = base
+        self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
+        self._begun()
+        if self.speed is None:
+            self.speed, self.speed_source = self._choose_speed(base, config)
+        self.phases.write("train", event="start", settings=self.speed.settings)
+        self.run_start = time.perf_counter()
+        result = train(
+            base.replace(**self.speed.settings),
+            on_eval=self._on_eval,
+            resume_state=state,
+            on_feasibility=self._rejects,
+            feasibility_steps=self.context.feasibility_steps,
+        )
+        self.engine_time_s += time.perf_counter() - self.run_start
+        if result.error_traceback:
+            self._keep_traceback(result.error_traceback)
+        self.train_time_s += result.train_time_s
+        if result.first_step_unix_s is not None:
+            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+        self.starved_by = self._starved_by(result)
+        self.phases.write("train", event="end", **_run_parts(result))
+        if result.step_time_s:  # what a run of this config costs: later trials' probe prior
+            run_config = base.replace(**self.speed.settings).to_dict()
+            self._observe(run_cost(run_config, result.setup_time_s, result.step_time_s))
+        self._earn(time.time() - self.started_unix_s)
+        phase = "feasibility" if self.rejected else "train"
+        self._send(self._report(result, phase=phase, final=True), state=None, final=True)
+        if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
+            raise _ReportedError(result.error or "the run failed")
+
+    def _begun(self) -> None:
+        """The run's process is up (a worker group's rank 0 says what its start took)."""
+
+    def _carry_over(self, meta: dict[str, Any]) -> None:
+        """The counters and the speed choice carried over a restart."""
+        self.started_unix_s = float(meta.get(record.TRIAL_STARTED_UNIX_S) or self.started_unix_s)
+        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
+        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
+        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
+        if meta.get("speed") is not None:
+            self.speed = SpeedChoice.from_dict(meta["speed"])
+            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
+            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
+            self.probe_time_s = float(meta.get(record.SPEED_PROBE_TIME_S) or 0.0)
+            self.probe_wait_s = float(meta.get(record.SPEED_PROBE_WAIT_S) or 0.0)
+            self.probe_budget_s = meta.get(record.SPEED_PROBE_BUDGET_S)
+
+    def _starved_by(self, result: RunResult) -> str:
+        """Why a run that ended ok stopped short of the first rung's steps ("" if it did not):
+        its time budget holds fewer steps even at its probes' speed (budget), or its steps ran
+        slower than that (machine load)."""
+        rung = self.context.first_rung_steps
+        if result.status != "ok" or rung is None or result.steps >= rung:
+            return ""
+        plain_ips = self.speed.plain_images_per_second if self.speed else math.nan
+        batch = result.global_batch_size or result.config.get("batch_size") or math.nan
+        probed_step_s = batch / plain_ips if plain_ips else math.nan
+        budget = result.config.get("time_budget_s")
+        if math.isfinite(probed_step_s):
+            return "budget" if budget and rung * probed_step_s > budget else "machine load"
+        # No probe measured it (its knobs came from a verdict shared with other configs, or
+        # were not probed): its own steps say whether the budget could hold the rung at all.
+        own_step_s = result.step_time_s or math.nan
+        if budget and math.isfinite(own_step_s) and rung * own_step_s > budget:
+            return "budget (at the speed it trained: no probe measured it alone)"
+        return "unknown (no probe measured its speed)"
+
+    def _keep_traceback(self, text: str) -> None:
+        """A failed run's traceback (the user's code in it) as a file of the trial's folder:
+        the run is a result (kind errored), so Ray writes no error.txt for it."""
+        try:
+            folder = self._trial_dir()
+            if folder is not None:
+                (Path(folder) / RUN_TRACEBACK_FILE).write_text(text)
+        except Exception as exc:  # the record holds the error line anyway
+            logger.warning("could not keep the run's traceback: %s", error_line(exc))
+
+    def _trial_dir(self) -> str | None:
+        """The trial's folder, where this process writes the trial's own files."""
+        return tune.get_context().get_trial_dir()
+
+    def report_error(self, exc: Exception, *, final: bool) -> None:
+        """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
+        error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
+        failed = {
+            record.STATUS: "error",
+            record.ERROR: error.splitlines()[0][:500] if error else "",
+        }
+        report = self._report(failed, phase="setup", final=True)
+        if final:
+            self._send(report, state=None, final=True)
+        else:  # retried from the last evaluation's checkpoint, which this must not replace
+            self._emit(report, None)
+
+    # ---- speed ---------------------------------------------------------------------------
+
+    def _choose_speed(self, base: TrainConfig, config: dict[str, Any]) -> tuple[SpeedChoice, str]:
+        context = self.context
+        if context.speed_repeats < 1:
+            return SpeedChoice(settings={}), "not probed"
+        start = time.perf_counter()
+        prepare(base)  # the process's one-time costs: the trial's setup, not its first probe
+        self.engine_time_s += time.perf_counter() - start
+        self.phases.write("setup", seconds=round(time.perf_counter() - start, 3))
+        device = resolve_device(base.device)
+        speed = TrialSpeed(
+            cuda=device.type == "cuda",
+            device_name=environment(device)["device_name"],
+            pinned={f for f in accuracy_neutral_fields() if f in config},
+            cores=context.cores,
+            threads=context.threads,
+            machine=this_machine(),
+            max_memory_bytes=context.max_memory_bytes,
+            steps=context.probe_steps,
+            repeats=context.speed_repeats,
+            share=context.probe_share,
+        )
+        start = time.perf_counter()
+        settled = settle_speed(base, speed, _TrialStore(self), self._on_probe_run)
+        self.engine_time_s += time.perf_counter() - start
+        self._count_probes(settled)
+        return settled.choice, settled.source
+
+    def _count_probes(self, settled: Settled) -> None:
+        """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
+        self.probe_time_s, self.probe_wait_s = settled.probe_s, settled.wait_s
+        self.probe_budget_s = settled.budget_s
+        self.speed_cache_age_s = settled.cache_age_s  # of a verdict an earlier search measured
+        self.train_time_s += self.probe_steps_s  # this trial's own probe steps only
+        self.phases.write(
+            "speed",
+            source=settled.source,
+            probe_s=round(settled.probe_s, 3),
+            wait_s=round(settled.wait_s, 3),
+            budget_s=settled.budget_s,
+            settings=settled.choice.settings,
+            not_probed=settled.choice.not_probed,
+        )
+
+    def _on_probe_run(self, event: dict[str, Any]) -> None:
+        """Each probe run: its end into the phase log, its start to the console's line."""
+        if event["event"] == "end":
+            self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
+            self.probe_steps_s += event["steps_s"]
+            first = time.time() - event["steps_s"]  # its training loop began then
+            self.first_step_unix_s = self.first_step_unix_s or first
+        else:
+            self._tell(f"probing {event['arm']} {event['run']}/{event['of']}")
+
+    # ---- the probe cache, through Ray (a data-parallel worker replaces these) ---------------
+
+    def _draw(self, earned_s: float) -> float | None:
+        trial_id = _trial_id()
+        granted = _cache_call(self.context.cache_namespace, "draw", trial_id, earned_s)
+        return earned_s if granted is None else float(granted)  # no cache: its own share
+
+    def _earn(self, trial_s: float) -> None:
+        """The trial's measured share of probe time, for the trials after it."""
+        if self.context.probe_share is not None:
+            share = self.context.probe_share * trial_s
+            _cache_call(self.context.cache_namespace, "earn", _trial_id(), share)
+
+    def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        trial_id = _trial_id()
+        args = (trial_id, returned_s, spent_s, earned_late_s)
+        _cache_call(self.context.cache_namespace, "settle", *args)
+
+    def _claim(self, key: str, for_s: float) -> bool:
+        trial_id = _trial_id()
+        holder = _cache_call(self.context.cache_namespace, "claim", key, trial_id, for_s)
+        return holder in (None, trial_id)
+
+    def _prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        found = _cache_call(self.context.cache_namespace, "prior_run_s", config, steps)
+        return None if found is None else float(found)
+
+    def _observe(self, cost: dict[str, Any]) -> None:
+        _cache_call(self.context.cache_namespace, "observe", cost)
+
+    def _tell(self, what: str) -> None:
+        tell(self.context.cache_namespace, self.trial_id, what)
+
+    # ---- the run -------------------------------------------------------------------------
+
+    def _rejects(self, partial: RunResult) -> bool:
+        """The feasibility check: the run's first steps; over budget stops the run there."""
+        feasible, reason = judge(partial.to_dict(), max_memory_bytes=self.context.max_memory_bytes)
+        self.rejected = not feasible
+        self.phases.write("feasibility", steps=partial.steps, feasible=feasible, reason=reason)
+        return self.rejected
+
+    def _on_eval(self, progress: Progress) -> None:
+        result = progress.result
+        self.phases.write("evaluation", step=result.steps, eval_time_s=result.eval_time_s)
+        running = {
+            "engine": time.perf_counter() - self.run_start,
+            "train": progress.result.train_time_s,
+            "first_step": progress.result.first_step_unix_s,
+        }
+        report = self._report(progress.result, phase="train", final=False, running=running)
+        if self._checkpoint_due():
+            self._send(report, state=progress.state_dict())
+            self.last_checkpoint = time.perf_counter()
+        else:
+            self._emit(report, None)
+
+    def _checkpoint_due(self) -> bool:
+        """The first evaluation's checkpoint, then one every ``checkpoint_every_s`` at most."""
+        last = self.last_checkpoint
+        return last is None or time.perf_counter() - last >= self.context.checkpoint_every_s
+
+    def _report(
+        self,
+        result: RunResult | dict[str, Any],
+        *,
+        phase: str,
+        final: bool,
+        running: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One ``tune.report``; ``running``: the engine run in progress, not counted yet."""
+        running = running or {}
+        speed = self.speed or SpeedChoice(settings={})
+        times = {
+            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
+            record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
+            record.SPEED_PROBE_TIME_S: self.probe_time_s,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
+        }
+        return record.trial_report(
+            result,
+            max_memory_bytes=self.context.max_memory_bytes,
+            phase=phase,
+            node=self.node,
+            final=final,
+            times=times,
+            speed={
+                record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)
+                if self.speed is not None
+                else "",
+                record.SPEED_SOURCE: self.speed_source,
+                # What the run used on top of its parameters (the experiment reader merges it).
+                record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
+                record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
+                record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
+                record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
+                record.FIRST_RUNG_STEPS: self.context.first_rung_steps,
+                record.STARVED_BY: self.starved_by if final else "",
+            },
+        )
+
+    def _send(
+        self, report: dict[str, Any], *, state: dict[str, Any] | None, final: bool = False
+    ) -> None:
+        meta: dict[str, Any] = {
+            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
+            record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
+            record.TRIAL_TRAIN_TIME_S: self.train_time_s,
+            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
+            "speed": self.speed.to_dict() if self.speed is not None else None,
+            record.SPEED_SOURCE: self.speed_source,
+            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
+            record.SPEED_PROBE_TIME_S: self.probe_time_s,
+            record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
+            record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
+        }
+        if final:
+            meta["final_report"] = report
+        with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
+            if state is not None:
+                write_state_file(state, Path(folder) / STATE_FILE)
+            (Path(folder) / META_FILE).write_text(json.dumps(meta))
+            self._emit(report, Path(folder))
+
+    # ---- Ray I/O -------------------------------------------------------------------------
+
+    def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:
+        saved = None if checkpoint is None else tune.Checkpoint.from_directory(checkpoint)
+        tune.report(report, checkpoint=saved)
+
+    def _latest_checkpoint(self) -> Any:
+        return tune.get_checkpoint()
+
+    def _cached(self, lookup: Lookup) -> Remembered | None:
+        return _cache_call(self.context.cache_namespace, "get", lookup)
+
+    def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        _cache_call(self.context.cache_namespace, "put", lookup, choice)
+
+
+@dataclass(frozen=True)
+class _TrialStore:
+    """The probe cache as :func:`tuner.speed.session.settle_speed` sees it: through the
+    trial's Ray I/O methods (which a data-parallel worker replaces)."""
+
+    trial: _TrialRun
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        return self.trial._cached(lookup)
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        self.trial._store(lookup, choice)
+
+    def draw(self, earned_s: float) -> float | None:
+        return self.trial._draw(earned_s)
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        self.trial._settle(returned_s, spent_s, earned_late_s)
+
+    def claim(self, key: str, for_s: float) -> bool:
+        return self.trial._claim(key, for_s)
+
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return self.trial._prior_run_s(config, steps)
+
+    def tell(self, what: str) -> None:
+        self.trial._tell(what)
+
+
+def _run_parts(result: RunResult) -> dict[str, Any]:
+    """Where an engine run's wall time went (its phase log line)."""
+    parts = ("wall_time_s", "setup_time_s", "warmup_time_s", "train_time_s", "eval_time_s")
+    return {
+        "status": result.status,
+        "steps": result.steps,
+        **{k: getattr(result, k) for k in parts},
+    }
+
+
+def _restore(
+    checkpoint: Any, *, state: bool = True
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The engine state (when asked) and metadata of the trial's checkpoint (None, {} if none)."""
+    if checkpoint is None:
+        return None, {}
+    with checkpoint.as_directory() as folder:
+        state_path, meta_path = Path(folder) / STATE_FILE, Path(folder) / META_FILE
+        engine_state = read_state_file(state_path) if state and state_path.exists() else None
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return engine_state, meta
+
+
+def _cache_call(namespace: str, method: str, *args: Any) -> Any:
+    """A call to the probe cache actor, ``None`` without one: the cache is an optimization,
+    never fail a trial over it (no actor in a unit test, or it died)."""
+    if not namespace:
+        return None
+    try:
+        return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
+    except Exception:
+        return None
+
+
+def tell(namespace: str, trial_id: str, what: str) -> None:
+    """What a trial does before its first report, for the console's running line (the probe
+    cache keeps it): fire and forget, never worth a wait."""
+    if namespace and trial_id:
+        try:
+            connect_cache(namespace).tell.remote(trial_id, what)
+        except Exception:
+            return
+
+
+def _trial_id() -> str:
+    """This trial's id ("" outside a Tune trial: a unit test, a worker of a worker group)."""
+    try:
+        return tune.get_context().get_trial_id() or ""
+    except Exception:
+        return ""
+
+
+def _node() -> str:
+    try:
+        return ray.util.get_node_ip_address()
+    except Exception:  # outside a Ray worker (unit use): the host name is still useful
+        return socket.gethostname()

@@ -1,0 +1,241 @@
+"""The Ray Tune objects :mod:`tuner.tune.run` hands to ``tune.Tuner``: the trainable with its
+resources, the tune config (Optuna searcher, concurrency, scheduler) and the run config
+(storage, failures, callbacks: progress and the loggers, TensorBoard always, MLflow and W&B on
+request, so nothing leaves the machine by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import optuna
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search import ConcurrencyLimiter
+
+from tuner.objectives import objective_directions, objective_metrics
+from tuner.spaces import SpaceSampler
+from tuner.tune import ddp_trial
+from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.progress import ProgressPrinter
+from tuner.tune.samplers import make_sampler
+from tuner.tune.scheduler import ParetoASHA
+from tuner.tune.search_end import ResumableSearchGenerator, SearchTimeBudget
+from tuner.tune.searcher import ConstrainedOptunaSearch
+from tuner.tune.tracking import SearchEndCut, StepTBXLoggerCallback, trial_dirname
+from tuner.tune.trainable import TrialContext, run_trial
+from tuner.usercode import registered
+
+__all__ = [
+    "cache_namespace",
+    "logger_callbacks",
+    "quiet_ray",
+    "run_config",
+    "trainable",
+    "tune_config",
+    "tune_was_interrupted",
+]
+
+
+def cache_namespace(paths: ExperimentPaths) -> str:
+    """The Ray namespace of the experiment's speed-probe cache actor."""
+    return f"tuner-{paths.name}"
+
+
+def trainable(search: SearchContext) -> Any:
+    """``run_trial`` with the search's context and one trial's resources."""
+    options, plan = search.options, search.plan
+    context = TrialContext(
+        max_memory_bytes=options.max_memory_bytes,
+        probe_steps=options.probe_steps,
+        threads=plan.torch_threads,
+        cores=max(1, int(plan.cpus_per_trial)),
+        device=plan.trial_device,
+        search_only=search.search_only,
+        speed_repeats=options.speed_repeats,
+        cache_namespace=cache_namespace(search.paths),
+        user_objects=registered(),
+        checkpoint_every_s=options.checkpoint_every_s,
+        feasibility_steps=options.feasibility_steps,
+        probe_share=options.probe_share,
+        first_rung_steps=first_rung_steps(search),
+    )
+    if plan.max_world_size > 1:
+        return ddp_trial.trainable(context, plan, max_failures=options.max_failures)
+    resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
+    return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
+
+
+def tune_config(
+    search: SearchContext, design: list[dict[str, Any]], study_attrs: dict[str, Any]
+) -> tune.TuneConfig:
+    """The Optuna searcher (its study in the experiment folder, ``study_attrs`` its user
+    attributes), concurrency and scheduler. The searcher ends the search at the trial count
+    in the experiment's metadata, which a resume can raise (tuner.experiment.limits), so Tune's
+    own count is unlimited."""
+    options, space, plan = search.options, search.space, search.plan
+    searcher = ConstrainedOptunaSearch(
+        study_attrs=study_attrs,
+        experiment_dir=search.paths.local,
+        space=SpaceSampler(space.ref, plan.cuda, plan.fixed or None),
+        points_to_evaluate=design or None,
+        metric=objective_metrics(options.objective),
+        mode=objective_directions(options.objective),
+        sampler=make_sampler(
+            options.sampler,
+            seed=options.seed,
+            budget=plan.sample_budget,
+            concurrency=plan.concurrency,
+            grid=space.grid,
+        ),
+        study_name=search.paths.name,
+        storage=optuna.storages.RDBStorage(search.paths.study_url),
+    )
+    limited = ConcurrencyLimiter(searcher, max_concurrent=plan.concurrency)
+    return tune.TuneConfig(
+        search_alg=ResumableSearchGenerator(limited),
+        scheduler=_scheduler(search),
+        num_samples=-1,
+        # One worker process serves trial after trial: no process start and imports between
+        # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
+        # CPU memory is counted, not sampled from the process (tuner.engine.meters).
+        reuse_actors=plan.max_world_size == 1,  # a stopped data-parallel driver must end
+        trial_dirname_creator=trial_dirname,
+    )
+
+
+def run_config(search: SearchContext) -> Any:
+    """Storage, failure policy, checkpoints kept, the time budget (over every run of the
+    search, tuner.experiment.limits) and the callbacks (progress, loggers)."""
+    options, plan, paths = search.options, search.plan, search.paths
+    return tune.RunConfig(
+        name=paths.name,
+        storage_path=paths.storage,
+        stop=SearchTimeBudget(paths.local),
+        failure_config=tune.FailureConfig(max_failures=options.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[
+            ProgressPrinter(
+                total=plan.sample_budget,
+                experiment_dir=paths.local,
+                probe_share=options.probe_share if options.speed_repeats else None,
+                probes_unbounded=bool(options.speed_repeats) and options.probe_share is None,
+                cache_namespace=cache_namespace(paths),
+                time_budget_s=options.search_time_budget_s,
+            ),
+            SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
+            *logger_callbacks(
+                mlflow_uri=options.mlflow,
+                wandb_project=options.wandb,
+                experiment=paths.name,
+                space=options.space,
+                experiment_dir=paths.local,
+            ),
+            *([ddp_trial.PlacementGroupReaper()] if plan.max_world_size > 1 else []),
+        ],
+        verbose=1 if options.verbose else 0,
+    )
+
+
+def logger_callbacks(
+    *,
+    mlflow_uri: str | None,
+    wandb_project: str | None,
+    experiment: str,
+    space: str,
+    experiment_dir: Path,
+) -> list[tune.Callback]:
+    """TensorBoard by training step (in place of Ray's default), MLflow when a tracking URI is
+    given, W&B (offline files in ``experiment_dir``) when a project is. The optional loggers
+    are imported only when asked for: each imports its client (~1 s)."""
+    callbacks: list[tune.Callback] = [StepTBXLoggerCallback()]
+    tags = {"space": Path(space).stem, "experiment": experiment}
+    if mlflow_uri:
+        from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
+
+        callbacks.append(
+            StepMLflowLoggerCallback(mlflow_uri, experiment_name=experiment, tags=tags)
+        )
+    if wandb_project:
+        from tuner.tune.wandb_logger import WandbOfflineCallback
+
+        callbacks.append(
+            WandbOfflineCallback(project=wandb_project, folder=experiment_dir, tags=tags)
+        )
+    return callbacks
+
+
+def _scheduler(search: SearchContext) -> TrialScheduler:
+    """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
+    ASHA for a single objective; every trial to its end with --no-early-stopping."""
+    options = search.options
+    if not options.early_stopping:
+        return FIFOScheduler()
+    metrics = objective_metrics(options.objective)
+    if options.multi_objective:
+        return ParetoASHA(
+            metrics=metrics,
+            directions=objective_directions(options.objective),
+            max_reports=_evaluations(search.plan.workload),
+        )
+    return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
+
+
+def first_rung_steps(search: SearchContext) -> int | None:
+    """The training steps a trial needs for the search's first early-stopping decision (its
+    first evaluation without early stopping); ``None`` when evaluations are per epoch. A trial
+    that ends with fewer is starved (tuner.record.is_starved)."""
+    workload = search.plan.workload
+    every, steps = workload.get("eval_every_steps"), workload.get("steps")
+    if not every:
+        return None
+    scheduler = _scheduler(search)
+    grace = scheduler.core.grace if isinstance(scheduler, ParetoASHA) else 1
+    # A trial shorter than that evaluates first at its end: its rung is its last step.
+    return int(min(every * grace, steps)) if steps else int(every * grace)
+
+
+def _evaluations(workload: dict[str, Any]) -> int | None:
+    """How many evaluations a full trial makes, when the workload fixes it (a step budget)."""
+    steps, every = workload.get("steps"), workload.get("eval_every_steps")
+    if workload.get("epochs") or not steps or not every:
+        return None
+    return math.ceil(steps / every)
+
+
+def quiet_ray(*, verbose: bool) -> None:
+    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
+    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Ray's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the summary says how
+    # to continue a search (tuner search --resume), which Ray's line would contradict.
+    logging.getLogger("ray.tune.tune").addFilter(_no_restore_hint)
+    if not verbose:
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")
+
+
+def _no_restore_hint(record: logging.LogRecord) -> bool:
+    return "Tuner.restore(" not in record.getMessage()
+
+
+def tune_was_interrupted() -> bool:
+    """Whether Ctrl-C stopped ``Tuner.fit`` (which then returns normally, state saved).
+
+    Tune installs its own SIGINT handler for the run and puts the previous one back when the
+    signal arrives; its handler still in place means no interruption. Ctrl-C works normally
+    again afterwards (during re-measuring).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False  # Tune catches no signals outside the main thread
+    if os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0":
+        return False
+    handler = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"

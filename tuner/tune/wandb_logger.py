@@ -1,0 +1,100 @@
+"""``--wandb PROJECT``: one offline W&B run per trial, logged from the driver by training step
+into ``<experiment>/wandb/`` (what is logged: README, "Weights & Biases"). Imported only when
+asked for (importing ``wandb`` takes ~1 s).
+
+Not Ray's ``WandbLoggerCallback``: that one reads ``WANDB_PROJECT_NAME`` (not W&B's
+``WANDB_PROJECT``), logs a trial's final report at its last evaluation's step again, writes each
+trial's files into Ray's session folder before they are complete, and lets W&B print between the
+trial lines. Here W&B prints nothing, and a W&B that fails costs one warning line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import wandb
+from ray.tune.logger import LoggerCallback
+
+from tuner import record
+from tuner.tune import tracking
+
+__all__ = ["WandbOfflineCallback"]
+
+_KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
+
+
+class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
+    """One W&B run per trial, logged from the driver by training step into ``folder/wandb/``;
+    ``tags``: ``space`` and ``experiment``, as every logger's runs carry them."""
+
+    _client, _failed = "W&B", False  # for tracking.guarded
+
+    def __init__(self, *, project: str, folder: Path, tags: Mapping[str, str]) -> None:
+        super().__init__()
+        self.project = project
+        self.folder = Path(folder)
+        self.tags = dict(tags)
+        self._runs: dict[str, Any] = {}  # trial id -> its live wandb Run (never pickled)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_runs": {}}  # Ray pickles callbacks; live runs stay here
+
+    @tracking.guarded
+    def log_trial_start(self, trial: Any) -> None:
+        if trial.trial_id in self._runs:
+            return  # Ray restarts a failed trial: the same run goes on
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._runs[trial.trial_id] = wandb.init(
+            project=self.project,
+            dir=str(self.folder),
+            id=trial.trial_id,
+            name=tracking.trial_dirname(trial),
+            group=self.tags.get("experiment"),
+            config=dict(trial.config),
+            tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
+            resume="allow",  # a resumed search goes on in the trial's run
+            reinit="create_new",  # trials run side by side: one run each
+            settings=wandb.Settings(
+                mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+                silent=True,
+                console="off",  # never capture the search's console (the trial lines)
+                disable_git=True,
+                save_code=False,
+                x_disable_stats=True,  # no system metrics: the trials measure themselves
+            ),
+        )
+
+    @tracking.guarded
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        run = self._runs.get(trial.trial_id)
+        step = self._new_step(trial, result)
+        if run is None or step is None:
+            return
+        numbers = {
+            key: value
+            for key, value in tracking.metrics_only(result).items()
+            if isinstance(value, int | float) and key != record.STEP
+        }
+        run.log(numbers, step=step)
+
+    @tracking.guarded
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        run = self._runs.pop(trial.trial_id, None)
+        if run is None:
+            return
+        kind, error = self._outcome(trial, failed=failed)
+        kept = (tag for tag in run.tags if not tag.startswith(_KIND_TAG))  # one, the last
+        run.tags = (*kept, f"{_KIND_TAG}{kind}")  # (a search cut, then resumed, ends twice)
+        run.summary[record.KIND] = kind
+        if error:
+            run.summary[record.ERROR] = error
+        run.finish(exit_code=1 if record.optuna_state(kind) == "FAIL" else 0)
+
+    @tracking.guarded
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.end_cut(trials)  # each trial the search's end cut: incomplete
+        for trial_id in list(self._runs):  # anything else still open: closed as it is
+            self._runs.pop(trial_id).finish()
