@@ -366,7 +366,8 @@ def _measured_search(trials: Path) -> dict[str, Any]:
     """The cold_search.json record whose trials table ``trials`` is (its log's name)."""
     records = json.loads((OUT / "cold_search.json").read_text())
     for record in records:
-        if Path(record.get("log", "")).with_suffix(".trials.csv").name == trials.name:
+        log = record.get("log")  # the first record, stopped by hand, kept none
+        if log and Path(log).with_suffix(".trials.csv").name == trials.name:
             return record
     raise SystemExit(f"{trials}: no run of reports/benchmarks/cold_search.json wrote it")
 
