@@ -5,8 +5,10 @@ scopes, sharing, budget, top-ups and decision rule, against a real
 :class:`tuner.speed.cache.ProbeCache`) over the configs the space's own sampler draws, with
 every probe run and every trial *predicted* from a device profile instead of run:
 
-- a run costs ``build_s`` (model, optimizer, data) plus its steps at the config's step time;
-  a process's first run adds ``first_run_s`` (CUDA context, imports);
+- a run costs ``build_s`` (model, optimizer, data) plus its steps at the config's step time,
+  plus a knob's own cost per run (``arm_build_s``: loader workers are processes a run starts);
+  a process's first run adds ``first_run_s`` (CUDA context, imports), and, where the code pays
+  them before its probes (plan ``after``: ``engine.prepare``), ``prepare_s`` goes there;
 - a step's time is the profile's plain step time at the config's batch size and precision,
   divided by the kept knobs' speed-ups (compile's first build ``compile_build_s`` is paid once
   per process: the second compiled run of the H100 ladder took 3.8 s, the first 31.9 s);
@@ -71,6 +73,9 @@ class Profile:
     # A trial process's one-time costs that engine.prepare pays before its speed probes (the
     # kept dataset, the device's start), in plan "after"; part of first_run_s before that.
     prepare_s: float = 0.0
+    # A knob's own cost per run, beyond the plain run's (field -> seconds): loader workers are
+    # processes a run starts (measured by --measure-cpu; the H100 figures have none).
+    arm_build_s: dict[str, float] = field(default_factory=dict)
 
 
 # ViT-B/16 at 224, batch 256, on the H100 (reports/examples/gpu-nvidia-h100-80gb-hbm3/
@@ -104,6 +109,11 @@ H100_VIT_SPACE = Profile(
 )
 
 
+def _on(value: Any) -> bool:
+    """Whether a knob's value is on (not its off value)."""
+    return value not in (False, None, "off", 0)
+
+
 def cpu_profile(measured: dict[str, Any]) -> Profile:
     """The 2-core CPU profile from :func:`measure_cpu` (this machine's own short runs)."""
     return Profile(
@@ -120,6 +130,7 @@ def cpu_profile(measured: dict[str, Any]) -> Profile:
         search_start_s=measured["search_start_s"],
         sources={"all": "bench/gpu_cost_model.py --measure-cpu on this machine (short runs)"},
         prepare_s=measured.get("prepare_s", 0.0),
+        arm_build_s=measured.get("arm_build_s", {}),
     )
 
 
@@ -137,7 +148,7 @@ class _Device:
         base = self.profile.step_s.get(config.amp, self.profile.step_s["off"])
         speed = 1.0
         for name, ratio in self.profile.speedups.items():
-            if getattr(config, name) not in (False, None, "off", 0):
+            if _on(getattr(config, name)):
                 speed *= ratio
         return base * config.batch_size / self.profile.ref_batch / speed
 
@@ -150,7 +161,8 @@ class _Device:
         train = compile_s + done * step
         if limit is not None and train > limit:
             done, train = max(0, int((limit - compile_s) / step)), limit
-        wall = setup + train
+        extra = sum(s for f, s in self.profile.arm_build_s.items() if _on(getattr(config, f)))
+        wall = setup + train + extra
         self.clock += wall
         return RunResult(
             status="ok",
@@ -331,6 +343,11 @@ def measure_cpu(space: str, path: Path, search_start_s: float) -> dict[str, Any]
     step_s = {"off": statistics.median(r.step_time_s for r in again)}
     step_s["bf16"] = short_run(config.replace(amp="bf16"), steps=5).step_time_s
     evaluated = train(config.replace(steps=3, eval_every_steps=None, time_budget_s=None))
+    # Loader workers: processes each run starts (their import of torch), beyond the plain run.
+    loaded = [short_run(config.replace(num_workers=2), steps=5) for _ in range(2)]
+    workers_s = statistics.median(r.wall_time_s for r in loaded) - statistics.median(
+        r.wall_time_s for r in again
+    )
     profile = {
         "build_s": statistics.median(r.setup_time_s for r in again),
         "first_run_s": max(0.0, first.wall_time_s - again[0].wall_time_s),
@@ -340,6 +357,7 @@ def measure_cpu(space: str, path: Path, search_start_s: float) -> dict[str, Any]
         "eval_s": evaluated.eval_time_s,
         "search_start_s": search_start_s,
         "prepare_s": prepare_s,
+        "arm_build_s": {"num_workers": max(0.0, workers_s)},
     }
     path.write_text(json.dumps(profile, indent=1) + "\n")
     return profile

@@ -115,7 +115,7 @@ def run_worker_group(
             "config": config,
             "context": context,
             "trial_folder": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
-            "trial_id": trial_id,  # nor its id: rank 0 tells the console what the trial does
+            "for_trial": trial_id,  # nor its id: rank 0 tells the console what the trial does
             "group_asked_unix_s": time.time(),  # the group's start-up, measured by rank 0
         },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
@@ -227,7 +227,7 @@ class _OneLine(logging.Handler):
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
     run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
-    run.trial_id = loop_config.get("trial_id", "")
+    run.trial_id = loop_config.get("for_trial", "")
     run.group_asked_unix_s = loop_config.get("group_asked_unix_s")
     try:
         _run(run, loop_config["config"])
