@@ -63,10 +63,11 @@ def test_a_budget_for_a_few_runs_probes_the_first_knobs_and_records_the_rest() -
     assert unbounded.slowest_run_s and not unbounded.not_probed
     runs = len([v for v in unbounded.variants if " on " not in v["name"]]) + 1
     assert runs >= 6
-    # Three of its slowest runs, its first one predicted at that: it holds about three runs.
+    # Three of its slowest runs, its first one predicted at that: it holds about three of the
+    # 2 x 7 + 1 runs of two repeats (all of them only if runs got 5x faster).
     slowest = unbounded.slowest_run_s
     budget = ProbeBudget(3 * slowest, prior_run_s=slowest)
-    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=1,
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2,
                           max_memory_bytes=None, budget=budget)  # fmt: skip
     probed = [v["name"] for v in choice.variants if v.get("probed", True)]
     left = [v["name"] for v in choice.variants if v.get("probed") is False]
@@ -115,6 +116,8 @@ def test_a_trained_run_predicts_probe_runs_of_alike_configs_by_batch_size() -> N
     bigger = TINY.replace(batch_size=64).to_dict()
     # Setup, then its warm-up step and 4 measured steps of 64 images at 0.01 s each.
     assert predicted_run_s(seen, bigger, 4) == pytest.approx(1.0 + 5 * 0.64)
-    assert predicted_run_s(seen, TINY.replace(amp="bf16").to_dict(), 4) is None  # not alike
+    bf16 = TINY.replace(amp="bf16").to_dict()
+    assert predicted_run_s(seen, bf16, 4) is None  # not alike
+    assert predicted_run_s(seen, bf16, 4, alike=False) == pytest.approx(1.0 + 5 * 0.16)
     slower = [*seen, run_cost(TINY.to_dict(), setup_s=2.0, step_time_s=0.32)]
     assert predicted_run_s(slower, bigger, 4) == pytest.approx(2.0 + 5 * 1.28)  # the slowest

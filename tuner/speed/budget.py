@@ -76,11 +76,12 @@ def run_cost(config: Mapping[str, Any], setup_s: float, step_time_s: float) -> d
 
 
 def predicted_run_s(
-    costs: list[dict[str, Any]], config: Mapping[str, Any], steps: int
+    costs: list[dict[str, Any]], config: Mapping[str, Any], steps: int, *, alike: bool = True
 ) -> float | None:
     """A probe run of ``config`` (a TrainConfig's dict: its warm-up and ``steps`` measured
-    steps), predicted from the costs of alike runs (the slowest), or ``None`` without one."""
-    runs = [c for c in costs if all(c.get(k) == config[k] for k in _ALIKE)]
+    steps), predicted from the costs of alike runs (``alike=False``: of any run), the slowest,
+    or ``None`` without one."""
+    runs = [c for c in costs if not alike or all(c.get(k) == config[k] for k in _ALIKE)]
     done = config["warmup_steps"] + steps
     batch = config["batch_size"]
     return max((c["setup_s"] + done * c["image_s"] * batch for c in runs), default=None)
@@ -95,7 +96,7 @@ class ProbeBudget:
     granted_s: float | None
     share: float = DEFAULT_SHARE
     earn_later: TrainConfig | None = None  # the trial's config, when its length needs a step time
-    prior_run_s: float | None = None  # an earlier session's slowest probe run of these settings
+    prior_run_s: float | None = None  # the first run's predicted cost (module doc)
     spent_s: float = 0.0
     earned_late_s: float = 0.0
     started: float = field(default_factory=time.perf_counter)
@@ -116,7 +117,7 @@ class ProbeBudget:
         """Whether a run of ``arm`` is predicted to fit in what is left."""
         if self.granted_s is None:
             return True
-        if not self.runs:  # the first run (the plain setting): every session measures it
+        if not self.runs:  # the first run (the plain setting), when it is predicted to fit
             if self.prior_run_s is not None:  # worth it only with a knob to measure after it
                 return 2 * self.prior_run_s <= self.left_s
             # Nothing predicts it (module doc): only a trial whose length waits for this run's

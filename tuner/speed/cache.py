@@ -92,7 +92,11 @@ class ProbeCache:
         expected to cost: predicted from alike runs the trials told (budget.predicted_run_s),
         else the slowest probe run of any verdict here; None before any."""
         if config is not None:
-            predicted = predicted_run_s(self.costs, config, steps)
+            # Alike runs; else any run told, at this batch size (the slowest: a search whose
+            # every config differs in an alike field would otherwise never probe).
+            predicted = predicted_run_s(self.costs, config, steps) or predicted_run_s(
+                self.costs, config, steps, alike=False
+            )
             if predicted is not None:
                 return predicted
         runs = [c.get("slowest_run_s") for c in self.entries.values()]

@@ -253,7 +253,8 @@ class _WorkerRun(_TrialRun):
 
     def _begun(self) -> None:
         """Rank 0: how long the group took to start, into the phase log and the console."""
-        if self.rank != 0 or self.group_asked_unix_s is None:
+        # A group Ray Train restarted (a worker died) reuses the first start's ask: not its own.
+        if self.rank != 0 or self.group_asked_unix_s is None or self.restored:
             return
         took = time.time() - self.group_asked_unix_s
         self.phases.write("group_start", workers=self.world_size, seconds=round(took, 3))
@@ -301,7 +302,7 @@ class _WorkerRun(_TrialRun):
         return None
 
     def _observe(self, cost: dict[str, Any]) -> None:
-        return None  # its probes are unbounded: no prior needed
+        return None  # a group's step time is the whole group's: no prior of a one-process run
 
     def _tell(self, what: str) -> None:
         if self.rank == 0:

@@ -1,7 +1,7 @@
 """A trial's phase log: one JSON line per phase in its folder (``phases.jsonl``), so a trial's
-folder says where its time went: the setup before its speed probes (the process's one-time
-costs), each speed-probe run (build, warm-up, steps), the feasibility check, training, each
-evaluation, and the end of the run with its parts."""
+folder says where its time went: a worker group's start-up (``group_start``), the setup before
+its speed probes (the process's one-time costs), each speed-probe run (build, warm-up, steps),
+the feasibility check, training, each evaluation, and the end of the run with its parts."""
 
 from __future__ import annotations
 

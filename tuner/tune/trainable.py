@@ -175,12 +175,15 @@ class _TrialRun:
         self.phases = PhaseLog(None, self.started_unix_s)
         self.config: TrainConfig | None = None  # the trial's run config, once known
         self.trial_id = _trial_id()  # whose line the console's activity is (tell)
+        self.cost_told = False  # its run's cost, told to the probe cache once (_tell_cost)
+        self.restored = False  # this run resumed from a checkpoint
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
             config, device=self.context.device, search_only=self.context.search_only
         )
         state, meta = _restore(checkpoint)
+        self.restored = state is not None
         if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
             self._emit(meta["final_report"], None)
             return
@@ -207,14 +210,22 @@ class _TrialRun:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
         self.starved_by = self._starved_by(result)
         self.phases.write("train", event="end", **_run_parts(result))
-        if result.step_time_s:  # what a run of this config costs: later trials' probe prior
-            run_config = base.replace(**self.speed.settings).to_dict()
-            self._observe(run_cost(run_config, result.setup_time_s, result.step_time_s))
+        self._tell_cost(result)
         self._earn(time.time() - self.started_unix_s)
         phase = "feasibility" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
         if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
             raise _ReportedError(result.error or "the run failed")
+
+    def _tell_cost(self, result: RunResult) -> None:
+        """Once, what a run of this trial's config costs (its setup, its step time): the prior
+        of later trials' probe runs (tuner.speed.budget). Not from a restored run, whose setup
+        paid the process's one-time costs and the restore besides."""
+        if self.cost_told or self.restored or not result.step_time_s or self.config is None:
+            return
+        self.cost_told = True
+        run_config = self.config.replace(**(self.speed.settings if self.speed else {}))
+        self._observe(run_cost(run_config.to_dict(), result.setup_time_s, result.step_time_s))
 
     def _begun(self) -> None:
         """The run's process is up (a worker group's rank 0 says what its start took)."""
@@ -380,6 +391,7 @@ class _TrialRun:
     def _on_eval(self, progress: Progress) -> None:
         result = progress.result
         self.phases.write("evaluation", step=result.steps, eval_time_s=result.eval_time_s)
+        self._tell_cost(result)  # at its first evaluation: early stopping may end it next
         running = {
             "engine": time.perf_counter() - self.run_start,
             "train": progress.result.train_time_s,
