@@ -3,27 +3,18 @@ real SQLite study: an upgrade that breaks one fails here, naming the Optuna vers
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
 import pytest
+from adapters import adapter_guard
 
 from tuner.tune import _optuna_internals as internals
 
 FAIL = optuna.trial.TrialState.FAIL
 
 
-@contextlib.contextmanager
-def _adapter(name: str) -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:  # the point: any break, said in one line with the version
-        pytest.fail(
-            f"Optuna {optuna.__version__} broke tuner/tune/_optuna_internals.py's {name}: "
-            f"{exc!r}; adapt it (each function says which private API it uses and why)"
-        )
+_adapter = adapter_guard("Optuna", optuna.__version__, "_optuna_internals.py")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ every fast-tier search runs those helpers too, less loudly."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 from collections.abc import Iterator
@@ -13,17 +12,9 @@ from types import ModuleType
 
 import pytest
 import ray
+from adapters import adapter_guard
 
-
-@contextlib.contextmanager
-def _adapter(name: str) -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:  # the point: any break, said in one line with the version
-        pytest.fail(
-            f"Ray {ray.__version__} broke tuner/tune/_ray_internals.py's {name}: {exc!r}; "
-            "adapt it (each function says which private API it uses and why)"
-        )
+_adapter = adapter_guard("Ray", ray.__version__, "_ray_internals.py")
 
 
 def _internals() -> ModuleType:  # imported inside the guard: a broken import says so
