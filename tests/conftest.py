@@ -78,17 +78,36 @@ def _final_statuses(experiment: Path) -> dict[str, str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     add_markers(config)
+    # The trials of the tests' searches at the priority of the tests beside them. Ray starts
+    # its workers at nice 15 (RAY_worker_niceness): beside two pytest workers at nice 0 a
+    # search's trials then wait for a core the tests rarely leave, and the search (which the
+    # tests reading it wait for) took 2-3 times as long as alone.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One compute thread per xdist worker: two workers already fill the two cores, and
+        # torch's OpenMP threads spin while they wait for a core. Beside the searches the tier
+        # runs, a 2-second training test took 144 s with torch's default of one per core.
+        # (A trial sets its own threads: tuner.tune.trainable.)
+        import torch
+
+        torch.set_num_threads(1)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: none without it (-p no:xdist)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    """pytest-xdist's controller: start the every-kind search (most of it a wait for its time
-    budget) as soon as a worker collected a test that reads it."""
-    EVERY_KIND_EARLY.start_if_collected(node.config, ids)
+    """pytest-xdist's controller: start each shared search (most of it waits: Ray's start, a
+    trial's process start, the every-kind search's time budget) as soon as a worker collected
+    a test that reads it, so the waits overlap the other tests."""
+    if not any(early.thread for early in EARLY_BUILDS):  # the controller's own cache folder
+        cache = node.config._tmp_path_factory.getbasetemp() / "machine_cache_early"
+        os.environ["TUNER_CACHE_DIR"] = str(cache)  # as each worker's (_machine_cache_dir)
+    for early in EARLY_BUILDS:
+        early.start_if_collected(node.config, ids)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    EVERY_KIND_EARLY.join()  # no search of ours outlives the run
+    for early in EARLY_BUILDS:
+        early.join()  # no search of ours outlives the run
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -138,10 +157,15 @@ def smoke_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished 3-trial search on the smoke space: two candidates re-measured twice, and the
     technique effects around the recommended config measured twice. Built once per test run
     (tests/tiers.py): read it, never write into it (copy it first)."""
+    return built_once(run_root(tmp_path_factory), SMOKE, _smoke) / SMOKE
+
+
+SMOKE = "smoke"
+
+
+def _smoke(storage: Path) -> None:
     repeats = ["--remeasure-repeats", "2", "--remeasure-max-repeats", "2", "--effects-repeats", "2"]
-    extra = ["--num-samples", "3", "--remeasure-top", "2", *repeats]
-    root = run_root(tmp_path_factory)
-    return built_once(root, "smoke", lambda storage: run_search(storage, "smoke", *extra)) / "smoke"
+    run_search(storage, SMOKE, "--num-samples", "3", "--remeasure-top", "2", *repeats)
 
 
 @pytest.fixture(scope="session")
@@ -149,10 +173,15 @@ def infeasible_experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real search whose memory budget no trial can meet: just above the 497 KB the micro ViT's
     weights, gradients and AdamW moments take (a budget below that is refused before Ray).
     Built once, read-only."""
+    return built_once(run_root(tmp_path_factory), NOTHING_FITS, _nothing_fits) / NOTHING_FITS
+
+
+NOTHING_FITS = "nothing-fits"
+
+
+def _nothing_fits(storage: Path) -> None:
     extra = ["--num-samples", "2", "--max-memory", "500KB", "--remeasure-top", "0"]
-    root = run_root(tmp_path_factory)
-    folder = built_once(root, "nothing-fits", lambda into: run_search(into, "nothing-fits", *extra))
-    return folder / "nothing-fits"
+    run_search(storage, NOTHING_FITS, *extra)
 
 
 EVERY_KIND_SPACE = Path(__file__).parent / "tune" / "spaces" / "clients_space.py"
@@ -251,4 +280,14 @@ def partial_experiment(smoke_experiment: Path, tmp_path: Path) -> Path:
     return copy
 
 
-EVERY_KIND_EARLY = EarlyBuild(EVERY_KIND_NAME, ("tests/tune/test_clients.py",), _every_kind)
+_SMOKE_READERS = (
+    "tests/cli/test_flags.py", "tests/experiment/test_load.py", "tests/report/test_browser.py",
+    "tests/report/test_honest.py", "tests/report/test_report.py", "tests/test_api.py",
+    "tests/tune/test_driver.py", "tests/tune/test_usage_errors.py",
+)  # fmt: skip
+EARLY_BUILDS = (
+    EarlyBuild(EVERY_KIND_NAME, ("tests/tune/test_clients.py",), _every_kind),
+    EarlyBuild(SMOKE, _SMOKE_READERS, _smoke),
+    EarlyBuild(NOTHING_FITS, ("tests/report/test_browser.py", "tests/report/test_report.py"),
+               _nothing_fits),
+)  # fmt: skip

@@ -171,7 +171,7 @@ def test_the_readme_states_the_interval_rule_as_stats_does() -> None:
     assert INTERVAL_RULE.replace("%", " %") in readme or INTERVAL_RULE in readme
 
 
-# The t-interval is scipy's (ttest_1samp(...).confidence_interval()); these are the numbers the
+# The t-interval is scipy's one-sample t-test's (scipy.special.stdtrit); these are the numbers the
 # hand-written t.ppf interval gave before it, to the last digits.
 T_INTERVAL_BEFORE = [
     (
@@ -209,3 +209,19 @@ def test_wilson_interval_is_scipys_for_whole_counts(correct: int, total: int) ->
     assert wilson_interval(correct, total) == pytest.approx(
         (scipy_ci.low, scipy_ci.high), rel=1e-12, abs=1e-15
     )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_t_interval_is_scipy_s_one_sample_t_test_s(seed: int) -> None:
+    import random
+
+    from scipy.stats import ttest_1samp
+
+    from tuner.stats import CONFIDENCE, _t_interval
+
+    rng = random.Random(seed)
+    values = [rng.lognormvariate(0, 0.3) for _ in range(2 + seed * 3)]
+    theirs = ttest_1samp(values, 0.0).confidence_interval(CONFIDENCE)
+    mean, low, high = _t_interval(values)
+    assert (low, high) == pytest.approx((theirs.low, theirs.high), rel=1e-12)
+    assert mean == pytest.approx(sum(values) / len(values), rel=1e-15)

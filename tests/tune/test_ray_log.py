@@ -14,12 +14,14 @@ import pytest
 
 from tuner.experiment import RAY_LOG_FILE
 
-# What Ray prints, from where it prints it: a C++ line on descriptor 2, and the raylet's
-# "worker died" paragraph from the driver thread that prints the errors Ray sends it.
+# What Ray prints, from where it prints it: a C++ line on descriptor 2, the raylet's "worker
+# died" paragraph from the driver thread that prints the errors Ray sends it, and Tune's
+# warning after a slow tracker callback, from its logger on the main thread.
 _SCRIPT = textwrap.dedent(
     """
-    import os, sys, threading
+    import logging, os, sys, threading
     from pathlib import Path
+    import ray.tune  # Ray's loggers, with their console handlers
     from tuner.tune.ray_log import ray_lines_to_file
 
     def ray_thread():
@@ -32,11 +34,17 @@ _SCRIPT = textwrap.dedent(
         thread = threading.Thread(target=ray_thread, name="ray_listen_error_messages")
         thread.start()
         thread.join()
+        logging.getLogger("ray.tune.utils.util").warning(
+            "The `process_trial_result` operation took 0.999 s, which may be a performance "
+            "bottleneck."
+        )
+    logging.getLogger("ray.tune").warning("Ray after the search")
     print("after the search")
     print("error: after", file=sys.stderr)
     """
 )
-RAY_LINES = ("[mutex.cc : 452] RAW: Lock blocking", "(raylet) A worker died")
+RAY_LINES = ("[mutex.cc : 452] RAW: Lock blocking", "(raylet) A worker died",
+             "may be a performance bottleneck")  # fmt: skip
 
 
 @pytest.mark.parametrize("verbose", [False, True])
@@ -52,6 +60,7 @@ def test_ray_s_own_lines_go_to_the_log_file_unless_verbose(tmp_path: Path, verbo
     for ours in ("[1/2 trial line] ok", "after the search"):
         assert ours in done.stdout
     assert "error: one line of ours" in done.stderr and "error: after" in done.stderr
+    assert "Ray after the search" in done.stderr  # Ray's loggers are put back after the block
     log = tmp_path / RAY_LOG_FILE
     if verbose:
         assert all(line in console for line in RAY_LINES), console

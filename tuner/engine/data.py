@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset
 
 from tuner.config import TrainConfig
+from tuner.engine.digits import load_digits
 from tuner.engine.distributed import World
 from tuner.engine.images import SkipUnreadable, imagefolder, jpeg_digits
 from tuner.errors import TunerError
@@ -278,12 +279,10 @@ def _digits(config: TrainConfig, path: str) -> Splits:
 def _digits_at(img_size: int) -> tuple[Dataset, Dataset, int]:
     """Built once per size and process: the speed probes of a search build many runs of it
     (the datasets are read-only tensors, safe to share between runs)."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    gray = (torch.from_numpy(digits.images) * (255 / 16)).round().to(torch.uint8)  # 0..16 levels
+    pixels, target = load_digits()
+    gray = (torch.from_numpy(pixels) * (255 / 16)).round().to(torch.uint8)  # 0..16 levels
     images = gray.unsqueeze(1).expand(-1, 3, -1, -1).contiguous()  # [N, 3, 8, 8]
-    labels = torch.from_numpy(digits.target).long()
+    labels = torch.from_numpy(target).long()
     # A fixed split, independent of config.seed (which only shuffles training order): every run
     # is scored on the same 359 validation images, so runs compare.
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(1234))

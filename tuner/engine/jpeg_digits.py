@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tuner.engine.digits import load_digits
 from tuner.errors import TunerError
 from tuner.usercache import CACHE_DIR_ENV, cache_dir
 
@@ -85,19 +86,19 @@ def _unwritable(final: Path, exc: OSError) -> TunerError:
 
 def _draw_all(root: Path) -> None:
     from PIL import Image
-    from sklearn.datasets import load_digits, load_sample_images
+    from sklearn.datasets import load_sample_images
 
-    digits = load_digits()
+    digits_images, digits_target = load_digits()
     photos = [Image.fromarray(photo) for photo in load_sample_images().images]
     rng = np.random.default_rng(_SEED)
-    order = rng.permutation(len(digits.target))
+    order = rng.permutation(len(digits_target))
     n_val = int(len(order) * _VAL_FRACTION)
     for rank, index in enumerate(order):
         split = "val" if rank < n_val else "train"
-        label = int(digits.target[index])
+        label = int(digits_target[index])
         folder = root / split / str(label)
         folder.mkdir(parents=True, exist_ok=True)
-        image = _draw(digits.images[index], photos[rank % len(photos)], rng)
+        image = _draw(digits_images[index], photos[rank % len(photos)], rng)
         image.save(folder / f"{index:04d}.jpg", quality=JPEG_QUALITY)
     (root / "README.txt").write_text(
         "tuner's jpeg_digits: scikit-learn's digits drawn over its sample photos "

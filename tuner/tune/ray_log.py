@@ -1,16 +1,21 @@
 """Ray's own lines off the console: what Ray's driver threads print (the raylet's "worker died"
-paragraphs, the workers' forwarded output) and what its C++ core writes to the process's
-stderr (``[mutex.cc : 452] RAW: Lock blocking``) go to :data:`RAY_LOG_FILE` in the experiment
-folder, named once on the console; ``--verbose`` leaves them on the console.
+paragraphs, the workers' forwarded output), what its C++ core writes to the process's stderr
+(``[mutex.cc : 452] RAW: Lock blocking``) and what its Python loggers say in the driver (Tune's
+"may be a performance bottleneck" after each slow tracker callback, "Trials did not
+complete") go to :data:`RAY_LOG_FILE` in the experiment folder, named once on the console;
+``--verbose`` leaves them on the console.
 
 Ray prints them with ``print`` on ``sys.stdout``/``sys.stderr`` from its own threads (named
 below), and its C++ writes to file descriptor 2: the threads are told apart by name, the C++
-lines by moving descriptor 2 to the file while Python's ``sys.stderr`` keeps the console.
+lines by moving descriptor 2 to the file while Python's ``sys.stderr`` keeps the console. Its
+loggers' console handlers write to whatever ``sys.stderr`` is at each record, from the main
+thread too, so they are pointed at the file for the block.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -56,13 +61,42 @@ def ray_lines_to_file(folder: Path, *, verbose: bool) -> Iterator[None]:
         return
     path = folder / RAY_LOG_FILE
     print(f"Ray's own messages go to {path} (--verbose shows them here).", flush=True)
-    with open(path, "a", buffering=1) as log, _stderr_fd_to(log):
+    with open(path, "a", buffering=1) as log, _stderr_fd_to(log), _ray_loggers_to(log):
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _ByThread(sys.stdout, log), _ByThread(sys.stderr, log)  # type: ignore[assignment]
         try:
             yield
         finally:
             sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def _ray_loggers_to(log: TextIO) -> Iterator[None]:
+    """Within the block, the console handlers of Ray's own loggers (``ray`` and those of its
+    that do not propagate to it, ``ray.data``) write to ``log``; their file handlers stay."""
+    to_log = logging.StreamHandler(log)
+    to_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved: dict[logging.Logger, list[logging.Handler]] = {}
+    for logger in _ray_loggers():
+        saved[logger] = logger.handlers[:]
+        logger.handlers = [to_log if _to_console(h) else h for h in logger.handlers]
+    try:
+        yield
+    finally:
+        for logger, handlers in saved.items():
+            logger.handlers = handlers
+
+
+def _ray_loggers() -> list[logging.Logger]:
+    names = [n for n in logging.root.manager.loggerDict if n == "ray" or n.startswith("ray.")]
+    loggers = [logging.getLogger(n) for n in names]
+    return [logger for logger in loggers if logger.handlers]
+
+
+def _to_console(handler: logging.Handler) -> bool:
+    return isinstance(handler, logging.StreamHandler) and not isinstance(
+        handler, logging.FileHandler
+    )
 
 
 @contextlib.contextmanager

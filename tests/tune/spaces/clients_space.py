@@ -6,16 +6,22 @@ ordered so; concurrency 1 on a CPU runs them one after the other): ``blowup`` (l
 to the end; ``weak`` (ResNet-18 at 64 px, batch 8: many times slower than ``ok``, by more than
 load can swing two trials measured apart; lr 1e-9) learns nothing, so ParetoASHA stops it at
 its first evaluation, behind ``ok``; ``over`` (batch 1024) is over a 220 MiB budget; ``cut``
-would train a million steps, so the search's time budget stops it half-way: incomplete (at its
-one rung, beside ``ok`` and ``weak``, it is the fastest by far, on 16 px: no trial dominates it,
-so ParetoASHA lets it go on)."""
+would train a million steps before its first evaluation, so the search's time budget stops it
+before it ever reports: incomplete. Its data waits 10 ms an image (a slow disk, say), so the
+search's wait for its time budget leaves the machine's cores to the tests beside it; a trial
+that trained at full speed held one of the two cores for minutes."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import optuna
+import torch
+from torch.utils.data import Dataset
 
+from tuner.config import TrainConfig
+from tuner.engine.data import data_source
 from tuner.workloads import RESNET_CPU_TRIAL
 
 WORKLOADS: dict[str, dict[str, Any]] = {"cpu": RESNET_CPU_TRIAL}
@@ -27,7 +33,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "weak": {"batch_size": 8, "img_size": 64, "lr": 1e-9, "model": "resnet18"},
     "over": {"batch_size": 1024, "lr": 1e-3},
     "bad": {"batch_size": 32, "lr": 1e-3, "num_classes": 5},
-    "cut": {"batch_size": 64, "lr": 1e-2, "steps": 1_000_000, "img_size": 16},
+    "cut": {
+        "batch_size": 64,
+        "lr": 1e-2,
+        "steps": 1_000_000,
+        "eval_every_steps": 1_000_000,
+        "img_size": 16,
+        "data": f"{__file__}:slow_digits",
+    },
     "crash": {"batch_size": 32, "lr": 1e-3, "model_kwargs": {"in_chans": 1}},
     "blowup": {"batch_size": 32, "lr": 1e6},
 }
@@ -36,3 +49,27 @@ RUN_ORDER = ("blowup", "bad", "crash", "ok", "weak", "over", "cut")
 
 def space(trial: optuna.Trial, *, cuda: bool) -> dict[str, Any]:
     return dict(VARIANTS[trial.suggest_categorical("variant", list(VARIANTS))])
+
+
+SLOW_IMAGE_S = 0.01
+
+
+class _Slow(Dataset):
+    """A dataset whose every item waits ``SLOW_IMAGE_S`` first, as a slow disk would."""
+
+    def __init__(self, items: Dataset) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(SLOW_IMAGE_S)
+        return self.items[index]
+
+
+def slow_digits(config: TrainConfig) -> tuple[Dataset, Dataset, int, dict[str, Any]]:
+    """``cut``'s data: the built-in digits, each training image served slowly."""
+    source, _ = data_source("digits")
+    train, val, classes, *_ = source.load(config, "")
+    return _Slow(train), val, classes, {"mean": source.mean, "std": source.std}
