@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tuner.compare import ablation as ablate
     from tuner.compare import check_repeats
+    from tuner.report.ablation import terminal_table, write_ablation
 
     check_repeats(args.repeats)
     skip = _flags.skip_list(args.skip, valid=ablate.skippable())
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     total = len(arms) * args.repeats
     runs = ablate.run_ablation(arms, repeats=args.repeats, on_run=_progress(total))
     summary = ablate.summarize(runs, arms)
-    out = ablate.write_ablation(
+    out = write_ablation(
         summary,
         runs,
         out_dir=Path(args.reports_dir) / args.name,
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         about=_about(base, runs, args) + [f"left out on this device: {x}" for x in left_out],
     )
     if not args.json:
-        print(ablate.terminal_table(summary))
+        print(terminal_table(summary))
     print(f"report: {out / 'ablation.html'}")
     if args.json:
         records = json.loads(summary.to_json(orient="records"))  # NaN -> null

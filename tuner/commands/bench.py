@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     # Progress lines go to stderr under --json, so stdout's last line is the result.
     log = partial(print, file=sys.stderr) if args.json else print
     if args.verify:
-        from tuner.compare.fidelity import run_verify, to_markdown, verify_config
+        from tuner.compare.fidelity import run_verify, verify_config
+        from tuner.report.bench import verify_markdown, write_verify
 
         report = run_verify(
             verify_config(cuda=torch.cuda.is_available(), workload=workload, amp=amp),
@@ -90,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
             warmup_steps=getattr(args, "warmup_steps", 10),
             repeats=args.repeats or _REPEATS["verify"],
             threads=args.threads,
-            out_dir=Path(args.out or _OUT),
             log=log,
         )
+        write_verify(report, Path(args.out or _OUT))
+        markdown = verify_markdown(report)
     else:
-        from tuner.compare.bench import run_benchmark, to_markdown
+        from tuner.compare.bench import run_benchmark
+        from tuner.report.bench import bench_markdown, write_bench
 
         if args.threads is not None:
             torch.set_num_threads(args.threads)
@@ -105,11 +108,12 @@ def run(args: argparse.Namespace) -> int:
             repeats=args.repeats or _REPEATS["ladder"],
             skip=skip,
             amp=amp,
-            out_dir=Path(args.out or _OUT),
             log=log,
         )
+        write_bench(report, Path(args.out or _OUT))
+        markdown = bench_markdown(report)
     if args.json:
         _flags.print_json(report)
     else:
-        print(to_markdown(report))
+        print(markdown)
     return 0
