@@ -60,7 +60,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "engine": ("engine",),
     "records": ("record", "experiment"),
-    "measurement": ("compare", "speed"),
+    "measurement": ("measure", "compare", "speed"),
     "decision": ("answer",),
     "presentation": ("report",),
     "tune": ("tune", "search"),  # search: the Ray-side package's name before issue 41

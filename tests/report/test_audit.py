@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tuner.cli import main
-from tuner.compare.trust import budget_text
+from tuner.measure import budget_text
 from tuner.report._audit_text import check_intervals
 from tuner.report.audit import audit, check_console
 
