@@ -174,7 +174,7 @@ def test_the_suite_is_not_in_the_installed_package_and_calls_current_flags() -> 
     assert not (ROOT / "tuner" / "gpu_suite").exists()
     import argparse
 
-    from tuner.cli import build_parser
+    from tuner.commands import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a.choices, dict))
     search = commands.choices["search"]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.compare import ablation
 from tuner.config import TrainConfig
 from tuner.errors import TunerError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.compare import fidelity, minimal_loop
 from tuner.errors import TunerError
 from tuner.report.bench import write_verify

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.measure import budget_text
 from tuner.report._audit_text import check_intervals
 from tuner.report.audit import audit, check_console

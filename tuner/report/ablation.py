@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from tuner.report.comparison import arm_table, bar_plot
 from tuner.report.document import Image, Section, Table, render_html, render_markdown
 
-__all__ = ["terminal_table", "write_ablation"]
+__all__ = ["about_lines", "terminal_table", "write_ablation"]
 
 # The cells of the ablation's table (tuner.report.comparison.CELLS).
 _CELLS = (
@@ -68,3 +69,26 @@ def write_ablation(
 def terminal_table(summary: pd.DataFrame) -> str:
     """The summary as the console prints it (the same cells as the report's table)."""
     return arm_table(summary, _CELLS).to_string(index=False)
+
+
+def about_lines(base: Any, runs: pd.DataFrame, repeats: int) -> list[str]:
+    """The report's Setup: the workload, the budget per run, the repeats, the device."""
+    import timm
+    import torch
+
+    from tuner.compare import dp_vs_ddp
+
+    device = f"{runs['device'].iloc[0]} ({runs['device_name'].iloc[0]})" if len(runs) else "?"
+    return [
+        f"model `{base.model}` {dict(base.model_kwargs) or ''}, data `{base.data}` at "
+        f"{base.img_size} px, batch size {base.batch_size}",
+        f"budget per run: steps={base.steps}, epochs={base.epochs}; first "
+        f"{base.warmup_steps} steps excluded from throughput (warm-up, compile)",
+        f"{repeats} repeats per step, seed {base.seed}, run round-robin across steps",
+        f"device: {device}; torch {torch.__version__}, timm {timm.__version__}",
+        f"memory: {runs['memory_kind'].iloc[0] if len(runs) else '?'}",
+    ] + (
+        [dp_vs_ddp.setup_line(torch.cuda.device_count())]
+        if len(runs) and (runs["group"] == dp_vs_ddp.GROUP).any()
+        else []
+    )
