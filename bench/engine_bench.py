@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tuner.cli import main
+from tuner.commands import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

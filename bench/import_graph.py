@@ -60,12 +60,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "engine": ("engine",),
     "records": ("record", "experiment"),
-    "measurement": ("compare", "speed"),
+    "measurement": ("measure", "compare", "speed"),
     "decision": ("answer",),
     "presentation": ("report",),
     "tune": ("tune", "search"),  # search: the Ray-side package's name before issue 41
     "api": ("api",),
-    "interface": ("cli", "commands", "__main__"),
+    "interface": ("commands", "__main__", "cli"),  # cli: cli.py, folded into commands/ (issue 41)
 }
 LAYER_OF = {package: i for i, packages in enumerate(LAYERS.values()) for package in packages}
 

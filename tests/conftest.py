@@ -29,7 +29,7 @@ from tiers import (
 
 from tuner import usercode
 from tuner.answer import decide
-from tuner.cli import main
+from tuner.commands import main
 from tuner.experiment import load_experiment
 from tuner.record import KINDS
 

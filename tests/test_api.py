@@ -1,5 +1,5 @@
-"""The Python API (tuner.search, tuner.train, tuner.load): what the CLI runs, callable from a
-notebook, its errors TunerError (never SystemExit)."""
+"""The Python API (tuner.search, tuner.train, tuner.load; tuner.api's other commands): what the
+CLI runs, callable from a notebook, its errors TunerError (never SystemExit)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import pytest
 
 import tuner
+import tuner.api
 from tuner.experiment import read_trials_csv
 from tuner.report import write_report
 from tuner.usercode import UserCodeError
@@ -74,6 +75,11 @@ def test_train_takes_a_config_and_settings_over_it() -> None:
         ),
         (lambda: tuner.search("smoke_space", objective="fast"), r"--objective 'fast'"),
         (lambda: tuner.load("/nowhere/experiment"), r"experiment"),
+        (lambda: tuner.api.report("/nowhere/experiment"), r"experiment"),
+        (lambda: tuner.api.ablate(repeats=0), r"--repeats 0 must be at least 1"),
+        (lambda: tuner.api.ablate(skip=["dropout"], device="cpu"), r"--skip dropout unknown"),
+        (lambda: tuner.api.verify(repeats=1), r"at least 2 pairs"),
+        (lambda: tuner.api.verify(amp="fp16"), r"compares fp32 \(off\) or bf16"),
     ],
 )
 def test_errors_from_python_are_tuner_errors(call, message: str) -> None:

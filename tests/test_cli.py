@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.cli import build_parser, main
+from tuner.commands import build_parser, main
 from tuner.commands.train import config_from_args
 from tuner.config import TrainConfig, field_help
 
@@ -254,7 +254,7 @@ def test_a_command_stopped_before_its_result_says_so_in_its_json(
 ) -> None:
     import argparse
 
-    from tuner.cli import _interrupted
+    from tuner.commands import _interrupted
 
     assert _interrupted(argparse.Namespace(json=True), code) == code
     assert json.loads(capsys.readouterr().out) == {"status": "interrupted", "exit_code": code}

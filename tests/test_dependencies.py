@@ -192,7 +192,7 @@ def test_a_missing_dependency_is_one_line_naming_it_and_the_fix(
 
     code = (
         f"import sys; sys.modules[{module!r}] = None\n"
-        f"from tuner.cli import main; raise SystemExit(main({argv!r}))"
+        f"from tuner.commands import main; raise SystemExit(main({argv!r}))"
     )
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     done = subprocess.run(

@@ -117,9 +117,10 @@ KEYS = set(record.SEARCH_KEYS) | set(record.TABLE_KEYS)
 HOMONYMS = {
     "tuner.engine.loop": {"step"},  # the engine's own checkpoint of its loop
     "tuner.engine.state": {"step"},
-    "tuner.compare.ablation": {"step"},
+    "tuner.report.comparison": {"step"},  # an arm of a comparison (the ablation's steps)
     "tuner.report._importance": {"step"},  # an Optuna trial's intermediate value
     "tuner.compare.fidelity": {"kind"},  # a check's kind
+    "tuner.report.bench": {"kind"},
     "tuner.commands._flags": {"reports"},  # the default --reports-dir, reports/
     "tuner.experiment._files": {"reports"},  # DEFAULT_REPORTS_DIR
 }

@@ -11,8 +11,6 @@ from bench.import_graph import LAYER_OF, LAYERS, Import, modules, package_of, sc
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     ("tuner", "tuner.api"): "the public face re-exports the API on first use (PEP 562 "
     "__getattr__), so `import tuner` stays light",
-    ("tuner.compare.ablation", "tuner.report.document"): "the ablation's report is rendered "
-    "in compare/ until every renderer moves into report/ (issue 41's presentation layer)",
 }
 
 

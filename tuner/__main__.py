@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from tuner.cli import main
+from tuner.commands import main
 
 raise SystemExit(main())

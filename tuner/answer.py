@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.compare import paired
-from tuner.compare.trust import RESOLUTION
 from tuner.config import TrainConfig
+from tuner.measure import RESOLUTION, paired
 from tuner.objectives import (
     Objective,
     best_per_objective,

@@ -1,8 +1,9 @@
-"""The Python API: :func:`search`, :func:`train` and :func:`load`, what the CLI commands run.
+"""The Python API: :func:`search`, :func:`train` and :func:`load`, and what each other CLI command
+runs (:func:`report`, :func:`bench`, :func:`verify`, :func:`ablate`, :func:`spaces`).
 
-``tuner search``, ``tuner train`` and ``tuner report`` parse their flags and call the functions
-here (one path, not two); from Python the same options are keyword arguments, and every error
-is a :class:`~tuner.errors.TunerError`, never ``SystemExit``. A space is a registry name, a
+Every ``tuner`` command parses its flags and calls a function here (one path, not two); from
+Python the same options are keyword arguments, and every error is a
+:class:`~tuner.errors.TunerError`, never ``SystemExit``. A space is a registry name, a
 ``.py`` file, an importable module, or an object defined in Python (a notebook's class or
 namespace) with ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``build_data``.
 """
@@ -10,7 +11,7 @@ namespace) with ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,10 +25,27 @@ if TYPE_CHECKING:
     from tuner.answer import Answer
     from tuner.engine.result import RunResult
     from tuner.experiment import Experiment
+    from tuner.report.audit import Audit
+    from tuner.spaces import SearchSpace
     from tuner.tune.options import SearchOptions
     from tuner.tune.run import SearchOutcome
 
-__all__ = ["SearchResult", "load", "run_options", "search", "train"]
+BENCHMARKS_DIR = "reports/benchmarks"  # where bench and verify write their reports by default
+
+__all__ = [
+    "AblationResult",
+    "SearchResult",
+    "ablate",
+    "audit",
+    "bench",
+    "load",
+    "report",
+    "run_options",
+    "search",
+    "spaces",
+    "train",
+    "verify",
+]
 
 
 @dataclass(frozen=True)
@@ -225,3 +243,229 @@ def load(
     state = str(loaded.metadata.get("state") or "finished")
     report = Path(report_dir) if report_dir is not None else None
     return SearchResult(loaded, decide(loaded), report, state)
+
+
+def report(
+    experiment: str | Path, *, storage: str | None = None, out_dir: str | Path | None = None
+) -> SearchResult:
+    """Read an experiment (as :func:`load`) and write its report folder (default
+    ``reports/<name>``), as ``tuner report`` does; a killed driver's leftover Ray processes
+    are ended first.
+
+    Raises:
+        TunerError: no such experiment.
+    """
+    from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, resolve_experiment
+    from tuner.experiment.lock import say_leftovers_ended
+    from tuner.report import write_report
+
+    path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
+    say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
+    loaded = load(path, storage=storage)
+    out = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / loaded.experiment_dir.name
+    written = write_report(loaded.experiment, loaded.answer, out_dir=out)
+    return dataclasses.replace(loaded, report_dir=written)
+
+
+def audit(
+    experiment: str | Path,
+    *,
+    storage: str | None = None,
+    out_dir: str | Path | None = None,
+    console: str | None = None,
+) -> Audit:
+    """Check every claim of an experiment's report (``out_dir``, default ``reports/<name>``),
+    of its ``console`` output and of every tracker's files against the trial data, as
+    ``tuner report --check`` does; ``experiment`` may also be a report folder alone.
+
+    Raises:
+        TunerError: no such experiment.
+    """
+    from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, resolve_experiment
+    from tuner.report.audit import audit as audit_report
+
+    given = Path(experiment)
+    if any(given.glob("*.md")) and not any(given.glob("*/params.json")):
+        path, report_dir = given, given  # a report folder alone
+    else:
+        path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
+        report_dir = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / path.name
+    return audit_report(
+        path, report_dir=report_dir if report_dir.is_dir() else None, console=console
+    )
+
+
+def spaces() -> list[SearchSpace]:
+    """The search spaces ``tuner search`` knows by name (``tuner spaces``)."""
+    from tuner.spaces import list_spaces
+
+    return list_spaces()
+
+
+def bench(
+    *,
+    workload: Mapping[str, Any] | None = None,
+    steps: int = 20,
+    warmup_steps: int = 5,
+    repeats: int = 3,
+    skip: Sequence[str] = (),
+    amp: str | None = None,
+    threads: int | None = None,
+    out_dir: str | Path | None = BENCHMARKS_DIR,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """The plain loop vs each speed technique added in turn, interleaved (``tuner bench``):
+    images/s with intervals, paired ratios, peak memory, MFU; written to ``out_dir``
+    (``engine_{cpu,cuda}.{json,md}``; None: not written).
+
+    Args:
+        workload: run settings over the device's bench workload.
+        threads: CPU threads of this process (default: torch's choice).
+
+    Raises:
+        TunerError: a bad setting, or an ``amp`` this device cannot run.
+    """
+    import torch
+
+    from tuner.compare.bench import run_benchmark
+    from tuner.report.bench import write_bench
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    measured = run_benchmark(
+        workload=dict(workload) if workload else None,
+        steps=steps,
+        warmup_steps=warmup_steps,
+        repeats=repeats,
+        skip=tuple(skip),
+        amp=amp,
+        log=log,
+    )
+    if out_dir is not None:
+        write_bench(measured, Path(out_dir))
+    return measured
+
+
+def verify(
+    *,
+    workload: Mapping[str, Any] | None = None,
+    amp: str | None = None,
+    steps: int = 50,
+    warmup_steps: int = 10,
+    repeats: int = 6,
+    threads: int | None = None,
+    out_dir: str | Path | None = BENCHMARKS_DIR,
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """The fidelity self-check (``tuner bench --verify``): the bench workload timed with the
+    engine and with a minimal loop, each run a fresh process with ``threads`` CPU threads,
+    interleaved; their ratio with its interval. Written to ``out_dir``
+    (``fidelity_{cpu,cuda}.{json,md}``; None: not written).
+
+    Raises:
+        TunerError: a bad setting, an ``amp`` the minimal loop does not run, or fewer than 2
+            ``repeats``.
+    """
+    import torch
+
+    from tuner.compare.fidelity import run_verify, verify_config
+    from tuner.report.bench import write_verify
+
+    config = verify_config(
+        cuda=torch.cuda.is_available(), workload=dict(workload) if workload else None, amp=amp
+    )
+    measured = run_verify(
+        config, steps=steps, warmup_steps=warmup_steps, repeats=repeats, threads=threads, log=log
+    )
+    if out_dir is not None:
+        write_verify(measured, Path(out_dir))
+    return measured
+
+
+@dataclass(frozen=True)
+class AblationResult:
+    """An ablation's results: one row per step (medians, paired changes), every run, what this
+    machine could not run, and the report folder."""
+
+    summary: pd.DataFrame
+    runs: pd.DataFrame
+    left_out: list[str]
+    report_dir: Path
+
+
+def ablate(
+    *,
+    name: str = "ablation",
+    reports_dir: str | Path | None = None,
+    repeats: int = 3,
+    amp: str | None = None,
+    groups: Sequence[int] = (8, 16, 32),
+    skip: Iterable[str] = (),
+    norm_model: str | None = None,
+    on_plan: Callable[[Sequence[Any]], None] | None = None,
+    on_run: Callable[[int, Any, dict[str, Any]], None] | None = None,
+    **settings: Any,
+) -> AblationResult:
+    """The controlled ablation (``tuner ablate``): the technique ladder, the norm comparison and
+    (on 2 or more GPUs) DataParallel vs DDP, each step ``repeats`` times, interleaved; the
+    report in ``reports_dir/name`` (``ablation.{csv,md,html,png}``, ``runs.csv``).
+
+    Args:
+        amp: the +amp step's mode (default: fp16 on CUDA, else bf16).
+        norm_model: the norm comparison's model (default: the ladder's; on a GPU without a
+            ``model`` setting, one with convolutional norm layers).
+        on_plan: called with the arms once planned, before any run.
+        on_run: called after each run with (repeat, arm, its row).
+        **settings: run settings over the device's ablation workload (``model``, ``steps``...).
+
+    Raises:
+        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, or an ``amp`` this
+            device cannot run.
+    """
+    import sys
+
+    import torch
+
+    from tuner.compare import ablation as plan
+    from tuner.compare import check_repeats
+    from tuner.experiment import DEFAULT_REPORTS_DIR
+    from tuner.report.ablation import about_lines, write_ablation
+
+    check_repeats(repeats)
+    cuda = torch.cuda.is_available() and settings.get("device", "auto") != "cpu"
+    base = plan.default_config(cuda=cuda).replace(**_ablation_overrides(settings))
+    arms, left_out = plan.plan_ablation(
+        base,
+        cuda=cuda,
+        amp=amp or ("fp16" if cuda else "bf16"),
+        groups=groups,
+        skip=skip,
+        norm_model=norm_model
+        or (None if "model" in settings else plan.default_norm_model(cuda=cuda)),
+        gpus=torch.cuda.device_count(),
+    )
+    for line in left_out:
+        print(f"left out: {line}", file=sys.stderr)
+    if on_plan is not None:
+        on_plan(arms)
+    runs = plan.run_ablation(arms, repeats=repeats, on_run=on_run)
+    summary = plan.summarize(runs, arms)
+    out = write_ablation(
+        summary,
+        runs,
+        out_dir=Path(reports_dir or DEFAULT_REPORTS_DIR) / name,
+        title=f"Technique ablation: {name}",
+        about=about_lines(base, runs, repeats)
+        + [f"left out on this device: {x}" for x in left_out],
+    )
+    return AblationResult(summary, runs, left_out, out)
+
+
+def _ablation_overrides(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The run settings given, over the device's ablation workload."""
+    changes = dict(settings)
+    if "model" in settings and "model_kwargs" not in settings:
+        changes["model_kwargs"] = {}  # the default model's kwargs do not fit another model
+    if settings.get("epochs") is not None and "steps" not in settings:
+        changes["steps"] = None  # an epoch budget replaces the default step budget
+    return changes

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuner.compare.fidelity import run_verify, verify_config
+from tuner.report.bench import write_verify
 from tuner.workloads import MICRO_BENCH
 
 from ._context import StageContext, StageResult
@@ -34,10 +35,10 @@ def run(ctx: StageContext) -> StageResult:
         steps=s["steps"],
         warmup_steps=s["warmup_steps"],
         repeats=ctx.repeats(5, 2),
-        out_dir=ctx.out_dir,
         log=ctx.log,
         time_limit_s=ctx.remaining_s() - _WRITE_S,
     )
+    write_verify(report, ctx.out_dir)
     ratio = report["ratio_engine_to_minimal"]
     # One pair gives a ratio but no interval: no claim, as the ladder's rule (at least 2).
     return StageResult(ratio["low"] is not None, report["verdict"])

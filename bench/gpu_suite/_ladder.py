@@ -15,16 +15,17 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import Arm, plan_ladder
-from tuner.compare.bench import benchmark_config, run_benchmark, to_markdown
+from tuner.compare.bench import benchmark_config, run_benchmark
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.report.bench import bench_markdown
+from tuner.report.comparison import bar_plot
 from tuner.report.document import markdown_table
 from tuner.techniques import knob, ladder_knobs
 from tuner.units import format_bytes
 from tuner.workloads import MICRO_BENCH
 
 from ._context import StageContext, StageResult
-from ._tables import bar_plot
 
 __all__ = ["RUNGS", "plan", "run"]
 
@@ -211,7 +212,7 @@ def _write(ctx: StageContext, report: dict[str, Any], sweep: pd.DataFrame, swept
         f"First (cold-cache) build and compile, before the repeats: {first or 'none'}.",
         f"![images/s and peak memory per rung]({plot.name})",
     ]
-    ctx.path("ladder.md").write_text(to_markdown(report) + "\n\n".join([*goal, *sweep_lines]))
+    ctx.path("ladder.md").write_text(bench_markdown(report) + "\n\n".join([*goal, *sweep_lines]))
 
 
 def _shown_sweep(sweep: pd.DataFrame) -> pd.DataFrame:

@@ -15,11 +15,11 @@ import pandas as pd
 
 from tuner.compare import ablation, run_interleaved, summarize
 from tuner.config import TrainConfig
+from tuner.report.comparison import arm_table, bar_plot
 from tuner.techniques import knob
 from tuner.workloads import MICRO_VIT
 
 from ._context import StageContext, StageResult
-from ._tables import arm_table, bar_plot
 
 __all__ = ["run"]
 

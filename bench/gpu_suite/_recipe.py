@@ -15,14 +15,15 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.compare import plan_ladder, run_interleaved, summarize
+from tuner.compare import plan_ladder, run_interleaved
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.measure import paired_column, summarize
+from tuner.report.comparison import arm_table, bar_plot
 from tuner.techniques import ladder_knobs
 from tuner.workloads import MICRO_BENCH
 
 from ._context import StageContext, StageResult
-from ._tables import arm_table, bar_plot, paired_column
 
 __all__ = ["STEPS", "plan", "run"]
 

@@ -137,11 +137,11 @@ def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_re
 
 
 def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> None:
-    from tuner.compare.fidelity import _rate
+    from tuner.compare.fidelity import rate
 
     engine = {"images_per_second": 120.0, "images_per_second_mean": 100.0}  # median window, mean
-    assert _rate(engine) == 100.0
-    assert _rate({"images_per_second": 90.0}) == 90.0  # the minimal loop reports only its mean
+    assert rate(engine) == 100.0
+    assert rate({"images_per_second": 90.0}) == 90.0  # the minimal loop reports only its mean
 
 
 def test_a_pytest_past_its_time_is_interrupted_and_reports_what_ran(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_the_suite_is_not_in_the_installed_package_and_calls_current_flags() -> 
     assert not (ROOT / "tuner" / "gpu_suite").exists()
     import argparse
 
-    from tuner.cli import build_parser
+    from tuner.commands import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a.choices, dict))
     search = commands.choices["search"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.cli import COMMANDS, build_parser, main
+from tuner.commands import COMMANDS, build_parser, main
 from tuner.commands._flags import config_flag
 from tuner.compare.ablation import skippable
 from tuner.config import config_fields, field_help

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.compare import ablation
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.report.ablation import write_ablation
 from tuner.techniques import ladder, ladder_knobs
 from tuner.workloads import GPU_NORM_MODEL, MICRO_VIT
 
@@ -125,9 +126,7 @@ def test_tiny_cpu_ablation(tmp_path: Path) -> None:
     assert summary.at["+set_to_none", "memory_change_bytes_vs_reference"] < 0
     assert not summary.at["+set_to_none", "memory_change_bytes_vs_reference_tie"]
     assert summary.at["+amp", "fell_back"] == ""  # bf16 autocast runs on CPU
-    out = ablation.write_ablation(
-        summary.reset_index(), runs, out_dir=tmp_path, title="t", about=[]
-    )
+    out = write_ablation(summary.reset_index(), runs, out_dir=tmp_path, title="t", about=[])
     for name in ("ablation.csv", "ablation.md", "ablation.html", "ablation.png", "runs.csv"):
         assert (out / name).stat().st_size > 0
     assert len(pd.read_csv(out / "runs.csv")) == len(arms) * 3

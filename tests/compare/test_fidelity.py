@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.compare import fidelity, minimal_loop
 from tuner.errors import TunerError
+from tuner.report.bench import write_verify
 from tuner.stats import Change
 from tuner.workloads import MICRO_BENCH
 
@@ -70,7 +71,8 @@ def test_the_time_limit_bounds_every_process_and_every_pair() -> None:
 
 def test_a_spent_time_limit_starts_no_process_and_says_so(tmp_path: Path) -> None:
     config = fidelity.verify_config(cuda=False, workload=TINY_WORKLOAD)
-    report = fidelity.run_verify(config, repeats=3, out_dir=tmp_path, time_limit_s=0, log=print)
+    report = fidelity.run_verify(config, repeats=3, time_limit_s=0, log=print)
+    write_verify(report, tmp_path)
     assert report["runs"] == [] and report["repeats"] == 0 and report["repeats_planned"] == 3
     text = (tmp_path / "fidelity_cpu.md").read_text()
     assert "Only 0 of the 3 planned pairs ran" in text and "No pair of runs finished" in text

@@ -286,7 +286,7 @@ def test_an_unreadable_ray_state_file_is_listed_and_an_older_one_used(
 def test_report_lists_what_it_could_not_read(
     smoke_experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tuner.cli import main
+    from tuner.commands import main
 
     copy = _copy(smoke_experiment, tmp_path)
     _, file, lines = _first_trial(copy)

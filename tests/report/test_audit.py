@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner.cli import main
-from tuner.compare.trust import budget_text
+from tuner.commands import main
+from tuner.measure import budget_text
 from tuner.report._audit_text import check_intervals
 from tuner.report.audit import audit, check_console
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tuner.answer import decide
-from tuner.cli import main
+from tuner.commands import main
 from tuner.compare import PLAIN, REFERENCE
 from tuner.config import load_config_file
 from tuner.experiment import load_experiment, read_trials_csv, speed_settings_of, write_trials_csv

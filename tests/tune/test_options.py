@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tuner.cli import build_parser
+from tuner.commands import build_parser
 from tuner.commands.search import options_from_args
 from tuner.errors import TunerError
 from tuner.tune import SearchOptions

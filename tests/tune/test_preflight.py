@@ -104,7 +104,7 @@ def test_usage_errors_end_before_ray_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     flags: list[str], message: str,
 ) -> None:  # fmt: skip
-    from tuner.cli import main
+    from tuner.commands import main
     from tuner.tune import cluster
 
     def no_ray(**_: object) -> None:
@@ -124,7 +124,7 @@ def test_usage_errors_end_before_ray_starts(
 def test_an_odd_space_file_name_is_no_fault_of_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tuner.cli import main
+    from tuner.commands import main
 
     odd = tmp_path / "my space (v2)!.py"
     odd.write_text(_BAD_SPACE)

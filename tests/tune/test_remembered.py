@@ -23,7 +23,7 @@ import optuna
 import pytest
 import ray
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.errors import TunerError
 from tuner.spaces import get_space
 from tuner.speed.machine_cache import MachineCache, this_machine

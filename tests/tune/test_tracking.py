@@ -23,7 +23,7 @@ from ray.tune.logger import TBXLoggerCallback
 from ray.tune.utils.callback import _create_default_callbacks
 from search_cli import search_command
 
-from tuner.cli import main
+from tuner.commands import main
 from tuner.errors import TunerError
 from tuner.tune import SearchOptions
 from tuner.tune.tracking import StepTBXLoggerCallback, trial_dirname

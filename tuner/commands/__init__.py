@@ -1,2 +1,139 @@
-"""CLI subcommands: each module has ``register(subparsers)`` and ``run(args) -> int``; the flags
-several commands take are defined once in ``_flags``."""
+"""``python -m tuner``: the command line, one subcommand per stage of the flow, each a module of
+this package with ``register(subparsers)`` and ``run(args) -> int`` (which import torch and ray
+inside ``run``, so ``--help`` stays fast); the flags several commands take are defined once in
+``_flags``. Every command runs through the Python API (:mod:`tuner.api`). A :class:`TunerError`
+or an argparse usage mistake is one line; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from tuner import __version__
+from tuner.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    MissingPackage,
+    Terminated,
+    TunerError,
+)
+
+__all__ = ["build_parser", "main"]
+
+# Order is the order of the flow, and of ``--help``.
+COMMANDS = ("train", "spaces", "search", "report", "ablate", "bench")
+EXIT_CODES = """\
+exit codes:
+  0    finished (search: with at least one usable trial)
+  1    finished with no usable trial, or a runtime error (a failed run, a lost Ray cluster,
+       a package tuner needs that this Python lacks)
+  2    usage error: bad flags, values, space or input; nothing ran
+  130  interrupted (Ctrl-C); a search continues with --resume
+  143  terminated (SIGTERM, e.g. from SLURM, Kubernetes or systemd): a search stops as on Ctrl-C
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line naming where the help is (subcommand parsers too); flags spelled
+    whole: ``--time-budget`` must not pass for ``--time-budget-s``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+    def error(self, message: str) -> NoReturn:
+        line = f"{self.prog}: error: {message} (see {self.prog} --help)"
+        print(line, file=sys.stderr)
+        raise UsageError(line)
+
+
+class UsageError(SystemExit):
+    """argparse's exit on a usage mistake (exit 2), with its one line: ``main`` prints it as the
+    JSON document ``--json`` promises, as it does every other error."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.line = line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="tuner",
+        description="Measure which training settings and speed techniques make your timm model "
+        "train fastest and best on your hardware.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"tuner.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help.
+
+    A declared dependency this Python lacks (met while building the parser, which imports
+    numpy, or at a command's lazy import) is one line naming it and its fix, exit 1.
+    """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except ModuleNotFoundError as exc:
+        missing = MissingPackage.of(exc)
+        if missing is None or "--debug" in arguments:
+            raise
+        return _failed(argparse.Namespace(json="--json" in arguments), missing)
+
+
+def _main(arguments: list[str]) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(arguments)
+    except UsageError as exc:
+        if "--json" in arguments:  # the flags did not parse, so the word itself is the promise
+            from tuner.commands._flags import print_json
+
+            print_json({"status": "error", "error": exc.line, "exit_code": EXIT_USAGE})
+        raise
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(args.run(args) or 0)
+    except TunerError as exc:
+        if args.debug:
+            raise
+        return _failed(args, exc)
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return _interrupted(args, EXIT_TERMINATED)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return _interrupted(args, EXIT_INTERRUPTED)
+
+
+def _failed(args: argparse.Namespace, exc: TunerError) -> int:
+    """Print ``exc`` as its one line (and as JSON with ``--json``); its exit code."""
+    print(f"error: {exc}", file=sys.stderr)
+    if getattr(args, "json", False):  # --json promises a JSON document: the error's
+        from tuner.commands._flags import print_json
+
+        print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
+    return exc.exit_code
+
+
+def _interrupted(args: argparse.Namespace, code: int) -> int:
+    """A command stopped before it had a result: with ``--json``, the JSON says so."""
+    if getattr(args, "json", False):
+        from tuner.commands._flags import print_json
+
+        print_json({"status": "interrupted", "exit_code": code})
+    return code

@@ -6,7 +6,7 @@ import argparse
 import itertools
 import json
 import sys
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tuner.commands import _flags
@@ -61,57 +61,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from tuner.api import ablate
+    from tuner.compare.ablation import skippable
+    from tuner.report.ablation import terminal_table
 
-    from tuner.compare import ablation as ablate
-    from tuner.compare import check_repeats
-
-    check_repeats(args.repeats)
-    skip = _flags.skip_list(args.skip, valid=ablate.skippable())
+    skip = _flags.skip_list(args.skip, valid=skippable())
     given = _flags.run_settings(args)
-    cuda = torch.cuda.is_available() and given.get("device", "auto") != "cpu"
-    base = ablate.default_config(cuda=cuda).replace(**_overrides(given))
-    arms, left_out = ablate.plan_ablation(
-        base,
-        cuda=cuda,
-        amp=given.get("amp") or ("fp16" if cuda else "bf16"),
+    amp = given.pop("amp", None)  # the +amp step's mode, not a setting of the workload
+    plan, progress = _progress(args.repeats)
+    result = ablate(
+        name=args.name,
+        reports_dir=args.reports_dir,
+        repeats=args.repeats,
+        amp=amp,
         groups=_groups(args.groups),
         skip=skip,
-        norm_model=args.norm_model
-        or (None if "model" in given else ablate.default_norm_model(cuda=cuda)),
-        gpus=torch.cuda.device_count(),
+        norm_model=args.norm_model,
+        on_plan=plan,
+        on_run=progress,
+        **given,
     )
-    for line in left_out:
-        print(f"left out: {line}", file=sys.stderr)
-    total = len(arms) * args.repeats
-    runs = ablate.run_ablation(arms, repeats=args.repeats, on_run=_progress(total))
-    summary = ablate.summarize(runs, arms)
-    out = ablate.write_ablation(
-        summary,
-        runs,
-        out_dir=Path(args.reports_dir) / args.name,
-        title=f"Technique ablation: {args.name}",
-        about=_about(base, runs, args) + [f"left out on this device: {x}" for x in left_out],
-    )
+    out, summary = result.report_dir, result.summary
     if not args.json:
-        print(ablate.terminal_table(summary))
+        print(terminal_table(summary))
     print(f"report: {out / 'ablation.html'}")
     if args.json:
         records = json.loads(summary.to_json(orient="records"))  # NaN -> null
         _flags.print_json(
-            {"report": str(out / "ablation.html"), "summary": records, "left_out": left_out}
+            {"report": str(out / "ablation.html"), "summary": records, "left_out": result.left_out}
         )
     return 0
-
-
-def _overrides(given: dict[str, Any]) -> dict[str, Any]:
-    """The run-setting flags given, over the device's ablation workload."""
-    changes = {k: v for k, v in given.items() if k != "amp"}  # amp is the +amp step's mode
-    if "model" in given and "model_kwargs" not in given:
-        changes["model_kwargs"] = {}  # the default model's kwargs do not fit another model
-    if given.get("epochs") is not None and "steps" not in given:
-        changes["steps"] = None  # an epoch budget replaces the default step budget
-    return changes
 
 
 def _groups(text: str) -> list[int]:
@@ -126,37 +105,20 @@ def _groups(text: str) -> list[int]:
     return groups
 
 
-def _progress(total: int) -> Any:
-    done = itertools.count(1)
+def _progress(repeats: int) -> tuple[Callable[[Sequence[Any]], None], Any]:
+    """The progress lines, ``[done/total] repeat r step: status, images/s``: the total is
+    known once the arms are planned."""
+    done, total = itertools.count(1), [0]
+
+    def plan(arms: Sequence[Any]) -> None:
+        total[0] = len(arms) * repeats
 
     def report(repeat: int, step: Any, row: dict[str, Any]) -> None:
         print(
-            f"[{next(done)}/{total}] repeat {repeat + 1} {step.name}: {row['status']}, "
+            f"[{next(done)}/{total[0]}] repeat {repeat + 1} {step.name}: {row['status']}, "
             f"{row['images_per_second']:.1f} images/s",
             file=sys.stderr,
             flush=True,
         )
 
-    return report
-
-
-def _about(base: Any, runs: Any, args: argparse.Namespace) -> list[str]:
-    import timm
-    import torch
-
-    from tuner.compare import dp_vs_ddp
-
-    device = f"{runs['device'].iloc[0]} ({runs['device_name'].iloc[0]})" if len(runs) else "?"
-    return [
-        f"model `{base.model}` {dict(base.model_kwargs) or ''}, data `{base.data}` at "
-        f"{base.img_size} px, batch size {base.batch_size}",
-        f"budget per run: steps={base.steps}, epochs={base.epochs}; first "
-        f"{base.warmup_steps} steps excluded from throughput (warm-up, compile)",
-        f"{args.repeats} repeats per step, seed {base.seed}, run round-robin across steps",
-        f"device: {device}; torch {torch.__version__}, timm {timm.__version__}",
-        f"memory: {runs['memory_kind'].iloc[0] if len(runs) else '?'}",
-    ] + (
-        [dp_vs_ddp.setup_line(torch.cuda.device_count())]
-        if len(runs) and (runs["group"] == dp_vs_ddp.GROUP).any()
-        else []
-    )
+    return plan, report

@@ -10,13 +10,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from tuner.api import BENCHMARKS_DIR
 from tuner.commands import _flags
 from tuner.errors import TunerError
 from tuner.techniques import ladder_knobs
 
 _REPEATS = {"ladder": 3, "verify": 6}
 _LADDER = tuple(k.field for k in ladder_knobs())
-_OUT = "reports/benchmarks"
 # Settings the bench takes from its own flags: a --set of one would be silently overridden.
 _OWN_FLAGS = {
     "steps": "--steps",
@@ -77,39 +77,39 @@ def run(args: argparse.Namespace) -> int:
     amp = getattr(args, "amp", None)
     if amp == "off" and not args.verify:
         raise TunerError("--amp off has no +amp step to measure; leave the step out: --skip amp.")
-    import torch
+    from tuner import api
+    from tuner.report.bench import bench_markdown, verify_markdown
 
     # Progress lines go to stderr under --json, so stdout's last line is the result.
     log = partial(print, file=sys.stderr) if args.json else print
+    out_dir = Path(args.out or BENCHMARKS_DIR)
     if args.verify:
-        from tuner.compare.fidelity import run_verify, to_markdown, verify_config
-
-        report = run_verify(
-            verify_config(cuda=torch.cuda.is_available(), workload=workload, amp=amp),
+        report = api.verify(
+            workload=workload,
+            amp=amp,
             steps=getattr(args, "steps", None) or 50,
             warmup_steps=getattr(args, "warmup_steps", 10),
             repeats=args.repeats or _REPEATS["verify"],
             threads=args.threads,
-            out_dir=Path(args.out or _OUT),
+            out_dir=out_dir,
             log=log,
         )
+        markdown = verify_markdown(report)
     else:
-        from tuner.compare.bench import run_benchmark, to_markdown
-
-        if args.threads is not None:
-            torch.set_num_threads(args.threads)
-        report = run_benchmark(
+        report = api.bench(
             workload=workload,
             steps=getattr(args, "steps", None) or 20,
             warmup_steps=getattr(args, "warmup_steps", 5),
             repeats=args.repeats or _REPEATS["ladder"],
             skip=skip,
             amp=amp,
-            out_dir=Path(args.out or _OUT),
+            threads=args.threads,
+            out_dir=out_dir,
             log=log,
         )
+        markdown = bench_markdown(report)
     if args.json:
         _flags.print_json(report)
     else:
-        print(to_markdown(report))
+        print(markdown)
     return 0

@@ -41,19 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.api import load
-    from tuner.experiment import resolve_experiment
-    from tuner.experiment.lock import say_leftovers_ended
-    from tuner.report import write_report
+    from tuner.api import report
 
     if args.check:
         return check(args)
-    path = resolve_experiment(args.experiment, storage=args.storage)
-    say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
-    loaded = load(path, storage=args.storage)
-    experiment, answer, path = loaded.experiment, loaded.answer, loaded.experiment_dir
-    out = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
-    written = write_report(experiment, answer, out_dir=out)
+    done = report(args.experiment, storage=args.storage, out_dir=args.out)
+    experiment, answer, written = done.experiment, done.answer, done.report_dir
     for line in experiment.problem_lines():
         print(line, file=sys.stderr)
     print(written / "report.html")
@@ -64,24 +57,17 @@ def run(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     """``--check``: the auditor's failing claims on stdout, one a line; 1 when there is one."""
+    from tuner.api import audit
     from tuner.errors import EXIT_OK, EXIT_RUNTIME
-    from tuner.experiment import resolve_experiment
-    from tuner.report.audit import audit
 
-    given = Path(args.experiment)
-    if any(given.glob("*.md")) and not any(given.glob("*/params.json")):
-        path, report = given, given  # a report folder alone
-    else:
-        path = resolve_experiment(args.experiment, storage=args.storage)
-        report = Path(args.out) if args.out else Path(_flags.DEFAULT_REPORTS_DIR) / path.name
     console = Path(args.console).read_text() if args.console else None
-    found = audit(path, report_dir=report if report.is_dir() else None, console=console)
+    found = audit(args.experiment, storage=args.storage, out_dir=args.out, console=console)
     for note in found.notes:
         print(note, file=sys.stderr)
     for line in found.lines():
         print(line)
     if found.ok:
-        print(f"every claim checked holds ({path})")
+        print(f"every claim checked holds ({found.path})")
     return EXIT_OK if found.ok else EXIT_RUNTIME
 
 

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.spaces import list_spaces
+    from tuner.api import spaces as list_spaces
 
     spaces = list_spaces()
     if args.json:

@@ -14,7 +14,7 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.units import as_number
 
-__all__ = ["check_repeats", "interleave", "paired", "run_interleaved"]
+__all__ = ["check_repeats", "interleave", "run_interleaved"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -113,20 +113,6 @@ def check_repeats(repeats: int) -> None:
     """Raises ``TunerError`` unless ``repeats`` >= 1 (found before anything runs)."""
     if repeats < 1:
         raise TunerError(f"--repeats {repeats} must be at least 1 (3 or more to see the spread).")
-
-
-def paired(
-    runs: pd.DataFrame, name: str, other: str, *, by: str = "arm"
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The finished (``status == "ok"``) repeats of ``name`` and ``other``, aligned on the
-    repeat: row ``i`` of each was measured in the same round. ``by`` names the arm column."""
-    if runs.empty:
-        return runs, runs
-    ok = runs[runs["status"] == "ok"]
-    mine = ok[ok[by] == name].set_index("repeat")
-    theirs = ok[ok[by] == other].set_index("repeat")
-    common = mine.index.intersection(theirs.index)
-    return mine.loc[common], theirs.loc[common]
 
 
 def measurement_row(arm: Arm, repeat: int, result: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import json
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -27,12 +26,10 @@ from tuner.engine.build import resolve_device
 from tuner.engine.data import build_data
 from tuner.engine.meters import environment, synchronize
 from tuner.engine.model import build_model
-from tuner.stats import INTERVAL_RULE, Change
-from tuner.units import format_bytes, interval_text, ratio_text
 from tuner.usercode import is_ref
 from tuner.workloads import workload as reference
 
-__all__ = ["benchmark_config", "run_benchmark", "to_markdown"]
+__all__ = ["benchmark_config", "run_benchmark"]
 
 
 def benchmark_config(
@@ -92,10 +89,10 @@ def run_benchmark(
     time_limit_s: float | None = None,
     warmup: bool = True,
     matmul_size: int = 8192,
-    out_dir: Path | None = None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Probe every rung ``repeats`` times (interleaved) and summarize; write JSON + Markdown.
+    """Probe every rung ``repeats`` times (interleaved) and summarize (the report's files:
+    :func:`tuner.report.bench.write_bench`).
 
     ``amp``: the ``+amp`` rung's mode (default: the registry's first here). ``warmup``: the first
     rung runs once, unrecorded, first (off where the caller paid the process's one-time costs).
@@ -125,11 +122,6 @@ def run_benchmark(
     )
     report = _summarize(base, summarize(runs, arms), runs, device, matmul_size)
     report["left_out"] = left_out
-    if out_dir is not None:
-        out_dir, stem = Path(out_dir), "engine_cuda" if cuda else "engine_cpu"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
@@ -174,68 +166,3 @@ def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
         return {}
     ok = runs[runs["status"] == "ok"]
     return ok.groupby("arm")["peak_memory_allocated_bytes"].median().to_dict()
-
-
-def _ratio(row: dict[str, Any], label: str) -> str:
-    key = f"throughput_ratio_vs_{label}"
-    if row.get(key) is None:
-        return ""
-    said = {"tie": " (tie)", "uninformative": " (says nothing)"}
-    verdict = Change.from_row(row, key).verdict
-    return ratio_text(row[key], row.get(f"{key}_low"), row.get(f"{key}_high")) + said.get(
-        verdict, ""
-    )
-
-
-def _spread(row: dict[str, Any], ips: float) -> str:
-    low, high = row["images_per_second_low"] or ips, row["images_per_second_high"] or ips
-    return interval_text(low, high, "{:,.1f}".format)
-
-
-def to_markdown(report: dict[str, Any]) -> str:
-    env, rows, cfg = report["environment"], report["rows"], report["config"]
-    cuda = bool(report["cuda"])
-    lines = [
-        f"# Engine benchmark: {cfg['model']} at {cfg['img_size']} px",
-        "",
-        f"Device: {env['device']} ({env['device_name']}), torch {env['torch_version']}, "
-        f"CUDA {env['cuda_version']}, timm {env['timm_version']}. Data: {cfg['data']}, batch "
-        f"{cfg['batch_size']}, {cfg['steps']} measured steps after {cfg['warmup_steps']} warm-up "
-        f"steps, {report['repeats']} interleaved repeats. images/s: median [interval of the "
-        "median over repeats]; ratios: paired, geometric mean [95% t-interval]; '(tie)': the "
-        "interval contains 1x and is narrow, the change is inside the noise; '(says nothing)': "
-        f"{INTERVAL_RULE}.",
-        "",
-        f"Training FLOPs/image (3 x forward): {report['train_gflop_per_image']:.4f} GFLOP; dense "
-        f"matmul rate measured in this run: bf16 {report['matmul_bf16_tflop_per_s']:.3f} TFLOP/s, "
-        f"fp32 {report['matmul_fp32_tflop_per_s']:.3f} TFLOP/s; MFU is against the "
-        f"{report['mfu_reference']} rate.",
-        "",
-        f"| rung | images/s | vs rung before | vs plain | peak memory ({report['memory_kind']}) "
-        f"|{' peak allocated |' if cuda else ''} MFU |",
-        "|---|---|---|---|---|" + ("---|" if cuda else "") + "---|",
-    ]
-    for r in rows:
-        ips = r["images_per_second"]
-        if ips is None:
-            lines.append(f"| {r['arm']} | {r['failed'] or 'failed'} |||||" + ("|" if cuda else ""))
-            continue
-        allocated = f" {format_bytes(r.get('peak_memory_allocated_bytes'))} |" if cuda else ""
-        lines.append(
-            f"| {r['arm']} | {ips:,.1f} {_spread(r, ips)} | {_ratio(r, 'reference')} | "
-            f"{_ratio(r, 'baseline')} | {format_bytes(r['peak_memory_bytes'])} |{allocated} "
-            f"{r['mfu']:.1%} |"
-        )
-    fell_back = sorted({r["fell_back"] for r in rows if r["fell_back"]})
-    if fell_back or report["left_out"]:
-        lines += ["", "Fallbacks and rungs left out on this device:"]
-        lines += [f"- {n}" for n in [*report["left_out"], *fell_back]]
-    if report["best_rung"] is not None:
-        lines += [
-            "",
-            f"Fastest rung: {report['best_rung']} at "
-            f"{report['best_ratio_vs_plain'] or 1.0:.2f}x the plain loop, MFU "
-            f"{report['best_mfu']:.1%}.",
-            "",
-        ]
-    return "\n".join(lines)

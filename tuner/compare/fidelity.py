@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from tuner.compare import interleave
@@ -27,12 +26,12 @@ from tuner.compare._process import child_env, run_json
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.stats import Change, median_interval, paired_ratio
-from tuner.units import DASH, as_number, interval_text, json_ready
+from tuner.units import DASH, json_ready
 from tuner.workloads import workload as reference
 
-__all__ = ["run_verify", "to_markdown", "verdict", "verify_config"]
+__all__ = ["KINDS", "rate", "run_verify", "verdict", "verify_config"]
 
-_KINDS = ("engine", "minimal")
+KINDS = ("engine", "minimal")
 _TIMEOUT_S = 900  # one measured process, when no time limit is given
 _MIN_CHILD_S = 10  # no process starts with less than this left, no pair with less than twice
 
@@ -60,12 +59,12 @@ def run_verify(
     warmup_steps: int = 10,
     repeats: int = 6,
     threads: int | None = None,
-    out_dir: Path | None = None,
     log: Callable[[str], Any] = print,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes
-    with ``threads`` CPU threads (``OMP_NUM_THREADS``); the report, also written to ``out_dir``.
+    with ``threads`` CPU threads (``OMP_NUM_THREADS``); the report (written by
+    :func:`tuner.report.bench.write_verify`).
 
     Within ``time_limit_s`` no process outlives the limit, none starts with less than
     ``_MIN_CHILD_S`` left, and no pair starts that the slowest so far says would not end in time.
@@ -82,8 +81,8 @@ def run_verify(
 
     def record(repeat: int, kind: str, measured: dict[str, Any]) -> None:
         runs.append({"repeat": repeat, "kind": kind, **measured})
-        rate = f"{_rate(measured):10.1f} img/s"
-        log(f"repeat {repeat + 1}/{repeats} {kind:8s} {measured['status']:6s} {rate}")
+        speed = f"{rate(measured):10.1f} img/s"
+        log(f"repeat {repeat + 1}/{repeats} {kind:8s} {measured['status']:6s} {speed}")
 
     def in_time(repeat: int, slowest: float) -> bool:
         if deadline.fits(slowest):
@@ -92,22 +91,16 @@ def run_verify(
         return False
 
     # The discarded pair (cold caches after a while) also says how long a pair takes.
-    warmup = _KINDS if deadline.fits(0.0) else ()
+    warmup = KINDS if deadline.fits(0.0) else ()
     measure = partial(_measure, config=config, steps=steps, env=env, deadline=deadline)
     interleave(
-        _KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
+        KINDS, repeats=repeats, measure=measure, on_run=record, warmup=warmup, keep_going=in_time
     )
     report = _summarize(config, runs, steps)
     report["repeats_planned"] = repeats
     report["threads_per_process"] = threads or report["threads"]
     report["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
     report["cpu_count"] = os.cpu_count()
-    if out_dir is not None:
-        cuda = report["environment"]["device"].startswith("cuda")
-        out_dir, stem = Path(out_dir), "fidelity_cuda" if cuda else "fidelity_cpu"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-        (out_dir / f"{stem}.md").write_text(to_markdown(report))
     return report
 
 
@@ -184,7 +177,7 @@ def _engine_worker(argv: Sequence[str]) -> None:
     print(json.dumps(measured))
 
 
-def _rate(run: dict[str, Any]) -> float:
+def rate(run: dict[str, Any]) -> float:
     """A run's overall mean images/s (an engine run also reports its median window)."""
     return run.get("images_per_second_mean", run["images_per_second"])
 
@@ -197,7 +190,7 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
 
     # Like for like: the minimal loop reports its overall mean, so the engine's overall mean
     # (not its median window, which drops a hiccup the minimal loop keeps).
-    rates = {k: [_rate(r) for r in runs if r["kind"] == k] for k in _KINDS}
+    rates = {k: [rate(r) for r in runs if r["kind"] == k] for k in KINDS}
     ratio = paired_ratio(rates["minimal"], rates["engine"])
     estimates = {k: median_interval(v) for k, v in rates.items()}
     device = resolve_device(config.device)
@@ -230,50 +223,6 @@ def verdict(ratio: Change) -> str:
         return text + ": within the noise (the interval contains 1x)."
     side = "slower" if value < 1 else "faster"
     return text + f": {abs(1 - value):.1%} {side} than the minimal loop, outside the noise."
-
-
-def to_markdown(report: dict[str, Any]) -> str:
-    """The report as Markdown: setup, both rates with their intervals, every pair, verdict."""
-    env, cfg = report["environment"], report["config"]
-    load = report["load_average_1min"]
-    precision = "bf16 autocast" if cfg["amp"] == "bf16" else "fp32"
-    lines = [
-        "# Fidelity self-check: the engine vs a minimal training loop",
-        "",
-        f"Device: {env['device']} ({env['device_name']}), torch "
-        f"{env['torch_version']}, CUDA {env['cuda_version']}, timm {env['timm_version']}. Model "
-        f"`{cfg['model']}` {cfg['model_kwargs'] or ''} at {cfg['img_size']} px, batch "
-        f"{cfg['batch_size']}, {precision}; {report['steps']} timed steps after "
-        f"{cfg['warmup_steps']} warm-up steps, each run a fresh process with "
-        f"{report['threads_per_process']} CPU thread(s), {report['repeats']} interleaved "
-        "pairs (engine, minimal) after one discarded pair.",
-        "",
-        f"Machine load (1-minute load average) before/after: {load['before']:.1f} / "
-        f"{load['after']:.1f} on {report['cpu_count']} cores; a load above the core count "
-        "means other work shared the cores, which the pairing absorbs only as extra noise.",
-        "",
-        "| loop | images/s: median [interval of the median] |",
-        "|---|---|",
-    ]
-    for kind in _KINDS:
-        e = report["images_per_second"][kind]
-        spread = interval_text(e["low"], e["high"], "{:,.1f}".format)
-        median = f"{as_number(e['median']):,.1f}" + (f" {spread}" if spread else "")
-        lines.append(f"| {kind} | {median} (n={e['n']}) |")
-    lines += ["", "| pair | engine images/s | minimal images/s | engine/minimal |"]
-    lines += ["|---|---|---|---|"]
-    pairs: dict[int, dict[str, float]] = {}
-    for run in report["runs"]:
-        pairs.setdefault(run["repeat"], {})[run["kind"]] = as_number(_rate(run))
-    for repeat, pair in sorted(pairs.items()):
-        engine, minimal = pair.get("engine", math.nan), pair.get("minimal", math.nan)
-        lines.append(f"| {repeat + 1} | {engine:,.1f} | {minimal:,.1f} | {engine / minimal:.3f} |")
-    planned = report["repeats_planned"]
-    if report["repeats"] < planned:
-        ran = f"Only {report['repeats']} of the {planned} planned pairs ran"
-        lines += ["", f"{ran}: the check's time limit would have been passed."]
-    lines += ["", report["verdict"], ""]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

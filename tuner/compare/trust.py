@@ -14,42 +14,27 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from tuner.compare import Arm, interleave, paired, plan_toggles
+from tuner.compare import Arm, interleave, plan_toggles
 from tuner.compare._interleave import measurement_row
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.measure import FRESH, METHOD, RESOLUTION, WINDOWS, paired
 from tuner.stats import MIN_PAIRS, paired_ratio
-from tuner.units import duration_text
 
-__all__ = [
-    "Budget",
-    "budget_text",
-    "clock_seconds",
-    "effects",
-    "ended_text",
-    "measured_text",
-    "remeasure",
-]
+__all__ = ["Budget", "effects", "remeasure"]
 
-RESOLUTION = 0.03  # stop once every interval is within +-3 % of its ratio
 _MIN_PAIRS = MIN_PAIRS  # measured even past the time limit: fewer say nothing
 _TARGET_ROUNDS = 8  # windows are sized so this many rounds fit in the time left (t: 2.36)
 _LOOK_EVERY = 4  # rounds between two looks of the stopping rule
 _SIZING_MARGIN = 0.8  # of the time left: a 2-step timing of each arm is a rough estimate
 _MIN_WINDOW = 2  # steps
-_BUDGET_SLACK_S = 0.5  # a limit met to within the clock's rounding (seconds are kept to 0.1)
 _COMPILE_ON_CPU = "left out on cpu, where each compiled build costs tens of seconds"
-METHOD = (
-    "interleaved rounds, paired by round; 95 % t-intervals of the log-ratio; stopped on the "
-    "intervals' widths only (fixed-width sequential, Chow-Robbins), never on their side of 1x"
-)
-_WINDOWS, _FRESH = "windows of one build", "a fresh build per measurement"  # METHOD's last part
 
 Pairs = Callable[[pd.DataFrame], list[tuple[str, str]]]  # (reference arm, arm) per comparison
 
@@ -149,7 +134,7 @@ def _measure(
         "resolution": budget.resolution,
         "steps": measure.steps,  # per window (CPU) or per fresh build (CUDA)
         "time_limit_s": budget.time_limit_s,
-        "method": f"{METHOD}; {_FRESH if cuda else _WINDOWS}",
+        "method": f"{METHOD}; {FRESH if cuda else WINDOWS}",
         **ended,
     }
     return pd.DataFrame(rows), info
@@ -160,54 +145,6 @@ def _looks_at(repeat: int, budget: Budget) -> bool:
     ``_LOOK_EVERY`` rounds (fewer looks, closer to the nominal level: bench/trust_coverage.py)."""
     extra = repeat - budget.min_repeats
     return extra >= 0 and extra % _LOOK_EVERY == 0
-
-
-def ended_text(info: dict[str, Any]) -> str:
-    """What ended a measurement, in words (from its record: ``stopped``, ``resolution``)."""
-    stopped = str(info.get("stopped"))
-    return {
-        "resolved": f"every interval within +-{float(info.get('resolution') or 0):.0%}",
-        "time limit": "the time limit (--trust-budget)",
-        "max repeats": "the most rounds allowed",
-    }.get(stopped, stopped)
-
-
-def measured_text(info: Mapping[str, Any]) -> str:
-    """How a comparison ran and ended, in words (from its record: ``method``, ``repeats_done``)."""
-    rounds = info.get("repeats_done")
-    if rounds is None:  # an experiment from before the record: fresh runs, fixed repeats
-        return "in short fresh runs, repeated"
-    kind = "windows of one build per arm" if _WINDOWS in str(info.get("method")) else "fresh runs"
-    spent = budget_text(info)
-    return f"in {rounds} rounds of short {kind}, ended by {ended_text(dict(info))}" + (
-        f"; it {spent}" if spent else ""
-    )
-
-
-def budget_text(info: Mapping[str, Any]) -> str:
-    """The seconds a comparison took against its time limit: within it, or by how much it ran
-    over (the first rounds are measured even past the limit); empty without a limit."""
-    limit, seconds = info.get("time_limit_s"), info.get("seconds")
-    if not isinstance(limit, int | float) or not isinstance(seconds, int | float):
-        return ""
-    took = f"took {duration_text(clock_seconds(info))}"
-    if round(clock_seconds(info)) != round(seconds):  # the task's start-up is no measuring
-        took += f" on the clock, {duration_text(seconds)} of it measuring"
-    if seconds <= limit + _BUDGET_SLACK_S:
-        return f"{took}, within its {duration_text(limit)} limit"
-    return (
-        f"{took}: {duration_text(seconds - limit)} over its {duration_text(limit)} limit, as "
-        f"the builds and the first rounds (up to {_MIN_PAIRS}) run even past it"
-    )
-
-
-def clock_seconds(info: Mapping[str, Any]) -> float:
-    """A measuring phase's seconds on the clock (its start and end, as the driver saw them),
-    else its own measuring seconds (a record from before the clock was kept)."""
-    started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
-    if isinstance(started, int | float) and isinstance(ended, int | float):
-        return float(ended) - float(started)
-    return float(info.get("seconds") or 0.0)
 
 
 def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:

@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.compare import PLAIN, REFERENCE, summarize
+from tuner.compare import PLAIN, REFERENCE
+from tuner.measure import summarize
 from tuner.record import KIND, KINDS, is_candidate
 from tuner.report.document import change_text, estimate_text, plural
 from tuner.stats import Change

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
-from tuner.compare.trust import measured_text
 from tuner.experiment import (
     EFFECTS_FILE,
     METADATA_FILE,
@@ -24,6 +23,7 @@ from tuner.experiment import (
     study_distributions,
     write_trials_csv,
 )
+from tuner.measure import measured_text
 from tuner.record import (
     ERROR,
     INFEASIBLE_REASON,

@@ -55,6 +55,7 @@ class Audit:
 
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    path: Path | None = None  # the folder checked: an experiment's, or a report's alone
 
     @property
     def ok(self) -> bool:
@@ -77,7 +78,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         TunerError: ``path`` is neither an experiment nor a report folder.
     """
     path = Path(path)
-    result = Audit()
+    result = Audit(path=path)
     is_experiment = (path / METADATA_FILE).is_file() or any(path.glob("*/params.json"))
     if not is_experiment:
         result.findings += _report_alone(report_dir or path)

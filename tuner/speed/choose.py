@@ -406,7 +406,7 @@ def _combined_ratio(
 ) -> float | None:
     """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit in
     memory or in the probe budget)."""
-    from tuner.compare import summarize
+    from tuner.measure import summarize
     from tuner.speed.rule import combination
 
     changes = combination(rows)

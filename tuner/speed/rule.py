@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.compare import Arm, paired, summarize
+from tuner.compare import Arm
+from tuner.measure import paired, summarize
 from tuner.objectives import judge
 from tuner.units import finite_or_none, ratio_text
 

@@ -22,9 +22,10 @@ import torch
 
 from tuner.answer import Answer, candidates
 from tuner.compare import plan_toggles, trust
-from tuner.compare.trust import Budget, budget_text, ended_text
+from tuner.compare.trust import Budget
 from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
+from tuner.measure import budget_text, ended_text
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
 from tuner.spaces import train_config_of

@@ -1,27 +1,18 @@
-"""What a search prints at its start (what it runs, where) and its end: trials counted by
-``kind`` (:data:`tuner.record.KINDS`), the answer (the report's: the same ``Experiment`` and
-``Answer``), where things are.
+"""What a search prints at its start (what it runs, where) and its end: the summary
+(:func:`tuner.report.console.summary_lines`) and where things are.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from tuner.answer import Answer, starved_text
-from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
-from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
-from tuner.techniques import settings_text
+from tuner.answer import Answer
+from tuner.experiment import Experiment
+from tuner.report.console import summary_lines
 from tuner.tune.context import ExperimentPaths, SearchContext
 from tuner.tune.plan import SpaceProfile
-from tuner.units import format_bytes, interval_text, is_finite
 
-__all__ = ["kind_counts", "print_start", "print_summary"]
-
-SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_images
-
-SHOWN = 5
+__all__ = ["print_start", "print_summary"]
 
 
 def print_start(search: SearchContext, profile: SpaceProfile | None) -> None:
@@ -64,124 +55,9 @@ def print_summary(
     resumed: dict[str, Any] | None,
 ) -> None:
     """Print the summary of a search: its trials by kind, its answer, where its files are."""
-    print()
-    print(f"Search {state}: {len(experiment.trials)} trials ({kind_counts(experiment.trials)})")
-    if resumed:
-        print(_resume_line(resumed))
-    for line in experiment.problem_lines():
+    for line in summary_lines(experiment, answer, state=state, resumed=resumed):
         print(line)
-    for line in _unfinished_work(experiment):
-        print(line)
-    starved = starved_text(experiment.trials)
-    if starved:
-        print(starved)
-    _print_front(answer, experiment, state)
     print(f"Experiment folder: {paths.local}")
     print(f"Optuna study:      {paths.study_url} (study name {paths.name!r})")
     if state != "finished":
         print(f"Continue it with:  {paths.resume_command()}")
-
-
-def kind_counts(trials: pd.DataFrame) -> str:
-    """``5 ok, 2 over budget, 1 errored``: each trial counted once, as what it was."""
-    counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
-    return ", ".join(f"{counts[kind]} {kind}" for kind in KINDS if kind in counts) or "none"
-
-
-def _unfinished_work(experiment: Experiment) -> list[str]:
-    """What did not run or was left out: the step Ctrl-C stopped, failed re-measurements,
-    image files skipped as unreadable."""
-    lines = []
-    step = experiment.metadata.get("interrupted_during")
-    if step:
-        lines.append(f"Stopped during the {step}: it did not finish (--resume runs it).")
-    failures = experiment.metadata.get("remeasure_failures") or []
-    if failures:
-        named = ", ".join(str(f.get(TRIAL_ID)) for f in failures)
-        lines.append(
-            f"Re-measurement failed for {len(failures)} candidate(s) ({named}): their "
-            "throughput is as measured in the search."
-        )
-    skipped = experiment.trials.get(SKIPPED_IMAGES, pd.Series(dtype=float)).fillna(0)
-    if skipped.sum() > 0:
-        lines.append(
-            f"Skipped {int(skipped.max())} unreadable image file(s) (the most in one trial; "
-            f"{int((skipped > 0).sum())} trial(s) skipped some): the data folder holds non-images."
-        )
-    return lines
-
-
-def _print_front(answer: Answer, experiment: Experiment, state: str) -> None:
-    if answer.front.empty:
-        print(_no_front_line(experiment, state))
-        return
-    note = answer.noise_note()  # before the pick: it could not be decided on speed
-    if note:
-        print(note)
-    source = "re-measured" if answer.remeasured else "as measured in the search"
-    print(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
-    for _, row in answer.front.head(SHOWN).iterrows():
-        print("  " + _line(row))
-    print(answer.sentence())
-
-
-def _no_front_line(experiment: Experiment, state: str) -> str:
-    """Why no trial can be recommended, from what the trials were: only the advice that fits
-    (no budget to loosen when none was set or none was over it)."""
-    kinds = set(experiment.trials[KIND]) if len(experiment.trials) else set()
-    advice = []
-    if "over budget" in kinds:
-        advice.append("loosen --max-memory")
-    if kinds & {"errored", "diverged"}:
-        advice.append(f"see why each trial failed (python -m tuner report {experiment.path})")
-    if "incomplete" in kinds and state == "finished":  # the search's time budget ended them
-        advice.append("give the search more time (--search-time-budget-s)")
-    if state != "finished":
-        advice.append("--resume continues the search")
-    ended = "No trial finished ok" + ("" if state == "finished" else " before the interruption")
-    return ended + (f": {'; '.join(advice)}." if advice else ".")
-
-
-def _line(row: pd.Series) -> str:
-    ips = row["images_per_second"]
-    low, high = row.get("images_per_second_low"), row.get("images_per_second_high")
-    spread = f" {interval_text(low, high, '{:,.0f}'.format)}".rstrip()
-    acc_low, acc_high = row.get("val_accuracy_low"), row.get("val_accuracy_high")
-    acc = f"{row['val_accuracy']:.3f}"
-    if is_finite(acc_low) and is_finite(acc_high):
-        acc += " " + interval_text(acc_low, acc_high, "{:.3f}".format)
-    params = " ".join(
-        f"{c.removeprefix(PARAM_PREFIX)}={_short(row[c])}"
-        for c in row.index
-        if c.startswith(PARAM_PREFIX) and _present(row[c])
-    )
-    speed = settings_text(speed_settings_of(row.get(SPEED_SETTINGS)))
-    return (
-        f"{row[TRIAL_ID]}: {ips:,.0f}{spread} img/s, val acc {acc}, peak "
-        f"{format_bytes(row.get('peak_memory_bytes'))} | {params} | speed: {speed}"
-    )
-
-
-def _resume_line(resumed: dict[str, Any]) -> str:
-    line = (
-        f"Resumed: {resumed['before']} trial(s) had finished before, "
-        f"{resumed['after']} finished in this run"
-    )
-    if resumed.get("orphans"):
-        line += (
-            f"; Optuna trial(s) {', '.join(map(str, resumed['orphans']))} were running when "
-            "the driver stopped and are closed as FAIL (their configs ran again as new trials)"
-        )
-    return line + "."
-
-
-def _short(value: Any) -> str:
-    return (
-        f"{value:.2e}" if isinstance(value, float) and not float(value).is_integer() else str(value)
-    )
-
-
-def _present(value: Any) -> bool:
-    if isinstance(value, list | dict):
-        return True
-    return not pd.isna(value)  # None, NaN and pandas' NA (a GroupNorm count under BatchNorm)

@@ -1,19 +1,22 @@
-"""Each arm's medians with intervals, and its paired changes against its reference and baseline."""
+"""Each arm's medians with intervals, and its paired changes against its reference and baseline
+(:func:`summarize`: images/s, memory, accuracy; :func:`paired_column`: any other column)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.compare._arms import Arm
-from tuner.compare._interleave import paired
+from tuner.measure.pairing import paired
 from tuner.stats import accuracy_difference, median_interval, paired_difference, paired_ratio
 
-__all__ = ["summarize"]
+if TYPE_CHECKING:
+    from tuner.compare import Arm
+
+__all__ = ["paired_column", "summarize"]
 
 
 def summarize(runs: pd.DataFrame, arms: Sequence[Arm] | None = None) -> pd.DataFrame:
@@ -83,3 +86,25 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
         out.update({f"{prefix}_tie": tie, f"{prefix}_n": n})  # n: the pairs it is made of
         out[f"{prefix}_verdict"] = said  # stats.Change.verdict: the one rule, stated once
     return out
+
+
+def paired_column(runs: pd.DataFrame, column: str, arms: Sequence[Arm]) -> pd.DataFrame:
+    """Median [interval] of ``column`` per arm and its paired ratio against the arm's reference
+    and baseline (as :func:`tuner.compare.summarize` does for images/s): one row per arm."""
+    rows = []
+    for arm in arms:
+        mine = runs[(runs["status"] == "ok") & (runs["arm"] == arm.name)] if len(runs) else runs
+        est = median_interval(mine[column].tolist() if len(mine) else [])
+        row = {"arm": arm.name, column: est.median}
+        row[f"{column}_low"], row[f"{column}_high"] = est.low, est.high
+        for label, other in (("reference", arm.reference), ("baseline", arm.baseline)):
+            ours, theirs = paired(runs, arm.name, other) if other else (runs[:0], runs[:0])
+            if other == arm.name or ours.empty:
+                continue
+            change = paired_ratio(theirs[column].tolist(), ours[column].tolist())
+            key = f"{column}_ratio_vs_{label}"
+            row[key], row[f"{key}_low"], row[f"{key}_high"] = change.value, change.low, change.high
+            row[f"{key}_tie"], row[f"{key}_n"] = change.tie, change.n
+            row[f"{key}_verdict"] = change.verdict  # the one rule (tuner.stats)
+        rows.append(row)
+    return pd.DataFrame(rows)

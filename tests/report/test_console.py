@@ -9,7 +9,7 @@ import pytest
 
 from tuner.experiment import Experiment
 from tuner.record import KIND
-from tuner.tune.summary import _no_front_line
+from tuner.report.console import _no_front_line
 
 
 def _experiment(*kinds: str) -> Experiment:
