@@ -11,6 +11,8 @@ Two more things a trial never needs are left out on one machine (bench/data_para
 measures the start): Ray Data's ``DatasetManager`` actor (its own process, started for every
 group, datasets or none; tuner's data stays the engine's) and the request to Ray's autoscaling
 coordinator, a detached Ray Data actor whose process the first group's controller waited for.
+The backend tells the trial's console line where the start is: joining the process group,
+then loading the trial's code (the driver said "starting N workers"; rank 0 says when it runs).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ray.train.backend import Backend, BackendConfig
 
 from tuner.tune import _ray_internals as ray_internals
 from tuner.tune._ray_internals import ControllerCallback
+from tuner.tune.probe_actor import tell
 
 __all__ = ["GroupBackendConfig", "OneLine", "TracebacksToTrialLog"]
 
@@ -37,6 +40,8 @@ class GroupBackendConfig(BackendConfig):
 
     backend: str = "gloo"
     timeout_s: int = 1800
+    cache_namespace: str = ""  # the probe cache, which keeps the console's running lines
+    trial_id: str = ""  # whose line says what the group's start is at ("": none)
 
     @property
     def backend_cls(self) -> type[Backend]:
@@ -58,6 +63,10 @@ class _GroupBackend(Backend):
     share_cuda_visible_devices: bool = True  # as Ray's torch backend: one node's GPUs shared
 
     def on_start(self, worker_group: Any, backend_config: GroupBackendConfig) -> None:
+        """The workers' processes are up (a restarted group's too): join their process group,
+        then each loads the trial's code (torch, timm, the engine) before rank 0 runs."""
+        workers, config = len(worker_group), backend_config
+        _tell(config, f"{workers} workers started, joining their {config.backend} group")
         address, port = worker_group.execute_single(0, ray_internals.address_and_port)
         joins = [
             worker_group.execute_single_async(
@@ -73,6 +82,7 @@ class _GroupBackend(Backend):
             for rank in range(len(worker_group))
         ]
         ray.get(joins)
+        _tell(config, f"{workers} workers joined, loading the trial's code")
 
     def on_shutdown(self, worker_group: Any, backend_config: GroupBackendConfig) -> None:
         ends = worker_group.execute_async(
@@ -82,6 +92,10 @@ class _GroupBackend(Backend):
             ray.get(ends, timeout=_SHUTDOWN_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
             logging.getLogger(__name__).warning("the workers' process group did not end in time")
+
+
+def _tell(config: GroupBackendConfig, what: str) -> None:
+    tell(config.cache_namespace, config.trial_id, what)
 
 
 class TracebacksToTrialLog(ControllerCallback):

@@ -20,6 +20,13 @@ collective). Ray Train restarts the group, whose workers read the error from the
 return (every rank reads the same one: they end together); the driver then raises it, and
 Tune's retries raise it from the checkpoint before any group starts. Two group starts in all,
 not one per Ray Train retry inside each of Tune's (up to nine at ``--max-failures 2``).
+
+A group's start is the trial's fixed cost (bench/data_parallel_overhead.py): Ray Train's
+controller, the placement group, N worker processes (and Ray Train's synchronization actor)
+that import torch, join their process group and load the trial's code, before rank 0 runs.
+The controller gets only torch-free objects (:mod:`tuner.tune.ddp_controller`): no torch, timm
+or engine import in series before the workers are asked for, and no Ray Data actors. Every
+trial starts its own group: Ray Train V2 cannot hand a running group to a new trainer.
 """
 
 from __future__ import annotations
@@ -52,13 +59,13 @@ from tuner.tune._ray_internals import (
 )
 from tuner.tune.ddp_controller import GroupBackendConfig, TracebacksToTrialLog
 from tuner.tune.plan import SearchPlan
+from tuner.tune.probe_actor import tell
 from tuner.tune.trainable import (
     EndedBefore,
     TrialContext,
     _run,
     _TrialRun,
     raise_if_ended,
-    tell,
 )
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
@@ -173,7 +180,11 @@ def _trainer(
             )
         },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
-        torch_config=GroupBackendConfig(backend="nccl" if scaling.use_gpu else "gloo"),
+        torch_config=GroupBackendConfig(
+            backend="nccl" if scaling.use_gpu else "gloo",
+            cache_namespace=context.cache_namespace,
+            trial_id=place.trial_id,
+        ),
         run_config=ray.train.RunConfig(
             name=_TRAIN_DIR,
             storage_path=place.storage_path,
