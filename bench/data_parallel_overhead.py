@@ -61,6 +61,7 @@ def space(trial, *, cuda):
 """
 SHARES = ("train", "eval", "report", "outside")
 FIXED = ("time_total_s", "group_start_s", "setup_s", "loop_s", "fixed_s")
+_NONE_S = 0.25  # a fixed cost below this is none: no ratio to it
 
 
 def _search(
@@ -219,8 +220,9 @@ def _fixed_table(seen: dict[str, list[list[dict[str, Any]]]]) -> tuple[str, dict
     for name, by_which in cells.items():
         base = cells.get("tune-1 before" if name.endswith("before") else "tune-1", {})
         for which, got in by_which.items():
-            one = base.get(which, {}).get("fixed_s")
-            ratio = statistics.median(got["fixed_s"]) / statistics.median(one) if one else None
+            one = statistics.median(base.get(which, {}).get("fixed_s") or [0.0])
+            # A later one-process trial reuses its process and data: its fixed cost is ~0 s.
+            ratio = statistics.median(got["fixed_s"]) / one if one > _NONE_S else None
             row = [_seconds(got[k]) for k in FIXED]
             times = f"{ratio:.1f}x" if ratio is not None else "-"
             search = _seconds(got["search_s"])
