@@ -72,10 +72,10 @@ def _entered(config: dict[str, Any]) -> None:
 
 def measure_startup(starts: int) -> dict[str, Any]:
     import ray.train
-    from ray.train.torch import TorchConfig
 
     from tuner.stats import median_interval
     from tuner.tune.cluster import connect, shutdown
+    from tuner.tune.ddp_controller import GroupBackendConfig
     from tuner.tune.ddp_trial import _TorchTrainer  # the trainer trials use
 
     connect(num_cpus=2)
@@ -90,7 +90,7 @@ def measure_startup(starts: int) -> dict[str, Any]:
                 scaling_config=ray.train.ScalingConfig(
                     num_workers=2, resources_per_worker={"CPU": 1}, placement_strategy="PACK"
                 ),
-                torch_config=TorchConfig(backend="gloo"),
+                torch_config=GroupBackendConfig(backend="gloo"),
                 run_config=ray.train.RunConfig(
                     name=f"start{start}",
                     storage_path=storage,

@@ -28,7 +28,8 @@ from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
 from tuner.spaces import get_space
 from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
-from tuner.tune.ddp_trial import RAY_TRAIN_LOG, _OneLine
+from tuner.tune.ddp_controller import OneLine
+from tuner.tune.ddp_trial import RAY_TRAIN_LOG
 from tuner.tune.phases import read_phases
 from tuner.tune.plan import make_plan
 
@@ -171,6 +172,8 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
     # One machine: no preemption watcher (its start printed a core_worker error line).
     assert "RayTrainWorker" in seen["actor_classes"]
     assert "PreemptionWatcher" not in seen["actor_classes"]
+    # Nor Ray Data's actors: a dataset manager (no datasets) and the autoscaling coordinator.
+    assert not {"DatasetManager", "_AutoscalingCoordinatorActor"} & seen["actor_classes"]
 
 
 def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:
@@ -249,7 +252,7 @@ def test_ray_train_s_console_gets_a_traceback_s_first_line_naming_the_trial_log(
     log = tmp_path / RAY_TRAIN_LOG
     logger = logging.getLogger("ray.train.test_one_line")
     logger.propagate = False
-    logger.handlers = [_OneLine(Console(), log)]
+    logger.handlers = [OneLine(Console(), log)]
     try:
         raise RuntimeError("a worker died\nits details")
     except RuntimeError:
@@ -294,3 +297,46 @@ def test_the_report_shows_scaling_by_world_size(searched, tmp_path: Path) -> Non
     assert accuracy[["global batch", "world size"]].values.tolist() == [[64, 1], [32, 2]]
     write_report(experiment, out_dir=tmp_path / "report")
     assert "Scaling" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_ray_train_s_controller_starts_without_torch_or_a_dataset_actor(tmp_path: Path) -> None:
+    """What a trial hands Ray Train's controller (its callbacks, backend config and scaling
+    policy, pickled as Ray pickles them) loads in a fresh process without torch or tuner's
+    engine: their imports delayed every worker group's start by seconds. No datasets callback
+    (a ``DatasetManager`` actor per group) and, on one machine, no autoscaler request."""
+    import subprocess
+    import sys
+
+    import ray.cloudpickle
+    import ray.train
+
+    from tuner.tune._ray_internals import DatasetsCallback
+    from tuner.tune.ddp_trial import _trainer, _TrialPlace
+    from tuner.tune.trainable import TrialContext
+
+    context = TrialContext(None, 2, 1, "cpu", (), 0, "")
+    place = _TrialPlace("t1", str(tmp_path), str(tmp_path), None, tmp_path / "log", True)
+    scaling = ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1})
+    trainer = _trainer(
+        {},
+        place,
+        context=context,
+        scaling=scaling,
+        max_failures=0,
+        forward=ray.train.UserCallback(),
+    )
+    callbacks = trainer._create_default_callbacks()
+    assert not [c for c in callbacks if isinstance(c, DatasetsCallback)]
+    handed = ray.cloudpickle.dumps((callbacks, trainer.backend_config))
+    (tmp_path / "handed.pkl").write_bytes(handed)
+    check = (
+        "import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); "
+        "print(sorted(m for m in ('torch', 'timm', 'tuner.tune.trainable') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path / "handed.pkl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr

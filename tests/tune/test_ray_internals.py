@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 import ray
+import ray.train
 from adapters import adapter_guard
 
 _adapter = adapter_guard("Ray", ray.__version__, "_ray_internals.py")
@@ -44,6 +45,32 @@ def test_the_train_v2_names_and_the_driver_side_helpers() -> None:
         assert before == ray_constants.ENABLE_RAY_CLUSTER
     with _adapter("PLACEMENT_GROUP_REMOVED"):
         assert isinstance(internals.PLACEMENT_GROUP_REMOVED, int)
+    _the_worker_group_helpers(internals)
+
+
+def _the_worker_group_helpers(internals: ModuleType) -> None:
+    """Ray's torch steps that tuner's torch-free backend orders (tuner.tune.ddp_controller),
+    here in one process (world size 1, gloo), and the scaling policy's autoscaler calls."""
+    with _adapter("torch_train_context, torch_framework"):
+        assert internals.torch_train_context().__name__ == "TorchConfigContextManager"
+        assert internals.torch_framework() is not None
+    with _adapter("address_and_port"):
+        address, port = internals.address_and_port()
+        assert address and port > 0
+    with _adapter("join_torch_group, leave_torch_group"):
+        config = importlib.import_module(internals._TORCH_CONFIG)
+        for name in ("_set_torch_distributed_env_vars", "_setup_torch_process_group"):
+            assert callable(getattr(config, name))
+        internals.leave_torch_group(destroy=False)  # no group: nothing to destroy
+    with _adapter("no_autoscaler_requests"):
+        from ray.train.v2._internal.execution.scaling_policy import factory
+
+        policy = factory.create_scaling_policy(ray.train.ScalingConfig(num_workers=2))
+        policy = internals.no_autoscaler_requests(policy)
+        for name in ("after_controller_start", "_maybe_send_resource_request"):
+            assert hasattr(type(policy), name)  # the methods it replaces still exist
+        policy.after_controller_start(None)
+        policy._cancel_resource_request()  # a no-op without a client
 
 
 def test_optuna_search_keeps_the_members_the_searcher_reads() -> None:

@@ -20,13 +20,19 @@ collective). Ray Train restarts the group, whose workers read the error from the
 return (every rank reads the same one: they end together); the driver then raises it, and
 Tune's retries raise it from the checkpoint before any group starts. Two group starts in all,
 not one per Ray Train retry inside each of Tune's (up to nine at ``--max-failures 2``).
+
+A group's start is the trial's fixed cost (bench/data_parallel_overhead.py): Ray Train's
+controller, the placement group, N worker processes (and Ray Train's synchronization actor)
+that import torch, join their process group and load the trial's code, before rank 0 runs.
+The controller gets only torch-free objects (:mod:`tuner.tune.ddp_controller`): no torch, timm
+or engine import in series before the workers are asked for, and no Ray Data actors. Every
+trial starts its own group: Ray Train V2 cannot hand a running group to a new trainer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 import time
 from pathlib import Path
@@ -34,10 +40,11 @@ from typing import Any
 
 import pyarrow.fs
 import ray
+import ray.cloudpickle
 import ray.train
 import torch.distributed as dist
 from ray import tune
-from ray.train.torch import TorchConfig, TorchTrainer
+from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 from ray.util.placement_group import PlacementGroup
 
@@ -47,22 +54,24 @@ from tuner.tune import _ray_internals as ray_internals
 from tuner.tune._ray_internals import (
     ENABLE_PREEMPTION_WATCHER_ENV_VAR,
     HEALTH_CHECK_INTERVAL_S_ENV_VAR,
-    ControllerCallback,
+    DatasetsCallback,
     PlacementGroupCleanerCallback,
 )
+from tuner.tune.ddp_controller import GroupBackendConfig, TracebacksToTrialLog
 from tuner.tune.plan import SearchPlan
+from tuner.tune.probe_actor import tell
 from tuner.tune.trainable import (
     EndedBefore,
     TrialContext,
     _run,
     _TrialRun,
     raise_if_ended,
-    tell,
 )
 
 __all__ = ["PlacementGroupReaper", "leaked_placement_groups", "run_worker_group", "trainable"]
 
 _TRAIN_DIR = "train"
+_TRIAL_KEY = "trial"  # the workers' loop config: the trial's, pickled (see _trainer)
 RAY_TRAIN_LOG = "ray_train.log"  # in the trial's folder: Ray Train's warnings, tracebacks whole
 _POLL_EVERY_S = 0.1  # Ray Train's controller polls its workers (and takes their reports)
 # The driver's only reservation: Ray places no bundle without a resource, and a CPU share would
@@ -97,49 +106,97 @@ def run_worker_group(
 ) -> None:
     """Ray Tune function trainable (the trial's driver): fit a TorchTrainer of its workers."""
     storage = tune.get_context().get_storage()
-    workers = int(config.get(WORLD_SIZE_PARAM, scaling.num_workers))
     # A worker's ray.train.report waits in a one-slot queue until the controller polls, every
     # 2 s by default: a trial reporting more often trained only between polls (bench/
     # data_parallel_overhead.py). Propagated by Ray Train to the controller; a user's value wins.
     os.environ.setdefault(HEALTH_CHECK_INTERVAL_S_ENV_VAR, str(_POLL_EVERY_S))
-    if len([node for node in ray.nodes() if node["Alive"]]) == 1:
+    one_machine = len([node for node in ray.nodes() if node["Alive"]]) == 1
+    if one_machine:
         # Ray Train's preemption watcher (an actor per group) tells a preempted node from a
         # crash, which one machine never needs; its start printed a core_worker error line
         # (ray-project/ray#53727) to the console for every trial. A user's value wins.
         os.environ.setdefault(ENABLE_PREEMPTION_WATCHER_ENV_VAR, "0")
     forward = TuneReportCallback()
-    trial_id = tune.get_context().get_trial_id() or ""
+    local = isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem)
+    place = _TrialPlace(
+        trial_id=tune.get_context().get_trial_id() or "",
+        trial_folder=tune.get_context().get_trial_dir(),
+        storage_path=storage.trial_fs_path,
+        filesystem=storage.storage_filesystem,
+        # On the controller's node, which is the driver's: local storage is the trial's folder.
+        log=Path(storage.trial_fs_path if local else tune.get_context().get_trial_dir())
+        / RAY_TRAIN_LOG,
+        one_machine=one_machine,
+    )
+    trainer = _trainer(
+        config, place, context=context, scaling=scaling, max_failures=max_failures, forward=forward
+    )
+    _raise_if_ended(_earlier_run(storage))
+    # Until rank 0 runs: Ray Train's controller, a placement group, N worker processes that
+    # import torch, and the process group (gloo or nccl): tens of seconds on a busy machine.
+    workers = trainer.scaling_config.num_workers
+    tell(context.cache_namespace, place.trial_id, f"starting {workers} workers")
+    result = trainer.fit()
+    _hand_over_the_last_report(forward)
+    _raise_if_ended(result)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrialPlace:
+    """Where a trial's worker group runs and writes, from the trial's Tune context."""
+
+    trial_id: str  # Ray Train workers have no Tune context: rank 0 tells the console with it
+    trial_folder: str | None  # the trial's own files (phases.jsonl), written by rank 0
+    storage_path: str  # Ray Train's run folder goes in it
+    filesystem: Any  # pyarrow's, of that path
+    log: Path  # Ray Train's warnings and tracebacks, whole (TracebacksToTrialLog)
+    one_machine: bool  # the cluster is one node
+
+
+def _trainer(
+    config: dict[str, Any],
+    place: _TrialPlace,
+    *,
+    context: TrialContext,
+    scaling: ray.train.ScalingConfig,
+    max_failures: int,
+    forward: ray.train.UserCallback,  # TuneReportCallback: rank 0's reports to Tune
+) -> _TorchTrainer:
+    """The trial's TorchTrainer: its workers run :func:`_worker` on the trial's config."""
+    workers = int(config.get(WORLD_SIZE_PARAM, scaling.num_workers))
     trainer = _TorchTrainer(
         _worker,
+        # Pickled here: Ray Train's controller unpickles the loop config too (its run context
+        # holds it), and the trial's context would load torch and the engine there.
         train_loop_config={
-            "config": config,
-            "context": context,
-            "trial_folder": tune.get_context().get_trial_dir(),  # Ray Train workers have no Tune's
-            "for_trial": trial_id,  # nor its id: rank 0 tells the console what the trial does
-            "group_asked_unix_s": time.time(),  # the group's start-up, measured by rank 0
+            _TRIAL_KEY: ray.cloudpickle.dumps(
+                {
+                    "config": config,
+                    "context": context,
+                    "trial_folder": place.trial_folder,
+                    "for_trial": place.trial_id,
+                    "group_asked_unix_s": time.time(),  # the group's start, timed by rank 0
+                }
+            )
         },
         scaling_config=dataclasses.replace(scaling, num_workers=workers),
-        torch_config=TorchConfig(backend="nccl" if scaling.use_gpu else "gloo"),
+        torch_config=GroupBackendConfig(
+            backend="nccl" if scaling.use_gpu else "gloo",
+            cache_namespace=context.cache_namespace,
+            trial_id=place.trial_id,
+        ),
         run_config=ray.train.RunConfig(
             name=_TRAIN_DIR,
-            storage_path=storage.trial_fs_path,
-            storage_filesystem=storage.storage_filesystem,
+            storage_path=place.storage_path,
+            storage_filesystem=place.filesystem,
             failure_config=ray.train.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
             callbacks=[forward],
             logging_config=ray.train.LoggingConfig(log_level="WARNING"),  # not a line a report
         ),
     )
-    local = isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem)
-    trial_dir = storage.trial_fs_path if local else tune.get_context().get_trial_dir()
-    trainer.trial_log = Path(trial_dir) / RAY_TRAIN_LOG  # on the controller's node: the driver's
-    _raise_if_ended(_earlier_run(storage))
-    # Until rank 0 runs: Ray Train's controller, a placement group, N worker processes that
-    # import torch, and the process group (gloo or nccl): tens of seconds on a busy machine.
-    tell(context.cache_namespace, trial_id, f"starting {workers} workers")
-    result = trainer.fit()
-    _hand_over_the_last_report(forward)
-    _raise_if_ended(result)
+    trainer.trial_log, trainer.one_machine = place.log, place.one_machine
+    return trainer
 
 
 def _raise_if_ended(result: ray.train.Result | None) -> None:
@@ -179,53 +236,28 @@ class _TorchTrainer(TorchTrainer):
     asks the State API whether the controller lives; without the dashboard package (a plain
     ``ray[tune]`` install) it warns every second and never ends, outliving the job. Its one
     job, removing the group of a controller that died, is :class:`PlacementGroupReaper`'s (and
-    Ray ends a dead driver's groups with its job)."""
+    Ray ends a dead driver's groups with its job). Without datasets, no datasets callback
+    either (its ``DatasetManager`` actor, a process per group); on one machine, no autoscaler
+    requests (tuner.tune.ddp_controller says what each cost the group's start)."""
 
-    trial_log: Path | None = None  # where Ray Train's tracebacks go (_TracebacksToTrialLog)
+    trial_log: Path | None = None  # where Ray Train's tracebacks go (TracebacksToTrialLog)
+    one_machine = False  # the cluster is one node: no autoscaler to ask for resources
 
     def _create_default_callbacks(self) -> list[Any]:
-        callbacks = super()._create_default_callbacks()
-        kept = [c for c in callbacks if not isinstance(c, PlacementGroupCleanerCallback)]
-        return [*kept, _TracebacksToTrialLog(self.trial_log)] if self.trial_log else kept
+        unneeded = (PlacementGroupCleanerCallback, *(() if self.datasets else (DatasetsCallback,)))
+        kept = [c for c in super()._create_default_callbacks() if not isinstance(c, unneeded)]
+        return [*kept, TracebacksToTrialLog(self.trial_log)] if self.trial_log else kept
 
-
-class _TracebacksToTrialLog(ControllerCallback):
-    """In the controller's process: a Ray Train record with a traceback (a killed worker's,
-    some 25 lines) goes whole to the trial's ``ray_train.log`` and to the console as its one
-    first line, which names that file. The console keeps one line per event."""
-
-    def __init__(self, log: Path) -> None:
-        self.log = log
-
-    def after_controller_start(self, train_run_context: Any) -> None:
-        logger = logging.getLogger("ray.train")
-        to_file = logging.FileHandler(self.log)
-        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        to_file.setLevel(logging.WARNING)
-        logger.handlers = [
-            _OneLine(h, self.log) if type(h).__name__ == "PlainRayHandler" else h
-            for h in logger.handlers
-        ] + [to_file]
-
-
-class _OneLine(logging.Handler):
-    """A console handler that gets a record's first line, without its traceback."""
-
-    def __init__(self, console: logging.Handler, log: Path) -> None:
-        super().__init__(console.level)
-        self.console, self.log = console, log
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info or record.exc_text:
-            first = record.getMessage().splitlines()[0] if record.getMessage() else ""
-            line = f"{first} (Ray's traceback: {self.log})"
-            fields = {**record.__dict__, "msg": line, "args": None, "exc_info": None}
-            record = logging.makeLogRecord({**fields, "exc_text": None})
-        self.console.handle(record)
+    def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
+        if self.one_machine:
+            policy = controller_init_kwargs["scaling_policy"]
+            controller_init_kwargs["scaling_policy"] = ray_internals.no_autoscaler_requests(policy)
+        return super()._initialize_and_run_controller(**controller_init_kwargs)
 
 
 def _worker(loop_config: dict[str, Any]) -> None:
     """One Ray Train worker: the one-worker trial, reporting through Ray Train."""
+    loop_config = ray.cloudpickle.loads(loop_config[_TRIAL_KEY])
     run = _WorkerRun(loop_config["context"], trial_dir=loop_config.get("trial_folder"))
     run.trial_id = loop_config.get("for_trial", "")
     run.group_asked_unix_s = loop_config.get("group_asked_unix_s")

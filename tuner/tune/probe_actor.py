@@ -10,7 +10,7 @@ import ray
 
 from tuner.speed.cache import ProbeCache
 
-__all__ = ["connect_cache", "start_cache"]
+__all__ = ["connect_cache", "start_cache", "tell"]
 
 _ACTOR_NAME = "tuner_probe_cache"
 
@@ -35,3 +35,13 @@ def start_cache(
 def connect_cache(namespace: str) -> Any:
     """The running cache actor (from inside a trial)."""
     return ray.get_actor(_ACTOR_NAME, namespace=namespace)
+
+
+def tell(namespace: str, trial_id: str, what: str) -> None:
+    """What a trial does before its first report, for the console's running line (the probe
+    cache keeps it): fire and forget, never worth a wait."""
+    if namespace and trial_id:
+        try:
+            connect_cache(namespace).tell.remote(trial_id, what)
+        except Exception:
+            return

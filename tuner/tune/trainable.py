@@ -61,7 +61,7 @@ from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
 from tuner.tune.phases import PhaseLog
-from tuner.tune.probe_actor import connect_cache
+from tuner.tune.probe_actor import connect_cache, tell
 from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
@@ -550,16 +550,6 @@ def _cache_call(namespace: str, method: str, *args: Any) -> Any:
         return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
     except Exception:
         return None
-
-
-def tell(namespace: str, trial_id: str, what: str) -> None:
-    """What a trial does before its first report, for the console's running line (the probe
-    cache keeps it): fire and forget, never worth a wait."""
-    if namespace and trial_id:
-        try:
-            connect_cache(namespace).tell.remote(trial_id, what)
-        except Exception:
-            return
 
 
 def _trial_id() -> str:
