@@ -38,13 +38,18 @@ _SCRIPT = textwrap.dedent(
             "The `process_trial_result` operation took 0.999 s, which may be a performance "
             "bottleneck."
         )
+        logging.getLogger("ray").handlers.clear()  # as ray.init leaves it
+        logging.getLogger("ray._private.authentication.authentication_token_setup").warning(
+            "Token authentication is enabled for this Ray cluster."
+        )
+        logging.getLogger("tuner.tune.cluster").warning("a line of ours, through the last resort")
     logging.getLogger("ray.tune").warning("Ray after the search")
     print("after the search")
     print("error: after", file=sys.stderr)
     """
 )
 RAY_LINES = ("[mutex.cc : 452] RAW: Lock blocking", "(raylet) A worker died",
-             "may be a performance bottleneck")  # fmt: skip
+             "may be a performance bottleneck", "Token authentication is enabled")  # fmt: skip
 
 
 @pytest.mark.parametrize("verbose", [False, True])
@@ -60,6 +65,7 @@ def test_ray_s_own_lines_go_to_the_log_file_unless_verbose(tmp_path: Path, verbo
     for ours in ("[1/2 trial line] ok", "after the search"):
         assert ours in done.stdout
     assert "error: one line of ours" in done.stderr and "error: after" in done.stderr
+    assert "a line of ours, through the last resort" in done.stderr
     assert "Ray after the search" in done.stderr  # Ray's loggers are put back after the block
     log = tmp_path / RAY_LOG_FILE
     if verbose:

@@ -72,19 +72,40 @@ def ray_lines_to_file(folder: Path, *, verbose: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _ray_loggers_to(log: TextIO) -> Iterator[None]:
-    """Within the block, the console handlers of Ray's own loggers (``ray`` and those of its
-    that do not propagate to it, ``ray.data``) write to ``log``; their file handlers stay."""
+    """Within the block, what Ray's own loggers say goes to ``log``: the console handlers of
+    those that have one (``ray``, and ``ray.data`` which does not propagate) write there, and
+    so does the last-resort handler for ``ray.*`` records, because ``ray.init`` leaves the
+    ``ray`` logger without handlers: its token-authentication warning and Tune's "may be a
+    performance bottleneck" then reach the console through Python's last resort. Their file
+    handlers stay, and every other logger's record goes where it went."""
     to_log = logging.StreamHandler(log)
     to_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     saved: dict[logging.Logger, list[logging.Handler]] = {}
     for logger in _ray_loggers():
         saved[logger] = logger.handlers[:]
         logger.handlers = [to_log if _to_console(h) else h for h in logger.handlers]
+    last_resort = logging.lastResort
+    logging.lastResort = _RayRecordsTo(to_log, last_resort)
     try:
         yield
     finally:
+        logging.lastResort = last_resort
         for logger, handlers in saved.items():
             logger.handlers = handlers
+
+
+class _RayRecordsTo(logging.Handler):
+    """Python's last-resort handler that sends Ray's records to ``ray_log`` instead."""
+
+    def __init__(self, ray_log: logging.Handler, other: logging.Handler | None) -> None:
+        super().__init__(logging.WARNING)  # as the last resort's own level
+        self.ray_log, self.other = ray_log, other
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "ray" or record.name.startswith("ray."):
+            self.ray_log.handle(record)
+        elif self.other is not None:
+            self.other.handle(record)
 
 
 def _ray_loggers() -> list[logging.Logger]:
