@@ -260,3 +260,18 @@ def test_a_command_stopped_before_its_result_says_so_in_its_json(
     assert json.loads(capsys.readouterr().out) == {"status": "interrupted", "exit_code": code}
     assert _interrupted(argparse.Namespace(), code) == code  # no --json: nothing on stdout
     assert capsys.readouterr().out == ""
+
+
+def test_a_reader_that_goes_away_is_no_traceback() -> None:
+    """``tuner spaces | head``: the reader closes the pipe before tuner writes to it."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "spaces"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # gone before the first line
+    stderr = child.stderr.read()
+    assert child.wait(timeout=120) == 1
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

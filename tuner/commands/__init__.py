@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -17,6 +18,7 @@ from tuner import __version__
 from tuner.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_RUNTIME,
     EXIT_TERMINATED,
     EXIT_USAGE,
     MissingPackage,
@@ -86,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(arguments)
+    except BrokenPipeError:
+        # Whoever read the output went away (`tuner spaces | head`): that is no traceback.
+        # Python's last flush of stdout at exit would raise again, so stdout goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_RUNTIME
     except ModuleNotFoundError as exc:
         missing = MissingPackage.of(exc)
         if missing is None or "--debug" in arguments:
