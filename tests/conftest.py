@@ -19,6 +19,7 @@ import pytest
 from search_cli import search_command
 from tiers import (
     EVERY_KIND_TIME_BUDGETS_S,
+    READERS,
     SEARCH_END_SLACK_S,
     EarlyBuild,
     add_markers,
@@ -280,14 +281,8 @@ def partial_experiment(smoke_experiment: Path, tmp_path: Path) -> Path:
     return copy
 
 
-_SMOKE_READERS = (
-    "tests/cli/test_flags.py", "tests/experiment/test_load.py", "tests/report/test_browser.py",
-    "tests/report/test_honest.py", "tests/report/test_report.py", "tests/test_api.py",
-    "tests/tune/test_driver.py", "tests/tune/test_usage_errors.py",
-)  # fmt: skip
 EARLY_BUILDS = (
-    EarlyBuild(EVERY_KIND_NAME, ("tests/tune/test_clients.py",), _every_kind),
-    EarlyBuild(SMOKE, _SMOKE_READERS, _smoke),
-    EarlyBuild(NOTHING_FITS, ("tests/report/test_browser.py", "tests/report/test_report.py"),
-               _nothing_fits),
-)  # fmt: skip
+    EarlyBuild(EVERY_KIND_NAME, READERS["every_kind_experiment"], _every_kind),
+    EarlyBuild(SMOKE, READERS["smoke_experiment"], _smoke),
+    EarlyBuild(NOTHING_FITS, READERS["infeasible_experiment"], _nothing_fits),
+)

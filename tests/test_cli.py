@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -264,11 +265,13 @@ def test_a_command_stopped_before_its_result_says_so_in_its_json(
 
 def test_a_reader_that_goes_away_is_no_traceback() -> None:
     """``tuner spaces | head``: the reader closes the pipe before tuner writes to it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe's buffer
     child = subprocess.Popen(
         [sys.executable, "-m", "tuner", "spaces"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert child.stdout is not None and child.stderr is not None
     child.stdout.close()  # gone before the first line

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tiers import built_once
+from tiers import ALSO_READ_AS, READERS, built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 # One test of each end-to-end path the fast tier must keep (README's test command).
@@ -134,3 +134,18 @@ def test_a_module_fixture_is_built_once_under_both_workers(tmp_path: Path) -> No
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     assert len((tmp_path / "builds").read_text().split()) == 1
+
+
+def test_each_early_build_names_every_module_that_reads_it() -> None:
+    """tests/tiers.py's READERS start a shared search when a reader is collected: a module
+    that reads one but is missing from its list would wait for a build that never started
+    early (it would still build it, late)."""
+    for fixture, modules in READERS.items():
+        names = (fixture, *ALSO_READ_AS.get(fixture, ()))
+        readers = {
+            str(path.relative_to(ROOT))
+            for path in (ROOT / "tests").rglob("test_*.py")
+            if path != Path(__file__).resolve()  # this test names them all
+            and any(name in path.read_text() for name in names)
+        }
+        assert readers == set(modules), fixture

@@ -55,7 +55,8 @@ def built_once(root: Path, name: str, build: Callable[[Path], object]) -> Path:
 # its first report. The six took 50 s on 2 quiet cores and 93 s beside the long tier; 109-111 s
 # of a search alone on 2026-11-28 (another engineer's tests beside it). Inside the fast tier
 # they took over 200 s while Ray ran their trials at nice 15 behind the unit tests; at nice 0
-# (pytest_configure) 240 s held in four runs (200 s had not, at nice 15). When the first
+# (pytest_configure) 240 s held in four runs (reports/benchmarks/fast_tier.md: three, and the
+# three-worker run it names; 200 s had not, at nice 15). When the first
 # budget ended a short trial too (what the search did decides, not a clock), a second search
 # has room for a machine several times slower (under coverage beside a CPU hog the first
 # trial alone took over 2 minutes).
@@ -64,6 +65,22 @@ SEARCH_END_SLACK_S = 300  # a search's start-up and end beyond its time budget
 # How long a test may wait for an early build (pytest-timeout counts the wait): every attempt
 # of the every-kind search, each to its subprocess timeout, and a margin.
 EARLY_BUILD_WAIT_S = sum(b + SEARCH_END_SLACK_S for b in EVERY_KIND_TIME_BUDGETS_S) + 300
+
+
+# The test modules that read each shared search (tests/conftest.py's fixtures, by name;
+# ``partial_experiment`` is a copy of the smoke one): pytest-xdist's controller starts a search
+# as soon as one of its readers is collected (EarlyBuild). tests/test_tiers.py checks the lists.
+READERS: dict[str, tuple[str, ...]] = {
+    "smoke_experiment": (
+        "tests/cli/test_flags.py", "tests/experiment/test_load.py",
+        "tests/report/test_browser.py", "tests/report/test_honest.py",
+        "tests/report/test_report.py", "tests/test_api.py", "tests/tune/test_driver.py",
+        "tests/tune/test_usage_errors.py",
+    ),
+    "infeasible_experiment": ("tests/report/test_browser.py", "tests/report/test_report.py"),
+    "every_kind_experiment": ("tests/tune/test_clients.py",),
+}  # fmt: skip
+ALSO_READ_AS = {"smoke_experiment": ("partial_experiment",)}
 
 
 class EarlyBuild:

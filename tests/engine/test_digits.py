@@ -18,7 +18,17 @@ def test_the_digits_are_scikit_learn_s_own() -> None:
     assert images.shape == (1797, 8, 8)
     np.testing.assert_array_equal(images, theirs.images)
     np.testing.assert_array_equal(target, theirs.target)
-    assert target.dtype == theirs.target.dtype
+    assert target.dtype == theirs.target.dtype and images.dtype == theirs.images.dtype
+
+
+def test_without_the_shipped_file_scikit_learn_s_own_loader_serves(monkeypatch) -> None:
+    import tuner.engine.digits as digits
+
+    monkeypatch.setattr(digits, "_FILE", ("datasets", "data", "moved.csv.gz"))
+    images, target = load_digits()
+    theirs = sklearn_load_digits()
+    np.testing.assert_array_equal(images, theirs.images)
+    np.testing.assert_array_equal(target, theirs.target)
 
 
 def test_a_digits_run_s_data_imports_no_scikit_learn() -> None:

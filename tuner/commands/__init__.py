@@ -87,17 +87,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(arguments)
+        code = _main(arguments)
+        sys.stdout.flush()  # a pipe's buffer: a reader gone shows here, not at Python's exit
+        return code
     except BrokenPipeError:
-        # Whoever read the output went away (`tuner spaces | head`): that is no traceback.
-        # Python's last flush of stdout at exit would raise again, so stdout goes nowhere.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if "--debug" in arguments or not _reader_gone():
+            raise  # a broken pipe of something else (Ray, a loader worker): a real error
         return EXIT_RUNTIME
     except ModuleNotFoundError as exc:
         missing = MissingPackage.of(exc)
         if missing is None or "--debug" in arguments:
             raise
         return _failed(argparse.Namespace(json="--json" in arguments), missing)
+
+
+def _reader_gone() -> bool:
+    """Whether whoever read stdout went away (``tuner spaces | head``). If so, stdout goes to
+    nowhere from now on: Python's last flush at exit would raise again, a traceback."""
+    try:
+        sys.stdout.flush()
+        return False
+    except BrokenPipeError:
+        pass
+    try:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, sys.stdout.fileno())
+        os.close(nowhere)
+    except (OSError, ValueError):  # a stdout with no descriptor (a notebook's, a test's)
+        pass
+    return True
 
 
 def _main(arguments: list[str]) -> int:

@@ -26,21 +26,35 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 1,797 digits as ``images`` float64 ``[N, 8, 8]`` (0..16) and ``target`` int
     ``[N]``, as ``sklearn.datasets.load_digits()`` gives them."""
     path = _shipped_file()
+    if path is None:  # scikit-learn in a zip, or a release that moved the file: its own loader
+        return _through_scikit_learn()
     with gzip.open(path, mode="rt", encoding="utf-8") as text:
         data = np.loadtxt(text, delimiter=",")
     return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
 
 
-def _shipped_file() -> Path:
+def _shipped_file() -> Path | None:
     """The CSV's path, found without importing scikit-learn (``find_spec`` of a top-level
-    package runs none of its code)."""
-    spec = importlib.util.find_spec("sklearn")
+    package runs none of its code); None where it is not a plain file."""
+    try:
+        spec = importlib.util.find_spec("sklearn")
+    except (ImportError, ValueError):  # a module object without a spec, say
+        return None
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     for folder in folders:
         path = Path(folder, *_FILE)
         if path.is_file():
             return path
-    raise TunerError(
-        "data=digits needs scikit-learn's digits file, which this environment lacks; "
-        "install it: pip install scikit-learn"
-    )
+    return None
+
+
+def _through_scikit_learn() -> tuple[np.ndarray, np.ndarray]:
+    try:
+        from sklearn.datasets import load_digits as sklearn_load_digits
+    except ImportError:
+        raise TunerError(
+            "data=digits needs scikit-learn, which this environment lacks; "
+            "install it: pip install scikit-learn"
+        ) from None
+    digits = sklearn_load_digits()
+    return digits.images, digits.target

@@ -98,7 +98,7 @@ class _RayRecordsTo(logging.Handler):
     """Python's last-resort handler that sends Ray's records to ``ray_log`` instead."""
 
     def __init__(self, ray_log: logging.Handler, other: logging.Handler | None) -> None:
-        super().__init__(logging.WARNING)  # as the last resort's own level
+        super().__init__(other.level if other is not None else logging.WARNING)
         self.ray_log, self.other = ray_log, other
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -109,9 +109,15 @@ class _RayRecordsTo(logging.Handler):
 
 
 def _ray_loggers() -> list[logging.Logger]:
-    names = [n for n in logging.root.manager.loggerDict if n == "ray" or n.startswith("ray.")]
-    loggers = [logging.getLogger(n) for n in names]
-    return [logger for logger in loggers if logger.handlers]
+    """Ray's loggers that have handlers (a copy of the registry: Ray's threads add loggers)."""
+    known = list(logging.root.manager.loggerDict.items())
+    return [
+        logger
+        for name, logger in known
+        if (name == "ray" or name.startswith("ray."))
+        and isinstance(logger, logging.Logger)  # not a placeholder of a child's parent
+        and logger.handlers
+    ]
 
 
 def _to_console(handler: logging.Handler) -> bool:

@@ -71,5 +71,6 @@ class _Slow(Dataset):
 def slow_digits(config: TrainConfig) -> tuple[Dataset, Dataset, int, dict[str, Any]]:
     """``cut``'s data: the built-in digits, each training image served slowly."""
     source, _ = data_source("digits")
+    assert source.load is not None  # digits are loaded on the host
     train, val, classes, *_ = source.load(config, "")
     return _Slow(train), val, classes, {"mean": source.mean, "std": source.std}
