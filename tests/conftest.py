@@ -86,8 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RAY_worker_niceness", "0")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # One compute thread per xdist worker: two workers already fill the two cores, and
-        # torch's OpenMP threads spin while they wait for a core. Beside the searches the tier
-        # runs, a 2-second training test took 144 s with torch's default of one per core.
+        # torch's OpenMP threads spin while they wait for a core. In a run beside the tier's
+        # searches and another engineer's tests, a training test of 2-5 s alone took 144 s
+        # with torch's default of one per core. Only under xdist: -n0 keeps torch's default.
         # (A trial sets its own threads: tuner.tune.trainable.)
         import torch
 
