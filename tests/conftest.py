@@ -25,6 +25,8 @@ from tiers import (
     add_markers,
     built_once,
     group_machine_tests,
+    readers_last,
+    remember_deselected,
     run_root,
 )
 
@@ -112,8 +114,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         early.join()  # no search of ours outlives the run
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    remember_deselected(items)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    readers_last(items)
     group_machine_tests(items)
 
 

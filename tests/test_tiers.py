@@ -1,5 +1,6 @@
-"""The tiers hold what README.md promises: the fast tier has one of each end-to-end path, CI
-runs both tiers, and a shared experiment is built once however many workers ask for it."""
+"""The tiers hold what README.md promises: the fast tier keeps one real search and the long tier
+the other end-to-end paths, CI runs both tiers, and a shared experiment is built once however
+many workers ask for it."""
 
 from __future__ import annotations
 
@@ -10,18 +11,27 @@ import time
 from pathlib import Path
 
 import pytest
-from tiers import ALSO_READ_AS, READERS, built_once
+from tiers import ALSO_READ_AS, DESELECTED, READERS, built_once
 
 ROOT = Path(__file__).resolve().parents[1]
-# One test of each end-to-end path the fast tier must keep (README's test command).
+# The end-to-end paths the fast tier keeps (README's test command): one real search, read by
+# the report, the browser and the API. The others are the long tier's (tests/tiers.py:
+# FAST_CPU), which CI runs after it.
 FAST_PATHS = {
-    "a real Ray + Optuna search, read by the report": "tests/report/test_report.py::",
+    "a real Ray + Optuna search, read by the report": "tests/report/test_report.py::"
+    "test_every_file_and_section",
+    "a browser render": "tests/report/test_browser.py::test_the_rendered_page_leads_with_the",
+    "the API reads a finished search": "tests/test_api.py::"
+    "test_load_reads_a_finished_experiment_as_its_report_does",
+}
+LONG_PATHS = {
     "a data-parallel worker group": "tests/tune/test_ddp_trial.py::"
     "test_one_worker_group_trains_its_trial_and_leaves_nothing_behind",
     "a kill-and-resume": "tests/tune/test_resume.py::"
     "test_interrupted_search_resumes_without_running_a_finished_trial_twice",
-    "a browser render": "tests/report/test_browser.py::test_the_rendered_page_leads_with_the",
     "every client, every kind": "tests/tune/test_clients.py::test_mlflow_tells_each_kind",
+    "nothing fits the memory budget": "tests/report/test_report.py::"
+    "test_zero_feasible_experiment_says_why",
 }
 
 
@@ -34,12 +44,33 @@ def _collected(*args: str) -> list[str]:
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
-def test_the_fast_tier_keeps_one_of_each_end_to_end_path() -> None:
-    fast = _collected("-m", "not slow", *{p.split("::")[0] for p in FAST_PATHS.values()})
-    missing = [
-        what for what, test in FAST_PATHS.items() if not any(t.startswith(test) for t in fast)
-    ]
-    assert missing == []
+def _is_slow(tests: dict[str, str], items: list[pytest.Item]) -> dict[str, bool | None]:
+    """Whether each path's test is marked slow, read from ``items`` (None: not among them)."""
+    return {
+        what: next(
+            (item.get_closest_marker("slow") is not None
+             for item in items if item.nodeid.startswith(test)),
+            None,
+        )
+        for what, test in tests.items()
+    }  # fmt: skip
+
+
+def test_the_fast_tier_keeps_one_of_each_end_to_end_path(request: pytest.FixtureRequest) -> None:
+    """Read from this run's items (the README's command collects every module, then deselects
+    the slow ones); run alone, from a collection of the two tiers' modules."""
+    items = [*request.config.stash.get(DESELECTED, []), *request.session.items]
+    fast, long = _is_slow(FAST_PATHS, items), _is_slow(LONG_PATHS, items)
+    if None in (*fast.values(), *long.values()):  # not all collected here: collect them
+        modules = {p.split("::")[0] for p in (*FAST_PATHS.values(), *LONG_PATHS.values())}
+        quick = set(_collected("-m", "not slow", *modules))
+        every = _collected(*modules)
+        fast = {w: not any(t.startswith(p) and t in quick for t in every)
+                for w, p in FAST_PATHS.items()}  # fmt: skip
+        long = {w: any(t.startswith(p) and t not in quick for t in every)
+                for w, p in LONG_PATHS.items()}  # fmt: skip
+    assert [what for what, slow in fast.items() if slow] == []
+    assert [what for what, slow in long.items() if not slow] == []
 
 
 def test_ci_runs_the_readme_test_command_then_the_long_tier(tmp_path: Path) -> None:
@@ -148,4 +179,7 @@ def test_each_early_build_names_every_module_that_reads_it() -> None:
             if path != Path(__file__).resolve()  # this test names them all
             and any(name in path.read_text() for name in names)
         }
-        assert readers == set(modules), fixture
+        assert readers == {prefix.split("::")[0] for prefix in modules}, fixture
+        for prefix in modules:  # a test named in a prefix exists in its module
+            module, _, test = prefix.partition("::")
+            assert test.split("[")[0] in (ROOT / module).read_text(), prefix

@@ -21,7 +21,7 @@ from filelock import FileLock
 
 MACHINE = "machine"
 MARKERS = {
-    "slow": "the long tier: end-to-end runs beyond the fast tier's one of each (pytest -m slow)",
+    "slow": "the long tier: end-to-end runs beyond the fast tier's one search (pytest -m slow)",
     MACHINE: "needs the whole machine (a Ray cluster, a data-parallel worker group): such tests "
     "run one at a time, on one pytest-xdist worker",
 }
@@ -67,9 +67,22 @@ SEARCH_END_SLACK_S = 300  # a search's start-up and end beyond its time budget
 EARLY_BUILD_WAIT_S = sum(b + SEARCH_END_SLACK_S for b in EVERY_KIND_TIME_BUDGETS_S) + 300
 
 
-# The test modules that read each shared search (tests/conftest.py's fixtures, by name;
-# ``partial_experiment`` is a copy of the smoke one): pytest-xdist's controller starts a search
-# as soon as one of its readers is collected (EarlyBuild). tests/test_tiers.py checks the lists.
+# FAST_CPU: what the fast tier can hold. README's test command has 6 minutes on 2 cores; the
+# run is CPU-bound (2026-11-28, each xdist worker and the controller in a cgroup of its own,
+# every process they started counted, Ray's workers too: 1,112 CPU-seconds in 681 s, both cores
+# 82 % busy). So it holds about 600 CPU-seconds: the unit tests (about 450) and one real search
+# read by the report, the browser, the API and the CLI (the smoke search, 75-80). Each other
+# end-to-end path starts its own Ray, drivers and trial processes (each process imports torch
+# and timm: about 10 CPU-seconds) and runs in the long tier, which CI runs too: every client for
+# every kind of trial (170), a kill-and-resume (120), a data-parallel worker group (100), the
+# nothing-fits search (50), a second cluster node, two processes building one folder.
+# reports/benchmarks/fast_tier.md has the figures, test by test.
+
+# The tests that read each shared search (tests/conftest.py's fixtures, by name;
+# ``partial_experiment`` is a copy of the smoke one), as node-id prefixes (a module, or one
+# test of it): pytest-xdist's controller starts a search as soon as one of its readers is
+# collected (EarlyBuild), so a search whose readers the tier deselects never starts.
+# tests/test_tiers.py checks the lists.
 READERS: dict[str, tuple[str, ...]] = {
     "smoke_experiment": (
         "tests/cli/test_flags.py", "tests/experiment/test_load.py",
@@ -77,7 +90,12 @@ READERS: dict[str, tuple[str, ...]] = {
         "tests/report/test_report.py", "tests/test_api.py", "tests/tune/test_driver.py",
         "tests/tune/test_usage_errors.py",
     ),
-    "infeasible_experiment": ("tests/report/test_browser.py", "tests/report/test_report.py"),
+    "infeasible_experiment": (
+        "tests/report/test_browser.py::test_over_budget_trials_are_drawn_marked_apart",
+        "tests/report/test_report.py::test_zero_feasible_experiment_says_why",
+        "tests/report/test_report.py::test_trials_csv_reads_back_as_the_parquet_file"
+        "[infeasible_experiment]",
+    ),
     "every_kind_experiment": ("tests/tune/test_clients.py",),
 }  # fmt: skip
 ALSO_READ_AS = {"smoke_experiment": ("partial_experiment",)}
@@ -86,16 +104,17 @@ ALSO_READ_AS = {"smoke_experiment": ("partial_experiment",)}
 class EarlyBuild:
     """A shared experiment whose build is mostly waiting (a search: Ray's start, each trial's
     process start, the every-kind search's time budget), started by pytest-xdist's controller
-    in a thread as soon as the workers have collected a test of ``modules``, so that the wait
-    overlaps the other tests instead of delaying the tests that read it (a smoke search alone:
-    75 s of wall time, 25 s of CPU). Without xdist, the fixture builds it when first asked."""
+    in a thread as soon as the workers have collected one of its ``readers`` (node-id
+    prefixes), so that the wait overlaps the other tests instead of delaying the tests that read
+    it (a smoke search alone: 70-76 s of wall time, 73-81 CPU-seconds, every process counted).
+    Without xdist, the fixture builds it when first asked."""
 
-    def __init__(self, name: str, modules: tuple[str, ...], build: Callable[[Path], object]):
-        self.name, self.modules, self.build = name, modules, build
+    def __init__(self, name: str, readers: tuple[str, ...], build: Callable[[Path], object]):
+        self.name, self.readers, self.build = name, readers, build
         self.thread: threading.Thread | None = None
 
     def start_if_collected(self, config: pytest.Config, ids: list[str]) -> None:
-        if self.thread is not None or not any(i.startswith(self.modules) for i in ids):
+        if self.thread is not None or not any(i.startswith(self.readers) for i in ids):
             return
         root = config._tmp_path_factory.getbasetemp()  # the workers' basetemps are its folders
         self.thread = threading.Thread(
@@ -106,6 +125,25 @@ class EarlyBuild:
     def join(self) -> None:
         if self.thread is not None:
             self.thread.join()
+
+
+DESELECTED = pytest.StashKey[list[pytest.Item]]()  # what this run's -m left out
+
+
+def remember_deselected(items: list[pytest.Item]) -> None:
+    """Keep what ``-m`` deselected on the config, so a test can read a test's markers without
+    collecting again (tests/test_tiers.py)."""
+    if items:
+        items[0].config.stash.setdefault(DESELECTED, []).extend(items)
+
+
+def readers_last(items: list[pytest.Item]) -> None:
+    """The tests that read a shared search after the others (a stable sort): pytest-xdist hands
+    out tests in this order, so the workers run the rest while the searches build instead of
+    waiting on them (83 s of the two workers' 632 in the run of 2026-11-28 that kept them in
+    collection order)."""
+    names = {*READERS, *(alias for aliases in ALSO_READ_AS.values() for alias in aliases)}
+    items.sort(key=lambda item: bool(names & set(getattr(item, "fixturenames", ()))))
 
 
 def add_markers(config: pytest.Config) -> None:

@@ -110,6 +110,7 @@ def test_token_cluster_refuses_a_driver_without_its_token(
     assert "refused this driver's authentication token" in done.stdout
 
 
+@pytest.mark.slow  # a second node's start: 35 s (tests/tiers.py: FAST_CPU)
 def test_token_cluster_refuses_a_worker_node_without_the_token(
     token_cluster: RayCluster,
 ) -> None:
@@ -121,6 +122,7 @@ def test_token_cluster_refuses_a_worker_node_without_the_token(
     assert token_cluster.alive_nodes() == 1
 
 
+@pytest.mark.slow  # a cluster of its own (tests/tiers.py: FAST_CPU)
 def test_warns_when_an_open_cluster_is_reachable_from_other_hosts(cluster_root: Path) -> None:
     cluster = RayCluster(root=cluster_root, env=isolated_env(cluster_root, token=None))
     cluster.start_node(head=True, ip="127.0.0.2")  # not 127.0.0.1: Ray listens on all interfaces

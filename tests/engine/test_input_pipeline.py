@@ -65,6 +65,7 @@ def _build_in(cache: str) -> str:
     return str(jpeg_digits_folder())
 
 
+@pytest.mark.slow  # two processes build the whole folder: 29 CPU-seconds (tests/tiers.py: FAST_CPU)
 def test_two_processes_building_it_at_once_leave_one_whole_folder(tmp_path: Path) -> None:
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         built = pool.map(_build_in, [str(tmp_path)] * 2)

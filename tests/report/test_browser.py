@@ -207,6 +207,7 @@ def test_the_table_of_all_trials_sorts_in_the_browser(page: Path, tmp_path: Path
     assert len(rows) >= 3 and shown == sorted(shown, reverse=True)
 
 
+@pytest.mark.slow  # the nothing-fits search is the long tier's (tests/tiers.py: FAST_CPU)
 def test_over_budget_trials_are_drawn_marked_apart(
     infeasible_experiment: Path, tmp_path: Path
 ) -> None:

@@ -237,6 +237,7 @@ def test_importance_skips_an_integer_parameter_a_trial_did_not_sample() -> None:
     assert isinstance(found, dict) and "lr" in found
 
 
+@pytest.mark.slow  # the nothing-fits search is the long tier's (tests/tiers.py: FAST_CPU)
 def test_zero_feasible_experiment_says_why(infeasible_experiment: Path, tmp_path: Path) -> None:
     out = write_report(infeasible_experiment, out_dir=tmp_path / "r")
     trials = pd.read_csv(out / "trials.csv")
@@ -262,7 +263,12 @@ def test_partial_experiment(partial_experiment: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "experiment", ["smoke_experiment", "infeasible_experiment", "partial_experiment"]
+    "experiment",
+    [
+        "smoke_experiment",
+        pytest.param("infeasible_experiment", marks=pytest.mark.slow),  # the long tier's search
+        "partial_experiment",
+    ],
 )
 def test_trials_csv_reads_back_as_the_parquet_file(
     experiment: str, request: pytest.FixtureRequest, tmp_path: Path

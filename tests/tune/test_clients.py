@@ -30,7 +30,7 @@ from tuner.experiment import CUT_FILE, load_experiment, read_trials_csv, write_t
 from tuner.record import ERROR, KIND, KINDS, STEP, classify, optuna_state
 
 # The module's tests wait for the session's every-kind search (tests/conftest.py).
-pytestmark = pytest.mark.timeout(EARLY_BUILD_WAIT_S)
+pytestmark = [pytest.mark.timeout(EARLY_BUILD_WAIT_S), pytest.mark.slow]  # tests/tiers.py: FAST_CPU
 
 EXPECTED = {"ok": "ok", "weak": "stopped early", "over": "over budget", "blowup": "diverged",
             "bad": "errored", "crash": "errored", "cut": "incomplete"}  # fmt: skip

@@ -137,6 +137,7 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
     return outcome, {**held, "actor_classes": classes}
 
 
+@pytest.mark.slow  # 100 CPU-seconds (tests/tiers.py: FAST_CPU)
 def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
     """The fast tier's data-parallel search (the module's search is the long tier's): one
     trial on a real Ray Train worker group of 2 gloo workers, at a few steps."""

@@ -66,7 +66,13 @@ def test_a_group_count_choice_that_does_not_divide(tmp_path: Path) -> None:
         _check(str(space))
 
 
-@pytest.mark.parametrize("flags", [["--data", "imagefolder:/nonexistent"], ["--model", "vit_nope"]])
+@pytest.mark.parametrize(
+    "flags",
+    [  # one search driver each (13 CPU-seconds): the fast tier keeps one (tests/tiers.py: FAST_CPU)
+        pytest.param(["--data", "imagefolder:/nonexistent"], marks=pytest.mark.slow),
+        ["--model", "vit_nope"],
+    ],
+)
 def test_the_cli_fails_in_the_driver_with_one_line_and_no_trial(
     flags: list[str], tmp_path: Path
 ) -> None:

@@ -80,7 +80,9 @@ def _interrupt_after_first_trial(tmp_path: Path) -> tuple[list[str], int, str]:
     return finished, driver.returncode, rest.strip().splitlines()[-1]
 
 
-# The fast tier's kill-and-resume (a real Ctrl-C); the raylet loss below is the long tier's.
+# A real Ctrl-C, then --resume (the raylet loss below is its kin). Long tier: two drivers, two Ray
+# starts and a report cost 120 CPU-seconds, a fifth of the fast tier's (tests/tiers.py: FAST_CPU).
+@pytest.mark.slow
 def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     tmp_path: Path, nothing_lost: Any
 ) -> None:
