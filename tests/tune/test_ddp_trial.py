@@ -177,7 +177,7 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
 
 def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
     """The fast tier's data-parallel search (the module's search is the long tier's): one
-    trial on a real Ray Train worker group of 2 gloo workers, at a few steps."""
+    trial on 2 real gloo ranks (a pooled rank worker beside the trial's process), at a few steps."""
     options = SearchOptions(
         space=str(SPACE),
         name="ddp-one",
