@@ -136,6 +136,13 @@ class RankRun(_TrialRun):
     def _trial_dir(self) -> str | None:
         return super()._trial_dir() if self.rank == 0 else None  # one copy: every rank fails alike
 
+    def report_error(self, exc: Exception, *, final: bool) -> None:
+        """A deterministic error is reported on every rank (all raise it). Any other is not: a
+        rank that died leaves the group unable to take the report, and the attempt's error
+        (Tune's error.txt) names the rank; Tune retries from the checkpoint, as Ray Train did."""
+        if final or self.world_size == 1:
+            super().report_error(exc, final=final)
+
     def _checkpoint_due(self) -> bool:
         return self.rank == 0 and super()._checkpoint_due()  # the others' would go unused
 
