@@ -4,8 +4,10 @@ process is rank 0, a pooled ``RankWorker`` actor rank 1: tuner.tune.rank_pool).
 One search (module fixture) over ``spaces/ddp_space.py`` with ``--world-size 2``, three
 trials in a known order: ``strong`` (one of its 2 workers is killed after its first checkpoint),
 ``weak`` (2 workers, stopped early by ParetoASHA), ``strong2`` (one worker, from the space's
-``world_size`` parameter; it starts after the early stop). Each worker group costs 20-30 s to start
-on 2 cores, so everything, the report's "Scaling" section included, is asserted on this search.
+``world_size`` parameter; it starts after the early stop). A search's first start of a rank
+worker costs 10-30 s on 2 busy cores (and the killed one's retry starts another), so
+everything, the report's "Scaling" section included, is asserted on this search; the warm
+reuse after an early stop has its own search (``spaces/ddp_reuse_space.py``).
 """
 
 from __future__ import annotations
