@@ -3,8 +3,9 @@ group is up (issue 29).
 
 Three arms, each ``--rounds`` times, interleaved (a busy machine's drift hits every arm alike):
 
-- ``ray-2``: one search of ``--trials`` trials (one at a time) on 2 gloo workers through Ray
-  Train (tuner's 0.1 s controller poll; ``--ray-poll 2.0`` adds an arm at Ray's default);
+- ``ray-2``: one search of ``--trials`` trials (one at a time) on 2 gloo ranks (the trial's
+  process and a pooled rank worker, tuner.tune.rank_pool; before that change, a Ray Train
+  worker group per trial);
 - ``tune-1``: the same trials on one worker, plain Tune trials;
 - ``torchrun-2``: the same run on 2 gloo workers under ``torchrun -m tuner train``: no Ray, no
   report, no checkpoint (the floor a worker group could reach).
@@ -14,11 +15,12 @@ folder first on ``PYTHONPATH``): a change measured against the code before it, i
 
 **Fixed cost** is a trial's time (Tune's ``time_total_s``, the trial's driver from its start
 to its end) less its training loop (the engine's ``wall_time_s`` less its ``setup_time_s``):
-the worker group's start (``group_start`` in the trial's phases.jsonl: from the driver's
-``fit()`` to rank 0's run), the engine's setup (data, model) and what follows the loop. The
-first trial of a search and the later ones are shown apart (a later one could reuse what the
-first started). A one-process trial's process and imports come before Tune's clock starts:
-its fixed cost is its setup alone.
+the worker group's start (``group_start`` in the trial's phases.jsonl: from the trial's ask
+for its ranks to rank 0's run), the engine's setup (data, model) and what follows the loop. The
+first trial of a search and the later ones are shown apart (a later one reuses the ranks and
+the process the first started). A one-process trial's process and imports come before Tune's
+clock starts: its fixed cost is its setup alone, and a later one's is ~0 s (its process, data
+and model reused), so a later trial's ratio is taken to the one-process first trial's.
 
 For each run, from the engine's own clocks on rank 0 (``RunResult``): its wall time from the
 start of its training loop (the group up, data and model built: ``setup_time_s``, reported
@@ -30,6 +32,9 @@ training. The workload is the issue's: a micro ViT whose steps take milliseconds
 (and so reported) every 10 steps; checkpointed at the first evaluation and the end.
 
     PYTHONPATH=. python bench/data_parallel_overhead.py --rounds 3 [--before ../main-old]
+
+(``--ray-poll`` sets Ray Train's controller poll in the environment: it reaches only a
+``--before`` checkout that still ran Ray Train.)
 """
 
 from __future__ import annotations
@@ -46,7 +51,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.tune.ddp_trial import _POLL_EVERY_S
 from tuner.workloads import MICRO_VIT
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "benchmarks"
@@ -138,9 +142,10 @@ def _fixed(final: dict[str, Any]) -> dict[str, float]:
 
 
 def _arms(ray_polls: list[str], trials: int, before: str | None) -> dict[str, Any]:
-    label = {"tuner": f"tuner's {_POLL_EVERY_S}"}
     arms: dict[str, Any] = {
-        f"ray-2 poll {label.get(p, p)}": (lambda f, p=p: _search(f, 2, p, trials=trials))
+        "ray-2" if p == "tuner" else f"ray-2 poll {p}": (
+            lambda f, p=p: _search(f, 2, p, trials=trials)
+        )
         for p in ray_polls
     }
     arms["tune-1"] = lambda f: _search(f, 1, "tuner", trials=trials)
@@ -178,7 +183,9 @@ def main() -> None:
         f"{load['start'][0]:.1f} at the start, {load['end'][0]:.1f} at the end).\n\n"
         "## Fixed cost\n\nSeconds per trial; fixed cost = the trial's time (Tune's "
         "`time_total_s`) less its training loop; the trials of one search ran one at a time. "
-        "A one-process trial's process start and imports precede Tune's clock.\n\n"
+        "A one-process trial's process start and imports precede Tune's clock; a later "
+        "one's fixed cost is ~0 s, so a later trial's ratio is to the first one-process "
+        "trial's.\n\n"
         f"{fixed}\n\n## Once the group is up\n\nShares of the run's wall time on rank 0, "
         f"every trial.\n\n{shares}\n"
     )
@@ -221,10 +228,13 @@ def _fixed_table(seen: dict[str, list[list[dict[str, Any]]]]) -> tuple[str, dict
         base = cells.get("tune-1 before" if name.endswith("before") else "tune-1", {})
         for which, got in by_which.items():
             one = statistics.median(base.get(which, {}).get("fixed_s") or [0.0])
-            # A later one-process trial reuses its process and data: its fixed cost is ~0 s.
+            against = ""
+            if one <= _NONE_S:  # a later one-process trial reuses its process and data: ~0 s
+                one = statistics.median(base.get("first", {}).get("fixed_s") or [0.0])
+                against = " of first"
             ratio = statistics.median(got["fixed_s"]) / one if one > _NONE_S else None
             row = [_seconds(got[k]) for k in FIXED]
-            times = f"{ratio:.1f}x" if ratio is not None else "-"
+            times = f"{ratio:.1f}x{against}" if ratio is not None else "-"
             search = _seconds(got["search_s"])
             lines.append(f"| {name} | {which} | " + " | ".join(row) + f" | {times} | {search} |")
     return "\n".join(lines), cells

@@ -1,8 +1,10 @@
 """Data-parallel costs on CPU: a 2-worker trial's start-up, and scaling from 1 to 2 workers.
 
-- Start-up: the seconds from ``TorchTrainer.fit()`` (Ray Train V2, as a data-parallel trial
-  runs it, gloo, 1 CPU per worker) to rank 0 entering the training function: the worker group's
-  placement, processes, imports and process group; and the whole fit of an empty function.
+- Start-up: the seconds from ``TorchTrainer.fit()`` (Ray Train V2's own trainer, gloo, 1 CPU
+  per worker; data-parallel trials ran on it before their warm ranks, tuner.tune.rank_pool,
+  which bench/data_parallel_overhead.py measures) to rank 0 entering the training function:
+  the worker group's placement, processes, imports and process group; and the whole fit of an
+  empty function.
 - Scaling: the embedded workload (``vit_space``'s CPU workload on the digits) trained by
   ``python -m tuner train`` (1 worker) and ``torchrun --nproc-per-node 2 -m tuner train``
   (2 workers, gloo), one thread per worker, the two interleaved (the order alternates per
@@ -72,11 +74,10 @@ def _entered(config: dict[str, Any]) -> None:
 
 def measure_startup(starts: int) -> dict[str, Any]:
     import ray.train
+    from ray.train.torch import TorchConfig, TorchTrainer
 
     from tuner.stats import median_interval
     from tuner.tune.cluster import connect, shutdown
-    from tuner.tune.ddp_controller import GroupBackendConfig
-    from tuner.tune.ddp_trial import _TorchTrainer  # the trainer trials use
 
     connect(num_cpus=2)
     to_entry, fits = [], []
@@ -84,13 +85,13 @@ def measure_startup(starts: int) -> dict[str, Any]:
     try:
         for start in range(starts):
             stamp = Path(storage) / f"entered{start}"
-            trainer = _TorchTrainer(
+            trainer = TorchTrainer(
                 _entered,
                 train_loop_config={"stamp": str(stamp)},
                 scaling_config=ray.train.ScalingConfig(
                     num_workers=2, resources_per_worker={"CPU": 1}, placement_strategy="PACK"
                 ),
-                torch_config=GroupBackendConfig(backend="gloo"),
+                torch_config=TorchConfig(backend="gloo"),
                 run_config=ray.train.RunConfig(
                     name=f"start{start}",
                     storage_path=storage,

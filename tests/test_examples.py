@@ -1,6 +1,6 @@
 """The examples run end to end: the space file with its own nn.Module (BatchNorm2d) and Dataset
 class searched by the CLI, and the notebook-style script through the Python API, each with
-data-parallel trials of 2 gloo workers (Ray Train). The fast siblings (the example's model and
+data-parallel trials of 2 gloo ranks. The fast siblings (the example's model and
 data trained in-process, a few steps) are in tests/engine/test_engine_usercode.py and
 tests/test_api.py."""
 

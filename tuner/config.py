@@ -140,8 +140,8 @@ class TrainConfig:
         None, "evaluate on at most N val batches, a fixed random sample ('none': all)"
     )
 
-    # Data-parallel runs (DDP; torchrun or Ray Train start the workers): speed knobs that only
-    # matter with more than one worker. batch_size is per worker.
+    # Data-parallel runs (DDP; torchrun or a search's trials start the workers): speed knobs
+    # that only matter with more than one worker. batch_size is per worker.
     ddp_bucket_cap_mb: int = _field(25, "DDP gradient bucket size in MiB (torch's default)")
     ddp_gradient_as_bucket_view: bool = _field(
         False, "DDP gradients are views into its all-reduce buckets (one copy less)"

@@ -1,16 +1,19 @@
-"""Data-parallel trials with real Ray Train: 2 gloo workers per trial on the local CPU.
+"""Data-parallel trials with real Ray: 2 gloo ranks per trial on the local CPU (the trial's own
+process is rank 0, a pooled ``RankWorker`` actor rank 1: tuner.tune.rank_pool).
 
 One search (module fixture) over ``spaces/ddp_space.py`` with ``--world-size 2``, three
 trials in a known order: ``strong`` (one of its 2 workers is killed after its first checkpoint),
 ``weak`` (2 workers, stopped early by ParetoASHA), ``strong2`` (one worker, from the space's
-``world_size`` parameter; it starts after the early stop). Each worker group costs 20-30 s to start
-on 2 cores, so everything, the report's "Scaling" section included, is asserted on this search.
+``world_size`` parameter; it starts after the early stop). A search's first start of a rank
+worker costs 10-30 s on 2 busy cores (and the killed one's retry starts another), so
+everything, the report's "Scaling" section included, is asserted on this search; the warm
+reuse after an early stop has its own search (``spaces/ddp_reuse_space.py``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -28,23 +31,21 @@ from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
 from tuner.spaces import get_space
 from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
-from tuner.tune.ddp_controller import OneLine
-from tuner.tune.ddp_trial import RAY_TRAIN_LOG
 from tuner.tune.phases import read_phases
 from tuner.tune.plan import make_plan
+from tuner.tune.trainable import META_FILE as TRIAL_META
 
 SPACE = Path(__file__).parent / "spaces" / "ddp_space.py"
+REUSE_SPACE = Path(__file__).parent / "spaces" / "ddp_reuse_space.py"
 
 # The module's one search runs inside the first slow test: room for it on a loaded machine.
 pytestmark = [pytest.mark.timeout(1100), pytest.mark.machine]
 
 
 class WorkerKiller:
-    """Kills one Ray Train worker of this process's Ray once Ray Train registered the ``strong``
-    trial's first checkpoint (its controller's checkpoint snapshot lists it: a checkpoint merely
-    written to the folder is not yet Ray Train's, and a kill then restarts from step 0), and
-    before its final report. Not Tune's result.json: Tune may write a trial's lines seconds
-    after its workers made them (on a quiet machine, after the trial ended)."""
+    """Kills the ``strong`` trial's rank-1 worker (a ``RankWorker`` of this process's Ray) once
+    the trial's first checkpoint is in its folder (rank 0 wrote it through Tune, which takes the
+    report before the attempt's error), and before its final report."""
 
     def __init__(self, experiment: Path) -> None:
         self.experiment = experiment
@@ -62,30 +63,67 @@ class WorkerKiller:
 
     def _watch(self) -> None:
         while not self.done.is_set():
-            if self._registered():
+            if self._checkpointed():
                 for proc in psutil.Process().children(recursive=True):
                     try:
                         title = " ".join(proc.cmdline())
                     except psutil.Error:
                         continue
-                    if title.startswith("ray::RayTrainWorker"):
+                    if title.startswith("ray::RankWorker"):
                         proc.kill()
                         self.killed_at = time.time()
                         return
             time.sleep(0.02)
 
-    def _registered(self) -> bool:
-        """Whether the strong trial's snapshot lists a checkpoint, none of them final."""
+    def _checkpointed(self) -> bool:
+        """Whether the strong trial's folder holds a checkpoint, none of them final."""
         for params in self.experiment.glob("*/params.json"):
-            snapshot = params.parent / "train" / "checkpoint_manager_snapshot.json"
             try:
                 if json.loads(params.read_text()).get("variant") != "strong":
                     continue
-                results = json.loads(snapshot.read_text())["checkpoint_results"]
-            except (OSError, ValueError, KeyError):  # not there yet, or read half written
+                metas = [
+                    json.loads(meta.read_text())
+                    for meta in params.parent.glob(f"checkpoint_*/{TRIAL_META}")
+                ]
+            except (OSError, ValueError):  # not there yet, or read half written
                 return False
-            return bool(results) and not any(r["metrics"].get("final") for r in results)
+            return bool(metas) and not any("final_report" in meta for meta in metas)
         return False
+
+
+class ActivityWatcher:
+    """What the trials told the console's running line (the probe cache's ``activity``), each
+    distinct line in the order seen, polled while the search runs in this process."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.seen: list[str] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        import ray
+
+        from tuner.tune.probe_actor import connect_cache
+
+        while not self.done.is_set():
+            doing = {}
+            try:  # not before the search's Ray is up: a call would start a Ray of its own
+                if ray.is_initialized():
+                    asked = connect_cache(self.namespace).activity.remote()
+                    doing = ray.get(asked, timeout=5)
+            except Exception:  # no cache actor yet, or Ray going down
+                doing = {}
+            for what, _ in doing.values():
+                if not self.seen or self.seen[-1] != what:
+                    self.seen.append(what)
+            time.sleep(0.05)
+
+    def stop(self) -> list[str]:
+        self.done.set()
+        self.thread.join()
+        return self.seen
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +156,7 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
     tables: list[dict[str, Any]] = []
     cleaners: list[dict[str, Any]] = []
     classes: set[str] = set()
+    workers: list[dict[str, Any]] = []
     real_shutdown = cluster.shutdown
 
     def shutdown() -> None:
@@ -128,19 +167,20 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
         actors = state.actor_table(None).values()
         cleaners.extend(a for a in actors if a["ActorClassName"] == "PlacementGroupCleaner")
         classes.update(a["ActorClassName"] for a in actors)  # dead ones too
+        workers.extend(a for a in actors if a["ActorClassName"] == "RankWorker")
         real_shutdown()
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cluster, "shutdown", shutdown)
         outcome = run_search(options)
     held = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
-    return outcome, {**held, "actor_classes": classes}
+    return outcome, {**held, "actor_classes": classes, "rank_workers": workers}
 
 
 @pytest.mark.slow  # 100 CPU-seconds (tests/tiers.py: FAST_CPU)
 def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: Path) -> None:
     """The fast tier's data-parallel search (the module's search is the long tier's): one
-    trial on a real Ray Train worker group of 2 gloo workers, at a few steps."""
+    trial on 2 real gloo ranks (a pooled rank worker beside the trial's process), at a few steps."""
     options = SearchOptions(
         space=str(SPACE),
         name="ddp-one",
@@ -155,8 +195,16 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
         effects_repeats=0,
         overrides={"steps": 8, "eval_every_steps": 4},
     )
-    outcome, seen = _watched(options)
+    console = ActivityWatcher("tuner-ddp-one")  # the experiment's cache namespace
+    try:
+        outcome, seen = _watched(options)
+    finally:
+        told = console.stop()
     assert outcome.state == "finished"
+    # The running line said what the starting group was doing, in order.
+    assert "starting 2 workers" in told, told
+    up = [i for i, what in enumerate(told) if re.fullmatch(r"2 workers up after \d+ s", what)]
+    assert up and told.index("starting 2 workers") < up[0], told
     lines = _reports(outcome)["strong"]
     assert [line["step"] for line in lines if line["phase"] == "train"][-1] == 8
     for line in lines:
@@ -167,11 +215,12 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
     trial_dir = next(outcome.experiment_dir.glob("*/result.json")).parent
     phases = read_phases(trial_dir)
     assert phases[0]["part"] == "group_start" and phases[0]["workers"] == 2
+    assert phases[0]["warm"] is False  # the search's first trial started its ranks
     assert 0 < phases[0]["seconds"] < lines[-1]["time_total_s"]  # the trial's driver's time
     assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}
     assert not seen["cleaners"]
     # One machine: no preemption watcher (its start printed a core_worker error line).
-    assert "RayTrainWorker" in seen["actor_classes"]
+    assert "RankWorker" in seen["actor_classes"]
     assert "PreemptionWatcher" not in seen["actor_classes"]
     # Nor Ray Data's actors: a dataset manager (no datasets) and the autoscaling coordinator.
     assert not {"DatasetManager", "_AutoscalingCoordinatorActor"} & seen["actor_classes"]
@@ -232,37 +281,13 @@ def test_a_killed_worker_resumes_its_trial_from_the_checkpoint(searched) -> None
     # reports before the kill lands: the restart then continues from the latest).
     assert min(after) > min(before)
     assert lines[-1]["final"] is True and lines[-1]["status"] == "ok"
-    # Ray Train's traceback of the dead worker went whole to the trial's log, not the console.
+    # The failed attempt's error (Tune's error file) names the rank that died.
     folders = {
         json.loads(params.read_text())["variant"]: params.parent
         for params in outcome.experiment_dir.glob("*/params.json")
     }
-    log = (folders["strong"] / RAY_TRAIN_LOG).read_text()
-    assert "Traceback (most recent call last)" in log and "ActorDiedError" in log
-
-
-def test_ray_train_s_console_gets_a_traceback_s_first_line_naming_the_trial_log(
-    tmp_path: Path,
-) -> None:
-    console_lines: list[str] = []
-
-    class Console(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            console_lines.append(logging.Formatter().format(record))
-
-    log = tmp_path / RAY_TRAIN_LOG
-    logger = logging.getLogger("ray.train.test_one_line")
-    logger.propagate = False
-    logger.handlers = [OneLine(Console(), log)]
-    try:
-        raise RuntimeError("a worker died\nits details")
-    except RuntimeError:
-        logger.warning("Graceful shutdown of backend failed.", exc_info=True)
-    logger.warning("a plain warning")
-    assert console_lines == [
-        f"Graceful shutdown of backend failed. (Ray's traceback: {log})",
-        "a plain warning",
-    ]
+    error = (folders["strong"] / "error.txt").read_text()
+    assert "RankFailed: rank 1 died" in error, error[-2000:]
 
 
 @pytest.mark.parametrize(
@@ -300,44 +325,33 @@ def test_the_report_shows_scaling_by_world_size(searched, tmp_path: Path) -> Non
     assert "Scaling" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_ray_train_s_controller_starts_without_torch_or_a_dataset_actor(tmp_path: Path) -> None:
-    """What a trial hands Ray Train's controller (its callbacks, backend config and scaling
-    policy, pickled as Ray pickles them) loads in a fresh process without torch or tuner's
-    engine: their imports delayed every worker group's start by seconds. No datasets callback
-    (a ``DatasetManager`` actor per group) and, on one machine, no autoscaler request."""
-    import subprocess
-    import sys
-
-    import ray.cloudpickle
-    import ray.train
-
-    from tuner.tune._ray_internals import DatasetsCallback
-    from tuner.tune.ddp_trial import _trainer, _TrialPlace
-    from tuner.tune.trainable import TrialContext
-
-    context = TrialContext(None, 2, 1, "cpu", (), 0, "")
-    place = _TrialPlace("t1", str(tmp_path), str(tmp_path), None, tmp_path / "log", True)
-    scaling = ray.train.ScalingConfig(num_workers=2, resources_per_worker={"CPU": 1})
-    trainer = _trainer(
-        {},
-        place,
-        context=context,
-        scaling=scaling,
-        max_failures=0,
-        forward=ray.train.UserCallback(),
+@pytest.mark.slow
+def test_an_early_stopped_trial_leaves_its_warm_ranks_to_the_next(tmp_path: Path) -> None:
+    """``weak`` is stopped mid-trial (ParetoASHA, at its first rung): its rank 1 ends at the
+    same report as rank 0, and ``again`` runs on the same warm ranks (one rank-1 process for
+    the whole search: no process started, no group joined after the first trial)."""
+    options = SearchOptions(
+        space=str(REUSE_SPACE),
+        name="ddp-reuse",
+        storage=str(tmp_path / "experiments"),
+        seed=4,  # the start-up design's order: strong, weak, again
+        world_size=2,
+        cpus_per_trial=1,
+        probe_steps=2,
+        speed_repeats=1,
+        remeasure_top=0,
+        effects_repeats=0,
     )
-    callbacks = trainer._create_default_callbacks()
-    assert not [c for c in callbacks if isinstance(c, DatasetsCallback)]
-    handed = ray.cloudpickle.dumps((callbacks, trainer.backend_config))
-    (tmp_path / "handed.pkl").write_bytes(handed)
-    check = (
-        "import pickle, sys; pickle.loads(open(sys.argv[1], 'rb').read()); "
-        "print(sorted(m for m in ('torch', 'timm', 'tuner.tune.trainable') if m in sys.modules))"
-    )
-    loaded = subprocess.run(
-        [sys.executable, "-c", check, str(tmp_path / "handed.pkl")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+    outcome, seen = _watched(options)
+    assert outcome.state == "finished"
+    reports = _reports(outcome)
+    assert reports["strong"][-1]["final"] is True and reports["strong"][-1]["status"] == "ok"
+    assert reports["weak"][-1]["final"] is False  # stopped at its first rung
+    assert reports["again"][-1]["step"] > 0 and reports["again"][-1]["status"] == "ok"
+    warm = {}
+    for params in outcome.experiment_dir.glob("*/params.json"):
+        starts = [p for p in read_phases(params.parent) if p["part"] == "group_start"]
+        warm[json.loads(params.read_text())["variant"]] = [p["warm"] for p in starts]
+    assert warm == {"strong": [False], "weak": [True], "again": [True]}
+    assert len(seen["rank_workers"]) == 1, seen["rank_workers"]
+    assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}

@@ -1,10 +1,9 @@
-"""kill -9 of the driver during a data-parallel trial, then ``--resume``: the trial's worker
-group starts again from the trial's last checkpoint (Ray Train's, in the trial folder), not from
-step 0, and the search finishes with that trial ``ok`` (real processes, 2 gloo workers)."""
+"""kill -9 of the driver during a data-parallel trial, then ``--resume``: the trial's ranks
+start again from the trial's last checkpoint Tune registered, not from step 0, and the search
+finishes with that trial ``ok`` (real processes, 2 gloo ranks)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -20,10 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 TIMEOUT_S = 400
 STEPS = 400
 # One trial: the tiny ResNet at batch 16, a report every 16 steps (25 of them), a checkpoint at
-# the first (then every 10 s). The kill lands once Ray Train registered that first checkpoint,
-# 384 steps (seconds) before the end.
-# Not on Tune's result.json: Tune may write a trial's lines seconds after its workers made them
-# (at 96 steps a quiet machine finished the trial before Tune wrote a checkpointed report).
+# the first (then every 10 s). The kill lands once Tune took a later report than the first
+# checkpointed one (Tune saved its state with that checkpoint: it keeps one, and saves at each),
+# well before the end.
 SPACE = f"""
 from tuner.workloads import RESNET_CPU_TRIAL
 WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "steps": {STEPS}, "eval_every_steps": 16}}}}
@@ -41,25 +39,25 @@ def _lines(experiment: Path) -> list[dict[str, Any]]:
     return written_reports(found[0])
 
 
-def _checkpointed_steps(experiment: Path) -> list[int]:
-    """The steps of the checkpoints Ray Train's controller registered (its snapshot), [] before
-    the first or once the final one is there (the trial is over: too late to kill it)."""
-    for snapshot in experiment.glob("*/train/checkpoint_manager_snapshot.json"):
-        try:
-            results = json.loads(snapshot.read_text())["checkpoint_results"]
-        except (OSError, ValueError, KeyError):  # read half written
-            return []
-        if not any(r["metrics"].get("final") for r in results):
-            return [int(r["metrics"]["step"]) for r in results]
-    return []
+def _checkpointed_step(experiment: Path) -> int | None:
+    """The step of the first checkpointed report Tune took, once Tune took a report after it
+    (its experiment state, saved at each checkpoint, holds it by then); None before, or once
+    the final report is there (the trial is over: too late to kill it)."""
+    lines = _lines(experiment)
+    if not lines or lines[-1].get("final"):
+        return None
+    checkpointed = [line["step"] for line in lines if line.get("checkpoint_dir_name")]
+    if checkpointed and lines[-1]["step"] > checkpointed[0]:
+        return int(checkpointed[0])
+    return None
 
 
 def _wait_for_a_checkpointed_report(experiment: Path, driver: Any, log: Path) -> int:
-    """The step of the first checkpoint Ray Train registered, while the trial trains on."""
+    """The step of a checkpoint Tune registered, while the trial trains on."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        if steps := _checkpointed_steps(experiment):
-            return max(steps)
+        if (step := _checkpointed_step(experiment)) is not None:
+            return step
         assert driver.poll() is None, log.read_text()[-3000:]
         time.sleep(0.02)
     raise AssertionError("no checkpointed report in time")

@@ -162,8 +162,8 @@ def _add_resource_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "--world-size",
         type=int,
-        help="each trial's data-parallel world size: N workers, DDP via Ray Train; CPUs/GPUs "
-        "per trial are then per worker (default 1: one process per trial)",
+        help="each trial's data-parallel world size: N workers (DDP, kept warm across trials); "
+        "CPUs/GPUs per trial are then per worker (default 1: one process per trial)",
     )
     group.add_argument(
         "--spread-workers",

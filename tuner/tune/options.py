@@ -47,8 +47,8 @@ class SearchOptions:
     gpus_per_trial: float | None = None
     cpus_per_trial: float | None = None
     address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
-    # Data-parallel trials (tuner.tune.ddp_trial): N > 1 makes each trial a Ray Train
-    # run of N workers (its world size); --cpus/--gpus-per-trial are then per worker.
+    # Data-parallel trials (tuner.tune.ddp_trial): N > 1 makes each trial a run of N
+    # ranks (its world size); --cpus/--gpus-per-trial are then per rank.
     world_size: int = 1
     spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
     resume: bool = False

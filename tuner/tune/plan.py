@@ -209,9 +209,9 @@ def _worker_groups(
     options: SearchOptions, workers: int, gpus: float, total_gpus: float, node_cpus: list[float]
 ) -> tuple[int, float]:
     """Concurrency and CPUs per worker of data-parallel trials: as many trials at a time as
-    whole worker groups fit, so no trial starts and then waits for half its workers (Ray Train
-    times out a group it cannot place). A trial's driver only waits on its group and asks for
-    no CPU. Packed groups must fit on one node each; spread groups anywhere."""
+    whole worker groups fit, so no trial starts and then waits for half its workers (Tune
+    reserves a trial's bundles, one per rank, all at once; the trial's own process is rank 0).
+    Packed groups must fit on one node each; spread groups anywhere."""
     cpus = options.cpus_per_trial or max(1.0, float(min(node_cpus) // workers))
     if options.spread_workers:
         fit_cpus = int(sum(node_cpus) // (cpus * workers))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs
 import ray
 import torch
 from ray import tune
@@ -275,8 +276,20 @@ class _TrialRun:
             logger.warning("could not keep the run's traceback: %s", error_line(exc))
 
     def _trial_dir(self) -> str | None:
-        """The trial's folder, where this process writes the trial's own files."""
-        return tune.get_context().get_trial_dir()
+        """The trial's folder, where this process writes the trial's own files: the experiment's
+        own where storage is local. Ray's ``get_trial_dir`` is a staging folder, and Ray 2.60
+        gives a reused process one that is never copied to the experiment (a trial's first
+        process gets the driver's staging folder, which Tune copies; a reused one its working
+        folder, copied only with ``sync_artifacts``): the phase log of every trial after the
+        first in a process was lost."""
+        context = tune.get_context()
+        storage = context.get_storage()  # None outside a trial (a unit test)
+        if storage is None or not isinstance(
+            storage.storage_filesystem, pyarrow.fs.LocalFileSystem
+        ):
+            return context.get_trial_dir()
+        Path(storage.trial_fs_path).mkdir(parents=True, exist_ok=True)
+        return str(storage.trial_fs_path)
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
         """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""

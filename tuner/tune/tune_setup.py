@@ -67,7 +67,7 @@ def trainable(search: SearchContext) -> Any:
         first_rung_steps=first_rung_steps(search),
     )
     if plan.max_world_size > 1:
-        return ddp_trial.trainable(context, plan, max_failures=options.max_failures)
+        return ddp_trial.trainable(context, plan)
     resources = {"cpu": plan.cpus_per_trial, "gpu": plan.gpus_per_trial}
     return tune.with_resources(tune.with_parameters(run_trial, context=context), resources)
 
@@ -103,9 +103,10 @@ def tune_config(
         scheduler=_scheduler(search),
         num_samples=-1,
         # One worker process serves trial after trial: no process start and imports between
-        # trials. Measurements stay per trial: CUDA peaks are reset and the cache freed per run,
-        # CPU memory is counted, not sampled from the process (tuner.engine.meters).
-        reuse_actors=plan.max_world_size == 1,  # a stopped data-parallel driver must end
+        # trials (a data-parallel trial's: its warm ranks too, tuner.tune.rank_pool).
+        # Measurements stay per trial: CUDA peaks are reset and the cache freed per run, CPU
+        # memory is counted, not sampled from the process (tuner.engine.meters).
+        reuse_actors=True,
         trial_dirname_creator=trial_dirname,
     )
 
@@ -137,7 +138,6 @@ def run_config(search: SearchContext) -> Any:
                 space=options.space,
                 experiment_dir=paths.local,
             ),
-            *([ddp_trial.PlacementGroupReaper()] if plan.max_world_size > 1 else []),
         ],
         verbose=1 if options.verbose else 0,
     )
