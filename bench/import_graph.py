@@ -54,7 +54,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "objectives",
         "stats",
         "workloads",
-        "halving",
+        "halving",  # tuner/halving.py before issue 41's start-up flow: now tuner/tune/halving.py
         "spaces",
         "search_spaces",
     ),

@@ -4,7 +4,7 @@
 small space. Here each strategy runs many seeds with the **real** pieces — Optuna's samplers
 as the search builds them (``tuner.tune.samplers.make_sampler``), the start-up design
 (``tuner.tune.design``), the speed-probe decision (``tuner.speed.choose.decide``) and the
-early-stopping core (``tuner.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from
+early-stopping core (``tuner.tune.halving.ParetoHalving``, what ``ParetoASHA`` runs) — answered from
 the grid instead of by training. No training runs; only the compute the strategy would have
 spent is counted, in engine seconds measured on the grid.
 
@@ -47,10 +47,10 @@ import pandas as pd
 
 from tuner.compare import Arm
 from tuner.config import TrainConfig
-from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
 from tuner.speed import combination, decide, settle
 from tuner.tune.design import startup_design
+from tuner.tune.halving import ParetoHalving
 from tuner.tune.plan import SpaceProfile
 from tuner.tune.samplers import make_sampler
 

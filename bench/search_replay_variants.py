@@ -47,9 +47,9 @@ import optuna
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_replay as R  # a script beside this one, not a package
 
-from tuner.halving import ParetoHalving
 from tuner.objectives import pareto_mask
 from tuner.tune.design import startup_design
+from tuner.tune.halving import ParetoHalving
 from tuner.tune.plan import SpaceProfile
 from tuner.tune.samplers import make_sampler
 

@@ -6,6 +6,9 @@ Python the same options are keyword arguments, and every error is a
 :class:`~tuner.errors.TunerError`, never ``SystemExit``. A space is a registry name, a
 ``.py`` file, an importable module, or an object defined in Python (a notebook's class or
 namespace) with ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``build_data``.
+A search's options (:class:`SearchOptions`, the choices of its flags) and the default folders
+are the experiment's (:mod:`tuner.experiment`), named here too, so a command reads nothing of
+the packages below the API.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
-from tuner.errors import TunerError, error_line
+from tuner.errors import TunerError, error_line, sigterm_as_ctrl_c
+from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
+from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,13 +32,18 @@ if TYPE_CHECKING:
     from tuner.experiment import Experiment
     from tuner.report.audit import Audit
     from tuner.spaces import SearchSpace
-    from tuner.tune.options import SearchOptions
     from tuner.tune.run import SearchOutcome
 
 BENCHMARKS_DIR = "reports/benchmarks"  # where bench and verify write their reports by default
 
 __all__ = [
+    "DEFAULT_REPORTS_DIR",
+    "DEFAULT_STORAGE",
+    "OBJECTIVES",
+    "SAMPLERS",
+    "WORKLOAD_CHOICES",
     "AblationResult",
+    "SearchOptions",
     "SearchResult",
     "ablate",
     "audit",
@@ -103,8 +113,6 @@ def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
         TunerError: a bad space, option, workload or user code (before any trial), or a
             runtime error (``TunerRuntimeError``).
     """
-    from tuner.tune.options import SearchOptions
-
     valid = {f.name for f in dataclasses.fields(SearchOptions)} - {"space", "no_report"}
     unknown = sorted(set(options) - valid)
     if unknown:
@@ -133,13 +141,15 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     Raises:
         TunerError: as :func:`search`.
     """
-    from tuner.tune.preflight import prepare, said_if_stopped
-    from tuner.tune.signals import sigterm_as_ctrl_c
+    from tuner.experiment.start import said_if_stopped, start_search
+    from tuner.tune.preflight import check_search
 
-    # SIGTERM as Ctrl-C from here on, Ray's start included; every check that needs no cluster
-    # under the driver lock, before Ray's modules load (on a resume: the experiment's own
-    # options, what this call may change applied).
-    with sigterm_as_ctrl_c(), prepare(options, given=given) as prepared:
+    # The flow: the experiment's folder taken by this driver (experiment/: its name, paths,
+    # lock and, on a resume, the experiment's own options with what this call may change
+    # applied), the checks that need no cluster inside the lock before Ray's modules load
+    # (tune/preflight), then the search (tune/run) and the report. SIGTERM as Ctrl-C from here
+    # on, Ray's start included.
+    with sigterm_as_ctrl_c(), start_search(options, given=given, check=check_search) as prepared:
         options = prepared.options
         with said_if_stopped(prepared.paths, resume=options.resume):
             from tuner.tune.run import run_search
@@ -236,7 +246,7 @@ def load(
         TunerError: no such experiment.
     """
     from tuner.answer import decide
-    from tuner.experiment import DEFAULT_STORAGE, load_experiment, resolve_experiment
+    from tuner.experiment import load_experiment, resolve_experiment
 
     path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
     loaded = load_experiment(path)
@@ -255,7 +265,7 @@ def report(
     Raises:
         TunerError: no such experiment.
     """
-    from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, resolve_experiment
+    from tuner.experiment import resolve_experiment
     from tuner.experiment.lock import say_leftovers_ended
     from tuner.report import write_report
 
@@ -281,7 +291,7 @@ def audit(
     Raises:
         TunerError: no such experiment.
     """
-    from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, resolve_experiment
+    from tuner.experiment import resolve_experiment
     from tuner.report.audit import audit as audit_report
 
     given = Path(experiment)
@@ -428,7 +438,6 @@ def ablate(
 
     from tuner.compare import ablation as plan
     from tuner.compare import check_repeats
-    from tuner.experiment import DEFAULT_REPORTS_DIR
     from tuner.report.ablation import about_lines, write_ablation
 
     check_repeats(repeats)

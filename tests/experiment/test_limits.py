@@ -35,11 +35,10 @@ from tuner.experiment.limits import (
     start_clock,
     stop_clock,
 )
+from tuner.experiment.options import SearchOptions, options_record
 from tuner.objectives import objective_metrics
 from tuner.record import REPORTED_UNIX_S, TRIAL_ID, TRIAL_STARTED_UNIX_S, TRIAL_TIME_S
 from tuner.spaces import SpaceSampler
-from tuner.tune.context import options_record
-from tuner.tune.options import SearchOptions
 from tuner.tune.samplers import make_sampler
 
 if TYPE_CHECKING:  # imports Ray

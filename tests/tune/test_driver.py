@@ -196,7 +196,7 @@ def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_c
 ) -> None:
     import shutil
 
-    from tuner.tune.context import ExperimentPaths
+    from tuner.experiment.paths import ExperimentPaths
     from tuner.tune.run import _summary_so_far
 
     folder = tmp_path / "exp"

@@ -157,7 +157,8 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
     import dataclasses
 
     from tuner.experiment import write_metadata
-    from tuner.tune.context import ExperimentPaths, options_to_resume
+    from tuner.experiment.options import options_to_resume
+    from tuner.experiment.paths import ExperimentPaths
 
     paths = ExperimentPaths.of(str(tmp_path), "old")
     saved = {**dataclasses.asdict(SearchOptions(space="vit_space")), "overrides": {}}
@@ -171,7 +172,8 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
 
 def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_path, capsys):
     from tuner.experiment import write_metadata
-    from tuner.tune.context import ExperimentPaths, options_record, options_to_resume
+    from tuner.experiment.options import options_record, options_to_resume
+    from tuner.experiment.paths import ExperimentPaths
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(space="vit_space", name="kept", reports_dir="mine", no_report=True)
@@ -198,7 +200,8 @@ def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_nam
 ):
     from tuner.commands.search import given_fields
     from tuner.experiment import write_metadata
-    from tuner.tune.context import ExperimentPaths, options_record, options_to_resume
+    from tuner.experiment.options import options_record, options_to_resume
+    from tuner.experiment.paths import ExperimentPaths
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(
@@ -243,7 +246,8 @@ def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> Non
 def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_default(tmp_path):
     import tuner
     from tuner.experiment import write_metadata
-    from tuner.tune.context import ExperimentPaths, options_record
+    from tuner.experiment.options import options_record
+    from tuner.experiment.paths import ExperimentPaths
 
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(space="vit_space", name="kept", objective="accuracy")

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from search_cli import search_command
 
-from tuner.tune.context import ExperimentPaths
+from tuner.experiment.paths import ExperimentPaths
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
 SAMPLES = 3

@@ -12,9 +12,10 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
 from tuner.errors import TunerError
+from tuner.experiment.options import SearchOptions
+from tuner.experiment.paths import ExperimentPaths
 from tuner.spaces import get_space
-from tuner.tune.context import ExperimentPaths, SearchContext
-from tuner.tune.options import SearchOptions
+from tuner.tune.context import SearchContext
 from tuner.tune.plan import check_space, make_plan
 from tuner.tune.searcher import constraint_arguments
 from tuner.tune.warm_start import WARM_START_ATTR, WarmStart, load_warm_start, warm_start

@@ -10,9 +10,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args, get_origin
 
+from tuner.api import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.config import config_fields, field_help, field_type
 from tuner.errors import TunerError
-from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.units import json_ready
 
 __all__ = [

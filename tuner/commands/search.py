@@ -6,11 +6,10 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from tuner.api import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 from tuner.commands import _flags
-from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError
+from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError, interrupted_exit_code
 from tuner.record import MAX_MEMORY_BYTES
-from tuner.tune.options import OBJECTIVES, WORKLOAD_CHOICES, SearchOptions
-from tuner.tune.samplers import SAMPLERS
 from tuner.units import parse_memory_size
 
 if TYPE_CHECKING:
@@ -321,7 +320,6 @@ def run(args: argparse.Namespace) -> int:
     """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
     options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.api import run_options
-    from tuner.tune.signals import interrupted_exit_code
 
     result = run_options(options, given=given_fields(args))
     finished = result.state == "finished"
@@ -335,7 +333,7 @@ def _result_json(result: SearchResult, code: int, *, storage: str) -> dict[str, 
     """The search's ``--json``: its state first; interrupted, the exit code and the command
     that continues it (the summary's)."""
     from tuner.commands.report import result_json
-    from tuner.tune.context import ExperimentPaths
+    from tuner.experiment.paths import ExperimentPaths
 
     value = {
         "status": result.state,

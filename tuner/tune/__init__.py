@@ -1,16 +1,16 @@
 """The Ray side of a search: Ray Tune trials driven by Optuna's samplers, under a memory budget
 (``tuner.search``, the Python API's function in :mod:`tuner.api`, runs it).
 
-``run_search(SearchOptions(space="vit_space", ...))`` runs (or resumes) one experiment. The
-heavy parts (ray, torch) load on first use, so importing this package stays cheap.
+``run_search(SearchOptions(space="vit_space", ...))`` runs (or resumes) one experiment; its
+options are the experiment's (:mod:`tuner.experiment.options`, named here too). The heavy parts
+(ray, torch) load on first use, so importing this package stays cheap.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tuner.tune.options import OBJECTIVES, SearchOptions
-from tuner.tune.samplers import SAMPLERS
+from tuner.experiment.options import OBJECTIVES, SAMPLERS, SearchOptions
 
 if TYPE_CHECKING:
     from tuner.tune.run import SearchOutcome, run_search

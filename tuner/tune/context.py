@@ -1,93 +1,29 @@
-"""The search's side of its experiment folder (the folder itself is :mod:`tuner.experiment`'s):
-:class:`ExperimentPaths` (with a URI storage, tuner's own files are written to
-``experiments/<name>/`` locally and copied next to Ray's folder through pyarrow, as Ray does),
-the metadata a new search starts with, the options of a search to resume; :class:`SearchContext`,
-what every step of one search is handed.
+"""What every step of one search is handed, :class:`SearchContext`, and the metadata a new
+search starts with (its options, paths and a resume's options are the experiment's:
+:mod:`tuner.experiment.options`, :mod:`tuner.experiment.paths`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import platform
-import shlex
 import socket
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.errors import TunerError
-from tuner.experiment import DEFAULT_STORAGE, METADATA_FILE, STUDY_FILE, TUNER_FILES, read_metadata
-from tuner.experiment.limits import CLOCK, LIMITS, NUM_SAMPLES, TIME_BUDGET, limit_note, new_clock
+from tuner.experiment.limits import CLOCK, NUM_SAMPLES, TIME_BUDGET, new_clock
+from tuner.experiment.options import SearchOptions, options_record
+from tuner.experiment.paths import ExperimentPaths
 from tuner.objectives import objectives_of
 from tuner.record import ENDED_AT, MAX_MEMORY_BYTES, STARTED_AT
 from tuner.spaces import SearchSpace
-from tuner.tune.options import SearchOptions
 from tuner.tune.plan import SearchPlan, SpaceProfile
 
-if TYPE_CHECKING:  # both import ray: the paths and the options to resume are read without it
+if TYPE_CHECKING:  # imports ray
     from tuner.tune.cluster import ClusterInfo
 
-__all__ = [
-    "ExperimentPaths",
-    "SearchContext",
-    "now",
-    "options_record",
-    "options_to_resume",
-    "start_metadata",
-    "study_attrs",
-]
-
-
-@dataclass(frozen=True)
-class ExperimentPaths:
-    """Where one experiment lives."""
-
-    name: str
-    storage: str  # what Ray gets as storage_path (absolute path or URI)
-    ray_path: str  # Ray's experiment folder: <storage>/<name>
-    local: Path  # tuner's own files (tuner.experiment.TUNER_FILES)
-
-    @classmethod
-    def of(cls, storage: str, name: str) -> ExperimentPaths:
-        if "://" in storage:
-            local = Path(DEFAULT_STORAGE).resolve() / name
-            return cls(name, storage, f"{storage.rstrip('/')}/{name}", local)
-        root = Path(storage).expanduser().resolve()
-        return cls(name, str(root), str(root / name), root / name)
-
-    @property
-    def study_file(self) -> Path:
-        return self.local / STUDY_FILE
-
-    @property
-    def study_url(self) -> str:
-        return f"sqlite:///{self.study_file}"
-
-    def resume_command(self, *, address: str | None = None) -> str:
-        """The exact command that continues this experiment (``address``: the cluster's), with
-        the options it keeps that a resume could change, so the command shows all it runs."""
-        words = ["python", "-m", "tuner", "search", "--resume", "--name", self.name]
-        words += ["--storage", self.storage] + (["--address", address] if address else [])
-        saved = (read_metadata(self.local) or {}).get("options") or {}
-        default = SearchOptions(space="")
-        for name in _SHOWN_ON_RESUME:
-            value = saved.get(name, getattr(default, name))
-            if value != getattr(default, name):
-                flag = "--" + name.replace("_", "-")
-                words += [flag] if value is True else [flag, str(value)]
-        return shlex.join(words)
-
-    def upload(self) -> None:
-        """Copy the local files next to Ray's folder when the storage is a URI."""
-        if "://" not in self.storage:
-            return
-        import pyarrow.fs
-
-        for file in TUNER_FILES:
-            if (self.local / file).exists():
-                pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
+__all__ = ["SearchContext", "now", "start_metadata", "study_attrs"]
 
 
 @dataclass(frozen=True)
@@ -99,118 +35,6 @@ class SearchContext:
     plan: SearchPlan
     paths: ExperimentPaths
     search_only: tuple[str, ...] = ()  # suggested names that are no run setting (base_lr)
-
-
-# Options saved under an earlier name, read under their current one.
-_RENAMED = {"time_budget_s": "search_time_budget_s"}
-# What a resumed search may take from its own command line: how to reach the cluster and how
-# much to print, where the report goes, the time left to re-measurement and effects, and its
-# limits (more trials, a later time budget: checked against what it ran, tuner.experiment.limits).
-# Every other option is the experiment's own: a resumed search continues the same search.
-CHANGEABLE_ON_RESUME = (
-    "address", "verbose", "reports_dir", "no_report", "trust_budget", "checkpoint_every_s",
-    *LIMITS,
-)  # fmt: skip
-# Those the command that continues an experiment spells out (how to reach the cluster and how
-# much to print are the caller's): what it runs, in full.
-_SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every_s", *LIMITS)
-_IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
-
-
-def options_to_resume(
-    paths: ExperimentPaths, given: SearchOptions, *, named: frozenset[str] | None = None
-) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
-    fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
-    and said, any other refused. Named, a field can be set back to its default.
-
-    Raises:
-        TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
-            changes an option a resumed search cannot change.
-    """
-    metadata = read_metadata(paths.local)
-    if not metadata:
-        raise TunerError(
-            f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
-            "check --name and --storage, or start it without --resume."
-        )
-    saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
-    known = {f.name for f in dataclasses.fields(SearchOptions)}
-    for name in sorted(set(saved) - known):
-        # Kept in the metadata by an older tuner: said, so a resumed search is not silently
-        # another search.
-        print(
-            f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
-            file=sys.stderr,
-        )
-    own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
-    if own.num_samples is None and int(metadata.get(NUM_SAMPLES) or -1) > 0:
-        # The count it resolved at its start (the space's, the grid's), not resolved again:
-        # a new time budget or an edited space would change it.
-        own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
-    changes = _changes_on_resume(own, given, paths.local, named)
-    return dataclasses.replace(own, **changes, name=paths.name, resume=True)
-
-
-def _changes_on_resume(
-    own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
-) -> dict[str, Any]:
-    """The options ``given`` sets (``named``: options_to_resume) to another value than the
-    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
-    (what the printed command to continue keeps).
-
-    Raises:
-        TunerError: the first one a resumed search cannot apply.
-    """
-    default = SearchOptions(space="")
-    changes: dict[str, Any] = {}
-    for field in dataclasses.fields(SearchOptions):
-        name = field.name
-        value = getattr(given, name)
-        if name == "space" and value:  # the same file, given relative or by another spelling
-            from tuner.spaces import get_space
-
-            value = get_space(value).ref
-        set_here = value != getattr(default, name) if named is None else name in named
-        if name in _IDENTITY or not set_here or value == getattr(own, name):
-            continue
-        if name not in CHANGEABLE_ON_RESUME:
-            flag = _flag(name)
-            shown = _shown(name, value)
-            raise TunerError(
-                f"{shown} cannot change on --resume: {own.name or 'the experiment'} continues "
-                f"the search it started ({_shown(name, getattr(own, name))}); leave {flag} out, "
-                f"or start a new search with it and --warm-start {own.name}."
-            )
-        if name in LIMITS:
-            note = limit_note(name, value, folder=folder, own=own)
-        else:
-            note = f"{_shown(name, value)} applies from this resume on."
-        changes[name] = value
-        if name != "verbose":
-            print(f"note: {note}", file=sys.stderr)
-    return changes
-
-
-def _shown(name: str, value: Any) -> str:
-    """An option as its flag(s) spell it."""
-    if name == "overrides":
-        sets = " ".join(f"{k}={v}" for k, v in dict(value).items())
-        return f"--set {sets}" if sets else "no --set"
-    if name == "space":
-        return f"space {value}"
-    flag = _flag(name)
-    if isinstance(value, bool):
-        return flag if value else f"no {flag}"
-    return f"{flag} {value}"
-
-
-# The fields whose flag is not their name spelled with dashes.
-_FLAGS = {MAX_MEMORY_BYTES: "--max-memory", "overrides": "--set", "space": "SPACE"}
-
-
-def _flag(name: str) -> str:
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 def start_metadata(
@@ -251,11 +75,6 @@ def start_metadata(
         "state": "running",
         "options": options_record(options),
     }
-
-
-def options_record(options: SearchOptions) -> dict[str, Any]:
-    """The options as the metadata keeps them (what --resume reads back)."""
-    return {**dataclasses.asdict(options), "overrides": dict(options.overrides)}
 
 
 def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:

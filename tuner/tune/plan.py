@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.config import config_fields
 from tuner.errors import TunerError
+from tuner.experiment.options import SearchOptions
 from tuner.spaces import WORLD_SIZE_PARAM, SearchSpace, train_config_of
-from tuner.tune.options import SearchOptions
 
 if TYPE_CHECKING:  # Optuna loads when a space is sampled: a usage error found before needs none
     import optuna

@@ -1,31 +1,24 @@
 """Deterministic errors found in the driver, before any trial starts: a bad workload fails
 every trial the same way, so retrying it wastes the whole budget and buries the one line that
-matters under Ray's tracebacks. :func:`prepare` runs every check that needs no cluster, those
-that need only arguments and files first, before torch and Ray are imported (this module imports
-neither at its top), so that a usage error answers in about a second.
+matters under Ray's tracebacks. :func:`check_search` runs every check that needs no cluster,
+inside the driver lock :func:`tuner.experiment.start.start_search` takes (the checks of the
+arguments and files, the lock, the name and a resume's options, come first there), those that
+need only the space before torch and Ray are imported (this module imports neither at its top),
+so that a usage error answers in about a second.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import re
-import shlex
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE, RAY_LOG_FILE
-from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
+from tuner.experiment.options import SearchOptions
+from tuner.experiment.paths import ExperimentPaths
 from tuner.spaces import SearchSpace, get_space, train_config_of
-from tuner.tune.context import ExperimentPaths, options_to_resume
-from tuner.tune.options import SearchOptions
 from tuner.tune.plan import SearchPlan, SpaceProfile, check_space, draft_plan
 from tuner.units import format_bytes
 from tuner.usercode import is_ref
@@ -39,11 +32,9 @@ __all__ = [
     "Checked",
     "Prepared",
     "check_before_ray",
+    "check_search",
     "check_workload",
-    "prepare",
     "profile_for",
-    "refuse_existing",
-    "said_if_stopped",
 ]
 
 
@@ -124,9 +115,10 @@ class Checked:
 @dataclass(frozen=True)
 class Prepared:
     """A search that passed every check before Ray, its driver lock held (a ``Prepared`` exists
-    only inside :func:`prepare`'s block): its options (on --resume, the experiment's own),
-    space, folder, what the checks found (None on --resume: the metadata has it), and when the
-    command began (--trust-budget's share is of the whole command)."""
+    only inside :func:`~tuner.experiment.start.start_search`'s block): its options (on
+    --resume, the experiment's own), space, folder, what the checks found (None on --resume:
+    the metadata has it), and when the command began (--trust-budget's share is of the whole
+    command)."""
 
     options: SearchOptions
     space: SearchSpace
@@ -135,86 +127,18 @@ class Prepared:
     began: float  # time.perf_counter()
 
 
-@contextlib.contextmanager
-def prepare(options: SearchOptions, *, given: frozenset[str] | None = None) -> Iterator[Prepared]:
-    """Every check a search can make before Ray starts, those that need only arguments and
-    files first (the lock, the name, the space's samples), then those that need torch; the
-    experiment's driver lock is taken before anything slow and held for the ``with`` block (the
-    search runs inside it). ``given``: the fields the caller set, for a resume (None: those
-    unlike the defaults). Ctrl-C or SIGTERM before the search begins says in one line that
-    nothing changed and how to go on; a new search's folder goes with it.
+def check_search(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
+    """The checks of a search whose folder its driver holds
+    (:func:`tuner.experiment.start.start_search` runs them inside the lock): its space, and on a
+    new search every check before Ray (:func:`check_before_ray`).
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).
     """
-    began = time.perf_counter()
-    name = options.name or _default_name(options.space)
-    paths = ExperimentPaths.of(options.storage, name)
-    refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
-    if options.resume:  # the metadata alone: an unknown name creates no folder
-        options = options_to_resume(paths, options, named=given)
-    created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
-    try:
-        with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
-            with said_if_stopped(paths, resume=options.resume):
-                prepared = _checked(options, paths, began)
-            yield prepared
-    finally:
-        # The folders the lock made for a new search that began nothing (a usage error, a stop
-        # in its checks or Ray's start: Ray's log of that start goes too); a folder with
-        # anything else in it stays.
-        if created and not (paths.local / METADATA_FILE).is_file():
-            (paths.local / RAY_LOG_FILE).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            for folder in created:
-                folder.rmdir()
-
-
-def _checked(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
-    if options.resume:
-        say_leftovers_ended(paths.local)
-    else:
-        refuse_existing(paths)  # another driver finished one of this name before this one
     space = get_space(options.space)
-    options = dataclasses.replace(options, name=paths.name, space=space.ref)
+    options = dataclasses.replace(options, space=space.ref)
     checked = None if options.resume else check_before_ray(options, space)
     return Prepared(options, space, paths, checked, began)
-
-
-@contextlib.contextmanager
-def said_if_stopped(paths: ExperimentPaths, *, resume: bool) -> Iterator[None]:
-    """Ctrl-C or SIGTERM before the search began (its checks, Ray's start): one line saying
-    that nothing was kept or changed, and the command that goes on."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        if resume:
-            line = (
-                f"Stopped before {paths.name!r} resumed: it is as it was. "
-                f"Continue it with:  {paths.resume_command()}"
-            )
-        else:
-            line = (
-                f"Stopped before the search {paths.name!r} started: nothing was kept. "
-                "Start it again with the same command."
-            )
-        print(f"\n{line}", flush=True)
-        raise
-
-
-def _default_name(space: str) -> str:
-    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
-    fault of a --name the user did not give)."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
-    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def refuse_existing(paths: ExperimentPaths) -> None:
-    if (paths.local / METADATA_FILE).exists():
-        raise TunerError(
-            f"Experiment {paths.name!r} already exists in {paths.local.parent}; continue it "
-            "with --resume or pick another --name."
-        )
 
 
 def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
@@ -226,7 +150,7 @@ def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
     draft = draft_plan(options, space, cuda=cuda)
     profile = check_space(space, draft)  # no torch yet: a bad sample fails in about a second
     check_workload(draft, profile, max_memory_bytes=options.max_memory_bytes)
-    from tuner.tune.warm_start import read_warm_start  # imports ray
+    from tuner.experiment.earlier import read_warm_start  # imports pandas
 
     # A remote cluster's device may differ from this guess, and its workload with it.
     workload = None if options.address else draft.workload

@@ -19,7 +19,7 @@ import ray
 from ray import tune
 
 from tuner.answer import Answer, decide
-from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
+from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line, sigterm_as_ctrl_c
 from tuner.experiment import (
     METADATA_FILE,
     PROBE_CACHE_FILE,
@@ -32,29 +32,23 @@ from tuner.experiment import (
 )
 from tuner.experiment.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
 from tuner.experiment.lock import child_pids, record_helpers
+from tuner.experiment.options import SearchOptions, options_record
+from tuner.experiment.paths import ExperimentPaths
+from tuner.experiment.start import said_if_stopped, start_search
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
+from tuner.report.console import print_start, print_summary
 from tuner.spaces import SearchSpace
 from tuner.speed.cache import machine_cache_line, probe_budget_line
 from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import cluster, tune_setup
 from tuner.tune.after_search import effects_around, remeasure_candidates
-from tuner.tune.context import (
-    ExperimentPaths,
-    SearchContext,
-    now,
-    options_record,
-    start_metadata,
-    study_attrs,
-)
+from tuner.tune.context import SearchContext, now, start_metadata, study_attrs
 from tuner.tune.design import startup_design
-from tuner.tune.options import SearchOptions
 from tuner.tune.plan import SpaceProfile, make_plan
-from tuner.tune.preflight import Checked, Prepared, prepare, profile_for, said_if_stopped
+from tuner.tune.preflight import Checked, Prepared, check_search, profile_for
 from tuner.tune.probe_actor import start_cache
 from tuner.tune.ray_log import ray_lines_to_file
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
-from tuner.tune.signals import sigterm_as_ctrl_c
-from tuner.tune.summary import print_start, print_summary
 from tuner.tune.tracking import cut_results
 from tuner.tune.warm_start import warm_start
 from tuner.usercache import cache_dir
@@ -90,16 +84,16 @@ class SearchOutcome:
 
 def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
     """Run a search (or continue one with ``resume=True``) and return where its results are.
-    ``prepared``: what :func:`~tuner.tune.preflight.prepare` made of ``options`` already,
-    inside whose block (the driver lock held) this runs (the CLI checks before it imports this
-    module, which imports Ray).
+    ``prepared``: what :func:`~tuner.tune.preflight.check_search` made of ``options`` already,
+    inside :func:`~tuner.experiment.start.start_search`'s block (the driver lock held), where
+    this runs (the API checks before it imports this module, which imports Ray).
 
     Raises:
         TunerError: a bad space, option, workload override or cluster address; another live
             driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
     """
     if prepared is None:
-        with sigterm_as_ctrl_c(), prepare(options) as prepared:
+        with sigterm_as_ctrl_c(), start_search(options, check=check_search) as prepared:
             return run_search(options, prepared=prepared)
     with ray_lines_to_file(prepared.paths.local, verbose=prepared.options.verbose):
         return _run_prepared(prepared)

@@ -1,6 +1,7 @@
 """Optuna samplers by name, seeded, each learning the memory constraint where it can.
 
-The one list of sampler names (:data:`SAMPLERS`); Optuna loads on first use, so ``tuner --help``
+The one list of sampler names is the options' (:data:`tuner.experiment.options.SAMPLERS`,
+``--sampler``'s choices); this module makes each. Optuna loads on first use, so ``tuner --help``
 does not import it.
 """
 
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
+from tuner.experiment.options import SAMPLERS
 from tuner.objectives import told_violation
 from tuner.record import MEMORY_VIOLATION
 
@@ -18,10 +20,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-__all__ = ["SAMPLERS", "SamplerName", "make_sampler", "sets_constraints"]
-
-SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
-SAMPLERS: tuple[str, ...] = get_args(SamplerName)
+__all__ = ["make_sampler", "sets_constraints"]
 
 
 def sets_constraints() -> bool:

@@ -1,4 +1,4 @@
-"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.halving.ParetoHalving`
+"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.tune.halving.ParetoHalving`
 judges each intermediate report. A stopped trial's last report has ``final=False``: it is never
 a candidate, and Optuna is told it as PRUNED."""
 
@@ -10,9 +10,9 @@ from typing import Any
 from ray.air.constants import TRAINING_ITERATION
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from tuner.halving import ParetoHalving
+from tuner.experiment.options import SearchOptions
 from tuner.record import FEASIBLE, FINAL
-from tuner.tune.options import SearchOptions
+from tuner.tune.halving import ParetoHalving
 from tuner.units import as_number
 
 __all__ = ["ParetoASHA", "early_stopping_name"]
@@ -21,7 +21,7 @@ __all__ = ["ParetoASHA", "early_stopping_name"]
 class ParetoASHA(FIFOScheduler):
     """Asynchronous successive halving by non-dominated rank, infeasible trials last.
     ``max_reports``: the evaluations a full trial makes, from which the rungs follow
-    (:meth:`tuner.halving.ParetoHalving.for_trials_of`)."""
+    (:meth:`tuner.tune.halving.ParetoHalving.for_trials_of`)."""
 
     def __init__(
         self, *, metrics: Sequence[str], directions: Sequence[str], max_reports: int | None = None

@@ -19,10 +19,11 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 
+from tuner.experiment.paths import ExperimentPaths
 from tuner.objectives import objective_directions, objective_metrics
 from tuner.spaces import SpaceSampler
 from tuner.tune import ddp_trial
-from tuner.tune.context import ExperimentPaths, SearchContext
+from tuner.tune.context import SearchContext
 from tuner.tune.progress import ProgressPrinter
 from tuner.tune.samplers import make_sampler
 from tuner.tune.scheduler import ParetoASHA

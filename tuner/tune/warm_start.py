@@ -7,7 +7,6 @@ rows they cover. The warm-started trials live only in the new study, never in it
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,16 +16,16 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.errors import TunerError
-from tuner.experiment import STUDY_TRIAL_ID_ATTR, Experiment, load_experiment, memory_limit
+from tuner.experiment import STUDY_TRIAL_ID_ATTR, Experiment, memory_limit
+from tuner.experiment.earlier import check_same_workload, read_warm_start
+from tuner.experiment.options import SearchOptions
 from tuner.objectives import memory_violation, objective_directions, objective_metrics
 from tuner.record import MEMORY_VIOLATION
-from tuner.tune.context import ExperimentPaths, SearchContext
-from tuner.tune.options import SearchOptions
+from tuner.tune.context import SearchContext
 from tuner.tune.plan import SearchPlan, SpaceProfile
 from tuner.tune.searcher import constraint_arguments, measured_violation
 
-__all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "read_warm_start", "warm_start"]
+__all__ = ["WARM_START_ATTR", "WarmStart", "load_warm_start", "warm_start"]
 
 WARM_START_ATTR = "warm_start_from"  # user attribute: the experiment that measured the trial
 
@@ -78,7 +77,8 @@ def warm_start(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """With ``--warm-start``: create the new study with the earlier trials and return the design
     rows left to run and what to record in the metadata; without it, the design and ``None``.
-    ``earlier``: the experiment :func:`read_warm_start` read before Ray started.
+    ``earlier``: the experiment :func:`~tuner.experiment.earlier.read_warm_start` read before
+    Ray started.
 
     Raises:
         TunerError: as :func:`load_warm_start`, before anything is written.
@@ -108,41 +108,6 @@ def warm_start(
     return left, metadata
 
 
-def read_warm_start(
-    options: SearchOptions, *, space_name: str, workload: Mapping[str, Any] | None = None
-) -> Experiment | None:
-    """The experiment ``--warm-start`` names, checked against this search's space (and
-    ``workload``, when already known): what a new search checks before Ray starts.
-
-    Raises:
-        TunerError: no such experiment, another space or workload, or no readable study.
-    """
-    reference = options.warm_start
-    if not reference:
-        return None
-    folder = Path(reference)
-    if not folder.is_dir():
-        folder = ExperimentPaths.of(options.storage, reference).local
-    try:
-        earlier = load_experiment(folder)
-    except TunerError as exc:  # the flag named, so the user knows which path was wrong
-        raise TunerError(f"--warm-start {reference}: {exc}") from None
-    if earlier.study is None:
-        raise TunerError(
-            f"--warm-start {reference}: its study.db could not be read; warm-start from another "
-            "experiment or leave the flag out."
-        )
-    old_space = earlier.metadata.get("space")
-    if old_space != space_name:
-        raise TunerError(
-            f"--warm-start {reference}: that experiment searched space {old_space!r}, this "
-            f"search {space_name!r}; warm-start from an experiment of {space_name!r}."
-        )
-    if workload is not None:
-        _check_same_workload(reference, earlier, workload)
-    return earlier
-
-
 def load_warm_start(
     options: SearchOptions,
     plan: SearchPlan,
@@ -161,7 +126,7 @@ def load_warm_start(
         return None
     if earlier is None:
         earlier = read_warm_start(options, space_name=space_name)
-    _check_same_workload(options.warm_start, earlier, plan.workload)
+    check_same_workload(options.warm_start, earlier, plan.workload)
     metrics = objective_metrics(options.objective)
     names = list(earlier.study.metric_names or []) or [  # the earlier objectives, in order
         str(o["metric"]) for o in earlier.metadata.get("objectives") or []
@@ -175,21 +140,6 @@ def load_warm_start(
         else:
             trials.append(taken)
     return WarmStart(earlier.name, earlier.path, trials, dict(left_out))
-
-
-def _check_same_workload(reference: str, earlier: Experiment, workload: Mapping[str, Any]) -> None:
-    old = earlier.metadata.get("workload") or {}
-    differ = sorted(k for k in {*old, *workload} if _json(old.get(k)) != _json(workload.get(k)))
-    if differ:
-        shown = ", ".join(f"{k} {old.get(k)!r} -> {workload.get(k)!r}" for k in differ[:4])
-        raise TunerError(
-            f"--warm-start {reference}: its workload differs ({shown}), so its figures do not "
-            "compare; search the same workload (--workload, --set) or leave --warm-start out."
-        )
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)  # a saved tuple reads as a list
 
 
 def _retell(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.halving import ParetoHalving, crowding_distance
+from tuner.tune.halving import ParetoHalving, crowding_distance
 
 
 def _halving() -> ParetoHalving:

@@ -1,29 +1,50 @@
-"""What one search is asked to do: :class:`SearchOptions`."""
+"""What one search is asked to do, :class:`SearchOptions`, and the options as its experiment
+keeps them: the metadata's record (:func:`options_record`) and what a resume reads back and may
+change (:func:`options_to_resume`). Ray-free and torch-free: a bad option, or a resume that
+changes what it may not, answers before anything slow loads.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
-from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
+from tuner.experiment._files import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, METADATA_FILE
+from tuner.experiment._metadata import read_metadata
+from tuner.experiment.limits import LIMITS, NUM_SAMPLES, limit_note
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
+from tuner.record import MAX_MEMORY_BYTES
 from tuner.spaces import WORKLOAD_KINDS
-from tuner.tune.samplers import SAMPLERS, SamplerName
+
+if TYPE_CHECKING:
+    from tuner.experiment.paths import ExperimentPaths
 
 __all__ = [
+    "CHANGEABLE_ON_RESUME",
     "OBJECTIVES",
+    "SAMPLERS",
+    "SHOWN_ON_RESUME",
     "WORKLOAD_CHOICES",
+    "SamplerName",
     "SearchOptions",
+    "options_record",
+    "options_to_resume",
 ]
 
 OBJECTIVES: tuple[str, ...] = OBJECTIVE_NAMES
 WORKLOAD_CHOICES = ("auto", *WORKLOAD_KINDS)
+# The one list of sampler names (--sampler's choices); tuner.tune.samplers makes each sampler.
+SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
+SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,3 +215,120 @@ def _check_installed(package: str, *, flag: str, client: str) -> None:
             f"{flag} needs {client}, which is not installed: pip install 'train-tuner[{package}]' "
             f"(or pip install {package})."
         )
+
+
+def options_record(options: SearchOptions) -> dict[str, Any]:
+    """The options as the metadata keeps them (what --resume reads back)."""
+    return {**dataclasses.asdict(options), "overrides": dict(options.overrides)}
+
+
+# Options saved under an earlier name, read under their current one.
+_RENAMED = {"time_budget_s": "search_time_budget_s"}
+# What a resumed search may take from its own command line: how to reach the cluster and how
+# much to print, where the report goes, the time left to re-measurement and effects, and its
+# limits (more trials, a later time budget: checked against what it ran, tuner.experiment.limits).
+# Every other option is the experiment's own: a resumed search continues the same search.
+CHANGEABLE_ON_RESUME = (
+    "address", "verbose", "reports_dir", "no_report", "trust_budget", "checkpoint_every_s",
+    *LIMITS,
+)  # fmt: skip
+# Those the command that continues an experiment spells out (how to reach the cluster and how
+# much to print are the caller's): what it runs, in full.
+SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every_s", *LIMITS)
+_IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
+
+
+def options_to_resume(
+    paths: ExperimentPaths, given: SearchOptions, *, named: frozenset[str] | None = None
+) -> SearchOptions:
+    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
+    fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
+    and said, any other refused. Named, a field can be set back to its default.
+
+    Raises:
+        TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
+            changes an option a resumed search cannot change.
+    """
+    metadata = read_metadata(paths.local)
+    if not metadata:
+        raise TunerError(
+            f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
+            "check --name and --storage, or start it without --resume."
+        )
+    saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
+    known = {f.name for f in dataclasses.fields(SearchOptions)}
+    for name in sorted(set(saved) - known):
+        # Kept in the metadata by an older tuner: said, so a resumed search is not silently
+        # another search.
+        print(
+            f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
+            file=sys.stderr,
+        )
+    own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    if own.num_samples is None and int(metadata.get(NUM_SAMPLES) or -1) > 0:
+        # The count it resolved at its start (the space's, the grid's), not resolved again:
+        # a new time budget or an edited space would change it.
+        own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
+    changes = _changes_on_resume(own, given, paths.local, named)
+    return dataclasses.replace(own, **changes, name=paths.name, resume=True)
+
+
+def _changes_on_resume(
+    own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
+) -> dict[str, Any]:
+    """The options ``given`` sets (``named``: options_to_resume) to another value than the
+    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
+    (what the printed command to continue keeps).
+
+    Raises:
+        TunerError: the first one a resumed search cannot apply.
+    """
+    default = SearchOptions(space="")
+    changes: dict[str, Any] = {}
+    for option in dataclasses.fields(SearchOptions):
+        name = option.name
+        value = getattr(given, name)
+        if name == "space" and value:  # the same file, given relative or by another spelling
+            from tuner.spaces import get_space
+
+            value = get_space(value).ref
+        set_here = value != getattr(default, name) if named is None else name in named
+        if name in _IDENTITY or not set_here or value == getattr(own, name):
+            continue
+        if name not in CHANGEABLE_ON_RESUME:
+            flag = _flag(name)
+            shown = _shown(name, value)
+            raise TunerError(
+                f"{shown} cannot change on --resume: {own.name or 'the experiment'} continues "
+                f"the search it started ({_shown(name, getattr(own, name))}); leave {flag} out, "
+                f"or start a new search with it and --warm-start {own.name}."
+            )
+        if name in LIMITS:
+            note = limit_note(name, value, folder=folder, own=own)
+        else:
+            note = f"{_shown(name, value)} applies from this resume on."
+        changes[name] = value
+        if name != "verbose":
+            print(f"note: {note}", file=sys.stderr)
+    return changes
+
+
+def _shown(name: str, value: Any) -> str:
+    """An option as its flag(s) spell it."""
+    if name == "overrides":
+        sets = " ".join(f"{k}={v}" for k, v in dict(value).items())
+        return f"--set {sets}" if sets else "no --set"
+    if name == "space":
+        return f"space {value}"
+    flag = _flag(name)
+    if isinstance(value, bool):
+        return flag if value else f"no {flag}"
+    return f"{flag} {value}"
+
+
+# The fields whose flag is not their name spelled with dashes.
+_FLAGS = {MAX_MEMORY_BYTES: "--max-memory", "overrides": "--set", "space": "SPACE"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
