@@ -225,8 +225,8 @@ def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
 def _memory_step(parts: RunParts, start: int) -> int:
     """Which step of this run counts memory: the last warm-up step (never past the run's end)."""
     planned = parts.schedule.planned_steps
-    left = planned - start if planned else parts.warmup_steps
-    return max(1, min(parts.warmup_steps, left))
+    left = planned - start if planned else parts.effective.warmup_steps
+    return max(1, min(parts.effective.warmup_steps, left))
 
 
 def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -250,7 +250,7 @@ def take_step(
     tick = time.perf_counter()
     images, labels = next(batches)
     waited = time.perf_counter() - tick
-    x, y = _to_input(parts, images, labels, prefetched=parts.effective["prefetch"] != "off")
+    x, y = _to_input(parts, images, labels, prefetched=parts.effective.prefetch != "off")
     for group in optimizer.param_groups:
         group["lr"] = lr
     with parts.autocast(), parts.memory.activations(parts.model, enabled=count_memory):
@@ -274,7 +274,7 @@ def _to_input(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if prefetched:  # the prefetcher already moved and normalized it
         return images, labels
-    non_blocking = bool(parts.effective["non_blocking"])
+    non_blocking = parts.effective.non_blocking
     images = images.to(parts.device, non_blocking=non_blocking)
     labels = labels.to(parts.device, non_blocking=non_blocking)
     x = normalize(images, parts.mean, parts.std, channels_last=parts.config.channels_last)
@@ -420,5 +420,5 @@ def _result(
 
 def what_ran(parts: RunParts) -> dict[str, Any]:
     """A result's record of what ran: the effective settings, the fallbacks' notes, the config."""
-    effective = dict(parts.effective, warmup_steps=parts.warmup_steps)
+    effective = dataclasses.asdict(parts.effective)  # the record's fields as the result's keys
     return {"effective": effective, "notes": list(parts.notes), "config": parts.config.to_dict()}
