@@ -218,13 +218,13 @@ def _decide(
     _check_steps(config, len(data.train_loader))
     lr, batch_size = _global_batch(config, world, notes)
     warmup_steps = _warmup_steps(config, notes)
-    ddp = _ddp_knobs(config, world, notes)
+    ddp = _ddp_knobs(config, world, notes)  # the registry's DDP knobs, by field name
     if dataparallel:
         _check_dataparallel(device, world, notes)
     compile_mode = _compile_mode(config, device, notes)
     fused = _fused_adamw(config, model, device, notes)
     cuda, on_device = device.type == "cuda", data.on_device
-    prefetch = _loader_notes(config, data, device, notes)
+    prefetch = _input_pipeline(config, data, device, notes)
     ran = Effective(
         device=str(device),
         channels_last=config.channels_last,
@@ -403,7 +403,7 @@ def _check_dataparallel(device: torch.device, world: World, notes: list[str]) ->
     notes.append(f"DataParallel over {gpus} GPUs: each batch is split across them.")
 
 
-def _loader_notes(
+def _input_pipeline(
     config: TrainConfig, data: DataBundle, device: torch.device, notes: list[str]
 ) -> str:
     """The input pipeline's fallbacks, one note each; the prefetch that runs."""
