@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -10,8 +11,9 @@ import torch
 from engine_helpers import TINY_RESNET, tiny
 
 from tuner.engine import Progress, RunResult, read_state_file, short_run, train, write_state_file
-from tuner.engine.build import COMPILE_WARMUP_STEPS
+from tuner.engine.build import COMPILE_WARMUP_STEPS, Effective
 from tuner.errors import TunerError
+from tuner.techniques import KNOBS
 
 # One switch at a time, then a sample of combinations: each must run and record what ran.
 SWITCHES: list[dict[str, Any]] = [
@@ -54,6 +56,14 @@ def _assert_ran(result: RunResult, changes: dict[str, Any]) -> None:
         assert key in result.effective
     if changes.get("norm") == "group":  # issue 39: effective_gn_groups was empty
         assert result.effective["gn_groups"] == changes["gn_groups"]
+
+
+def test_what_ran_has_a_typed_field_per_registry_knob() -> None:
+    # The trials table reads effective_<field> per registry knob: a knob added to the registry
+    # must get its field in Effective, or its column would stay empty.
+    fields = [f.name for f in dataclasses.fields(Effective)]
+    assert {k.field for k in KNOBS} <= set(fields)
+    assert fields[0] == "device" and fields[-1] == "warmup_steps"
 
 
 @pytest.mark.parametrize("changes", SWITCHES + COMBINATIONS, ids=str)

@@ -2,7 +2,9 @@
 
 Device, data, model (and the compiled, data-parallel forward), precision, optimizer, schedule
 and meters are resolved here. A technique that cannot run here falls back and says so:
-``RunParts.effective`` holds what actually ran and ``RunParts.notes`` one line per fallback.
+:func:`_decide` settles every setting once, before anything is built from it:
+``RunParts.effective`` (an :class:`Effective`) holds what actually ran, ``RunParts.notes`` one
+line per fallback.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from tuner.engine.usercheck import ITEMS_IN_A_RUN, check_user_code, uses_user_co
 from tuner.errors import TunerError
 from tuner.techniques import KNOBS
 
-__all__ = ["COMPILE_WARMUP_STEPS", "RunParts", "Schedule", "build_parts", "resolve_device"]
+__all__ = [
+    "COMPILE_WARMUP_STEPS",
+    "Effective",
+    "RunParts",
+    "Schedule",
+    "build_parts",
+    "resolve_device",
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,36 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Effective:
+    """What actually ran: each technique setting after its fallbacks, decided once
+    (:func:`_decide`). A result records it as ``asdict`` (``RunResult.effective``), in this
+    order, so its keys are these field names (the trials table reads them per knob)."""
+
+    device: str
+    channels_last: bool
+    norm: str
+    gn_groups: int | None  # only with GroupNorm: BatchNorm and the others run with none
+    amp: str
+    lr: float  # the peak lr at the global batch (config.lr x the workers)
+    batch_size: int  # the global batch a step trains on
+    ddp_bucket_cap_mb: int  # the DDP knobs: their off values on one worker (no DDP)
+    ddp_gradient_as_bucket_view: bool
+    ddp_static_graph: bool
+    compile: str
+    fused_adamw: bool
+    pin_memory: bool
+    non_blocking: bool
+    set_to_none: bool
+    num_workers: int
+    persistent_workers: bool
+    prefetch_factor: int | None
+    decoder: str
+    prefetch: str
+    host_prefetch: bool
+    warmup_steps: int  # steps left out of throughput: config's, raised for compile's
+
+
+@dataclass(frozen=True)
 class RunParts:
     """The pieces of one run, built once (their contents train; the fields never change)."""
 
@@ -74,10 +113,9 @@ class RunParts:
     std: torch.Tensor
     train_batches: Iterable[tuple[torch.Tensor, torch.Tensor]]  # loader, or its prefetcher
     schedule: Schedule
-    warmup_steps: int  # steps excluded from throughput (warm-up and compile)
     throughput: ThroughputMeter
     memory: MemoryMeter
-    effective: dict[str, Any]
+    effective: Effective
     notes: list[str]
 
 
@@ -128,70 +166,113 @@ def build_parts(
     """
     torch.manual_seed(config.seed)
     world = World.current()
-    effective: dict[str, Any] = {"device": str(device)}
-    notes: list[str] = []
     data = build_data(config, device, world)
-    notes.extend(data.notes)
     classes = _num_classes(config, data)
-    model = build_model(config, classes)
     memory_format = torch.channels_last if config.channels_last else torch.preserve_format
-    model = model.to(device, memory_format=memory_format)
+    model = build_model(config, classes).to(device, memory_format=memory_format)
     if uses_user_code(config):  # one line for bad user code, before anything trains
         check_user_code(config, data, model, num_classes=classes, items=ITEMS_IN_A_RUN)
-    # The groups only mean something with GroupNorm (BatchNorm ran with none).
-    groups = config.gn_groups if config.norm == "group" else None
-    effective.update(channels_last=config.channels_last, norm=config.norm, gn_groups=groups)
-    autocast, scaler = _precision(config, device, effective, notes)
-    schedule = _schedule(config, len(data.train_loader), world, effective, notes)
-    warmup_steps = warmup_steps_of(config)
-    if warmup_steps > config.warmup_steps:
-        notes.append(
-            f"warmup_steps raised to {warmup_steps} so torch.compile time is not measured."
-        )
-    ddp = _data_parallel(model, config, world, effective, notes)
-    ddp = _dataparallel(ddp, world, notes) if dataparallel else ddp
+    ran, notes = _decide(config, device, world, data, model, dataparallel=dataparallel)
+    autocast, scaler = _precision(ran.amp, device)
+    wrapped = _data_parallel(model, ran, world) if world.size > 1 else model
+    wrapped = nn.DataParallel(wrapped) if dataparallel else wrapped
     return RunParts(
         config=config,
         device=device,
         world=world,
         data=data,
         model=model,
-        forward=_compile(ddp, config, device, effective, notes),
-        optimizer=_optimizer(model, config, device, effective, notes),
+        forward=_compile(wrapped, ran.compile),
+        optimizer=_optimizer(model, config, ran),
         scaler=scaler,
         autocast=autocast,
         criterion=nn.CrossEntropyLoss(label_smoothing=config.label_smoothing),
         mean=torch.tensor(data.mean, device=device).view(1, -1, 1, 1),
         std=torch.tensor(data.std, device=device).view(1, -1, 1, 1),
-        train_batches=_train_batches(config, data, device, effective, notes),
-        schedule=schedule,
-        warmup_steps=warmup_steps,
-        throughput=ThroughputMeter(device, warmup_steps),
+        train_batches=_train_batches(data, device, ran),
+        schedule=_schedule(config, ran.lr, len(data.train_loader)),
+        throughput=ThroughputMeter(device, ran.warmup_steps),
         memory=memory,
-        effective=effective,
+        effective=ran,
         notes=notes,
     )
 
 
-def _schedule(
-    config: TrainConfig, steps_per_epoch: int, world: World, effective: dict, notes: list[str]
-) -> Schedule:
+def _decide(
+    config: TrainConfig,
+    device: torch.device,
+    world: World,
+    data: DataBundle,
+    model: nn.Module,
+    *,
+    dataparallel: bool = False,
+) -> tuple[Effective, list[str]]:
+    """What runs here, decided once: every setting after its fallbacks, and one note per
+    fallback (the data's notes first).
+
+    Raises:
+        TunerError: a batch size that leaves no step; DataParallel where it cannot run.
+    """
+    notes = list(data.notes)
+    amp = _amp(config, device, notes)
+    _check_steps(config, len(data.train_loader))
+    lr, batch_size = _global_batch(config, world, notes)
+    warmup_steps = _warmup_steps(config, notes)
+    ddp = _ddp_knobs(config, world, notes)  # the registry's DDP knobs, by field name
+    if dataparallel:
+        _check_dataparallel(device, world, notes)
+    compile_mode = _compile_mode(config, device, notes)
+    fused = _fused_adamw(config, model, device, notes)
+    cuda, on_device = device.type == "cuda", data.on_device
+    prefetch = _input_pipeline(config, data, device, notes)
+    ran = Effective(
+        device=str(device),
+        channels_last=config.channels_last,
+        norm=config.norm,
+        gn_groups=config.gn_groups if config.norm == "group" else None,
+        amp=amp,
+        lr=lr,
+        batch_size=batch_size,
+        **ddp,
+        compile=compile_mode,
+        fused_adamw=fused,
+        pin_memory=config.pin_memory and cuda and not on_device,
+        non_blocking=config.non_blocking and cuda and not on_device,
+        set_to_none=config.set_to_none,
+        num_workers=0 if on_device else config.num_workers,
+        persistent_workers=config.persistent_workers and not on_device,
+        prefetch_factor=None if on_device else config.prefetch_factor,
+        decoder=config.decoder if data.files else "pil",
+        prefetch=prefetch,
+        host_prefetch=config.host_prefetch and not on_device,
+        warmup_steps=warmup_steps,
+    )
+    return ran, notes
+
+
+def _check_steps(config: TrainConfig, steps_per_epoch: int) -> None:
     if steps_per_epoch == 0:
         raise TunerError(
             f"batch_size={config.batch_size} leaves zero training steps on {config.data!r}; "
             "use a smaller batch_size or drop_last=False."
         )
-    limits = [config.steps] if config.steps else []
-    if config.epochs:
-        limits.append(config.epochs * steps_per_epoch)
-    lr = config.lr * world.size
-    # Both as the optimizer sees them: the global batch a step trains on, the peak lr for it.
-    effective.update(lr=lr, batch_size=config.batch_size * world.size)
+
+
+def _global_batch(config: TrainConfig, world: World, notes: list[str]) -> tuple[float, int]:
+    """Both as the optimizer sees them: the peak lr, and the global batch a step trains on."""
+    lr, batch_size = config.lr * world.size, config.batch_size * world.size
     if world.size > 1:
         notes.append(
             f"lr {config.lr:g} is for batch_size={config.batch_size}; {world.size} workers "
-            f"train a global batch of {config.batch_size * world.size}, so the peak lr is {lr:g}."
+            f"train a global batch of {batch_size}, so the peak lr is {lr:g}."
         )
+    return lr, batch_size
+
+
+def _schedule(config: TrainConfig, lr: float, steps_per_epoch: int) -> Schedule:
+    limits = [config.steps] if config.steps else []
+    if config.epochs:
+        limits.append(config.epochs * steps_per_epoch)
     planned = min(limits, default=None)
     return Schedule(lr, config.warmup_fraction, steps_per_epoch, planned, config.time_budget_s)
 
@@ -215,9 +296,14 @@ def warmup_steps_of(config: TrainConfig) -> int:
     return max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
 
 
-def _precision(
-    config: TrainConfig, device: torch.device, effective: dict, notes: list[str]
-) -> tuple[Callable[[], contextlib.AbstractContextManager], torch.amp.GradScaler]:
+def _warmup_steps(config: TrainConfig, notes: list[str]) -> int:
+    steps = warmup_steps_of(config)
+    if steps > config.warmup_steps:
+        notes.append(f"warmup_steps raised to {steps} so torch.compile time is not measured.")
+    return steps
+
+
+def _amp(config: TrainConfig, device: torch.device, notes: list[str]) -> str:
     amp = config.amp
     if amp == "fp16" and device.type == "cpu":
         notes.append("amp=fp16 needs CUDA; fell back to bf16 autocast on cpu.")
@@ -225,7 +311,12 @@ def _precision(
     if amp == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         notes.append("amp=bf16 is not supported by this GPU; fell back to fp16 with GradScaler.")
         amp = "fp16"
-    effective["amp"] = amp
+    return amp
+
+
+def _precision(
+    amp: str, device: torch.device
+) -> tuple[Callable[[], contextlib.AbstractContextManager], torch.amp.GradScaler]:
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
     if amp == "off":
         return contextlib.nullcontext, scaler
@@ -233,89 +324,94 @@ def _precision(
     return lambda: torch.autocast(device.type, dtype=dtype), scaler
 
 
-def _optimizer(
-    model: nn.Module, config: TrainConfig, device: torch.device, effective: dict, notes: list[str]
-) -> torch.optim.Optimizer:
+def _param_groups(model: nn.Module, config: TrainConfig) -> list[dict[str, Any]]:
     # Weight decay on matrices and kernels only; biases, norms and embeddings' 1-d params skip it.
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
+    return [
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-    if config.fused_adamw:
-        try:
-            optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=True)
-            effective["fused_adamw"] = True
-            return optimizer
-        except (RuntimeError, ValueError) as exc:
-            notes.append(f"fused AdamW is not available on {device.type} ({exc}); used foreach.")
-    effective["fused_adamw"] = False
-    return torch.optim.AdamW(groups, lr=config.lr)
 
 
-def _compile(
-    model: nn.Module, config: TrainConfig, device: torch.device, effective: dict, notes: list[str]
-) -> Callable[[torch.Tensor], torch.Tensor]:
+def _optimizer(model: nn.Module, config: TrainConfig, ran: Effective) -> torch.optim.Optimizer:
+    # fused=None, not False, where it does not run: AdamW picks its default (foreach) then.
+    fused = ran.fused_adamw or None
+    return torch.optim.AdamW(_param_groups(model, config), lr=config.lr, fused=fused)
+
+
+def _fused_adamw(
+    config: TrainConfig, model: nn.Module, device: torch.device, notes: list[str]
+) -> bool:
+    """Whether fused AdamW runs on these parameters: tried on them (an optimizer's state is made
+    at its first step, so the trial costs nothing), as the one the run trains with will be."""
+    if not config.fused_adamw:
+        return False
+    try:
+        torch.optim.AdamW(_param_groups(model, config), lr=config.lr, fused=True)
+    except (RuntimeError, ValueError) as exc:
+        notes.append(f"fused AdamW is not available on {device.type} ({exc}); used foreach.")
+        return False
+    return True
+
+
+def _compile_mode(config: TrainConfig, device: torch.device, notes: list[str]) -> str:
     mode = config.compile
     compilers = ("g++", "c++", "clang++")
     if mode != "off" and device.type == "cpu" and not any(map(shutil.which, compilers)):
         notes.append("torch.compile on cpu needs a C++ compiler (none found); ran eager.")
         mode = "off"
-    effective["compile"] = mode
+    return mode
+
+
+def _compile(model: nn.Module, mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
     if mode == "off":
         return model
     return torch.compile(model, mode=None if mode == "default" else mode)
 
 
-def _data_parallel(
-    model: nn.Module, config: TrainConfig, world: World, effective: dict, notes: list[str]
-) -> nn.Module:
-    """DDP across the workers (gradients averaged in buckets, overlapping backward); one worker
-    trains the module itself and its DDP knobs fall back (they only matter across workers)."""
+def _ddp_knobs(config: TrainConfig, world: World, notes: list[str]) -> dict[str, Any]:
+    """The DDP knobs as they run: the config's across workers; on one worker there is no DDP,
+    so they fall back to off (they only matter across workers)."""
     knobs = [k for k in KNOBS if k.needs_workers]
-    if world.size == 1:
-        asked = [k.field for k in knobs if getattr(config, k.field) != k.off]
-        effective.update({k.field: k.off for k in knobs})
-        if asked:
-            notes.append(f"{', '.join(asked)}: needs more than one worker; ran without DDP.")
-        return model
-    effective.update({k.field: getattr(config, k.field) for k in knobs})
+    if world.size > 1:
+        return {k.field: getattr(config, k.field) for k in knobs}
+    asked = [k.field for k in knobs if getattr(config, k.field) != k.off]
+    if asked:
+        notes.append(f"{', '.join(asked)}: needs more than one worker; ran without DDP.")
+    return {k.field: k.off for k in knobs}
+
+
+def _data_parallel(model: nn.Module, ran: Effective, world: World) -> nn.Module:
+    """DDP across the workers: gradients averaged in buckets, overlapping backward."""
     cuda = next(model.parameters()).device
     return DistributedDataParallel(
         model,
         device_ids=[cuda.index] if cuda.type == "cuda" else None,
-        bucket_cap_mb=config.ddp_bucket_cap_mb,
-        gradient_as_bucket_view=config.ddp_gradient_as_bucket_view,
-        static_graph=config.ddp_static_graph,
+        bucket_cap_mb=ran.ddp_bucket_cap_mb,
+        gradient_as_bucket_view=ran.ddp_gradient_as_bucket_view,
+        static_graph=ran.ddp_static_graph,
     )
 
 
-def _dataparallel(model: nn.Module, world: World, notes: list[str]) -> nn.Module:
+def _check_dataparallel(device: torch.device, world: World, notes: list[str]) -> None:
     gpus = torch.cuda.device_count()
-    if world.size > 1 or next(model.parameters()).device.type != "cuda" or gpus < 2:
+    if world.size > 1 or device.type != "cuda" or gpus < 2:
         raise TunerError(
             f"DataParallel needs one process on 2 or more CUDA GPUs (here: {gpus} GPUs, "
             f"{world.size} processes); run on such a machine without a process group."
         )
     notes.append(f"DataParallel over {gpus} GPUs: each batch is split across them.")
-    return nn.DataParallel(model)
 
 
-def _train_batches(
-    config: TrainConfig, data: DataBundle, device: torch.device, effective: dict, notes: list[str]
-) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
-    cuda = device.type == "cuda"
-    effective["pin_memory"] = config.pin_memory and cuda and not data.on_device
-    effective["non_blocking"] = config.non_blocking and cuda and not data.on_device
-    if cuda and data.on_device and (config.pin_memory or config.non_blocking):
+def _input_pipeline(
+    config: TrainConfig, data: DataBundle, device: torch.device, notes: list[str]
+) -> str:
+    """The input pipeline's fallbacks, one note each; the prefetch that runs."""
+    cuda, on_device = device.type == "cuda", data.on_device
+    if cuda and on_device and (config.pin_memory or config.non_blocking):
         notes.append("pin_memory/non_blocking have nothing to copy: synthetic data is on the GPU.")
-    effective["set_to_none"] = config.set_to_none
-    effective["num_workers"] = 0 if data.on_device else config.num_workers
-    if data.on_device and config.num_workers:
+    if on_device and config.num_workers:
         notes.append("num_workers has nothing to load: synthetic data lives on the device.")
-    effective["persistent_workers"] = config.persistent_workers and not data.on_device
-    effective["prefetch_factor"] = None if data.on_device else config.prefetch_factor
-    effective["decoder"] = config.decoder if data.files else "pil"
     if config.decoder != "pil" and not data.files:
         notes.append(f"decoder={config.decoder} has nothing to decode: no image files here.")
     if config.pin_memory and not cuda:
@@ -326,16 +422,20 @@ def _train_batches(
     if prefetch == "cuda_stream" and not cuda:
         notes.append("prefetch=cuda_stream needs CUDA; fell back to the plain loader on cpu.")
         prefetch = "off"
-    if prefetch == "cuda_stream" and data.on_device:
+    if prefetch == "cuda_stream" and on_device:
         notes.append("prefetch=cuda_stream has nothing to copy: synthetic data lives on the GPU.")
         prefetch = "off"
-    effective["prefetch"] = prefetch
-    effective["host_prefetch"] = config.host_prefetch and not data.on_device
-    if config.host_prefetch and data.on_device:
+    if config.host_prefetch and on_device:
         notes.append("host_prefetch has nothing to load: synthetic data lives on the device.")
-    loader = HostPrefetcher(data.train_loader) if effective["host_prefetch"] else data.train_loader
-    if prefetch == "off":
-        return loader
-    if not config.pin_memory:
+    if prefetch != "off" and not config.pin_memory:
         notes.append("prefetch without pin_memory: host-to-device copies are not fully async.")
-    return CudaPrefetcher(loader, device, data.mean, data.std, channels_last=config.channels_last)
+    return prefetch
+
+
+def _train_batches(
+    data: DataBundle, device: torch.device, ran: Effective
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    loader = HostPrefetcher(data.train_loader) if ran.host_prefetch else data.train_loader
+    if ran.prefetch == "off":
+        return loader
+    return CudaPrefetcher(loader, device, data.mean, data.std, channels_last=ran.channels_last)

@@ -42,6 +42,7 @@ __all__ = ["Diverged", "batches", "failure", "short_run", "take_step", "train", 
 
 OnEval = Callable[[Progress], Any]
 OnFeasibility = Callable[[RunResult], bool]  # the search's feasibility check: the first steps
+_Hook = OnEval | OnFeasibility  # what _report shows the run to: a Progress, or a bare result
 
 
 class Diverged(RuntimeError):
@@ -160,56 +161,72 @@ def _execute(
 
 
 def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> None:
-    """Train until the budget is used or a hook stops the run, then evaluate once more."""
+    """Train until the budget is used or a hook stops the run, then evaluate once more. Read top
+    to bottom: each concern (the step and its meters, the progress bar, the loss window, the
+    feasibility check, the evaluation and its report, the budget) is one line or one ``if``."""
     from tqdm.auto import tqdm
 
-    schedule, meter, start = parts.schedule, parts.throughput, state.step
-    count_memory_at = start + _memory_step(parts, start)  # the last warm-up step
-    check_at = count_memory_at + hooks.feasibility_steps if hooks.on_feasibility else None
-    batch_stream = batches(parts, state)
-    progress = tqdm(total=schedule.planned_steps, initial=start, disable=not bar, unit="step")
+    start = state.step
+    memory_at = start + _memory_step(parts, start)  # the last warm-up step counts memory
+    check_at = memory_at + hooks.feasibility_steps if hooks.on_feasibility else None
+    stream = batches(parts, state)
+    progress = tqdm(total=parts.schedule.planned_steps, initial=start, disable=not bar, unit="step")
     stop = False
     state.setup_time_s = time.perf_counter() - state.run_started
     state.start_clock()  # before the meter: the training clock covers every moment it times
-    meter.start()
+    parts.throughput.start()
     try:
-        while not stop and _progress(parts, state) < 1.0:
-            state.first_step_unix_s = state.first_step_unix_s or time.time()
-            lr = schedule.lr_at(_progress(parts, state, ahead=1))
-            counted = state.step + 1 == count_memory_at
-            waited, images = take_step(parts, state, batch_stream, lr, count_memory=counted)
-            meter.step(state.step - start, images, waited)
+        while not stop and _progress(parts, state) < 1.0:  # the budget: steps, epochs or time
+            _step(parts, state, stream, start, count_memory=state.step + 1 == memory_at)
             progress.update(1)
-            if len(state.losses) >= WINDOW_STEPS:
+            if len(state.losses) >= WINDOW_STEPS:  # one sync per window: loss, divergence
                 _flush(parts, state, progress)
             state.lap()
             eval_due = hooks.evaluate and _eval_due(parts, state)
-            # The feasibility check comes after memory was counted, and before any
-            # evaluation: an evaluation must never report an unchecked run.
-            if (
-                check_at is not None
-                and state.step >= count_memory_at
-                and (state.step >= check_at or eval_due or _progress(parts, state) >= 1.0)
-            ):
-                check_at = None
-                _flush(parts, state, progress)
-                with _not_training(parts, state):
-                    stop = _check_feasibility(parts, state, hooks.on_feasibility)
+            if check_at is not None and _check_due(parts, state, memory_at, check_at, eval_due):
+                check_at = None  # once
+                stop = _pause(parts, state, progress, hooks.on_feasibility, evaluate=False)
             if eval_due and not stop:
-                _flush(parts, state, progress)
-                with _not_training(parts, state):
-                    stop = _evaluate(parts, state, hooks.on_eval)
+                stop = _pause(parts, state, progress, hooks.on_eval, evaluate=True)
         _flush(parts, state, progress)
-        meter.pause()
+        parts.throughput.pause()
     finally:  # a run that fails (diverged at a flush) keeps the time it trained
         state.lap()
         progress.close()
-        batch_stream.close()  # its loader's workers and prefetch thread end here
-    if hooks.evaluate and not stop and (state.val_accuracy is None or not _eval_due(parts, state)):
-        _evaluate(parts, state, hooks.on_eval)
-    if hooks.evaluate and not stop and not parts.data.on_device:
-        # What the loader alone delivers, beside what training took from it (the report's
-        # input pipeline): after the run, so no step waits on it.
+        stream.close()  # its loader's workers and prefetch thread end here
+    if hooks.evaluate and not stop:
+        _last_evaluation(parts, state, hooks.on_eval)
+
+
+def _step(
+    parts: RunParts, state: RunState, stream: Iterator[Any], start: int, *, count_memory: bool
+) -> None:
+    """One training step at the schedule's lr, counted by the throughput meter."""
+    state.first_step_unix_s = state.first_step_unix_s or time.time()
+    lr = parts.schedule.lr_at(_progress(parts, state, ahead=1))
+    waited, images = take_step(parts, state, stream, lr, count_memory=count_memory)
+    parts.throughput.step(state.step - start, images, waited)
+
+
+def _check_due(
+    parts: RunParts, state: RunState, memory_at: int, check_at: int, eval_due: bool
+) -> bool:
+    """The feasibility check comes after memory was counted, and before any evaluation (an
+    evaluation must never report an unchecked run) or the run's end."""
+    if state.step < memory_at:
+        return False
+    return state.step >= check_at or eval_due or _progress(parts, state) >= 1.0
+
+
+def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -> None:
+    """After the loop: the final evaluation (unless the last step's was just made), then what
+    the loader alone delivers, beside what training took from it (the report's input
+    pipeline): after the run, so no step waits on it."""
+    if state.val_accuracy is None or not _eval_due(parts, state):
+        _score(parts, state)
+        if on_eval is not None:
+            _report(parts, state, on_eval, evaluated=True)
+    if not parts.data.on_device:
         state.loader_images_per_second = loader_images_per_second(
             parts.data.train_loader, parts.world
         )
@@ -225,8 +242,8 @@ def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
 def _memory_step(parts: RunParts, start: int) -> int:
     """Which step of this run counts memory: the last warm-up step (never past the run's end)."""
     planned = parts.schedule.planned_steps
-    left = planned - start if planned else parts.warmup_steps
-    return max(1, min(parts.warmup_steps, left))
+    left = planned - start if planned else parts.effective.warmup_steps
+    return max(1, min(parts.effective.warmup_steps, left))
 
 
 def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -250,7 +267,7 @@ def take_step(
     tick = time.perf_counter()
     images, labels = next(batches)
     waited = time.perf_counter() - tick
-    x, y = _to_input(parts, images, labels, prefetched=parts.effective["prefetch"] != "off")
+    x, y = _to_input(parts, images, labels, prefetched=parts.effective.prefetch != "off")
     for group in optimizer.param_groups:
         group["lr"] = lr
     with parts.autocast(), parts.memory.activations(parts.model, enabled=count_memory):
@@ -274,7 +291,7 @@ def _to_input(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if prefetched:  # the prefetcher already moved and normalized it
         return images, labels
-    non_blocking = bool(parts.effective["non_blocking"])
+    non_blocking = parts.effective.non_blocking
     images = images.to(parts.device, non_blocking=non_blocking)
     labels = labels.to(parts.device, non_blocking=non_blocking)
     x = normalize(images, parts.mean, parts.std, channels_last=parts.config.channels_last)
@@ -301,6 +318,24 @@ def _eval_due(parts: RunParts, state: RunState) -> bool:
     return state.step % (parts.config.eval_every_steps or parts.schedule.steps_per_epoch) == 0
 
 
+def _pause(
+    parts: RunParts,
+    state: RunState,
+    progress: Any,
+    hook: _Hook | None,
+    *,
+    evaluate: bool,
+) -> bool:
+    """Training pauses for a report: the loss window flushed, then, with neither the clock nor
+    the throughput window running, an evaluation (if ``evaluate``) and the report to ``hook``;
+    whether the run stops."""
+    _flush(parts, state, progress)
+    with _not_training(parts, state):
+        if evaluate:
+            _score(parts, state)
+        return hook is not None and _report(parts, state, hook, evaluated=evaluate)
+
+
 @contextmanager
 def _not_training(parts: RunParts, state: RunState) -> Iterator[None]:
     """Neither the throughput windows nor the training clock run inside. The window closes
@@ -312,27 +347,29 @@ def _not_training(parts: RunParts, state: RunState) -> Iterator[None]:
     parts.throughput.resume()
 
 
-def _check_feasibility(parts: RunParts, state: RunState, check: OnFeasibility) -> bool:
-    """Show the result so far to the feasibility check (inside :func:`_not_training`)."""
-    result = _result(parts, state, "ok", None, parts.device, parts.memory)
-    return parts.world.decide(bool(check(result)))
-
-
-def _evaluate(parts: RunParts, state: RunState, on_eval: OnEval | None) -> bool:
+def _score(parts: RunParts, state: RunState) -> None:
+    """Evaluate (its time is ``eval_time_s``); the training time to the target, once reached."""
     started = time.perf_counter()
     state.val_accuracy, state.val_loss, state.val_images = evaluate(parts)
     state.eval_time_s += time.perf_counter() - started
     target = parts.config.target_accuracy
     if target is not None and state.time_to_target_s is None and state.val_accuracy >= target:
         state.time_to_target_s = state.train_time_s
-    stop = False
-    if on_eval is not None:
-        result = _result(parts, state, "ok", None, parts.device, parts.memory)
-        epoch = state.step / parts.schedule.steps_per_epoch
-        made = Progress(state.step, epoch, result, lambda: make_state(parts, state))
-        started = time.perf_counter()
-        stop = parts.world.decide(bool(on_eval(made)))
-        state.report_time_s += time.perf_counter() - started
+
+
+def _report(parts: RunParts, state: RunState, hook: _Hook, *, evaluated: bool) -> bool:
+    """The run so far, shown to one of the caller's hooks: after an evaluation, as a
+    :class:`Progress` to ``on_eval`` (its time is ``report_time_s``: a search's report and
+    checkpoint); before any, as the bare result to ``on_feasibility``. A collective (every
+    worker calls it at the same step): all stop when rank 0's hook says so."""
+    result = _result(parts, state, "ok", None, parts.device, parts.memory)
+    if not evaluated:
+        return parts.world.decide(bool(hook(result)))
+    epoch = state.step / parts.schedule.steps_per_epoch
+    made = Progress(state.step, epoch, result, lambda: make_state(parts, state))
+    started = time.perf_counter()
+    stop = parts.world.decide(bool(hook(made)))
+    state.report_time_s += time.perf_counter() - started
     return stop
 
 
@@ -420,5 +457,5 @@ def _result(
 
 def what_ran(parts: RunParts) -> dict[str, Any]:
     """A result's record of what ran: the effective settings, the fallbacks' notes, the config."""
-    effective = dict(parts.effective, warmup_steps=parts.warmup_steps)
+    effective = dataclasses.asdict(parts.effective)  # the record's fields as the result's keys
     return {"effective": effective, "notes": list(parts.notes), "config": parts.config.to_dict()}

@@ -49,7 +49,7 @@ class WindowRun:
         """The warm-up steps (compile included), memory counted on the last; a failure's result
         (the arm is then out), else ``None``."""
         parts = self._live()
-        count = max(1, parts.warmup_steps)  # the build raised it for compile's warm-up
+        count = max(1, parts.effective.warmup_steps)  # raised for compile's warm-up
         try:
             for i in range(count):
                 self._one_step(count_memory=i == count - 1)
