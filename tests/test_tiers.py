@@ -56,7 +56,7 @@ def _is_slow(tests: dict[str, str], items: list[pytest.Item]) -> dict[str, bool 
     }  # fmt: skip
 
 
-def test_the_fast_tier_keeps_one_of_each_end_to_end_path(request: pytest.FixtureRequest) -> None:
+def test_each_end_to_end_path_is_in_its_tier(request: pytest.FixtureRequest) -> None:
     """Read from this run's items (the README's command collects every module, then deselects
     the slow ones); run alone, from a collection of the two tiers' modules."""
     items = [*request.config.stash.get(DESELECTED, []), *request.session.items]
