@@ -9,6 +9,10 @@ Everything but the path is read with ``ast`` from the source (no module is impor
   ``if TYPE_CHECKING:`` do not run, so they do not count.
 - **knots**: strongly connected components of the package graph (a root module such as
   ``api.py`` is a package of its own), eager and lazy imports alike.
+- **circles**: strongly connected components of the *file* graph, every import counted: eager,
+  lazy, type-only, and one naming a module's own package (``from tuner.experiment import X``
+  in ``tuner/experiment/limits.py`` runs ``experiment/__init__.py``'s names). A type-only
+  circle does not fail at run time, but it is still two files that each need the other.
 - **the path of one search**: the order in which a real 1-trial smoke search (``python -m tuner
   search smoke_space --num-samples 1 ...``) starts importing each ``tuner`` module (a logging
   finder first in ``sys.meta_path`` is told of each), mapped to packages, repeats in a row
@@ -46,7 +50,7 @@ REPORT = ROOT / "reports" / "benchmarks" / "import_graph"
 # ``tuner`` is the root package (__init__.py: the public face). docs/architecture.md explains
 # each layer; keep the two in step.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "foundation": ("errors", "units", "usercode", "usercache"),
+    "foundation": ("_version", "errors", "units", "usercode", "usercache"),
     "concepts": (
         "tuner",
         "config",
@@ -114,17 +118,25 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
-def scan(root: Path = ROOT) -> list[Import]:
-    """Every import of one ``tuner`` module by another (itself and its own parents excepted)."""
+def scan(root: Path = ROOT, *, parents: bool = False) -> list[Import]:
+    """Every import of one ``tuner`` module by another (itself excepted; its own parents too
+    unless ``parents``: for the layers a package importing its own ``__init__`` is no edge)."""
     known = modules(root)
     found = []
     for module, path in known.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         for node, lazy, type_only in _walk(tree.body, lazy=False, type_only=False):
             for target in _targets(node, known):
-                if target != module and not module.startswith(target + "."):
+                own_parent = module.startswith(target + ".")
+                if target != module and (parents or not own_parent):
                     found.append(Import(module, target, node.lineno, lazy, type_only))
     return found
+
+
+def circles(imports: list[Import]) -> list[list[str]]:
+    """The file graph's strongly connected components of more than one module, every import
+    counted (eager, lazy, type-only; pass ``scan(parents=True)``)."""
+    return _components({(i.source, i.target) for i in imports})
 
 
 def _walk(body: list[ast.stmt], *, lazy: bool, type_only: bool) -> Iterator[tuple]:
@@ -190,10 +202,17 @@ def upward_imports(imports: list[Import]) -> list[Import]:
 
 def knots(imports: list[Import]) -> list[list[str]]:
     """The package graph's strongly connected components of more than one package."""
-    edges = {(i.source_package, i.target_package) for i in imports if not i.type_only}
+    return _components({(i.source_package, i.target_package) for i in imports if not i.type_only})
+
+
+def _components(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node, largest first."""
+    edges = {(a, b) for a, b in edges if a != b}
+    if not edges:
+        return []
     names = sorted({p for edge in edges for p in edge})
     index = {name: k for k, name in enumerate(names)}
-    rows, cols = zip(*((index[a], index[b]) for a, b in edges if a != b), strict=True)
+    rows, cols = zip(*((index[a], index[b]) for a, b in edges), strict=True)
     graph = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(names), len(names)))
     _, labels = connected_components(graph, directed=True, connection="strong")
     groups: dict[int, list[str]] = {}
@@ -260,6 +279,7 @@ def figures(*, with_search: bool) -> dict:
         "upward_imports": [str(i) for i in up],
         "upward_count": len(up),
         "knots": knots(imports),
+        "circles": circles(scan(parents=True)),
         "commit": _git("rev-parse", "--short", "HEAD"),
     }
     if with_search:
@@ -281,20 +301,25 @@ def render(runs: dict[str, dict]) -> str:
         f"`python -m tuner {SEARCH_ARGS}` (its driver) begins to import each tuner module,",
         "by package, repeats in a row folded; a return is a stop at a package already left.",
         "",
-        "| label | commit | modules | imports | upward | knots | path stops | returns |",
-        "|---|---|---|---|---|---|---|---|",
+        "| label | commit | modules | imports | upward | knots | file circles | path stops "
+        "| returns |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, run in runs.items():
         path = run.get("search_path", {})
         knot_text = "; ".join(", ".join(k) for k in run["knots"]) or "none"
+        circle_count = len(run["circles"]) if "circles" in run else "-"
         lines.append(
             f"| {label} | {run['commit']} | {run['modules']} | {run['imports']} "
-            f"| {run['upward_count']} | {knot_text} | {path.get('stops', '-')} "
-            f"| {path.get('returns', '-')} |"
+            f"| {run['upward_count']} | {knot_text} | {circle_count} "
+            f"| {path.get('stops', '-')} | {path.get('returns', '-')} |"
         )
     for label, run in runs.items():
         lines += ["", f"## {label}", "", "Upward imports:", ""]
         lines += [f"- `{i}`" for i in run["upward_imports"]] or ["- none"]
+        if "circles" in run:
+            lines += ["", "File circles (every import: eager, lazy, type-only):", ""]
+            lines += [f"- {' <-> '.join(c)}" for c in run["circles"]] or ["- none"]
         if "search_path" in run:
             lines += ["", "Search path: " + " → ".join(run["search_path"]["path"])]
     return "\n".join(lines) + "\n"

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.import_graph import LAYER_OF, LAYERS, Import, modules, package_of, scan, upward_imports
+from bench.import_graph import (
+    LAYER_OF,
+    LAYERS,
+    Import,
+    circles,
+    modules,
+    package_of,
+    scan,
+    upward_imports,
+)
 
 # Lazy imports allowed up a layer: (importer, imported module) -> why. Keep it short; each entry
 # is a debt with its reason, and an entry that no longer matches an import fails below.
@@ -69,6 +78,32 @@ def test_a_lazy_upward_import_is_caught(tmp_path: Path) -> None:
     (package / "errors.py").write_text("")
     found = upward_imports(scan(tmp_path))
     assert [(i.source, i.target, i.lazy) for i in found] == [("tuner.engine", "tuner.api", True)]
+
+
+def test_no_two_files_import_each_other() -> None:
+    """No circle in the file graph, every import counted: eager, lazy, type-only, and a
+    module's import of its own package's ``__init__`` (issue 50: there were 5)."""
+    assert circles(scan(parents=True)) == []
+
+
+def test_a_type_only_circle_through_a_package_init_is_caught(tmp_path: Path) -> None:
+    """A circle is found through a lazy import, a type-only one and a package's own
+    ``__init__``: the three ways the five circles of issue 50 hid from the package graph."""
+    package = tmp_path / "tuner"
+    (package / "experiment").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "experiment" / "__init__.py").write_text("from tuner.experiment.load import x\n")
+    type_only = "if TYPE_CHECKING:\n    from tuner.experiment.limits import y\n"
+    (package / "experiment" / "load.py").write_text(
+        f"from typing import TYPE_CHECKING\n{type_only}"
+    )
+    (package / "experiment" / "limits.py").write_text(
+        "def f():\n    from tuner.experiment import z\n"
+    )
+    assert circles(scan(tmp_path)) == []  # without the package's own __init__: no circle
+    assert circles(scan(tmp_path, parents=True)) == [
+        ["tuner.experiment", "tuner.experiment.limits", "tuner.experiment.load"]
+    ]
 
 
 def _layer(package: str) -> str:

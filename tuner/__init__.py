@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tuner._version import __version__ as __version__  # re-exported: tuner.__version__
 from tuner.config import TrainConfig, load_config_file
 from tuner.errors import TunerError
 
@@ -25,7 +26,6 @@ __all__ = [
     "search",
     "train",
 ]
-__version__ = "0.1.0"
 
 _API = frozenset({"SearchResult", "load", "search", "train"})
 

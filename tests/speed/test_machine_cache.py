@@ -76,7 +76,7 @@ def test_a_changed_fingerprint_misses(tmp_path: Path, change: dict[str, object])
 def test_this_machine_follows_the_installed_versions(monkeypatch: pytest.MonkeyPatch) -> None:
     before = this_machine()
     assert before.tuner == tuner.__version__ and before.cpu_count >= 1
-    monkeypatch.setattr(tuner, "__version__", "99.0.0")  # an upgrade of tuner
+    monkeypatch.setattr(tuner._version, "__version__", "99.0.0")  # an upgrade of tuner
     assert this_machine().tuner == "99.0.0" and this_machine().id != before.id
 
 

@@ -20,15 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import TunerError
-from tuner.experiment import (
-    RAY_STATE_GLOB,
-    RESULT_FILE,
-    STUDY_FILE,
-    STUDY_TRIAL_ID_ATTR,
-    load_study,
-    read_metadata,
-    update_metadata,
-)
+from tuner.experiment._files import RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE, STUDY_TRIAL_ID_ATTR
+from tuner.experiment._metadata import read_metadata, update_metadata
+from tuner.experiment._read import load_study
 
 __all__ = [
     "CLOCK",

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
@@ -24,9 +24,6 @@ from tuner.experiment.limits import LIMITS, NUM_SAMPLES, limit_note
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
 from tuner.record import MAX_MEMORY_BYTES
 from tuner.spaces import WORKLOAD_KINDS
-
-if TYPE_CHECKING:
-    from tuner.experiment.paths import ExperimentPaths
 
 __all__ = [
     "CHANGEABLE_ON_RESUME",
@@ -238,8 +235,16 @@ SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
+class _Located(Protocol):
+    """Where an experiment lives, as :func:`options_to_resume` reads it: an
+    :class:`~tuner.experiment.paths.ExperimentPaths`, which imports this module."""
+
+    name: str
+    local: Path
+
+
 def options_to_resume(
-    paths: ExperimentPaths, given: SearchOptions, *, named: frozenset[str] | None = None
+    paths: _Located, given: SearchOptions, *, named: frozenset[str] | None = None
 ) -> SearchOptions:
     """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
     fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied

@@ -14,7 +14,7 @@ from tuner.measure.pairing import paired
 from tuner.stats import accuracy_difference, median_interval, paired_difference, paired_ratio
 
 if TYPE_CHECKING:
-    from tuner.compare import Arm
+    from tuner.compare._arms import Arm  # the owner: the package's __init__ imports measure
 
 __all__ = ["paired_column", "summarize"]
 

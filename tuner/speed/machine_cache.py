@@ -66,7 +66,7 @@ def this_machine() -> Machine:
     import timm
     import torch
 
-    import tuner
+    from tuner import _version
 
     cpu_model, cpu_count, gpus, gpu_driver = _hardware()
     return Machine(
@@ -77,7 +77,7 @@ def this_machine() -> Machine:
         torch=torch.__version__,
         cuda=torch.version.cuda or "",
         timm=timm.__version__,
-        tuner=tuner.__version__,
+        tuner=_version.__version__,
     )
 
 
