@@ -74,6 +74,7 @@ RUNTIME_PACKAGES = {
     "tqdm": "tqdm",
     "platformdirs": "platformdirs",
     "psutil": "psutil",
+    "filelock": "filelock",
 }
 
 

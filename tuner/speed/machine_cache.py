@@ -3,16 +3,16 @@ format: docs/architecture.md). A verdict depends on the training config, the har
 software, not on the experiment: each machine fingerprint (:class:`Machine`) has one JSON file,
 and any change of it reads another file, so it misses and probes again.
 
-Two searches may write one file at once: a writer holds an exclusive ``flock`` on a lock file
-beside it, reads, merges its entry and replaces the file atomically, so readers (no lock) see
-the old or the new file, never half of one, and no writer drops another's entry. Ray-free.
+Two searches may write one file at once: a writer holds ``filelock``'s lock on a lock file
+beside it (the kernel's ``flock``: released when its process dies), reads, merges its entry
+and replaces the file atomically, so readers (no lock) see the old or the new file, never half
+of one, and no writer drops another's entry. Ray-free.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import json
@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from tuner.record import MAX_MEMORY_BYTES
 from tuner.usercache import cache_dir
@@ -151,14 +153,10 @@ class MachineCache:
     def put(self, key: str, entry: Entry) -> None:
         """Remember ``entry`` under ``key`` (replacing an older one), safe beside other writers."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when it closes, or its process dies
+        with FileLock(self.path.with_suffix(".lock")):
             entries = {**self._read(), key: dataclasses.asdict(entry)}
             machine = dataclasses.asdict(self.machine)
             replace_json(self.path, {"format": _FORMAT, "machine": machine, "entries": entries})
-        finally:
-            os.close(lock)
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
