@@ -10,6 +10,7 @@ protected members there (a subclass's own attributes); the same test checks that
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,11 +21,14 @@ from ray._private.utils import get_dashboard_dependency_error
 from ray._raylet import GcsClient, get_authentication_mode
 
 __all__ = [
+    "DRIVER_PRINT_THREADS",
     "auth_mode_name",
     "canonical_gcs_address",
     "dashboard_missing",
     "driver_node",
     "experiment_trials",
+    "init_exit_is_sigterm",
+    "is_tune_sigint_handler",
     "ray_version",
     "read_gcs_session_name",
     "single_node_init",
@@ -84,3 +88,25 @@ def experiment_trials(results: Any) -> list[Any]:
     """The Tune ``Trial`` objects of a ``ResultGrid`` (status, trial id, folder of every
     trial): the public ``ResultGrid`` gives ``Result`` objects only, without a trial's status."""
     return list(results._experiment_analysis.trials)
+
+
+# The driver's threads that print what Ray's processes send it (``ray._private.worker.connect``
+# names them): the raylet's error messages ("A worker died ...") and, with ``log_to_driver``,
+# the workers' output. ``log_to_driver=False`` would keep the workers' lines off the driver, but
+# nothing public routes the raylet's error messages, which ``print`` to ``sys.stdout``; and the
+# experiment's ray.log keeps both (tuner.tune.ray_log).
+DRIVER_PRINT_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
+
+
+def is_tune_sigint_handler(handler: Any) -> bool:
+    """Whether ``handler`` is the SIGINT handler Tune installs for a running ``Tuner.fit`` (a
+    function nested in ``ray.tune.tune.run``): Tune says that Ctrl-C stopped the fit only in
+    its log, and puts the previous handler back when the signal arrives."""
+    return getattr(handler, "__name__", "") == "signal_interrupt_tune_run"
+
+
+def init_exit_is_sigterm(exc: BaseException) -> bool:
+    """Whether ``exc`` is how ``ray.init``'s own SIGTERM handler ends the driver
+    (``sys.exit(signal.SIGTERM)``, set first thing in ``ray.init``): no public API turns it off
+    or says it happened."""
+    return isinstance(exc, SystemExit) and exc.code == signal.SIGTERM

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -254,7 +253,7 @@ def _init(**options: Any) -> None:
         ray.init(**options)
     except BaseException as exc:
         ray.shutdown()  # also when ray.init had not connected: the processes it started end
-        if isinstance(exc, SystemExit) and exc.code == signal.SIGTERM:
+        if ray_internals.init_exit_is_sigterm(exc):
             raise Terminated from None
         raise
 

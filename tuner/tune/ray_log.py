@@ -24,11 +24,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tuner.experiment import RAY_LOG_FILE
+from tuner.tune._ray_internals import DRIVER_PRINT_THREADS
 
 __all__ = ["RAY_LOG_FILE", "ray_lines_to_file"]
-
-# The threads of Ray's driver that print what Ray's processes sent it (ray._private.worker).
-_RAY_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
 
 
 class _ByThread:
@@ -39,7 +37,7 @@ class _ByThread:
         self._log = log
 
     def write(self, text: str) -> int:
-        if threading.current_thread().name in _RAY_THREADS:
+        if threading.current_thread().name in DRIVER_PRINT_THREADS:
             self._log.write(text)
             self._log.flush()
             return len(text)

@@ -22,6 +22,7 @@ from ray.tune.search import ConcurrencyLimiter
 from tuner.experiment.paths import ExperimentPaths
 from tuner.objectives import objective_directions, objective_metrics
 from tuner.spaces import SpaceSampler
+from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import ddp_trial
 from tuner.tune.context import SearchContext
 from tuner.tune.progress import ProgressPrinter
@@ -239,4 +240,4 @@ def tune_was_interrupted() -> bool:
         return False
     handler = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
+    return not ray_internals.is_tune_sigint_handler(handler)
