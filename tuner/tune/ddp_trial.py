@@ -32,9 +32,12 @@ from typing import Any
 import torch.distributed as dist
 from ray import tune
 
+from tuner import record
 from tuner.engine.distributed import World
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.speed.cache import Lookup, Remembered
+from tuner.tune import rank_beat
+from tuner.tune._ray_internals import is_tune_stop
 from tuner.tune.plan import SearchPlan
 from tuner.tune.rank_pool import run_on_pool, warm_pool
 from tuner.tune.trainable import (
@@ -92,7 +95,7 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
         world_size, backend=backend, bundle=resources.bundles[-1], tell=run._tell
     )
     trial = {"config": config, "context": context}
-    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config))
+    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run._tell)
 
 
 def run_rank(rank: int, world_size: int, trial: dict[str, Any], checkpoint: Any) -> str:
@@ -148,14 +151,16 @@ class RankRun(_TrialRun):
 
     def _emit(self, report: dict[str, Any], checkpoint: Any) -> None:
         """Rank 0 reports; every rank then learns whether Tune stopped the trial there."""
+        rank_beat.note_step(int(report.get(record.STEP) or 0))  # the next heartbeat's step
         if self.rank > 0:
             if self._decide(stop=False):
                 raise RankStopped
             return
         try:
             super()._emit(report, checkpoint)
-        except SystemExit:  # Tune stopped the trial: the others end at this report too
-            self._decide(stop=True)
+        except BaseException as exc:
+            if is_tune_stop(exc):  # Tune stopped the trial: the others end at this report too
+                self._decide(stop=True)
             raise
         self._decide(stop=False)
 
