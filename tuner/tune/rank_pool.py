@@ -238,8 +238,7 @@ def discard_pool() -> None:
     global _POOL
     pool, _POOL = _POOL, None
     if pool is not None:
-        for worker in pool.workers:
-            ray.kill(worker)
+        _kill_workers(pool)
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -358,8 +357,15 @@ def _beat_problem(pool: RankPool, beats: rank_beat.Beats) -> str | None:
 
 
 def _end_ranks(pool: RankPool) -> None:
-    """Kill every worker (a stopped process too: Ray's kill is a request it cannot answer, so
-    one on this node gets SIGKILL), and on nccl abort rank 0's side of the group."""
+    """Kill every worker, and on nccl abort rank 0's side of the group."""
+    _kill_workers(pool)
+    if pool.backend == "nccl":
+        _abort_group()
+
+
+def _kill_workers(pool: RankPool) -> None:
+    """Kill every worker, a stopped process too: Ray's kill is a request such a process does
+    not answer, so each one on this node also gets SIGKILL (one on another node is Ray's)."""
     here = pool.places[0].node_id if pool.places else None
     for rank, worker in enumerate(pool.workers, start=1):
         ray.kill(worker)
@@ -367,8 +373,6 @@ def _end_ranks(pool: RankPool) -> None:
         if place is not None and place.node_id == here:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(place.pid, signal.SIGKILL)
-    if pool.backend == "nccl":
-        _abort_group()
 
 
 def _abort_group() -> None:
