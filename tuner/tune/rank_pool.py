@@ -109,7 +109,7 @@ class RankPool:
     workers: list[Any]  # RankWorker handles, rank 1 first
     places: list[RankPlace] = dataclasses.field(default_factory=list)  # rank 0 first
     store: Any = None  # the group's TCP store, hosted here (rank 0)
-    listener: socket.socket | None = None  # the store's listening socket
+    port: int = 0  # where the store listens (on :func:`tuner.tune.rank_layout.store_host`)
 
     def pids(self) -> list[int]:
         return [int(p) for p in ray.get([w.pid.remote() for w in self.workers])]
@@ -155,26 +155,19 @@ def _start_pool(
     pool.places = [_own_place(), *ray.get([w.place.remote() for w in workers])]  # up, loaded
     tell(f"{world_size} workers started, joining their {backend} group")
     envs = rank_env(pool.places)
-    pool.listener, host = _listen(pool.places), store_host(pool.places)
-    port = int(pool.listener.getsockname()[1])
+    host = store_host(pool.places)
+    listener = socket.create_server((host, 0))  # bound where the ranks reach it, no wider
+    port = pool.port = int(listener.getsockname()[1])
     joins = [
         w.join.remote(backend=backend, host=host, port=port, env=env)
         for w, env in zip(workers, envs[1:], strict=True)
     ]
     os.environ.update(envs[0])
     pool.store = join_group(
-        backend=backend, host=host, port=port, rank=0, size=world_size, listener=pool.listener
+        backend=backend, host=host, port=port, rank=0, size=world_size, listener=listener
     )
     ray.get(joins)
     return pool
-
-
-def _listen(places: list[RankPlace]) -> socket.socket:
-    """The rendezvous's listening socket, bound where the ranks reach it and no wider
-    (:func:`tuner.tune.rank_layout.store_host`); torch's TCP store takes it over."""
-    listener = socket.create_server((store_host(places), 0))
-    listener.set_inheritable(True)
-    return listener
 
 
 def _start_worker(rank: int, world_size: int, bundle: dict[str, float], group: Any) -> Any:
@@ -228,7 +221,14 @@ def join_group(
         nccl_error_handling()
     timeout = datetime.timedelta(seconds=_GROUP_TIMEOUT_S)
     fd = {} if listener is None else {"master_listen_fd": listener.fileno()}
-    store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout, **fd)
+    try:
+        store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout, **fd)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    if listener is not None:
+        listener.detach()  # the store owns the socket now, and closes it with its server
     dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
     return store
 
@@ -247,9 +247,7 @@ def discard_pool() -> None:
         except Exception as exc:  # a group a dead rank broke: nothing left to end
             logger.debug("leaving a broken process group: %s", exc)
     if pool is not None:
-        pool.store = None  # torch's store ends its server with its last reference
-        if pool.listener is not None:
-            pool.listener.close()
+        pool.store = None  # torch's store ends its server (and its socket) with its last reference
 
 
 def run_on_pool(
@@ -371,8 +369,17 @@ def _kill_workers(pool: RankPool) -> None:
         ray.kill(worker)
         place = pool.places[rank] if rank < len(pool.places) else None
         if place is not None and place.node_id == here:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(place.pid, signal.SIGKILL)
+            _kill_rank_process(place.pid)
+
+
+def _kill_rank_process(pid: int) -> None:
+    """SIGKILL ``pid`` if it is still a rank worker (its id not reused by another process)."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        process = psutil.Process(pid)
+        if "RankWorker" in " ".join(process.cmdline()):
+            process.send_signal(signal.SIGKILL)
 
 
 def _abort_group() -> None:
