@@ -94,6 +94,7 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
     pool, run.warm = warm_pool(
         world_size, backend=backend, bundle=resources.bundles[-1], tell=run._tell
     )
+    run.rank_envs = pool.environments()  # into the phase log: what each rank saw
     trial = {"config": config, "context": context}
     run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run._tell)
 
@@ -126,6 +127,7 @@ class RankRun(_TrialRun):
 
     group_asked_unix_s: float | None = None  # when the trial asked for its ranks
     warm = False  # the ranks were an earlier trial's
+    rank_envs: list[dict[str, str]] | None = None  # each rank's layout variables (rank_layout)
 
     def _begun(self) -> None:
         """Rank 0: how long the group took to start, into the phase log and the console."""
@@ -133,7 +135,13 @@ class RankRun(_TrialRun):
             return
         took = time.time() - self.group_asked_unix_s
         seconds = round(took, 3)
-        self.phases.write("group_start", workers=self.world_size, seconds=seconds, warm=self.warm)
+        self.phases.write(
+            "group_start",
+            workers=self.world_size,
+            seconds=seconds,
+            warm=self.warm,
+            ranks=self.rank_envs or [],
+        )
         self._tell(f"{self.world_size} workers up after {took:.0f} s")
 
     def _trial_dir(self) -> str | None:

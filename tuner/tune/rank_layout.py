@@ -23,6 +23,7 @@ from collections.abc import MutableMapping
 from tuner.tune import _ray_internals
 
 __all__ = [
+    "LAYOUT_VARIABLES",
     "LOOPBACK",
     "NCCL_ERROR_HANDLING",
     "RankPlace",
@@ -34,6 +35,12 @@ __all__ = [
 NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 _NCCL_BLOCKING_WAIT = "TORCH_NCCL_BLOCKING_WAIT"
 LOOPBACK = "127.0.0.1"
+# What a rank's environment says of its place (each rank records them: the phase log's
+# group_start, bench/gpu_suite's data-parallel stage).
+LAYOUT_VARIABLES = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "CUDA_VISIBLE_DEVICES",
+    NCCL_ERROR_HANDLING, _NCCL_BLOCKING_WAIT,
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

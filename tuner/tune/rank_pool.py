@@ -37,7 +37,13 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from tuner.errors import TunerError
 from tuner.tune import rank_beat
-from tuner.tune.rank_layout import RankPlace, nccl_error_handling, rank_env, store_host
+from tuner.tune.rank_layout import (
+    LAYOUT_VARIABLES,
+    RankPlace,
+    nccl_error_handling,
+    rank_env,
+    store_host,
+)
 
 __all__ = ["RankFailed", "RankPool", "RankWorker", "discard_pool", "run_on_pool", "warm_pool"]
 
@@ -77,17 +83,11 @@ class RankWorker:
 
     def environment(self) -> dict[str, str]:
         """The variables this rank saw (the GPU plan records them: bench/gpu_suite)."""
-        return {k: v for k, v in os.environ.items() if k in _SEEN}
+        return {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
 
     def run(self, trial: dict[str, Any], checkpoint: Any) -> str:
         """This rank's part of one trial: "done", or "stopped" (rank 0 was stopped)."""
         return str(self.ddp_trial.run_rank(self.rank, self.world_size, trial, checkpoint))
-
-
-_SEEN = (
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "CUDA_VISIBLE_DEVICES",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_BLOCKING_WAIT",
-)  # fmt: skip
 
 
 def _own_place() -> RankPlace:
@@ -121,7 +121,7 @@ class RankPool:
 
     def environments(self) -> list[dict[str, str]]:
         """What each rank saw (rank 0 first): the variables the layout set."""
-        here = {k: v for k, v in os.environ.items() if k in _SEEN}
+        here = {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
         return [here, *ray.get([w.environment.remote() for w in self.workers])]
 
 

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ray import cloudpickle
 from ray.tune import Callback
 
 from tuner import record
@@ -26,17 +27,20 @@ _CHARS = 300
 
 def failure_line(trial: Any) -> str:
     """The failed attempt's error in one line: the trainable's own exception (Ray wraps it in
-    a ``RayTaskError``: its ``cause``), or Ray's word for a process lost."""
+    a ``RayTaskError``: its ``cause``), or Ray's word for a process lost. Read from the files
+    Tune has just written in the driver's copy of the trial's folder (``pickled_error_file``,
+    ``error_file``): ``get_pickled_error`` reads the storage's, not synced yet at a retry."""
     error: Any = None
-    with contextlib.suppress(Exception):  # an error Ray could not pickle: its text below
-        error = trial.get_pickled_error()
+    # An error Ray could not pickle (or none written): its text below.
+    with contextlib.suppress(Exception), open(trial.pickled_error_file, "rb") as pickled:
+        error = cloudpickle.load(pickled)
     if error is not None:
         cause = getattr(error, "cause", None) or error
         first = (str(cause).strip().splitlines() or [""])[0]
         return f"{type(cause).__name__}: {first}"[:_CHARS]
     text = ""
     with contextlib.suppress(Exception):
-        text = str(trial.get_error() or "")
+        text = Path(trial.error_file).read_text()
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return (lines[-1] if lines else "unknown error")[:_CHARS]
 
