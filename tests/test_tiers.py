@@ -27,6 +27,8 @@ FAST_PATHS = {
 LONG_PATHS = {
     "a data-parallel worker group": "tests/tune/test_ddp_trial.py::"
     "test_one_worker_group_trains_its_trial_and_leaves_nothing_behind",
+    "a stalled rank found and its trial retried": "tests/tune/test_stalled_rank.py::"
+    "test_a_stopped_rank_is_found_and_its_trial_retried",
     "a kill-and-resume": "tests/tune/test_resume.py::"
     "test_interrupted_search_resumes_without_running_a_finished_trial_twice",
     "every client, every kind": "tests/tune/test_clients.py::test_mlflow_tells_each_kind",

@@ -222,6 +222,15 @@ REPORTED_UNIX_S = _search_key("reported_unix_s", NUMBER, "when the report was ma
 TRIAL_STARTED_UNIX_S = _search_key(
     "trial_started_unix_s", NUMBER, "when the trial's trainable began (before probes and build)"
 )
+RETRIES = _search_key(
+    "retries",
+    COUNT,
+    "how many earlier attempts of this trial failed and were retried from its checkpoint (a "
+    "process lost, a rank that died or stalled): 0 when its first attempt is the one reporting",
+)
+LAST_ERROR = _search_key(
+    "last_error", TEXT, "the latest failed attempt's error, one line (retries > 0)"
+)
 
 # ---- the trials table's own keys: added by the reader of an experiment folder -----------------
 
@@ -379,9 +388,12 @@ def trial_report(
     final: bool,
     times: Mapping[str, float],
     speed: Mapping[str, Any],
+    retries: int = 0,
+    last_error: str = "",
 ) -> dict[str, Any]:
     """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included;
-    ``times`` and ``speed`` hold the trial's timings and speed keys (NaN / "" when missing)."""
+    ``times`` and ``speed`` hold the trial's timings and speed keys (NaN / "" when missing),
+    ``retries`` and ``last_error`` its failed attempts before this one."""
     report = engine_values(result)
     feasible, reason = judge(report, max_memory_bytes=max_memory_bytes)
     steps = as_number(report.get("steps"))
@@ -395,6 +407,8 @@ def trial_report(
         MAX_MEMORY_BYTES: as_number(max_memory_bytes),
         NODE: node,
         REPORTED_UNIX_S: time.time(),  # Ray's own timestamp has whole seconds only
+        RETRIES: retries,
+        LAST_ERROR: last_error,
     }
     timed = (
         TRIAL_STARTED_UNIX_S,

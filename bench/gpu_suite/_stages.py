@@ -19,6 +19,7 @@ from tuner.errors import TunerError
 
 from . import (
     _cuda_tests,
+    _data_parallel,
     _fidelity,
     _ladder,
     _norms,
@@ -66,6 +67,8 @@ STAGES: tuple[Stage, ...] = (
           _search.run),
     Stage("fidelity", "the engine vs a minimal loop, fresh processes, interleaved", 4,
           _fidelity.run),
+    Stage("data-parallel", "an nccl group of 1; a world-size-2 trial on 2 GPUs, each rank's "
+          "environment", 1, _data_parallel.run),
 )  # fmt: skip
 _BY_NAME = {s.name: s for s in STAGES}
 
@@ -98,6 +101,7 @@ PLANS: dict[int, tuple[PlanStep, ...]] = {
     2: (
         PlanStep("search", 330, {"trials": SEARCH_TRIALS, "min_trials": SEARCH_MIN_TRIALS,
                                  "search_budget_s": SEARCH_BUDGET_S, "remeasure_top": 1}),
+        PlanStep("data-parallel", 60, {}),
         PlanStep("recipe", 45, {"repeats": 2}),
         PlanStep("norms", 45, {"repeats": 2}),
     ),

@@ -19,7 +19,7 @@ from tuner.errors import TunerError
 from tuner.techniques import knob
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = ["cuda-tests", "ladder", "recipe", "norms", "search", "fidelity"]
+STAGES = ["cuda-tests", "ladder", "recipe", "norms", "search", "fidelity", "data-parallel"]
 # What each stage must leave in its folder (beside stage.json).
 EXPECTED = {
     "cuda-tests": ["cuda-tests.md", "junit.xml", "pytest.log", "tests.csv",
@@ -30,6 +30,7 @@ EXPECTED = {
     "search": ["search.md", "search.json", "search.log", "vit_space-suite/report.md",
                "experiment/study.db"],
     "fidelity": ["fidelity_cpu.md", "fidelity_cpu.json"],
+    "data-parallel": ["data-parallel.json", "trial.log"],
 }  # fmt: skip
 BASE = TrainConfig(epochs=None, steps=2, device="cpu")
 
@@ -224,7 +225,7 @@ def test_a_search_whose_one_trial_was_cut_is_incomplete_and_fails_the_stage(
 def test_each_plan_command_fits_nine_minutes_and_passes_its_settings_on(tmp_path: Path) -> None:
     """The GPU plan (bench/README.md): two commands of at most 9 minutes, by value."""
     assert [[s.stage for s in gpu_suite.PLANS[n]] for n in (1, 2)] == [
-        ["cuda-tests", "ladder"], ["search", "recipe", "norms"]]  # fmt: skip
+        ["cuda-tests", "ladder"], ["search", "data-parallel", "recipe", "norms"]]  # fmt: skip
     for steps in gpu_suite.PLANS.values():
         total = sum(s.time_limit_s for s in steps) + gpu_suite.PLAN_OVERHEAD_S
         assert total <= gpu_suite.PLAN_COMMAND_S <= 9 * 60

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -110,3 +111,50 @@ def test_the_trials_of_a_result_grid(local_ray: None) -> None:
     with _adapter("experiment_trials"):
         (trial,) = internals.experiment_trials(results)
         assert trial.status == "TERMINATED" and trial.last_result["x"] == 1
+
+
+def test_ray_trains_rank_mappings() -> None:
+    internals = _internals()
+    places = [("a", "10.0.0.1", 1), ("b", "10.0.0.2", 2), ("a", "10.0.0.1", 3)]
+    with _adapter("rank_mappings (BackendExecutor._create_rank_world_size_mappings)"):
+        local_rank, local_world, node_rank = internals.rank_mappings(places)
+    assert local_rank == {0: 0, 1: 0, 2: 1}
+    assert local_world == {0: 2, 1: 1, 2: 2}
+    assert node_rank == {0: 0, 1: 1, 2: 0}
+
+
+@pytest.mark.slow
+def test_tunes_early_stop_is_recognised(local_ray: None, tmp_path: Path) -> None:
+    """A trial Tune stops (here at its second report) ends inside ``tune.report`` with what
+    ``is_tune_stop`` recognises, when Tune reuses its process for the next trial (as a
+    search's trials do: reuse_actors); the data-parallel trial tells its other ranks then."""
+    from ray import tune
+
+    internals = _internals()
+    seen = tmp_path / "seen.txt"
+
+    def trainable(config: dict) -> None:
+        from ray import tune
+
+        for step in range(1000):
+            try:
+                tune.report({"step": step})
+            except BaseException as exc:
+                from tuner.tune._ray_internals import is_tune_stop
+
+                if config["x"] == 1:
+                    seen.write_text(f"{type(exc).__name__} {is_tune_stop(exc)} {step}")
+                raise
+
+    stop = {"training_iteration": 2}
+    run = tune.RunConfig(verbose=0, stop=stop, storage_path=str(tmp_path / "runs"))
+    space = {"x": tune.grid_search([1, 2])}
+    again = tune.TuneConfig(reuse_actors=True, max_concurrent_trials=1)
+    tune.Tuner(trainable, param_space=space, tune_config=again, run_config=run).fit()
+    with _adapter("is_tune_stop (tune.report's sys.exit(0) on a stopped trial)"):
+        assert seen.exists(), "tune.report raised nothing when Tune stopped the trial"
+        kind, recognised, step = seen.read_text().split()
+        assert recognised == "True", kind
+        assert int(step) >= 1
+    assert not internals.is_tune_stop(KeyboardInterrupt())
+    assert not internals.is_tune_stop(SystemExit(15))  # a SIGTERM's exit is not Tune's stop

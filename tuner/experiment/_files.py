@@ -25,6 +25,9 @@ CUT_FILE = "cut_by_search_end.json"
 # Its keys beside the trial id: when the trial started and when the search's end cut it (Unix
 # seconds): a trial cut before its first report has no other record of when it ran.
 CUT_STARTED_UNIX_S, CUT_UNIX_S = "started_unix_s", "cut_unix_s"
+# In a trial's folder: its failed attempts so far (tuner.record's retries and last_error keys),
+# written by the driver when Tune retries it; the retry's trainable reads it and reports them.
+RETRIES_FILE = "retries.json"
 
 # Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
 RAY_STATE_GLOB = "experiment_state-*.json"

@@ -29,6 +29,8 @@ __all__ = [
     "experiment_trials",
     "init_exit_is_sigterm",
     "is_tune_sigint_handler",
+    "is_tune_stop",
+    "rank_mappings",
     "ray_version",
     "read_gcs_session_name",
     "single_node_init",
@@ -110,3 +112,42 @@ def init_exit_is_sigterm(exc: BaseException) -> bool:
     (``sys.exit(signal.SIGTERM)``, set first thing in ``ray.init``): no public API turns it off
     or says it happened."""
     return isinstance(exc, SystemExit) and exc.code == signal.SIGTERM
+
+
+def rank_mappings(
+    places: list[tuple[str, str, int]],
+) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``NODE_RANK`` of each world rank (rank ->
+    value, three maps) whose workers run at ``places`` (node id, node IP, pid; rank order),
+    computed by Ray Train's own ``BackendExecutor._create_rank_world_size_mappings`` (which
+    logs them too), so a warm rank pool (:mod:`tuner.tune.rank_layout`) sets what Ray Train
+    would. That method reads only its worker group's workers' metadata; Ray has no public
+    function for it."""
+    from types import SimpleNamespace
+
+    from ray.train._internal.backend_executor import BackendExecutor
+
+    workers = [
+        SimpleNamespace(metadata=SimpleNamespace(node_id=node, node_ip=ip, pid=pid))
+        for node, ip, pid in places
+    ]
+    group = _Workers(workers)
+    return BackendExecutor._create_rank_world_size_mappings(SimpleNamespace(worker_group=group))
+
+
+class _Workers:
+    """The part of Ray Train's worker group that its rank mappings read."""
+
+    def __init__(self, workers: list[Any]) -> None:
+        self.workers = workers
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+
+def is_tune_stop(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by ``tune.report`` in a function trainable, is Tune stopping the
+    trial (a scheduler's early stop, the search's end): Ray 2.60's session ends the training
+    thread with ``sys.exit(0)`` there (``ray.train._internal.session``); no public API says a
+    trial was stopped."""
+    return isinstance(exc, SystemExit) and exc.code in (0, None)

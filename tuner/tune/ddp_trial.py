@@ -32,9 +32,12 @@ from typing import Any
 import torch.distributed as dist
 from ray import tune
 
+from tuner import record
 from tuner.engine.distributed import World
 from tuner.spaces import WORLD_SIZE_PARAM
 from tuner.speed.cache import Lookup, Remembered
+from tuner.tune import rank_beat
+from tuner.tune._ray_internals import is_tune_stop
 from tuner.tune.plan import SearchPlan
 from tuner.tune.rank_pool import run_on_pool, warm_pool
 from tuner.tune.trainable import (
@@ -91,8 +94,9 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
     pool, run.warm = warm_pool(
         world_size, backend=backend, bundle=resources.bundles[-1], tell=run._tell
     )
+    run.rank_envs = pool.environments()  # into the phase log: what each rank saw
     trial = {"config": config, "context": context}
-    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config))
+    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run._tell)
 
 
 def run_rank(rank: int, world_size: int, trial: dict[str, Any], checkpoint: Any) -> str:
@@ -123,6 +127,7 @@ class RankRun(_TrialRun):
 
     group_asked_unix_s: float | None = None  # when the trial asked for its ranks
     warm = False  # the ranks were an earlier trial's
+    rank_envs: list[dict[str, str]] | None = None  # each rank's layout variables (rank_layout)
 
     def _begun(self) -> None:
         """Rank 0: how long the group took to start, into the phase log and the console."""
@@ -130,7 +135,13 @@ class RankRun(_TrialRun):
             return
         took = time.time() - self.group_asked_unix_s
         seconds = round(took, 3)
-        self.phases.write("group_start", workers=self.world_size, seconds=seconds, warm=self.warm)
+        self.phases.write(
+            "group_start",
+            workers=self.world_size,
+            seconds=seconds,
+            warm=self.warm,
+            ranks=self.rank_envs or [],
+        )
         self._tell(f"{self.world_size} workers up after {took:.0f} s")
 
     def _trial_dir(self) -> str | None:
@@ -148,14 +159,16 @@ class RankRun(_TrialRun):
 
     def _emit(self, report: dict[str, Any], checkpoint: Any) -> None:
         """Rank 0 reports; every rank then learns whether Tune stopped the trial there."""
+        rank_beat.note_step(int(report.get(record.STEP) or 0))  # the next heartbeat's step
         if self.rank > 0:
             if self._decide(stop=False):
                 raise RankStopped
             return
         try:
             super()._emit(report, checkpoint)
-        except SystemExit:  # Tune stopped the trial: the others end at this report too
-            self._decide(stop=True)
+        except BaseException as exc:
+            if is_tune_stop(exc):  # Tune stopped the trial: the others end at this report too
+                self._decide(stop=True)
             raise
         self._decide(stop=False)
 

@@ -88,6 +88,8 @@ class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         kind, error = self._outcome(trial, failed=failed)
         tags = {record.KIND: kind, **({record.ERROR: error[:_TAG_CHARS]} if error else {})}
+        if (trial.last_result or {}).get(record.RETRIES):  # its count is a metric already
+            tags[record.LAST_ERROR] = str(trial.last_result[record.LAST_ERROR])[:_TAG_CHARS]
         client = MlflowClient(self.tracking_uri)
         for key, value in tags.items():
             client.set_tag(self._trial_runs[trial], key, value)

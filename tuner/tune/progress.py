@@ -18,6 +18,7 @@ from ray.tune import Callback
 
 from tuner import record
 from tuner.experiment.limits import read_limits
+from tuner.tune.retries import attempt_text, failure_line
 from tuner.tune.tracking import cut_at_end, trial_outcome
 from tuner.units import duration_text, format_bytes
 
@@ -26,6 +27,8 @@ __all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 HEARTBEAT_S = 15.0  # a plain line about the running trials when nothing was printed for this long
 _ACTIVITY_S = 2.0  # how often the probe cache is asked what running trials' probes are doing
 _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
+# A trial that has not reported for this long (and 3 of its usual gaps) shows no live images/s.
+_STALE_S = 30.0
 # A trial's settings that are not searched, left out of its start line.
 _WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
 _RUN_LENGTH = {
@@ -81,6 +84,8 @@ class ProgressPrinter(Callback):
         self.running: dict[str, dict[str, Any]] = {}  # trial id -> its latest report
         self.since: dict[str, float] = {}  # trial id -> when it started (monotonic)
         self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (its probes' step, since)
+        self.reported: dict[str, float] = {}  # trial id -> when its latest report came (Unix s)
+        self.gaps: dict[str, float] = {}  # trial id -> seconds between its last two reports
         self.last_activity = 0.0
         self._asked: Any = None  # the pending ask of the probe cache (a Ray object ref)
 
@@ -105,6 +110,10 @@ class ProgressPrinter(Callback):
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
         self.running[trial.trial_id] = dict(result)
+        now, last = time.time(), self.reported.get(trial.trial_id)
+        if last is not None:
+            self.gaps[trial.trial_id] = now - last
+        self.reported[trial.trial_id] = now
         self._live()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
@@ -120,6 +129,13 @@ class ProgressPrinter(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._finished(trials, trial, crashed=True)
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A failed attempt Tune retries from the trial's checkpoint: one line, what failed
+        and which attempt starts now."""
+        self.running[trial.trial_id] = {}  # its last report is not a live speed any more
+        what = failure_line(trial)
+        self._print(f"retry  {trial.trial_id}  {attempt_text(trial)} from its checkpoint: {what}")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """The trials the search's end (its time budget) stopped half-way: Ray ends them with
@@ -143,6 +159,7 @@ class ProgressPrinter(Callback):
         self.ended.add(trial.trial_id)
         self.running.pop(trial.trial_id, None)
         self.since.pop(trial.trial_id, None)
+        self.reported.pop(trial.trial_id, None)
         result = trial.last_result or {}
         kind, error = trial_outcome(trial, failed=crashed, cut=cut)
         line = (
@@ -181,10 +198,23 @@ class ProgressPrinter(Callback):
                 what, since = doing
                 parts.append(f"{trial_id} {what} ({duration_text(time.time() - since)})")
                 continue
-            step = result.get(record.STEP)
-            speed = _num(result.get("images_per_second"), ".1f")
-            parts.append(f"{trial_id} step {step if step is not None else '-'} {speed} img/s")
+            parts.append(f"{trial_id} {self._trial_text(trial_id, result, doing)}")
         return "; ".join(parts)
+
+    def _trial_text(
+        self, trial_id: str, result: dict[str, Any], doing: tuple[str, float] | None
+    ) -> str:
+        """A reporting trial's step and images/s; a trial silent well past its usual gap
+        between reports (a rank stalled, a slow evaluation) says how long, not a live speed,
+        and what it told it is doing since its last report (waiting on a rank)."""
+        step = result.get(record.STEP)
+        text = f"step {step if step is not None else '-'}"
+        now, last = time.time(), self.reported.get(trial_id)
+        if doing is not None and last is not None and doing[1] > last:
+            return f"{text}, {doing[0]}"
+        if last is not None and now - last > max(_STALE_S, 3 * self.gaps.get(trial_id, 0.0)):
+            return f"{text}, no report for {duration_text(now - last)}"
+        return f"{text} {_num(result.get('images_per_second'), '.1f')} img/s"
 
     def _ask_activity(self) -> None:
         """What the running trials' speed probes are doing (told to the probe cache): asked

@@ -9,16 +9,24 @@ trial starts no process, imports nothing and joins no group (bench/data_parallel
 The workers are the trainable's own actors: they die with it (an early stop that leaves no
 trial to reuse it, a killed driver), and Tune removes the placement group they ran in.
 
-A rank that fails, or dies, ends the pool: the others are killed, so that none waits in a
-collective for it, and the trial's next attempt starts a new pool from its checkpoint.
+Each rank gets the environment Ray Train's ``TorchConfig`` would set (:mod:`tuner.tune.rank_layout`:
+rank variables, a node's ranks sharing ``CUDA_VISIBLE_DEVICES``, nccl's async error handling),
+and the group's rendezvous listens on loopback when every rank is on one node.
+
+A rank that fails, dies or stalls ends the pool: the others are killed, so that none waits in a
+collective for it, and the trial's next attempt starts a new pool from its checkpoint. A stall
+is a rank whose heartbeat (:mod:`tuner.tune.rank_beat`, through the group's own store) stopped
+for ``STALL_S``: a stopped or frozen process. A pool is checked before a trial reuses it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -28,6 +36,14 @@ import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from tuner.errors import TunerError
+from tuner.tune import rank_beat
+from tuner.tune.rank_layout import (
+    LAYOUT_VARIABLES,
+    RankPlace,
+    nccl_error_handling,
+    rank_env,
+    store_host,
+)
 
 __all__ = ["RankFailed", "RankPool", "RankWorker", "discard_pool", "run_on_pool", "warm_pool"]
 
@@ -37,6 +53,8 @@ _GROUP_TIMEOUT_S = 1800  # a collective's longest wait (Ray Train's default too)
 _SETTLE_S = 30.0  # a stopped trial's other ranks unwind (loaders, gc) within this: less
 # than the time Tune gives rank 0's thread to end before it reuses the process (trainable.py)
 _WATCH_EVERY_S = 0.5
+_HEALTH_S = 10.0  # a warm rank answers a ping within this before a trial reuses it
+_SILENT_TELL_S = 5.0  # a rank silent this long is told on the console's running line
 
 
 @ray.remote
@@ -50,17 +68,34 @@ class RankWorker:
 
         self.rank, self.world_size, self.ddp_trial = rank, world_size, ddp_trial
 
+    def place(self) -> RankPlace:
+        return _own_place()
+
     def pid(self) -> int:
         return os.getpid()
 
-    def join(self, *, backend: str, address: str, port: int) -> None:
-        join_group(
-            backend=backend, address=address, port=port, rank=self.rank, size=self.world_size
+    def join(self, *, backend: str, host: str, port: int, env: dict[str, str]) -> None:
+        os.environ.update(env)  # before the group, and before anything touches CUDA
+        store = join_group(
+            backend=backend, host=host, port=port, rank=self.rank, size=self.world_size
         )
+        rank_beat.start_beating(store, self.rank)
+
+    def environment(self) -> dict[str, str]:
+        """The variables this rank saw (the GPU plan records them: bench/gpu_suite)."""
+        return {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
 
     def run(self, trial: dict[str, Any], checkpoint: Any) -> str:
         """This rank's part of one trial: "done", or "stopped" (rank 0 was stopped)."""
         return str(self.ddp_trial.run_rank(self.rank, self.world_size, trial, checkpoint))
+
+
+def _own_place() -> RankPlace:
+    context = ray.get_runtime_context()
+    gpus = context.get_accelerator_ids().get("GPU", [])
+    return RankPlace(
+        context.get_node_id(), ray.util.get_node_ip_address(), os.getpid(), tuple(map(str, gpus))
+    )
 
 
 @dataclasses.dataclass
@@ -72,9 +107,22 @@ class RankPool:
     bundle: dict[str, float]  # each rank's resources
     placement_group_id: Any  # the trial's placement group, which a reused trainable keeps
     workers: list[Any]  # RankWorker handles, rank 1 first
+    places: list[RankPlace] = dataclasses.field(default_factory=list)  # rank 0 first
+    store: Any = None  # the group's TCP store, hosted here (rank 0)
+    port: int = 0  # where the store listens (on :func:`tuner.tune.rank_layout.store_host`)
 
     def pids(self) -> list[int]:
         return [int(p) for p in ray.get([w.pid.remote() for w in self.workers])]
+
+    def where(self, rank: int) -> str:
+        """A rank's process, for a person: its node's address and its pid."""
+        place = self.places[rank] if rank < len(self.places) else None
+        return f"node {place.node_ip}, pid {place.pid}" if place else "node unknown"
+
+    def environments(self) -> list[dict[str, str]]:
+        """What each rank saw (rank 0 first): the variables the layout set."""
+        here = {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
+        return [here, *ray.get([w.environment.remote() for w in self.workers])]
 
 
 _POOL: RankPool | None = None  # this process's pool (the trainable's: rank 0)
@@ -83,28 +131,43 @@ _POOL: RankPool | None = None  # this process's pool (the trainable's: rank 0)
 def warm_pool(
     world_size: int, *, backend: str, bundle: dict[str, float], tell: Callable[[str], None]
 ) -> tuple[RankPool, bool]:
-    """This process's pool for ``world_size`` ranks: the one an earlier trial left (and
-    ``True``), or a new one, its steps told to the console's line."""
-    global _POOL
+    """This process's pool for ``world_size`` ranks: the one an earlier trial left, checked
+    (and ``True``), or a new one, its steps told to the console's line."""
     group = ray.util.get_current_placement_group()
     group_id = group.id if group is not None else None
     wanted = (world_size, backend, bundle, group_id)
-    if _POOL is not None and _is_up(_POOL):
+    if _POOL is not None:
         held = (_POOL.world_size, _POOL.backend, _POOL.bundle, _POOL.placement_group_id)
-        if held == wanted:
+        if held == wanted and _is_up(_POOL, tell):
             return _POOL, True
     discard_pool()
     tell(f"starting {world_size} workers")
+    return _start_pool(world_size, backend, bundle, group, tell), False
+
+
+def _start_pool(
+    world_size: int, backend: str, bundle: dict[str, float], group: Any, tell: Callable[[str], None]
+) -> RankPool:
+    global _POOL
     workers = [_start_worker(rank, world_size, bundle, group) for rank in range(1, world_size)]
-    pool = RankPool(world_size, backend, bundle, group_id, workers)
+    pool = RankPool(world_size, backend, bundle, group.id if group is not None else None, workers)
     _POOL = pool  # a failure below discards it with the rest
-    ray.get([w.pid.remote() for w in workers])  # up, the trial's code loaded
+    pool.places = [_own_place(), *ray.get([w.place.remote() for w in workers])]  # up, loaded
     tell(f"{world_size} workers started, joining their {backend} group")
-    address, port = ray.util.get_node_ip_address(), _free_port()
-    joins = [w.join.remote(backend=backend, address=address, port=port) for w in workers]
-    join_group(backend=backend, address=address, port=port, rank=0, size=world_size)
+    envs = rank_env(pool.places)
+    host = store_host(pool.places)
+    listener = socket.create_server((host, 0))  # bound where the ranks reach it, no wider
+    port = pool.port = int(listener.getsockname()[1])
+    joins = [
+        w.join.remote(backend=backend, host=host, port=port, env=env)
+        for w, env in zip(workers, envs[1:], strict=True)
+    ]
+    os.environ.update(envs[0])
+    pool.store = join_group(
+        backend=backend, host=host, port=port, rank=0, size=world_size, listener=listener
+    )
     ray.get(joins)
-    return pool, False
+    return pool
 
 
 def _start_worker(rank: int, world_size: int, bundle: dict[str, float], group: Any) -> Any:
@@ -118,24 +181,56 @@ def _start_worker(rank: int, world_size: int, bundle: dict[str, float], group: A
     return RankWorker.options(**options, scheduling_strategy=strategy).remote(rank, world_size)
 
 
-def _is_up(pool: RankPool) -> bool:
+def _is_up(pool: RankPool, tell: Callable[[str], None]) -> bool:
+    """Whether the pool can run a trial: its group still joined, and every worker answering
+    within ``_HEALTH_S`` (one that died or stalled between trials costs a new pool now, not
+    the next trial's attempt)."""
     import torch.distributed as dist
 
-    return dist.is_initialized() and dist.get_world_size() == pool.world_size
+    if not (dist.is_initialized() and dist.get_world_size() == pool.world_size):
+        return False
+    pings = [worker.pid.remote() for worker in pool.workers]
+    ready, _ = ray.wait(pings, num_returns=len(pings), timeout=_HEALTH_S)
+    for rank, ping in enumerate(pings, start=1):
+        try:
+            if ping not in ready:
+                raise TimeoutError(f"no answer in {_HEALTH_S:.0f} s")
+            ray.get(ping)
+        except Exception as exc:
+            what = f"warm rank {rank} ({pool.where(rank)}) is gone: {type(exc).__name__}"
+            logger.warning("%s; starting new workers", what)
+            tell(f"{what}; starting new workers")
+            return False
+    return True
 
 
-def join_group(*, backend: str, address: str, port: int, rank: int, size: int) -> None:
-    """Join the pool's torch process group (rank 0 hosts its store at ``address:port``)."""
+def join_group(
+    *,
+    backend: str,
+    host: str,
+    port: int,
+    rank: int,
+    size: int,
+    listener: socket.socket | None = None,
+) -> Any:
+    """Join the pool's torch process group; rank 0 (``listener``: its bound socket) hosts the
+    group's TCP store at ``host:port``. Returns this rank's store (its beats go there)."""
     import torch.distributed as dist
 
-    os.environ["LOCAL_RANK"] = "0"  # each rank sees its own bundle's GPUs only (World.local_cuda)
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://{address}:{port}",
-        rank=rank,
-        world_size=size,
-        timeout=datetime.timedelta(seconds=_GROUP_TIMEOUT_S),
-    )
+    if backend == "nccl":
+        nccl_error_handling()
+    timeout = datetime.timedelta(seconds=_GROUP_TIMEOUT_S)
+    fd = {} if listener is None else {"master_listen_fd": listener.fileno()}
+    try:
+        store = dist.TCPStore(host, port, size, rank == 0, timeout=timeout, **fd)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    if listener is not None:
+        listener.detach()  # the store owns the socket now, and closes it with its server
+    dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
+    return store
 
 
 def discard_pool() -> None:
@@ -143,8 +238,7 @@ def discard_pool() -> None:
     global _POOL
     pool, _POOL = _POOL, None
     if pool is not None:
-        for worker in pool.workers:
-            ray.kill(worker)
+        _kill_workers(pool)
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -152,22 +246,29 @@ def discard_pool() -> None:
             dist.destroy_process_group()
         except Exception as exc:  # a group a dead rank broke: nothing left to end
             logger.debug("leaving a broken process group: %s", exc)
+    if pool is not None:
+        pool.store = None  # torch's store ends its server (and its socket) with its last reference
 
 
 def run_on_pool(
-    pool: RankPool, trial: dict[str, Any], checkpoint: Any, rank0: Callable[[], None]
+    pool: RankPool,
+    trial: dict[str, Any],
+    checkpoint: Any,
+    rank0: Callable[[], None],
+    tell: Callable[[str], None] = lambda what: None,
 ) -> None:
     """Run one trial: ranks 1..N-1 on the pool's workers, rank 0 (``rank0``) here.
 
-    A worker that fails or dies ends the pool at once (the others would wait for it in a
-    collective): rank 0's collective then fails, and the trial's attempt with it, raised as
-    :class:`RankFailed` naming that rank. Rank 0 stopped (by Tune, in ``tune.report``) tells
-    the others at that report; they unwind and the pool stays for the next trial.
+    A worker that fails, dies or stalls (no heartbeat for ``rank_beat.STALL_S``) ends the pool
+    at once (the others would wait for it in a collective): rank 0's collective then fails,
+    and the trial's attempt with it, raised as :class:`RankFailed` naming that rank, its node
+    and its step. Rank 0 stopped (by Tune, in ``tune.report``) tells the others at that
+    report; they unwind and the pool stays for the next trial.
     """
     runs = [worker.run.remote(trial, checkpoint) for worker in pool.workers]
     failed: list[str] = []
     watching = threading.Event()
-    args = (pool, runs, failed, watching)
+    args = (pool, runs, failed, watching, tell)
     watcher = threading.Thread(target=_watch, args=args, daemon=True)
     watcher.start()
     try:
@@ -183,8 +284,8 @@ def run_on_pool(
 
 
 class RankFailed(RuntimeError):
-    """A rank of a data-parallel trial failed or died: Tune retries the trial from its latest
-    checkpoint, on a new pool."""
+    """A rank of a data-parallel trial failed, died or stalled: Tune retries the trial from its
+    latest checkpoint, on a new pool."""
 
 
 def _end_watch(
@@ -199,21 +300,98 @@ def _end_watch(
         discard_pool()
 
 
-def _watch(pool: RankPool, runs: list[Any], failed: list[str], done: threading.Event) -> None:
-    """Until ``done``: a worker's run that raised (or whose process died) ends the others, so
-    that rank 0's collective fails now, not after the group's timeout (rank 0's thread then
-    leaves the group: not this one, while a collective may be using it)."""
+def _watch(
+    pool: RankPool,
+    runs: list[Any],
+    failed: list[str],
+    done: threading.Event,
+    tell: Callable[[str], None],
+) -> None:
+    """Until ``done``: a worker's run that raised (or whose process died), or a worker that
+    stopped beating, ends the others, so that rank 0's collective fails now, not after the
+    group's timeout (rank 0's thread then leaves the group: not this one, while a collective
+    may be using it; on nccl, this one aborts it, which frees rank 0)."""
     pending = list(runs)
+    beats = rank_beat.Beats(pool.store, list(range(1, pool.world_size)))
+    told = False
     while pending and not done.is_set():
         ready, pending = ray.wait(pending, timeout=_WATCH_EVERY_S)
         for run in ready:
             try:
                 ray.get(run)
             except Exception as exc:
-                failed.append(_failure(runs.index(run) + 1, exc))
-                for worker in pool.workers:
-                    ray.kill(worker)
+                failed.append(_failure(runs.index(run) + 1, exc, pool, beats))
+                _end_ranks(pool)
                 return
+        problem = _beat_problem(pool, beats)
+        if problem is not None:
+            failed.append(problem)
+            logger.warning("%s: ending the trial's ranks", problem)
+            _end_ranks(pool)
+            return
+        rank, silent_s = beats.quietest()
+        if silent_s >= _SILENT_TELL_S:
+            tell(f"waiting on rank {rank} ({pool.where(rank)}): silent for {silent_s:.0f} s")
+            told = True
+        elif told:
+            tell("")
+            told = False
+
+
+def _beat_problem(pool: RankPool, beats: rank_beat.Beats) -> str | None:
+    try:
+        beats.read()
+    except Exception as exc:  # the store is this process's own: only a closing pool fails it
+        logger.debug("no beats to read: %s", exc)
+        return None
+    stalled = beats.stalled()
+    if not stalled:
+        return None
+    rank = stalled[0]
+    return (
+        f"rank {rank} stalled ({pool.where(rank)}) at step {beats.step(rank)}: "
+        f"no heartbeat for {beats.silent_s(rank):.0f} s"
+    )
+
+
+def _end_ranks(pool: RankPool) -> None:
+    """Kill every worker, and on nccl abort rank 0's side of the group."""
+    _kill_workers(pool)
+    if pool.backend == "nccl":
+        _abort_group()
+
+
+def _kill_workers(pool: RankPool) -> None:
+    """Kill every worker, a stopped process too: Ray's kill is a request such a process does
+    not answer, so each one on this node also gets SIGKILL (one on another node is Ray's)."""
+    here = pool.places[0].node_id if pool.places else None
+    for rank, worker in enumerate(pool.workers, start=1):
+        ray.kill(worker)
+        place = pool.places[rank] if rank < len(pool.places) else None
+        if place is not None and place.node_id == here:
+            _kill_rank_process(place.pid)
+
+
+def _kill_rank_process(pid: int) -> None:
+    """SIGKILL ``pid`` if it is still a rank worker (its id not reused by another process)."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        process = psutil.Process(pid)
+        if "RankWorker" in " ".join(process.cmdline()):
+            process.send_signal(signal.SIGKILL)
+
+
+def _abort_group() -> None:
+    """Abort the nccl group under rank 0's collective (nccl, unlike gloo, does not fail it when
+    a peer's process dies): ``destroy_process_group`` aborts its communicators."""
+    import torch.distributed as dist
+
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:
+        logger.debug("aborting the process group: %s", exc)
 
 
 def _unsettled(runs: list[Any]) -> list[str]:
@@ -229,13 +407,11 @@ def _unsettled(runs: list[Any]) -> list[str]:
     return problems
 
 
-def _failure(rank: int, exc: Exception) -> str:
+def _failure(
+    rank: int, exc: Exception, pool: RankPool | None = None, beats: rank_beat.Beats | None = None
+) -> str:
     died = isinstance(exc, ray.exceptions.RayActorError)
     first = (str(exc).strip().splitlines() or [""])[0][:300]
-    return f"rank {rank} {'died' if died else 'failed'}: {type(exc).__name__}: {first}"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return int(probe.getsockname()[1])
+    where = f" ({pool.where(rank)})" if pool is not None else ""
+    step = f" at step {beats.step(rank)}" if beats is not None and beats.seen else ""
+    return f"rank {rank} {'died' if died else 'failed'}{where}{step}: {type(exc).__name__}: {first}"

@@ -51,6 +51,8 @@ _STUDY_ATTR_KEYS: tuple[str, ...] = (
     *(record.ENGINE_KEYS[name].name for name in _ENGINE_ATTRS),  # a KeyError if one goes
     record.ENGINE_TIME_S,
     record.NODE,
+    record.RETRIES,
+    record.LAST_ERROR,
 )
 _LEGACY_CONSTRAINTS_KEY = "constraints"  # optuna-dashboard and Optuna < 5 read this list
 _CONSTRAINT = "memory"  # the constraint's name for Trial.set_constraint (Optuna >= 5)

@@ -63,6 +63,7 @@ from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
 from tuner.tune.phases import PhaseLog
 from tuner.tune.probe_actor import connect_cache, tell
+from tuner.tune.retries import read_retries
 from tuner.usercode import restore
 
 __all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
@@ -178,6 +179,7 @@ class _TrialRun:
         self.trial_id = _trial_id()  # whose line the console's activity is (tell)
         self.cost_told = False  # its run's cost, told to the probe cache once (_tell_cost)
         self.restored = False  # this run resumed from a checkpoint
+        self.retries, self.last_error = 0, ""  # its failed attempts before this one
 
     def run(self, config: dict[str, Any], checkpoint: Any) -> None:
         base = train_config_of(
@@ -191,6 +193,7 @@ class _TrialRun:
         self._carry_over(meta)
         self.config = base
         self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
+        self.retries, self.last_error = read_retries(self._trial_dir())
         self._begun()
         if self.speed is None:
             self.speed, self.speed_source = self._choose_speed(base, config)
@@ -447,6 +450,8 @@ class _TrialRun:
             phase=phase,
             node=self.node,
             final=final,
+            retries=self.retries,
+            last_error=self.last_error,
             times=times,
             speed={
                 record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)

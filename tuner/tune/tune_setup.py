@@ -26,6 +26,7 @@ from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import ddp_trial
 from tuner.tune.context import SearchContext
 from tuner.tune.progress import ProgressPrinter
+from tuner.tune.retries import RetryRecord
 from tuner.tune.samplers import make_sampler
 from tuner.tune.scheduler import ParetoASHA
 from tuner.tune.search_end import ResumableSearchGenerator, SearchTimeBudget
@@ -133,6 +134,7 @@ def run_config(search: SearchContext) -> Any:
                 time_budget_s=options.search_time_budget_s,
             ),
             SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
+            RetryRecord(),  # a retried trial's failed attempts, which its retry reports
             *logger_callbacks(
                 mlflow_uri=options.mlflow,
                 wandb_project=options.wandb,

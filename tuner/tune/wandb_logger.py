@@ -91,6 +91,10 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
         run.summary[record.KIND] = kind
         if error:
             run.summary[record.ERROR] = error
+        last = trial.last_result or {}
+        if last.get(record.RETRIES):  # a retried trial: how often, and its last failure
+            run.summary[record.RETRIES] = last[record.RETRIES]
+            run.summary[record.LAST_ERROR] = last.get(record.LAST_ERROR, "")
         run.finish(exit_code=1 if record.optuna_state(kind) == "FAIL" else 0)
 
     @tracking.guarded
