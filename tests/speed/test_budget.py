@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 import pytest
 
@@ -124,3 +125,54 @@ def test_a_trained_run_predicts_probe_runs_of_alike_configs_by_batch_size() -> N
     assert predicted_run_s(seen, bf16, 4, alike=False) == pytest.approx(1.0 + 5 * 0.16)
     slower = [*seen, run_cost(TINY.to_dict(), setup_s=2.0, step_time_s=0.32)]
     assert predicted_run_s(slower, bigger, 4) == pytest.approx(2.0 + 5 * 1.28)  # the slowest
+
+
+def _cost_model(faster: float) -> Any:
+    """A probe run predicted instead of trained (the seam bench/gpu_cost_model.py uses): 1 s a
+    run; the plain setting 100 images/s, every knob ``faster`` times that, x0.85 and x1.2 in
+    turn (noise: its two pairs both faster, their interval wide)."""
+    runs: dict[str, int] = {}
+    from tuner.engine import RunResult
+    from tuner.engine.build import warmup_steps_of
+
+    def measure(config: TrainConfig, steps: int, limit: float | None) -> RunResult:
+        knobs = config != TINY
+        runs[repr(config)] = runs.get(repr(config), 0) + 1
+        turn = (0.85, 1.2)[runs[repr(config)] % 2]
+        ips = 100.0 * (faster * turn if knobs else 1.0)
+        done = warmup_steps_of(config) + steps
+        step = config.batch_size / ips
+        return RunResult(status="ok", images_per_second=ips, step_time_s=step,
+                         train_time_s=done * step, wall_time_s=1.0, setup_time_s=0.0,
+                         steps=done, peak_memory_bytes=1)  # fmt: skip
+
+    return measure
+
+
+def test_a_knob_the_budget_cut_before_its_second_pair_is_not_kept_on_one() -> None:
+    """Issue 48: with --speed-repeats 2, "fused_adamw (1.33x, one measurement)" was kept: the
+    budget ended the rounds after the knob's first pair. README's rule is "kept only if faster
+    in every pair": a pair not run is not one it won, so the knob is not probed (it keeps its
+    default, and the next trial of these settings probes it)."""
+    budget = ProbeBudget(3.5, prior_run_s=1.0)  # plain and two knobs, then the budget is spent
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                          budget=budget, measure=_cost_model(1.33))  # fmt: skip
+    assert set(budget.runs) - {"plain"} and choice.settings == {}  # a knob ran one pair
+    assert not any(v["kept"] for v in choice.variants)
+    assert all(v.get("probed") is False for v in choice.variants)
+    assert "one measurement" not in choice.summary()
+    assert choice.summary().startswith("plain; not probed (probe budget): ")
+    # The same knobs with both pairs run are kept, and their verdict named by the one rule.
+    full = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                        budget=ProbeBudget(None), measure=_cost_model(1.33))  # fmt: skip
+    assert full.settings and "interval says nothing (2 pairs)" in full.summary()
+    assert "within noise" not in full.summary()
+
+
+def test_nothing_probed_is_not_said_as_no_knob_faster() -> None:
+    """Issue 48: "plain (no knob was faster in every probe); not probed (probe budget): <every
+    knob>" for a trial that probed nothing ("probes 0.0 s of 0.0 s")."""
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                          budget=ProbeBudget(0.0))  # fmt: skip
+    assert choice.summary().startswith("plain; not probed (probe budget): ")
+    assert "faster" not in choice.summary()
