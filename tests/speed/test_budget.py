@@ -4,7 +4,11 @@ act on. Real probe runs of a micro ViT on the CPU."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -176,3 +180,47 @@ def test_nothing_probed_is_not_said_as_no_knob_faster() -> None:
                           budget=ProbeBudget(0.0))  # fmt: skip
     assert choice.summary().startswith("plain; not probed (probe budget): ")
     assert "faster" not in choice.summary()
+
+
+@pytest.fixture
+def hog_on_this_core() -> Iterator[None]:
+    """A real CPU hog (``python3 -c 'while True: pass'``) on the one core this process is pinned
+    to for the test; ended by its PID after."""
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {core})
+        os.sched_setaffinity(0, {core})
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+
+
+def test_a_hogged_first_probe_run_stops_at_what_its_time_budget_can_earn(
+    hog_on_this_core: None,
+) -> None:
+    """Issue 48: the first trial beside a CPU hog showed "probes 10.2 s of 2.4 s": its first
+    run was unbounded while its length (steps, or its time budget) waited for the run's step
+    time. A trial with a time budget earns at most share x that budget, so that bounds the run:
+    it ends within a step of it (README: "no probe run outlasts what is left by more than a
+    step")."""
+    from tuner.engine import short_run
+
+    config = TINY.replace(steps=400, time_budget_s=2.0)  # earns at most 0.2 x 2 s = 0.4 s
+    results = []
+
+    def measure(config: TrainConfig, steps: int, limit: float | None) -> Any:
+        results.append(short_run(config, steps=steps, time_limit_s=limit))  # the real engine
+        return results[-1]
+
+    budget = ProbeBudget(0.0, earn_later=config)  # a cold search's first trial
+    choose_speed(config, cuda=False, pinned=(), steps=60, repeats=2, max_memory_bytes=None,
+                 budget=budget, measure=measure)  # fmt: skip
+    first = results[0]
+    step = first.step_time_s or first.train_time_s  # the slowest a step ran, at the least
+    assert first.steps < 1 + 60, "the hogged run was not cut: it outlasted 0.4 s"
+    assert first.train_time_s <= 0.4 + 2 * step, (first.train_time_s, step)
+    assert budget.spent_s <= 0.4 + 2 * step + first.setup_time_s + 0.5
