@@ -10,6 +10,7 @@ import pandas as pd
 
 from tuner import record
 from tuner.experiment import Experiment
+from tuner.report._status import load_text_of
 from tuner.report.document import Section, Table, plural
 from tuner.speed.rule import probe_change, probe_text
 from tuner.stats import INTERVAL_RULE
@@ -26,6 +27,7 @@ def speed_section(experiment: Experiment) -> Section:
         )
         return section
     section.blocks.append(_budget_text(experiment))
+    section.blocks.append(load_text_of(experiment))
     section.blocks.append(
         "Before a training config first trains, short probes measure the plain setting and each "
         "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
