@@ -138,7 +138,9 @@ def refuse_damaged(paths: ExperimentPaths) -> None:
 def _damaged_study(path: Path) -> str | None:
     """What is wrong with the Optuna study's SQLite file, or None when it reads whole."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        # Read-write, as Optuna opens it: a kill -9 mid-write leaves a hot journal that the
+        # first opener rolls back (a read-only open would call that damage).
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as db:
             check = db.execute("PRAGMA quick_check").fetchone()
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
