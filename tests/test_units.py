@@ -43,6 +43,10 @@ def test_reported_numbers_read_alike_whatever_spells_them_missing() -> None:
         ((1.07, float("nan"), 1.2), "1.07x"),  # one pair: no interval
         ((None,), "n/a"),
         ((float("nan"), 1.0, 2.0), "n/a"),
+        # Issue 48: "0.80x [0.64–1.00] slower": a bound that is not 1 never prints as 1.
+        ((0.80, 0.64, 0.9978), "0.80x [0.64–0.998]"),
+        ((1.20, 1.0041, 1.5), "1.20x [1.004–1.50]"),
+        ((1.0, 0.95, 1.0), "1.00x [0.95–1.00]"),  # 1 itself stays 1.00
     ],
 )
 def test_every_ratio_is_written_one_way(args: tuple, text: str) -> None:

@@ -194,9 +194,16 @@ FIRST_RUNG_STEPS = _search_key(
 STARVED_BY = _search_key(
     "starved_by",
     TEXT,
-    "what left a starved trial short of its first rung: budget (its time budget holds fewer "
-    "steps even at the speed its probes measured, or, unprobed, at the speed it trained), "
-    "machine load (its steps ran slower than its probes'), or unknown",
+    "what left a starved trial short of its first rung: machine load (other processes kept "
+    "at least half a core busy on average while it ran, measured: machine_load_cores; or its "
+    "steps ran slower than its probes'), budget (its time budget holds fewer steps even at "
+    "the speed its probes measured, or, unprobed, at the speed it trained), or unknown",
+)
+MACHINE_LOAD_CORES = _search_key(
+    "machine_load_cores",
+    NUMBER,
+    "cores other processes kept busy on average while the trial ran (the machine's busy CPU "
+    "time less the trial's own process tree's, over its wall time: tuner.measure.load)",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",
@@ -422,7 +429,7 @@ def trial_report(
         report[name] = as_number(times.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS, SPEED_NOT_PROBED, STARVED_BY):
         report[name] = str(speed.get(name) or "")
-    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, FIRST_RUNG_STEPS):
+    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, FIRST_RUNG_STEPS, MACHINE_LOAD_CORES):
         report[name] = as_number(speed.get(name))
     return report
 

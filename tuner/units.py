@@ -134,8 +134,18 @@ def interval_text(low: Any, high: Any, show: Callable[[float], str] = "{:.2f}".f
 
 
 def ratio_text(value: Any, low: Any = None, high: Any = None) -> str:
-    """``1.07x [1.01–1.13]``; ``1.07x`` without an interval; ``n/a`` without a value."""
+    """``1.07x [1.01–1.13]``; ``1.07x`` without an interval; ``n/a`` without a value. A bound
+    that is not 1 but rounds onto it gets the digits that tell it from 1 (``0.80x
+    [0.64–0.998]``): a reader judges "includes 1x" from what is printed."""
     if not is_finite(value):
         return "n/a"
-    interval = interval_text(low, high)
+    interval = interval_text(low, high, _ratio_digits)
     return f"{as_number(value):.2f}x" + (f" {interval}" if interval else "")
+
+
+def _ratio_digits(value: float) -> str:
+    """Two decimals, more (up to five) while a value other than 1 would print as 1.00."""
+    digits = 2
+    while digits < 5 and value != 1.0 and round(value, digits) == 1.0:
+        digits += 1
+    return f"{value:.{digits}f}"

@@ -107,3 +107,19 @@ def test_a_tie_or_an_interval_that_says_nothing_is_named_so() -> None:
     noisy = _effects({REFERENCE: [400, 900, 200], PLAIN_LOADER: [800, 150, 600]})
     text = _text(input_section(row, noisy))
     assert "from an interval that says nothing" in text and "faster**" not in text
+
+
+def test_trained_at_is_the_search_s_figure_and_each_figure_is_named() -> None:
+    """Issue 48: "The recommended trial trained at 2,026 images/s" while it trained at 498 in
+    the search (2,026 was its re-measurement), and the loader table's first row showed another
+    figure for the same config with no word on why."""
+    row = {**ROW, "images_per_second": 2026.0, "images_per_second_low": 1990.0,
+           "images_per_second_high": 2050.0, "search_images_per_second": 498.0,
+           "throughput_source": "re-measured", "data_wait_fraction": 0.45,
+           "bound": "data"}  # fmt: skip
+    speeds = {REFERENCE: [400, 410, 405], "+host_prefetch": [520, 530, 525]}
+    text = _text(input_section(row, _effects(speeds)))
+    assert "trained at 498 images/s in the search (re-measured alone after the search: " in text
+    assert "2,026 [1,990–2,050] images/s, the answer's figure)" in text
+    assert "delivered 1,000 images/s, 2.0x what training took" in text  # against the search's
+    assert "so its images/s differ from the answer's (2,026 [1,990–2,050] images/s, re-" in text

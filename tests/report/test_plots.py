@@ -106,3 +106,46 @@ def test_the_pareto_plot_stacks_no_trial_and_its_title_counts_its_marks(tmp_path
     assert (marker, color) != _KIND_STYLE["errored"][1:]
     page = render_html("t", [Section("s", [image])])
     assert check_plots(page, "report.html", trials) == []
+
+
+def test_the_pareto_plot_marks_which_figure_each_point_is(tmp_path: Path) -> None:
+    """Issue 48: ok trials were drawn at their re-measured images/s and starved or stopped ones
+    at their in-search figure with no mark, so the starved looked 5-10x slower than they ran,
+    and one not re-measured drawn right of the front looked non-dominated."""
+    trials = _every_kind_trials().assign(
+        throughput_source=["re-measured", "search", "search", "search", "search", "search",
+                           "search"],
+    )  # fmt: skip
+    objectives = [("images_per_second", "max"), ("val_accuracy", "max")]
+    image = pareto_plot(trials, trials.iloc[:1], objectives, tmp_path / "pareto.png")
+    figures = {
+        p["trial_id"]: p.get("figure") for p in image.points if p["series"] != "Pareto front"
+    }
+    assert figures == {"ok": "re-measured", "weak": "search", "over": "search", "cut": "search"}
+    assert "filled: images/s re-measured alone" in image.legend
+    assert "hollow: images/s in the search (not re-measured)" in image.legend
+    alike = pareto_plot(trials.drop(columns="throughput_source"), trials.iloc[:1], objectives,
+                        tmp_path / "one.png")  # fmt: skip
+    assert not any(label.startswith(("filled", "hollow")) for label in alike.legend)
+
+
+def test_a_tie_and_an_interval_that_says_nothing_are_drawn_apart(tmp_path: Path) -> None:
+    """Issue 48: effects.png coloured a tie and a "says nothing" alike (grey), and cut off its
+    axis label."""
+    from tuner.report import _plots
+
+    summary = pd.DataFrame(
+        {
+            "arm": ["tie", "nothing", "faster"],
+            "throughput_ratio_vs_reference": [1.01, 1.3, 1.2],
+            "throughput_ratio_vs_reference_low": [0.98, 0.2, 1.1],
+            "throughput_ratio_vs_reference_high": [1.04, 8.0, 1.3],
+            "throughput_ratio_vs_reference_n": [6, 2, 6],
+        }
+    )
+    image = effects_plot(summary, tmp_path / "effects.png")
+    assert image is not None
+    looks = {p["y"]: p["look"] for p in image.points}
+    assert looks == {"tie": "a tie (within noise)", "nothing": "interval says nothing",
+                     "faster": "faster, beyond noise"}  # fmt: skip
+    assert _plots._EFFECT_STYLE["tie"][1:] != _plots._EFFECT_STYLE["uninformative"][1:]

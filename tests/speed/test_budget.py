@@ -4,7 +4,12 @@ act on. Real probe runs of a micro ViT on the CPU."""
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -124,3 +129,98 @@ def test_a_trained_run_predicts_probe_runs_of_alike_configs_by_batch_size() -> N
     assert predicted_run_s(seen, bf16, 4, alike=False) == pytest.approx(1.0 + 5 * 0.16)
     slower = [*seen, run_cost(TINY.to_dict(), setup_s=2.0, step_time_s=0.32)]
     assert predicted_run_s(slower, bigger, 4) == pytest.approx(2.0 + 5 * 1.28)  # the slowest
+
+
+def _cost_model(faster: float) -> Any:
+    """A probe run predicted instead of trained (the seam bench/gpu_cost_model.py uses): 1 s a
+    run; the plain setting 100 images/s, every knob ``faster`` times that, x0.85 and x1.2 in
+    turn (noise: its two pairs both faster, their interval wide)."""
+    runs: dict[str, int] = {}
+    from tuner.engine import RunResult
+    from tuner.engine.build import warmup_steps_of
+
+    def measure(config: TrainConfig, steps: int, limit: float | None) -> RunResult:
+        knobs = config != TINY
+        runs[repr(config)] = runs.get(repr(config), 0) + 1
+        turn = (0.85, 1.2)[runs[repr(config)] % 2]
+        ips = 100.0 * (faster * turn if knobs else 1.0)
+        done = warmup_steps_of(config) + steps
+        step = config.batch_size / ips
+        return RunResult(status="ok", images_per_second=ips, step_time_s=step,
+                         train_time_s=done * step, wall_time_s=1.0, setup_time_s=0.0,
+                         steps=done, peak_memory_bytes=1)  # fmt: skip
+
+    return measure
+
+
+def test_a_knob_the_budget_cut_before_its_second_pair_is_not_kept_on_one() -> None:
+    """Issue 48: with --speed-repeats 2, "fused_adamw (1.33x, one measurement)" was kept: the
+    budget ended the rounds after the knob's first pair. README's rule is "kept only if faster
+    in every pair": a pair not run is not one it won, so the knob is not probed (it keeps its
+    default, and the next trial of these settings probes it)."""
+    budget = ProbeBudget(3.5, prior_run_s=1.0)  # plain and two knobs, then the budget is spent
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                          budget=budget, measure=_cost_model(1.33))  # fmt: skip
+    assert set(budget.runs) - {"plain"} and choice.settings == {}  # a knob ran one pair
+    assert not any(v["kept"] for v in choice.variants)
+    assert all(v.get("probed") is False for v in choice.variants)
+    assert "one measurement" not in choice.summary()
+    assert choice.summary().startswith("plain; not probed (probe budget): ")
+    # The same knobs with both pairs run are kept, and their verdict named by the one rule.
+    full = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                        budget=ProbeBudget(None), measure=_cost_model(1.33))  # fmt: skip
+    assert full.settings and "interval says nothing (2 pairs)" in full.summary()
+    assert "within noise" not in full.summary()
+
+
+def test_nothing_probed_is_not_said_as_no_knob_faster() -> None:
+    """Issue 48: "plain (no knob was faster in every probe); not probed (probe budget): <every
+    knob>" for a trial that probed nothing ("probes 0.0 s of 0.0 s")."""
+    choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                          budget=ProbeBudget(0.0))  # fmt: skip
+    assert choice.summary().startswith("plain; not probed (probe budget): ")
+    assert "faster" not in choice.summary()
+
+
+@pytest.fixture
+def hog_on_this_core() -> Iterator[None]:
+    """A real CPU hog (``python3 -c 'while True: pass'``) on the one core this process is pinned
+    to for the test; ended by its PID after."""
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {core})
+        os.sched_setaffinity(0, {core})
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        hog.kill()
+        hog.wait()
+
+
+def test_a_hogged_first_probe_run_stops_at_what_its_time_budget_can_earn(
+    hog_on_this_core: None,
+) -> None:
+    """Issue 48: the first trial beside a CPU hog showed "probes 10.2 s of 2.4 s": its first
+    run was unbounded while its length (steps, or its time budget) waited for the run's step
+    time. A trial with a time budget earns at most share x that budget, so that bounds the run:
+    it ends within a step of it (README: "no probe run outlasts what is left by more than a
+    step")."""
+    from tuner.engine import short_run
+
+    config = TINY.replace(steps=400, time_budget_s=2.0)  # earns at most 0.2 x 2 s = 0.4 s
+    results = []
+
+    def measure(config: TrainConfig, steps: int, limit: float | None) -> Any:
+        results.append(short_run(config, steps=steps, time_limit_s=limit))  # the real engine
+        return results[-1]
+
+    budget = ProbeBudget(0.0, earn_later=config)  # a cold search's first trial
+    choose_speed(config, cuda=False, pinned=(), steps=60, repeats=2, max_memory_bytes=None,
+                 budget=budget, measure=measure)  # fmt: skip
+    first = results[0]
+    step = first.step_time_s or first.train_time_s  # the slowest a step ran, at the least
+    assert first.steps < 1 + 60, "the hogged run was not cut: it outlasted 0.4 s"
+    assert first.train_time_s <= 0.4 + 2 * step, (first.train_time_s, step)
+    assert budget.spent_s <= 0.4 + 2 * step + first.setup_time_s + 0.5

@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO
@@ -241,3 +242,58 @@ def test_kill_9_during_the_effects_keeps_the_finished_remeasurement(tmp_path: Pa
     meta = json.loads((exp / "tuner_experiment.json").read_text())
     assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
     assert meta["remeasure"]  # what the kept re-measurement found stays in the metadata
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_driver_alone_then_resume_ends_what_it_left_and_checks(
+    tmp_path: Path,
+) -> None:
+    """Issue 48: after kill -9 of the driver alone (its local Ray lives on, reparented to init),
+    the resume ended nothing (it saw its own lock) and overwrote the record of the killed
+    driver's processes. Now the resume ends them, says so, and when it exits no process of the
+    killed driver is alive; ``report --check`` holds on the resumed experiment (its trials'
+    wall time leaves the down time out)."""
+    exp = tmp_path / "experiments" / "driven"
+    flags = ["--num-samples", "2", "--no-early-stopping", "--effects-repeats", "0",
+             "--speed-repeats", "1", "--remeasure-top", "2", "--remeasure-repeats", "3",
+             "--remeasure-max-repeats", "3"]  # fmt: skip
+    first = _start(_cli(tmp_path, str(SPACE), *flags))
+    seen: list[str] = []
+    left: list[psutil.Process] = []
+    try:
+        assert first.stdout is not None
+        _read_until(first.stdout, seen, FINISHED.pattern)  # one trial done: now kill -9
+        left = psutil.Process(first.pid).children(recursive=True)
+        first.send_signal(signal.SIGKILL)  # the driver alone, as `kill -9 PID` does
+        first.wait(timeout=60)
+        time.sleep(3)  # its Ray lives on without it
+        assert any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in left)
+        out = tmp_path / "report"
+        resumed = subprocess.run(
+            _cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+        alive = [p for p in left if _alive(p)]
+        assert not alive, [p.info if hasattr(p, "info") else p.pid for p in alive]
+        ended = re.search(r"Ended (\d+) process\(es\) a killed driver of 'driven' left running",
+                          resumed.stderr)  # fmt: skip
+        assert ended and int(ended[1]) >= 1, resumed.stderr[-2000:]
+        meta = json.loads((exp / "tuner_experiment.json").read_text())
+        assert first.pid not in {e.get("driver") for e in meta["driver_helpers"]}  # all ended
+        tuner = [sys.executable, "-m", "tuner", "report"]
+        for flags in ([], ["--check"]):
+            done = subprocess.run([*tuner, *flags, str(exp), "--out", str(out)],
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    finally:
+        first.kill()
+        for process in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -21,6 +21,7 @@ import psutil
 import pytest
 from search_cli import search_command
 
+from tuner.commands import main
 from tuner.experiment.paths import ExperimentPaths
 
 SPACE = Path(__file__).parent / "spaces" / "resume_space.py"
@@ -124,6 +125,10 @@ def test_interrupted_search_resumes_without_running_a_finished_trial_twice(
     assert sorted(ray_ids) == sorted(after)  # one Optuna trial per Ray trial, none twice
     assert not [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
     nothing_lost(exp, resumed.stdout, tmp_path / "report")
+    # Issue 48: the auditor failed every resumed experiment (each trial's time leaves out the
+    # driver's down time, which its rule did not know).
+    checked = main(["report", "--check", str(exp), "--out", str(tmp_path / "report")])
+    assert checked == 0
 
 
 @pytest.mark.slow

@@ -201,3 +201,23 @@ def test_a_driver_in_its_start_up_checks_refuses_a_second_and_stops_on_sigterm(
     assert said == ["Stopped before the search 'twice' started: nothing was kept. Start it again "
                     "with the same command."], said  # fmt: skip
     assert not (tmp_path / "experiments" / "twice").exists()  # no lock file, no empty folder
+
+
+@pytest.mark.parametrize("damaged", [STUDY_FILE, "experiment_state"])
+def test_a_resume_of_a_damaged_study_or_ray_state_is_one_line_before_ray(
+    damaged: str, smoke_experiment: Path, tmp_path: Path
+) -> None:
+    """Issue 48: study.db cut to 4 KiB made --resume print a 107-line traceback ("database disk
+    image is malformed") and exit 1 after 13 s, after Ray had started."""
+    copy = tmp_path / "smoke"
+    shutil.copytree(smoke_experiment, copy)
+    file = copy / STUDY_FILE if damaged == STUDY_FILE else sorted(copy.glob(f"{damaged}-*"))[-1]
+    with file.open("r+b") as handle:
+        handle.truncate(4096 if damaged == STUDY_FILE else file.stat().st_size // 2)
+    code, errors, imported = _tuner(
+        "search", "--resume", "--name", "smoke", "--storage", str(tmp_path)
+    )
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(f"error: {file} is damaged ("), errors
+    assert "cannot be resumed" in errors[0] and f"`tuner report {copy}`" in errors[0]
+    assert not {"torch", "ray"} & set(imported)  # said before Ray starts

@@ -154,53 +154,87 @@ def child_pids() -> set[int]:
 def record_helpers(folder: Path, *, existing: set[int]) -> None:
     """Record the processes this driver started (its local Ray): its descendants but those in
     ``existing`` (:func:`child_pids` before Ray started: an embedding program's, a test
-    session's), for :func:`end_leftovers` after a kill -9."""
+    session's), for :func:`end_leftovers` after a kill -9. A killed driver's entries that
+    :func:`end_leftovers` could not end stay recorded beside them (never overwritten: nothing
+    could end those later)."""
     import psutil
 
+    me = os.getpid()
+    kept = [e for e in _recorded(folder) if e.get("driver") != me and _alive(e) is not None]
     helpers = []
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # ended meanwhile: nothing to record
             if child.pid not in existing:
                 helpers.append(
-                    {"pid": child.pid, "started": child.create_time(), "name": child.name()}
+                    {
+                        "pid": child.pid,
+                        "started": child.create_time(),
+                        "name": child.name(),
+                        "driver": me,
+                    }
                 )
-    update_metadata(folder, **{HELPERS_KEY: helpers})
+    update_metadata(folder, **{HELPERS_KEY: [*kept, *helpers]})
+
+
+def _recorded(folder: Path) -> list[dict[str, Any]]:
+    entries = read_metadata(folder).get(HELPERS_KEY) or []
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def _alive(entry: dict[str, Any]) -> Any:
+    """The recorded process, when it still runs (its PID and start time the recorded ones: a
+    reused PID is another process; a zombie has ended, only its exit status waits for a parent
+    that may never reap it), else ``None``."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error, KeyError, TypeError, ValueError):
+        process = psutil.Process(int(entry["pid"]))
+        same = abs(process.create_time() - float(entry["started"])) < 0.01
+        if same and process.status() != psutil.STATUS_ZOMBIE:
+            return process
+    return None
 
 
 def end_leftovers(folder: Path) -> list[str]:
     """End the processes a dead driver of ``folder`` recorded that still run: each by its PID,
-    only when its start time is the recorded one (a reused PID is another process), and only
-    when no live driver holds the folder (its helpers are its own). Returns what was ended."""
-    recorded = read_metadata(folder).get(HELPERS_KEY) or []
-    if not recorded or holder(folder) is not None:
+    only when its start time is the recorded one (a reused PID is another process), and never
+    a live driver's (its helpers are its own). The driver that holds the lock may call it, as
+    a resume does before its own Ray starts: what it ends is the killed driver's. Entries
+    ended leave the record; one that outlived SIGKILL too stays. Returns what was ended."""
+    recorded = _recorded(folder)
+    live = holder(folder)
+    if live is not None and not _is_me(live):
         return []
-    import psutil
-
-    alive = []
-    for entry in recorded:
-        with contextlib.suppress(psutil.Error, KeyError, TypeError):
-            process = psutil.Process(int(entry["pid"]))
-            same = abs(process.create_time() - float(entry["started"])) < 0.01
-            # A zombie has ended (only its exit status waits for a parent that may never reap
-            # it, as when init does not): nothing to end.
-            if same and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process)
+    mine = [e for e in recorded if live is not None and e.get("driver") == os.getpid()]
+    theirs = [e for e in recorded if e not in mine]
+    alive = [(e, p) for e, p in ((e, _alive(e)) for e in theirs) if p is not None]
     if not alive:
         return []  # the usual case: the driver ended and its Ray with it; nothing is written
-    for process in alive:
+    left = _end([p for _, p in alive])
+    still = [e for e, p in alive if p in left]
+    with contextlib.suppress(OSError):  # a read-only copy: the check above repeats harmlessly
+        update_metadata(folder, **{HELPERS_KEY: [*still, *mine]})
+    return [f"{e['name']} ({e['pid']})" for e, p in alive if p not in left]
+
+
+def _is_me(info: dict[str, Any]) -> bool:
+    return info.get("pid") == os.getpid() and info.get("host") == socket.gethostname()
+
+
+def _end(processes: list[Any]) -> list[Any]:
+    """SIGTERM, 5 s, then SIGKILL for those that ignored it (their driver is gone, nothing of
+    them is needed); the processes still alive after that."""
+    import psutil
+
+    for process in processes:
         with contextlib.suppress(psutil.Error):
             process.terminate()
-    _, left = psutil.wait_procs(alive, timeout=5)
-    for process in left:  # ignored SIGTERM: its driver is gone, nothing of it is needed
+    _, left = psutil.wait_procs(processes, timeout=5)
+    for process in left:
         with contextlib.suppress(psutil.Error):
             process.kill()
-    with contextlib.suppress(OSError):  # a read-only copy: the check above repeats harmlessly
-        update_metadata(folder, **{HELPERS_KEY: []})
-    return [f"{entry['name']} ({entry['pid']})" for entry in recorded if _was(entry, alive)]
-
-
-def _was(entry: dict[str, Any], ended: list[Any]) -> bool:
-    return any(process.pid == int(entry["pid"]) for process in ended)
+    _, left = psutil.wait_procs(left, timeout=5)
+    return left
 
 
 def say_leftovers_ended(folder: Path) -> None:

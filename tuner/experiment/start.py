@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import re
 import shlex
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,12 +20,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from tuner.errors import TunerError
-from tuner.experiment._files import METADATA_FILE, RAY_LOG_FILE
+from tuner.experiment._files import METADATA_FILE, RAY_LOG_FILE, RAY_STATE_GLOB, STUDY_FILE
 from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
 from tuner.experiment.options import SearchOptions, options_to_resume
 from tuner.experiment.paths import ExperimentPaths
 
-__all__ = ["refuse_existing", "said_if_stopped", "start_search"]
+__all__ = ["refuse_damaged", "refuse_existing", "said_if_stopped", "start_search"]
 
 Checked = TypeVar("Checked")
 
@@ -50,6 +52,7 @@ def start_search(
     paths = ExperimentPaths.of(options.storage, name)
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
+        refuse_damaged(paths)  # before Ray starts: one line, not its traceback
         options = options_to_resume(paths, options, named=given)
     created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
     try:
@@ -106,3 +109,50 @@ def refuse_existing(paths: ExperimentPaths) -> None:
             f"Experiment {paths.name!r} already exists in {paths.local.parent}; continue it "
             "with --resume or pick another --name."
         )
+
+
+def refuse_damaged(paths: ExperimentPaths) -> None:
+    """Refuse a resume whose study or Ray state cannot be read, before Ray starts (a study.db
+    cut short failed 13 s later, after Ray's start, in a 107-line traceback). A usage problem
+    (exit 2), as an unknown name or damaged metadata is: nothing ran, the command cannot go on
+    as given.
+
+    Raises:
+        TunerError: the damaged file, and what to do.
+    """
+    folder = paths.local
+    study = folder / STUDY_FILE
+    what = _damaged_study(study) if study.is_file() else None
+    if what is None:
+        states = sorted(folder.glob(RAY_STATE_GLOB))
+        what = _damaged_json(states[-1]) if states else None  # the one Ray restores from
+        study = states[-1] if states else study
+    if what is not None:
+        raise TunerError(
+            f"{study} is damaged ({what}): {paths.name!r} cannot be resumed. Put back a copy "
+            f"from before the damage, or start a new search (another --name); `tuner report "
+            f"{folder}` still reads the trials that finished."
+        )
+
+
+def _damaged_study(path: Path) -> str | None:
+    """What is wrong with the Optuna study's SQLite file, or None when it reads whole."""
+    try:
+        # Read-write, as Optuna opens it: a kill -9 mid-write leaves a hot journal that the
+        # first opener rolls back (a read-only open would call that damage).
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=rw", uri=True)) as db:
+            check = db.execute("PRAGMA quick_check").fetchone()
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    if check is None or check[0] != "ok":
+        return f"SQLite's check: {check[0] if check else 'no answer'}"
+    return None if "studies" in tables else "no Optuna study in it"
+
+
+def _damaged_json(path: Path) -> str | None:
+    try:
+        json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return str(exc)
+    return None

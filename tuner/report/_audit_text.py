@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -152,12 +152,23 @@ def seconds_of(text: str) -> float:
     return h * 3600 + hm * 60 + m * 60 + ms + s
 
 
+# Seconds no run of the search was on between a trial's start and end (Unix seconds): the
+# driver was down between an interruption and its --resume (tuner.experiment.limits.down_time_s).
+DownTime = Callable[[float, float], float]
+
+
 def check_durations(
-    text: str, where: str, trials: pd.DataFrame, phases: Mapping[str, float]
+    text: str,
+    where: str,
+    trials: pd.DataFrame,
+    phases: Mapping[str, float],
+    *,
+    down_s: DownTime | None = None,
 ) -> list[Finding]:
     """Each "took X" against the clock of a phase that recorded its start and end (``phases``:
     phase -> clock seconds); the summed trial wall time against the rows; each row's time
-    against its start and end."""
+    against its start and end, less the driver's down time (``down_s``; None: a report without
+    its experiment, whose down time is unknown: a row's time is then at most its span)."""
     found: list[Finding] = []
     for match in _TOOK.finditer(text):
         said = seconds_of(match.group(1))
@@ -171,11 +182,12 @@ def check_durations(
         if abs(seconds_of(summed.group(1)) - total) > 1.0:
             why = f"the rows' trial_time_s sum to {total:.0f}s"
             found.append(Finding("duration", where, summed.group(0), why))
-    return found + _row_times(trials, where)
+    return found + _row_times(trials, where, down_s)
 
 
-def _row_times(trials: pd.DataFrame, where: str) -> list[Finding]:
-    """Each trial that ran has its wall time, equal to its end minus its start."""
+def _row_times(trials: pd.DataFrame, where: str, down_s: DownTime | None) -> list[Finding]:
+    """Each trial that ran has its wall time: its end minus its start, less the time the
+    driver was down in between (README: "The trials table")."""
     if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
         return []
     found = []
@@ -189,8 +201,18 @@ def _row_times(trials: pd.DataFrame, where: str) -> list[Finding]:
         if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
             why = "a trial that ran has no start, end or wall time in the trials table"
             found.append(Finding("duration", where, f"trial {tid} ({row[KIND]})", why))
-        elif abs((ended[i] - started[i]).total_seconds() - seconds[i]) > 1.5:  # whole seconds
-            why = "its trial_time_s is not its ended_at - started_at"
+            continue
+        span = (ended[i] - started[i]).total_seconds()
+        if down_s is None:
+            wrong = seconds[i] > span + 1.5  # whole seconds in the CSV
+            why = "its trial_time_s is longer than its ended_at - started_at"
+        else:
+            down = down_s(started[i].timestamp(), ended[i].timestamp())
+            wrong = abs(span - down - seconds[i]) > 1.5
+            why = "its trial_time_s is not its ended_at - started_at" + (
+                f" less the driver's {down:.0f}s down" if down > 0.5 else ""
+            )
+        if wrong:
             found.append(Finding("duration", where, f"trial {tid}: {seconds[i]:.1f}s", why))
     return found
 

@@ -15,7 +15,7 @@ import pandas as pd
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.report._effects import effects_table, plain_loop_gain
-from tuner.report.document import Section, Table
+from tuner.report.document import Section, Table, estimate_text
 from tuner.stats import Change
 from tuner.techniques import knob, loader_knobs
 from tuner.units import as_number, is_finite, ratio_text
@@ -50,6 +50,7 @@ def input_section(recommended: Mapping[str, Any] | None, effects: pd.DataFrame) 
             "0, or none applies): the speed probes' choices are in the next section."
         )
     else:
+        section.blocks.append(_reference_note(recommended))
         section.blocks.append(Table(effects_table(rows), "Loader settings switched one at a time"))
     section.blocks.append(_together(effects) + _would_help(wait, bound, rows))
     return section
@@ -87,7 +88,9 @@ def _plain_wait(effects: pd.DataFrame) -> str:
 
 
 def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
-    trained = as_number(row.get("images_per_second"))
+    # The search's figure: what it trained at, beside its loader measured in the same process
+    # (a re-measurement alone is another measurement: named as such).
+    trained = as_number(row.get("search_images_per_second", row.get("images_per_second")))
     alone = as_number(row.get("loader_images_per_second"))
     loader = (
         f"its train loader alone (no training, in the same process, after it trained) "
@@ -95,11 +98,30 @@ def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
         if is_finite(alone) and trained > 0
         else "its loader alone was not measured (the run stopped early, or had too few batches)"
     )
+    again = ""
+    if row.get("throughput_source") == "re-measured":
+        again = (
+            f" (re-measured alone after the search: "
+            f"{estimate_text(row, 'images_per_second', ',.0f')} images/s, the answer's figure)"
+        )
     return (
-        f"The recommended trial trained at {trained:,.0f} images/s; {loader}. Its steps waited "
+        f"The recommended trial trained at {trained:,.0f} images/s in the search{again}; "
+        f"{loader}. Its steps waited "
         f"for the next batch {wait:.0%} of their time: **{bound}-bound** (data-bound from "
         f"{DATA_BOUND_WAIT:.0%}: a wait that large, removed, would make it at least "
         f"{1 / (1 - DATA_BOUND_WAIT):.2f}x faster)."
+    )
+
+
+def _reference_note(row: Mapping[str, Any]) -> str:
+    """Why the table's first row is not the figure the answer and the sentence above give."""
+    source = "re-measured alone" if row.get("throughput_source") == "re-measured" else "search"
+    figure = estimate_text(row, "images_per_second", ",.0f")
+    return (
+        "The table's first row is the recommended config measured again in the effects step's "
+        'own short runs, interleaved with each changed setting (section "What each technique '
+        f"does\"), so its images/s differ from the answer's ({figure} images/s, {source}): "
+        "compare the rows with each other."
     )
 
 

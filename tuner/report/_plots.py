@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from tuner.objectives import Objective
@@ -50,29 +51,74 @@ def pareto_plot(
     shown, unplaced = trials[measured], trials[~measured]
     fig, ax = plt.subplots(figsize=(6.6, 4.4))
     points: list[dict[str, Any]] = []
+    again = _remeasured(shown)
     for kind, group in shown.groupby(shown[KIND].astype(str), sort=False):
         label, marker, color = _KIND_STYLE.get(kind, (kind, "o", "black"))
-        xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
-        if kind == "ok":
-            style = dict(fmt=marker, color=color, label=label, capsize=3, lw=0.8, zorder=2)
-            ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), **style)
-        else:
-            ax.scatter(xs, ys, marker=marker, c=color, label=label, zorder=2)
-        points += _points(label, group, xs, ys, style=(marker, color))
+        for remeasured, part in group.groupby(again[group.index], sort=False):
+            points += _kind_points(ax, part, (x, y), (label, marker, color), filled=remeasured)
+            label = "_" + label  # one legend entry per kind
     if not front.empty:
         ordered = front.sort_values(x)
         xs, ys = _num(ordered, x), _num(ordered, y)
         ax.plot(xs, ys, "-", c="black", lw=1, zorder=1)
         ax.scatter(xs, ys, s=130, facecolors="none", edgecolors="black", label=FRONT, zorder=3)
         points += _points(FRONT, ordered, xs, ys)
+    if again.any() and not again.all():  # two kinds of figure on one axis: say which is which
+        for text, face in ((_REMEASURED, "0.3"), (_IN_SEARCH, "none")):
+            ax.scatter([], [], marker="o", facecolors=face, edgecolors="0.3", label=text)
     band = ""
     for column, draw_band in ((x, ax.axvline), (y, ax.axhline)):
         if not np.isfinite(_num(shown, column)).all():  # the band of what was not measured
             draw_band(0, color="0.85", lw=6, zorder=0)
             band = "; not measured: on the grey band at 0"
     ax.set(xlabel=f"{x} (median, interval)", ylabel=f"{y} (95% interval)")
-    ax.set_title(_pareto_title(len(trials), unplaced) + band, fontsize=9)
+    title = _pareto_title(len(trials), unplaced) + band
+    ax.set_title(title, fontsize=min(9.0, 9.0 * 80 / len(title)))  # a long one fits the width
     return _save(fig, ax, path, "Pareto front with intervals", points)
+
+
+# The two figures a trial's images/s may be (tuner.answer.decision_values' throughput_source):
+# filled, re-measured alone after the search; hollow, the search's own (beside other trials,
+# and for a starved or stopped trial over its few steps: not comparable with the filled ones).
+_REMEASURED = "filled: images/s re-measured alone"
+_IN_SEARCH = "hollow: images/s in the search (not re-measured)"
+
+
+def _remeasured(trials: pd.DataFrame) -> pd.Series:
+    """Whether each trial's images/s is a re-measurement (False: the search's figure)."""
+    source = trials.get("throughput_source", pd.Series("search", index=trials.index))
+    return source.astype(str).eq("re-measured")
+
+
+def _kind_points(
+    ax: plt.Axes,
+    group: pd.DataFrame,
+    axes: tuple[str, str],
+    style: tuple[str, str, str],
+    *,
+    filled: bool,
+) -> list[dict[str, Any]]:
+    """One kind's trials of one figure (re-measured: filled; in-search: hollow), ok ones with
+    their intervals."""
+    (x, y), (label, marker, color) = axes, style
+    xs, ys = _on_band(_num(group, x)), _on_band(_num(group, y))
+    face = color if filled else "none"
+    if group[KIND].astype(str).eq("ok").all():
+        bars = dict(fmt=marker, color=color, mfc=face, label=label, capsize=3, lw=0.8, zorder=2)
+        ax.errorbar(xs, ys, xerr=_err(group, x, xs), yerr=_err(group, y, ys), **bars)
+    elif marker in _LINE_MARKERS:  # a glyph of lines has no face to leave hollow
+        ax.scatter(
+            xs, ys, marker=marker, c=color, label=label, zorder=2, alpha=1 if filled else 0.6
+        )
+    else:
+        ax.scatter(xs, ys, marker=marker, facecolors=face, edgecolors=color, label=label, zorder=2)
+    figure = "re-measured" if filled else "search"
+    return [
+        {**p, "figure": figure} for p in _points(label.lstrip("_"), group, xs, ys, (marker, color))
+    ]
+
+
+_LINE_MARKERS = frozenset({"x", "+", "|", "_"})
 
 
 def _pareto_title(total: int, unplaced: pd.DataFrame) -> str:
@@ -137,28 +183,45 @@ def effects_plot(summary: pd.DataFrame, path: Path) -> Image | None:
         return None
     ratio = _num(rows, "throughput_ratio_vs_reference")
     err = _err(rows, "throughput_ratio_vs_reference", ratio)
-    beyond = [
-        Change.from_row(row, "throughput_ratio_vs_reference").separated
-        for _, row in rows.iterrows()
+    verdicts = [
+        Change.from_row(row, "throughput_ratio_vs_reference").verdict for _, row in rows.iterrows()
     ]
-    colors = [
-        ("tab:green" if r > 1 else "tab:red") if b else "tab:gray"
-        for r, b in zip(ratio, beyond, strict=True)
-    ]
-    fig, ax = plt.subplots(figsize=(6.6, 0.45 * len(rows) + 1.4))
-    ax.barh(rows["arm"], ratio - 1, left=1, xerr=err, color=colors, capsize=3)
+    styles = [_EFFECT_STYLE[_effect_kind(v, r)] for v, r in zip(verdicts, ratio, strict=True)]
+    fig, ax = plt.subplots(figsize=(6.6, 0.45 * len(rows) + 1.8))
+    for arm, r, style, i in zip(rows["arm"], ratio, styles, range(len(rows)), strict=True):
+        one = None if err is None else err[:, i : i + 1]
+        _, face, hatch = style
+        ax.barh([arm], [r - 1], left=1, xerr=one, color=face, hatch=hatch, edgecolor="0.35",
+                capsize=3)  # fmt: skip
     ax.axvline(1, c="black", lw=1)
     ax.invert_yaxis()
-    ax.set(
-        xlabel="images/s relative to the recommended config (grey: no verdict, not beyond noise)",
-        title="One change at a time, interleaved, paired",
-    )
+    ax.set(xlabel="images/s relative to the recommended config (1 = the same)",
+           title="One change at a time, interleaved, paired")  # fmt: skip
+    shown = dict.fromkeys(style for style in styles)  # the legend names what is drawn only
+    handles = [Patch(facecolor=f, hatch=h, edgecolor="0.35", label=t) for t, f, h in shown]
+    ax.legend(handles=handles, fontsize=7, loc="best")
     ax.grid(alpha=0.3, axis="x")
-    points = [
-        {"series": "arms", "x": float(r), "y": str(a), TRIAL_ID: ""}
-        for r, a in zip(ratio, rows["arm"], strict=True)
+    points = [  # with the look each bar was drawn with (its verdict's, by the one rule)
+        {"series": "arms", "x": float(r), "y": str(a), TRIAL_ID: "", "look": style[0]}
+        for r, a, style in zip(ratio, rows["arm"], styles, strict=True)
     ]
     return _save(fig, None, path, "technique effects", points)
+
+
+# Each verdict of the one rule its own look (a tie and "says nothing" are not alike).
+_EFFECT_STYLE = {
+    "faster": ("faster, beyond noise", "tab:green", ""),
+    "slower": ("slower, beyond noise", "tab:red", ""),
+    "tie": ("a tie (within noise)", "tab:gray", ""),
+    "uninformative": ("interval says nothing", "white", "///"),
+    "none": ("one pair: no interval", "white", ".."),
+}
+
+
+def _effect_kind(verdict: str, ratio: float) -> str:
+    if verdict == "separated":
+        return "faster" if ratio > 1 else "slower"
+    return verdict
 
 
 def throughput_plot(trials: pd.DataFrame, path: Path) -> Image | None:

@@ -10,10 +10,11 @@ import pandas as pd
 
 from tuner import record
 from tuner.experiment import Experiment
+from tuner.report._status import load_text_of
 from tuner.report.document import Section, Table, plural
-from tuner.stats import INTERVAL_RULE, MIN_PAIRS, Change
+from tuner.speed.rule import probe_change, probe_text
+from tuner.stats import INTERVAL_RULE
 from tuner.techniques import settings_text
-from tuner.units import as_number, ratio_text
 
 __all__ = ["speed_section"]
 
@@ -26,6 +27,7 @@ def speed_section(experiment: Experiment) -> Section:
         )
         return section
     section.blocks.append(_budget_text(experiment))
+    section.blocks.append(load_text_of(experiment))
     section.blocks.append(
         "Before a training config first trains, short probes measure the plain setting and each "
         "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
@@ -37,12 +39,13 @@ def speed_section(experiment: Experiment) -> Section:
         "more kept knobs are used together only if their combination, probed too, is at least "
         "as fast as the best one alone. Later trials with the same training config reuse the "
         "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
-        "interval (an interval containing 1x: within noise); (kept) marks what the trials ran "
-        f"with. By the one interval rule, {INTERVAL_RULE}: an interval that says nothing is not "
-        "shown, the cell names it instead."
+        "interval; (kept) marks what the trials ran with; a ratio from one measurement has no "
+        f"interval and says so. By the one interval rule, {INTERVAL_RULE}: an interval that "
+        "says nothing is not shown, the cell names it instead (the same words as each trial's "
+        "speed_choice in trials.csv)."
     )
     variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
-    if variants and not any(_probe_change(v).informative for v in variants):
+    if variants and not any(probe_change(v).informative for v in variants):
         section.blocks.append(
             "**No probe interval says anything** here (too few pairs, or too noisy): the knobs "
             "were kept by their estimates (faster than plain in every pair), not by a measured "
@@ -53,22 +56,9 @@ def speed_section(experiment: Experiment) -> Section:
     return section
 
 
-def _probe_change(variant: Mapping[str, Any]) -> Change:
-    """A probed knob's ratio to plain; a record from before the pair count is judged by its
-    interval's width alone."""
-    values = (as_number(variant.get(k)) for k in ("ratio", "low", "high"))
-    return Change(*values, int(variant.get("pairs", MIN_PAIRS)), 1.0)
-
-
 def _cell(variant: Mapping[str, Any]) -> str:
-    if variant.get("probed") is False:
-        return "not probed (probe budget)"
-    change = _probe_change(variant)
-    if change.verdict == "uninformative":
-        text = f"{change.value:.2f}x, interval says nothing ({plural(change.n, 'pair')})"
-    else:
-        text = ratio_text(variant.get("ratio"), variant.get("low"), variant.get("high"))
-    return text + (" (kept)" if variant["kept"] else "")
+    """The knob's verdict in the words ``speed_choice`` uses (one text for one verdict)."""
+    return probe_text(dict(variant)) + (" (kept)" if variant["kept"] else "")
 
 
 def _budget_text(experiment: Experiment) -> str:

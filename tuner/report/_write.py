@@ -41,7 +41,7 @@ from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
-from tuner.report._status import EFFECTS_STEP, Progress, progress_of
+from tuner.report._status import EFFECTS_STEP, Progress, load_text_of, progress_of
 from tuner.report.document import (
     Details,
     Section,
@@ -307,6 +307,7 @@ def _details(experiment: Experiment, progress: Progress) -> Section:
             f"- memory limit: {format_bytes(limit) if limit else 'none'}",
             f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
             f"- summed trial wall time: {duration_text(trials[TRIAL_TIME_S].sum())}",
+            f"- {load_text_of(experiment).replace('**', '')}",
             f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} "
             f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"

@@ -22,6 +22,7 @@ trials.csv (no trackers, no clocks).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +31,11 @@ import pandas as pd
 
 from tuner.errors import TunerError
 from tuner.experiment import METADATA_FILE, load_experiment, read_metadata, read_trials_csv
+from tuner.experiment.limits import down_time_s
 from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
 from tuner.report._audit_text import (
+    DownTime,
     Finding,
     check_counts,
     check_durations,
@@ -89,7 +92,8 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     if report_dir is not None and (report_dir / "trials.csv").is_file():
         trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
         result.findings += _same_rows(experiment.trials, trials, report_dir)
-        result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata))
+        down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
+        result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata), down_s=down)
     else:
         result.findings += check_unmeasured(trials, "the experiment's trials")
     options = metadata.get("options") or {}
@@ -101,13 +105,19 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     return result
 
 
-def _report(report_dir: Path, trials: pd.DataFrame, *, phases: dict[str, float]) -> list[Finding]:
+def _report(
+    report_dir: Path,
+    trials: pd.DataFrame,
+    *,
+    phases: dict[str, float],
+    down_s: DownTime | None = None,
+) -> list[Finding]:
     found: list[Finding] = []
     markdown = report_dir / "report.md"
     if markdown.is_file():
         text, where = markdown.read_text(), "report.md"
         found += check_intervals(text, where)
-        found += check_durations(text, where, trials, phases)
+        found += check_durations(text, where, trials, phases, down_s=down_s)
         found += check_kinds(text, where, trials)
         found += check_counts(text, where, trials)
     page = report_dir / "report.html"

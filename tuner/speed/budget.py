@@ -113,6 +113,19 @@ class ProbeBudget:
     def left_s(self) -> float:
         return self.allowed_s - self.spent_s
 
+    @property
+    def most_left_s(self) -> float:
+        """The most that may be left to spend: :attr:`left_s`, or, while the trial's length
+        waits for the first run's step time, what its time budget would earn at most (its
+        length is at most that budget); unbounded for a trial of steps alone (its length grows
+        with the step time the run measures)."""
+        if self.earn_later is None or self.granted_s is None:
+            return self.left_s
+        budget_s = self.earn_later.time_budget_s
+        if budget_s is None:
+            return math.inf
+        return max(0.0, self.granted_s + self.share * float(budget_s)) - self.spent_s
+
     def allows(self, arm: str, *, slow_build: bool = False) -> bool:
         """Whether a run of ``arm`` is predicted to fit in what is left."""
         if self.granted_s is None:

@@ -354,8 +354,12 @@ def _probe_rounds(
     arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
 ) -> SpeedChoice:
     """Interleaved rounds of ``arms`` (``arms[0]`` the plain setting), then the kept knobs
-    together when two or more are kept. Arms the probe budget left unmeasured are not probed."""
-    runs = _rounds(arms, repeats, meter)
+    together when two or more are kept. Arms the probe budget left unmeasured, or cut before
+    their last pair (README: a knob is kept only if faster in every pair, and a pair not run is
+    not one it won), are not probed: a later trial of these settings probes them again."""
+    runs, cut = _rounds(arms, repeats, meter)
+    if len(runs):
+        runs = runs[~runs["arm"].isin(cut)]
     measured = set(runs["arm"]) if len(runs) else set()
     if "plain" not in measured:
         return _unprobed(arms, meter.budget)
@@ -376,12 +380,12 @@ def _probe_rounds(
     )
 
 
-def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> pd.DataFrame:
+def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> tuple[pd.DataFrame, set[str]]:
     """Interleaved rounds; after each, only knobs faster than plain in every pair so far stay:
     a knob is kept only if it was faster in every pair (:func:`tuner.speed.rule.decide`), so
     a knob behind once can no longer be kept and probing it again would buy nothing. An arm
     that cannot be built (a ``TunerError``) is left out; the rounds end where the probe budget
-    does."""
+    does, and the knobs still in them that had not run every pair are returned as cut."""
     rows: list[dict[str, Any]] = []
     live = list(arms)
     try:
@@ -397,8 +401,9 @@ def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> pd.DataFrame:
                 runs = pd.DataFrame(rows)
                 live = [live[0], *(a for a in live[1:] if ahead(runs, a.name))]
     except _OverBudget:
-        pass
-    return pd.DataFrame(rows)
+        done = [r["arm"] for r in rows]
+        return pd.DataFrame(rows), {a.name for a in live[1:] if done.count(a.name) < repeats}
+    return pd.DataFrame(rows), set()
 
 
 def _combined_ratio(
@@ -412,7 +417,7 @@ def _combined_ratio(
     changes = combination(rows)
     combined = Arm("combined", "speed", plain.replace(**changes), changes, "plain")
     arms = [Arm("plain", "speed", plain), combined]
-    runs = _rounds(arms, 2, meter)
+    runs, _ = _rounds(arms, 2, meter)
     if len(runs) < 4:
         return None
     row = summarize(runs, arms).iloc[1]
@@ -445,10 +450,11 @@ class _Meter:
         self._tell({"event": "start", "arm": arm.name, "run": self.count, "of": self.planned})
         started = time.perf_counter()
         # No run outlasts what is left of the budget by more than a step: a run cut short
-        # measured too little, and the session ends there (its knobs not probed).
-        # (Unlimited while the trial's length, and so its share, waits for this first run.)
-        unknown = math.isinf(self.budget.left_s) or self.budget.earn_later is not None
-        limit = None if unknown else max(self.budget.left_s, 0.01)
+        # measured too little, and the session ends there (its knobs not probed). While the
+        # trial's length, and so its share, waits for this first run, what its time budget
+        # would earn at most bounds it (a hogged first trial ran 10.2 s of 2.4 s without).
+        left = self.budget.most_left_s
+        limit = None if math.isinf(left) else max(left, 0.01)
         result = (self.measure or _short_run)(arm.config, self.steps, limit)
         # The engine's own wall time where a model predicts it (the clock's otherwise).
         wall = max(time.perf_counter() - started, result.wall_time_s or 0.0)

@@ -18,7 +18,8 @@ import pandas as pd
 from tuner.compare import Arm
 from tuner.measure import paired, summarize
 from tuner.objectives import judge
-from tuner.units import finite_or_none, ratio_text
+from tuner.stats import MIN_PAIRS, Change
+from tuner.units import as_number, finite_or_none, ratio_text
 
 __all__ = [
     "RULE",
@@ -29,6 +30,8 @@ __all__ = [
     "fits",
     "merged",
     "not_probed_row",
+    "probe_change",
+    "probe_text",
     "settle",
     "variant",
 ]
@@ -38,7 +41,8 @@ __all__ = [
 # 2: over budget, the other knobs are probed on top of the one that makes it fit.
 # 3: the input pipeline's knobs (workers per core, prefetch_factor on top, host thread, decoder).
 # 4: two scopes (shared and per training config), and a probe budget (knobs not probed).
-RULE = 4
+# 5: a knob the probe budget cut before its last pair is not probed (was: kept on one pair).
+RULE = 5
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,11 @@ class SpeedChoice:
         if self.plain_over_budget:
             fit = f"plain over the memory budget; {kept[0]['name']} makes it fit"
             return "; then ".join([fit, *self._kept_text(kept[1:])])
-        text = self._kept_text(kept)[0] if kept else "plain (no knob was faster in every probe)"
-        return text + self._not_probed_text()
+        if kept:
+            return self._kept_text(kept)[0] + self._not_probed_text()
+        if not any(v.get("probed", True) for v in self.variants):  # the budget allowed no run
+            return "plain; " + self._not_probed_text().lstrip("; ") if self.not_probed else "plain"
+        return "plain (no knob was faster in every pair)" + self._not_probed_text()
 
     def _not_probed_text(self) -> str:
         if not self.not_probed:
@@ -103,14 +110,35 @@ class SpeedChoice:
 
 
 def _ratio_text(row: dict[str, Any]) -> str:
-    """``1.12x [1.03–1.22]``; a knob with one measurement (probed once to fit the budget, or
-    its other pair failed) has no interval, and a failed probe no ratio."""
+    return probe_text(row)
+
+
+def probe_text(row: dict[str, Any]) -> str:
+    """A probed knob's ratio to plain, in the words of the one rule (:attr:`Change.verdict`),
+    the same in ``speed_choice`` and the report's speed table: ``1.12x [1.03–1.22]`` beyond
+    noise, ``1.01x [0.98–1.04], within noise`` (a narrow tie), ``1.31x, interval says nothing
+    (2 pairs)``, ``1.33x, one measurement`` (no interval: probed once to fit the memory budget),
+    ``not measured`` (a failed probe), ``not probed (probe budget)``."""
+    if row.get("probed") is False:
+        return "not probed (probe budget)"
     ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
     if ratio is None:
         return "not measured"
-    if low is None or high is None:
+    change = probe_change(row)
+    verdict = change.verdict
+    if verdict == "none":
         return f"{ratio_text(ratio)}, one measurement"
-    return ratio_text(ratio, low, high) + ("" if row["clear"] else ", within noise")
+    if verdict == "uninformative":
+        pairs = f"{change.n} pair{'s' if change.n != 1 else ''}"
+        return f"{ratio_text(ratio)}, interval says nothing ({pairs})"
+    return ratio_text(ratio, low, high) + (", within noise" if verdict == "tie" else "")
+
+
+def probe_change(row: dict[str, Any]) -> Change:
+    """A probed knob's ratio to plain as a paired change; a record from before the pair count
+    was stored is judged by its interval's width alone."""
+    values = (as_number(row.get(k)) for k in ("ratio", "low", "high"))
+    return Change(*values, int(row.get("pairs", MIN_PAIRS)), 1.0)
 
 
 def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from tuner.compare.trust import Budget
 from tuner.engine.build import resolve_device
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.measure import budget_text, ended_text
+from tuner.measure.load import LoadMeter
 from tuner.objectives import objectives_of, rank_candidates
 from tuner.record import TRIAL_ID
 from tuner.spaces import train_config_of
@@ -168,12 +169,21 @@ def _in_task(
 ) -> Any:
     """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
     line while it runs."""
-    remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(measure)
+    remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(_with_load)
     started = time.time()
-    rows, info = wait_with_heartbeat(remote.remote(*args, task), what=what, expected_s=expected_s)
+    pending = remote.remote(measure, *args, task)
+    rows, info = wait_with_heartbeat(pending, what=what, expected_s=expected_s)
     # The phase on the clock, as the console's lines show it: the task's start and builds too,
     # which the measurement's own seconds leave out.
     return rows, {**info, "started_unix_s": started, "ended_unix_s": time.time()}
+
+
+def _with_load(measure: Callable[..., Any], *args: Any) -> Any:
+    """``measure(*args)`` and the load other processes put on the measuring node meanwhile
+    (``load_cores``, in the phase's metadata: the report states it)."""
+    load = LoadMeter.start()
+    rows, info = measure(*args)
+    return rows, {**info, "load_cores": load.other_cores()}
 
 
 def _expected_s(budget: Budget, round_s: float) -> float:

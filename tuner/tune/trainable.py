@@ -53,6 +53,7 @@ from tuner.engine.build import resolve_device
 from tuner.engine.meters import environment
 from tuner.errors import TunerError, error_line
 from tuner.experiment import RUN_TRACEBACK_FILE
+from tuner.measure.load import LOADED_CORES, LoadMeter, load_text
 from tuner.objectives import judge
 from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice
@@ -174,6 +175,8 @@ class _TrialRun:
         self.probe_steps_s = 0.0  # in the training steps of this trial's own probes
         self.probe_budget_s: float | None = None
         self.starved_by = ""
+        self.load = LoadMeter.start()  # other work on the machine while this trial runs
+        self.machine_load_cores: float | None = None
         self.phases = PhaseLog(None, self.started_unix_s)
         self.config: TrainConfig | None = None  # the trial's run config, once known
         self.trial_id = _trial_id()  # whose line the console's activity is (tell)
@@ -212,6 +215,7 @@ class _TrialRun:
         self.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
             self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+        self.machine_load_cores = self.load.other_cores()
         self.starved_by = self._starved_by(result)
         self.phases.write("train", event="end", **_run_parts(result))
         self._tell_cost(result)
@@ -250,11 +254,16 @@ class _TrialRun:
 
     def _starved_by(self, result: RunResult) -> str:
         """Why a run that ended ok stopped short of the first rung's steps ("" if it did not):
-        its time budget holds fewer steps even at its probes' speed (budget), or its steps ran
-        slower than that (machine load)."""
+        machine load when other processes kept at least :data:`LOADED_CORES` busy while it ran
+        (measured: its probes ran under that load too, so they cannot clear it), else its time
+        budget holds fewer steps even at its probes' speed (budget), or its steps ran slower
+        than that (machine load)."""
         rung = self.context.first_rung_steps
         if result.status != "ok" or rung is None or result.steps >= rung:
             return ""
+        load = self.machine_load_cores
+        if load is not None and load >= LOADED_CORES:
+            return f"machine load ({load_text(load)} while it ran)"
         plain_ips = self.speed.plain_images_per_second if self.speed else math.nan
         batch = result.global_batch_size or result.config.get("batch_size") or math.nan
         probed_step_s = batch / plain_ips if plain_ips else math.nan
@@ -465,6 +474,7 @@ class _TrialRun:
                 record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
                 record.FIRST_RUNG_STEPS: self.context.first_rung_steps,
                 record.STARVED_BY: self.starved_by if final else "",
+                record.MACHINE_LOAD_CORES: self.machine_load_cores if final else None,
             },
         )
 
