@@ -116,7 +116,7 @@ def check_equal_budget(profile: SpaceProfile, space_name: str) -> None:
                 f"Space {space_name}: {setting} is a budget in steps, but its trials train "
                 f"batches of {', '.join(map(str, sorted(batches)))} images, so they would be "
                 f"compared after different numbers of images; give it in images (--set {name}="
-                f"none --set {unit}=N), epochs or time_budget_s."
+                f"null --set {unit}=N), epochs or time_budget_s."
             )
 
 
