@@ -30,8 +30,11 @@ _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 _WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
 _RUN_LENGTH = {
     "epochs",
+    "images",
     "steps",
     "time_budget_s",
+    "eval_every_images",
+    "eval_every_s",
     "eval_every_steps",
     "warmup_steps",
     "warmup_fraction",
