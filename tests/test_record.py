@@ -78,6 +78,9 @@ def test_only_a_trial_that_trained_its_whole_budget_is_ok() -> None:
     assert classify(_report(_ok(steps=49, planned=50)), ended=True) == "starved"
     # A budget of training time plans no steps: every trial trains its seconds, none is cut.
     assert classify(_report(_ok(steps=3, planned=None)), ended=True) == "ok"
+    # A folder written before planned_steps: its trials were judged by their first rung's steps.
+    older = {**_report(_ok(steps=3, planned=None)), "first_rung_steps": 50}
+    assert classify(older, ended=True) == "starved"
     assert optuna_state("starved") == "PRUNED"  # no objective values: its numbers say little
 
 

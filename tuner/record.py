@@ -331,7 +331,12 @@ def is_starved(report: Mapping[str, Any]) -> bool:
     did, and is not compared with them as if it had. A budget of training time has no planned
     steps: such a trial is never starved."""
     planned, steps = as_number(report.get(PLANNED_STEPS)), as_number(report.get(STEP))
+    if not math.isfinite(planned):  # a folder from before planned_steps: its first rung's steps
+        planned = as_number(report.get(_LEGACY_FIRST_RUNG_STEPS))
     return math.isfinite(planned) and math.isfinite(steps) and steps < planned
+
+
+_LEGACY_FIRST_RUNG_STEPS = "first_rung_steps"  # no longer reported; read in older folders
 
 
 def is_candidate(kind: str) -> bool:
