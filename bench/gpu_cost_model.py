@@ -12,8 +12,10 @@ every probe run and every trial *predicted* from a device profile instead of run
 - a step's time is the profile's plain step time at the config's batch size and precision,
   divided by the kept knobs' speed-ups (compile's first build ``compile_build_s`` is paid once
   per process: the second compiled run of the H100 ladder took 3.8 s, the first 31.9 s);
-- a trial trains its steps (or until its time budget), evaluates every ``eval_every_steps``
-  (``eval_s`` each), and reports at each evaluation.
+- a trial trains the steps of its budget (its images at its batch size, rounded up, or its
+  steps), or until its time budget, evaluates every ``eval_every_images`` (the steps that
+  take at its batch), ``eval_every_steps`` or ``eval_every_s`` (``eval_s`` each), and reports
+  at each evaluation.
 
 Trials run one after the other (one GPU). It predicts the search's wall time, the probe share
 (probe seconds over trial seconds, as trials.csv counts it) and the first trial's first report,
@@ -284,10 +286,15 @@ def _train(device: _Device, config: TrainConfig) -> float:
     profile = device.profile
     setup = profile.build_s + device.one_time_s()
     step = device.step_s(config)
-    steps = config.steps or 0
+    limits = [config.step_limit()]  # images at its batch, rounded up, or steps
     if config.time_budget_s is not None:
-        steps = min(steps, int(config.time_budget_s / step))
+        limits.append(int(config.time_budget_s / step))
+    steps = min(limit for limit in limits if limit is not None)
     every = config.eval_every_steps or steps
+    if config.eval_every_images:
+        every = math.ceil(config.eval_every_images / config.batch_size)
+    elif config.eval_every_s:
+        every = max(1, math.ceil(config.eval_every_s / step))
     device.clock += setup + device._compile(config) + warmup_steps_of(config) * step
     first_report = device.clock + min(every, steps) * step + profile.eval_s
     evals = max(1, math.ceil(steps / every))
@@ -436,7 +443,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--space", default="vit_space")
     parser.add_argument("--samples", type=int, default=None, help="default: the space's")
-    parser.add_argument("--steps", type=int, help="each GPU trial's steps (the workload's)")
+    parser.add_argument("--images", type=int, help="each GPU trial's images (the workload's)")
     parser.add_argument("--time-budget-s", type=float, help="each GPU trial's time budget")
     parser.add_argument("--out", default="gpu_cost_model", help="file name under reports/")
     parser.add_argument("--cpu-profile", type=Path, help="a measured CPU profile (JSON)")
@@ -453,7 +460,7 @@ def main() -> None:
     space = get_space(args.space)
     gpu_n = args.samples or space.num_samples.get("gpu", 48)
     gpu = configs_of(args.space, gpu_n, cuda=True)
-    changes = {k: v for k, v in (("steps", args.steps), ("time_budget_s", args.time_budget_s))
+    changes = {k: v for k, v in (("images", args.images), ("time_budget_s", args.time_budget_s))
                if v is not None}  # fmt: skip
     gpu = [c.replace(**changes) for c in gpu]
     for plan in ("before", "after"):

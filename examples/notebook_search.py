@@ -64,7 +64,7 @@ class MySpace:
     own model and data (build_model, build_data)."""
 
     WORKLOADS: ClassVar[dict[str, dict[str, Any]]] = {
-        "cpu": {"img_size": 16, "epochs": None, "steps": 24, "eval_every_steps": 12}
+        "cpu": {"img_size": 16, "epochs": None, "images": 576, "eval_every_images": 288}
     }
 
     @staticmethod

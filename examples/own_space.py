@@ -77,14 +77,16 @@ def build_data(config: TrainConfig) -> tuple[Dataset, Dataset, int, dict[str, An
     return train, val, CLASSES, {"mean": [0.2], "std": [0.3]}
 
 
+# The budget in images, not steps: the space samples the batch size, and trials of every batch
+# size are compared after the same images (a step budget with a sampled batch is refused).
 _RUN = {
     "img_size": SIDE,
     "epochs": None,
-    "steps": 24,
-    "eval_every_steps": 12,
+    "images": 576,  # 24 steps of 24, the mean batch
+    "eval_every_images": 288,
     "warmup_steps": 2,
 }
-WORKLOADS: dict[str, dict[str, Any]] = {"cpu": _RUN, "gpu": {**_RUN, "steps": 200}}
+WORKLOADS: dict[str, dict[str, Any]] = {"cpu": _RUN, "gpu": {**_RUN, "images": 4_800}}
 NUM_SAMPLES = {"cpu": 4, "gpu": 16}
 
 

@@ -25,9 +25,8 @@ def _report(
     *,
     final: bool = True,
     phase: str = "train",
-    first_rung_steps: int | None = None,
 ):
-    speed = {record.SPEED_SOURCE: "cache", record.FIRST_RUNG_STEPS: first_rung_steps}
+    speed = {record.SPEED_SOURCE: "cache"}
     return trial_report(
         result,
         max_memory_bytes=BUDGET,
@@ -39,9 +38,14 @@ def _report(
     )
 
 
-def _ok(peak: int = 100 * MIB, steps: int = 100) -> RunResult:
+def _ok(peak: int = 100 * MIB, steps: int = 100, planned: int | None = 100) -> RunResult:
     return RunResult(
-        status="ok", images_per_second=900.0, val_accuracy=0.8, peak_memory_bytes=peak, steps=steps
+        status="ok",
+        images_per_second=900.0,
+        val_accuracy=0.8,
+        peak_memory_bytes=peak,
+        steps=steps,
+        planned_steps=planned,
     )
 
 
@@ -49,8 +53,8 @@ def _ok(peak: int = 100 * MIB, steps: int = 100) -> RunResult:
 TRIALS: dict[str, tuple[dict[str, Any], bool, bool]] = {
     "ok": (_report(_ok()), True, False),
     "stopped early": (_report(_ok(), final=False), True, False),
-    # Ended by its time budget after 3 steps, where the first rung needs 50.
-    "starved": (_report(_ok(steps=3), first_rung_steps=50), True, False),
+    # Ended by its time budget (its safety cap) after 3 of the 50 steps its image budget holds.
+    "starved": (_report(_ok(steps=3, planned=50)), True, False),
     "over budget": (_report(_ok(300 * MIB), phase="feasibility"), True, False),
     "diverged": (_report(RunResult(status="diverged", images_per_second=5.0)), True, False),
     "errored": (_report({"status": "error", "error": "boom"}, phase="setup"), True, True),
@@ -68,10 +72,15 @@ def test_a_real_report_is_classified_as_its_kind(kind: str) -> None:
     assert classify(report, ended=ended, crashed=crashed) == kind
 
 
-def test_a_trial_that_reached_its_first_rung_is_not_starved() -> None:
-    reached = _report(_ok(steps=50), first_rung_steps=50)
-    assert classify(reached, ended=True) == "ok"
-    assert classify(_report(_ok(steps=3)), ended=True) == "ok"  # no rung known: not judged
+def test_only_a_trial_that_trained_its_whole_budget_is_ok() -> None:
+    assert classify(_report(_ok(steps=50, planned=50)), ended=True) == "ok"
+    # One step short of its image budget: not compared as if it had trained the same images.
+    assert classify(_report(_ok(steps=49, planned=50)), ended=True) == "starved"
+    # A budget of training time plans no steps: every trial trains its seconds, none is cut.
+    assert classify(_report(_ok(steps=3, planned=None)), ended=True) == "ok"
+    # A folder written before planned_steps: its trials were judged by their first rung's steps.
+    older = {**_report(_ok(steps=3, planned=None)), "first_rung_steps": 50}
+    assert classify(older, ended=True) == "starved"
     assert optuna_state("starved") == "PRUNED"  # no objective values: its numbers say little
 
 

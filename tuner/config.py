@@ -121,8 +121,14 @@ class TrainConfig:
     gn_groups: int = _field(32, "groups for --norm group (must divide every layer's channels)")
 
     # Budget: the run stops at whichever given limit comes first (at least one is required).
-    # The default model reaches ~98% val accuracy on digits in 6 epochs.
+    # The default model reaches ~98% val accuracy on digits in 6 epochs. Runs of different batch
+    # sizes are compared at equal images (epochs or images), or at equal seconds, never steps.
     epochs: int | None = _field(6, "stop after this many epochs ('none': no epoch limit)")
+    images: int | None = _field(
+        None,
+        "stop after this many training images, every worker's together, rounded up to whole "
+        "steps ('none': no image limit)",
+    )
     steps: int | None = _field(None, "stop after this many steps ('none': no step limit)")
     time_budget_s: float | None = _field(
         None, "stop after this many training seconds ('none': no time limit)"
@@ -134,7 +140,15 @@ class TrainConfig:
         None, "report the training time to reach this val accuracy"
     )
     eval_every_steps: int | None = _field(
-        None, "evaluate every N steps ('none': at each epoch end)"
+        None, "evaluate every N steps ('none': at each epoch end, or as eval_every_images/_s say)"
+    )
+    eval_every_images: int | None = _field(
+        None,
+        "evaluate each time N more training images were seen, every worker's together (at the "
+        "first step at or past each multiple: runs of any batch size report at equal images)",
+    )
+    eval_every_s: float | None = _field(
+        None, "evaluate each time N more seconds of training passed (runs report at equal time)"
     )
     max_eval_batches: int | None = _field(
         None, "evaluate on at most N val batches, a fixed random sample ('none': all)"
@@ -181,9 +195,15 @@ class TrainConfig:
         for name in ("warmup_fraction", "label_smoothing"):
             if not 0 <= getattr(self, name) < 1:
                 raise TunerError(f"{name}={getattr(self, name)} must be in [0, 1).")
-        if self.epochs is None and self.steps is None and self.time_budget_s is None:
-            raise TunerError("The run has no budget: give epochs, steps or time_budget_s.")
-        for name in ("epochs", "steps", "time_budget_s", "eval_every_steps", "max_eval_batches"):
+        if all(getattr(self, name) is None for name in _BUDGETS):
+            raise TunerError("The run has no budget: give epochs, images, steps or time_budget_s.")
+        given = [name for name in _EVAL_EVERY if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise TunerError(
+                f"{', '.join(given)} are set together; evaluate by one of them (set the others "
+                "to none)."
+            )
+        for name in (*_BUDGETS, *_EVAL_EVERY, "max_eval_batches"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise TunerError(f"{name}={value} must be positive (or none for no limit).")
@@ -208,12 +228,23 @@ class TrainConfig:
         """A JSON-ready dict that ``TrainConfig.from_params(d)`` turns back into this config."""
         return dataclasses.asdict(self)  # model_kwargs is a plain dict (_checked_type)
 
+    def step_limit(self, *, world_size: int = 1) -> int | None:
+        """The steps the ``steps`` and ``images`` limits allow (``None``: neither is given): the
+        images at the global batch (``world_size`` x ``batch_size``), rounded up to a whole step,
+        so every batch size trains the same images within one batch."""
+        limits = [self.steps] if self.steps is not None else []
+        if self.images is not None:
+            limits.append(math.ceil(self.images / (self.batch_size * world_size)))
+        return min(limits, default=None)
+
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (and validated)."""
         return TrainConfig.from_params({**self.to_dict(), **changes})
 
 
 _HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
+_BUDGETS = ("epochs", "images", "steps", "time_budget_s")  # the run's limits: the first ends it
+_EVAL_EVERY = ("eval_every_steps", "eval_every_images", "eval_every_s")
 
 
 def config_fields() -> frozenset[str]:

@@ -30,6 +30,7 @@ from tuner.units import as_number
 
 __all__ = [
     "COUNT",
+    "CURVE_KEYS",
     "EFFECTIVE_PREFIX",
     "ENGINE_KEYS",
     "FLAG",
@@ -108,6 +109,11 @@ _ENGINE_MEANINGS = {
     "peak_memory_bytes": "peak memory the run held (see memory_kind)",
     "memory_kind": "cuda_max_memory_reserved or cpu_training_state",
     "wall_time_s": "the engine's own wall time of the run (build, compile, train, evaluate)",
+    "images_seen": "training images so far, every data-parallel worker's together",
+    "train_time_s": "seconds of the training loop so far (evaluations and speed probes excluded)",
+    "val_images": "validation images the accuracy was measured on (its binomial n)",
+    "planned_steps": "steps the trial's budget holds (its images, steps or epochs; missing: a "
+    "budget of training time); a trial that ended with fewer was cut by its time budget",
 }
 
 
@@ -129,6 +135,13 @@ def _engine_keys() -> dict[str, Key]:
 ENGINE_KEYS: dict[str, Key] = _engine_keys()
 STATUS = "status"  # RunResult.status: ok | oom | diverged | error
 ERROR = "error"
+PLANNED_STEPS = "planned_steps"
+IMAGES_SEEN, TRAIN_TIME_S, VAL_ACCURACY, VAL_IMAGES = (
+    "images_seen",
+    "train_time_s",
+    "val_accuracy",
+    "val_images",
+)
 
 # ---- the search's keys: added by the trainable to every tune.report ---------------------------
 
@@ -185,19 +198,14 @@ SPEED_PROBE_WAIT_S = _search_key(
     NUMBER,
     "wall seconds this trial waited for another trial's speed probes of the same settings",
 )
-FIRST_RUNG_STEPS = _search_key(
-    "first_rung_steps",
-    COUNT,
-    "training steps the search's first rung needs (its first early-stopping decision); a trial "
-    "that ended with fewer is starved",
-)
 STARVED_BY = _search_key(
     "starved_by",
     TEXT,
-    "what left a starved trial short of its first rung: machine load (other processes kept "
-    "at least half a core busy on average while it ran, measured: machine_load_cores; or its "
-    "steps ran slower than its probes'), budget (its time budget holds fewer steps even at "
-    "the speed its probes measured, or, unprobed, at the speed it trained), or unknown",
+    "what cut a starved trial short of its budget's planned_steps: machine load (other "
+    "processes kept at least half a core busy on average while it ran, measured: "
+    "machine_load_cores; or its steps ran slower than its probes'), budget (its time budget "
+    "holds fewer steps even at the speed its probes measured, or, unprobed, at the speed it "
+    "trained), or unknown",
 )
 MACHINE_LOAD_CORES = _search_key(
     "machine_load_cores",
@@ -261,6 +269,9 @@ TRIAL_TIME_S = _table_key(
     "the trial's whole wall time: from its start to its last report (ended_at - started_at), "
     "less the time the search's driver was down between an interruption and its resume",
 )
+# An evaluation report's point on the trial's accuracy curve (``Experiment.curves``): one row
+# per evaluation, by step, images and training seconds.
+CURVE_KEYS: tuple[str, ...] = (TRIAL_ID, STEP, IMAGES_SEEN, TRAIN_TIME_S, VAL_ACCURACY, VAL_IMAGES)
 STARTED_AT = _table_key("started_at", TIME, "when the trial's trainable began (UTC)")
 ENDED_AT = _table_key("ended_at", TIME, "when the trial last reported (UTC)")
 
@@ -332,9 +343,17 @@ def classify(report: Mapping[str, Any] | None, *, ended: bool, crashed: bool = F
 
 
 def is_starved(report: Mapping[str, Any]) -> bool:
-    """Whether a trial that ran to its end trained fewer steps than the first rung needs."""
-    rung, steps = as_number(report.get(FIRST_RUNG_STEPS)), as_number(report.get(STEP))
-    return math.isfinite(rung) and math.isfinite(steps) and steps < rung
+    """Whether a trial that ran to its end trained fewer steps than its budget holds: its time
+    budget (a safety cap) cut it, so it did not train the images (or steps) every other trial
+    did, and is not compared with them as if it had. A budget of training time has no planned
+    steps: such a trial is never starved."""
+    planned, steps = as_number(report.get(PLANNED_STEPS)), as_number(report.get(STEP))
+    if not math.isfinite(planned):  # a folder from before planned_steps: its first rung's steps
+        planned = as_number(report.get(_LEGACY_FIRST_RUNG_STEPS))
+    return math.isfinite(planned) and math.isfinite(steps) and steps < planned
+
+
+_LEGACY_FIRST_RUNG_STEPS = "first_rung_steps"  # no longer reported; read in older folders
 
 
 def is_candidate(kind: str) -> bool:
@@ -429,7 +448,7 @@ def trial_report(
         report[name] = as_number(times.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS, SPEED_NOT_PROBED, STARVED_BY):
         report[name] = str(speed.get(name) or "")
-    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, FIRST_RUNG_STEPS, MACHINE_LOAD_CORES):
+    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, MACHINE_LOAD_CORES):
         report[name] = as_number(speed.get(name))
     return report
 

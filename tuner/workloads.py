@@ -45,26 +45,28 @@ GPU_NORM_MODEL = "vit_small_r26_s32_224"
 DIGITS_TINY_VIT: dict[str, Any] = {**TINY_VIT, "data": "digits", "img_size": 32}
 
 # A search space's GPU trial at 224 px: the embedded digits so it runs anywhere (``--data
-# imagefolder:PATH`` for real images), 400 steps or 5 minutes per trial. Spaces add the model.
+# imagefolder:PATH`` for real images), 102,400 images per trial (400 steps of 256), evaluated
+# every 25,600, so trials of every batch size are compared after the same images; 5 minutes
+# at most (a safety cap: a trial it cuts is starved, not compared). Spaces add the model.
 GPU_TRIAL: dict[str, Any] = {
     "data": "digits",
     "img_size": 224,
     "epochs": None,
-    "steps": 400,
+    "images": 102_400,
     "time_budget_s": 300.0,
-    "eval_every_steps": 100,
+    "eval_every_images": 25_600,
     "warmup_steps": 20,
 }
 
-# timm's smallest ResNet on the digits, 30 steps evaluated twice: a real CNN search trial of
-# seconds on a CPU (the test spaces' trial).
+# timm's smallest ResNet on the digits, 960 images (30 steps of 32) evaluated twice: a real CNN
+# search trial of seconds on a CPU (the test spaces' trial).
 RESNET_CPU_TRIAL: dict[str, Any] = {
     "model": "test_resnet",
     "data": "digits",
     "img_size": 32,
     "epochs": None,
-    "steps": 30,
-    "eval_every_steps": 15,
+    "images": 960,
+    "eval_every_images": 480,
     "max_eval_batches": 2,
     "warmup_steps": 2,
     "warmup_fraction": 0.0,

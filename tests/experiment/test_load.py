@@ -382,3 +382,38 @@ def test_a_trial_cut_before_its_first_report_has_its_times(
     row = load_experiment(copy).trials.set_index("trial_id").loc[trial_id]
     assert row["kind"] == "incomplete" and row["trial_time_s"] == pytest.approx(95.0)
     assert row["started_at"] == pd.Timestamp(1_800_000_000, unit="s", tz="UTC")
+
+
+def test_every_trials_accuracy_curve_is_one_row_per_evaluation(smoke_experiment: Path) -> None:
+    experiment = load_experiment(smoke_experiment)
+    curves, trials = experiment.curves, experiment.trials
+    assert list(curves.columns) == [
+        "trial_id", "step", "images_seen", "train_time_s", "val_accuracy", "val_images"
+    ]  # fmt: skip
+    assert str(curves["step"].dtype) == "Int64" and str(curves["val_accuracy"].dtype) == "float64"
+    assert set(curves["trial_id"]) == set(trials.loc[trials["val_accuracy"].notna(), "trial_id"])
+    every = experiment.metadata["workload"]["eval_every_images"]  # smoke_space: 240 of 480
+    for trial_id, curve in curves.groupby("trial_id"):
+        row = trials.set_index("trial_id").loc[trial_id]
+        lines = (smoke_experiment / row["trial_dir"] / "result.json").read_text().splitlines()
+        evaluated = [r for r in map(json.loads, lines) if r["val_accuracy"] is not None]
+        # One row per evaluated step (the final report repeats the last evaluation), in order.
+        assert list(curve["step"]) == sorted({r["step"] for r in evaluated})
+        assert curve["train_time_s"].is_monotonic_increasing
+        batch = int(row["global_batch_size"])
+        marks = [every * k for k in range(1, len(curve) + 1)]
+        # The k-th evaluation comes after k x 240 images, within one batch, whatever the batch.
+        for seen, mark in zip(curve["images_seen"], marks, strict=True):
+            assert mark <= seen < mark + batch
+        assert curve["val_accuracy"].iloc[-1] == pytest.approx(row["val_accuracy"])
+        assert (curve["val_images"] > 0).all()
+
+
+def test_a_retried_trials_repeated_reports_are_one_row_each(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    copy = _copy(smoke_experiment, tmp_path)
+    result = next(copy.glob("*/result.json"))
+    lines = result.read_text().splitlines()
+    result.write_text("\n".join([*lines, *lines]) + "\n")  # as a retry reports its steps again
+    assert load_experiment(copy).curves.equals(load_experiment(smoke_experiment).curves)

@@ -193,7 +193,7 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
         speed_repeats=1,
         remeasure_top=0,
         effects_repeats=0,
-        overrides={"steps": 8, "eval_every_steps": 4},
+        overrides={"images": 256, "eval_every_images": 128},  # 8 steps of 2 x 16, reports at 4
     )
     console = ActivityWatcher("tuner-ddp-one")  # the experiment's cache namespace
     try:

@@ -24,7 +24,7 @@ STEPS = 400
 # well before the end.
 SPACE = f"""
 from tuner.workloads import RESNET_CPU_TRIAL
-WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "steps": {STEPS}, "eval_every_steps": 16}}}}
+WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "images": {STEPS * 16}, "eval_every_images": 256}}}}
 NUM_SAMPLES = {{"cpu": 1}}
 
 def space(trial, *, cuda):

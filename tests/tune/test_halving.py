@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from tuner.config import TrainConfig
+from tuner.engine import Progress, train
 from tuner.tune.halving import ParetoHalving, crowding_distance
+from tuner.workloads import MICRO_VIT
 
 
 def _halving() -> ParetoHalving:
@@ -67,3 +72,35 @@ def test_every_fourth_trial_runs_in_a_later_bracket_judged_only_by_its_own() -> 
     three = ParetoHalving(["max"], grace=1, eta=3, max_reports=30, brackets=3)
     assert [three.bracket(f"t{n}") for n in range(16)].count(2) == 1
     assert three.rungs(1) == [3, 9, 27] and three.rungs(2) == [9, 27]
+
+
+def _rung_images(**budget: Any) -> dict[str, int]:
+    """A replay of the halving over two real trials of batch 8 and 24 (the same lr per image):
+    the images each had seen at the report the first rung judged."""
+    halving = ParetoHalving.for_trials_of(["max", "max"], 2)
+    assert halving.rungs() == [1]
+    at_rung: dict[str, int] = {}
+    for trial_id, batch in (("small", 8), ("large", 24)):
+        seen: list[Progress] = []
+        config = TrainConfig(**MICRO_VIT, data="digits", img_size=16, batch_size=batch,
+                             lr=1e-3 * batch / 256, epochs=None, warmup_steps=1,
+                             max_eval_batches=2, device="cpu", **budget)  # fmt: skip
+        train(config, on_eval=seen.append)
+        for report, progress in enumerate(seen, start=1):
+            result = progress.result
+            values = [result.images_per_second or 0.0, result.val_accuracy]
+            if report in halving.rungs():
+                at_rung[trial_id] = result.images_seen
+            if not halving.continues(trial_id, report, values, True):
+                break
+    assert {entry[0] for entry in halving.records[(0, 1)]} == {"small", "large"}
+    return at_rung
+
+
+def test_a_rung_judges_trials_of_every_batch_size_at_equal_images() -> None:
+    # Evaluated every 32 images: both are judged after 32 images, within one batch (24).
+    equal = _rung_images(images=64, eval_every_images=32)
+    assert all(32 <= images < 32 + 24 for images in equal.values()), equal
+    # Evaluated every 4 steps (what a step budget did): the large batch had seen 3x the images.
+    by_steps = _rung_images(steps=8, eval_every_steps=4)
+    assert by_steps == {"small": 32, "large": 96}

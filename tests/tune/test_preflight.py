@@ -11,7 +11,7 @@ from tuner.errors import TunerError
 from tuner.spaces import get_space
 from tuner.tune import SearchOptions
 from tuner.tune.plan import check_space, make_plan
-from tuner.tune.preflight import check_workload
+from tuner.tune.preflight import check_before_ray, check_equal_budget, check_workload
 
 
 def _check(space_name: str, **overrides: object) -> None:
@@ -137,3 +137,33 @@ def test_an_odd_space_file_name_is_no_fault_of_name(
     assert main(["search", str(odd), "--storage", str(tmp_path / "exp"), "--no-report"]) == 2
     err = capsys.readouterr().err
     assert "batch_size=0" in err and "--name" not in err  # the space's fault, named as such
+
+
+@pytest.mark.parametrize(
+    ("flags", "setting", "fix"),
+    [
+        (["--steps", "100"], "steps=100", "--set steps=null --set images=N"),
+        (
+            ["--set", "eval_every_steps=50", "--set", "eval_every_images=null"],
+            "eval_every_steps=50",
+            "--set eval_every_steps=null --set eval_every_images=N",
+        ),
+    ],
+)
+def test_a_step_budget_over_sampled_batch_sizes_is_refused_before_trials(
+    flags: list[str], setting: str, fix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tuner.commands import main
+
+    assert main(["search", "vit_space", "--storage", str(tmp_path), *flags]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{setting} is a budget in steps" in line and "32, 64, 128, 256" in line
+    assert fix in line
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_a_step_budget_at_one_batch_size_is_equal_images() -> None:
+    # The batch size pinned: every trial's steps are the same images, nothing to refuse.
+    space = get_space("vit_space")
+    options = SearchOptions(space="vit_space", overrides={"steps": 100, "batch_size": 64})
+    check_equal_budget(check_before_ray(options, space).profile, space.name)

@@ -1,5 +1,5 @@
-"""What left a starved trial short of its first rung (``starved_by``), from real numbers: the
-speed its probes measured, else the speed it trained at."""
+"""What cut a starved trial short of the steps its budget holds (``starved_by``), from real
+numbers: the speed its probes measured, else the speed it trained at."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from tuner.engine import RunResult
 from tuner.speed import SpeedChoice
 from tuner.tune.trainable import TrialContext, _TrialRun
 
-RUNG = 50
+PLANNED = 50  # the steps its image budget holds
 
 
 def _trial(plain_ips: float | None) -> _TrialRun:
@@ -19,7 +19,6 @@ def _trial(plain_ips: float | None) -> _TrialRun:
         search_only=(),
         speed_repeats=1,
         cache_namespace="",
-        first_rung_steps=RUNG,
     )
     run = _TrialRun(context)
     if plain_ips is not None:
@@ -29,17 +28,19 @@ def _trial(plain_ips: float | None) -> _TrialRun:
 
 def _ended(steps: int, step_time_s: float | None) -> RunResult:
     config = {"batch_size": 256, "time_budget_s": 12.0}
-    return RunResult(status="ok", steps=steps, step_time_s=step_time_s, config=config)
+    return RunResult(
+        status="ok", steps=steps, planned_steps=PLANNED, step_time_s=step_time_s, config=config
+    )
 
 
-def test_a_trial_that_reached_its_rung_is_not_starved() -> None:
-    assert _trial(900.0)._starved_by(_ended(RUNG, 0.2)) == ""
+def test_a_trial_that_trained_its_budget_is_not_starved() -> None:
+    assert _trial(900.0)._starved_by(_ended(PLANNED, 0.2)) == ""
 
 
 def test_probed_speed_decides_between_budget_and_load() -> None:
     # 256 images at 900 img/s: 0.28 s a step, 14 s for 50 steps: more than the 12 s budget.
     assert _trial(900.0)._starved_by(_ended(40, 0.3)) == "budget"
-    # At 2000 img/s the budget holds the rung: its steps ran slower than its probe's.
+    # At 2000 img/s the budget holds its steps: its steps ran slower than its probe's.
     assert _trial(2000.0)._starved_by(_ended(40, 0.3)) == "machine load"
 
 
@@ -47,5 +48,5 @@ def test_unprobed_trial_goes_by_the_speed_it_trained() -> None:
     # No probe measured it: 0.3 s a step trained holds 40 of the 50 steps in 12 s.
     cause = _trial(None)._starved_by(_ended(40, 0.3))
     assert cause.startswith("budget (at the speed it trained")
-    # Its own steps would have held the rung (slow warm-up ate the budget): no cause claimed.
+    # Its own steps would have held its 50 steps (slow warm-up ate the budget): no cause claimed.
     assert _trial(None)._starved_by(_ended(40, 0.1)).startswith("unknown")

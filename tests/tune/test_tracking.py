@@ -1,6 +1,6 @@
 """TensorBoard by training step, MLflow on request and short trial folders, on a real search.
 
-One real search of ``smoke_space`` (2 trials, 12 steps each, evaluated every 6) through the CLI,
+One real search of ``smoke_space`` (2 trials, 480 images each, evaluated every 240) through the CLI,
 with ``--mlflow`` pointing at a SQLite store in a temporary folder when mlflow is installed
 (``pip install -e '.[test]'`` installs it). Everything is read back with the tools' own readers:
 TensorBoard's ``EventAccumulator`` and ``mlflow.search_runs`` / ``MlflowClient``.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import pickle
 import re
 import subprocess
@@ -79,7 +80,10 @@ def test_tensorboard_plots_every_trial_by_training_step(search: dict[str, Any]) 
     for trial_dir in _trial_dirs(search):
         steps, reports = _steps_and_reports(trial_dir)
         params = json.loads((trial_dir / "params.json").read_text())
-        assert steps == [params["eval_every_steps"], params["steps"]] == [6, 12]
+        # Evaluated at the first step past 240 and 480 images, whatever the trial's batch size.
+        every, batch = params["eval_every_images"], params["batch_size"]
+        assert [every, params["images"]] == [240, 480]
+        assert steps == [math.ceil(every / batch), math.ceil(2 * every / batch)]
         events = event_accumulator.EventAccumulator(str(trial_dir))
         events.Reload()
         for metric in ("images_per_second", "val_accuracy"):

@@ -124,8 +124,8 @@ def test_the_design_rows_the_trials_cover_are_skipped(earlier: Path) -> None:
 
 
 def test_another_workload_or_no_such_experiment_is_refused_in_one_line(earlier: Path) -> None:
-    with pytest.raises(TunerError, match=r"its workload differs \(steps 20 -> 40\)"):
-        _load(str(earlier), overrides={"steps": 40})
+    with pytest.raises(TunerError, match=r"its workload differs \(images 240 -> 480\)"):
+        _load(str(earlier), overrides={"images": 480})
     with pytest.raises(TunerError, match="No experiment") as error:
         _load(str(earlier.parent / "missing"))
     assert "\n" not in str(error.value)

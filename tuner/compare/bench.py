@@ -40,7 +40,7 @@ def benchmark_config(
     device = resolve_device((workload or {}).get("device", "auto"))
     params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
     return TrainConfig.from_params(
-        {**params, "steps": steps, "epochs": None, "warmup_steps": warmup_steps}
+        {**params, "steps": steps, "images": None, "epochs": None, "warmup_steps": warmup_steps}
     )
 
 

@@ -49,7 +49,7 @@ def verify_config(
     if amp not in ("off", "bf16"):
         raise TunerError(f"--amp {amp!r}: the fidelity check compares fp32 (off) or bf16.")
     params = {**reference("bench", cuda=cuda), **(workload or {}), "amp": amp, "set_to_none": True}
-    return TrainConfig.from_params({**params, "epochs": None, "steps": 1})
+    return TrainConfig.from_params({**params, "epochs": None, "images": None, "steps": 1})
 
 
 def run_verify(

@@ -190,7 +190,7 @@ def build_parts(
         mean=torch.tensor(data.mean, device=device).view(1, -1, 1, 1),
         std=torch.tensor(data.std, device=device).view(1, -1, 1, 1),
         train_batches=_train_batches(data, device, ran),
-        schedule=_schedule(config, ran.lr, len(data.train_loader)),
+        schedule=_schedule(config, ran.lr, len(data.train_loader), world.size),
         throughput=ThroughputMeter(device, ran.warmup_steps),
         memory=memory,
         effective=ran,
@@ -269,8 +269,9 @@ def _global_batch(config: TrainConfig, world: World, notes: list[str]) -> tuple[
     return lr, batch_size
 
 
-def _schedule(config: TrainConfig, lr: float, steps_per_epoch: int) -> Schedule:
-    limits = [config.steps] if config.steps else []
+def _schedule(config: TrainConfig, lr: float, steps_per_epoch: int, world_size: int) -> Schedule:
+    limit = config.step_limit(world_size=world_size)
+    limits = [limit] if limit is not None else []
     if config.epochs:
         limits.append(config.epochs * steps_per_epoch)
     planned = min(limits, default=None)

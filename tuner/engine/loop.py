@@ -103,8 +103,11 @@ def short_run(
     only_steps = config.replace(
         steps=warmup_steps_of(config) + steps,
         epochs=None,
+        images=None,
         time_budget_s=time_limit_s,
         eval_every_steps=None,
+        eval_every_images=None,
+        eval_every_s=None,
     )
     return _execute(only_steps, _Hooks(None, None, 0, evaluate=False), None, False)
 
@@ -222,7 +225,7 @@ def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -
     """After the loop: the final evaluation (unless the last step's was just made), then what
     the loader alone delivers, beside what training took from it (the report's input
     pipeline): after the run, so no step waits on it."""
-    if state.val_accuracy is None or not _eval_due(parts, state):
+    if state.evaluated_step != state.step:  # unless the last step's evaluation was just made
         _score(parts, state)
         if on_eval is not None:
             _report(parts, state, on_eval, evaluated=True)
@@ -233,10 +236,14 @@ def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -
 
 
 def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
-    """Fraction of the budget used (after ``ahead`` more steps). Data-parallel workers go by
-    their agreed clock, so all take the same lr and stop at the same step."""
-    clock = state.train_time_s if parts.world.size == 1 else state.shared_time_s
-    return parts.schedule.progress(state.step + ahead, clock)
+    """Fraction of the budget used (after ``ahead`` more steps)."""
+    return parts.schedule.progress(state.step + ahead, _clock(parts, state))
+
+
+def _clock(parts: RunParts, state: RunState) -> float:
+    """The training clock decisions go by. Data-parallel workers go by their agreed clock, so
+    all take the same lr, evaluate at the same step and stop at the same step."""
+    return state.train_time_s if parts.world.size == 1 else state.shared_time_s
 
 
 def _memory_step(parts: RunParts, start: int) -> int:
@@ -315,7 +322,17 @@ def _flush(parts: RunParts, state: RunState, progress: Any) -> None:
 
 
 def _eval_due(parts: RunParts, state: RunState) -> bool:
-    return state.step % (parts.config.eval_every_steps or parts.schedule.steps_per_epoch) == 0
+    """Whether the step just made is followed by an evaluation: the first step at or past each
+    multiple of ``eval_every_images`` images (so the k-th evaluation of any batch size comes
+    after the same images, within one batch) or of ``eval_every_s`` training seconds; every
+    ``eval_every_steps`` steps; else at each epoch's end."""
+    cfg = parts.config
+    if cfg.eval_every_images:
+        seen, batch = state.step * parts.effective.batch_size, parts.effective.batch_size
+        return seen // cfg.eval_every_images > (seen - batch) // cfg.eval_every_images
+    if cfg.eval_every_s:
+        return _clock(parts, state) >= (state.evaluations + 1) * cfg.eval_every_s
+    return state.step % (cfg.eval_every_steps or parts.schedule.steps_per_epoch) == 0
 
 
 def _pause(
@@ -351,6 +368,7 @@ def _score(parts: RunParts, state: RunState) -> None:
     """Evaluate (its time is ``eval_time_s``); the training time to the target, once reached."""
     started = time.perf_counter()
     state.val_accuracy, state.val_loss, state.val_images = evaluate(parts)
+    state.evaluations, state.evaluated_step = state.evaluations + 1, state.step
     state.eval_time_s += time.perf_counter() - started
     target = parts.config.target_accuracy
     if target is not None and state.time_to_target_s is None and state.val_accuracy >= target:
@@ -442,6 +460,7 @@ def _result(
         time_to_target_s=state.time_to_target_s,
         global_batch_size=cfg.batch_size * world.size,
         steps=state.step,
+        planned_steps=parts.schedule.planned_steps,
         epochs=state.step / parts.schedule.steps_per_epoch,
         images_seen=state.step * cfg.batch_size * world.size,
         train_time_s=train_time_s,

@@ -78,6 +78,9 @@ class RunResult:
     world_size: int = 1  # data-parallel workers; images/s and memory are over all of them
     global_batch_size: int | None = None  # images per optimizer step: world_size x batch_size
     steps: int = 0
+    # The steps the run's budget holds (its steps, images or epochs); None: a time budget only.
+    # A run that ended with fewer was cut by its time budget.
+    planned_steps: int | None = None
     epochs: float = 0.0
     images_seen: int = 0
     train_time_s: float = 0.0  # wall time of the training loop, evaluation excluded

@@ -56,6 +56,8 @@ class RunState:
     val_accuracy: float | None = None
     val_loss: float | None = None
     val_images: int = 0
+    evaluations: int = 0  # made so far, across resumes (eval_every_s counts its multiples by it)
+    evaluated_step: int | None = None  # the step of the latest evaluation
     time_to_target_s: float | None = None
     loader_images_per_second: float | None = None  # the loader alone, measured after training
     setup_time_s: float = 0.0  # from the run's start to its training loop: data, model, state
@@ -126,6 +128,7 @@ def make_state(parts: RunParts, state: RunState) -> dict[str, Any]:
         "val_accuracy": state.val_accuracy,
         "val_loss": state.val_loss,
         "val_images": state.val_images,
+        "evaluations": state.evaluations,
         # What the meters measured so far (the last evaluation's result read them): a resumed
         # run reports over every segment (tuner.engine.meters).
         "throughput_windows": [list(w) for w in parts.throughput.measured],
@@ -159,6 +162,9 @@ def load_state(parts: RunParts, saved: dict[str, Any]) -> RunState:
         val_accuracy=saved.get("val_accuracy"),
         val_loss=saved.get("val_loss"),
         val_images=int(saved.get("val_images") or 0),
+        evaluations=int(saved.get("evaluations") or 0),
+        # A checkpoint is made at an evaluation: its step's evaluation is made.
+        evaluated_step=int(saved["step"]) if saved.get("val_accuracy") is not None else None,
         time_to_target_s=saved.get("time_to_target_s"),
     )
 

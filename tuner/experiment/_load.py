@@ -69,6 +69,9 @@ class Experiment:
     probe_cache: dict[str, Any] = field(default_factory=dict)  # speed key -> SpeedChoice dict
     study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
     problems: list[str] = field(default_factory=list)  # what could not be read, one line each
+    # Every trial's accuracy curve: one row per evaluation report (record.CURVE_KEYS), by step,
+    # training images (every worker's) and training seconds (evaluations and probes excluded).
+    curves: pd.DataFrame = field(default_factory=lambda: curves_frame([]))
 
     def problem_lines(self, shown: int = 10) -> list[str]:
         """The short list of what could not be read, for a console ([] when all was read)."""
@@ -133,7 +136,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
             f"{STUDY_FILE} could not be read (damaged, or no study {name!r}): the report goes "
             "without it (no reconciliation with result.json, no parameter importance)."
         )
-    configs, rows, given = _read_trials(path, _study_finals(study), problems, metadata)
+    configs, rows, given, points = _read_trials(path, _study_finals(study), problems, metadata)
     searched = list(_read.study_distributions(study))
     params = _param_names(configs, metadata, searched, given)
     return Experiment(
@@ -149,7 +152,17 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,
+        curves=curves_frame(points),
     )
+
+
+def curves_frame(points: list[dict[str, Any]]) -> pd.DataFrame:
+    """The accuracy curves: one row per (trial, step), the last report of a step kept (a
+    retried trial reports its steps again; the final report repeats the last evaluation)."""
+    frame = pd.DataFrame(points, columns=list(record.CURVE_KEYS))
+    frame = frame.drop_duplicates([record.TRIAL_ID, record.STEP], keep="last")
+    dtypes = {name: record.declared_dtype(name) for name in record.CURVE_KEYS}
+    return frame.astype(dtypes).reset_index(drop=True)
 
 
 def speed_settings_of(value: Any) -> dict[str, Any]:
@@ -176,14 +189,15 @@ def _read_trials(
     finals: Mapping[str, Mapping[str, Any]],
     problems: list[str],
     metadata: Mapping[str, Any],
-) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str]]:
-    """Each trial's run config and row, and the names in any trial's ``params.json`` (a setting
-    only speed probes chose is in none)."""
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str], list[dict[str, Any]]]:
+    """Each trial's run config and row, the names in any trial's ``params.json`` (a setting
+    only speed probes chose is in none), and every trial's curve points."""
     states = _read.ray_states(path, problems)
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     given: set[str] = set()
+    points: list[dict[str, Any]] = []
     for trial_dir in sorted((p.parent for p in path.glob(f"*/{PARAMS_FILE}")), key=_trial_order):
         results = _read.read_results(trial_dir, problems)
         name = trial_dir.name
@@ -197,9 +211,10 @@ def _read_trials(
         state = states.pop(trial_id, {})
         row = _trial_row(trial_id, trial_dir, result, results, state, lost=lost)
         rows.append(_without_down_time(row, metadata))
+        points += [{record.TRIAL_ID: trial_id, **point} for point in results.curve]
     for trial_id, state in states.items():  # known to Ray, but no folder yet
         rows.append(_trial_row(trial_id, None, {}, _read.NO_RESULTS, state, lost=False))
-    return configs, rows, given
+    return configs, rows, given, points
 
 
 def _study_finals(study: Any) -> dict[str, dict[str, Any]]:

@@ -7,14 +7,16 @@ of a damaged folder says what it could not read.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.experiment._files import ERROR_FILE, PARAMS_FILE, RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE
-from tuner.record import TRIAL_ID
+from tuner.record import CURVE_KEYS, TRIAL_ID, VAL_ACCURACY
+from tuner.units import as_number
 
 if TYPE_CHECKING:  # pandas loads on first use: the lock and a usage error need none of it
     import pandas as pd
@@ -113,6 +115,10 @@ class Results:
     first: dict[str, Any]  # the first valid line ({} when none)
     reports: int  # valid lines
     lost_tail: bool  # a damaged line came after the last valid one: the latest report is lost
+    # The evaluation reports' points of the accuracy curve (record.CURVE_KEYS but the trial id),
+    # in the order written: a retried trial's repeated steps and the final report, which repeats
+    # the last evaluation, are in it (the reader keeps each step's last).
+    curve: list[dict[str, Any]] = field(default_factory=list)
 
 
 NO_RESULTS = Results({}, {}, 0, lost_tail=False)  # no result.json (a trial that never started)
@@ -147,7 +153,18 @@ def read_results(trial_dir: Path, problems: list[str]) -> Results:
         lost_tail = bool(why)
     # An empty file (truncated, a full disk) lost whatever it held: the study may still have it.
     first, last = (rows[0], rows[-1]) if rows else ({}, {})
-    return Results(last, first, len(rows), lost_tail or not rows)
+    return Results(last, first, len(rows), lost_tail or not rows, _curve(rows))
+
+
+def _curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points of the reports that carry an evaluation (a feasibility or setup report has
+    no accuracy)."""
+    keys = [key for key in CURVE_KEYS if key != TRIAL_ID]
+    return [
+        {key: row.get(key) for key in keys}
+        for row in rows
+        if math.isfinite(as_number(row.get(VAL_ACCURACY)))
+    ]
 
 
 def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:

@@ -5,8 +5,8 @@ Workloads:
   JPEG files (scikit-learn's digits drawn over its two sample photos, 256 px, built once into
   the user cache folder; tuner/engine/jpeg_digits.py). Decoding and cropping a file costs the
   host about as much as the model's step on it, so with ``num_workers=0`` the steps wait for
-  data about 40 % of their time: the loader knobs have something to win. 200 steps or 40 s of
-  training per trial, 4 trials: a few minutes on 2 cores.
+  data about 40 % of their time: the loader knobs have something to win. 6,400 training images
+  per trial (60 s at most), 4 trials: a few minutes on 2 cores.
 - ``gpu``: ``resnet50`` at 224 px on the same files (``--data imagefolder:PATH`` for yours).
 
 The space searches what changes training (lr, batch size); the speed probes settle the loader
@@ -33,9 +33,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "data": "jpeg_digits",
         "img_size": 64,
         "epochs": None,
-        "steps": 200,
-        "time_budget_s": 40.0,
-        "eval_every_steps": 100,
+        "images": 6_400,
+        "time_budget_s": 60.0,
+        "eval_every_images": 3_200,
         "warmup_steps": 3,
     },
     "gpu": {"model": "resnet50", **GPU_TRIAL, "data": "jpeg_digits"},

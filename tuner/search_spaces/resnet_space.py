@@ -1,8 +1,8 @@
 """ResNet: BatchNorm vs GroupNorm(groups), lr, batch size and AMP (speed knobs: probed).
 
 Workloads:
-- ``cpu``: ``resnet10t`` at 32 px on the embedded digits, about 20 s per trial.
-- ``gpu``: ``resnet50`` at 224 px, 400 steps per trial (``--data imagefolder:PATH`` for real
+- ``cpu``: ``resnet10t`` at 32 px on the embedded digits, 7,680 images per trial (about 20 s).
+- ``gpu``: ``resnet50`` at 224 px, 102,400 images per trial (``--data imagefolder:PATH`` for real
   images; the default embedded digits run anywhere).
 """
 
@@ -22,9 +22,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "data": "digits",
         "img_size": 32,
         "epochs": None,
-        "steps": 120,
-        "time_budget_s": 20.0,
-        "eval_every_steps": 40,
+        "images": 7_680,
+        "time_budget_s": 60.0,
+        "eval_every_images": 2_560,
         "warmup_steps": 3,
     },
     "gpu": {"model": "resnet50", **GPU_TRIAL},

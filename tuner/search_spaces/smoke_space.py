@@ -1,4 +1,4 @@
-"""Smoke test: a one-block hybrid ViT at 16 px, a few steps per trial (about a minute on 2 CPUs)."""
+"""Smoke test: a one-block hybrid ViT at 16 px, 480 images per trial (about a minute on 2 CPUs)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ _TINY_VIT = {
     "data": "digits",
     "img_size": 16,
     "epochs": None,
-    "steps": 12,
-    "eval_every_steps": 6,
+    "images": 480,
+    "eval_every_images": 240,
     "max_eval_batches": 2,
     "warmup_steps": 2,
 }

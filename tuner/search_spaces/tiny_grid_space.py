@@ -15,8 +15,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "data": "digits",
         "img_size": 16,
         "epochs": None,
-        "steps": 60,
-        "eval_every_steps": 30,
+        "images": 1_920,  # 60 steps of 32
+        "eval_every_images": 960,
         "warmup_steps": 3,
     },
 }

@@ -2,8 +2,12 @@
 
 Workloads:
 - ``cpu`` (a fresh laptop or CI box): a 2-block hybrid ViT at 32 px on the embedded digits,
-  at most 100 steps or 12 s of training per trial, 8 trials: a few minutes on 2 cores.
-- ``gpu``: ``vit_small_r26_s32_224`` (ResNet-26 stem + ViT-S) at 224 px, 400 steps per trial.
+  12,800 training images per trial whatever its batch size (evaluated after 6,400 and 12,800),
+  8 trials: a few minutes on 2 cores. 30 s of training at most: a safety cap that an fp32
+  trial on a quiet machine does not reach (8-13 s), while a bf16 one on a CPU without bf16
+  arithmetic (about 110 images/s) is cut by it, starved, not compared.
+- ``gpu``: ``vit_small_r26_s32_224`` (ResNet-26 stem + ViT-S) at 224 px, 102,400 images per
+  trial (``tuner.workloads.GPU_TRIAL``).
   Its data defaults to the embedded digits so it runs anywhere; point it at real images with
   ``--data imagefolder:PATH``.
 
@@ -26,9 +30,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
         **DIGITS_TINY_VIT,
         "epochs": None,
-        "steps": 100,
-        "time_budget_s": 12.0,
-        "eval_every_steps": 50,
+        "images": 12_800,
+        "time_budget_s": 30.0,
+        "eval_every_images": 6_400,
         "warmup_steps": 3,
     },
     "gpu": {"model": "vit_small_r26_s32_224", **GPU_TRIAL},

@@ -50,17 +50,18 @@ SLOW_BUILD_PRIOR_S = 30.0
 
 
 def trial_length_s(config: TrainConfig, step_time_s: float | None) -> float | None:
-    """How long the trial trains: its time budget, or its steps at ``step_time_s``, whichever
-    is shorter; ``None`` while that is not known (steps, and no step time yet: a time budget
-    far longer than the steps take would overstate it)."""
+    """How long the trial trains: its time budget, or its steps (of its step or image budget)
+    at ``step_time_s``, whichever is shorter; ``None`` while that is not known (steps, and no
+    step time yet: a time budget far longer than the steps take would overstate it)."""
+    steps = config.step_limit()
     steps_known = step_time_s is not None and math.isfinite(step_time_s)
-    if config.steps is not None and not steps_known:
+    if steps is not None and not steps_known:
         return None
     lengths = []
     if config.time_budget_s is not None:
         lengths.append(float(config.time_budget_s))
-    if config.steps is not None and steps_known:
-        lengths.append(config.steps * step_time_s)  # type: ignore[operator]
+    if steps is not None and steps_known:
+        lengths.append(steps * step_time_s)  # type: ignore[operator]
     return min(lengths) if lengths else None
 
 

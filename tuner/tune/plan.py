@@ -126,6 +126,9 @@ class SpaceProfile:
     # Every parameter's Optuna distribution (what a warm-started trial must fit).
     distributions: dict[str, optuna.distributions.BaseDistribution] = field(default_factory=dict)
     pinned: list[str] = field(default_factory=list)  # the --set names the space samples or returns
+    # Each step-denominated setting (``steps=100``, ``eval_every_steps=50``) -> the global batch
+    # sizes of the samples it applies to: more than one is a comparison at unequal images.
+    step_budgets: dict[str, set[int]] = field(default_factory=dict)
 
 
 def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
@@ -143,10 +146,16 @@ def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
     values: dict[str, list[Any]] = {}
     distributions: dict[str, optuna.distributions.BaseDistribution] = {}
     seen: list[set[str]] = []
+    step_budgets: dict[str, set[int]] = {}
     for _ in range(64):
         trial = study.ask()
         params = space.sample(trial, cuda=plan.cuda, fixed=plan.fixed)
-        train_config_of(params, workload=plan.workload)
+        config = train_config_of(params, workload=plan.workload)
+        world_size = int(trial.params.get(WORLD_SIZE_PARAM, plan.world_size))
+        for name in ("steps", "eval_every_steps"):
+            if getattr(config, name) is not None:
+                batches = step_budgets.setdefault(f"{name}={getattr(config, name)}", set())
+                batches.add(config.batch_size * world_size)
         for name, value in params.items():
             known = values.setdefault(name, [])
             if isinstance(value, str | int | float | bool | None) and value not in known:
@@ -166,6 +175,7 @@ def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
         values=values,
         distributions=distributions,
         pinned=_pinned(space, plan, study) if plan.fixed else [],
+        step_budgets=step_budgets,
     )
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "Checked",
     "Prepared",
     "check_before_ray",
+    "check_equal_budget",
     "check_search",
     "check_workload",
     "profile_for",
@@ -98,6 +99,27 @@ def _check_memory_floor(model: torch.nn.Module, name: str, budget: int) -> None:
         )
 
 
+def check_equal_budget(profile: SpaceProfile, space_name: str) -> None:
+    """Refuse a budget or an evaluation cadence in steps over trials of different batch sizes:
+    they would be compared (at the rungs, on the front, in the answer) after different numbers
+    of images, and accuracy would rank how much data a trial saw (issue 47). Refused rather
+    than converted: which batch a step count was meant for is not known.
+
+    Raises:
+        TunerError: naming the setting, the batch sizes and the fix.
+    """
+    for setting, batches in profile.step_budgets.items():
+        if len(batches) > 1:
+            name = setting.split("=")[0]
+            unit = "images" if name == "steps" else "eval_every_images"
+            raise TunerError(
+                f"Space {space_name}: {setting} is a budget in steps, but its trials train "
+                f"batches of {', '.join(map(str, sorted(batches)))} images, so they would be "
+                f"compared after different numbers of images; give it in images (--set {name}="
+                f"null --set {unit}=N), epochs or time_budget_s."
+            )
+
+
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
     """Every value the search can give ``name``: what the space returned, else the workload's."""
     return profile.values.get(name) or [plan.workload.get(name, getattr(TrainConfig(), name))]
@@ -149,6 +171,7 @@ def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
     cuda = _expect_cuda(options)
     draft = draft_plan(options, space, cuda=cuda)
     profile = check_space(space, draft)  # no torch yet: a bad sample fails in about a second
+    check_equal_budget(profile, space.name)
     check_workload(draft, profile, max_memory_bytes=options.max_memory_bytes)
     from tuner.experiment.earlier import read_warm_start  # imports pandas
 
@@ -181,5 +204,6 @@ def profile_for(
     if checked.cuda == plan.cuda:
         return checked.profile
     profile = check_space(space, plan)  # the cluster's device differs from the driver's guess
+    check_equal_budget(profile, space.name)
     check_workload(plan, profile)
     return profile

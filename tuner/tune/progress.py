@@ -33,8 +33,11 @@ _STALE_S = 30.0
 _WORKLOAD = {"model", "model_kwargs", "data", "img_size", "max_eval_batches", "seed", "device"}
 _RUN_LENGTH = {
     "epochs",
+    "images",
     "steps",
     "time_budget_s",
+    "eval_every_images",
+    "eval_every_s",
     "eval_every_steps",
     "warmup_steps",
     "warmup_fraction",

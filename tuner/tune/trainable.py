@@ -93,7 +93,6 @@ class TrialContext:
     feasibility_steps: int = 5  # measured steps before the feasibility check
     # Of the trials' time the speed probes may take (tuner.speed.budget); None: no bound.
     probe_share: float | None = 0.2
-    first_rung_steps: int | None = None  # steps the first early-stopping rung needs
 
 
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
@@ -253,13 +252,13 @@ class _TrialRun:
             self.probe_budget_s = meta.get(record.SPEED_PROBE_BUDGET_S)
 
     def _starved_by(self, result: RunResult) -> str:
-        """Why a run that ended ok stopped short of the first rung's steps ("" if it did not):
-        machine load when other processes kept at least :data:`LOADED_CORES` busy while it ran
-        (measured: its probes ran under that load too, so they cannot clear it), else its time
-        budget holds fewer steps even at its probes' speed (budget), or its steps ran slower
-        than that (machine load)."""
-        rung = self.context.first_rung_steps
-        if result.status != "ok" or rung is None or result.steps >= rung:
+        """Why a run that ended ok trained fewer steps than its budget holds ("" if it did
+        not): machine load when other processes kept at least :data:`LOADED_CORES` busy while
+        it ran (measured: its probes ran under that load too, so they cannot clear it), else
+        its time budget holds fewer steps even at its probes' speed (budget), or its steps ran
+        slower than that (machine load)."""
+        planned = result.planned_steps
+        if result.status != "ok" or planned is None or result.steps >= planned:
             return ""
         load = self.machine_load_cores
         if load is not None and load >= LOADED_CORES:
@@ -269,11 +268,11 @@ class _TrialRun:
         probed_step_s = batch / plain_ips if plain_ips else math.nan
         budget = result.config.get("time_budget_s")
         if math.isfinite(probed_step_s):
-            return "budget" if budget and rung * probed_step_s > budget else "machine load"
+            return "budget" if budget and planned * probed_step_s > budget else "machine load"
         # No probe measured it (its knobs came from a verdict shared with other configs, or
-        # were not probed): its own steps say whether the budget could hold the rung at all.
+        # were not probed): its own steps say whether the budget could hold its steps at all.
         own_step_s = result.step_time_s or math.nan
-        if budget and math.isfinite(own_step_s) and rung * own_step_s > budget:
+        if budget and math.isfinite(own_step_s) and planned * own_step_s > budget:
             return "budget (at the speed it trained: no probe measured it alone)"
         return "unknown (no probe measured its speed)"
 
@@ -472,7 +471,6 @@ class _TrialRun:
                 record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
                 record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
                 record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
-                record.FIRST_RUNG_STEPS: self.context.first_rung_steps,
                 record.STARVED_BY: self.starved_by if final else "",
                 record.MACHINE_LOAD_CORES: self.machine_load_cores if final else None,
             },

@@ -67,7 +67,6 @@ def trainable(search: SearchContext) -> Any:
         checkpoint_every_s=options.checkpoint_every_s,
         feasibility_steps=options.feasibility_steps,
         probe_share=options.probe_share,
-        first_rung_steps=first_rung_steps(search),
     )
     if plan.max_world_size > 1:
         return ddp_trial.trainable(context, plan)
@@ -191,26 +190,21 @@ def _scheduler(search: SearchContext) -> TrialScheduler:
     return ASHAScheduler(metric=metrics[0], mode="max", grace_period=1, reduction_factor=3)
 
 
-def first_rung_steps(search: SearchContext) -> int | None:
-    """The training steps a trial needs for the search's first early-stopping decision (its
-    first evaluation without early stopping); ``None`` when evaluations are per epoch. A trial
-    that ends with fewer is starved (tuner.record.is_starved)."""
-    workload = search.plan.workload
-    every, steps = workload.get("eval_every_steps"), workload.get("steps")
-    if not every:
-        return None
-    scheduler = _scheduler(search)
-    grace = scheduler.core.grace if isinstance(scheduler, ParetoASHA) else 1
-    # A trial shorter than that evaluates first at its end: its rung is its last step.
-    return int(min(every * grace, steps)) if steps else int(every * grace)
-
-
 def _evaluations(workload: dict[str, Any]) -> int | None:
-    """How many evaluations a full trial makes, when the workload fixes it (a step budget)."""
-    steps, every = workload.get("steps"), workload.get("eval_every_steps")
-    if workload.get("epochs") or not steps or not every:
+    """How many evaluations a full trial makes, when the workload fixes it: a budget of images,
+    steps or training seconds, evaluated every so many of the same unit (the k-th report of
+    every trial then comes after the same images, steps or seconds: the rungs compare trials
+    at equal cost)."""
+    if workload.get("epochs"):
         return None
-    return math.ceil(steps / every)
+    for budget, every in (
+        ("images", "eval_every_images"),
+        ("steps", "eval_every_steps"),
+        ("time_budget_s", "eval_every_s"),
+    ):
+        if workload.get(budget) and workload.get(every):
+            return math.ceil(workload[budget] / workload[every])
+    return None
 
 
 def quiet_ray(*, verbose: bool) -> None:

@@ -14,8 +14,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "data": "digits",
         "img_size": 16,
         "epochs": None,
-        "steps": 20,
-        "eval_every_steps": 10,
+        "images": 240,  # 20 steps of 12, the mean batch
+        "eval_every_images": 120,
         "max_eval_batches": 2,
         "warmup_steps": 2,
     },
