@@ -32,6 +32,16 @@ from tuner.objectives import (
 from tuner.record import KIND, STARVED_BY, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
+from tuner.time_to_target import (
+    RulePick,
+    Target,
+    choose_by_time,
+    curves_of,
+    derive_target,
+    estimated_times,
+    pick_sentence,
+    rule_sentence,
+)
 from tuner.units import as_number, interval_text, ratio_text
 
 if TYPE_CHECKING:
@@ -88,13 +98,25 @@ class Answer:
     margins: dict[str, Margin] = field(default_factory=dict)  # one pick best on both: its leads
     resolution: float = RESOLUTION  # the re-measurement's aim: intervals within +- this
     data_parallel: bool = False  # a data-parallel search: no re-measurement to advise
+    objective: str = "pareto"  # --objective: pareto recommends by time to target
+    target: Target | None = None  # the accuracy every time to target is measured to
+    rule: RulePick | None = None  # the rule's pick (None: no candidate reached the target)
+
+    @property
+    def by_time(self) -> bool:
+        """Whether the recommendation is the rule's: the soonest to the target (pareto)."""
+        return self.objective == "pareto" and self.rule is not None
 
     @property
     def recommended(self) -> pd.Series | None:
-        """The one config the sentence recommends: the more accurate pick when the two run at
-        the same speed within noise, else the fastest (also for a real trade-off)."""
+        """The one config the answer recommends: by default the rule's (the soonest to the
+        target, :mod:`tuner.time_to_target`); for one objective, or when no candidate reached
+        the target, the more accurate pick when the two run at the same speed within noise,
+        else the fastest (also for a real trade-off)."""
         if not self.best:
             return None
+        if self.by_time and self.rule is not None:
+            return self.row(self.rule.pick)
         p = self.picks
         if p is not None and p.throughput.verdict == "tie" and p.accuracy.separated:
             return self.best["val_accuracy"]
@@ -106,7 +128,43 @@ class Answer:
         margins = self.margins.values()
         return self.picks is None and len(margins) == 2 and all(m.change.separated for m in margins)
 
-    def noise_note(self) -> str:
+    def row(self, trial_id: str) -> pd.Series:
+        """A trial's row of the decision values."""
+        return self.trials[self.trials[TRIAL_ID].astype(str) == trial_id].iloc[0]
+
+    def lead(self) -> list[str]:
+        """What the answer says first: the rule in one sentence, then its pick and why ([]
+        for one objective, or with nothing to pick); a pick less accurate beyond noise than
+        the most accurate is said, with why the rule chose it."""
+        if self.objective != "pareto" or self.target is None or self.front.empty:
+            return []
+        if self.rule is None:
+            return [
+                rule_sentence(self.target),
+                "No candidate reached the target, so the trade-off below decides.",
+            ]
+        rows = {str(r[TRIAL_ID]): r for _, r in self.trials.iterrows()}
+        lines = [rule_sentence(self.target), pick_sentence(self.rule, rows)]
+        return [*lines, self.accuracy_against_pick()]
+
+    def accuracy_against_pick(self) -> str:
+        """The most accurate candidate against the rule's pick, by the one rule."""
+        sharp, rule = self.best.get("val_accuracy"), self.rule
+        if sharp is None or rule is None or str(sharp[TRIAL_ID]) == rule.pick:
+            return "The pick is also the most accurate candidate as measured."
+        pick = self.row(rule.pick)
+        change = _accuracy_test(sharp, pick)
+        points = points_text(change)
+        other = f"`{sharp[TRIAL_ID]}`"
+        if change.separated:
+            return (
+                f"{other} is {points} more accurate at its end, beyond noise; the rule still "
+                f"picks `{rule.pick}` because it reaches the target accuracy sooner (the target "
+                f"is what the rule asks for): for the highest final accuracy, train {other} "
+                "(recommended_val_accuracy.json)."
+            )
+        return f"{other} ended {points} apart from the pick in accuracy: within noise."
+
         """Said before the pick when the re-measurement could not decide on speed: its interval
         says nothing, or it is a tie wider than the width it aimed at (empty otherwise)."""
         margin = self.margins.get("images_per_second")
@@ -289,6 +347,17 @@ def pairs_text(n: int) -> str:
     return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
+def points_text(change: Change) -> str:
+    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, always with its interval
+    (``with no interval`` where none could be had)."""
+    value = 100 * abs(change.value)
+    if not change.has_interval:
+        return f"{value:.1f} accuracy points (no interval)"
+    sign = 1 if change.value >= 0 else -1
+    low, high = sorted((100 * sign * change.low, 100 * sign * change.high))
+    return f"{value:.1f} accuracy points {interval_text(low, high, '{:.1f}'.format)}"
+
+
 def _accuracy_clause(accuracy: Change, slow: str) -> str:
     points = f"{100 * abs(accuracy.value):.1f} accuracy points"
     if accuracy.separated:
@@ -306,22 +375,47 @@ def decide(experiment: Experiment) -> Answer:
     """
     objs = report_objectives(experiment.metadata)
     trials, remeasured = decision_values(experiment.trials, experiment.remeasure)
-    pool = trials[trials["candidate"]]
-    if remeasured:
-        pool = pool[pool["throughput_source"] == "re-measured"]
+    pool = _pool(trials, remeasured)
+    target = derive_target(pool, given_target(experiment.metadata))
+    trials = estimated_times(trials, curves_of(experiment), target)
+    pool = _pool(trials, remeasured)
     best = best_per_objective(pool, objs)
     picks = _picks(best, experiment.remeasure)
-    configs = {
-        str(row[TRIAL_ID]): pick_config(experiment, str(row[TRIAL_ID])) for row in best.values()
-    }
+    rule = _rule(pool, experiment.remeasure)
+    chosen = [str(row[TRIAL_ID]) for row in best.values()] + ([rule.pick] if rule else [])
+    configs = {trial_id: pick_config(experiment, trial_id) for trial_id in chosen}
     margins = _margins(best, pool[measured_mask(pool, objs)], experiment.remeasure)
     aim = (experiment.metadata.get("remeasure") or {}).get("resolution")
     resolution = float(aim) if isinstance(aim, int | float) else RESOLUTION
     front = pareto_front(pool, objs)
     parallel = any(world_size_of(row) > 1 for _, row in trials.iterrows())
+    objective = str(experiment.metadata.get("objective") or "pareto")
     return Answer(
-        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel
-    )
+        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel,
+        objective, target, rule,
+    )  # fmt: skip
+
+
+def given_target(metadata: Mapping[str, Any]) -> float | None:
+    """The target the search was given: --target-accuracy, else the workload's
+    ``target_accuracy`` (``--set``); None: derive one."""
+    options, workload = metadata.get("options"), metadata.get("workload")
+    for source in (options, workload):
+        value = source.get("target_accuracy") if isinstance(source, Mapping) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _pool(trials: pd.DataFrame, remeasured: bool) -> pd.DataFrame:
+    """The candidates that can be picked: only re-measured ones where there are some."""
+    pool = trials[trials["candidate"]]
+    return pool[pool["throughput_source"] == "re-measured"] if remeasured else pool
+
+
+def _rule(pool: pd.DataFrame, remeasure: pd.DataFrame | None) -> RulePick | None:
+    rows = {str(row[TRIAL_ID]): row for _, row in pool.iterrows()}
+    return choose_by_time(pool, lambda a, b: _throughput_ratio(rows[a], rows[b], remeasure))
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
