@@ -29,7 +29,7 @@ from tuner.objectives import (
     pareto_front,
     report_objectives,
 )
-from tuner.record import KIND, STARVED_BY, TRIAL_ID, is_candidate
+from tuner.record import KIND, STARVED_BY, TARGET_ACCURACY, TRIAL_ID, is_candidate
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
 from tuner.time_to_target import (
@@ -401,7 +401,7 @@ def given_target(metadata: Mapping[str, Any]) -> float | None:
     ``target_accuracy`` (``--set``); None: derive one."""
     options, workload = metadata.get("options"), metadata.get("workload")
     for source in (options, workload):
-        value = source.get("target_accuracy") if isinstance(source, Mapping) else None
+        value = source.get(TARGET_ACCURACY) if isinstance(source, Mapping) else None
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     return None

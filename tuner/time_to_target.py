@@ -35,6 +35,7 @@ from tuner.experiment import RESULT_FILE
 from tuner.record import (
     IMAGES_TO_TARGET,
     IMAGES_TO_TARGET_LOW,
+    STEP,
     TARGET_ACCURACY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
@@ -69,7 +70,7 @@ __all__ = [
     "time_to_target",
 ]
 
-CURVE_COLUMNS = (TRIAL_ID, "step", "images_seen", "train_time_s", "val_accuracy", "val_images")
+CURVE_COLUMNS = (TRIAL_ID, STEP, "images_seen", "train_time_s", "val_accuracy", "val_images")
 # The trials-table columns this module adds, in order (tuner.record declares each).
 TARGET_COLUMNS = (
     TARGET_ACCURACY,
