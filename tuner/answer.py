@@ -117,6 +117,13 @@ class Answer:
             return None
         if self.by_time and self.rule is not None:
             return self.row(self.rule.pick)
+        return self.front_pick
+
+    @property
+    def front_pick(self) -> pd.Series | None:
+        """The pick the trade-off sentence names (:meth:`sentence`)."""
+        if not self.best:
+            return None
         p = self.picks
         if p is not None and p.throughput.verdict == "tie" and p.accuracy.separated:
             return self.best["val_accuracy"]
@@ -145,7 +152,26 @@ class Answer:
             ]
         rows = {str(r[TRIAL_ID]): r for _, r in self.trials.iterrows()}
         lines = [rule_sentence(self.target), pick_sentence(self.rule, rows)]
-        return [*lines, self.accuracy_against_pick()]
+        off_front = not self.front[TRIAL_ID].astype(str).eq(self.rule.pick).any()
+        note = (
+            " It is not on the Pareto front below, which weighs each trial's final accuracy and"
+            " images/s at the end of its budget, not how soon it reached the target."
+            if off_front
+            else ""
+        )
+        return [*lines, self.accuracy_against_pick() + note]
+
+    def accuracy_lead(self) -> Margin | None:
+        """The most accurate pick against the next most accurate candidate (None: alone)."""
+        sharp = self.best.get("val_accuracy")
+        if sharp is None:
+            return None
+        pool = _pool(self.trials, self.remeasured)
+        others = pool[pool[TRIAL_ID] != sharp[TRIAL_ID]].dropna(subset=["val_accuracy"])
+        if others.empty:
+            return None
+        runner = others.sort_values("val_accuracy", ascending=False).iloc[0]
+        return Margin(str(runner[TRIAL_ID]), _accuracy_test(sharp, runner))
 
     def accuracy_against_pick(self) -> str:
         """The most accurate candidate against the rule's pick, by the one rule."""
@@ -165,6 +191,7 @@ class Answer:
             )
         return f"{other} ended {points} apart from the pick in accuracy: within noise."
 
+    def noise_note(self) -> str:
         """Said before the pick when the re-measurement could not decide on speed: its interval
         says nothing, or it is a tie wider than the width it aimed at (empty otherwise)."""
         margin = self.margins.get("images_per_second")
@@ -210,7 +237,7 @@ class Answer:
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
         speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
-        points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
+        points = points_text(p.accuracy)
         verdict = p.throughput.verdict
         if verdict == "none":  # no verdict without evidence
             return (
@@ -267,7 +294,7 @@ class Answer:
 
     def _one_pick_sentence(self) -> str:
         """One trial best on both as measured: beyond noise on both, or the ties named."""
-        row = self.recommended
+        row = self.front_pick
         pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
         if not self.margins:
             if self.candidates > 1:  # one objective: no runner-up measured beside it
@@ -306,7 +333,7 @@ def margin_clause(metric: str, margin: Margin) -> str:
             "none": f"{c.value:.2f}x the speed of {other} as measured in the search, with no "
             "interval (not re-measured side by side): no verdict on speed",
         }[c.verdict]
-    points = f"{100 * abs(c.value):.1f} accuracy points"
+    points = points_text(c)
     if c.separated:
         return f"{points} more accurate than the next most accurate ({other}), beyond noise"
     if c.tie:
@@ -359,7 +386,7 @@ def points_text(change: Change) -> str:
 
 
 def _accuracy_clause(accuracy: Change, slow: str) -> str:
-    points = f"{100 * abs(accuracy.value):.1f} accuracy points"
+    points = points_text(accuracy)
     if accuracy.separated:
         return f"{slow} is {points} more accurate, beyond noise"
     if accuracy.tie:

@@ -312,9 +312,16 @@ def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
             f"`{pick}` reaches the target soonest: {time}; the next, `{versus}`, takes {ratio} "
             "as long."
         )
+    memory = format_bytes(rows[pick].get("peak_memory_bytes"))
+    close = ", ".join(
+        f"`{t}` {format_bytes(rows[t].get('peak_memory_bytes'))}" for t in rule.within_noise
+    )
+    why = (
+        f"it also needs the least peak memory of them ({memory}; {close})"
+        if memory != "n/a"
+        else "peak memory was not measured, so the soonest as measured is shown"
+    )
     return (
         f"`{pick}` reaches the target soonest as measured: {time}; the next, `{versus}`, takes "
-        f"{ratio}, so the two cannot be told apart, and `{pick}` needs no more peak memory "
-        f"({format_bytes(rows[pick].get('peak_memory_bytes'))}) of the "
-        f"{len(rule.within_noise) + 1} that cannot."
+        f"{ratio}, so their times cannot be told apart, and {why}."
     )
