@@ -44,6 +44,7 @@ from tuner.record import (
     TRAIN_TIME_TO_TARGET_S,
     TRIAL_DIR,
     TRIAL_ID,
+    declared_dtype,
 )
 from tuner.stats import Change
 from tuner.units import DASH, as_number, format_bytes
@@ -68,6 +69,7 @@ __all__ = [
     "seconds_text",
     "time_ratio",
     "time_to_target",
+    "with_time_to_target",
 ]
 
 CURVE_COLUMNS = (TRIAL_ID, STEP, "images_seen", "train_time_s", "val_accuracy", "val_images")
@@ -325,3 +327,15 @@ def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
         f"`{pick}` reaches the target soonest as measured: {time}; the next, `{versus}`, takes "
         f"{ratio}, so their times cannot be told apart, and {why}."
     )
+
+
+def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFrame:
+    """The trials table with :data:`TARGET_COLUMNS` from the answer's ``decided`` rows (what
+    ``trials.csv`` and ``trials.parquet`` hold), typed as :mod:`tuner.record` declares them."""
+    if TIME_TO_TARGET_EST_S not in decided:
+        return trials
+    figures = decided.set_index(decided[TRIAL_ID].astype(str))[list(TARGET_COLUMNS)]
+    added = figures.reindex(trials[TRIAL_ID].astype(str)).set_index(trials.index)
+    added[TIME_TO_TARGET_SOURCE] = added[TIME_TO_TARGET_SOURCE].replace("", None)
+    added = added.astype({c: str(declared_dtype(c)) for c in TARGET_COLUMNS})
+    return pd.concat([trials.drop(columns=list(TARGET_COLUMNS), errors="ignore"), added], axis=1)
