@@ -27,9 +27,16 @@ from tuner.objectives import (
     best_per_objective,
     measured_mask,
     pareto_front,
+    rank_candidates,
     report_objectives,
 )
-from tuner.record import KIND, STARVED_BY, TARGET_ACCURACY, TRIAL_ID, is_candidate
+from tuner.record import (
+    KIND,
+    STARVED_BY,
+    TIME_TO_TARGET_EST_S,
+    TRIAL_ID,
+    is_candidate,
+)
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
 from tuner.time_to_target import (
@@ -39,6 +46,7 @@ from tuner.time_to_target import (
     curves_of,
     derive_target,
     estimated_times,
+    given_target,
     pick_sentence,
     rule_sentence,
 )
@@ -58,6 +66,8 @@ __all__ = [
     "decide",
     "margin_clause",
     "pairs_text",
+    "points_text",
+    "to_remeasure",
     "world_size_of",
 ]
 
@@ -423,17 +433,6 @@ def decide(experiment: Experiment) -> Answer:
     )  # fmt: skip
 
 
-def given_target(metadata: Mapping[str, Any]) -> float | None:
-    """The target the search was given: --target-accuracy, else the workload's
-    ``target_accuracy`` (``--set``); None: derive one."""
-    options, workload = metadata.get("options"), metadata.get("workload")
-    for source in (options, workload):
-        value = source.get(TARGET_ACCURACY) if isinstance(source, Mapping) else None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
 def _pool(trials: pd.DataFrame, remeasured: bool) -> pd.DataFrame:
     """The candidates that can be picked: only re-measured ones where there are some."""
     pool = trials[trials["candidate"]]
@@ -443,6 +442,40 @@ def _pool(trials: pd.DataFrame, remeasured: bool) -> pd.DataFrame:
 def _rule(pool: pd.DataFrame, remeasure: pd.DataFrame | None) -> RulePick | None:
     rows = {str(row[TRIAL_ID]): row for _, row in pool.iterrows()}
     return choose_by_time(pool, lambda a, b: _throughput_ratio(rows[a], rows[b], remeasure))
+
+
+def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str]:
+    """The candidates to re-measure, and a line when they are more than ``top``: both ends of
+    the front (the fastest, the most accurate), the soonest to the target and the one of least
+    memory among those that reached it (the rule's pick when times tie), as the search measured
+    them; then by non-dominated rank and time to target up to ``top``. Never by truncating one
+    objective."""
+    objs = report_objectives(experiment.metadata)
+    trials, _ = decision_values(experiment.trials, None)
+    pool = _pool(trials, False)
+    target = derive_target(pool, given_target(experiment.metadata))
+    pool = estimated_times(pool[measured_mask(pool, objs)], curves_of(experiment), target)
+    if pool.empty or top <= 0:
+        return pool.head(0), ""
+    must = [str(row[TRIAL_ID]) for row in best_per_objective(pool, objs).values()]
+    reached = pool.dropna(subset=[TIME_TO_TARGET_EST_S])
+    if not reached.empty:
+        must.append(str(reached.sort_values(TIME_TO_TARGET_EST_S).iloc[0][TRIAL_ID]))
+        memory = reached.sort_values(["peak_memory_bytes", TIME_TO_TARGET_EST_S])
+        must.append(str(memory.iloc[0][TRIAL_ID]))
+    must = list(dict.fromkeys(must))
+    ranked = rank_candidates(pool, objs, top=len(pool), then=TIME_TO_TARGET_EST_S)
+    rest = [t for t in ranked[TRIAL_ID].astype(str) if t not in must]
+    chosen = must + rest[: max(0, top - len(must))]
+    note = (
+        f"Re-measuring {len(must)} candidates, more than --remeasure-top {top}: both ends of the "
+        "front and the soonest to the target (and the least memory of those that reached it) "
+        "are always re-measured."
+        if len(must) > top
+        else ""
+    )
+    rows = pool.set_index(pool[TRIAL_ID].astype(str)).loc[chosen]
+    return rows.reset_index(drop=True), note
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:

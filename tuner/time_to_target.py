@@ -63,6 +63,7 @@ __all__ = [
     "curves_of",
     "derive_target",
     "estimated_times",
+    "given_target",
     "pick_sentence",
     "read_curves",
     "rule_sentence",
@@ -192,6 +193,17 @@ def time_ratio(slower: Mapping[str, Any], sooner: Mapping[str, Any], throughput:
     low = before[0] / images[1] * throughput.low
     high = images[0] / before[1] * throughput.high if before[1] > 0 else math.inf
     return Change(value, low, high, throughput.n, 1.0)
+
+
+def given_target(metadata: Mapping[str, Any]) -> float | None:
+    """The target the search was given: --target-accuracy, else the workload's
+    ``target_accuracy`` (``--set``); None: derive one."""
+    options, workload = metadata.get("options"), metadata.get("workload")
+    for source in (options, workload):
+        value = source.get(TARGET_ACCURACY) if isinstance(source, Mapping) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 def derive_target(pool: pd.DataFrame, given: float | None) -> Target:

@@ -203,7 +203,17 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "--remeasure-top",
         type=int,
-        help="re-measure this many top candidates after the search",
+        help="re-measure this many top candidates after the search (more when both ends of "
+        "the front and the soonest to the target need it; the search says so)",
+    )
+    _option(
+        group,
+        "--target-accuracy",
+        type=float,
+        metavar="ACC",
+        help="the validation accuracy each trial's time to target is measured to; the default "
+        "pick is the config that reaches it soonest (default: derived from the candidates, the "
+        "lower of the most accurate's lower 95%% bound and their median accuracy)",
     )
     _option(
         group,
