@@ -27,6 +27,7 @@ from tuner.experiment._files import (
     RESULT_FILE,
     RUN_TRACEBACK_FILE,
     STUDY_FILE,
+    STUDY_TIME_TO_TARGET_ATTR,
     STUDY_TRIAL_ID_ATTR,
     TUNER_FILES,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "RESULT_FILE",
     "RUN_TRACEBACK_FILE",
     "STUDY_FILE",
+    "STUDY_TIME_TO_TARGET_ATTR",
     "STUDY_TRIAL_ID_ATTR",
     "TUNER_FILES",
     "Experiment",
