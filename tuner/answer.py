@@ -67,6 +67,7 @@ __all__ = [
     "margin_clause",
     "pairs_text",
     "points_text",
+    "throughput_ratio",
     "to_remeasure",
     "world_size_of",
 ]
@@ -441,7 +442,7 @@ def _pool(trials: pd.DataFrame, remeasured: bool) -> pd.DataFrame:
 
 def _rule(pool: pd.DataFrame, remeasure: pd.DataFrame | None) -> RulePick | None:
     rows = {str(row[TRIAL_ID]): row for _, row in pool.iterrows()}
-    return choose_by_time(pool, lambda a, b: _throughput_ratio(rows[a], rows[b], remeasure))
+    return choose_by_time(pool, lambda a, b: throughput_ratio(rows[a], rows[b], remeasure))
 
 
 def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str]:
@@ -503,7 +504,7 @@ def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVe
     fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
     if fast is None or accurate is None or fast[TRIAL_ID] == accurate[TRIAL_ID]:
         return None
-    ratio = _throughput_ratio(fast, accurate, remeasure)
+    ratio = throughput_ratio(fast, accurate, remeasure)
     return PairVerdict(
         str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, _accuracy_test(fast, accurate)
     )
@@ -522,9 +523,7 @@ def _margins(
     quick = others.sort_values("images_per_second", ascending=False).iloc[0]
     sharp = others.sort_values("val_accuracy", ascending=False).iloc[0]
     return {
-        "images_per_second": Margin(
-            str(quick[TRIAL_ID]), _throughput_ratio(fast, quick, remeasure)
-        ),
+        "images_per_second": Margin(str(quick[TRIAL_ID]), throughput_ratio(fast, quick, remeasure)),
         "val_accuracy": Margin(str(sharp[TRIAL_ID]), _accuracy_test(fast, sharp)),
     }
 
@@ -572,7 +571,7 @@ def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
     return wilson_interval(round(acc * n), int(n))
 
 
-def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
+def throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
         a, b = paired(remeasure, fast[TRIAL_ID], slow[TRIAL_ID], by=TRIAL_ID)

@@ -37,6 +37,7 @@ from tuner.record import (
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
+from tuner.report._batch import batch_section
 from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
@@ -90,6 +91,7 @@ def write_report(
         *filter(None, [input_section(answer.recommended, effects)]),
         speed_section(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
+        *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
