@@ -172,6 +172,10 @@ class Answer:
         )
         return [*lines, self.accuracy_against_pick() + note]
 
+    def headline(self) -> str:
+        """The answer in short: the rule and its pick, or the trade-off sentence."""
+        return " ".join(self.lead()[:2]) or self.sentence()
+
     def accuracy_lead(self) -> Margin | None:
         """The most accurate pick against the next most accurate candidate (None: alone)."""
         sharp = self.best.get("val_accuracy")

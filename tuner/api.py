@@ -90,7 +90,7 @@ class SearchResult:
     @property
     def answer_text(self) -> str:
         """The answer in one sentence, as the report's first line gives it."""
-        return self.answer.sentence()
+        return self.answer.headline()
 
     @property
     def usable(self) -> int:

@@ -206,14 +206,12 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         help="re-measure this many top candidates after the search (more when both ends of "
         "the front and the soonest to the target need it; the search says so)",
     )
-    _option(
+    _flags.add_config_flag(
         group,
-        "--target-accuracy",
-        type=float,
-        metavar="ACC",
-        help="the validation accuracy each trial's time to target is measured to; the default "
-        "pick is the config that reaches it soonest (default: derived from the candidates, the "
-        "lower of the most accurate's lower 95%% bound and their median accuracy)",
+        "target_accuracy",
+        default="derived from the candidates: the lower of the most accurate's lower 95%% "
+        "bound and their median accuracy; every trial's time to it is measured, and the "
+        "default recommendation is the config that reaches it soonest",
     )
     _option(
         group,

@@ -5,6 +5,7 @@ loop, whether the picks differ beyond noise, and the command to train the pick."
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def _train_line(row: pd.Series, path: Path) -> str:
     )
 
 
-def _pick_line(row: pd.Series, config: Any, answer: Answer, why_by_time: list[str]) -> str:
+def _pick_line(row: pd.Series, config: Any, answer: Answer, why_by_time: Sequence[str] = ()) -> str:
     """The first line of the answer: the pick, and why it is the pick (what its intervals
     allow: a tie is named as one)."""
     p = answer.picks
@@ -104,7 +105,7 @@ def _pick_line(row: pd.Series, config: Any, answer: Answer, why_by_time: list[st
         speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
         why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise ({speed})"
     else:
-        why = _fastest_why(p)
+        why = _fastest_why(p) + _faster_in_search(row, answer)
     return f"{trial}, {why}: {describe(config)}{_on_workers(row)}."
 
 
@@ -151,7 +152,8 @@ def _fastest_why(p: PairVerdict) -> str:
         accuracy = (
             "as accurate within noise: a tie on both, either will do"
             if p.accuracy.tie
-            else f"`{p.slower}` is {points} more accurate, with no interval: no verdict"
+            else f"`{p.slower}` is {100 * abs(p.accuracy.value):.1f} accuracy points more "
+            "accurate, with no interval: no verdict"
         )
         return f"as fast as `{p.slower}` within noise ({speed}), a tie on speed; {accuracy}"
     if p.accuracy.tie:
@@ -159,10 +161,32 @@ def _fastest_why(p: PairVerdict) -> str:
             f"the fastest beyond noise ({speed}), and as accurate as the most accurate "
             f"(`{p.slower}`) within noise"
         )
-    interval = "" if p.accuracy.has_interval else ", with no interval"
     return (
-        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate{interval} "
+        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate "
         "(the trade-off is below)"
+    )
+
+
+def _faster_in_search(row: pd.Series, answer: Answer) -> str:
+    """Said beside "the fastest": the candidates the search measured faster than the pick (its
+    trials ran beside each other and whatever else loaded the machine; only the side-by-side
+    re-measurement is compared, and they were not in it)."""
+    if not answer.remeasured or "search_images_per_second" not in answer.trials:
+        return ""
+    trials = answer.trials[answer.trials["candidate"]]
+    speed = pd.to_numeric(trials["search_images_per_second"], errors="coerce")
+    own = as_number(row.get("search_images_per_second"))
+    faster = trials[(speed > own) & (trials["throughput_source"] != "re-measured")]
+    if faster.empty or math.isnan(own):
+        return ""
+    named = ", ".join(
+        f"`{r[TRIAL_ID]}` {as_number(r['search_images_per_second']):,.0f}"
+        for _, r in faster.iterrows()
+    )
+    return (
+        f" (among those re-measured: the search measured {named} images/s against its "
+        f"{own:,.0f}, with trials beside each other and any other load on the machine, and "
+        "did not re-measure them)"
     )
 
 
