@@ -27,11 +27,29 @@ from tuner.objectives import (
     best_per_objective,
     measured_mask,
     pareto_front,
+    rank_candidates,
     report_objectives,
 )
-from tuner.record import KIND, STARVED_BY, TRIAL_ID, is_candidate
+from tuner.record import (
+    KIND,
+    STARVED_BY,
+    TIME_TO_TARGET_EST_S,
+    TRIAL_ID,
+    is_candidate,
+)
 from tuner.spaces import train_config_of
 from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
+from tuner.time_to_target import (
+    RulePick,
+    Target,
+    choose_by_time,
+    curves_of,
+    derive_target,
+    estimated_times,
+    given_target,
+    pick_sentence,
+    rule_sentence,
+)
 from tuner.units import as_number, interval_text, ratio_text
 
 if TYPE_CHECKING:
@@ -48,6 +66,9 @@ __all__ = [
     "decide",
     "margin_clause",
     "pairs_text",
+    "points_text",
+    "throughput_ratio",
+    "to_remeasure",
     "world_size_of",
 ]
 
@@ -88,11 +109,30 @@ class Answer:
     margins: dict[str, Margin] = field(default_factory=dict)  # one pick best on both: its leads
     resolution: float = RESOLUTION  # the re-measurement's aim: intervals within +- this
     data_parallel: bool = False  # a data-parallel search: no re-measurement to advise
+    objective: str = "pareto"  # --objective: pareto recommends by time to target
+    target: Target | None = None  # the accuracy every time to target is measured to
+    rule: RulePick | None = None  # the rule's pick (None: no candidate reached the target)
+
+    @property
+    def by_time(self) -> bool:
+        """Whether the recommendation is the rule's: the soonest to the target (pareto)."""
+        return self.objective == "pareto" and self.rule is not None
 
     @property
     def recommended(self) -> pd.Series | None:
-        """The one config the sentence recommends: the more accurate pick when the two run at
-        the same speed within noise, else the fastest (also for a real trade-off)."""
+        """The one config the answer recommends: by default the rule's (the soonest to the
+        target, :mod:`tuner.time_to_target`); for one objective, or when no candidate reached
+        the target, the more accurate pick when the two run at the same speed within noise,
+        else the fastest (also for a real trade-off)."""
+        if not self.best:
+            return None
+        if self.by_time and self.rule is not None:
+            return self.row(self.rule.pick)
+        return self.front_pick
+
+    @property
+    def front_pick(self) -> pd.Series | None:
+        """The pick the trade-off sentence names (:meth:`sentence`)."""
         if not self.best:
             return None
         p = self.picks
@@ -105,6 +145,66 @@ class Answer:
         """One pick ahead of the next best candidate beyond noise on both objectives."""
         margins = self.margins.values()
         return self.picks is None and len(margins) == 2 and all(m.change.separated for m in margins)
+
+    def row(self, trial_id: str) -> pd.Series:
+        """A trial's row of the decision values."""
+        return self.trials[self.trials[TRIAL_ID].astype(str) == trial_id].iloc[0]
+
+    def lead(self) -> list[str]:
+        """What the answer says first: the rule in one sentence, then its pick and why ([]
+        for one objective, or with nothing to pick); a pick less accurate beyond noise than
+        the most accurate is said, with why the rule chose it."""
+        if self.objective != "pareto" or self.target is None or self.front.empty:
+            return []
+        if self.rule is None:
+            return [
+                rule_sentence(self.target),
+                "No candidate reached the target, so the trade-off below decides.",
+            ]
+        rows = {str(r[TRIAL_ID]): r for _, r in self.trials.iterrows()}
+        lines = [rule_sentence(self.target), pick_sentence(self.rule, rows)]
+        off_front = not self.front[TRIAL_ID].astype(str).eq(self.rule.pick).any()
+        note = (
+            " It is not on the Pareto front below, which weighs each trial's final accuracy and"
+            " images/s at the end of its budget, not how soon it reached the target."
+            if off_front
+            else ""
+        )
+        return [*lines, self.accuracy_against_pick() + note]
+
+    def headline(self) -> str:
+        """The answer in short: the rule and its pick, or the trade-off sentence."""
+        return " ".join(self.lead()[:2]) or self.sentence()
+
+    def accuracy_lead(self) -> Margin | None:
+        """The most accurate pick against the next most accurate candidate (None: alone)."""
+        sharp = self.best.get("val_accuracy")
+        if sharp is None:
+            return None
+        pool = _pool(self.trials, self.remeasured)
+        others = pool[pool[TRIAL_ID] != sharp[TRIAL_ID]].dropna(subset=["val_accuracy"])
+        if others.empty:
+            return None
+        runner = others.sort_values("val_accuracy", ascending=False).iloc[0]
+        return Margin(str(runner[TRIAL_ID]), _accuracy_test(sharp, runner))
+
+    def accuracy_against_pick(self) -> str:
+        """The most accurate candidate against the rule's pick, by the one rule."""
+        sharp, rule = self.best.get("val_accuracy"), self.rule
+        if sharp is None or rule is None or str(sharp[TRIAL_ID]) == rule.pick:
+            return "The pick is also the most accurate candidate as measured."
+        pick = self.row(rule.pick)
+        change = _accuracy_test(sharp, pick)
+        points = points_text(change)
+        other = f"`{sharp[TRIAL_ID]}`"
+        if change.separated:
+            return (
+                f"{other} is {points} more accurate at its end, beyond noise; the rule still "
+                f"picks `{rule.pick}` because it reaches the target accuracy sooner (the target "
+                f"is what the rule asks for): for the highest final accuracy, train {other} "
+                "(recommended_val_accuracy.json)."
+            )
+        return f"{other} ended {points} apart from the pick in accuracy: within noise."
 
     def noise_note(self) -> str:
         """Said before the pick when the re-measurement could not decide on speed: its interval
@@ -152,7 +252,7 @@ class Answer:
         p = self.picks
         fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
         speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
-        points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
+        points = points_text(p.accuracy)
         verdict = p.throughput.verdict
         if verdict == "none":  # no verdict without evidence
             return (
@@ -209,7 +309,7 @@ class Answer:
 
     def _one_pick_sentence(self) -> str:
         """One trial best on both as measured: beyond noise on both, or the ties named."""
-        row = self.recommended
+        row = self.front_pick
         pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
         if not self.margins:
             if self.candidates > 1:  # one objective: no runner-up measured beside it
@@ -248,7 +348,7 @@ def margin_clause(metric: str, margin: Margin) -> str:
             "none": f"{c.value:.2f}x the speed of {other} as measured in the search, with no "
             "interval (not re-measured side by side): no verdict on speed",
         }[c.verdict]
-    points = f"{100 * abs(c.value):.1f} accuracy points"
+    points = points_text(c)
     if c.separated:
         return f"{points} more accurate than the next most accurate ({other}), beyond noise"
     if c.tie:
@@ -289,8 +389,19 @@ def pairs_text(n: int) -> str:
     return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
+def points_text(change: Change) -> str:
+    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, always with its interval
+    (``with no interval`` where none could be had)."""
+    value = 100 * abs(change.value)
+    if not change.has_interval:
+        return f"{value:.1f} accuracy points (no interval)"
+    sign = 1 if change.value >= 0 else -1
+    low, high = sorted((100 * sign * change.low, 100 * sign * change.high))
+    return f"{value:.1f} accuracy points {interval_text(low, high, '{:.1f}'.format)}"
+
+
 def _accuracy_clause(accuracy: Change, slow: str) -> str:
-    points = f"{100 * abs(accuracy.value):.1f} accuracy points"
+    points = points_text(accuracy)
     if accuracy.separated:
         return f"{slow} is {points} more accurate, beyond noise"
     if accuracy.tie:
@@ -306,22 +417,70 @@ def decide(experiment: Experiment) -> Answer:
     """
     objs = report_objectives(experiment.metadata)
     trials, remeasured = decision_values(experiment.trials, experiment.remeasure)
-    pool = trials[trials["candidate"]]
-    if remeasured:
-        pool = pool[pool["throughput_source"] == "re-measured"]
+    pool = _pool(trials, remeasured)
+    target = derive_target(pool, given_target(experiment.metadata))
+    trials = estimated_times(trials, curves_of(experiment), target)
+    pool = _pool(trials, remeasured)
     best = best_per_objective(pool, objs)
     picks = _picks(best, experiment.remeasure)
-    configs = {
-        str(row[TRIAL_ID]): pick_config(experiment, str(row[TRIAL_ID])) for row in best.values()
-    }
+    rule = _rule(pool, experiment.remeasure)
+    chosen = [str(row[TRIAL_ID]) for row in best.values()] + ([rule.pick] if rule else [])
+    configs = {trial_id: pick_config(experiment, trial_id) for trial_id in chosen}
     margins = _margins(best, pool[measured_mask(pool, objs)], experiment.remeasure)
     aim = (experiment.metadata.get("remeasure") or {}).get("resolution")
     resolution = float(aim) if isinstance(aim, int | float) else RESOLUTION
     front = pareto_front(pool, objs)
     parallel = any(world_size_of(row) > 1 for _, row in trials.iterrows())
+    objective = str(experiment.metadata.get("objective") or "pareto")
     return Answer(
-        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel
+        objs, trials, front, best, remeasured, picks, configs, margins, resolution, parallel,
+        objective, target, rule,
+    )  # fmt: skip
+
+
+def _pool(trials: pd.DataFrame, remeasured: bool) -> pd.DataFrame:
+    """The candidates that can be picked: only re-measured ones where there are some."""
+    pool = trials[trials["candidate"]]
+    return pool[pool["throughput_source"] == "re-measured"] if remeasured else pool
+
+
+def _rule(pool: pd.DataFrame, remeasure: pd.DataFrame | None) -> RulePick | None:
+    rows = {str(row[TRIAL_ID]): row for _, row in pool.iterrows()}
+    return choose_by_time(pool, lambda a, b: throughput_ratio(rows[a], rows[b], remeasure))
+
+
+def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str]:
+    """The candidates to re-measure, and a line when they are more than ``top``: both ends of
+    the front (the fastest, the most accurate), the soonest to the target and the one of least
+    memory among those that reached it (the rule's pick when times tie), as the search measured
+    them; then by non-dominated rank and time to target up to ``top``. Never by truncating one
+    objective."""
+    objs = report_objectives(experiment.metadata)
+    trials, _ = decision_values(experiment.trials, None)
+    pool = _pool(trials, False)
+    target = derive_target(pool, given_target(experiment.metadata))
+    pool = estimated_times(pool[measured_mask(pool, objs)], curves_of(experiment), target)
+    if pool.empty or top <= 0:
+        return pool.head(0), ""
+    must = [str(row[TRIAL_ID]) for row in best_per_objective(pool, objs).values()]
+    reached = pool.dropna(subset=[TIME_TO_TARGET_EST_S])
+    if not reached.empty:
+        must.append(str(reached.sort_values(TIME_TO_TARGET_EST_S).iloc[0][TRIAL_ID]))
+        memory = reached.sort_values(["peak_memory_bytes", TIME_TO_TARGET_EST_S])
+        must.append(str(memory.iloc[0][TRIAL_ID]))
+    must = list(dict.fromkeys(must))
+    ranked = rank_candidates(pool, objs, top=len(pool), then=TIME_TO_TARGET_EST_S)
+    rest = [t for t in ranked[TRIAL_ID].astype(str) if t not in must]
+    chosen = must + rest[: max(0, top - len(must))]
+    note = (
+        f"Re-measuring {len(must)} candidates, more than --remeasure-top {top}: both ends of the "
+        "front and the soonest to the target (and the least memory of those that reached it) "
+        "are always re-measured."
+        if len(must) > top
+        else ""
     )
+    rows = pool.set_index(pool[TRIAL_ID].astype(str)).loc[chosen]
+    return rows.reset_index(drop=True), note
 
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
@@ -349,7 +508,7 @@ def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVe
     fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
     if fast is None or accurate is None or fast[TRIAL_ID] == accurate[TRIAL_ID]:
         return None
-    ratio = _throughput_ratio(fast, accurate, remeasure)
+    ratio = throughput_ratio(fast, accurate, remeasure)
     return PairVerdict(
         str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, _accuracy_test(fast, accurate)
     )
@@ -368,9 +527,7 @@ def _margins(
     quick = others.sort_values("images_per_second", ascending=False).iloc[0]
     sharp = others.sort_values("val_accuracy", ascending=False).iloc[0]
     return {
-        "images_per_second": Margin(
-            str(quick[TRIAL_ID]), _throughput_ratio(fast, quick, remeasure)
-        ),
+        "images_per_second": Margin(str(quick[TRIAL_ID]), throughput_ratio(fast, quick, remeasure)),
         "val_accuracy": Margin(str(sharp[TRIAL_ID]), _accuracy_test(fast, sharp)),
     }
 
@@ -418,7 +575,7 @@ def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
     return wilson_interval(round(acc * n), int(n))
 
 
-def _throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
+def throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
     """faster / slower from paired re-measurements (same repeat), else with no interval."""
     if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
         a, b = paired(remeasure, fast[TRIAL_ID], slow[TRIAL_ID], by=TRIAL_ID)

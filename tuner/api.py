@@ -74,8 +74,11 @@ class SearchResult:
 
     @property
     def trials(self) -> pd.DataFrame:
-        """One row per trial: the same table (columns and dtypes) as ``trials.csv``."""
-        return self.experiment.trials
+        """One row per trial: the same table (columns and dtypes) as ``trials.csv``, each
+        trial's time to target included."""
+        from tuner.time_to_target import with_time_to_target
+
+        return with_time_to_target(self.experiment.trials, self.answer.trials)
 
     @property
     def recommended(self) -> TrainConfig | None:
@@ -90,7 +93,7 @@ class SearchResult:
     @property
     def answer_text(self) -> str:
         """The answer in one sentence, as the report's first line gives it."""
-        return self.answer.sentence()
+        return self.answer.headline()
 
     @property
     def usable(self) -> int:

@@ -185,15 +185,17 @@ def pareto_front(pool: pd.DataFrame, objs: Sequence[Objective]) -> pd.DataFrame:
     return pool[keep].sort_values(first, ascending=direction == "min")
 
 
-def rank_candidates(pool: pd.DataFrame, objs: Sequence[Objective], *, top: int) -> pd.DataFrame:
-    """The best ``top`` of ``pool`` (the candidates): by non-dominated rank, then by the last
-    objective."""
+def rank_candidates(
+    pool: pd.DataFrame, objs: Sequence[Objective], *, top: int, then: str | None = None
+) -> pd.DataFrame:
+    """The best ``top`` of ``pool`` (the candidates): by non-dominated rank, then by the column
+    ``then`` (ascending: a time) or, without it, by the last objective."""
     pool = pool[measured_mask(pool, objs)]
     if pool.empty or top <= 0:
         return pool.head(0)
     values = pool[[m for m, _ in objs]].to_numpy(dtype=float)
     ranks = nondominated_ranks(values, [d for _, d in objs])
-    last, direction = objs[-1]
+    last, direction = objs[-1] if then is None else (then, "min")
     ordered = pool.assign(_rank=ranks).sort_values(
         ["_rank", last], ascending=[True, direction == "min"]
     )

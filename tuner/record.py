@@ -275,6 +275,53 @@ CURVE_KEYS: tuple[str, ...] = (TRIAL_ID, STEP, IMAGES_SEEN, TRAIN_TIME_S, VAL_AC
 STARTED_AT = _table_key("started_at", TIME, "when the trial's trainable began (UTC)")
 ENDED_AT = _table_key("ended_at", TIME, "when the trial last reported (UTC)")
 
+# Time to the target accuracy (tuner.time_to_target): from the trial's own accuracy curve, added
+# by the answer once the target is known (given, or derived from the candidates).
+TARGET_ACCURACY = _table_key(
+    "target_accuracy",
+    NUMBER,
+    "the validation accuracy every trial's time to target is measured to (--target-accuracy, or "
+    "derived: the report's answer says how)",
+)
+IMAGES_TO_TARGET = _table_key(
+    "images_to_target",
+    NUMBER,
+    "images seen at the trial's first evaluation at or above the target (NaN: never reached)",
+)
+IMAGES_TO_TARGET_LOW = _table_key(
+    "images_to_target_low",
+    NUMBER,
+    "images seen at the evaluation before that one (0: the first reached it): the true crossing "
+    "lies between the two",
+)
+TRAIN_TIME_TO_TARGET_S = _table_key(
+    "train_time_to_target_s",
+    NUMBER,
+    "the stopwatch's time to target: training-loop seconds at that evaluation, as the trial ran "
+    "(machine load and trials beside it included)",
+)
+TIME_TO_TARGET_EST_S = _table_key(
+    "estimated_time_to_target_s",
+    NUMBER,
+    "images_to_target / images_per_second (re-measured where it was): the load-independent time "
+    "to target the answer decides with",
+)
+TIME_TO_TARGET_EST_LOW = _table_key(
+    "estimated_time_to_target_s_low",
+    NUMBER,
+    "its lower bound: images_to_target_low / the throughput interval's upper end",
+)
+TIME_TO_TARGET_EST_HIGH = _table_key(
+    "estimated_time_to_target_s_high",
+    NUMBER,
+    "its upper bound: images_to_target / the throughput interval's lower end",
+)
+TIME_TO_TARGET_SOURCE = _table_key(
+    "time_to_target_source",
+    TEXT,
+    "where the estimate's images/s came from: re-measured | search (one figure, no interval)",
+)
+
 
 def declared_dtype(name: str) -> str | None:
     """The dtype of a trials-table column declared here (``effective_<field>`` included), or

@@ -36,10 +36,11 @@ SECTIONS = [
     "3. What each technique does",
     "4. Input pipeline",
     "5. Speed settings chosen per training config",
-    "6. Trials",
-    "7. Parameter importance",
-    "8. Plots",
-    "9. Details",
+    "6. Batch size and time to target",
+    "7. Trials",
+    "8. Parameter importance",
+    "9. Plots",
+    "10. Details",
 ]
 
 
@@ -180,7 +181,8 @@ def test_speed_section_shows_each_key_and_what_won(report: Path, smoke_experimen
 
 def test_recommended_config_trains(report: Path) -> None:
     files = sorted(report.glob("recommended_*.json"))
-    assert {f.stem for f in files} == {"recommended_images_per_second", "recommended_val_accuracy"}
+    picks = {"recommended_images_per_second", "recommended_val_accuracy"}
+    assert {f.stem for f in files} == picks | {"recommended_time_to_target"}  # the rule's pick
     config = load_config_file(files[0])
     trials = pd.read_csv(report / "trials.csv", dtype={"trial_id": str})
     assert config.lr in set(trials["param_lr"])  # the trial's computed lr, not base_lr
@@ -206,7 +208,7 @@ def test_recommended_config_trains(report: Path) -> None:
 
 
 def test_importance_needs_enough_trials(report: Path) -> None:
-    importance = section((report / "report.md").read_text(), 7)
+    importance = section((report / "report.md").read_text(), 8)
     assert "fANOVA importance" not in importance
     assert importance.count("fewer than 20 is noise") == 2
 
@@ -384,6 +386,10 @@ def _tamper(check: str, experiment: Path, report: Path) -> None:
     elif check == "tracker":  # one trial's TensorBoard events lost: never told
         for events in experiment.glob(f"t_{tid}_*/events.out.tfevents.*"):
             events.unlink()
+    elif check == "target":  # a trial's images to target halved
+        reached = trials["images_to_target"].first_valid_index()
+        trials.loc[reached, "images_to_target"] = trials.loc[reached, "images_to_target"] / 2
+        write_trials_csv(trials, report / "trials.csv")
     elif check == "unmeasured":  # a memory violation where no peak was measured
         trials.loc[0, "peak_memory_bytes"] = pd.NA
         write_trials_csv(trials, report / "trials.csv")

@@ -80,11 +80,17 @@ def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> 
         "experiment": str(experiment.path),
         "report": None if report is None else str(report / "report.html"),
         "trials": {str(kind): int(n) for kind, n in dict(counts).items()},
-        "answer": answer.sentence(),
+        "answer": answer.headline(),
         "recommended": None if recommended is None else str(recommended[TRIAL_ID]),
-        "picks": {metric: _pick(row, answer) for metric, row in answer.best.items()},
+        "picks": {metric: _pick(row, answer) for metric, row in _picks(answer).items()},
         "problems": list(experiment.problems),
     }
+
+
+def _picks(answer: Answer) -> dict[str, Any]:
+    """The picks by what they are best at; the rule's pick first (``time_to_target``)."""
+    rule = {"time_to_target": answer.recommended} if answer.by_time else {}
+    return {**rule, **answer.best}
 
 
 def _pick(row: Any, answer: Answer) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.api import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 from tuner.commands import _flags
 from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError, interrupted_exit_code
-from tuner.record import MAX_MEMORY_BYTES
+from tuner.record import MAX_MEMORY_BYTES, TARGET_ACCURACY
 from tuner.units import parse_memory_size
 
 if TYPE_CHECKING:
@@ -203,7 +203,15 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "--remeasure-top",
         type=int,
-        help="re-measure this many top candidates after the search",
+        help="re-measure this many top candidates after the search (more when both ends of "
+        "the front and the soonest to the target need it; the search says so)",
+    )
+    _flags.add_config_flag(
+        group,
+        TARGET_ACCURACY,  # the run's field, and every trial's target in the trials table
+        default="derived from the candidates: the lower of the most accurate's lower 95%% "
+        "bound and their median accuracy; every trial's time to it is measured, and the "
+        "default recommendation is the config that reaches it soonest",
     )
     _option(
         group,

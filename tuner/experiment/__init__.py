@@ -28,6 +28,7 @@ from tuner.experiment._files import (
     RETRIES_FILE,
     RUN_TRACEBACK_FILE,
     STUDY_FILE,
+    STUDY_TIME_TO_TARGET_ATTR,
     STUDY_TRIAL_ID_ATTR,
     TUNER_FILES,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "RETRIES_FILE",
     "RUN_TRACEBACK_FILE",
     "STUDY_FILE",
+    "STUDY_TIME_TO_TARGET_ATTR",
     "STUDY_TRIAL_ID_ATTR",
     "TUNER_FILES",
     "Experiment",

@@ -13,6 +13,7 @@ DEFAULT_REPORTS_DIR = "reports"
 
 METADATA_FILE = "tuner_experiment.json"
 STUDY_FILE = "study.db"  # the Optuna study (SQLite), named after the experiment
+STUDY_TIME_TO_TARGET_ATTR = "time_to_target"  # the study's user attribute: every trial's time
 STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"

@@ -87,6 +87,9 @@ class SearchOptions:
     warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
     early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
     remeasure_top: int = 3
+    # The accuracy every trial's time to target is measured to (tuner.time_to_target); None:
+    # derived from the candidates, and the answer says how.
+    target_accuracy: float | None = None
     # Re-measurement and effects: interleaved rounds (on a CPU short windows of one build each),
     # at least remeasure_repeats, at most the max, ended early once resolved (tuner.compare.trust)
     remeasure_repeats: int = 8
@@ -138,6 +141,11 @@ class SearchOptions:
             )
         if self.checkpoint_every_s < 0:
             raise TunerError(f"--checkpoint-every-s {self.checkpoint_every_s} must be 0 or more.")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise TunerError(
+                f"--target-accuracy {self.target_accuracy} must be in (0, 1]: a validation "
+                "accuracy, e.g. 0.8."
+            )
         if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
             raise TunerError(
                 "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."

@@ -5,22 +5,42 @@ loop, whether the picks differ beyond noise, and the command to train the pick."
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from tuner.answer import TOO_NOISY, Answer, PairVerdict, pairs_text, starved_text, world_size_of
+from tuner.answer import (
+    TOO_NOISY,
+    Answer,
+    PairVerdict,
+    pairs_text,
+    points_text,
+    starved_text,
+    world_size_of,
+)
 from tuner.experiment import Experiment, memory_limit
-from tuner.record import ERROR, KIND, TRIAL_ID
+from tuner.record import (
+    ERROR,
+    KIND,
+    TARGET_ACCURACY,
+    TIME_TO_TARGET_EST_S,
+    TIME_TO_TARGET_SOURCE,
+    TRAIN_TIME_TO_TARGET_S,
+    TRIAL_ID,
+)
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.stats import Change
+from tuner.time_to_target import seconds_text
 from tuner.units import as_number, format_bytes, is_finite, ratio_text
 
 __all__ = ["answer_section"]
+
+TIME_TO_TARGET = "time_to_target"  # recommended_time_to_target.json: the rule's pick
 
 
 def answer_section(
@@ -30,21 +50,27 @@ def answer_section(
         return Section("The answer", [_no_pick(experiment)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
+    lead = answer.lead()  # the rule, its pick and the accuracy beside it ([]: one objective)
     blocks = [
         _bold_head(answer.noise_note()),  # before the pick: it could not be decided on speed
-        _pick_line(recommended, config, answer),
+        *lead[:1],
+        _pick_line(recommended, config, answer, lead[1:2]),
+        *lead[2:],
         _chance_warning(recommended, config),
     ]
     by_trial: dict[str, list[str]] = {}  # a trial best on two objectives is one pick
-    for metric, row in answer.best.items():
+    picks = dict(answer.best)
+    if answer.by_time:
+        picks = {TIME_TO_TARGET: recommended, **picks}
+    for metric, row in picks.items():
         workers = world_size_of(row)
         path = out / f"recommended_{metric}.json"
         export_config(answer.configs[str(row[TRIAL_ID])], path, world_size=workers)
         by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     failed = {f[TRIAL_ID] for f in progress.failures}
     for metrics in by_trial.values():
-        blocks += _pick_text(answer.best[metrics[0]], metrics, answer, failed)
-    chosen = next(m for m, r in answer.best.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
+        blocks += _pick_text(picks[metrics[0]], metrics, answer, failed)
+    chosen = next(m for m, r in picks.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
     blocks += [
         _failures_text(progress.failures),
         _gain_text(_effects.plain_loop_gain(effects), progress),
@@ -66,18 +92,20 @@ def _train_line(row: pd.Series, path: Path) -> str:
     )
 
 
-def _pick_line(row: pd.Series, config: Any, answer: Answer) -> str:
+def _pick_line(row: pd.Series, config: Any, answer: Answer, why_by_time: Sequence[str] = ()) -> str:
     """The first line of the answer: the pick, and why it is the pick (what its intervals
     allow: a tie is named as one)."""
     p = answer.picks
     trial = f"**Recommended: trial `{row[TRIAL_ID]}`**"
+    if why_by_time:  # the rule's pick: the sentence after the rule says why
+        return f"{trial}, by the rule: {describe(config)}{_on_workers(row)}. {why_by_time[0]}"
     if p is None:
         why = _one_pick_why(answer)
     elif str(row[TRIAL_ID]) == p.slower:
         speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
         why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise ({speed})"
     else:
-        why = _fastest_why(p)
+        why = _fastest_why(p) + _faster_in_search(row, answer)
     return f"{trial}, {why}: {describe(config)}{_on_workers(row)}."
 
 
@@ -107,7 +135,7 @@ def _one_pick_why(answer: Answer) -> str:
 def _fastest_why(p: PairVerdict) -> str:
     """The fastest pick recommended: beyond noise, a tie, or no verdict on speed."""
     speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
-    points = f"{100 * abs(p.accuracy.value):.1f} accuracy points"
+    points = points_text(p.accuracy)
     verdict = p.throughput.verdict
     if verdict == "none":
         return (
@@ -124,7 +152,8 @@ def _fastest_why(p: PairVerdict) -> str:
         accuracy = (
             "as accurate within noise: a tie on both, either will do"
             if p.accuracy.tie
-            else f"`{p.slower}` is {points} more accurate, with no interval: no verdict"
+            else f"`{p.slower}` is {100 * abs(p.accuracy.value):.1f} accuracy points more "
+            "accurate, with no interval: no verdict"
         )
         return f"as fast as `{p.slower}` within noise ({speed}), a tie on speed; {accuracy}"
     if p.accuracy.tie:
@@ -132,10 +161,32 @@ def _fastest_why(p: PairVerdict) -> str:
             f"the fastest beyond noise ({speed}), and as accurate as the most accurate "
             f"(`{p.slower}`) within noise"
         )
-    interval = "" if p.accuracy.has_interval else ", with no interval"
     return (
-        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate{interval} "
+        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate "
         "(the trade-off is below)"
+    )
+
+
+def _faster_in_search(row: pd.Series, answer: Answer) -> str:
+    """Said beside "the fastest": the candidates the search measured faster than the pick (its
+    trials ran beside each other and whatever else loaded the machine; only the side-by-side
+    re-measurement is compared, and they were not in it)."""
+    if not answer.remeasured or "search_images_per_second" not in answer.trials:
+        return ""
+    trials = answer.trials[answer.trials["candidate"]]
+    speed = pd.to_numeric(trials["search_images_per_second"], errors="coerce")
+    own = as_number(row.get("search_images_per_second"))
+    faster = trials[(speed > own) & (trials["throughput_source"] != "re-measured")]
+    if faster.empty or math.isnan(own):
+        return ""
+    named = ", ".join(
+        f"`{r[TRIAL_ID]}` {as_number(r['search_images_per_second']):,.0f}"
+        for _, r in faster.iterrows()
+    )
+    return (
+        f" (among those re-measured: the search measured {named} images/s against its "
+        f"{own:,.0f}, with trials beside each other and any other load on the machine, and "
+        "did not re-measure them)"
     )
 
 
@@ -176,9 +227,14 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
 
 
 def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
-    names = {"images_per_second": "Fastest", "val_accuracy": "Most accurate"}
-    title = " and ".join(names.get(m, m) for m in metrics).capitalize()
-    if len(metrics) == len(answer.best) and len(metrics) > 1 and answer.best_on_both:
+    names = {
+        TIME_TO_TARGET: "Soonest to the target",
+        "images_per_second": "Fastest",
+        "val_accuracy": _accuracy_title(answer),
+    }
+    title = " and ".join(names.get(m, m) for m in metrics)
+    title = title[0].upper() + title[1:]
+    if set(metrics) == set(answer.best) and len(metrics) > 1 and answer.best_on_both:
         title = "Best on both"
     source = (
         "re-measured, median over interleaved repeats"
@@ -193,9 +249,36 @@ def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[s
         f"- validation accuracy {acc} (95% interval over {images:,} images)",
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
+        _time_fact(row),
     ]
     config = describe(answer.configs[str(row[TRIAL_ID])]) + _on_workers(row)
     return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
+
+
+def _accuracy_title(answer: Answer) -> str:
+    """ "most accurate" only beyond noise of the next; else what the interval allows."""
+    lead = answer.accuracy_lead()
+    if lead is None or lead.change.separated:
+        return "most accurate"
+    return (
+        f"highest accuracy as measured (not beyond noise: {points_text(lead.change)} ahead of "
+        f"`{lead.runner_up}`)"
+    )
+
+
+def _time_fact(row: pd.Series) -> str:
+    """The pick's two times to target: the estimate the rule uses and the stopwatch's."""
+    target = as_number(row.get(TARGET_ACCURACY))
+    if math.isnan(target):
+        return "- time to target: no target"
+    if not is_finite(row.get(TIME_TO_TARGET_EST_S)):
+        return f"- time to target {target:.3f}: never reached in its budget"
+    stopwatch = as_number(row.get(TRAIN_TIME_TO_TARGET_S))
+    return (
+        f"- time to target {target:.3f}: {seconds_text(row)} estimated (images to target / "
+        f"images/s, {row.get(TIME_TO_TARGET_SOURCE)}); the stopwatch in the search: "
+        f"{stopwatch:.3g} s (machine load and trials beside it included)"
+    )
 
 
 def _on_workers(row: pd.Series) -> str:

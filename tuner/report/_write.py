@@ -37,6 +37,7 @@ from tuner.record import (
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
+from tuner.report._batch import batch_section
 from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
@@ -54,6 +55,7 @@ from tuner.report.document import (
 )
 from tuner.stats import INTERVAL_RULE
 from tuner.techniques import settings_text
+from tuner.time_to_target import with_time_to_target
 from tuner.units import MIB, as_number, duration_text, format_bytes
 
 __all__ = ["write_report"]
@@ -77,8 +79,9 @@ def write_report(
     answer = answer or decide(experiment)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_trials_csv(experiment.trials, out_dir / "trials.csv")
-    experiment.trials.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
+    table = with_time_to_target(experiment.trials, answer.trials)
+    write_trials_csv(table, out_dir / "trials.csv")
+    table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
     sections = [
@@ -88,6 +91,7 @@ def write_report(
         *filter(None, [input_section(answer.recommended, effects)]),
         speed_section(experiment),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
+        *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),

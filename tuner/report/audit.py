@@ -14,7 +14,9 @@ folders, the MLflow store the search was told, W&B offline runs), and checks:
 - ``count``: every count of trials against the rows;
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
-- ``unmeasured``: no value that was not measured.
+- ``unmeasured``: no value that was not measured;
+- ``target``: every trial's time to target in trials.csv against its own accuracy curve and the
+  answer (the target, images to target, the stopwatch's and the estimated seconds).
 
 A report folder without its experiment (``reports/examples/...``) is checked against its own
 trials.csv (no trackers, no clocks).
@@ -34,6 +36,7 @@ from tuner.experiment import METADATA_FILE, load_experiment, read_metadata, read
 from tuner.experiment.limits import down_time_s
 from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
+from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
     DownTime,
     Finding,
@@ -47,7 +50,7 @@ from tuner.units import duration_text
 
 __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
 
-CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured")
+CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured", "target")
 # The measurement phases whose clock the metadata records (after_search: started, ended).
 _PHASES = ("remeasure", "effects")
 
@@ -94,6 +97,8 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         result.findings += _same_rows(experiment.trials, trials, report_dir)
         down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
         result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata), down_s=down)
+        where = f"{report_dir.name}/trials.csv"
+        result.findings += check_time_to_target(experiment, trials, where)
     else:
         result.findings += check_unmeasured(trials, "the experiment's trials")
     options = metadata.get("options") or {}

@@ -20,7 +20,7 @@ import pandas as pd
 import ray
 import torch
 
-from tuner.answer import Answer, candidates
+from tuner.answer import Answer, candidates, to_remeasure
 from tuner.compare import plan_toggles, trust
 from tuner.compare.trust import Budget
 from tuner.engine.build import resolve_device
@@ -52,8 +52,13 @@ def remeasure_candidates(
     error, failed_runs, runs}]``, for the metadata's ``remeasure_failures``) and how the
     measurement ended (``None``: nothing was written)."""
     options = search.options
-    objs = objectives_of(options.objective)
-    top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
+    if options.objective == "pareto":  # both ends of the front and the rule's pick, always
+        top, note = to_remeasure(experiment, top=options.remeasure_top)
+        if note:
+            print(note, flush=True)
+    else:
+        objs = objectives_of(options.objective)
+        top = rank_candidates(candidates(experiment.trials, objs), objs, top=options.remeasure_top)
     if top.empty:
         return [], None
     budget = Budget(options.remeasure_repeats, options.remeasure_max_repeats, time_limit_s)

@@ -49,6 +49,7 @@ from tuner.tune.preflight import Checked, Prepared, check_search, profile_for
 from tuner.tune.probe_actor import start_cache
 from tuner.tune.ray_log import ray_lines_to_file
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
+from tuner.tune.target_clients import tell_time_to_target
 from tuner.tune.tracking import cut_results
 from tuner.tune.warm_start import warm_start
 from tuner.usercache import cache_dir
@@ -197,8 +198,17 @@ def _search(
     experiment = experiment.with_effects(update_metadata(paths.local, **end))
     paths.upload()
     resumed = _resumed(experiment, started, orphans) if options.resume else None
+    _tell_time_to_target(experiment, answer, paths)
     print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
     return SearchOutcome(paths.local, state, records, experiment, answer)
+
+
+def _tell_time_to_target(experiment: Experiment, answer: Answer, paths: ExperimentPaths) -> None:
+    """The study and TensorBoard get every trial's time to target; a failure costs a warning."""
+    try:
+        tell_time_to_target(experiment, answer, study_name=paths.name, study_url=paths.study_url)
+    except Exception as exc:  # trials.csv and the report hold the same figures
+        print(f"warning: telling the time to target to the study failed ({error_line(exc)}).")
 
 
 def _begin(

@@ -1,0 +1,180 @@
+"""The batch-size answer: from the trials, the images and seconds to the target against batch
+size. Does a larger batch reach the target sooner on this hardware, and from which size on does
+it stop paying (the critical batch size of Shallue et al. 2018 and McCandlish et al. 2018:
+beyond it, more images per step no longer cut the steps to the target in proportion)?
+
+Each batch size is represented by its soonest trial; two adjacent sizes are compared by the
+one rule (:attr:`tuner.stats.Change.verdict`) on their time ratio
+(:func:`tuner.time_to_target.time_ratio`): a tie is a tie, an interval that says nothing says
+nothing, and too few sizes that reached the target is said as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from tuner.answer import Answer, throughput_ratio
+from tuner.experiment import PARAM_PREFIX, Experiment
+from tuner.record import (
+    IMAGES_TO_TARGET,
+    IMAGES_TO_TARGET_LOW,
+    KIND,
+    TIME_TO_TARGET_EST_HIGH,
+    TIME_TO_TARGET_EST_LOW,
+    TIME_TO_TARGET_EST_S,
+    TRIAL_ID,
+)
+from tuner.report.document import Image, Section, plural
+from tuner.stats import Change
+from tuner.time_to_target import change_text, seconds_text, time_ratio
+
+__all__ = ["batch_section"]
+
+BATCH = f"{PARAM_PREFIX}batch_size"
+_MEASURED = ("ok", "stopped early", "starved")  # kinds whose curve is a real run's, to its end
+
+
+def batch_section(experiment: Experiment, answer: Answer, out: Path) -> Section | None:
+    """Section "Batch size and time to target", or None without a batch size or a target."""
+    trials = answer.trials
+    if BATCH not in trials or answer.target is None or IMAGES_TO_TARGET not in trials:
+        return None
+    sized = trials[pd.to_numeric(trials[BATCH], errors="coerce").notna()]
+    sized = sized[sized[KIND].astype(str).isin(_MEASURED)]
+    if sized[BATCH].nunique() < 2:
+        return None  # the batch size was not searched
+    reached = sized.dropna(subset=[TIME_TO_TARGET_EST_S])
+    # A size's representative: its soonest re-measured trial where it has one (an interval to
+    # compare by), else its soonest as the search measured it.
+    order = reached.assign(_once=reached.get("throughput_source") != "re-measured")
+    order = order.sort_values(["_once", TIME_TO_TARGET_EST_S]).drop(columns="_once")
+    soonest = order.groupby(BATCH, sort=True).head(1)
+    soonest = soonest.sort_values(BATCH)
+    blocks: list[Any] = [_per_size(sized, soonest), _verdict(soonest, experiment.remeasure)]
+    if not reached.empty:
+        blocks.append(_plot(reached, out / "batch_size.png"))
+    return Section("Batch size and time to target", blocks, anchor="batch-size")
+
+
+def _per_size(sized: pd.DataFrame, soonest: pd.DataFrame) -> str:
+    """One line per batch size: its trials, how many reached the target, its soonest."""
+    lines = []
+    for size, group in sized.groupby(BATCH, sort=True):
+        best = soonest[soonest[BATCH] == size]
+        head = f"- batch {int(size)}: {plural(len(group), 'trial')}, "
+        if best.empty:
+            lines.append(head + "none reached the target")
+            continue
+        row = best.iloc[0]
+        steps = float(row[IMAGES_TO_TARGET]) / float(size)
+        reached = int(group[TIME_TO_TARGET_EST_S].notna().sum())
+        lines.append(
+            f"{head}{reached} reached the target; compared: `{row[TRIAL_ID]}`: {seconds_text(row)}"
+            f", {steps:,.0f} steps"
+        )
+    return "\n".join(lines)
+
+
+def _verdict(soonest: pd.DataFrame, remeasure: pd.DataFrame | None) -> str:
+    """Does a larger batch pay, and from which size on does it stop, by the one rule."""
+    sizes = [int(s) for s in soonest[BATCH]]
+    if len(sizes) < 2:
+        named = f"only batch {sizes[0]}" if sizes else "no batch size"
+        return (
+            f"Too few trials to answer: {named} reached the target. Whether a larger batch "
+            "reaches it sooner needs at least two batch sizes that do (more trials, or a lower "
+            "--target-accuracy)."
+        )
+    rows = [row for _, row in soonest.iterrows()]
+    clauses, stop = [], None
+    for small, large in itertools.pairwise(rows):
+        change = _larger_sooner(small, large, remeasure)
+        pays = change.separated and change.value > 1
+        clauses.append(f"batch {int(small[BATCH])} to {int(large[BATCH])}: {change_text(change)}")
+        if not pays and stop is None:
+            stop = (int(small[BATCH]), int(large[BATCH]), change)
+    said = "; ".join(clauses)
+    return (
+        "Time to target of the smaller batch over the larger one (above 1x: the larger batch is "
+        f"sooner): {said}. {_conclusion(stop, sizes)} {_method()}"
+    )
+
+
+def _larger_sooner(small: pd.Series, large: pd.Series, remeasure: pd.DataFrame | None) -> Change:
+    """The smaller batch's time to target / the larger one's (> 1: the larger is sooner)."""
+    return time_ratio(small, large, throughput_ratio(large, small, remeasure))
+
+
+def _conclusion(stop: tuple[int, int, Change] | None, sizes: list[int]) -> str:
+    if stop is None:
+        return (
+            f"Every larger batch searched reached the target sooner, beyond noise: the critical "
+            f"batch size is above the largest searched ({sizes[-1]})."
+        )
+    small, large, change = stop
+    if change.separated:
+        return (
+            f"A larger batch stops paying from batch {large}: it reaches the target later, "
+            f"beyond noise. The critical batch size on this hardware is about {small}."
+        )
+    if change.tie:
+        return (
+            f"From batch {small} to {large} the times are a tie: a larger batch stops paying "
+            f"from {large}, so the critical batch size on this hardware is about {small}."
+        )
+    return (
+        f"From batch {small} to {large} the measurements cannot tell ({change_text(change)}): "
+        "no critical batch size can be named from these trials."
+    )
+
+
+def _method() -> str:
+    return (
+        "Each size is its soonest trial (re-measured where one was); the time is images to "
+        "target / images per second, its interval the crossing's range between evaluations "
+        "times the throughput's interval, one seed each (the seed's noise is not in it)."
+    )
+
+
+def _plot(reached: pd.DataFrame, path: Path) -> Image:
+    """Images and estimated seconds to the target against batch size, every trial that
+    reached it, with the crossing's range and the estimate's interval."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 4.0))
+    batch = _num(reached, BATCH)
+    images, before = _num(reached, IMAGES_TO_TARGET), _num(reached, IMAGES_TO_TARGET_LOW)
+    seconds = _num(reached, TIME_TO_TARGET_EST_S)
+    low, high = _num(reached, TIME_TO_TARGET_EST_LOW), _num(reached, TIME_TO_TARGET_EST_HIGH)
+    left.errorbar(batch, images, yerr=[images - before, np.zeros_like(images)], fmt="o")
+    spread = [np.nan_to_num(seconds - low), np.nan_to_num(high - seconds, posinf=0.0)]
+    right.errorbar(batch, seconds, yerr=spread, fmt="o", c="tab:green")
+    for ax, label in ((left, "images to target"), (right, "estimated seconds to target")):
+        sizes = sorted({int(v) for v in batch})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
+        ax.set(xlabel="batch size", ylabel=label)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"Time to target vs batch size ({plural(len(reached), 'trial')})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    ids = reached[TRIAL_ID].astype(str)
+    points = [
+        {"series": "reached the target", "x": float(x), "y": float(y), TRIAL_ID: t}
+        for x, y, t in zip(batch, seconds, ids, strict=True)
+    ]
+    title = f"Time to target vs batch size ({plural(len(reached), 'trial')})"
+    return Image(path, "time to target vs batch size", tuple(points), (), title)
+
+
+def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)

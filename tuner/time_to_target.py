@@ -1,0 +1,353 @@
+"""Time to a target accuracy for every trial, from its own accuracy curve (DAWNBench's and
+MLPerf's figure), and the target when none is given.
+
+- **The curve** (:data:`CURVE_COLUMNS`): one row per evaluation report of a trial, as its
+  ``result.json`` lines hold them (:func:`curves_of`; ``Experiment.curves`` where the
+  experiment has one).
+- **Images to target**: the images seen at the trial's first evaluation at or above the target.
+  The true crossing lies between the evaluation before it and that one: both are kept
+  (``images_to_target_low`` is the one before; 0 when the first evaluation already reached it),
+  and every comparison of two trials carries that range.
+- **Two times to target.** The stopwatch's (``train_time_to_target_s``: the training loop's
+  seconds at the crossing, load and all: trials that ran side by side, or beside other work,
+  are slowed by it) and the load-independent estimate (``time_to_target_s_est``: images to
+  target / the trial's images/s, re-measured side by side where it was). The answer uses the
+  estimate: images to target do not depend on load, and the re-measurement is interleaved.
+- **The derived target** (:func:`derive_target`), when none is given: the lower of the most
+  accurate candidate's lower 95 % bound and the candidates' median final accuracy, so that at
+  least half of them reach it and no candidate is asked for more than the best can claim.
+
+Ray-free and Optuna-free; the answer (:mod:`tuner.answer`) decides with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from tuner.experiment import RESULT_FILE
+from tuner.record import (
+    IMAGES_TO_TARGET,
+    IMAGES_TO_TARGET_LOW,
+    STEP,
+    TARGET_ACCURACY,
+    TIME_TO_TARGET_EST_HIGH,
+    TIME_TO_TARGET_EST_LOW,
+    TIME_TO_TARGET_EST_S,
+    TIME_TO_TARGET_SOURCE,
+    TRAIN_TIME_TO_TARGET_S,
+    TRIAL_DIR,
+    TRIAL_ID,
+    declared_dtype,
+)
+from tuner.stats import Change
+from tuner.units import DASH, as_number, format_bytes
+
+if TYPE_CHECKING:
+    from tuner.experiment import Experiment
+
+__all__ = [
+    "CURVE_COLUMNS",
+    "RULE",
+    "TARGET_COLUMNS",
+    "RulePick",
+    "Target",
+    "change_text",
+    "choose_by_time",
+    "curves_of",
+    "derive_target",
+    "estimated_times",
+    "given_target",
+    "pick_sentence",
+    "read_curves",
+    "rule_sentence",
+    "seconds_text",
+    "time_ratio",
+    "time_to_target",
+    "with_time_to_target",
+]
+
+CURVE_COLUMNS = (TRIAL_ID, STEP, "images_seen", "train_time_s", "val_accuracy", "val_images")
+# The trials-table columns this module adds, in order (tuner.record declares each).
+TARGET_COLUMNS = (
+    TARGET_ACCURACY,
+    IMAGES_TO_TARGET,
+    IMAGES_TO_TARGET_LOW,
+    TRAIN_TIME_TO_TARGET_S,
+    TIME_TO_TARGET_EST_S,
+    TIME_TO_TARGET_EST_LOW,
+    TIME_TO_TARGET_EST_HIGH,
+    TIME_TO_TARGET_SOURCE,
+)
+_REACHED = 1e-9  # an accuracy equal to the target (a count over the same images) reaches it
+
+
+@dataclass(frozen=True)
+class Target:
+    """The accuracy every trial's time is measured to, and how it was chosen."""
+
+    accuracy: float  # NaN: no target (no candidate measured an accuracy)
+    given: bool  # --target-accuracy (or the workload's target_accuracy)
+    how: str  # one sentence: the rule that set it
+
+
+def curves_of(experiment: Experiment) -> pd.DataFrame:
+    """Every trial's accuracy curve (:data:`CURVE_COLUMNS`): ``Experiment.curves`` where the
+    experiment has one, else read from its trials' ``result.json``."""
+    curves = getattr(experiment, "curves", None)
+    if isinstance(curves, pd.DataFrame):
+        return curves
+    return read_curves(experiment.path, experiment.trials)
+
+
+def read_curves(folder: Path, trials: pd.DataFrame) -> pd.DataFrame:
+    """The evaluation reports of each trial's ``result.json`` (damaged lines skipped: the
+    experiment reader lists them), one row each, ordered by images seen."""
+    rows: list[dict[str, Any]] = []
+    dirs = trials.get(TRIAL_DIR, pd.Series("", index=trials.index)).fillna("")
+    for trial_id, trial_dir in zip(trials[TRIAL_ID].astype(str), dirs.astype(str), strict=True):
+        file = folder / trial_dir / RESULT_FILE
+        if not trial_dir or not file.is_file():
+            continue
+        for line in file.read_text(errors="replace").splitlines():
+            report = _json_line(line)
+            if math.isfinite(as_number(report.get("val_accuracy"))):
+                rows.append({TRIAL_ID: trial_id, **{c: report.get(c) for c in CURVE_COLUMNS[1:]}})
+    frame = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
+    for column in CURVE_COLUMNS[1:]:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def _json_line(line: str) -> Mapping[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def time_to_target(curves: pd.DataFrame, target: float) -> pd.DataFrame:
+    """Per trial of ``curves``: images to target (first evaluation at or above ``target``), the
+    images at the evaluation before it, and the stopwatch's training seconds at the crossing
+    (NaN where the curve never reached it), indexed by trial id."""
+    out: dict[str, dict[str, float]] = {}
+    for trial_id, curve in curves.groupby(TRIAL_ID, sort=False):
+        curve = curve.drop_duplicates("images_seen").sort_values("images_seen")
+        reached = curve["val_accuracy"] >= target - _REACHED
+        if math.isnan(target) or not reached.any():
+            out[str(trial_id)] = dict.fromkeys(_CURVE_FIGURES, math.nan)
+            continue
+        at = int(reached.to_numpy().argmax())
+        before = float(curve["images_seen"].iloc[at - 1]) if at > 0 else 0.0
+        out[str(trial_id)] = {
+            IMAGES_TO_TARGET: float(curve["images_seen"].iloc[at]),
+            IMAGES_TO_TARGET_LOW: before,
+            TRAIN_TIME_TO_TARGET_S: float(curve["train_time_s"].iloc[at]),
+        }
+    return pd.DataFrame.from_dict(out, orient="index", columns=list(_CURVE_FIGURES))
+
+
+_CURVE_FIGURES = (IMAGES_TO_TARGET, IMAGES_TO_TARGET_LOW, TRAIN_TIME_TO_TARGET_S)
+
+
+def estimated_times(trials: pd.DataFrame, curves: pd.DataFrame, target: Target) -> pd.DataFrame:
+    """``trials`` (the decision values: ``images_per_second`` re-measured where it was, with
+    its interval) with :data:`TARGET_COLUMNS` added: the estimate is images to target / images
+    per second, its interval from the evaluation before the crossing and the throughput's
+    interval (none for a throughput measured once)."""
+    figures = time_to_target(curves, target.accuracy)
+    frame = trials.copy()
+    frame[TARGET_ACCURACY] = target.accuracy
+    ids = frame[TRIAL_ID].astype(str)
+    for column in _CURVE_FIGURES:
+        frame[column] = ids.map(figures[column]).astype(float)
+    ips = pd.to_numeric(frame["images_per_second"], errors="coerce")
+    low = pd.to_numeric(frame.get("images_per_second_low"), errors="coerce")
+    high = pd.to_numeric(frame.get("images_per_second_high"), errors="coerce")
+    frame[TIME_TO_TARGET_EST_S] = frame[IMAGES_TO_TARGET] / ips
+    frame[TIME_TO_TARGET_EST_LOW] = frame[IMAGES_TO_TARGET_LOW] / high
+    frame[TIME_TO_TARGET_EST_HIGH] = frame[IMAGES_TO_TARGET] / low
+    source = frame.get("throughput_source", pd.Series("search", index=frame.index))
+    frame[TIME_TO_TARGET_SOURCE] = source.where(frame[IMAGES_TO_TARGET].notna(), "")
+    return frame
+
+
+def time_ratio(slower: Mapping[str, Any], sooner: Mapping[str, Any], throughput: Change) -> Change:
+    """How many times longer ``slower`` takes to the target than ``sooner`` on the estimate:
+    (its images / the other's) x (the other's images/s / its own), where ``throughput`` is
+    ``sooner`` / ``slower`` in images/s (paired, from the re-measurement). The interval is the
+    crossings' ranges between evaluations (a hard bound) times the throughput's interval; none
+    without a throughput interval."""
+    images = [as_number(row.get(IMAGES_TO_TARGET)) for row in (slower, sooner)]
+    before = [as_number(row.get(IMAGES_TO_TARGET_LOW)) for row in (slower, sooner)]
+    value = images[0] / images[1] * throughput.value
+    if not throughput.has_interval:
+        return Change(value, math.nan, math.nan, throughput.n, 1.0)
+    low = before[0] / images[1] * throughput.low
+    high = images[0] / before[1] * throughput.high if before[1] > 0 else math.inf
+    return Change(value, low, high, throughput.n, 1.0)
+
+
+def given_target(metadata: Mapping[str, Any]) -> float | None:
+    """The target the search was given: --target-accuracy, else the workload's
+    ``target_accuracy`` (``--set``); None: derive one."""
+    options, workload = metadata.get("options"), metadata.get("workload")
+    for source in (options, workload):
+        value = source.get(TARGET_ACCURACY) if isinstance(source, Mapping) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def derive_target(pool: pd.DataFrame, given: float | None) -> Target:
+    """The target: ``given``, or derived from the candidates ``pool`` (decision values, with
+    ``val_accuracy_low``) as the lower of the most accurate's lower 95 % bound and the median
+    final accuracy."""
+    if given is not None:
+        return Target(float(given), True, f"the target accuracy {given:.3f} was given.")
+    accuracy = pd.to_numeric(pool.get("val_accuracy"), errors="coerce").dropna()
+    if accuracy.empty:
+        return Target(math.nan, False, "no target: no candidate measured an accuracy.")
+    best = pool.loc[accuracy.idxmax()]
+    bound, median = as_number(best.get("val_accuracy_low")), float(accuracy.median())
+    target = median if math.isnan(bound) else min(bound, median)
+    how = (
+        f"the target accuracy {target:.3f} is derived (no --target-accuracy): the lower of the "
+        f"most accurate candidate's lower 95% bound ({best[TRIAL_ID]}: {bound:.3f}) and the "
+        f"median final accuracy of the {len(accuracy)} candidates ({median:.3f}), so that at "
+        "least half of them reach it and none is held to more than the best can claim."
+    )
+    return Target(target, False, how)
+
+
+RULE = (
+    "recommend the configuration that reaches the target accuracy in the fewest seconds (images "
+    "to target / images per second, re-measured side by side); where two times cannot be told "
+    "apart, the one with less peak memory"
+)
+
+
+@dataclass(frozen=True)
+class RulePick:
+    """The rule's pick among the candidates that reached the target, and against whom."""
+
+    pick: str  # trial id
+    soonest: str  # the soonest on the estimate (the pick unless less memory broke a tie)
+    versus: str | None  # the next soonest when the pick is the soonest, else the soonest
+    change: Change | None  # versus's time / the pick's (> 1: the pick is sooner)
+    within_noise: tuple[str, ...]  # candidates whose time cannot be told from the soonest's
+    reached: int  # candidates that reached the target
+    candidates: int  # candidates with a curve
+
+
+def choose_by_time(
+    pool: pd.DataFrame, throughput_ratio: Callable[[str, str], Change]
+) -> RulePick | None:
+    """The rule (:data:`RULE`) over ``pool`` (candidates with :data:`TARGET_COLUMNS`);
+    ``throughput_ratio(a, b)`` is a's images/s over b's, paired where both were re-measured.
+    ``None`` when no candidate reached the target."""
+    reached = pool[pool[TIME_TO_TARGET_EST_S].notna()].sort_values(TIME_TO_TARGET_EST_S)
+    if reached.empty:
+        return None
+    rows = {str(row[TRIAL_ID]): row for _, row in reached.iterrows()}
+    soonest = next(iter(rows))
+
+    def ratio(slower: str, sooner: str) -> Change:
+        return time_ratio(rows[slower], rows[sooner], throughput_ratio(sooner, slower))
+
+    close = tuple(t for t in rows if t != soonest and not ratio(t, soonest).separated)
+    memory = {t: as_number(rows[t].get("peak_memory_bytes")) for t in (soonest, *close)}
+    pick = min(memory, key=lambda t: memory[t] if math.isfinite(memory[t]) else math.inf)
+    if not math.isfinite(memory[pick]) or memory[pick] >= memory[soonest]:
+        pick = soonest  # less memory breaks a tie only when it was measured and is less
+    if pick != soonest:  # the pick's time / the soonest's: inside the noise
+        return RulePick(pick, soonest, soonest, ratio(pick, soonest), close, len(rows), len(pool))
+    versus = next((t for t in rows if t != soonest), None)
+    change = None if versus is None else ratio(versus, pick)
+    return RulePick(pick, soonest, versus, change, close, len(rows), len(pool))
+
+
+# ---- in words (the report, the console and --json say these same sentences) -----------------
+
+
+def rule_sentence(target: Target) -> str:
+    """The rule in one sentence, and how the target was set."""
+    return f"The rule: {RULE}. {target.how[0].upper()}{target.how[1:]}"
+
+
+def seconds_text(row: Mapping[str, Any]) -> str:
+    """``0.52 s [0.31–0.60] (1,536 images)``: a trial's estimated time to target."""
+    value = as_number(row.get(TIME_TO_TARGET_EST_S))
+    low, high = (as_number(row.get(k)) for k in (TIME_TO_TARGET_EST_LOW, TIME_TO_TARGET_EST_HIGH))
+    interval = f" [{low:.3g}{DASH}{high:.3g}]" if math.isfinite(low) and math.isfinite(high) else ""
+    images = as_number(row.get(IMAGES_TO_TARGET))
+    return f"{value:.3g} s{interval} ({images:,.0f} images)"
+
+
+def change_text(change: Change) -> str:
+    """``1.52x [1.10–2.40], beyond noise``: a time ratio and what its interval allows."""
+    bound = "unbounded" if math.isinf(change.high) else f"{change.high:.2f}"
+    interval = f" [{change.low:.2f}{DASH}{bound}]" if change.has_interval else ""
+    words = {
+        "separated": "beyond noise",
+        "tie": "a tie within noise",
+        "uninformative": "an interval that says nothing",
+        "none": "no interval: not re-measured side by side",
+    }[change.verdict]
+    return f"{change.value:.2f}x{interval}, {words}"
+
+
+def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why the rule picked what it did, with its time and the comparison it rests on."""
+    pick, soonest, versus = rule.pick, rule.soonest, rule.versus
+    time = seconds_text(rows[pick])
+    if versus is None or rule.change is None:
+        return (
+            f"`{pick}` is the only candidate that reached the target ({rule.reached} of "
+            f"{rule.candidates}): {time} to it."
+        )
+    ratio = change_text(rule.change)
+    if pick != soonest:
+        memory = [format_bytes(rows[t].get("peak_memory_bytes")) for t in (pick, soonest)]
+        return (
+            f"`{pick}` is the pick: its time to target, {time}, cannot be told from the "
+            f"soonest's (`{soonest}`, {seconds_text(rows[soonest])}; {ratio}), and it needs "
+            f"less peak memory ({memory[0]} against {memory[1]})."
+        )
+    if rule.change.separated:
+        return (
+            f"`{pick}` reaches the target soonest: {time}; the next, `{versus}`, takes {ratio} "
+            "as long."
+        )
+    memory = format_bytes(rows[pick].get("peak_memory_bytes"))
+    close = ", ".join(
+        f"`{t}` {format_bytes(rows[t].get('peak_memory_bytes'))}" for t in rule.within_noise
+    )
+    why = (
+        f"it also needs the least peak memory of them ({memory}; {close})"
+        if memory != "n/a"
+        else "peak memory was not measured, so the soonest as measured is shown"
+    )
+    return (
+        f"`{pick}` reaches the target soonest as measured: {time}; the next, `{versus}`, takes "
+        f"{ratio}, so their times cannot be told apart, and {why}."
+    )
+
+
+def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFrame:
+    """The trials table with :data:`TARGET_COLUMNS` from the answer's ``decided`` rows (what
+    ``trials.csv`` and ``trials.parquet`` hold), typed as :mod:`tuner.record` declares them."""
+    if TIME_TO_TARGET_EST_S not in decided:
+        return trials
+    figures = decided.set_index(decided[TRIAL_ID].astype(str))[list(TARGET_COLUMNS)]
+    added = figures.reindex(trials[TRIAL_ID].astype(str)).set_index(trials.index)
+    added[TIME_TO_TARGET_SOURCE] = added[TIME_TO_TARGET_SOURCE].replace("", None)
+    added = added.astype({c: str(declared_dtype(c)) for c in TARGET_COLUMNS})
+    return pd.concat([trials.drop(columns=list(TARGET_COLUMNS), errors="ignore"), added], axis=1)

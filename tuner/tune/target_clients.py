@@ -1,0 +1,76 @@
+"""Every trial's time to target, told to the clients that ran during the search, once the
+answer knows the target: the Optuna study (its user attribute :data:`STUDY_ATTR`) and
+TensorBoard (a ``time_to_target`` run beside each trial's own). Their figures are the answer's
+rows (:data:`tuner.time_to_target.TARGET_COLUMNS`), the same numbers trials.csv holds; MLflow's
+parent run gets them with the recommended trial's figures (:func:`tuner.tune.mlflow_logger.
+log_report`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from tuner.answer import Answer
+from tuner.experiment import STUDY_TIME_TO_TARGET_ATTR, Experiment
+from tuner.record import TARGET_ACCURACY, TIME_TO_TARGET_SOURCE, TRIAL_DIR, TRIAL_ID
+from tuner.time_to_target import TARGET_COLUMNS, rule_sentence
+from tuner.units import as_number
+
+__all__ = ["STUDY_ATTR", "TENSORBOARD_RUN", "tell_time_to_target"]
+
+STUDY_ATTR = STUDY_TIME_TO_TARGET_ATTR
+TENSORBOARD_RUN = "time_to_target"  # the folder in each trial's folder
+
+
+def tell_time_to_target(
+    experiment: Experiment, answer: Answer, *, study_name: str, study_url: str
+) -> None:
+    """Write the time to target of every trial to the study and to TensorBoard."""
+    if answer.target is None:
+        return
+    figures = figures_of(answer)
+    import optuna
+
+    study = optuna.load_study(study_name=study_name, storage=study_url)
+    study.set_user_attr(STUDY_ATTR, figures)
+    _tensorboard(experiment, figures["trials"])
+
+
+def figures_of(answer: Answer) -> dict[str, Any]:
+    """The study's record: the target, the rule, the pick and every trial's figures (JSON)."""
+    target = answer.target
+    assert target is not None
+    trials = {
+        str(row[TRIAL_ID]): {column: _json(row.get(column)) for column in TARGET_COLUMNS}
+        for _, row in answer.trials.iterrows()
+    }
+    return {
+        TARGET_ACCURACY: _json(target.accuracy),
+        "rule": rule_sentence(target),
+        "recommended": None if answer.rule is None else answer.rule.pick,
+        "trials": trials,
+    }
+
+
+def _tensorboard(experiment: Experiment, trials: dict[str, dict[str, Any]]) -> None:
+    from tensorboardX import SummaryWriter
+
+    table = experiment.trials
+    dirs = dict(zip(table[TRIAL_ID].astype(str), table[TRIAL_DIR], strict=True))
+    for trial_id, values in trials.items():
+        folder = dirs.get(trial_id)
+        if not isinstance(folder, str) or not folder:
+            continue
+        with SummaryWriter(str(Path(experiment.path) / folder / TENSORBOARD_RUN)) as writer:
+            for column, value in values.items():
+                if column != TIME_TO_TARGET_SOURCE and value is not None:
+                    writer.add_scalar(f"{TENSORBOARD_RUN}/{column}", value, 0)
+
+
+def _json(value: Any) -> Any:
+    """A JSON value: a finite number, a text, or None (missing)."""
+    if isinstance(value, str):
+        return value or None
+    number = as_number(value)
+    return number if math.isfinite(number) else None
