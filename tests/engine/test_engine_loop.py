@@ -140,6 +140,27 @@ def test_time_budget_stops_the_run() -> None:
     assert result.val_accuracy is not None
 
 
+def test_a_run_its_time_budget_cuts_before_its_steps_says_so() -> None:
+    cut = train(tiny(steps=100_000, time_budget_s=0.5, warmup_steps=0))
+    assert cut.status == "ok" and cut.steps < 100_000 and cut.cut_by_time_budget
+    (note,) = [n for n in cut.notes if n.startswith("cut by its time budget")]
+    assert f"after {cut.steps} of 100000 planned steps" in note
+    # Its steps ended it first, or the clock alone was its budget: nothing was cut.
+    whole = train(tiny(steps=3, time_budget_s=600.0))
+    clock_only = train(tiny(steps=None, epochs=None, time_budget_s=0.5, warmup_steps=0))
+    assert not whole.cut_by_time_budget and not clock_only.cut_by_time_budget
+
+
+def test_a_run_computes_on_the_threads_its_config_names() -> None:
+    before = torch.get_num_threads()
+    try:
+        result = train(tiny(torch_threads=1))
+        assert result.ok and torch.get_num_threads() == 1
+        assert result.config["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_on_eval_sees_progress_and_can_stop_the_run() -> None:
     seen: list[Progress] = []
 
