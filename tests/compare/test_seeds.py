@@ -41,12 +41,9 @@ def test_the_picks_and_the_plain_loop_are_retrained_round_robin_with_new_seeds()
     rows, info = retrain(arms, seeds=2, first_seed=0)
     runs = pd.DataFrame(rows, columns=SEED_COLUMNS)
     final = runs[runs["final"]]
-    order = list(zip(final["round"], final[["trial_id", "arm"]].agg(" ".join, axis=1)))
-    assert order == [(1, "a pick"), (1, "b pick"), (1, "a plain loop")] + [
-        (2, "a pick"),
-        (2, "b pick"),
-        (2, "a plain loop"),
-    ]
+    order = [f"{r} {t} {a}" for r, t, a in final[["round", "trial_id", "arm"]].to_numpy()]
+    each = ["a pick", "b pick", "a plain loop"]
+    assert order == [f"1 {arm}" for arm in each] + [f"2 {arm}" for arm in each]
     assert set(final["seed"]) == {1, 2} and (final["status"] == "ok").all()
     # each run's curve: an evaluation every 2 steps, images and training seconds growing
     first = runs[(runs["trial_id"] == "b") & (runs["seed"] == 1)]
