@@ -45,6 +45,7 @@ __all__ = [
     "retrain",
     "seed_accuracy_of",
     "seed_arms",
+    "short_text",
     "time_to_target",
 ]
 
@@ -101,7 +102,7 @@ def retrain(
     metadata)."""
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    rounds, stopped = 0, "done"
+    rounds, stopped = 0, "max repeats"
     for index in range(seeds):
         elapsed = time.perf_counter() - started
         expected = elapsed / index if index else round_s
@@ -123,11 +124,11 @@ def retrain(
     }
     if rounds < seeds:
         per_round = seconds / rounds if rounds else round_s
-        info["short"] = _short_text(seeds, rounds, per_round, time_limit_s)
+        info["short"] = short_text(seeds, rounds, per_round, time_limit_s)
     return rows, info
 
 
-def _short_text(seeds: int, rounds: int, per_round: float | None, limit: float | None) -> str:
+def short_text(seeds: int, rounds: int, per_round: float | None, limit: float | None) -> str:
     """Why fewer than ``seeds`` seeds ran, and what would fit them."""
     need = "" if per_round is None else f" (a round of every arm takes about {per_round:.0f} s"
     if need and limit is not None:
