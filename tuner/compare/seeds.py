@@ -31,7 +31,7 @@ import pandas as pd
 from tuner.compare._arms import PLAIN, plain_loop
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
-from tuner.record import TRIAL_ID
+from tuner.record import FINAL, STEP, TRIAL_ID
 from tuner.stats import Change, SeedAccuracy, paired_ratio, seed_accuracy
 from tuner.units import duration_text
 
@@ -56,12 +56,12 @@ SEED_COLUMNS = [
     "arm",  # PICK or PLAIN
     "round",  # 1, 2, ...: the runs of one round are a pair
     "seed",
-    "step",
+    STEP,
     "images_seen",
     "train_time_s",  # training seconds so far (evaluation excluded)
     "val_accuracy",
     "val_images",
-    "final",  # the run's last evaluation: its accuracy
+    FINAL,  # the run's last evaluation: its accuracy
     "status",  # the run's: ok | oom | diverged | error
     "cut",  # its time budget ended it before its steps or epochs did
     "error",
@@ -154,24 +154,24 @@ def _one_run(arm: SeedArm, seed: int, round_: int) -> list[dict[str, Any]]:
         result = train(arm.config.replace(seed=seed), on_eval=record)
     except TunerError as exc:  # a config that cannot be built here: a failed run, said
         base = {"status": "error", "error": str(exc)[:500], "cut": False}
-        curve = [{"step": 0, "images_seen": 0, "train_time_s": 0.0, "val_accuracy": math.nan}]
+        curve = [{STEP: 0, "images_seen": 0, "train_time_s": 0.0, "val_accuracy": math.nan}]
     else:
         base = {
             "status": result.status,
             "error": result.error or "",
             "cut": result.cut_by_time_budget,
         }
-        if not curve or curve[-1]["step"] != result.steps:  # failed before its last evaluation
+        if not curve or curve[-1][STEP] != result.steps:  # failed before its last evaluation
             curve.append(_point(result))
     who = {TRIAL_ID: arm.trial_id, "arm": arm.arm, "round": round_, "seed": seed}
     last = len(curve) - 1
-    return [{**who, **point, "final": i == last, **base} for i, point in enumerate(curve)]
+    return [{**who, **point, FINAL: i == last, **base} for i, point in enumerate(curve)]
 
 
 def _point(result: Any) -> dict[str, Any]:
     accuracy = result.val_accuracy
     return {
-        "step": result.steps,
+        STEP: result.steps,
         "images_seen": result.images_seen,
         "train_time_s": result.train_time_s,
         "val_accuracy": math.nan if accuracy is None else accuracy,
@@ -191,7 +191,7 @@ def seed_accuracy_of(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK)
     final accuracy of each run that ended ok, over the validation images they were measured
     on (:func:`tuner.stats.seed_accuracy`)."""
     runs = _runs(seeds, trial_id, arm)
-    final = runs[runs["final"].astype(bool) & (runs["status"] == "ok")]
+    final = runs[runs[FINAL].astype(bool) & (runs["status"] == "ok")]
     images = [float(v) for v in final["val_images"] if pd.notna(v)]
     n = int(statistics.median(images)) if images else 0
     return seed_accuracy(final["val_accuracy"].astype(float).tolist(), n)

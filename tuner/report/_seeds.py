@@ -32,7 +32,5 @@ def seeds_text(
     head = f"Retrained with new seeds ({SEED_ACCURACY_METHOD}): " + "; ".join(lines) + "."
     recommended = str(answer.recommended[TRIAL_ID])
     speedup = plain_loop_speedup(experiment.seeds, recommended, target_accuracy=target_accuracy)
-    sooner = (
-        "" if speedup is None else f" Time to accuracy: `{recommended}` is {speedup.text()}."
-    )
+    sooner = "" if speedup is None else f" Time to accuracy: `{recommended}` is {speedup.text()}."
     return head + sooner + short
