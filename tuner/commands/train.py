@@ -62,8 +62,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Any, *, file: Any) -> None:
-    import torch
-
     from tuner.engine.result import TIME_BUDGET_CUT
     from tuner.stats import wilson_interval
 
@@ -84,8 +82,7 @@ def _print_summary(result: Any, *, file: Any) -> None:
         f"status            {status}" + (f" ({result.error})" if result.error else ""),
         f"model             {cfg.get('model')} on {cfg.get('data')} at {cfg.get('img_size')} px, "
         f"{result.num_parameters or 0:,} params",
-        f"device            {result.device} ({result.device_name})"
-        + (f", {torch.get_num_threads()} torch thread(s)" if result.device == "cpu" else ""),
+        f"device            {result.device} ({result.device_name})",
         f"val accuracy      {fmt(result.val_accuracy, '.4f')}{interval}   "
         f"val loss {fmt(result.val_loss, '.4f')}",
         f"images/s          {fmt(result.images_per_second, ',.1f')}{spread} over "
