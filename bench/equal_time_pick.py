@@ -139,7 +139,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for name, arm in arms.items():
-        config = ", ".join(f"{k}={v}" for k, v in arm["config"].items() if k != "model")
+        config = ", ".join(f"{k}={_short(v)}" for k, v in arm["config"].items() if k != "model")
         per_seed = ", ".join(f"{a:.3f}" for a in arm["accuracy_per_seed"])
         to_target = ", ".join(
             "never" if math.isnan(s) else f"{s:.1f}" for s in arm["seconds_to_target_per_seed"]
@@ -162,10 +162,14 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", type=Path, required=True, help="main's recommended config")
-    parser.add_argument("--after", type=Path, required=True, help="the new rule's pick")
+    parser.add_argument("--before", type=Path, help="main's recommended config")
+    parser.add_argument("--after", type=Path, help="the new rule's pick")
     parser.add_argument("--seconds", type=float, default=12.0, help="training seconds per run")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1)
@@ -173,7 +177,14 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.8, help="accuracy to time each to")
     parser.add_argument("--note", default="", help="a line the report prints under the table")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--render", action="store_true", help="only write the .md from the .json")
     args = parser.parse_args()
+    if args.render:
+        report = json.loads((args.out / "equal_time_pick.json").read_text())
+        (args.out / "equal_time_pick.md").write_text(markdown(report))
+        return
+    if args.before is None or args.after is None:
+        parser.error("give --before and --after (recommended_*.json files), or --render")
     report = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "equal_time_pick.json").write_text(json.dumps(report, indent=2, default=str))
