@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tuner.commands import build_parser, main
 from tuner.commands.train import config_from_args
@@ -110,6 +111,24 @@ def test_json_result_is_the_last_stdout_line(capfd: pytest.CaptureFixture[str]) 
     assert result.keys() >= REQUIRED_KEYS
     assert result["status"] == "ok" and result["config"]["amp"] == "bf16"
     assert result["config"]["steps"] == 3 and result["memory_kind"] == "cpu_training_state"
+
+
+def test_a_run_its_time_budget_cut_says_so_on_its_status_line(capfd) -> None:
+    """The issue's case: the workload's time budget ended the run after a fifth of its steps,
+    and the command said a bare ``ok``; the cut is on the status line and in --json."""
+    flags = [*TINY_FLAGS, "--steps", "100000", "--time-budget-s", "0.5", "--torch-threads", "1"]
+    threads = torch.get_num_threads()
+    try:
+        code = main(["train", *flags, "--json"])
+    finally:
+        torch.set_num_threads(threads)  # the run set this process's: the next tests keep theirs
+    out, err = capfd.readouterr()
+    assert code == 0, err[-2000:]
+    status = next(line for line in err.splitlines() if line.startswith("status"))
+    assert "ok, cut by its time budget: time_budget_s=0.5 ended it after" in status
+    assert "(1 threads)" in err  # the device line: the threads torch computed with
+    result = json.loads(out.strip().splitlines()[-1])
+    assert any(note.startswith("cut by its time budget") for note in result["notes"])
 
 
 def test_failed_run_prints_the_status_and_exits_nonzero(capsys) -> None:

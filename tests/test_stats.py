@@ -14,6 +14,8 @@ from tuner.stats import (
     median_interval,
     paired_difference,
     paired_ratio,
+    seed_accuracy,
+    seed_accuracy_difference,
     wilson_interval,
 )
 
@@ -225,3 +227,65 @@ def test_the_t_interval_is_scipy_s_one_sample_t_test_s(seed: int) -> None:
     mean, low, high = _t_interval(values)
     assert (low, high) == pytest.approx((theirs.low, theirs.high), rel=1e-12)
     assert mean == pytest.approx(sum(values) / len(values), rel=1e-15)
+
+
+def test_seed_accuracy_covers_both_the_seeds_and_the_validation_sample() -> None:
+    """The issue's figures: 5 seeds 0.850-0.880 (SD 0.012) over 359 images (binomial SD
+    0.017): the interval is wider than either source's alone."""
+    seeds = [0.850, 0.858, 0.864, 0.872, 0.880]
+    both = seed_accuracy(seeds, 359)
+    seeds_only = seed_accuracy(seeds, 0)
+    sample_only = wilson_interval(both.value * 359, 359)
+    assert both.value == pytest.approx(np.mean(seeds))
+    assert both.seeds == 5 and both.covers_seeds and both.seed_sd == pytest.approx(0.0117, 1e-2)
+    assert both.low < min(seeds_only.low, sample_only[0])
+    assert both.high > max(seeds_only.high, sample_only[1])
+    # quadrature: each side's half-width is the root of the sum of the two halves' squares
+    t_half = both.value - seeds_only.low
+    assert both.value - both.low == pytest.approx(math.hypot(t_half, both.value - sample_only[0]))
+    assert "over 5 seed(s)" in both.format()
+
+
+def test_seed_accuracy_covers_a_configs_mean_about_95_percent_of_the_time() -> None:
+    """Simulated retrainings: each seed's model has its own true accuracy around the config's
+    (SD 0.012), measured on 359 images; the interval holds the config's accuracy."""
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(400):
+        true = rng.normal(0.86, 0.012, 3)
+        accs = rng.binomial(359, true) / 359
+        interval = seed_accuracy(accs.tolist(), 359)
+        hits += interval.low <= 0.86 <= interval.high
+    assert 0.93 <= hits / 400 <= 1.0  # conservative: the t and Wilson parts overlap
+
+
+@pytest.mark.parametrize(
+    "accuracies, images, covers_seeds, finite",
+    [
+        ([], 359, False, False),  # nothing measured
+        ([None, float("nan")], 359, False, False),  # every run failed
+        ([0.8], 359, False, True),  # one seed: the validation sample's interval alone
+        ([0.8], 0, False, False),  # one seed, images unknown: no interval
+        ([0.8, 0.8, 0.8], 359, True, True),  # seeds agree: the sample's error stays
+        ([0.8, 0.82, 0.79], 0, True, True),  # images unknown: the seeds' alone
+        ([1.0, 1.0, 1.0], 359, True, True),  # at the bound: clipped to [0, 1]
+    ],
+)
+def test_seed_accuracy_degenerate_cases(accuracies, images, covers_seeds, finite) -> None:
+    interval = seed_accuracy(accuracies, images)
+    assert interval.covers_seeds is covers_seeds
+    assert math.isfinite(interval.low) is finite and math.isfinite(interval.high) is finite
+    if finite:
+        assert 0.0 <= interval.low <= interval.value <= interval.high <= 1.0
+    if accuracies == [0.8] and images:
+        assert (interval.low, interval.high) == pytest.approx(wilson_interval(0.8 * 359, 359))
+    if accuracies == [0.8, 0.8, 0.8]:
+        assert (interval.low, interval.high) == pytest.approx(wilson_interval(0.8 * 359, 359))
+
+
+def test_a_seed_accuracy_gap_under_the_noise_is_a_tie_and_a_large_one_separates() -> None:
+    tie = seed_accuracy_difference([0.85, 0.87, 0.86], [0.87, 0.88, 0.86], 359)
+    assert tie.verdict == "tie" and tie.value == pytest.approx(0.01)
+    apart = seed_accuracy_difference([0.68, 0.70, 0.69], [0.87, 0.88, 0.86], 359)
+    assert apart.separated and apart.low > 0
+    assert seed_accuracy_difference([], [0.8, 0.9], 359).verdict == "none"

@@ -34,6 +34,10 @@ LONG_PATHS = {
     "every client, every kind": "tests/tune/test_clients.py::test_mlflow_tells_each_kind",
     "nothing fits the memory budget": "tests/report/test_report.py::"
     "test_zero_feasible_experiment_says_why",
+    "the picks retrained with seeds": "tests/tune/test_seeds_search.py::"
+    "test_the_picks_are_retrained_with_three_seeds_interleaved_and_the_answer_says_so",
+    "the picks' seed runs, real training": "tests/compare/test_seeds.py::"
+    "test_the_picks_and_the_plain_loop_are_retrained_round_robin_with_new_seeds",
 }
 
 

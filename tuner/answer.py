@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.config import TrainConfig
+from tuner.config import TrainConfig, trial_threads
 from tuner.measure import RESOLUTION, paired
 from tuner.objectives import (
     Objective,
@@ -489,13 +489,21 @@ def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
 
 
 def pick_config(experiment: Experiment, trial_id: str) -> TrainConfig:
-    """The full run config of a trial: what ``tuner train --config`` re-runs."""
+    """The full run config of a trial: what ``tuner train --config`` re-runs, on the torch
+    threads the trial measured with (its CPU share's, unless its config sets them)."""
     workload = experiment.metadata.get("workload")
-    return train_config_of(
+    config = train_config_of(
         experiment.configs.get(trial_id, {}),
         workload=workload if isinstance(workload, Mapping) else None,
         search_only=experiment.metadata.get("search_only_params") or (),
     )
+    share = experiment.metadata.get("resources_per_trial")
+    if config.torch_threads is not None or not isinstance(share, Mapping):
+        return config
+    cpus, gpus = share.get("cpu"), share.get("gpu") or 0
+    if not isinstance(cpus, int | float) or not isinstance(gpus, int | float):
+        return config
+    return config.replace(torch_threads=trial_threads(cpus, gpus))
 
 
 def _candidate_mask(trials: pd.DataFrame, objs: list[Objective]) -> pd.Series:

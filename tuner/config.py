@@ -28,6 +28,7 @@ __all__ = [
     "field_help",
     "field_type",
     "load_config_file",
+    "trial_threads",
 ]
 
 
@@ -166,6 +167,11 @@ class TrainConfig:
 
     seed: int = _field(0, "random seed")
     device: str = _field("auto", "auto | cpu | cuda | cuda:N")
+    torch_threads: int | None = _field(
+        None,
+        "CPU threads torch computes with (torch.set_num_threads; 'none': torch's default, one "
+        "per core). A search's recommended config carries the threads its trials measured with",
+    )
 
     def __post_init__(self) -> None:
         """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
@@ -174,7 +180,8 @@ class TrainConfig:
             object.__setattr__(self, f.name, _checked_type(f.name, getattr(self, f.name)))
         for name in ("model", "data"):  # a file of the user's: the same file from any folder
             object.__setattr__(self, name, absolute_file_ref(getattr(self, name)))
-        for name in ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb"):
+        positive = ("img_size", "batch_size", "gn_groups", "synthetic_size", "ddp_bucket_cap_mb")
+        for name in (*positive, *(("torch_threads",) if self.torch_threads is not None else ())):
             if not getattr(self, name) > 0:
                 raise TunerError(f"{name}={getattr(self, name)} must be a positive integer.")
         if self.num_workers < 0:
@@ -275,6 +282,16 @@ def field_type(name: str) -> tuple[Any, bool]:
 def field_help(name: str) -> str:
     """The help text of one :class:`TrainConfig` field (its metadata)."""
     return TrainConfig.__dataclass_fields__[name].metadata["help"]
+
+
+def trial_threads(cpus_per_trial: float, gpus_per_trial: float) -> int:
+    """The torch threads a search's trial computes with, given its CPU and GPU share (one
+    owner: the trials, the measurements after them and the recommended config all take it).
+    A CPU trial leaves one of its cores to its data loader and Ray's own processes: on a small
+    machine, OpenMP threads fighting for oversubscribed cores run several times slower than
+    one fewer thread."""
+    cores = max(1, int(cpus_per_trial))
+    return cores if gpus_per_trial > 0 else max(1, cores - 1)
 
 
 def load_config_file(path: str | Path) -> TrainConfig:

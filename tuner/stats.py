@@ -8,6 +8,10 @@
   drift); :func:`paired_difference`: the same for additive quantities.
 - :func:`accuracy_difference` also covers the validation set's sampling error: repeats of one
   seed are replicas, their spread zero, yet 359 images cannot tell 0.72 from 0.69.
+- :func:`seed_accuracy`: a config's accuracy over retrainings with several seeds, its interval
+  covering both sources of error: the seeds' spread (a t-interval of the mean) and the
+  validation sample's (Wilson over its images), combined in quadrature
+  (:data:`SEED_ACCURACY_METHOD`); :func:`seed_accuracy_difference` the same for two configs.
 - The one interval rule (:attr:`Change.verdict`, stated in words as :data:`INTERVAL_RULE`):
   an interval that excludes "no change" (1x for a ratio, 0 for a difference) is **separated**,
   a verdict however wide it is (22.32x [8.30–59.98] is faster, beyond noise). One that contains
@@ -32,13 +36,17 @@ __all__ = [
     "CONFIDENCE",
     "INTERVAL_RULE",
     "MIN_PAIRS",
+    "SEED_ACCURACY_METHOD",
     "UNINFORMATIVE_REACH",
     "Change",
     "Estimate",
+    "SeedAccuracy",
     "accuracy_difference",
     "median_interval",
     "paired_difference",
     "paired_ratio",
+    "seed_accuracy",
+    "seed_accuracy_difference",
     "wilson_interval",
 ]
 
@@ -247,3 +255,83 @@ def _t_interval(values: list[float]) -> tuple[float, float, float]:
 
     half = float(stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * statistics.stdev(values) / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+# The method of :func:`seed_accuracy` in one phrase, as the report prints it.
+SEED_ACCURACY_METHOD = (
+    "mean over seeds, 95 % interval: a t-interval over the seeds and a Wilson interval over the "
+    "validation images, combined in quadrature"
+)
+
+
+@dataclass(frozen=True)
+class SeedAccuracy:
+    """A config's accuracy over ``seeds`` retrainings: their mean and an interval covering the
+    seeds' spread and the validation sample's error (NaN bounds: nothing measured)."""
+
+    value: float  # the mean accuracy over the seeds
+    low: float
+    high: float
+    seeds: int  # the finite accuracies it rests on
+    val_images: int  # the validation images each accuracy was measured on
+    seed_sd: float  # the seeds' standard deviation (NaN below 2 seeds)
+
+    @property
+    def covers_seeds(self) -> bool:
+        """Whether the seeds' spread is in the interval (2 seeds or more); with one seed it is
+        the validation sample's alone, which the report must say."""
+        return self.seeds >= 2
+
+    def format(self, spec: str = ".3f") -> str:
+        if math.isnan(self.value):
+            return "n/a"
+        text = interval_text(self.low, self.high, lambda v: f"{v:{spec}}")
+        return f"{self.value:{spec}} {text} over {self.seeds} seed(s)"
+
+
+def seed_accuracy(accuracies: Sequence[float | None], val_images: int) -> SeedAccuracy:
+    """One config's accuracy from its retrainings with different seeds, each measured on the
+    same ``val_images`` validation images: the mean, its interval :data:`SEED_ACCURACY_METHOD`.
+
+    The two sources are independent: the seed moves the trained model, the validation sample
+    is one draw of the images the model will meet. The seeds' t-interval half-width and the
+    Wilson interval's (each side of the mean on its own) add in quadrature, as Newcombe's
+    hybrid interval adds two proportions' errors. One seed has no spread to estimate: its
+    interval is the validation sample's alone (:attr:`SeedAccuracy.covers_seeds` is False);
+    seeds that agree exactly leave the validation sample's.
+
+    Args:
+        accuracies: each seed's final validation accuracy (None/NaN: a failed run, left out).
+        val_images: how many validation images each accuracy was measured on (0: unknown,
+            then the interval is the seeds' alone).
+    """
+    xs = _finite(accuracies)
+    if not xs:
+        return SeedAccuracy(math.nan, math.nan, math.nan, 0, int(val_images), math.nan)
+    mean, t_low, _ = _t_interval(xs)
+    sd = statistics.stdev(xs) if len(xs) >= 2 else math.nan
+    seed_half = 0.0 if math.isnan(t_low) else mean - t_low  # one seed: no spread to add
+    below, above = 0.0, 0.0
+    if val_images > 0:
+        w_low, w_high = wilson_interval(mean * val_images, int(val_images))
+        below, above = mean - w_low, w_high - mean
+    if len(xs) < 2 and val_images <= 0:
+        return SeedAccuracy(mean, math.nan, math.nan, 1, 0, math.nan)
+    low = mean - math.hypot(seed_half, below)
+    high = mean + math.hypot(seed_half, above)
+    return SeedAccuracy(mean, max(0.0, low), min(1.0, high), len(xs), int(val_images), sd)
+
+
+def seed_accuracy_difference(
+    reference: Sequence[float | None], other: Sequence[float | None], val_images: int
+) -> Change:
+    """``other - reference`` mean accuracy over seeds (unpaired: each seed trains its own
+    model), its interval the two :func:`seed_accuracy` errors added in quadrature on each side
+    (Newcombe's hybrid, the seeds' spread in each), judged by :attr:`Change.verdict`."""
+    a, b = seed_accuracy(reference, val_images), seed_accuracy(other, val_images)
+    if math.isnan(a.value) or math.isnan(b.value) or math.isnan(a.low) or math.isnan(b.low):
+        return Change(b.value - a.value, math.nan, math.nan, min(a.seeds, b.seeds), 0.0)
+    diff = b.value - a.value
+    low = diff - math.hypot(b.value - b.low, a.high - a.value)
+    high = diff + math.hypot(b.high - b.value, a.value - a.low)
+    return Change(diff, low, high, min(a.seeds, b.seeds), 0.0)

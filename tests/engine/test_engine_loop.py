@@ -137,7 +137,22 @@ def test_nan_loss_is_reported_as_diverged() -> None:
 def test_time_budget_stops_the_run() -> None:
     result = train(tiny(steps=None, epochs=None, time_budget_s=1.0, warmup_steps=0))
     assert result.status == "ok" and 1.0 <= result.train_time_s < 30
+    assert not result.cut_by_time_budget  # the clock was its only budget: nothing was cut
     assert result.val_accuracy is not None
+
+
+def test_a_run_its_time_budget_cuts_before_its_steps_says_so_on_its_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        cut = train(tiny(steps=100_000, time_budget_s=0.5, warmup_steps=0, torch_threads=1))
+        assert torch.get_num_threads() == 1 and cut.config["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)  # the run set this process's threads: the next tests keep
+    assert cut.status == "ok" and cut.steps < 100_000 and cut.cut_by_time_budget
+    (note,) = [n for n in cut.notes if n.startswith("cut by its time budget")]
+    assert f"after {cut.steps} of 100000 planned steps" in note
+    whole = train(tiny(steps=3, time_budget_s=600.0))  # its steps ended it first: nothing cut
+    assert whole.ok and not whole.cut_by_time_budget
 
 
 def test_on_eval_sees_progress_and_can_stop_the_run() -> None:

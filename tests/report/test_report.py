@@ -186,6 +186,7 @@ def test_recommended_config_trains(report: Path) -> None:
     config = load_config_file(files[0])
     trials = pd.read_csv(report / "trials.csv", dtype={"trial_id": str})
     assert config.lr in set(trials["param_lr"])  # the trial's computed lr, not base_lr
+    assert config.torch_threads is not None and config.torch_threads >= 1  # as the trial ran
     command = [
         sys.executable,
         "-m",

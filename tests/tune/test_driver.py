@@ -232,7 +232,7 @@ def test_kill_9_during_the_effects_keeps_the_finished_remeasurement(tmp_path: Pa
         _kill_tree(first)
     remeasured = (exp / "remeasure.csv").read_bytes()
     meta = json.loads((exp / "tuner_experiment.json").read_text())
-    assert meta["finished_after_trials"]["steps"] == ["re-measurement"], meta
+    assert meta["finished_after_trials"]["steps"] == ["re-measurement", "seed retraining"], meta
 
     last = subprocess.run(_cli(tmp_path, "--resume"), capture_output=True, text=True, timeout=600)
     assert last.returncode == 0, last.stdout[-3000:] + last.stderr[-3000:]
@@ -240,7 +240,11 @@ def test_kill_9_during_the_effects_keeps_the_finished_remeasurement(tmp_path: Pa
     assert "Re-measuring" not in last.stdout
     assert (exp / "remeasure.csv").read_bytes() == remeasured  # not replaced by a new one
     meta = json.loads((exp / "tuner_experiment.json").read_text())
-    assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
+    assert meta["finished_after_trials"]["steps"] == [
+        "re-measurement",
+        "seed retraining",
+        "technique effects",
+    ]
     assert meta["remeasure"]  # what the kept re-measurement found stays in the metadata
 
 

@@ -137,7 +137,11 @@ def test_sigterm_in_every_phase_stops_like_ctrl_c(tmp_path: Path) -> None:
     meta = _metadata(exp)
     assert meta["state"] == "finished" and meta["interrupted_during"] is None
     _assert_the_study_reads_as_the_table(exp)
-    assert meta["finished_after_trials"]["steps"] == ["re-measurement", "technique effects"]
+    assert meta["finished_after_trials"]["steps"] == [
+        "re-measurement",
+        "seed retraining",
+        "technique effects",
+    ]
 
 
 def test_sigterm_during_ray_s_start_says_nothing_was_kept_and_leaves_nothing(

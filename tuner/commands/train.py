@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Any, *, file: Any) -> None:
+    from tuner.engine.result import TIME_BUDGET_CUT
     from tuner.stats import wilson_interval
 
     def fmt(value: float | None, spec: str) -> str:
@@ -75,8 +76,10 @@ def _print_summary(result: Any, *, file: Any) -> None:
         n = result.val_images
         acc_low, acc_high = wilson_interval(round(result.val_accuracy * n), n)
         interval = f" [{acc_low:.4f}-{acc_high:.4f}, {n} images]"
+    cut = next((note for note in result.notes if note.startswith(TIME_BUDGET_CUT)), None)
+    status = f"{result.status}, {cut}" if cut and result.ok else result.status
     lines = [
-        f"status            {result.status}" + (f" ({result.error})" if result.error else ""),
+        f"status            {status}" + (f" ({result.error})" if result.error else ""),
         f"model             {cfg.get('model')} on {cfg.get('data')} at {cfg.get('img_size')} px, "
         f"{result.num_parameters or 0:,} params",
         f"device            {result.device} ({result.device_name})",
@@ -96,7 +99,7 @@ def _print_summary(result: Any, *, file: Any) -> None:
     ]
     if result.skipped_images:
         lines.append(f"skipped images    {result.skipped_images} unreadable file(s)")
-    lines += [f"note              {note}" for note in result.notes]
+    lines += [f"note              {note}" for note in result.notes if note != cut]
     print("\n".join(lines), file=file, flush=True)
 
 

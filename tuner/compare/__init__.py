@@ -10,7 +10,15 @@ intervals (both :mod:`tuner.measure`'s, re-exported here). Its users, one public
 
 from __future__ import annotations
 
-from tuner.compare._arms import PLAIN, PLAIN_LOADER, REFERENCE, Arm, plan_ladder, plan_toggles
+from tuner.compare._arms import (
+    PLAIN,
+    PLAIN_LOADER,
+    REFERENCE,
+    Arm,
+    plain_loop,
+    plan_ladder,
+    plan_toggles,
+)
 from tuner.compare._interleave import check_repeats, interleave, run_interleaved
 from tuner.measure import paired, summarize  # the measurement helpers, beside tuner.stats
 
@@ -22,6 +30,7 @@ __all__ = [
     "check_repeats",
     "interleave",
     "paired",
+    "plain_loop",
     "plan_ladder",
     "plan_toggles",
     "run_interleaved",

@@ -104,6 +104,13 @@ def _inert(entry: Any, current: Mapping[str, Any]) -> str:
     return ""
 
 
+def plain_loop(config: TrainConfig) -> TrainConfig:
+    """``config``'s plain loop: the same model, data and budget, every speed technique off
+    (fp32, no loader workers); the arm the effects and the seed retraining compare with."""
+    changes = _plain_loop(config)
+    return config.replace(**changes) if changes else config
+
+
 def _plain_loop(config: TrainConfig, knobs: Sequence[Any] = KNOBS) -> dict[str, Any]:
     """The changes that turn every speed technique of ``config`` (of ``knobs``) off (fp32, no
     workers)."""

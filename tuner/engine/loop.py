@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +34,7 @@ from tuner.engine.meters import (
     environment,
     loader_images_per_second,
 )
-from tuner.engine.result import RunResult, bound_of
+from tuner.engine.result import RunResult, bound_of, time_budget_note
 from tuner.engine.state import Progress, RunState, load_state, make_state
 from tuner.errors import TunerError, error_line
 
@@ -130,6 +130,8 @@ def _execute(
 ) -> RunResult:
     started = time.perf_counter()
     device = resolve_device(config.device)
+    if config.torch_threads is not None:  # the threads a search measured with (process-wide)
+        torch.set_num_threads(config.torch_threads)
     # Start as a fresh process would: dynamo's caches keep an earlier run's compiled graphs
     # alive, and with them max-autotune's CUDA-graph pool, which empty_cache cannot free (the
     # next run's reserved peak would include it, and runs of one model class would count
@@ -470,11 +472,25 @@ def _result(
         first_step_unix_s=state.first_step_unix_s,
         skipped_images=parts.data.skipped_images,
         num_parameters=sum(p.numel() for p in parts.model.parameters()),
-        **what_ran(parts),
+        **what_ran(parts, _time_budget_cut(parts, state, status)),
     )
 
 
-def what_ran(parts: RunParts) -> dict[str, Any]:
-    """A result's record of what ran: the effective settings, the fallbacks' notes, the config."""
+def _time_budget_cut(parts: RunParts, state: RunState, status: str) -> list[str]:
+    """The note of a run its time budget ended before its steps or epochs did: its accuracy is
+    a shorter run's, which a bare ``ok`` would hide ([] otherwise)."""
+    planned, budget = parts.schedule.planned_steps, parts.schedule.time_budget_s
+    if status != "ok" or not planned or not budget or state.step >= planned:
+        return []
+    clock = state.train_time_s if parts.world.size == 1 else state.shared_time_s  # _progress's
+    if clock < budget:  # a hook stopped it (a search's halving), not the clock
+        return []
+    return [time_budget_note(budget, state.step, planned)]
+
+
+def what_ran(parts: RunParts, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """A result's record of what ran: the effective settings, the fallbacks' notes (then
+    ``notes``), the config."""
     effective = dataclasses.asdict(parts.effective)  # the record's fields as the result's keys
-    return {"effective": effective, "notes": list(parts.notes), "config": parts.config.to_dict()}
+    notes = [*parts.notes, *notes]
+    return {"effective": effective, "notes": notes, "config": parts.config.to_dict()}

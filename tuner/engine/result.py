@@ -9,7 +9,16 @@ from typing import Any, Literal
 
 from tuner.units import json_ready
 
-__all__ = ["DATA_BOUND_WAIT", "Bound", "MemoryKind", "RunResult", "RunStatus", "bound_of"]
+__all__ = [
+    "DATA_BOUND_WAIT",
+    "TIME_BUDGET_CUT",
+    "Bound",
+    "MemoryKind",
+    "RunResult",
+    "RunStatus",
+    "bound_of",
+    "time_budget_note",
+]
 
 RunStatus = Literal["ok", "oom", "diverged", "error"]
 Bound = Literal["data", "compute"]
@@ -24,6 +33,19 @@ def bound_of(data_wait_fraction: float | None) -> Bound | None:
     if data_wait_fraction is None:
         return None
     return "data" if data_wait_fraction >= DATA_BOUND_WAIT else "compute"
+
+
+# How a run's notes start when its time budget ended it before its steps or epochs did.
+TIME_BUDGET_CUT = "cut by its time budget"
+
+
+def time_budget_note(budget_s: float, steps: int, planned_steps: int) -> str:
+    """The note of a run its time budget cut short (:data:`TIME_BUDGET_CUT` first)."""
+    return (
+        f"{TIME_BUDGET_CUT}: time_budget_s={budget_s:g} ended it after {steps} of "
+        f"{planned_steps} planned steps ({steps / planned_steps:.0%}); its accuracy is a shorter "
+        "run's (raise time_budget_s, or set it to none, to train the whole run)"
+    )
 
 
 # Which number peak_memory_bytes is: CUDA's reserved (what the process holds on the device,
@@ -110,6 +132,11 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def cut_by_time_budget(self) -> bool:
+        """Whether its time budget ended the run before its steps or epochs did."""
+        return any(note.startswith(TIME_BUDGET_CUT) for note in self.notes)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite floats become ``None``)."""

@@ -17,6 +17,10 @@ STUDY_TIME_TO_TARGET_ATTR = "time_to_target"  # the study's user attribute: ever
 STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
+# The picks and the plain loop retrained with several seeds after the trials, interleaved: one
+# row per evaluation of each run (its accuracy curve), the run's last one marked final
+# (tuner.compare.seeds writes and reads it).
+SEEDS_FILE = "seeds.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
 LOCK_FILE = "driver.lock"
 RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.tune.ray_log)
@@ -44,7 +48,14 @@ RUN_TRACEBACK_FILE = "error_traceback.txt"
 PHASES_FILE = "phases.jsonl"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).
-TUNER_FILES = (METADATA_FILE, STUDY_FILE, REMEASURE_FILE, EFFECTS_FILE, PROBE_CACHE_FILE)
+TUNER_FILES = (
+    METADATA_FILE,
+    STUDY_FILE,
+    REMEASURE_FILE,
+    EFFECTS_FILE,
+    SEEDS_FILE,
+    PROBE_CACHE_FILE,
+)
 
 # Ray Tune's bookkeeping keys in every result.json line, beside the trial's own report (Ray's
 # ray.tune.result constants; restated here because this package reads a folder without Ray).

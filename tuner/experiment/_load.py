@@ -40,6 +40,7 @@ from tuner.experiment._files import (
     RAY_TIMESTAMP,
     REMEASURE_FILE,
     RESULT_FILE,
+    SEEDS_FILE,
     STUDY_FILE,
     STUDY_TRIAL_ID_ATTR,
 )
@@ -66,6 +67,7 @@ class Experiment:
     searched_names: list[str] = field(default_factory=list)  # the Optuna distributions
     remeasure: pd.DataFrame | None = None
     effects: pd.DataFrame | None = None  # effects.csv: one row per measurement of each arm
+    seeds: pd.DataFrame | None = None  # seeds.csv: each seed run's evaluations (its curve)
     probe_cache: dict[str, Any] = field(default_factory=dict)  # speed key -> SpeedChoice dict
     study: Any = None  # the Optuna study (an in-memory copy), or None when unreadable
     problems: list[str] = field(default_factory=list)  # what could not be read, one line each
@@ -87,7 +89,8 @@ class Experiment:
         """This experiment after its technique effects were measured (``effects.csv``) and its
         metadata rewritten: the files that changed, read again; the trials are kept."""
         effects = _read.read_table(self.path / EFFECTS_FILE)
-        return dataclasses.replace(self, metadata=metadata, effects=effects)
+        seeds = _read.read_table(self.path / SEEDS_FILE)
+        return dataclasses.replace(self, metadata=metadata, effects=effects, seeds=seeds)
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
@@ -149,6 +152,7 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         searched_names=searched,
         remeasure=_read.read_table(path / REMEASURE_FILE),
         effects=_read.read_table(path / EFFECTS_FILE),
+        seeds=_read.read_table(path / SEEDS_FILE),
         probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,

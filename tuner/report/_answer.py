@@ -32,6 +32,7 @@ from tuner.record import (
 )
 from tuner.report import _effects
 from tuner.report._configs import describe, export_config, num_classes, train_command
+from tuner.report._seeds import seeds_text
 from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.document import Section, estimate_text, plural, user
 from tuner.stats import Change
@@ -74,6 +75,7 @@ def answer_section(
     blocks += [
         _failures_text(progress.failures),
         _gain_text(_effects.plain_loop_gain(effects), progress),
+        seeds_text(experiment, answer),
         starved_text(experiment.trials) or "",
         answer.sentence(),
         _train_line(recommended, out / f"recommended_{chosen}.json"),

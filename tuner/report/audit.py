@@ -52,7 +52,7 @@ __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
 
 CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured", "target")
 # The measurement phases whose clock the metadata records (after_search: started, ended).
-_PHASES = ("remeasure", "effects")
+_PHASES = ("remeasure", "seeds", "effects")
 
 
 @dataclass

@@ -21,10 +21,11 @@ import ray
 import torch
 
 from tuner.answer import Answer, candidates, to_remeasure
-from tuner.compare import plan_toggles, trust
+from tuner.compare import plan_toggles, seeds, trust
+from tuner.compare.seeds import SEED_COLUMNS, SEEDS
 from tuner.compare.trust import Budget
 from tuner.engine.build import resolve_device
-from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
+from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, SEEDS_FILE, Experiment
 from tuner.measure import budget_text, ended_text
 from tuner.measure.load import LoadMeter
 from tuner.objectives import objectives_of, rank_candidates
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from tuner.tune.context import SearchContext
     from tuner.tune.plan import SearchPlan
 
-__all__ = ["effects_around", "remeasure_candidates"]
+__all__ = ["effects_around", "remeasure_candidates", "seeds_around"]
 
 REMEASURE_STEPS = 20  # a fresh build's measured steps (CUDA) ...
 WINDOW_STEPS = 10  # ... and a window's, of one build (CPU: tuner.compare.trust)
@@ -118,6 +119,66 @@ def effects_around(
         return {"effects": {TRIAL_ID: trial_id, "error": error}}
     print(f"  {_ended(info)}", flush=True)
     return {"effects": {TRIAL_ID: trial_id, **info}}
+
+
+def seeds_around(
+    search: SearchContext,
+    experiment: Experiment,
+    answer: Answer,
+    time_limit_s: float | None = None,
+) -> dict[str, Any]:
+    """The answer's picks and the recommended pick's plain loop retrained with new seeds,
+    interleaved, within ``time_limit_s`` (:mod:`tuner.compare.seeds`): ``seeds.csv``, and what
+    the metadata records (``seeds``; its ``short`` says why fewer than 3 seeds ran)."""
+    pick = answer.recommended
+    if pick is None:
+        return {}
+    recommended = str(pick[TRIAL_ID])
+    ids = list(dict.fromkeys(str(row[TRIAL_ID]) for row in answer.best.values()))
+    arms = seeds.seed_arms({tid: answer.configs[tid] for tid in ids}, recommended)
+    round_s = sum(_trial_run_s(experiment.trials, arm.trial_id) for arm in arms)
+    limit = "" if time_limit_s is None else f", within {duration_text(time_limit_s)}"
+    plain = f" and the plain loop of {recommended}" if len(arms) > len(ids) else ""
+    print(
+        f"Retraining the pick(s) {', '.join(ids)}{plain} with {SEEDS} new seeds each, "
+        f"interleaved, each run the trial's own budget (about {round_s:.0f} s a round){limit} ...",
+        flush=True,
+    )
+    if time_limit_s is not None and round_s > time_limit_s:  # not even one round: no task
+        short = seeds.short_text(SEEDS, 0, round_s, time_limit_s)
+        print(f"warning: {short}.", flush=True)
+        return {"seeds": {"repeats_done": 0, "rounds_planned": SEEDS, "short": short}}
+    configs = {tid: experiment.configs[tid] for tid in ids}
+    args = (configs, recommended, time_limit_s, round_s, search.options.seed)
+    expected_s = round_s * SEEDS if time_limit_s is None else min(round_s * SEEDS, time_limit_s)
+    try:
+        what = "retraining with seeds"
+        rows, info = _in_task(_retrain, _task(search), *args, what=what, expected_s=expected_s)
+    except Exception as exc:  # the task died: the answer stands on the trials' own accuracy
+        error = _task_error(exc)
+        print(
+            f"warning: the seed retraining failed ({error}); the accuracy intervals are the "
+            "validation sample's alone.",
+            flush=True,
+        )
+        return {"seeds": {"error": error}}
+    pd.DataFrame(rows, columns=SEED_COLUMNS).to_csv(search.paths.local / SEEDS_FILE, index=False)
+    print(f"  {_ended(info)}", flush=True)
+    if info.get("short"):
+        print(f"warning: {info['short']}.", flush=True)
+    return {"seeds": info}
+
+
+def _trial_run_s(trials: pd.DataFrame, trial_id: str) -> float:
+    """About how long retraining ``trial_id`` takes: its training and evaluation seconds in
+    the search, and a build."""
+    row = trials[trials[TRIAL_ID].astype(str) == trial_id]
+    seconds = sum(
+        float(row[key].iloc[0])
+        for key in ("train_time_s", "eval_time_s")
+        if key in row and len(row)
+    )
+    return (seconds if math.isfinite(seconds) else 0.0) + _RUN_OVERHEAD_S
 
 
 def _task_error(exc: Exception) -> str:
@@ -277,6 +338,19 @@ def _effects(
     base = _train_config(config, task)
     runs, info = trust.effects(base, cuda=_cuda([base]), steps=task.steps, budget=budget)
     return runs.to_dict(orient="records"), info
+
+
+def _retrain(
+    configs: dict[str, dict[str, Any]],
+    recommended: str,
+    time_limit_s: float | None,
+    round_s: float,
+    first_seed: int,
+    task: _Task,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    picks = {trial_id: _train_config(params, task) for trial_id, params in configs.items()}
+    arms = seeds.seed_arms(picks, recommended)
+    return seeds.retrain(arms, first_seed=first_seed, time_limit_s=time_limit_s, round_s=round_s)
 
 
 def _cuda(configs: Sequence[Any]) -> bool:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tuner.config import config_fields
+from tuner.config import config_fields, trial_threads
 from tuner.errors import TunerError
 from tuner.experiment.options import SearchOptions
 from tuner.spaces import WORLD_SIZE_PARAM, SearchSpace, train_config_of
@@ -49,11 +49,8 @@ class SearchPlan:
 
     @property
     def torch_threads(self) -> int:
-        """Intra-op threads per trial. A CPU trial leaves one of its cores to its data loader
-        and Ray's own processes: on a small machine, OpenMP threads fighting for
-        oversubscribed cores run several times slower than one fewer thread."""
-        cores = max(1, int(self.cpus_per_trial))
-        return cores if self.gpus_per_trial > 0 else max(1, cores - 1)
+        """Intra-op threads per trial (:func:`tuner.config.trial_threads`)."""
+        return trial_threads(self.cpus_per_trial, self.gpus_per_trial)
 
 
 def make_plan(

@@ -41,7 +41,7 @@ from tuner.spaces import SearchSpace
 from tuner.speed.cache import machine_cache_line, probe_budget_line
 from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import cluster, tune_setup
-from tuner.tune.after_search import effects_around, remeasure_candidates
+from tuner.tune.after_search import effects_around, remeasure_candidates, seeds_around
 from tuner.tune.context import SearchContext, now, start_metadata, study_attrs
 from tuner.tune.design import startup_design
 from tuner.tune.plan import SpaceProfile, make_plan
@@ -294,7 +294,14 @@ def _after_trials(
         answer = decide(experiment)
         step = _AFTER_STEPS[1]
         if alone and _run_step(step, kept, done):
-            left = None if trust_s is None else max(0.0, trust_s - time.perf_counter() + started)
+            left = _time_left(trust_s, started, keep=_EFFECTS_SHARE)
+            after.update(seeds_around(search, experiment, answer, left))
+            experiment = load_experiment(search.paths.local)  # with the seeds' runs
+            answer = decide(experiment)
+            _record_finished(search, after, done, trials)
+        step = _AFTER_STEPS[2]
+        if alone and _run_step(step, kept, done):
+            left = _time_left(trust_s, started)
             after.update(effects_around(search, experiment, answer, left))
     except KeyboardInterrupt:
         print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
@@ -315,7 +322,7 @@ def _record_finished(
     update_metadata(search.paths.local, **finished)
 
 
-_AFTER_STEPS = ("re-measurement", "technique effects")  # in their order
+_AFTER_STEPS = ("re-measurement", "seed retraining", "technique effects")  # in their order
 # The metadata's record of which of them finished, and on which ended trials.
 _FINISHED_AFTER_TRIALS = "finished_after_trials"
 
@@ -345,6 +352,17 @@ def _ended_trials(experiment: Experiment) -> str:
 
 
 _REMEASURE_SHARE = 0.25  # of the trust budget: the effects have 8 arms to the re-measurement's 3
+# Of the trust budget, what the seed retraining leaves the effects: the seeds' runs are whole
+# trainings (each pick and the plain loop, 3 seeds), the effects' rounds short windows.
+_EFFECTS_SHARE = 0.25
+
+
+def _time_left(trust_s: float | None, started: float, keep: float = 0.0) -> float | None:
+    """Seconds of the trust budget left since ``started`` (None: no limit), less the share
+    ``keep`` of it that a later step keeps."""
+    if trust_s is None:
+        return None
+    return max(0.0, trust_s * (1.0 - keep) - time.perf_counter() + started)
 
 
 def _summary_so_far(paths: ExperimentPaths) -> None:

@@ -1,0 +1,299 @@
+"""The picks retrained with several seeds, interleaved, and what their runs say (no Ray here).
+
+After the trials, each of the answer's picks and the recommended pick's plain loop
+(:func:`tuner.compare.plain_loop`: the same model and budget, every speed technique off, fp32)
+is trained again with new seeds (``first_seed + 1``, ``+ 2``, ...: the trial's own run was
+chosen for its result, so it is left out), round-robin: pick A seed 1, pick B seed 1, plain loop
+seed 1, pick A seed 2, ... A drift of a shared machine hits every arm alike, and the arms of one
+round are a pair. Each run is the trial's own config and budget; each of its evaluations is a
+row (its accuracy curve against images and training seconds), its last one marked ``final``.
+
+- :func:`seed_accuracy_of`: a pick's accuracy over its seeds, its interval covering the seeds'
+  spread and the validation sample (:func:`tuner.stats.seed_accuracy`).
+- :func:`plain_loop_speedup`: how much sooner the pick reaches a target accuracy than its plain
+  loop, the ratio of their training seconds to the target per seed pair, with its t-interval
+  (:func:`tuner.stats.paired_ratio`): the speed-up DAWNBench compares.
+
+:mod:`tuner.tune.after_search` runs :func:`retrain` in a Ray task and writes ``seeds.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tuner.compare._arms import PLAIN, plain_loop
+from tuner.config import TrainConfig
+from tuner.errors import TunerError
+from tuner.record import FINAL, STEP, TRIAL_ID
+from tuner.stats import Change, SeedAccuracy, paired_ratio, seed_accuracy
+from tuner.units import duration_text, ratio_text
+
+__all__ = [
+    "PICK",
+    "SEEDS",
+    "SEED_COLUMNS",
+    "SeedArm",
+    "SpeedUp",
+    "plain_loop_speedup",
+    "retrain",
+    "seed_accuracy_of",
+    "seed_arms",
+    "short_text",
+    "time_to_target",
+]
+
+SEEDS = 3  # runs per arm: the fewest a t-interval over seeds stands on (tuner.stats.MIN_PAIRS)
+PICK = "pick"  # the arm column of a pick's own runs; its plain loop's is PLAIN ("plain loop")
+SEED_COLUMNS = [
+    TRIAL_ID,  # the pick (a plain-loop run: the pick whose plain loop it is)
+    "arm",  # PICK or PLAIN
+    "round",  # 1, 2, ...: the runs of one round are a pair
+    "seed",
+    STEP,
+    "images_seen",
+    "train_time_s",  # training seconds so far (evaluation excluded)
+    "val_accuracy",
+    "val_images",
+    FINAL,  # the run's last evaluation: its accuracy
+    "status",  # the run's: ok | oom | diverged | error
+    "cut",  # its time budget ended it before its steps or epochs did
+    "error",
+]
+
+
+@dataclass(frozen=True)
+class SeedArm:
+    """One arm of the retraining: a pick's config, or its plain loop."""
+
+    trial_id: str
+    arm: str  # PICK or PLAIN
+    config: TrainConfig
+
+
+def seed_arms(picks: Mapping[str, TrainConfig], recommended: str) -> list[SeedArm]:
+    """The picks (trial id -> run config), then the recommended pick's plain loop (none when
+    the pick is its own plain loop: nothing to compare)."""
+    arms = [SeedArm(trial_id, PICK, config) for trial_id, config in picks.items()]
+    plain = plain_loop(picks[recommended])
+    if plain != picks[recommended]:
+        arms.append(SeedArm(recommended, PLAIN, plain))
+    return arms
+
+
+def retrain(
+    arms: Sequence[SeedArm],
+    *,
+    seeds: int = SEEDS,
+    first_seed: int = 0,
+    time_limit_s: float | None = None,
+    round_s: float | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Train every arm once per round, with the round's seed, for up to ``seeds`` rounds: a
+    round starts only when it is expected to end within ``time_limit_s`` (``round_s``, an
+    estimate, for the first; the rounds so far for the next). Rows (:data:`SEED_COLUMNS`) and
+    how it ended (``short``: why fewer than ``seeds`` rounds ran, for the console and the
+    metadata)."""
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    rounds, stopped = 0, "max repeats"
+    for index in range(seeds):
+        elapsed = time.perf_counter() - started
+        expected = elapsed / index if index else round_s
+        if time_limit_s is not None and expected and elapsed + expected > time_limit_s:
+            stopped = "time limit"
+            break
+        for arm in arms:
+            rows += _one_run(arm, first_seed + 1 + index, index + 1)
+        rounds += 1
+    seconds = time.perf_counter() - started
+    info: dict[str, Any] = {
+        "arms": [f"{arm.trial_id} ({arm.arm})" for arm in arms],
+        "seeds": [first_seed + 1 + i for i in range(rounds)],
+        "rounds_planned": seeds,
+        "repeats_done": rounds,
+        "seconds": round(seconds, 1),
+        "time_limit_s": time_limit_s,
+        "stopped": stopped,
+    }
+    if rounds < seeds:
+        per_round = seconds / rounds if rounds else round_s
+        info["short"] = short_text(seeds, rounds, per_round, time_limit_s)
+    return rows, info
+
+
+def short_text(seeds: int, rounds: int, per_round: float | None, limit: float | None) -> str:
+    """Why fewer than ``seeds`` seeds ran, and what would fit them."""
+    need = "" if per_round is None else f" (a round of every arm takes about {per_round:.0f} s"
+    if need and limit is not None:
+        need += f"; the step had {duration_text(limit)}"
+    need += ")" if need else ""
+    fix = "" if per_round is None else f"; about {duration_text(seeds * per_round)} would fit them"
+    return (
+        f"{seeds} seeds did not fit the trust budget{need}: {rounds} ran, so the picks' "
+        f"accuracy interval rests on {rounds} seed(s){fix} (--trust-budget)"
+    )
+
+
+def _one_run(arm: SeedArm, seed: int, round_: int) -> list[dict[str, Any]]:
+    """One training run of ``arm`` with ``seed``: a row per evaluation, the last one final."""
+    from tuner.engine import train  # here: importing this module must not import torch
+
+    curve: list[dict[str, Any]] = []
+
+    def record(progress: Any) -> None:
+        curve.append(_point(progress.result))
+
+    try:
+        result = train(arm.config.replace(seed=seed), on_eval=record)
+    except TunerError as exc:  # a config that cannot be built here: a failed run, said
+        base = {"status": "error", "error": str(exc)[:500], "cut": False}
+        curve = [{STEP: 0, "images_seen": 0, "train_time_s": 0.0, "val_accuracy": math.nan}]
+    else:
+        base = {
+            "status": result.status,
+            "error": result.error or "",
+            "cut": result.cut_by_time_budget,
+        }
+        if not curve or curve[-1][STEP] != result.steps:  # failed before its last evaluation
+            curve.append(_point(result))
+    who = {TRIAL_ID: arm.trial_id, "arm": arm.arm, "round": round_, "seed": seed}
+    last = len(curve) - 1
+    return [{**who, **point, FINAL: i == last, **base} for i, point in enumerate(curve)]
+
+
+def _point(result: Any) -> dict[str, Any]:
+    accuracy = result.val_accuracy
+    return {
+        STEP: result.steps,
+        "images_seen": result.images_seen,
+        "train_time_s": result.train_time_s,
+        "val_accuracy": math.nan if accuracy is None else accuracy,
+        "val_images": result.val_images,
+    }
+
+
+def _runs(seeds: pd.DataFrame | None, trial_id: str, arm: str) -> pd.DataFrame:
+    """The evaluations of ``trial_id``'s ``arm`` runs (empty without any)."""
+    if seeds is None or seeds.empty:
+        return pd.DataFrame(columns=SEED_COLUMNS)
+    return seeds[(seeds[TRIAL_ID].astype(str) == str(trial_id)) & (seeds["arm"] == arm)]
+
+
+def seed_accuracy_of(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK) -> SeedAccuracy:
+    """``trial_id``'s accuracy over its seed runs (``arm``: its own, or its plain loop's): the
+    final accuracy of each run that ended ok, over the validation images they were measured
+    on (:func:`tuner.stats.seed_accuracy`)."""
+    runs = _runs(seeds, trial_id, arm)
+    final = runs[runs[FINAL].astype(bool) & (runs["status"] == "ok")]
+    images = [float(v) for v in final["val_images"] if pd.notna(v)]
+    n = int(statistics.median(images)) if images else 0
+    return seed_accuracy(final["val_accuracy"].astype(float).tolist(), n)
+
+
+def time_to_target(
+    seeds: pd.DataFrame | None, trial_id: str, arm: str, target: float
+) -> dict[int, float]:
+    """Seed -> the training seconds at the first evaluation that reached ``target`` (NaN: the
+    run never did within its budget). The evaluations' spacing bounds its resolution."""
+    runs = _runs(seeds, trial_id, arm)
+    times: dict[int, float] = {}
+    for seed, run in runs.groupby("seed"):
+        reached = run[run["val_accuracy"].astype(float) >= target].sort_values("train_time_s")
+        times[int(seed)] = float(reached["train_time_s"].iloc[0]) if len(reached) else math.nan
+    return times
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """How much sooner a pick reaches ``target`` than its plain loop: ``change`` is the plain
+    loop's training seconds to the target over the pick's, per seed pair (> 1: the pick is
+    sooner), judged by :attr:`tuner.stats.Change.verdict`."""
+
+    change: Change
+    target: float
+    pairs: int  # seed pairs where both runs reached the target
+    seeds: int  # seed pairs that ran
+    pick_s: float  # the pick's median training seconds to the target
+    plain_s: float  # the plain loop's
+    not_reached: dict[str, int]  # arm -> its runs that never reached the target
+
+    def text(self) -> str:
+        """``the plain loop takes 1.31x [1.12–1.53] as long to reach 0.850 accuracy (...): beyond
+        noise``; the verdict by the one rule (a ratio above 1x: the pick is sooner)."""
+        value = self.change
+        if math.isnan(value.value):
+            return (
+                f"no time-to-target ratio against the plain loop: no seed pair reached "
+                f"{self.target:.3f} accuracy in both runs ({self._missed()})"
+            )
+        ratio = ratio_text(value.value, value.low, value.high)
+        missed = f"; {self._missed()}" if any(self.not_reached.values()) else ""
+        return (
+            f"the plain loop takes {ratio} as long to reach {self.target:.3f} accuracy "
+            f"({self.pick_s:.1f} s against {self.plain_s:.1f} s of training, medians over "
+            f"{_plural(self.pairs, 'pair')} of seed runs{missed}): {_VERDICT_WORDS[value.verdict]}"
+        )
+
+    def _missed(self) -> str:
+        missed = [f"{arm} {n}" for arm, n in self.not_reached.items() if n]
+        return "runs that never reached it: " + ", ".join(missed) if missed else "none missed"
+
+
+# What a speed-up's interval shows, in the words tuner.report's auditor reads (Change.verdict).
+_VERDICT_WORDS = {
+    "separated": "beyond noise",
+    "tie": "a tie",
+    "uninformative": "an interval that says nothing",
+    "none": "no interval (fewer than 2 pairs)",
+}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def plain_loop_speedup(
+    seeds: pd.DataFrame | None, trial_id: str, *, target_accuracy: float | None = None
+) -> SpeedUp | None:
+    """How much sooner ``trial_id`` reaches ``target_accuracy`` than its plain loop, over the
+    seed pairs of the retraining (a round's two runs: same seed, run one after the other).
+
+    Args:
+        target_accuracy: the accuracy to reach; default the pick's lower accuracy bound over
+            its seeds (:func:`seed_accuracy_of`), what the pick reliably reaches.
+
+    Returns:
+        None when the retraining has no plain-loop run of ``trial_id``.
+    """
+    if _runs(seeds, trial_id, PLAIN).empty:
+        return None
+    if target_accuracy is None:
+        target_accuracy = seed_accuracy_of(seeds, trial_id).low
+    pick = time_to_target(seeds, trial_id, PICK, target_accuracy)
+    plain = time_to_target(seeds, trial_id, PLAIN, target_accuracy)
+    common = sorted(set(pick) & set(plain))
+    change = paired_ratio([pick[s] for s in common], [plain[s] for s in common])
+    both = [s for s in common if math.isfinite(pick[s]) and math.isfinite(plain[s])]
+    return SpeedUp(
+        change=change,
+        target=target_accuracy,
+        pairs=len(both),
+        seeds=len(common),
+        pick_s=_median([pick[s] for s in both]),
+        plain_s=_median([plain[s] for s in both]),
+        not_reached={
+            PICK: sum(math.isnan(v) for v in pick.values()),
+            PLAIN: sum(math.isnan(v) for v in plain.values()),
+        },
+    )
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else math.nan
