@@ -71,3 +71,11 @@ def test_one_duration_format_for_console_and_report() -> None:
         "1h12m",
     ]
     assert duration_text(float("nan")) == "unknown" and duration_text(-3) == "0s"
+
+
+def test_a_paired_change_s_bound_near_one_keeps_its_digits() -> None:
+    """Issue 48: the effects table read "num_workers=1 0.80x [0.64–1.00] slower"."""
+    from tuner.report.document import change_text
+
+    row = {"r_ratio": 0.80, "r_ratio_low": 0.64, "r_ratio_high": 0.9978, "r_ratio_n": 6}
+    assert change_text(row, "r_ratio") == "0.80x [0.64–0.998]"

@@ -25,6 +25,7 @@ __all__ = [
     "is_finite",
     "json_ready",
     "parse_memory_size",
+    "ratio_bound_text",
     "ratio_text",
 ]
 
@@ -139,11 +140,11 @@ def ratio_text(value: Any, low: Any = None, high: Any = None) -> str:
     [0.64–0.998]``): a reader judges "includes 1x" from what is printed."""
     if not is_finite(value):
         return "n/a"
-    interval = interval_text(low, high, _ratio_digits)
+    interval = interval_text(low, high, ratio_bound_text)
     return f"{as_number(value):.2f}x" + (f" {interval}" if interval else "")
 
 
-def _ratio_digits(value: float) -> str:
+def ratio_bound_text(value: float) -> str:
     """Two decimals, more (up to five) while a value other than 1 would print as 1.00."""
     digits = 2
     while digits < 5 and value != 1.0 and round(value, digits) == 1.0:

@@ -131,10 +131,10 @@ def test_a_trained_run_predicts_probe_runs_of_alike_configs_by_batch_size() -> N
     assert predicted_run_s(slower, bigger, 4) == pytest.approx(2.0 + 5 * 1.28)  # the slowest
 
 
-def _cost_model(faster: float) -> Any:
-    """A probe run predicted instead of trained (the seam bench/gpu_cost_model.py uses): 1 s a
-    run; the plain setting 100 images/s, every knob ``faster`` times that, x0.85 and x1.2 in
-    turn (noise: its two pairs both faster, their interval wide)."""
+def _cost_model(faster: float, knob_s: float = 1.0) -> Any:
+    """A probe run predicted instead of trained (the seam bench/gpu_cost_model.py uses): the
+    plain setting's run 1 s at 100 images/s, a knob's ``knob_s`` at ``faster`` times that,
+    x0.85 and x1.2 in turn (noise: its two pairs both faster, their interval wide)."""
     runs: dict[str, int] = {}
     from tuner.engine import RunResult
     from tuner.engine.build import warmup_steps_of
@@ -147,7 +147,8 @@ def _cost_model(faster: float) -> Any:
         done = warmup_steps_of(config) + steps
         step = config.batch_size / ips
         return RunResult(status="ok", images_per_second=ips, step_time_s=step,
-                         train_time_s=done * step, wall_time_s=1.0, setup_time_s=0.0,
+                         train_time_s=done * step, wall_time_s=knob_s if knobs else 1.0,
+                         setup_time_s=0.0,
                          steps=done, peak_memory_bytes=1)  # fmt: skip
 
     return measure
@@ -158,14 +159,23 @@ def test_a_knob_the_budget_cut_before_its_second_pair_is_not_kept_on_one() -> No
     budget ended the rounds after the knob's first pair. README's rule is "kept only if faster
     in every pair": a pair not run is not one it won, so the knob is not probed (it keeps its
     default, and the next trial of these settings probes it)."""
-    budget = ProbeBudget(3.5, prior_run_s=1.0)  # plain and two knobs, then the budget is spent
+    # The first knob's run costs twice what was predicted: its second pair no longer fits.
+    budget = ProbeBudget(5.5, prior_run_s=1.0)
     choice = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
-                          budget=budget, measure=_cost_model(1.33))  # fmt: skip
+                          budget=budget, measure=_cost_model(1.33, knob_s=2.0))  # fmt: skip
     assert set(budget.runs) - {"plain"} and choice.settings == {}  # a knob ran one pair
     assert not any(v["kept"] for v in choice.variants)
     assert all(v.get("probed") is False for v in choice.variants)
     assert "one measurement" not in choice.summary()
     assert choice.summary().startswith("plain; not probed (probe budget): ")
+    # A budget that holds the plain setting and one knob for both pairs probes that knob
+    # fully and leaves the others for a later trial, instead of a first pair of each.
+    budget = ProbeBudget(5.5, prior_run_s=1.0)  # the first plain run (the memory check) too
+    some = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
+                        budget=budget, measure=_cost_model(1.33))  # fmt: skip
+    probed = [v for v in some.variants if v.get("probed", True)]
+    assert len(probed) == 1 and probed[0]["kept"] and probed[0]["pairs"] == 2
+    assert len(some.not_probed) == len(some.variants) - 1 and budget.spent_s == 5.0
     # The same knobs with both pairs run are kept, and their verdict named by the one rule.
     full = choose_speed(TINY, cuda=False, pinned=(), steps=2, repeats=2, max_memory_bytes=None,
                         budget=ProbeBudget(None), measure=_cost_model(1.33))  # fmt: skip

@@ -45,7 +45,14 @@ def speed_section(experiment: Experiment) -> Section:
         "speed_choice in trials.csv)."
     )
     variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
-    if variants and not any(probe_change(v).informative for v in variants):
+    probed = [v for v in variants if v.get("probed") is not False]
+    if variants and not probed:
+        section.blocks.append(
+            "**No knob was probed**: the probe budget held no knob's pairs, so every knob kept "
+            "its default (not probed is not tried and lost). Give the probes a larger share "
+            "(--probe-share) or the trials more time, on a quieter machine."
+        )
+    elif probed and not any(probe_change(v).informative for v in probed):
         section.blocks.append(
             "**No probe interval says anything** here (too few pairs, or too noisy): the knobs "
             "were kept by their estimates (faster than plain in every pair), not by a measured "

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tuner.stats import Change
-from tuner.units import as_number, format_bytes, interval_text
+from tuner.units import as_number, format_bytes, interval_text, ratio_bound_text
 
 __all__ = [
     "Details",
@@ -161,7 +161,7 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
     if math.isnan(low) or math.isnan(high):
         return f"{text} (no interval)"  # no verdict without evidence
     if not low == high == value:
-        text += " " + interval_text(low, high, "{:.2f}".format if "ratio" in key else show)
+        text += " " + interval_text(low, high, ratio_bound_text if "ratio" in key else show)
     verdict = Change.from_row(row, key).verdict
     return {"tie": f"tie ({text})", "uninformative": f"says nothing ({text})"}.get(verdict, text)
 

@@ -142,6 +142,14 @@ class ProbeBudget:
             predicted = max(predicted, SLOW_BUILD_PRIOR_S)
         return predicted <= self.left_s
 
+    def affords(self, runs: int) -> bool:
+        """Whether ``runs`` more runs, each at the slowest run so far (else the prior), are
+        predicted to fit in what is left (unknown cost or no bound: yes)."""
+        per_run = self.slowest_run_s or self.prior_run_s
+        if self.granted_s is None or per_run is None:
+            return True
+        return runs * per_run <= self.left_s
+
     def charge(self, arm: str, seconds: float, step_time_s: float | None) -> None:
         """Count one probe run; the first one tells a trial without a time budget its length."""
         first = not self.runs

@@ -391,6 +391,9 @@ def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> tuple[pd.DataFrame,
     try:
         for repeat in range(repeats):
             for arm in list(live):
+                if repeat == 0 and arm is not live[0] and not _finishes(live, arm, repeats, meter):
+                    live = live[: live.index(arm)]  # it and the knobs after it: not probed
+                    break
                 try:
                     result = meter(arm)
                 except TunerError:
@@ -400,10 +403,20 @@ def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> tuple[pd.DataFrame,
             if repeat < repeats - 1 and rows:
                 runs = pd.DataFrame(rows)
                 live = [live[0], *(a for a in live[1:] if ahead(runs, a.name))]
+            if len(live) == 1:
+                break  # the plain setting alone: nothing left to pair it with
     except _OverBudget:
         done = [r["arm"] for r in rows]
         return pd.DataFrame(rows), {a.name for a in live[1:] if done.count(a.name) < repeats}
     return pd.DataFrame(rows), set()
+
+
+def _finishes(live: list[Arm], arm: Arm, repeats: int, meter: _Meter) -> bool:
+    """Whether the budget is predicted to hold ``arm``'s first run and every later round with
+    it (the plain setting and each knob up to it): a knob is started only when its pairs can
+    all be run, so the budget is not spent on first pairs that a cut would throw away."""
+    included = live.index(arm) + 1  # the plain setting, the knobs before it, and it
+    return meter.budget.affords(1 + (repeats - 1) * included)
 
 
 def _combined_ratio(

@@ -105,7 +105,8 @@ class SpeedChoice:
         """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""
         parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
         if len(kept) > 1 and self.combined_ratio is not None:
-            parts.append(f"together {self.combined_ratio:.2f}x")
+            # Two pairs, whose interval is not kept: an estimate, so no verdict is claimed.
+            parts.append(f"together {self.combined_ratio:.2f}x (no interval: no verdict)")
         return [", ".join(parts)] if parts else []
 
 

@@ -472,7 +472,10 @@ class _TrialRun:
                 record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
                 record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
                 record.STARVED_BY: self.starved_by if final else "",
-                record.MACHINE_LOAD_CORES: self.machine_load_cores if final else None,
+                # So far (a trial that early stopping ends sends no final report).
+                record.MACHINE_LOAD_CORES: self.machine_load_cores
+                if final
+                else self.load.other_cores(),
             },
         )
 
