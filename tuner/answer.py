@@ -358,8 +358,8 @@ def margin_clause(metric: str, margin: Margin) -> str:
 
 def starved_text(trials: pd.DataFrame) -> str | None:
     """``2 trials were starved (1 by machine load, 1 by budget): ...``, or None without any. A
-    starved trial ended by its time budget before the first rung's steps: it is not in the
-    front and never the pick."""
+    starved trial ended by its time budget before its budget's steps (it did not train the
+    images the others did): it is not in the front and never the pick."""
     kinds = trials.get(KIND, pd.Series(dtype=str))
     starved = trials[kinds == "starved"]
     if starved.empty:
@@ -372,9 +372,9 @@ def starved_text(trials: pd.DataFrame) -> str | None:
     )
     were = "trials were" if len(starved) > 1 else "trial was"
     return (
-        f"{len(starved)} {were} starved ({by}): ended by the time budget before the steps of "
-        "the first rung, so not used in the answer. Raise the workload's time budget "
-        "(--time-budget-s), or run on a quieter machine."
+        f"{len(starved)} {were} starved ({by}): ended by the time budget before training the "
+        "images of every other trial, so not used in the answer. Raise the workload's time "
+        "budget (--time-budget-s), or run on a quieter machine."
     )
 
 

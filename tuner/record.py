@@ -354,7 +354,7 @@ KINDS: tuple[str, ...] = get_args(Kind)
 # measured violation > 0 as its constraint (TPE ranks it infeasible, so the sampler still
 # learns the region; GP and NSGA-II read COMPLETE trials only); a trial stopped early is
 # PRUNED too (its accuracy so far is not its accuracy), and so is a starved trial (it ended by its
-# time budget before the steps of the first rung: what it measured says little of the config).
+# time budget before the steps of its budget: it did not train what the others did).
 _OPTUNA_STATES: dict[str, str] = {
     "ok": "COMPLETE",
     "over budget": "PRUNED",

@@ -31,7 +31,8 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
     root = tmp_path_factory.mktemp("input")
     # No re-measurement and no technique effects: nothing here reads them (the report's input
     # section is built from the trials), and the effects alone took 43 s of the search's 133.
-    flags = ["--num-samples", "2", "--steps", "60", "--seed", "1", "--reports-dir",
+    # 2,880 images (60 steps of 48, the mean batch): one evaluation, at the end.
+    flags = ["--num-samples", "2", "--set", "images=2880", "--seed", "1", "--reports-dir",
              str(root / "reports"), "--remeasure-top", "0", "--effects-repeats", "0"]  # fmt: skip
     command = search_command("input_space", *flags, name="input", storage=root / "experiments")
     done = subprocess.run(command, capture_output=True, text=True, timeout=800)

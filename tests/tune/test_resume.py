@@ -228,7 +228,7 @@ def _first_run_ended_by_its_budget(tmp_path: Path) -> int:
     scratch with the next budget when none finished: what the search did decides, not a clock."""
     for budget in FIRST_BUDGETS_S:
         shutil.rmtree(tmp_path / "experiments", ignore_errors=True)
-        first = ["--search-time-budget-s", str(budget), "--set", "steps=200"]
+        first = ["--search-time-budget-s", str(budget), "--set", "images=2400"]  # 200 steps of 12
         done = subprocess.run(
             _cli(tmp_path, str(SPACE), *first), capture_output=True, text=True, timeout=TIMEOUT_S
         )

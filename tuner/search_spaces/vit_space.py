@@ -2,10 +2,11 @@
 
 Workloads:
 - ``cpu`` (a fresh laptop or CI box): a 2-block hybrid ViT at 32 px on the embedded digits,
-  12,800 training images per trial whatever its batch size (evaluated after 6,400 and 12,800),
-  8 trials: a few minutes on 2 cores. 30 s of training at most: a safety cap that an fp32
-  trial on a quiet machine does not reach (8-13 s), while a bf16 one on a CPU without bf16
-  arithmetic (about 110 images/s) is cut by it, starved, not compared.
+  6,400 training images per trial whatever its batch size (evaluated after 3,200 and 6,400),
+  8 trials: a few minutes on 2 cores. 20 s of training at most: a safety cap that an fp32
+  trial on a quiet machine does not reach (4-7 s; 3x that beside a busy core), while a bf16
+  one on a CPU without bf16 arithmetic (about 110 images/s) is cut by it: starved, not
+  compared (a longer cap would spend that long on each such trial).
 - ``gpu``: ``vit_small_r26_s32_224`` (ResNet-26 stem + ViT-S) at 224 px, 102,400 images per
   trial (``tuner.workloads.GPU_TRIAL``).
   Its data defaults to the embedded digits so it runs anywhere; point it at real images with
@@ -30,9 +31,9 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "cpu": {
         **DIGITS_TINY_VIT,
         "epochs": None,
-        "images": 12_800,
-        "time_budget_s": 30.0,
-        "eval_every_images": 6_400,
+        "images": 6_400,
+        "time_budget_s": 20.0,
+        "eval_every_images": 3_200,
         "warmup_steps": 3,
     },
     "gpu": {"model": "vit_small_r26_s32_224", **GPU_TRIAL},
