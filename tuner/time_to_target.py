@@ -70,6 +70,7 @@ __all__ = [
     "seconds_text",
     "time_ratio",
     "time_to_target",
+    "why_picked",
     "with_time_to_target",
 ]
 
@@ -331,6 +332,15 @@ def change_text(change: Change) -> str:
         "none": "no interval: not re-measured side by side",
     }[change.verdict]
     return f"{change.value:.2f}x{interval}, {words}"
+
+
+def why_picked(rule: RulePick) -> str:
+    """What made the rule's pick, in a clause."""
+    if rule.reason == "memory":
+        return "its time to target cannot be told from the soonest's and it needs less memory"
+    if rule.change is not None and rule.change.separated:
+        return "it reaches the target accuracy sooner, beyond noise"
+    return "it is the soonest to the target as measured, though not beyond noise"
 
 
 def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:

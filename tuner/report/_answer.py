@@ -228,7 +228,7 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
 
 def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
     names = {
-        TIME_TO_TARGET: "Soonest to the target",
+        TIME_TO_TARGET: "The rule's pick",
         "images_per_second": "Fastest",
         "val_accuracy": _accuracy_title(answer),
     }
