@@ -159,6 +159,16 @@ def test_times_that_cannot_be_told_apart_prefer_less_memory() -> None:
     assert rule.within_noise == ("b",) and not rule.change.separated
 
 
+def test_with_the_same_memory_the_more_accurate_beyond_noise_breaks_a_tie() -> None:
+    pool = _pool([("a", 1000, 100.0, 4e6), ("b", 1000, 98.0, 4e6)])
+    pool["val_images"] = 1000
+    rule = choose_by_time(pool.assign(val_accuracy=[0.60, 0.70]), _ratios(pool, 0.05))
+    assert rule is not None and rule.pick == "b" and rule.reason == "accuracy"
+    assert rule.accuracy is not None and rule.accuracy.separated
+    same = choose_by_time(pool.assign(val_accuracy=[0.60, 0.61]), _ratios(pool, 0.05))
+    assert same is not None and same.pick == "a" and same.reason == "soonest"  # within noise
+
+
 def test_the_soonest_stays_when_it_also_needs_less_memory() -> None:
     pool = _pool([("a", 1000, 100.0, 1e6), ("b", 1000, 98.0, 9e6)])
     rule = choose_by_time(pool, _ratios(pool, 0.05))

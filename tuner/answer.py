@@ -49,6 +49,7 @@ from tuner.time_to_target import (
     given_target,
     pick_sentence,
     rule_sentence,
+    why_picked,
 )
 from tuner.units import as_number, interval_text, ratio_text
 
@@ -200,8 +201,8 @@ class Answer:
         if change.separated:
             return (
                 f"{other} is {points} more accurate at its end, beyond noise; the rule still "
-                f"picks `{rule.pick}` because it reaches the target accuracy sooner (the target "
-                f"is what the rule asks for): for the highest final accuracy, train {other} "
+                f"picks `{rule.pick}` because {why_picked(rule)} (the target is what the rule "
+                f"asks for): for the highest final accuracy, train {other} "
                 "(recommended_val_accuracy.json)."
             )
         return f"{other} ended {points} apart from the pick in accuracy: within noise."

@@ -46,7 +46,7 @@ from tuner.record import (
     TRIAL_ID,
     declared_dtype,
 )
-from tuner.stats import Change
+from tuner.stats import Change, accuracy_difference
 from tuner.units import DASH, as_number, format_bytes
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ __all__ = [
     "seconds_text",
     "time_ratio",
     "time_to_target",
+    "why_picked",
     "with_time_to_target",
 ]
 
@@ -230,7 +231,8 @@ def derive_target(pool: pd.DataFrame, given: float | None) -> Target:
 RULE = (
     "recommend the configuration that reaches the target accuracy in the fewest seconds (images "
     "to target / images per second, re-measured side by side); where two times cannot be told "
-    "apart, the one with less peak memory"
+    "apart, the one with less peak memory, and with the same memory the more accurate beyond "
+    "noise"
 )
 
 
@@ -239,12 +241,14 @@ class RulePick:
     """The rule's pick among the candidates that reached the target, and against whom."""
 
     pick: str  # trial id
-    soonest: str  # the soonest on the estimate (the pick unless less memory broke a tie)
+    soonest: str  # the soonest on the estimate
     versus: str | None  # the next soonest when the pick is the soonest, else the soonest
-    change: Change | None  # versus's time / the pick's (> 1: the pick is sooner)
+    change: Change | None  # the pick is the soonest: versus's time / its; else its / soonest's
     within_noise: tuple[str, ...]  # candidates whose time cannot be told from the soonest's
     reached: int  # candidates that reached the target
     candidates: int  # candidates with a curve
+    reason: str = "soonest"  # soonest | memory | accuracy: what chose among the close ones
+    accuracy: Change | None = None  # reason accuracy: the pick minus the soonest
 
 
 def choose_by_time(
@@ -263,15 +267,41 @@ def choose_by_time(
         return time_ratio(rows[slower], rows[sooner], throughput_ratio(sooner, slower))
 
     close = tuple(t for t in rows if t != soonest and not ratio(t, soonest).separated)
-    memory = {t: as_number(rows[t].get("peak_memory_bytes")) for t in (soonest, *close)}
-    pick = min(memory, key=lambda t: memory[t] if math.isfinite(memory[t]) else math.inf)
-    if not math.isfinite(memory[pick]) or memory[pick] >= memory[soonest]:
-        pick = soonest  # less memory breaks a tie only when it was measured and is less
+    pick, reason, accuracy = _among_close(rows, soonest, close)
+    counts = (close, len(rows), len(pool))
     if pick != soonest:  # the pick's time / the soonest's: inside the noise
-        return RulePick(pick, soonest, soonest, ratio(pick, soonest), close, len(rows), len(pool))
+        return RulePick(pick, soonest, soonest, ratio(pick, soonest), *counts, reason, accuracy)
     versus = next((t for t in rows if t != soonest), None)
     change = None if versus is None else ratio(versus, pick)
-    return RulePick(pick, soonest, versus, change, close, len(rows), len(pool))
+    return RulePick(pick, soonest, versus, change, *counts)
+
+
+def _among_close(
+    rows: Mapping[str, Mapping[str, Any]], soonest: str, close: tuple[str, ...]
+) -> tuple[str, str, Change | None]:
+    """Among the soonest and those it cannot be told from: less peak memory (measured, and
+    less), then, with the same memory, the more accurate than the soonest beyond noise."""
+    memory = {t: as_number(rows[t].get("peak_memory_bytes")) for t in (soonest, *close)}
+    known = {t: m for t, m in memory.items() if math.isfinite(m)}
+    if not close or soonest not in known:
+        return soonest, "soonest", None
+    lightest = min(known.values())
+    if lightest < known[soonest]:
+        return min(known, key=lambda t: known[t]), "memory", None  # sorted by time: soonest of
+    same = [t for t in close if known.get(t) == lightest]
+    changes = {t: _accuracy_change(rows[t], rows[soonest]) for t in same}
+    ahead = {t: c for t, c in changes.items() if c.separated and c.value > 0}
+    if not ahead:
+        return soonest, "soonest", None
+    best = max(ahead, key=lambda t: ahead[t].value)
+    return best, "accuracy", ahead[best]
+
+
+def _accuracy_change(row: Mapping[str, Any], other: Mapping[str, Any]) -> Change:
+    """``row`` minus ``other`` in final accuracy, with its interval over the validation images."""
+    images = min(as_number(row.get("val_images")), as_number(other.get("val_images")))
+    values = [as_number(r.get("val_accuracy")) for r in (other, row)]
+    return accuracy_difference(values[:1], values[1:], [images])
 
 
 # ---- in words (the report, the console and --json say these same sentences) -----------------
@@ -304,6 +334,15 @@ def change_text(change: Change) -> str:
     return f"{change.value:.2f}x{interval}, {words}"
 
 
+def why_picked(rule: RulePick) -> str:
+    """What made the rule's pick, in a clause."""
+    if rule.reason == "memory":
+        return "its time to target cannot be told from the soonest's and it needs less memory"
+    if rule.change is not None and rule.change.separated:
+        return "it reaches the target accuracy sooner, beyond noise"
+    return "it is the soonest to the target as measured, though not beyond noise"
+
+
 def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
     """Why the rule picked what it did, with its time and the comparison it rests on."""
     pick, soonest, versus = rule.pick, rule.soonest, rule.versus
@@ -316,25 +355,36 @@ def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
     ratio = change_text(rule.change)
     if pick != soonest:
         memory = [format_bytes(rows[t].get("peak_memory_bytes")) for t in (pick, soonest)]
+        why = (
+            f"it needs less peak memory ({memory[0]} against {memory[1]})"
+            if rule.reason == "memory"
+            else f"with the same peak memory ({memory[0]}) it is more accurate beyond noise, by "
+            f"{_points(rule.accuracy)}"
+        )
         return (
             f"`{pick}` is the pick: its time to target, {time}, cannot be told from the "
-            f"soonest's (`{soonest}`, {seconds_text(rows[soonest])}; {ratio}), and it needs "
-            f"less peak memory ({memory[0]} against {memory[1]})."
+            f"soonest's (`{soonest}`, {seconds_text(rows[soonest])}; its time over the "
+            f"soonest's: {ratio}), and {why}."
         )
     if rule.change.separated:
         return (
             f"`{pick}` reaches the target soonest: {time}; the next, `{versus}`, takes {ratio} "
             "as long."
         )
-    memory = format_bytes(rows[pick].get("peak_memory_bytes"))
+    memory = as_number(rows[pick].get("peak_memory_bytes"))
     close = ", ".join(
         f"`{t}` {format_bytes(rows[t].get('peak_memory_bytes'))}" for t in rule.within_noise
     )
-    why = (
-        f"it also needs the least peak memory of them ({memory}; {close})"
-        if memory != "n/a"
-        else "peak memory was not measured, so the soonest as measured is shown"
-    )
+    others = [as_number(rows[t].get("peak_memory_bytes")) for t in rule.within_noise]
+    if math.isnan(memory):
+        why = "peak memory was not measured, so the soonest as measured is shown"
+    elif all(memory < m for m in others):
+        why = f"it also needs the least peak memory of them ({format_bytes(memory)}; {close})"
+    else:
+        why = (
+            f"neither memory ({format_bytes(memory)}; {close}) nor final accuracy tells them "
+            "apart beyond noise, so the soonest as measured is shown"
+        )
     return (
         f"`{pick}` reaches the target soonest as measured: {time}; the next, `{versus}`, takes "
         f"{ratio}, so their times cannot be told apart, and {why}."
@@ -351,3 +401,11 @@ def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataF
     added[TIME_TO_TARGET_SOURCE] = added[TIME_TO_TARGET_SOURCE].replace("", None)
     added = added.astype({c: str(declared_dtype(c)) for c in TARGET_COLUMNS})
     return pd.concat([trials.drop(columns=list(TARGET_COLUMNS), errors="ignore"), added], axis=1)
+
+
+def _points(change: Change | None) -> str:
+    """``7.2 accuracy points [0.1–14.3]``."""
+    if change is None:
+        return "n/a"
+    low, high = 100 * change.low, 100 * change.high
+    return f"{100 * change.value:.1f} accuracy points [{low:.1f}{DASH}{high:.1f}]"

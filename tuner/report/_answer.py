@@ -230,8 +230,8 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
 
 def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
     names = {
-        TIME_TO_TARGET: "Soonest to the target",
-        "images_per_second": "Fastest",
+        TIME_TO_TARGET: "the rule's pick",
+        "images_per_second": "fastest",
         "val_accuracy": _accuracy_title(answer),
     }
     title = " and ".join(names.get(m, m) for m in metrics)
