@@ -50,6 +50,10 @@ def test_the_picks_and_the_plain_loop_are_retrained_round_robin_with_new_seeds()
     assert list(first["step"]) == [2, 4] and list(first["images_seen"]) == [32, 64]
     assert first["train_time_s"].is_monotonic_increasing and (first["val_images"] > 0).all()
     assert info["repeats_done"] == 2 and info["seeds"] == [1, 2] and "short" not in info
+    # the pick against its plain loop, per seed pair: any accuracy is reached at the first look
+    speedup = plain_loop_speedup(runs, "a", target_accuracy=0.0)
+    assert speedup is not None and speedup.pairs == 2 and speedup.change.value > 0
+    assert plain_loop_speedup(runs, "b") is None  # no plain loop of b: a is the recommended
 
 
 def test_seeds_that_do_not_fit_the_time_limit_are_said() -> None:
