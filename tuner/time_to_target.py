@@ -2,8 +2,7 @@
 MLPerf's figure), and the target when none is given.
 
 - **The curve** (:data:`CURVE_COLUMNS`): one row per evaluation report of a trial, as its
-  ``result.json`` lines hold them (:func:`curves_of`; ``Experiment.curves`` where the
-  experiment has one).
+  ``result.json`` lines hold them, read once by the experiment reader (``Experiment.curves``).
 - **Images to target**: the images seen at the trial's first evaluation at or above the target.
   The true crossing lies between the evaluation before it and that one: both are kept
   (``images_to_target_low`` is the one before; 0 when the first evaluation already reached it),
@@ -22,27 +21,23 @@ Ray-free and Optuna-free; the answer (:mod:`tuner.answer`) decides with it.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.experiment import RESULT_FILE
 from tuner.record import (
+    CURVE_KEYS,
     IMAGES_TO_TARGET,
     IMAGES_TO_TARGET_LOW,
-    STEP,
     TARGET_ACCURACY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
     TIME_TO_TARGET_EST_S,
     TIME_TO_TARGET_SOURCE,
     TRAIN_TIME_TO_TARGET_S,
-    TRIAL_DIR,
     TRIAL_ID,
     declared_dtype,
 )
@@ -65,7 +60,6 @@ __all__ = [
     "estimated_times",
     "given_target",
     "pick_sentence",
-    "read_curves",
     "rule_sentence",
     "seconds_text",
     "time_ratio",
@@ -74,7 +68,7 @@ __all__ = [
     "with_time_to_target",
 ]
 
-CURVE_COLUMNS = (TRIAL_ID, STEP, "images_seen", "train_time_s", "val_accuracy", "val_images")
+CURVE_COLUMNS = CURVE_KEYS  # the reader's columns (tuner.record declares them)
 # The trials-table columns this module adds, in order (tuner.record declares each).
 TARGET_COLUMNS = (
     TARGET_ACCURACY,
@@ -99,39 +93,9 @@ class Target:
 
 
 def curves_of(experiment: Experiment) -> pd.DataFrame:
-    """Every trial's accuracy curve (:data:`CURVE_COLUMNS`): ``Experiment.curves`` where the
-    experiment has one, else read from its trials' ``result.json``."""
-    curves = getattr(experiment, "curves", None)
-    if isinstance(curves, pd.DataFrame):
-        return curves
-    return read_curves(experiment.path, experiment.trials)
-
-
-def read_curves(folder: Path, trials: pd.DataFrame) -> pd.DataFrame:
-    """The evaluation reports of each trial's ``result.json`` (damaged lines skipped: the
-    experiment reader lists them), one row each, ordered by images seen."""
-    rows: list[dict[str, Any]] = []
-    dirs = trials.get(TRIAL_DIR, pd.Series("", index=trials.index)).fillna("")
-    for trial_id, trial_dir in zip(trials[TRIAL_ID].astype(str), dirs.astype(str), strict=True):
-        file = folder / trial_dir / RESULT_FILE
-        if not trial_dir or not file.is_file():
-            continue
-        for line in file.read_text(errors="replace").splitlines():
-            report = _json_line(line)
-            if math.isfinite(as_number(report.get("val_accuracy"))):
-                rows.append({TRIAL_ID: trial_id, **{c: report.get(c) for c in CURVE_COLUMNS[1:]}})
-    frame = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
-    for column in CURVE_COLUMNS[1:]:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
-
-
-def _json_line(line: str) -> Mapping[str, Any]:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    """Every trial's accuracy curve (:data:`CURVE_COLUMNS`), as the experiment reader read it
+    (``Experiment.curves``: one row per evaluation report)."""
+    return experiment.curves
 
 
 def time_to_target(curves: pd.DataFrame, target: float) -> pd.DataFrame:
