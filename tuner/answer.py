@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from tuner.config import TrainConfig, trial_threads
-from tuner.measure import RESOLUTION, paired
+from tuner.decision import accuracy_test, candidate_mask, decision_values, throughput_ratio
+from tuner.measure import RESOLUTION
 from tuner.objectives import (
     Objective,
     best_per_objective,
@@ -35,10 +36,9 @@ from tuner.record import (
     STARVED_BY,
     TIME_TO_TARGET_EST_S,
     TRIAL_ID,
-    is_candidate,
 )
 from tuner.spaces import train_config_of
-from tuner.stats import Change, accuracy_difference, median_interval, paired_ratio, wilson_interval
+from tuner.stats import Change
 from tuner.time_to_target import (
     RulePick,
     Target,
@@ -187,7 +187,7 @@ class Answer:
         if others.empty:
             return None
         runner = others.sort_values("val_accuracy", ascending=False).iloc[0]
-        return Margin(str(runner[TRIAL_ID]), _accuracy_test(sharp, runner))
+        return Margin(str(runner[TRIAL_ID]), accuracy_test(sharp, runner))
 
     def accuracy_against_pick(self) -> str:
         """The most accurate candidate against the rule's pick, by the one rule."""
@@ -195,7 +195,7 @@ class Answer:
         if sharp is None or rule is None or str(sharp[TRIAL_ID]) == rule.pick:
             return "The pick is also the most accurate candidate as measured."
         pick = self.row(rule.pick)
-        change = _accuracy_test(sharp, pick)
+        change = accuracy_test(sharp, pick)
         points = points_text(change)
         other = f"`{sharp[TRIAL_ID]}`"
         if change.separated:
@@ -417,7 +417,7 @@ def decide(experiment: Experiment) -> Answer:
         TunerError: a pick's stored settings no longer make a valid run config.
     """
     objs = report_objectives(experiment.metadata)
-    trials, remeasured = decision_values(experiment.trials, experiment.remeasure)
+    trials, remeasured = decision_values(experiment.trials, experiment.remeasure, experiment.seeds)
     pool = _pool(trials, remeasured)
     target = derive_target(pool, given_target(experiment.metadata))
     trials = estimated_times(trials, curves_of(experiment), target)
@@ -486,7 +486,7 @@ def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str
 
 def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
     """The trials that can be recommended: of kind ok, every objective measured."""
-    return trials[_candidate_mask(trials, objs)]
+    return trials[candidate_mask(trials, objs)]
 
 
 def pick_config(experiment: Experiment, trial_id: str) -> TrainConfig:
@@ -507,11 +507,6 @@ def pick_config(experiment: Experiment, trial_id: str) -> TrainConfig:
     return config.replace(torch_threads=trial_threads(cpus, gpus))
 
 
-def _candidate_mask(trials: pd.DataFrame, objs: list[Objective]) -> pd.Series:
-    kinds = trials[KIND].astype(object).map(lambda kind: is_candidate(str(kind)))
-    return kinds.astype(bool) & measured_mask(trials, objs)
-
-
 def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVerdict | None:
     """The fastest pick against the most accurate one, when they are two trials."""
     fast, accurate = best.get("images_per_second"), best.get("val_accuracy")
@@ -519,7 +514,7 @@ def _picks(best: dict[str, pd.Series], remeasure: pd.DataFrame | None) -> PairVe
         return None
     ratio = throughput_ratio(fast, accurate, remeasure)
     return PairVerdict(
-        str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, _accuracy_test(fast, accurate)
+        str(fast[TRIAL_ID]), str(accurate[TRIAL_ID]), ratio, accuracy_test(fast, accurate)
     )
 
 
@@ -537,66 +532,5 @@ def _margins(
     sharp = others.sort_values("val_accuracy", ascending=False).iloc[0]
     return {
         "images_per_second": Margin(str(quick[TRIAL_ID]), throughput_ratio(fast, quick, remeasure)),
-        "val_accuracy": Margin(str(sharp[TRIAL_ID]), _accuracy_test(fast, sharp)),
+        "val_accuracy": Margin(str(sharp[TRIAL_ID]), accuracy_test(fast, sharp)),
     }
-
-
-def decision_values(
-    trials: pd.DataFrame, remeasure: pd.DataFrame | None
-) -> tuple[pd.DataFrame, bool]:
-    """``trials`` with re-measured medians as ``images_per_second`` where there are some, the
-    in-search figure kept as ``search_images_per_second``, and intervals for both objectives."""
-    frame = trials.copy()
-    frame["search_images_per_second"] = frame["images_per_second"]
-    frame["throughput_source"] = "search"
-    for column in ("images_per_second_low", "images_per_second_high"):  # over its windows
-        frame[column] = pd.to_numeric(frame.get(column), errors="coerce")
-    remeasured = False
-    for trial_id, est in _remeasured(remeasure).items():
-        rows = frame[TRIAL_ID] == trial_id
-        if not rows.any() or math.isnan(est.median):
-            continue
-        frame.loc[rows, "images_per_second"] = est.median
-        frame.loc[rows, ["images_per_second_low", "images_per_second_high"]] = est.low, est.high
-        frame.loc[rows, "throughput_source"] = "re-measured"
-        remeasured = True
-    intervals = [_accuracy_interval(row) for _, row in frame.iterrows()]
-    frame["val_accuracy_low"] = [low for low, _ in intervals]
-    frame["val_accuracy_high"] = [high for _, high in intervals]
-    frame["candidate"] = _candidate_mask(frame, report_objectives({}))
-    return frame, remeasured
-
-
-def _remeasured(remeasure: pd.DataFrame | None) -> dict[str, Any]:
-    if remeasure is None or remeasure.empty or TRIAL_ID not in remeasure:
-        return {}
-    ok = remeasure[remeasure.get("status", "ok") == "ok"]
-    return {
-        str(tid): median_interval(group["images_per_second"].tolist())
-        for tid, group in ok.groupby(TRIAL_ID, sort=False)
-    }
-
-
-def _accuracy_interval(row: Mapping[str, Any]) -> tuple[float, float]:
-    acc, n = as_number(row.get("val_accuracy")), as_number(row.get("val_images"))
-    if math.isnan(acc) or math.isnan(n) or n <= 0:
-        return math.nan, math.nan
-    return wilson_interval(round(acc * n), int(n))
-
-
-def throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame | None) -> Change:
-    """faster / slower from paired re-measurements (same repeat), else with no interval."""
-    if remeasure is not None and not remeasure.empty and "repeat" in remeasure:
-        a, b = paired(remeasure, fast[TRIAL_ID], slow[TRIAL_ID], by=TRIAL_ID)
-        if len(a):
-            return paired_ratio(b["images_per_second"].tolist(), a["images_per_second"].tolist())
-    value = as_number(fast["images_per_second"]) / as_number(slow["images_per_second"])
-    return Change(value, math.nan, math.nan, 1, 1.0)
-
-
-def _accuracy_test(a: pd.Series, b: pd.Series) -> Change:
-    """``a - b`` in accuracy with its interval (:func:`accuracy_difference` on the two trials'
-    single measurements, over the smaller validation set)."""
-    images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
-    accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]
-    return accuracy_difference(accuracy[:1], accuracy[1:], [images])

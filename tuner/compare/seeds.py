@@ -95,18 +95,20 @@ def retrain(
     time_limit_s: float | None = None,
     round_s: float | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Train every arm once per round, with the round's seed, for up to ``seeds`` rounds: a
-    round starts only when it is expected to end within ``time_limit_s`` (``round_s``, an
-    estimate, for the first; the rounds so far for the next). Rows (:data:`SEED_COLUMNS`) and
-    how it ended (``short``: why fewer than ``seeds`` rounds ran, for the console and the
-    metadata)."""
+    """Train every arm once per round, with the round's seed, for ``seeds`` rounds. The first
+    :data:`SEEDS` rounds run even past ``time_limit_s``, as the re-measurement's first pairs do
+    (fewer seeds say nothing of the seeds' spread); a later round starts only when it is
+    expected to end within it (``round_s``, an estimate, for the first; the rounds so far for
+    the next). Rows (:data:`SEED_COLUMNS`) and how it ended (``over_s``: the seconds past the
+    limit; ``short``: why fewer than ``seeds`` rounds ran, for the console and the metadata)."""
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     rounds, stopped = 0, "max repeats"
     for index in range(seeds):
         elapsed = time.perf_counter() - started
         expected = elapsed / index if index else round_s
-        if time_limit_s is not None and expected and elapsed + expected > time_limit_s:
+        late = time_limit_s is not None and expected and elapsed + expected > time_limit_s
+        if late and index >= SEEDS:
             stopped = "time limit"
             break
         for arm in arms:
@@ -122,6 +124,8 @@ def retrain(
         "time_limit_s": time_limit_s,
         "stopped": stopped,
     }
+    if time_limit_s is not None and seconds > time_limit_s:
+        info["over_s"] = round(seconds - time_limit_s, 1)
     if rounds < seeds:
         per_round = seconds / rounds if rounds else round_s
         info["short"] = short_text(seeds, rounds, per_round, time_limit_s)
@@ -186,12 +190,25 @@ def _runs(seeds: pd.DataFrame | None, trial_id: str, arm: str) -> pd.DataFrame:
     return seeds[(seeds[TRIAL_ID].astype(str) == str(trial_id)) & (seeds["arm"] == arm)]
 
 
+def seed_accuracies(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK) -> list[float]:
+    """The final accuracy of each of ``trial_id``'s ``arm`` runs that ended ok ([]: none)."""
+    final = _finals(seeds, trial_id, arm)
+    return [float(v) for v in final["val_accuracy"] if pd.notna(v)]
+
+
+def _finals(seeds: pd.DataFrame | None, trial_id: str, arm: str) -> pd.DataFrame:
+    """The last evaluation of each run that ended ok and trained its whole budget: a run its
+    time budget cut saw fewer images than the trial, so its accuracy is not the config's."""
+    runs = _runs(seeds, trial_id, arm)
+    cut = runs["cut"].astype("boolean").fillna(False).astype(bool)
+    return runs[runs[FINAL].astype(bool) & (runs["status"] == "ok") & ~cut]
+
+
 def seed_accuracy_of(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK) -> SeedAccuracy:
     """``trial_id``'s accuracy over its seed runs (``arm``: its own, or its plain loop's): the
     final accuracy of each run that ended ok, over the validation images they were measured
     on (:func:`tuner.stats.seed_accuracy`)."""
-    runs = _runs(seeds, trial_id, arm)
-    final = runs[runs[FINAL].astype(bool) & (runs["status"] == "ok")]
+    final = _finals(seeds, trial_id, arm)
     images = [float(v) for v in final["val_images"] if pd.notna(v)]
     n = int(statistics.median(images)) if images else 0
     return seed_accuracy(final["val_accuracy"].astype(float).tolist(), n)

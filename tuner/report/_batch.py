@@ -22,7 +22,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from tuner.answer import Answer, throughput_ratio
+from tuner.answer import Answer
+from tuner.decision import throughput_ratio
 from tuner.experiment import PARAM_PREFIX, Experiment
 from tuner.record import (
     IMAGES_TO_TARGET,

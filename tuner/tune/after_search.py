@@ -137,20 +137,21 @@ def seeds_around(
     ids = list(dict.fromkeys(str(row[TRIAL_ID]) for row in answer.best.values()))
     arms = seeds.seed_arms({tid: answer.configs[tid] for tid in ids}, recommended)
     round_s = sum(_trial_run_s(experiment.trials, arm.trial_id) for arm in arms)
-    limit = "" if time_limit_s is None else f", within {duration_text(time_limit_s)}"
+    limit = (
+        ""
+        if time_limit_s is None
+        else f"; its share of the trust budget {duration_text(time_limit_s)}, which {SEEDS} "
+        "seeds, the fewest that say anything, may outlast"
+    )
     plain = f" and the plain loop of {recommended}" if len(arms) > len(ids) else ""
     print(
         f"Retraining the pick(s) {', '.join(ids)}{plain} with {SEEDS} new seeds each, "
         f"interleaved, each run the trial's own budget (about {round_s:.0f} s a round){limit} ...",
         flush=True,
     )
-    if time_limit_s is not None and round_s > time_limit_s:  # not even one round: no task
-        short = seeds.short_text(SEEDS, 0, round_s, time_limit_s)
-        print(f"warning: {short}.", flush=True)
-        return {"seeds": {"repeats_done": 0, "rounds_planned": SEEDS, "short": short}}
     configs = {tid: experiment.configs[tid] for tid in ids}
     args = (configs, recommended, time_limit_s, round_s, search.options.seed)
-    expected_s = round_s * SEEDS if time_limit_s is None else min(round_s * SEEDS, time_limit_s)
+    expected_s = round_s * SEEDS  # its minimum, run even past the time limit
     try:
         what = "retraining with seeds"
         rows, info = _in_task(_retrain, _task(search), *args, what=what, expected_s=expected_s)
@@ -164,6 +165,12 @@ def seeds_around(
         return {"seeds": {"error": error}}
     pd.DataFrame(rows, columns=SEED_COLUMNS).to_csv(search.paths.local / SEEDS_FILE, index=False)
     print(f"  {_ended(info)}", flush=True)
+    if info.get("over_s"):
+        print(
+            f"  {SEEDS} seeds are the fewest that say anything of their spread: they ran "
+            f"{duration_text(info['over_s'])} past the trust budget's share.",
+            flush=True,
+        )
     if info.get("short"):
         print(f"warning: {info['short']}.", flush=True)
     return {"seeds": info}
