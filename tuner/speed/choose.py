@@ -471,7 +471,10 @@ class _Meter:
         result = (self.measure or _short_run)(arm.config, self.steps, limit)
         # The engine's own wall time where a model predicts it (the clock's otherwise).
         wall = max(time.perf_counter() - started, result.wall_time_s or 0.0)
-        self.budget.charge(arm.name, wall, result.step_time_s)
+        # A run cut in its warm-up has no steady step time: its steps' mean stands in (slower
+        # than steady, so the trial's length it tells is at most its time budget anyway).
+        steps_s = result.train_time_s / result.steps if result.steps else None
+        self.budget.charge(arm.name, wall, result.step_time_s or steps_s)
         self.step_seconds += result.train_time_s
         first = result.first_step_unix_s
         if first is not None:

@@ -243,11 +243,15 @@ def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
     placeholder rows are replaced by what was measured)."""
     probed = {v["name"] for v in then.variants if v.get("probed", True)}
     replaced = {v["name"] for v in then.variants}  # measured now, or still a placeholder
-    still = [n for n in first.not_probed if n not in probed]
+    # A value of a knob another value of which is kept (num_workers=2 beside a kept
+    # num_workers=1) cannot be probed on top of it: the knob is decided, not left to probe.
+    settings = {**first.settings, **then.settings}
+    field_of = {v["name"]: v.get("field") for v in first.variants}
+    still = [n for n in first.not_probed if n not in probed and field_of.get(n) not in settings]
     firsts = [first.first_step_unix_s, then.first_step_unix_s]
     return dataclasses.replace(
         first,
-        settings={**first.settings, **then.settings},
+        settings=settings,
         # The later session measured the plain setting of this very training config.
         plain_images_per_second=then.plain_images_per_second
         if math.isfinite(then.plain_images_per_second)
