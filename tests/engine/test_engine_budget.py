@@ -63,3 +63,17 @@ def test_a_bad_budget_is_one_line(changes: dict, message: str) -> None:
     with pytest.raises(TunerError, match=message) as error:
         tiny(**changes)
     assert "\n" not in str(error.value)
+
+
+def test_the_evaluation_of_a_run_its_time_budget_cut_says_so() -> None:
+    seen: list[Progress] = []
+    capped = tiny(steps=None, images=100_000, time_budget_s=0.5, eval_every_images=10_000)
+    result = train(capped.replace(batch_size=16, img_size=16), on_eval=seen.append)
+    assert result.steps < result.planned_steps  # the cap cut it: a search calls it starved
+    # Its one evaluation (at the cut, off the cadence) is flagged: no rung may judge it.
+    assert [p.cut for p in seen] == [True]
+    full: list[Progress] = []
+    train(
+        tiny(steps=None, images=IMAGES, eval_every_images=EVERY, img_size=16), on_eval=full.append
+    )
+    assert full and not any(p.cut for p in full)

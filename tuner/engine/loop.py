@@ -229,8 +229,10 @@ def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -
     pipeline): after the run, so no step waits on it."""
     if state.evaluated_step != state.step:  # unless the last step's evaluation was just made
         _score(parts, state)
+        planned = parts.schedule.planned_steps
         if on_eval is not None:
-            _report(parts, state, on_eval, evaluated=True)
+            cut = planned is not None and state.step < planned
+            _report(parts, state, on_eval, evaluated=True, cut=cut)
     if not parts.data.on_device:
         state.loader_images_per_second = loader_images_per_second(
             parts.data.train_loader, parts.world
@@ -377,7 +379,9 @@ def _score(parts: RunParts, state: RunState) -> None:
         state.time_to_target_s = state.train_time_s
 
 
-def _report(parts: RunParts, state: RunState, hook: _Hook, *, evaluated: bool) -> bool:
+def _report(
+    parts: RunParts, state: RunState, hook: _Hook, *, evaluated: bool, cut: bool = False
+) -> bool:
     """The run so far, shown to one of the caller's hooks: after an evaluation, as a
     :class:`Progress` to ``on_eval`` (its time is ``report_time_s``: a search's report and
     checkpoint); before any, as the bare result to ``on_feasibility``. A collective (every
@@ -386,7 +390,7 @@ def _report(parts: RunParts, state: RunState, hook: _Hook, *, evaluated: bool) -
     if not evaluated:
         return parts.world.decide(bool(hook(result)))
     epoch = state.step / parts.schedule.steps_per_epoch
-    made = Progress(state.step, epoch, result, lambda: make_state(parts, state))
+    made = Progress(state.step, epoch, result, lambda: make_state(parts, state), cut=cut)
     started = time.perf_counter()
     stop = parts.world.decide(bool(hook(made)))
     state.report_time_s += time.perf_counter() - started

@@ -93,12 +93,16 @@ class Progress:
         step: training steps done (counting from the start of the first run, across resumes).
         epoch: ``step`` in epochs (fractional with ``eval_every_steps``).
         result: the run's result so far (``status="ok"``), the same fields as the final one.
+        cut: the evaluation at the end of a run its time budget cut before the steps its budget
+            planned: off the cadence, after fewer images than the others' at that count (a
+            search does not judge a trial by it: its final report follows).
     """
 
     step: int
     epoch: float
     result: RunResult
     _state: Callable[[], dict[str, Any]]
+    cut: bool = False
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy. In a

@@ -415,6 +415,8 @@ class _TrialRun:
     def _on_eval(self, progress: Progress) -> None:
         result = progress.result
         self.phases.write("evaluation", step=result.steps, eval_time_s=result.eval_time_s)
+        if progress.cut:  # its time budget cut it short: only the final report tells it, so no
+            return  # rung compares it, after fewer images, with trials at the rung's images
         self._tell_cost(result)  # at its first evaluation: early stopping may end it next
         running = {
             "engine": time.perf_counter() - self.run_start,
