@@ -134,7 +134,8 @@ def seeds_around(
     if pick is None:
         return {}
     recommended = str(pick[TRIAL_ID])
-    ids = list(dict.fromkeys(str(row[TRIAL_ID]) for row in answer.best.values()))
+    picks = [recommended, *(str(row[TRIAL_ID]) for row in answer.best.values())]
+    ids = list(dict.fromkeys(picks))  # the rule's pick is not always best on one objective
     arms = seeds.seed_arms({tid: answer.configs[tid] for tid in ids}, recommended)
     round_s = sum(_trial_run_s(experiment.trials, arm.trial_id) for arm in arms)
     limit = (
