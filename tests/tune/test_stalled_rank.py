@@ -20,7 +20,8 @@ from search_cli import search_command
 from test_driver import _kill_tree
 
 from tuner import record
-from tuner.experiment import load_experiment
+from tuner.experiment import STUDY_TRIAL_ID_ATTR, load_experiment
+from tuner.report import write_report
 
 pytestmark = [pytest.mark.slow, pytest.mark.machine, pytest.mark.timeout(900)]
 
@@ -120,10 +121,18 @@ def test_a_stopped_rank_is_found_and_its_trial_retried(tmp_path: Path) -> None:
         assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, proc
     assert not psutil.pid_exists(int(stopped["pid"]))
     # Every trial's kind is right; the retried one carries its retry and why.
-    trials = load_experiment(next(storage.glob("stalled*"))).trials.set_index(record.TRIAL_ID)
+    experiment = load_experiment(next(storage.glob("stalled*")))
+    trials = experiment.trials.set_index(record.TRIAL_ID)
     assert set(trials[record.KIND]) <= {"ok", "stopped early"}, trials[record.KIND]
     retried = trials.loc[found.group(1)]
     assert retried[record.KIND] == "ok"
     assert retried[record.RETRIES] == 1 and "rank 1 stalled" in retried[record.LAST_ERROR]
     others = trials.drop(index=found.group(1))
     assert (others[record.RETRIES] == 0).all()
+    # The study and the report carry it too.
+    told = {t.user_attrs.get(STUDY_TRIAL_ID_ATTR): t.user_attrs for t in experiment.study.trials}
+    assert told[found.group(1)][record.RETRIES] == 1
+    write_report(experiment, out_dir=tmp_path / "report")
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "Trials retried from a checkpoint after a failure" in text
+    assert f"| {found.group(1)} | ok | 1 | RankFailed: rank 1 stalled" in text

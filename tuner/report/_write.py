@@ -29,6 +29,8 @@ from tuner.record import (
     INFEASIBLE_REASON,
     KIND,
     KINDS,
+    LAST_ERROR,
+    RETRIES,
     SPEED_SETTINGS,
     STATUS,
     TRIAL_ID,
@@ -231,6 +233,11 @@ def _trials(experiment: Experiment, answer: Answer) -> Section:
             peak_memory=[format_bytes(v) for v in failed["peak_memory_bytes"]]
         )
         section.blocks.append(Table(shown, "Trials that cannot be picked, and why"))
+    if RETRIES in trials:  # an experiment before the key has none
+        retried = trials[trials[RETRIES].fillna(0) > 0]
+        if not retried.empty:
+            shown = retried[[TRIAL_ID, KIND, RETRIES, LAST_ERROR]]
+            section.blocks.append(Table(shown, "Trials retried from a checkpoint after a failure"))
     searched = study_distributions(experiment.study)
     for what, values in _effects.not_tried(trials, experiment.searched_names, searched).items():
         listed = ", ".join(user(v) for v in values)
