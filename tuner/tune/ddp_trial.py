@@ -95,7 +95,7 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
         world_size, backend=backend, bundle=resources.bundles[-1], tell=run._tell
     )
     run.rank_envs = pool.environments()  # into the phase log: what each rank saw
-    trial = {"config": config, "context": context}
+    trial = {"config": config, "context": context, "run_rank": run_rank}
     run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run._tell)
 
 

@@ -60,13 +60,14 @@ _SILENT_TELL_S = 5.0  # a rank silent this long is told on the console's running
 @ray.remote
 class RankWorker:
     """Rank ``rank`` (> 0) of a pool: imports the trial's code once, joins the group once, and
-    runs each trial's rank ``rank`` (:func:`tuner.tune.ddp_trial.run_rank`)."""
+    runs each trial's rank ``rank`` (the trial's ``run_rank``: rank 0's module passes it, so
+    this module imports none that imports it)."""
 
     def __init__(self, rank: int, world_size: int) -> None:
         # The trial's code (torch, timm, the engine) loads here, once for every trial after.
-        from tuner.tune import ddp_trial
+        import tuner.tune.trainable  # noqa: F401
 
-        self.rank, self.world_size, self.ddp_trial = rank, world_size, ddp_trial
+        self.rank, self.world_size = rank, world_size
 
     def place(self) -> RankPlace:
         return _own_place()
@@ -87,7 +88,7 @@ class RankWorker:
 
     def run(self, trial: dict[str, Any], checkpoint: Any) -> str:
         """This rank's part of one trial: "done", or "stopped" (rank 0 was stopped)."""
-        return str(self.ddp_trial.run_rank(self.rank, self.world_size, trial, checkpoint))
+        return str(trial["run_rank"](self.rank, self.world_size, trial, checkpoint))
 
 
 def _own_place() -> RankPlace:
