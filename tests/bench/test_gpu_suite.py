@@ -87,7 +87,8 @@ def test_the_dry_run_of_every_stage_passes_on_the_cpu(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     # What it costs is measured where load cannot fail a test: bench/tier_bench.py's slowest
-    # tests (reports/benchmarks/test_tiers.md), about 1.5 min on 2 quiet cores.
+    # tests (reports/benchmarks/test_tiers.md), about 1.5 min on 2 quiet cores; the
+    # data-parallel stage, added later, takes about a minute more (56-83 s in its dry runs).
     done = subprocess.run(
         [sys.executable, "-m", "bench.gpu_suite", "all", "--dry-run", "--out", str(tmp_path)],
         capture_output=True, text=True, env=env, timeout=600, check=False, cwd=ROOT,
