@@ -21,6 +21,7 @@ import pytest
 from tuner.answer import decide
 from tuner.experiment import load_experiment, read_trials_csv
 from tuner.report import write_report
+from tuner.report._plots import _IN_SEARCH, _REMEASURED
 
 FLAGS = [
     "--headless",
@@ -144,6 +145,10 @@ def test_the_answer_states_the_rule_then_names_the_pick(
     assert paragraphs[1].startswith(f"Recommended: trial {pick['trial_id']}, by the rule")
 
 
+# The legend's entries that name which figure a point is, not a series (pareto.png, issue 48).
+FIGURE_KEYS = {_REMEASURED: "re-measured", _IN_SEARCH: "search"}
+
+
 def _promised(title: str) -> int | None:
     found = re.search(r"\((\d+)\)|: (\d+) trials?\b", title)
     return int(next(g for g in found.groups() if g)) if found else None
@@ -163,7 +168,9 @@ def test_every_plot_draws_what_its_legend_and_title_promise(
         assert points, alt
         series = {p["series"] for p in points}
         if legend:  # every legend entry is drawn, and nothing is drawn unnamed
-            assert series == set(legend), alt
+            keys = {k: v for k, v in FIGURE_KEYS.items() if k in legend}  # filled / hollow
+            assert series == set(legend) - set(keys), alt
+            assert set(keys.values()) <= {p.get("figure") for p in points}, alt
         counted = [p for p in points if p["series"] != "Pareto front"]
         promised = _promised(image["data-title"] or "")
         if promised is not None:
