@@ -29,7 +29,7 @@ from ._context import StageContext, StageResult, run_stoppable
 
 __all__ = ["run"]
 
-_TRIAL_FLAGS = ["--num-samples", "1", "--set", "steps=40", "--speed-repeats", "0",
+_TRIAL_FLAGS = ["--num-samples", "1", "--set", "images=2560", "--speed-repeats", "0",
                 "--remeasure-top", "0", "--effects-repeats", "0", "--no-report"]  # fmt: skip
 
 

@@ -31,7 +31,7 @@ _GPU: dict[str, Any] = {
     "workload": "gpu",
     "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
     "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
-    "flags": ["--steps", "150", "--speed-repeats", "1",
+    "flags": ["--images", "38400", "--speed-repeats", "1",
               "--time-budget-s", "25", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
     "trials": 10,  # --trials
@@ -47,9 +47,9 @@ _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
     "budget_factor": 1.0,  # tiny: of the seeded first two trials, one is over it
-    # 10 steps bound it; the time budget only caps a machine far slower than a CPU dry run's
-    # (3 s starved both trials on a busy 2-core machine: no trial ok, the stage failed).
-    "flags": ["--steps", "10", "--time-budget-s", "20",
+    # 640 images (10 steps at batch 64) bound it; the time budget only caps a machine far
+    # slower than a CPU dry run's (3 s starved both trials on a busy 2-core machine).
+    "flags": ["--images", "640", "--time-budget-s", "20",
               "--remeasure-repeats", "1", "--remeasure-max-repeats", "1",
               "--effects-repeats", "0"],
     "trials": 2,

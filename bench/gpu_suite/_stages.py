@@ -89,7 +89,7 @@ class PlanStep:
 PLAN_COMMAND_S = 540
 PLAN_OVERHEAD_S = 60
 # Plan 2's search, sized by bench/gpu_cost_model.py (bench/README.md): 6 trials predicted to
-# end by about 160 s on an H100 at 150 steps, 25 s each at most.
+# end by about 160 s on an H100 at 38,400 images (150 steps at batch 256), 25 s each at most.
 SEARCH_TRIALS = 6  # --trials: plan 2's search asks for this many trials ...
 SEARCH_MIN_TRIALS = 4  # ... and fails with fewer finished (--min-trials)
 SEARCH_BUDGET_S = 200  # --search-budget-s: at most this much of plan 2's search stage

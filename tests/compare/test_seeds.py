@@ -109,3 +109,20 @@ def test_the_seeds_file_is_read_into_the_experiment(tmp_path: Path) -> None:
     assert all(isinstance(v, str) for v in experiment.seeds["trial_id"])  # ids stay strings
     assert seed_accuracy_of(experiment.seeds, "a").seeds == 3
     assert load_experiment(tmp_path).with_effects({}).seeds is not None
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "pairs"), [(1.12, 1.53, 3), (0.48, 2.23, 2), (0.97, 1.03, 3), (0.2, 9.0, 3)]
+)
+def test_the_speed_up_sentence_states_its_verdict_where_the_auditor_reads_it(
+    low: float, high: float, pairs: int
+) -> None:
+    """The verdict sits in the ratio's own clause, as the auditor reads a claim (a missed run's
+    count after a semicolon once left '1.03x [0.48–2.23]' bare in a resumed search's report)."""
+    from tuner.compare.seeds import SpeedUp
+    from tuner.report._audit_text import check_intervals
+    from tuner.stats import Change
+
+    change = Change((low + high) / 2, low, high, pairs, 1.0)
+    speedup = SpeedUp(change, 0.5, pairs, 3, 0.1, 0.1, {"pick": 1, "plain loop": 1})
+    assert check_intervals(f"Time to accuracy: {speedup.text()}.", "report.md") == []

@@ -18,13 +18,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 
 TIMEOUT_S = 400
 STEPS = 400
+GLOBAL_BATCH = 16 * 2  # batch 16 on each of 2 workers: a budget in images counts them all
 # One trial: the tiny ResNet at batch 16, a report every 16 steps (25 of them), a checkpoint at
 # the first (then every 10 s). The kill lands once Tune took a later report than the first
 # checkpointed one (Tune saved its state with that checkpoint: it keeps one, and saves at each),
 # well before the end.
 SPACE = f"""
 from tuner.workloads import RESNET_CPU_TRIAL
-WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "images": {STEPS * 16}, "eval_every_images": 256}}}}
+WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "images": {STEPS * GLOBAL_BATCH},
+                       "eval_every_images": {16 * GLOBAL_BATCH}}}}}
 NUM_SAMPLES = {{"cpu": 1}}
 
 def space(trial, *, cuda):

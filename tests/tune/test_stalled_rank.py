@@ -89,7 +89,8 @@ def _stop_rank_mid_trial(driver: subprocess.Popen[str], console: Console) -> dic
 def test_a_stopped_rank_is_found_and_its_trial_retried(tmp_path: Path) -> None:
     storage = tmp_path / "experiments"
     flags = ["smoke_space", "--world-size", "2", "--cpus-per-trial", "1", "--num-samples", "2",
-             "--set", "steps=1500", "--remeasure-top", "0", "--effects-repeats", "0",
+             "--set", "images=48000", "--set", "eval_every_images=12000",
+             "--remeasure-top", "0", "--effects-repeats", "0",
              "--no-report"]  # fmt: skip
     command = search_command(*flags, name="stalled", storage=storage)
     driver = subprocess.Popen(

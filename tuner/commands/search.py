@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tuner.api import SearchResult
 
 # The TrainConfig fields that have their own override flag (any other: --set KEY=VALUE).
-WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "steps", "time_budget_s")
+WORKLOAD_FLAGS = ("model", "data", "img_size", "epochs", "images", "steps", "time_budget_s")
 
 _EPILOG = """\
 workload: every space declares a small 'cpu' workload (runs on a laptop in minutes) and a

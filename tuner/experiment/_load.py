@@ -85,6 +85,11 @@ class Experiment:
             lines.append(f"  ... and {len(self.problems) - shown} more (the report's Details)")
         return lines
 
+    def with_seeds(self) -> Experiment:
+        """This experiment after its picks were retrained with seeds (``seeds.csv``): that file
+        read, the rest kept (the search hands on what it read: STYLE 14)."""
+        return dataclasses.replace(self, seeds=_read.read_table(self.path / SEEDS_FILE))
+
     def with_effects(self, metadata: dict[str, Any]) -> Experiment:
         """This experiment after its technique effects were measured (``effects.csv``) and its
         metadata rewritten: the files that changed, read again; the trials are kept."""

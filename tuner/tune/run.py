@@ -296,7 +296,7 @@ def _after_trials(
         if alone and _run_step(step, kept, done):
             left = _time_left(trust_s, started, keep=_EFFECTS_SHARE)
             after.update(seeds_around(search, experiment, answer, left))
-            experiment = load_experiment(search.paths.local)  # with the seeds' runs
+            experiment = experiment.with_seeds()  # the seeds' runs, read
             answer = decide(experiment)
             _record_finished(search, after, done, trials)
         step = _AFTER_STEPS[2]
