@@ -244,9 +244,9 @@ def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
     outcome: SearchOutcome,
 ) -> None:
     assert len(LOADS) <= 2  # after the trials; after the re-measurement
-    # At the start; as the re-measurement ends (a kill in the next step keeps it: issue 40);
-    # at the end.
-    assert WRITES == ["write_metadata", "update_metadata", "update_metadata"]
+    # At the start; as the re-measurement ends and as the seed retraining ends (a kill in the
+    # next step keeps each: issue 40); at the end.
+    assert WRITES == ["write_metadata", "update_metadata", "update_metadata", "update_metadata"]
     trials = outcome.experiment.trials.set_index("trial_id")
     kinds = {r.config["variant"]: trials.loc[r.trial_id, "kind"] for r in outcome.records}
     assert kinds == KINDS
