@@ -244,6 +244,14 @@ class Answer:
         counts = self.trials[KIND].astype(str).value_counts()
         return " (" + ", ".join(f"{n} {kind}" for kind, n in counts.items()) + ")"
 
+    @property
+    def _is_pick(self) -> str:
+        """What the front's better end is: the pick, or, where the rule picks by time to target,
+        only the front's (the rule's pick leads the answer)."""
+        if self.by_time:
+            return "leads the front (at the end of each trial's budget; the rule's pick is above)"
+        return "is the pick"
+
     def sentence(self) -> str:
         """One sentence: do the picks differ beyond the noise, and what follows from it."""
         if self.front.empty:
@@ -277,7 +285,7 @@ class Answer:
         if verdict == "tie" and p.accuracy.separated:
             return (
                 f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
-                f" so {slow} is the pick: {points} more accurate, beyond noise."
+                f" so {slow} {self._is_pick}: {points} more accurate, beyond noise."
             )
         if verdict == "tie":
             return (
@@ -287,13 +295,13 @@ class Answer:
         if p.accuracy.tie:
             return (
                 f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
-                f"apart), so {fast} is the pick: {speed}, beyond noise."
+                f"apart), so {fast} {self._is_pick}: {speed}, beyond noise."
             )
         if not p.accuracy.has_interval:
             return (
                 f"{fast.capitalize()} is faster beyond noise ({speed}); {slow} is {points} "
                 "more accurate, with no interval (validation images unknown), so no verdict "
-                "on accuracy: the fastest is the pick."
+                f"on accuracy: the fastest {self._is_pick}."
             )
         return (
             f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "

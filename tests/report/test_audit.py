@@ -80,6 +80,9 @@ def test_a_stated_duration_shorter_than_the_consoles_own_clock_fails() -> None:
         ("The two run at the same speed within noise (1.01x [0.98–1.04]).", False),
         ("The two run at the same speed within noise (1.01x [0.40–2.50]).", True),
         ("| knob | 1.26x [0.42–3.79] (kept) |", True),  # says nothing, shown bare
+        # the answer's gain line: "faster" inside "not measurably faster" claims no separation
+        ("the recommendation is **not measurably faster**: 1.05x [0.87–1.27].", False),
+        ("the recommendation is **not measurably faster**: 1.35x [1.17–1.57].", True),
     ],
 )
 def test_verdict_words_are_checked_by_the_one_rule(text: str, fails: bool) -> None:

@@ -33,6 +33,8 @@ _WORDS = {
         "a tie",
         "**tie**",
         "tie (",
+        "not measurably faster",  # whole, so its "faster" is not read as a claim of its own
+        "not measurably slower",
         "not measurably",
         "no measurable effect",
         "same speed",
@@ -116,18 +118,29 @@ def _change(match: re.Match[str], neutral: float, unit: str) -> Change:
 
 def _claimed(text: str, match: re.Match[str], *, nearest: bool = False) -> str:
     """The verdict the words in ``text`` claim of the interval ``match`` ("" when none): in a
-    cell, any word; in a clause, the word nearest the interval."""
+    cell, any word; in a clause, the word nearest the interval. A word inside a longer one
+    ("faster" in "not measurably faster") is the longer one's."""
     start = text.find(match.group(0))
     end = start + len(match.group(0))
-    best: tuple[float, str] = (math.inf, "")
-    for verdict, words in _WORDS.items():
-        for word in words:
-            for found in re.finditer(re.escape(word), text):
-                if not nearest:
-                    return verdict
-                distance = max(found.start() - end, start - found.end(), 0)
-                best = min(best, (distance, verdict))
-    return best[1]
+    spans = [
+        (found.start(), found.end(), verdict)
+        for verdict, words in _WORDS.items()
+        for word in words
+        for found in re.finditer(re.escape(word), text)
+    ]
+    spans = [s for s in spans if not any(_inside(s, other) for other in spans)]
+    if not spans:
+        return ""
+    if not nearest:
+        return spans[0][2]
+    return min((max(a - end, start - b, 0), verdict) for a, b, verdict in spans)[1]
+
+
+def _inside(span: tuple[int, int, str], other: tuple[int, int, str]) -> bool:
+    """Whether ``span`` lies within ``other`` and is shorter."""
+    return (
+        other[0] <= span[0] and span[1] <= other[1] and (other[1] - other[0]) > (span[1] - span[0])
+    )
 
 
 def _allowed(claimed: str, change: Change) -> bool:
