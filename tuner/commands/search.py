@@ -213,6 +213,28 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         "bound and their median accuracy; every trial's time to it is measured, and the "
         "default recommendation is the config that reaches it soonest",
     )
+    _add_after_trials_flags(group)
+    group.add_argument("--no-report", action="store_true", help="skip writing the report")
+    group.add_argument(
+        "--mlflow",
+        metavar="URI",
+        help="also log every trial to this MLflow tracking URI (sqlite:///mlflow.db, "
+        "http://host:5000, ...) and the report to a parent run; needs pip install "
+        "'train-tuner[mlflow]'. Off by default: nothing leaves the machine",
+    )
+    group.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        help="also log every trial as a W&B run of this project, offline, into the experiment "
+        "folder's wandb/ (upload later with wandb sync); needs pip install "
+        "'train-tuner[wandb]'",
+    )
+    _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
+    _flags.add(group, "--json")
+
+
+def _add_after_trials_flags(group: argparse._ArgumentGroup) -> None:
+    """What runs after the trials: the re-measurement, the seed retraining, the effects."""
     _option(
         group,
         "--remeasure-repeats",
@@ -237,26 +259,10 @@ def _add_experiment_flags(group: argparse._ArgumentGroup) -> None:
         group,
         "--trust-budget",
         metavar="SECONDS|SHARE",
-        help="time for re-measurement and effects together: seconds (90), a share of the "
-        "whole command (25%%, the default), or off",
+        help="time for the re-measurement, the seed retraining and the effects together: "
+        "seconds (90), a share of the whole command (25%%, the default), or off; their first "
+        "rounds (3 pairs, 3 seeds) run even past it",
     )
-    group.add_argument("--no-report", action="store_true", help="skip writing the report")
-    group.add_argument(
-        "--mlflow",
-        metavar="URI",
-        help="also log every trial to this MLflow tracking URI (sqlite:///mlflow.db, "
-        "http://host:5000, ...) and the report to a parent run; needs pip install "
-        "'train-tuner[mlflow]'. Off by default: nothing leaves the machine",
-    )
-    group.add_argument(
-        "--wandb",
-        metavar="PROJECT",
-        help="also log every trial as a W&B run of this project, offline, into the experiment "
-        "folder's wandb/ (upload later with wandb sync); needs pip install "
-        "'train-tuner[wandb]'",
-    )
-    _flags.add(group, "--verbose", detail="also Ray Tune's own progress")
-    _flags.add(group, "--json")
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
