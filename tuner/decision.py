@@ -20,6 +20,7 @@ from tuner.record import KIND, TRIAL_ID, is_candidate
 from tuner.stats import (
     Change,
     accuracy_difference,
+    hybrid_difference,
     median_interval,
     paired_ratio,
     seed_accuracy,
@@ -123,18 +124,16 @@ def accuracy_test(a: pd.Series, b: pd.Series) -> Change:
     """``a - b`` in accuracy with its interval. Two single runs: :func:`accuracy_difference`
     over the smaller validation set. Where either accuracy rests on several seeds: each side's
     interval (:func:`decision_values`) added in quadrature (Newcombe's hybrid, as
-    :func:`tuner.stats.seed_accuracy_difference`)."""
+    :func:`tuner.stats.hybrid_difference`)."""
     if max(_seeds_of(a), _seeds_of(b)) < 2:
         images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
         accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]
         return accuracy_difference(accuracy[:1], accuracy[1:], [images])
-    va, vb = as_number(a.get("val_accuracy")), as_number(b.get("val_accuracy"))
-    a_low, a_high = as_number(a.get("val_accuracy_low")), as_number(a.get("val_accuracy_high"))
-    b_low, b_high = as_number(b.get("val_accuracy_low")), as_number(b.get("val_accuracy_high"))
-    diff = va - vb
-    low = diff - math.hypot(va - a_low, b_high - vb)
-    high = diff + math.hypot(a_high - va, vb - b_low)
-    return Change(diff, low, high, min(_seeds_of(a), _seeds_of(b)), 0.0)
+    estimates = [tuple(as_number(row.get(k)) for k in _ACCURACY) for row in (b, a)]
+    return hybrid_difference(*estimates, min(_seeds_of(a), _seeds_of(b)))  # type: ignore[arg-type]
+
+
+_ACCURACY = ("val_accuracy", "val_accuracy_low", "val_accuracy_high")
 
 
 def _seeds_of(row: pd.Series) -> int:

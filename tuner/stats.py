@@ -42,6 +42,7 @@ __all__ = [
     "Estimate",
     "SeedAccuracy",
     "accuracy_difference",
+    "hybrid_difference",
     "median_interval",
     "paired_difference",
     "paired_ratio",
@@ -329,9 +330,20 @@ def seed_accuracy_difference(
     model), its interval the two :func:`seed_accuracy` errors added in quadrature on each side
     (Newcombe's hybrid, the seeds' spread in each), judged by :attr:`Change.verdict`."""
     a, b = seed_accuracy(reference, val_images), seed_accuracy(other, val_images)
-    if math.isnan(a.value) or math.isnan(b.value) or math.isnan(a.low) or math.isnan(b.low):
-        return Change(b.value - a.value, math.nan, math.nan, min(a.seeds, b.seeds), 0.0)
-    diff = b.value - a.value
-    low = diff - math.hypot(b.value - b.low, a.high - a.value)
-    high = diff + math.hypot(b.high - b.value, a.value - a.low)
-    return Change(diff, low, high, min(a.seeds, b.seeds), 0.0)
+    return hybrid_difference(
+        (a.value, a.low, a.high), (b.value, b.low, b.high), min(a.seeds, b.seeds)
+    )
+
+
+def hybrid_difference(
+    reference: tuple[float, float, float], other: tuple[float, float, float], n: int
+) -> Change:
+    """``other - reference`` from two estimates' (value, low, high): each side's errors added in
+    quadrature (Newcombe's hybrid); no interval where either has none."""
+    (av, al, ah), (bv, bl, bh) = reference, other
+    if any(math.isnan(v) for v in (av, al, ah, bv, bl, bh)):
+        return Change(bv - av, math.nan, math.nan, n, 0.0)
+    diff = bv - av
+    return Change(
+        diff, diff - math.hypot(bv - bl, ah - av), diff + math.hypot(bh - bv, av - al), n, 0.0
+    )
