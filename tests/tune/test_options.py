@@ -53,7 +53,12 @@ def test_format_bytes() -> None:
         ({"gpus_per_trial": -1}, "--gpus-per-trial -1 must be 0 or more"),
         ({"effects_repeats": -1}, "--effects-repeats -1 must be 0"),
         ({"checkpoint_every_s": -0.5}, "--checkpoint-every-s -0.5 must be 0 or more"),
-        ({"max_failures": -1}, "--max-failures and --remeasure-top must be >= 0"),
+        ({"max_failures": -1}, "--max-failures -1 must be 0 or more"),
+        ({"remeasure_repeats": 0}, "--remeasure-repeats 0 must be 1 or more"),
+        ({"probe_share": 1.5}, r"--probe-share 1.5 must be 0 to 1: a share of the trials' time"),
+        ({"num_samples": "12"}, "--num-samples '12' must be a whole number"),  # the API's
+        ({"num_samples": True}, "--num-samples True must be a whole number"),
+        ({"checkpoint_every_s": "soon"}, "--checkpoint-every-s 'soon' must be a number"),
         ({"remeasure_max_repeats": 2, "remeasure_repeats": 3}, "is below --remeasure-repeats 3"),
         ({"trust_budget": "soon"}, "--trust-budget 'soon': give seconds"),
         ({"trust_budget": "100%"}, "--trust-budget '100%'"),
@@ -63,6 +68,15 @@ def test_format_bytes() -> None:
 def test_impossible_options_are_one_clear_error(changes: dict, message: str) -> None:
     with pytest.raises(TunerError, match=message):
         SearchOptions(space="smoke_space", **changes)
+
+
+def test_the_api_takes_numpy_s_numbers_and_a_whole_number_for_a_float() -> None:
+    import numpy as np
+
+    options = SearchOptions(
+        space="smoke_space", num_samples=np.int64(3), search_time_budget_s=60, probe_share=0.5
+    )
+    assert (options.num_samples, options.search_time_budget_s) == (3, 60)
 
 
 def test_cli_flags_map_to_options() -> None:
@@ -228,19 +242,21 @@ def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_nam
         resumed("--objective", "pareto")  # the default, named: another search, refused
 
 
-def test_every_flag_whose_default_can_be_typed_is_left_out_unless_given() -> None:
-    from tuner.commands.search import _TYPED_DEFAULTS, given_fields
+def test_every_flag_is_left_out_unless_given() -> None:
+    from tuner.commands.search import given_fields
 
     plain = build_parser().parse_args(["search", "vit_space"])
-    assert "objective" in _TYPED_DEFAULTS and "storage" in _TYPED_DEFAULTS
-    assert not _TYPED_DEFAULTS & set(vars(plain))  # left out: the field's default applies
+    fields = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+    assert set(vars(plain)) & set(fields) == {"space"}  # the others: the field's default applies
     assert given_fields(plain) == {"space"}
     assert options_from_args(plain) == SearchOptions(space="vit_space")
-    defaults = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
-    for name in _TYPED_DEFAULTS:
-        flag = "--" + name.replace("_", "-")
-        args = build_parser().parse_args(["search", "vit_space", flag, str(defaults[name])])
-        assert given_fields(args) == {"space", name}, flag
+    for name, default in fields.items():  # each flag given (at its default) counts as given
+        if default is None or name in ("space", "overrides", "resume"):
+            continue
+        flag = SearchOptions.flag(name)
+        value = [] if isinstance(default, bool) else [str(default)]
+        args = build_parser().parse_args(["search", "vit_space", "--name", "n", flag, *value])
+        assert given_fields(args) == {"space", "name", name}, flag
 
 
 def test_the_api_resumes_without_its_space_and_counts_a_keyword_given_at_its_default(tmp_path):

@@ -1,6 +1,6 @@
 """The flags that more than one command takes, each defined once, so one name means one thing:
 the run settings (one flag per ``TrainConfig`` field, spelled, typed and explained from the
-field) and the shared flags of :data:`_SHARED`. Nothing here imports torch, pandas or Ray.
+field) and the shared flags of :data:`SHARED`. Nothing here imports torch, pandas or Ray.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from tuner.errors import TunerError
 from tuner.units import json_ready
 
 __all__ = [
+    "SHARED",
     "add",
     "add_config_flag",
     "config_flag",
@@ -28,7 +29,7 @@ __all__ = [
 
 # The shared flags: one spelling, one meaning each. A command adds one with :func:`add`, giving
 # only what differs by command (its default, what it covers) as the help's parenthesis.
-_SHARED: dict[str, dict[str, Any]] = {
+SHARED: dict[str, dict[str, Any]] = {
     "--set": {
         "action": "append",
         "default": [],
@@ -62,7 +63,7 @@ def add(
 ) -> None:
     """Add the shared ``flag``; ``detail`` (this command's default, what it covers) goes in
     parentheses after the shared meaning, ``spec`` (a default value) over the shared one."""
-    spec = {**_SHARED[flag], **spec}
+    spec = {**SHARED[flag], **spec}
     if detail is not None:
         spec["help"] += f" ({detail})"
     parser.add_argument(*((flag, "-v") if flag == "--verbose" else (flag,)), **spec)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import numbers
 import re
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
@@ -22,8 +24,8 @@ from tuner.experiment._files import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE, METADA
 from tuner.experiment._metadata import read_metadata
 from tuner.experiment.limits import LIMITS, NUM_SAMPLES, limit_note
 from tuner.objectives import OBJECTIVE_NAMES, ObjectiveName
-from tuner.record import MAX_MEMORY_BYTES
 from tuner.spaces import WORKLOAD_KINDS
+from tuner.units import parse_memory_size
 
 __all__ = [
     "CHANGEABLE_ON_RESUME",
@@ -31,6 +33,7 @@ __all__ = [
     "SAMPLERS",
     "SHOWN_ON_RESUME",
     "WORKLOAD_CHOICES",
+    "Flag",
     "SamplerName",
     "SearchOptions",
     "options_record",
@@ -44,112 +47,243 @@ SamplerName = Literal["tpe", "gp", "nsga2", "random", "grid"]
 SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 
 
+@dataclass(frozen=True)
+class Flag:
+    """A :class:`SearchOptions` field as a ``tuner search`` flag (the field's metadata): what
+    its ``--help`` says and which values it takes. ``tuner search`` generates its flags from
+    these; the options check every value against them, the API's keywords as the flags'.
+
+    A flag another owner defines (a shared flag of ``commands/_flags.py``, the run setting
+    ``--target-accuracy``) keeps its own help; ``help`` is what this command adds to it.
+    """
+
+    help: str
+    section: str = ""  # the --help section this flag opens (the next ones follow it)
+    flag: str = ""  # default: --field-name; a switch that is on by default: --no-field-name
+    metavar: str | None = None
+    parse: Callable[[str], Any] | None = None  # the flag's text to the value (default: its type)
+    choices: tuple[str, ...] = ()
+    gt: float | None = None  # a number's bounds, as pydantic spells them
+    ge: float | None = None
+    le: float | None = None
+    why: str = ""  # what the value is, said after a bound it breaks
+
+    def broken(self, value: float) -> str:
+        """The bound ``value`` breaks, in words; "" if none."""
+        if (
+            (self.gt is None or value > self.gt)
+            and (self.ge is None or value >= self.ge)
+            and (self.le is None or value <= self.le)
+        ):
+            return ""
+        if self.le is not None:
+            return (
+                f"in ({self.gt:g}, {self.le:g}]"
+                if self.ge is None
+                else f"{self.ge:g} to {self.le:g}"
+            )
+        return "positive" if self.gt == 0 else f"{self.ge:g} or more"
+
+
+def _option(default: Any, help: str, **flag: Any) -> Any:
+    """A :class:`SearchOptions` field and its flag (:class:`Flag`)."""
+    value = {"default_factory": dict} if isinstance(default, dict) else {"default": default}
+    return field(**value, metadata={"flag": Flag(help, **flag)})
+
+
+def _share(text: str) -> float | None:
+    """``0.2``, ``20%``, or ``off`` (no bound)."""
+    if text == "off":
+        return None
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise TunerError(f"{text!r} is not a share (0.2, 20%, or off)") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchOptions:
-    """Everything ``tuner search`` takes; the CLI flags map to these fields one to one."""
+    """Everything ``tuner search`` takes (``tuner.search``'s keywords); each field's metadata is
+    its flag (:class:`Flag`), in ``--help``'s order."""
 
-    space: str  # registry name or path to a .py file
-    name: str | None = None  # experiment name; default <space>-<timestamp>
-    storage: str = DEFAULT_STORAGE  # local folder or a URI Ray accepts (s3://, gs://, ...)
-    reports_dir: str = DEFAULT_REPORTS_DIR
-    no_report: bool = False  # the CLI writes no report (kept, so that --resume keeps it)
-    # Budgets: the search stops at whichever comes first (None: the space's default samples).
-    num_samples: int | None = None
-    search_time_budget_s: float | None = None
-    objective: ObjectiveName = "pareto"
-    sampler: SamplerName = "tpe"
-    seed: int = 0
-    max_memory_bytes: int | None = None
+    space: str = _option(
+        MISSING, "space name (python -m tuner spaces) or path to a .py file", flag="SPACE"
+    )
+    # Budgets: the search stops at whichever comes first.
+    num_samples: int | None = _option(
+        None, "number of trials (default: the space's)", section="budget and objective", gt=0
+    )
+    search_time_budget_s: float | None = _option(
+        None,
+        "stop the whole search, running trials included, once its trials have run this long, "
+        "every --resume of it together (each trial's own training time: --time-budget-s)",
+        metavar="SECONDS",
+        gt=0,
+    )
+    objective: ObjectiveName = _option(
+        "pareto", "pareto: maximize throughput and accuracy (default)", choices=OBJECTIVES
+    )
+    sampler: SamplerName = _option("tpe", "Optuna sampler", choices=SAMPLERS)
+    seed: int = _option(
+        0, "random seed (of the sampler, the start-up design and every trial's run; default 0)"
+    )
+    max_memory_bytes: int | None = _option(
+        None,
+        "memory budget per trial, e.g. 20GiB (a constraint for Optuna)",
+        flag="--max-memory",
+        metavar="SIZE",
+        parse=parse_memory_size,
+        gt=0,
+    )
+    early_stopping: bool = _option(  # ParetoASHA for pareto, ASHA for one objective
+        True,
+        "run every trial to its end (default: stop trials ranked outside the best third at each "
+        "rung: by non-dominated rank for pareto, by the metric otherwise)",
+    )
+    workload: str = _option(
+        "auto",
+        "which declared workload: auto = gpu if trials get a GPU",
+        section="workload (what each trial trains)",
+        choices=WORKLOAD_CHOICES,
+    )
+    # The space's declared workload, then these TrainConfig fields: --set and the run settings'
+    # own flags (commands/search.py's WORKLOAD_FLAGS).
+    overrides: Mapping[str, Any] = _option(
+        {},
+        "a field the space samples is fixed to VALUE and leaves the space: every trial runs it, "
+        "the start line says so",
+        flag="--set",
+    )
+    probe_steps: int = _option(5, "measured steps of each speed-probe run", gt=0)
+    probe_share: float | None = _option(  # tuner.speed.budget
+        0.2,
+        "the share of the trials' time the speed probes may take, all trials together (default "
+        "0.2 = 20%): a knob left unprobed for want of it keeps its default and is recorded as "
+        "not probed; later trials probe what is left; off: no bound",
+        parse=_share,
+        ge=0,
+        le=1,
+        why="a share of the trials' time (0.2, 20%, or off)",
+    )
+    feasibility_steps: int = _option(
+        5,
+        "measured steps before each run's feasibility check, which stops a run over the memory "
+        "budget",
+        gt=0,
+    )
+    speed_repeats: int = _option(
+        2,
+        "interleaved repeats of the speed probes that choose the accuracy-neutral knobs per "
+        "training config (default 2: enough to choose by estimate; 3 or more also tells which "
+        "gains are beyond noise; 0: no probes, those knobs stay as the space sets them)",
+        ge=0,
+        why="0 turns the probes off",
+    )
+    fresh_probes: bool = _option(
+        False,
+        "probe every training config again instead of reusing the speed probes earlier searches "
+        "on this machine remembered (in $TUNER_CACHE_DIR, else the user cache folder, e.g. "
+        "~/.cache/tuner); the new probes replace them",
+    )
     # Resources: None picks 1 GPU per trial where GPUs exist, else the cores split by concurrency.
-    concurrency: int | None = None
-    gpus_per_trial: float | None = None
-    cpus_per_trial: float | None = None
-    address: str | None = None  # join an existing Ray cluster (else RAY_ADDRESS, else local)
-    # Data-parallel trials (tuner.tune.ddp_trial): N > 1 makes each trial a run of N
-    # ranks (its world size); --cpus/--gpus-per-trial are then per rank.
-    world_size: int = 1
-    spread_workers: bool = False  # a trial's workers on different nodes (default: packed)
-    resume: bool = False
-    max_failures: int = 2
-    # A trial checkpoints at its first evaluation, then at most this often (0: at every one):
-    # a restarted trial trains again at most this much; each checkpoint costs a write.
-    checkpoint_every_s: float = 10.0
-    # Workload: the space's declared workload, then explicit overrides (TrainConfig fields).
-    workload: str = "auto"
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    probe_steps: int = 5  # measured steps of each speed-probe run
-    speed_repeats: int = 2  # interleaved repeats of the speed probes per training config (0: off)
-    # The speed probes take at most this share of the trials' time (tuner.speed.budget);
-    # None (--probe-share off): not bounded, every knob probed.
-    probe_share: float | None = 0.2
-    feasibility_steps: int = 5  # measured steps before each run's feasibility check
-    fresh_probes: bool = False  # ignore the speed probes remembered on this machine (re-probe)
-    warm_start: str | None = None  # an earlier experiment (name or folder) whose trials to reuse
-    early_stopping: bool = True  # ParetoASHA for pareto, ASHA for one objective
-    remeasure_top: int = 3
-    # The accuracy every trial's time to target is measured to (tuner.time_to_target); None:
-    # derived from the candidates, and the answer says how.
-    target_accuracy: float | None = None
-    # Re-measurement and effects: interleaved rounds (on a CPU short windows of one build each),
-    # at least remeasure_repeats, at most the max, ended early once resolved (tuner.compare.trust)
-    remeasure_repeats: int = 8
-    remeasure_max_repeats: int = 20
-    effects_repeats: int = 20  # at most this many rounds of the technique effects (0: none)
-    # Re-measurement and effects together: seconds ("90") or a share of the whole command
-    # ("25%": they take at most a quarter of it, the trials the rest); "off": no limit.
-    trust_budget: str = "25%"
-    mlflow: str | None = None  # MLflow tracking URI; None: nothing is sent anywhere
-    wandb: str | None = None  # W&B project: offline runs in the experiment folder
-    verbose: bool = False
+    concurrency: int | None = _option(
+        None,
+        "max parallel trials (default: #GPUs, or 1 per node on CPU)",
+        section="resources and cluster",
+        gt=0,
+    )
+    gpus_per_trial: float | None = _option(
+        None, "default 1 where GPUs exist; a fraction shares GPUs (reported)", ge=0
+    )
+    cpus_per_trial: float | None = _option(None, "default: a node's cores per trial", gt=0)
+    address: str | None = _option(None, "join a Ray cluster (host:port, auto; or RAY_ADDRESS)")
+    world_size: int = _option(  # tuner.tune.ddp_trial
+        1,
+        "each trial's data-parallel world size: N workers (DDP, kept warm across trials); "
+        "CPUs/GPUs per trial are then per worker (default 1: one process per trial)",
+        gt=0,
+    )
+    spread_workers: bool = _option(
+        False, "place a trial's workers on different nodes (default: packed on one node)"
+    )
+    max_failures: int = _option(2, "retries of a crashed trial, each from its checkpoint", ge=0)
+    checkpoint_every_s: float = _option(  # each checkpoint costs a write
+        10.0,
+        "a trial checkpoints at its first evaluation, then at the first one this many seconds "
+        "after its last checkpoint, and at its end: what a crashed trial trains again (0: at "
+        "every evaluation; default 10)",
+        ge=0,
+    )
+    name: str | None = _option(None, "default: SPACE-DATE-TIME", section="experiment")
+    storage: str = _option(DEFAULT_STORAGE, "")  # a local folder or a URI Ray accepts
+    reports_dir: str = _option(DEFAULT_REPORTS_DIR, "")
+    resume: bool = _option(False, "continue the interrupted experiment --name")
+    warm_start: str | None = _option(
+        None,
+        "start the study with the finished trials of an earlier experiment of the same space and "
+        "workload (its name under --storage, or its folder): the sampler learns from them and "
+        "the start-up design skips what they cover",
+        metavar="EXPERIMENT",
+    )
+    remeasure_top: int = _option(
+        3,
+        "re-measure this many top candidates after the search; more when both ends of the front "
+        "and the soonest to the target need it (the search says so)",
+        ge=0,
+    )
+    target_accuracy: float | None = _option(  # tuner.time_to_target; help: the default's words
+        None,
+        "derived from the candidates: the lower of the most accurate's lower 95% bound and their "
+        "median accuracy; every trial's time to it is measured, and the default recommendation "
+        "is the config that reaches it soonest",
+        gt=0,
+        le=1,
+        why="a validation accuracy, e.g. 0.8",
+    )
+    # After the trials (tuner.compare.trust): interleaved rounds, ended early once resolved.
+    remeasure_repeats: int = _option(8, "interleaved rounds of the re-measurement, at least", ge=1)
+    remeasure_max_repeats: int = _option(
+        20,
+        "at most this many rounds; it stops earlier (at round 8, 12, 16) once every interval is "
+        "within +-3 %",
+    )
+    effects_repeats: int = _option(
+        20,
+        "at most this many rounds of the controlled technique effects around the recommended "
+        "config, ended like the re-measurement; 0: skip them",
+        ge=0,
+        why="0 skips them",
+    )
+    trust_budget: str = _option(
+        "25%",
+        "time for the re-measurement, the seed retraining and the effects together: seconds "
+        "(90), a share of the whole command (25%, the default), or off; their first rounds (3 "
+        "pairs, 3 seeds) run even past it",
+        metavar="SECONDS|SHARE",
+    )
+    no_report: bool = _option(False, "skip writing the report")  # kept, so --resume keeps it
+    mlflow: str | None = _option(
+        None,
+        "also log every trial to this MLflow tracking URI (sqlite:///mlflow.db, http://host:5000, "
+        "...) and the report to a parent run; needs pip install 'train-tuner[mlflow]'. Off by "
+        "default: nothing leaves the machine",
+        metavar="URI",
+    )
+    wandb: str | None = _option(
+        None,
+        "also log every trial as a W&B run of this project, offline, into the experiment folder's "
+        "wandb/ (upload later with wandb sync); needs pip install 'train-tuner[wandb]'",
+        metavar="PROJECT",
+    )
+    verbose: bool = _option(False, "also Ray Tune's own progress")
 
     def __post_init__(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
-        for flag, value, choices in (
-            ("--objective", self.objective, OBJECTIVES),
-            ("--sampler", self.sampler, SAMPLERS),
-            ("--workload", self.workload, WORKLOAD_CHOICES),
-        ):
-            if value not in choices:
-                raise TunerError(f"{flag} {value!r} is not one of {', '.join(choices)}.")
-        for flag, value in (
-            ("--num-samples", self.num_samples),
-            ("--search-time-budget-s", self.search_time_budget_s),
-            ("--max-memory", self.max_memory_bytes),
-            ("--concurrency", self.concurrency),
-            ("--cpus-per-trial", self.cpus_per_trial),
-            ("--probe-steps", self.probe_steps),
-            ("--feasibility-steps", self.feasibility_steps),
-            ("--world-size", self.world_size),
-        ):
-            if value is not None and not value > 0:
-                raise TunerError(f"{flag} {value} must be positive.")
-        if self.gpus_per_trial is not None and self.gpus_per_trial < 0:
-            raise TunerError(f"--gpus-per-trial {self.gpus_per_trial} must be 0 or more.")
+        for option in dataclasses.fields(self):
+            _check(option, getattr(self, option.name))
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
-        for flag, value in (
-            ("--speed-repeats", self.speed_repeats),
-            ("--effects-repeats", self.effects_repeats),
-        ):
-            if value < 0:
-                raise TunerError(f"{flag} {value} must be 0 (off) or more.")
-        if self.probe_share is not None and not 0 <= self.probe_share <= 1:
-            raise TunerError(
-                f"--probe-share {self.probe_share} must be a share of the trials' time, 0 to 1 "
-                "(0.2, 20%, or off)."
-            )
-        if self.checkpoint_every_s < 0:
-            raise TunerError(f"--checkpoint-every-s {self.checkpoint_every_s} must be 0 or more.")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise TunerError(
-                f"--target-accuracy {self.target_accuracy} must be in (0, 1]: a validation "
-                "accuracy, e.g. 0.8."
-            )
-        if self.max_failures < 0 or self.remeasure_top < 0 or self.remeasure_repeats < 1:
-            raise TunerError(
-                "--max-failures and --remeasure-top must be >= 0, --remeasure-repeats >= 1."
-            )
         if self.remeasure_max_repeats < self.remeasure_repeats:
             raise TunerError(
                 f"--remeasure-max-repeats {self.remeasure_max_repeats} is below "
@@ -164,6 +298,13 @@ class SearchOptions:
             raise TunerError(
                 f"--name {self.name!r} must be letters, digits, '_', '.', '-' (no slashes)."
             )
+
+    @staticmethod
+    def flag(name: str) -> str:
+        """The flag of option ``name``: ``max_memory_bytes`` -> ``--max-memory``."""
+        option = SearchOptions.__dataclass_fields__[name]
+        spelled = option.metadata["flag"].flag
+        return spelled or "--" + "no-" * (option.default is True) + name.replace("_", "-")
 
     @property
     def multi_objective(self) -> bool:
@@ -191,6 +332,34 @@ class SearchOptions:
             f"--trust-budget {text!r}: give seconds (90), a share of the whole command below "
             "100 % (25%), or off."
         )
+
+
+# The numeric options: int or float (None aside), whose type the options check (the API's
+# keywords arrive unparsed).
+_NUMBERS = {
+    name: kind
+    for name, hint in typing.get_type_hints(SearchOptions).items()
+    for kind in (int, float)
+    if kind in (get_args(hint) or (hint,))
+}
+
+
+def _check(option: dataclasses.Field[Any], value: Any) -> None:
+    """One option's value against its :class:`Flag`: its type, choices and bounds."""
+    spec: Flag = option.metadata["flag"]
+    flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
+    if value is None:
+        return
+    if kind and (isinstance(value, bool) or not isinstance(value, _ABSTRACT[kind])):
+        raise TunerError(f"{flag} {value!r} must be {'a whole' if kind is int else 'a'} number.")
+    if spec.choices and value not in spec.choices:
+        raise TunerError(f"{flag} {value!r} is not one of {', '.join(spec.choices)}.")
+    bound = spec.broken(value) if kind else ""
+    if bound:
+        raise TunerError(f"{flag} {value} must be {bound}{spec.why and ': ' + spec.why}.")
+
+
+_ABSTRACT = {int: numbers.Integral, float: numbers.Real}  # numpy's numbers too
 
 
 def _check_tracking(mlflow: str | None, wandb: str | None) -> None:
@@ -309,7 +478,7 @@ def _changes_on_resume(
         if name in _IDENTITY or not set_here or value == getattr(own, name):
             continue
         if name not in CHANGEABLE_ON_RESUME:
-            flag = _flag(name)
+            flag = SearchOptions.flag(name)
             shown = _shown(name, value)
             raise TunerError(
                 f"{shown} cannot change on --resume: {own.name or 'the experiment'} continues "
@@ -333,15 +502,7 @@ def _shown(name: str, value: Any) -> str:
         return f"--set {sets}" if sets else "no --set"
     if name == "space":
         return f"space {value}"
-    flag = _flag(name)
-    if isinstance(value, bool):
-        return flag if value else f"no {flag}"
+    flag = SearchOptions.flag(name)
+    if isinstance(value, bool):  # a switch given, or not (--no-report, --no-early-stopping)
+        return flag if value != SearchOptions.__dataclass_fields__[name].default else f"no {flag}"
     return f"{flag} {value}"
-
-
-# The fields whose flag is not their name spelled with dashes.
-_FLAGS = {MAX_MEMORY_BYTES: "--max-memory", "overrides": "--set", "space": "SPACE"}
-
-
-def _flag(name: str) -> str:
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
