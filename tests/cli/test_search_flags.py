@@ -106,3 +106,13 @@ def test_a_bad_search_flag_is_one_line_and_exit_2_before_anything_runs(
     assert code == 2 and len(err) == 1, err
     assert named in err[0] and "Traceback" not in err[0], err
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_the_api_checks_its_keywords_as_the_command_checks_its_flags(tmp_path: Path) -> None:
+    import tuner
+
+    with pytest.raises(tuner.TunerError, match=r"^--num-samples '3' must be a whole number\.$"):
+        tuner.search("smoke_space", storage=str(tmp_path), num_samples="3")
+    with pytest.raises(tuner.TunerError, match=r"^--speed-repeats -1 must be 0 or more: 0 turns"):
+        tuner.search("smoke_space", storage=str(tmp_path), speed_repeats=-1)
+    assert not any(tmp_path.iterdir())

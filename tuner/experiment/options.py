@@ -334,13 +334,13 @@ class SearchOptions:
         )
 
 
-# The numeric options: int or float (None aside), whose type the options check (the API's
-# keywords arrive unparsed).
+# The numeric options, each with the numbers it takes (numpy's too): the options check them, as
+# the API's keywords arrive unparsed.
 _NUMBERS = {
     name: kind
     for name, hint in typing.get_type_hints(SearchOptions).items()
-    for kind in (int, float)
-    if kind in (get_args(hint) or (hint,))
+    for number, kind in ((int, numbers.Integral), (float, numbers.Real))
+    if number in (get_args(hint) or (hint,))
 }
 
 
@@ -350,16 +350,14 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
     if value is None:
         return
-    if kind and (isinstance(value, bool) or not isinstance(value, _ABSTRACT[kind])):
-        raise TunerError(f"{flag} {value!r} must be {'a whole' if kind is int else 'a'} number.")
+    if kind and (isinstance(value, bool) or not isinstance(value, kind)):
+        whole = "a whole" if kind is numbers.Integral else "a"
+        raise TunerError(f"{flag} {value!r} must be {whole} number.")
     if spec.choices and value not in spec.choices:
         raise TunerError(f"{flag} {value!r} is not one of {', '.join(spec.choices)}.")
     bound = spec.broken(value) if kind else ""
     if bound:
         raise TunerError(f"{flag} {value} must be {bound}{spec.why and ': ' + spec.why}.")
-
-
-_ABSTRACT = {int: numbers.Integral, float: numbers.Real}  # numpy's numbers too
 
 
 def _check_tracking(mlflow: str | None, wandb: str | None) -> None:
