@@ -51,7 +51,7 @@ class ExperimentPaths:
         for name in SHOWN_ON_RESUME:
             value = saved.get(name, getattr(default, name))
             if value != getattr(default, name):
-                flag = "--" + name.replace("_", "-")
+                flag = SearchOptions.flag(name)
                 words += [flag] if value is True else [flag, str(value)]
         return shlex.join(words)
 
