@@ -55,7 +55,10 @@ def test_format_bytes() -> None:
         ({"checkpoint_every_s": -0.5}, "--checkpoint-every-s -0.5 must be 0 or more"),
         ({"max_failures": -1}, "--max-failures -1 must be 0 or more"),
         ({"remeasure_repeats": 0}, "--remeasure-repeats 0 must be 1 or more"),
-        ({"probe_share": 1.5}, r"--probe-share 1.5 must be 0 to 1: a share of the trials' time"),
+        (
+            {"probe_share": 1.5},
+            r"--probe-share 1.5 must be in \[0, 1\]: a share of the trials' time",
+        ),
         ({"num_samples": "12"}, "--num-samples '12' must be a whole number"),  # the API's
         ({"num_samples": True}, "--num-samples True must be a whole number"),
         ({"checkpoint_every_s": "soon"}, "--checkpoint-every-s 'soon' must be a number"),

@@ -70,19 +70,13 @@ class Flag:
 
     def broken(self, value: float) -> str:
         """The bound ``value`` breaks, in words; "" if none."""
-        if (
-            (self.gt is None or value > self.gt)
-            and (self.ge is None or value >= self.ge)
-            and (self.le is None or value <= self.le)
-        ):
+        low = (self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
+        if low and (self.le is None or value <= self.le):
             return ""
-        if self.le is not None:
-            return (
-                f"in ({self.gt:g}, {self.le:g}]"
-                if self.ge is None
-                else f"{self.ge:g} to {self.le:g}"
-            )
-        return "positive" if self.gt == 0 else f"{self.ge:g} or more"
+        if self.le is None:
+            return "positive" if self.gt == 0 else f"{self.ge:g} or more"
+        low = f"({self.gt:g}" if self.ge is None else f"[{self.ge:g}"
+        return f"in {low}, {self.le:g}]"
 
 
 def _option(default: Any, help: str, **flag: Any) -> Any:
