@@ -70,8 +70,8 @@ class Flag:
 
     def broken(self, value: float) -> str:
         """The bound ``value`` breaks, in words; "" if none."""
-        low = (self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
-        if low and (self.le is None or value <= self.le):
+        above = (self.gt is None or value > self.gt) and (self.ge is None or value >= self.ge)
+        if above and (self.le is None or value <= self.le):
             return ""
         if self.le is None:
             return "positive" if self.gt == 0 else f"{self.ge:g} or more"
