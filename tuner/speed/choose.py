@@ -26,7 +26,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
@@ -202,9 +202,8 @@ def choose_speed(
     base = dict(base or {})
     pinned = {*pinned, *base}
     plain = config.replace(**_all_off(config, pinned, cuda=cuda)).replace(**base)
-    kept_to = None if only is None else frozenset(only)
-    where = _Where(cuda, _files(config), _on_device(config), cores or _own_cores(), scope, kept_to)
-    meter = _Meter(steps, budget or ProbeBudget(None), on_run, measure or _short_run)
+    where = _where(config, cuda, cores, scope, only)
+    meter = _Meter(steps, budget or ProbeBudget(None), measure or _short_run, on_run)
     probing = _Probing(plain, where, pinned, repeats, meter, max_memory_bytes)
     arms = probing.arms(plain, pinned)
     if len(arms) < 2:  # nothing to probe here: no run at all
@@ -261,18 +260,16 @@ def _own_cores() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
-def _files(config: TrainConfig) -> bool:
-    """Whether the config's data is image files (the decoder acts on nothing else)."""
+def _where(
+    config: TrainConfig, cuda: bool, cores: int | None, scope: Scope, only: Collection[str] | None
+) -> _Where:
+    """Where a session probes: whether the data is image files (the decoder acts on nothing
+    else) or made on the device (synthetic: nothing to load or copy)."""
     from tuner.engine.data import data_source
 
-    return data_source(config.data)[0].files
-
-
-def _on_device(config: TrainConfig) -> bool:
-    """Whether the config's data is made on the device (synthetic): nothing to load or copy."""
-    from tuner.engine.data import data_source
-
-    return data_source(config.data)[0].load is None
+    source = data_source(config.data)[0]
+    kept_to = None if only is None else frozenset(only)
+    return _Where(cuda, source.files, source.load is None, cores or _own_cores(), scope, kept_to)
 
 
 class _OverBudget(Exception):
@@ -445,13 +442,12 @@ class _Meter:
 
     steps: int
     budget: ProbeBudget
+    measure: Measure
     on_run: OnRun | None = None
-    measure: Measure | None = None
     step_seconds: float = 0.0
     first_step_unix_s: float | None = None
     planned: int = 0
     count: int = 0
-    log: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, arm: Arm) -> Any:
         from tuner.engine.build import warmup_steps_of
@@ -468,7 +464,7 @@ class _Meter:
         # would earn at most bounds it (a hogged first trial ran 10.2 s of 2.4 s without).
         left = self.budget.most_left_s
         limit = None if math.isinf(left) else max(left, 0.01)
-        result = (self.measure or _short_run)(arm.config, self.steps, limit)
+        result = self.measure(arm.config, self.steps, limit)
         # The engine's own wall time where a model predicts it (the clock's otherwise).
         wall = max(time.perf_counter() - started, result.wall_time_s or 0.0)
         # A run cut in its warm-up has no steady step time: its steps' mean stands in (slower
