@@ -149,13 +149,13 @@ def variants(
 ) -> list[tuple[Knob, Any]]:
     """(knob, value) pairs to probe: every unpinned speed knob's "on" values that this device
     and the run's ``cores`` (default: this process's) can run (one value for a slow-to-build
-    knob); ``after``: only the knobs that act on top of that one (else those that act alone)."""
-    found, cores = [], cores or _own_cores()
-    where = where or _Where(cuda, files, cores=cores)
-    for entry in _knobs(cuda=cuda, files=files):
+    knob); ``after``: only the knobs that act on top of that one (else those that act alone).
+    ``where`` (a session's) stands for ``cuda``, ``files`` and ``cores``."""
+    found, where = [], where or _Where(cuda, files, cores=cores or _own_cores())
+    for entry in _knobs(cuda=where.cuda, files=where.files):
         if entry.field in pinned or entry.after != after or not where.acts(entry):
             continue
-        values = entry.runnable_values(cuda=cuda, cores=cores)
+        values = entry.runnable_values(cuda=where.cuda, cores=where.cores)
         for value in values[:1] if entry.slow_build else values:
             if where.only is None or _arm_name(entry, value) in where.only:
                 found.append((entry, value))
@@ -293,11 +293,8 @@ class _Probing:
     ) -> list[Arm]:
         """The plain setting, then each knob alone on it (named with ``label``)."""
         arms = [Arm("plain", "speed", base)]
-        found = variants(
-            cuda=self.where.cuda, pinned=pinned, after=after, cores=self.where.cores,
-            files=self.where.files, where=self.where,
-        )  # fmt: skip
-        for entry, value in found:
+        where = self.where
+        for entry, value in variants(cuda=where.cuda, pinned=pinned, after=after, where=where):
             changes = entry.settings(value)
             name = _arm_name(entry, value) + label
             arms.append(Arm(name, "speed", base.replace(**changes), changes, "plain"))
