@@ -29,7 +29,6 @@ from tuner.stats import Change
 from tuner.time_to_target import (
     CURVE_COLUMNS,
     choose_by_time,
-    curves_of,
     derive_target,
     time_ratio,
     time_to_target,
@@ -40,7 +39,7 @@ from tuner.time_to_target import (
 
 @pytest.fixture(scope="module")
 def curves(smoke_experiment: Path) -> pd.DataFrame:
-    return curves_of(load_experiment(smoke_experiment))
+    return load_experiment(smoke_experiment).curves
 
 
 def test_the_curves_are_every_trials_evaluations(curves: pd.DataFrame) -> None:

@@ -43,15 +43,15 @@ from tuner.time_to_target import (
     RulePick,
     Target,
     choose_by_time,
-    curves_of,
     derive_target,
     estimated_times,
     given_target,
     pick_sentence,
+    points_text,
     rule_sentence,
     why_picked,
 )
-from tuner.units import as_number, interval_text, ratio_text
+from tuner.units import as_number, interval_text, plural, ratio_text
 
 if TYPE_CHECKING:
     from tuner.experiment import Experiment
@@ -395,18 +395,7 @@ def world_size_of(row: Mapping[str, Any]) -> int:
 
 def pairs_text(n: int) -> str:
     """``1 pair``, ``3 pairs``: how many pairs an interval is from."""
-    return f"{n} pair" if n == 1 else f"{n} pairs"
-
-
-def points_text(change: Change) -> str:
-    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, always with its interval
-    (``with no interval`` where none could be had)."""
-    value = 100 * abs(change.value)
-    if not change.has_interval:
-        return f"{value:.1f} accuracy points (no interval)"
-    sign = 1 if change.value >= 0 else -1
-    low, high = sorted((100 * sign * change.low, 100 * sign * change.high))
-    return f"{value:.1f} accuracy points {interval_text(low, high, '{:.1f}'.format)}"
+    return plural(n, "pair")
 
 
 def _accuracy_clause(accuracy: Change, slow: str) -> str:
@@ -428,7 +417,7 @@ def decide(experiment: Experiment) -> Answer:
     trials, remeasured = decision_values(experiment.trials, experiment.remeasure, experiment.seeds)
     pool = _pool(trials, remeasured)
     target = derive_target(pool, given_target(experiment.metadata))
-    trials = estimated_times(trials, curves_of(experiment), target)
+    trials = estimated_times(trials, experiment.curves, target)
     pool = _pool(trials, remeasured)
     best = best_per_objective(pool, objs)
     picks = _picks(best, experiment.remeasure)
@@ -468,7 +457,7 @@ def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str
     trials, _ = decision_values(experiment.trials, None)
     pool = _pool(trials, False)
     target = derive_target(pool, given_target(experiment.metadata))
-    pool = estimated_times(pool[measured_mask(pool, objs)], curves_of(experiment), target)
+    pool = estimated_times(pool[measured_mask(pool, objs)], experiment.curves, target)
     if pool.empty or top <= 0:
         return pool.head(0), ""
     must = [str(row[TRIAL_ID]) for row in best_per_objective(pool, objs).values()]

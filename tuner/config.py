@@ -23,6 +23,7 @@ from tuner.usercode import absolute_file_ref
 
 __all__ = [
     "TrainConfig",
+    "bare_type",
     "check_settings",
     "config_fields",
     "field_help",
@@ -273,7 +274,11 @@ def check_settings(params: Mapping[str, Any]) -> None:
 
 def field_type(name: str) -> tuple[Any, bool]:
     """A :class:`TrainConfig` field's type without ``None``, and whether it may be ``None``."""
-    hint = _HINTS[name]
+    return bare_type(_HINTS[name])
+
+
+def bare_type(hint: Any) -> tuple[Any, bool]:
+    """A type hint without ``None`` (``int | None`` -> ``int``), and whether it allowed it."""
     optional = get_origin(hint) in (typing.Union, types.UnionType) and type(None) in get_args(hint)
     args = [a for a in get_args(hint) if a is not type(None)]
     return (args[0] if optional and len(args) == 1 else hint), optional

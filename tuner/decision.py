@@ -120,7 +120,7 @@ def throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame |
     return Change(value, math.nan, math.nan, 1, 1.0)
 
 
-def accuracy_test(a: pd.Series, b: pd.Series) -> Change:
+def accuracy_test(a: Mapping[str, Any], b: Mapping[str, Any]) -> Change:
     """``a - b`` in accuracy with its interval. Two single runs: :func:`accuracy_difference`
     over the smaller validation set. Where either accuracy rests on several seeds: each side's
     interval (:func:`decision_values`) added in quadrature (Newcombe's hybrid, as
@@ -136,6 +136,6 @@ def accuracy_test(a: pd.Series, b: pd.Series) -> Change:
 _ACCURACY = ("val_accuracy", "val_accuracy_low", "val_accuracy_high")
 
 
-def _seeds_of(row: pd.Series) -> int:
+def _seeds_of(row: Mapping[str, Any]) -> int:
     seeds = as_number(row.get(ACCURACY_SEEDS))
     return 1 if math.isnan(seeds) else int(seeds)

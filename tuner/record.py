@@ -16,13 +16,12 @@ import dataclasses
 import functools
 import math
 import time
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from tuner.config import TrainConfig
+from tuner.config import bare_type, config_fields, field_type
 from tuner.engine.result import DATA_BOUND_WAIT, RunResult
 from tuner.objectives import judge, memory_violation
 from tuner.techniques import KNOBS
@@ -89,10 +88,7 @@ _NOT_REPORTED = (
 
 def _hint_dtype(hint: Any) -> str:
     """int -> counts, float -> numbers, bool -> flags; str, Literal and objects -> text."""
-    args = [a for a in get_args(hint) if a is not type(None)]
-    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    base = args[0] if union and len(args) == 1 else hint
-    return {bool: FLAG, int: COUNT, float: NUMBER}.get(base, TEXT)
+    return {bool: FLAG, int: COUNT, float: NUMBER}.get(bare_type(hint)[0], TEXT)
 
 
 # What the trials table's leading engine columns mean, in a reader's words (the others: see
@@ -337,11 +333,7 @@ def declared_dtype(name: str) -> str | None:
 
 def config_dtype(field: str) -> str | None:
     """The trials-table dtype of a ``TrainConfig`` field's values (``None``: no such field)."""
-    hint = _CONFIG_HINTS.get(field)
-    return None if hint is None else _hint_dtype(hint)
-
-
-_CONFIG_HINTS: dict[str, Any] = typing.get_type_hints(TrainConfig)
+    return _hint_dtype(field_type(field)[0]) if field in config_fields() else None
 
 
 # ---- what a trial was ------------------------------------------------------------------------

@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
+from tuner.decision import accuracy_test
 from tuner.record import (
     CURVE_KEYS,
     IMAGES_TO_TARGET,
@@ -41,11 +42,8 @@ from tuner.record import (
     TRIAL_ID,
     declared_dtype,
 )
-from tuner.stats import Change, accuracy_difference
-from tuner.units import DASH, as_number, format_bytes
-
-if TYPE_CHECKING:
-    from tuner.experiment import Experiment
+from tuner.stats import Change
+from tuner.units import DASH, as_number, format_bytes, interval_text
 
 __all__ = [
     "CURVE_COLUMNS",
@@ -55,11 +53,11 @@ __all__ = [
     "Target",
     "change_text",
     "choose_by_time",
-    "curves_of",
     "derive_target",
     "estimated_times",
     "given_target",
     "pick_sentence",
+    "points_text",
     "rule_sentence",
     "seconds_text",
     "time_ratio",
@@ -90,12 +88,6 @@ class Target:
     accuracy: float  # NaN: no target (no candidate measured an accuracy)
     given: bool  # --target-accuracy (or the workload's target_accuracy)
     how: str  # one sentence: the rule that set it
-
-
-def curves_of(experiment: Experiment) -> pd.DataFrame:
-    """Every trial's accuracy curve (:data:`CURVE_COLUMNS`), as the experiment reader read it
-    (``Experiment.curves``: one row per evaluation report)."""
-    return experiment.curves
 
 
 def time_to_target(curves: pd.DataFrame, target: float) -> pd.DataFrame:
@@ -253,19 +245,12 @@ def _among_close(
     if lightest < known[soonest]:
         return min(known, key=lambda t: known[t]), "memory", None  # sorted by time: soonest of
     same = [t for t in close if known.get(t) == lightest]
-    changes = {t: _accuracy_change(rows[t], rows[soonest]) for t in same}
+    changes = {t: accuracy_test(rows[t], rows[soonest]) for t in same}
     ahead = {t: c for t, c in changes.items() if c.separated and c.value > 0}
     if not ahead:
         return soonest, "soonest", None
     best = max(ahead, key=lambda t: ahead[t].value)
     return best, "accuracy", ahead[best]
-
-
-def _accuracy_change(row: Mapping[str, Any], other: Mapping[str, Any]) -> Change:
-    """``row`` minus ``other`` in final accuracy, with its interval over the validation images."""
-    images = min(as_number(row.get("val_images")), as_number(other.get("val_images")))
-    values = [as_number(r.get("val_accuracy")) for r in (other, row)]
-    return accuracy_difference(values[:1], values[1:], [images])
 
 
 # ---- in words (the report, the console and --json say these same sentences) -----------------
@@ -323,7 +308,7 @@ def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
             f"it needs less peak memory ({memory[0]} against {memory[1]})"
             if rule.reason == "memory"
             else f"with the same peak memory ({memory[0]}) it is more accurate beyond noise, by "
-            f"{_points(rule.accuracy)}"
+            f"{points_text(rule.accuracy) if rule.accuracy else 'n/a'}"
         )
         return (
             f"`{pick}` is the pick: its time to target, {time}, cannot be told from the "
@@ -367,9 +352,12 @@ def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataF
     return pd.concat([trials.drop(columns=list(TARGET_COLUMNS), errors="ignore"), added], axis=1)
 
 
-def _points(change: Change | None) -> str:
-    """``7.2 accuracy points [0.1–14.3]``."""
-    if change is None:
-        return "n/a"
-    low, high = 100 * change.low, 100 * change.high
-    return f"{100 * change.value:.1f} accuracy points [{low:.1f}{DASH}{high:.1f}]"
+def points_text(change: Change) -> str:
+    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, always with its interval
+    (``with no interval`` where none could be had)."""
+    value = 100 * abs(change.value)
+    if not change.has_interval:
+        return f"{value:.1f} accuracy points (no interval)"
+    sign = 1 if change.value >= 0 else -1
+    low, high = sorted((100 * sign * change.low, 100 * sign * change.high))
+    return f"{value:.1f} accuracy points {interval_text(low, high, '{:.1f}'.format)}"

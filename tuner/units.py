@@ -25,8 +25,10 @@ __all__ = [
     "is_finite",
     "json_ready",
     "parse_memory_size",
+    "plural",
     "ratio_bound_text",
     "ratio_text",
+    "sum_or_none",
 ]
 
 MIB = 2**20
@@ -64,6 +66,16 @@ def finite_or_none(value: Any) -> float | None:
 
 def is_finite(value: Any) -> bool:
     return math.isfinite(as_number(value))
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 pair``, ``3 pairs``, ``0 trials``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def sum_or_none(a: float | None, b: float | None) -> float | None:
+    """``a + b``, a missing one counting 0; None when both are (seconds with no bound)."""
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 def json_ready(value: Any) -> Any:

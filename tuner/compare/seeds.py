@@ -33,7 +33,7 @@ from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.record import FINAL, STEP, TRIAL_ID
 from tuner.stats import Change, SeedAccuracy, paired_ratio, seed_accuracy
-from tuner.units import duration_text, ratio_text
+from tuner.units import duration_text, plural, ratio_text
 
 __all__ = [
     "PICK",
@@ -256,7 +256,7 @@ class SpeedUp:
         return (
             f"the plain loop takes {ratio} as long to reach {self.target:.3f} accuracy, "
             f"{_VERDICT_WORDS[value.verdict]} ({self.pick_s:.1f} s against {self.plain_s:.1f} s "
-            f"of training, medians over {_plural(self.pairs, 'pair')} of seed runs{missed})"
+            f"of training, medians over {plural(self.pairs, 'pair')} of seed runs{missed})"
         )
 
     def _missed(self) -> str:
@@ -271,10 +271,6 @@ _VERDICT_WORDS = {
     "uninformative": "an interval that says nothing",
     "none": "no interval (fewer than 2 pairs)",
 }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def plain_loop_speedup(

@@ -486,8 +486,7 @@ def _time_budget_cut(parts: RunParts, state: RunState, status: str) -> list[str]
     planned, budget = parts.schedule.planned_steps, parts.schedule.time_budget_s
     if status != "ok" or not planned or not budget or state.step >= planned:
         return []
-    clock = state.train_time_s if parts.world.size == 1 else state.shared_time_s  # _progress's
-    if clock < budget:  # a hook stopped it (a search's halving), not the clock
+    if _clock(parts, state) < budget:  # a hook stopped it (a search's halving), not the clock
         return []
     return [time_budget_note(budget, state.step, planned)]
 

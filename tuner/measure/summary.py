@@ -1,5 +1,7 @@
-"""Each arm's medians with intervals, and its paired changes against its reference and baseline
-(:func:`summarize`: images/s, memory, accuracy; :func:`paired_column`: any other column)."""
+"""The one pairing of a comparison's runs (:func:`paired`: two arms' finished repeats, aligned
+on the round); each arm's medians with intervals, and its paired changes against its reference
+and baseline (:func:`summarize`: images/s, memory, accuracy; :func:`paired_column`: any other
+column)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,26 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.measure.pairing import paired
 from tuner.stats import accuracy_difference, median_interval, paired_difference, paired_ratio
 
 if TYPE_CHECKING:
     from tuner.compare._arms import Arm  # the owner: the package's __init__ imports measure
 
-__all__ = ["paired_column", "summarize"]
+__all__ = ["paired", "paired_column", "summarize"]
+
+
+def paired(
+    runs: pd.DataFrame, name: str, other: str, *, by: str = "arm"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The finished (``status == "ok"``) repeats of ``name`` and ``other``, aligned on the
+    repeat: row ``i`` of each was measured in the same round. ``by`` names the arm column."""
+    if runs.empty:
+        return runs, runs
+    ok = runs[runs["status"] == "ok"]
+    mine = ok[ok[by] == name].set_index("repeat")
+    theirs = ok[ok[by] == other].set_index("repeat")
+    common = mine.index.intersection(theirs.index)
+    return mine.loc[common], theirs.loc[common]
 
 
 def summarize(runs: pd.DataFrame, arms: Sequence[Arm] | None = None) -> pd.DataFrame:

@@ -27,7 +27,6 @@ a run costs. Measured: without that rule the first probe run of a cold CPU searc
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +99,6 @@ class ProbeBudget:
     prior_run_s: float | None = None  # the first run's predicted cost (module doc)
     spent_s: float = 0.0
     earned_late_s: float = 0.0
-    started: float = field(default_factory=time.perf_counter)
     runs: dict[str, float] = field(default_factory=dict)  # arm name -> its slowest run (s)
 
     @property
@@ -163,8 +161,3 @@ class ProbeBudget:
     @property
     def slowest_run_s(self) -> float | None:
         return max(self.runs.values()) if self.runs else None
-
-    def text(self) -> str:
-        """``12.0 s of 14.5 s``: spent of allowed (for records and console lines)."""
-        allowed = "unbounded" if self.granted_s is None else f"{self.allowed_s:.1f} s"
-        return f"{self.spent_s:.1f} s of {allowed}"

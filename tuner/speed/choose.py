@@ -26,7 +26,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
@@ -149,13 +149,13 @@ def variants(
 ) -> list[tuple[Knob, Any]]:
     """(knob, value) pairs to probe: every unpinned speed knob's "on" values that this device
     and the run's ``cores`` (default: this process's) can run (one value for a slow-to-build
-    knob); ``after``: only the knobs that act on top of that one (else those that act alone)."""
-    found, cores = [], cores or _own_cores()
-    where = where or _Where(cuda, files, cores=cores)
-    for entry in _knobs(cuda=cuda, files=files):
+    knob); ``after``: only the knobs that act on top of that one (else those that act alone).
+    ``where`` (a session's) stands for ``cuda``, ``files`` and ``cores``."""
+    found, where = [], where or _Where(cuda, files, cores=cores or _own_cores())
+    for entry in _knobs(cuda=where.cuda, files=where.files):
         if entry.field in pinned or entry.after != after or not where.acts(entry):
             continue
-        values = entry.runnable_values(cuda=cuda, cores=cores)
+        values = entry.runnable_values(cuda=where.cuda, cores=where.cores)
         for value in values[:1] if entry.slow_build else values:
             if where.only is None or _arm_name(entry, value) in where.only:
                 found.append((entry, value))
@@ -202,9 +202,8 @@ def choose_speed(
     base = dict(base or {})
     pinned = {*pinned, *base}
     plain = config.replace(**_all_off(config, pinned, cuda=cuda)).replace(**base)
-    kept_to = None if only is None else frozenset(only)
-    where = _Where(cuda, _files(config), _on_device(config), cores or _own_cores(), scope, kept_to)
-    meter = _Meter(steps, budget or ProbeBudget(None), on_run, measure or _short_run)
+    where = _where(config, cuda, cores, scope, only)
+    meter = _Meter(steps, budget or ProbeBudget(None), measure or _short_run, on_run)
     probing = _Probing(plain, where, pinned, repeats, meter, max_memory_bytes)
     arms = probing.arms(plain, pinned)
     if len(arms) < 2:  # nothing to probe here: no run at all
@@ -261,18 +260,16 @@ def _own_cores() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
-def _files(config: TrainConfig) -> bool:
-    """Whether the config's data is image files (the decoder acts on nothing else)."""
+def _where(
+    config: TrainConfig, cuda: bool, cores: int | None, scope: Scope, only: Collection[str] | None
+) -> _Where:
+    """Where a session probes: whether the data is image files (the decoder acts on nothing
+    else) or made on the device (synthetic: nothing to load or copy)."""
     from tuner.engine.data import data_source
 
-    return data_source(config.data)[0].files
-
-
-def _on_device(config: TrainConfig) -> bool:
-    """Whether the config's data is made on the device (synthetic): nothing to load or copy."""
-    from tuner.engine.data import data_source
-
-    return data_source(config.data)[0].load is None
+    source = data_source(config.data)[0]
+    kept_to = None if only is None else frozenset(only)
+    return _Where(cuda, source.files, source.load is None, cores or _own_cores(), scope, kept_to)
 
 
 class _OverBudget(Exception):
@@ -296,11 +293,8 @@ class _Probing:
     ) -> list[Arm]:
         """The plain setting, then each knob alone on it (named with ``label``)."""
         arms = [Arm("plain", "speed", base)]
-        found = variants(
-            cuda=self.where.cuda, pinned=pinned, after=after, cores=self.where.cores,
-            files=self.where.files, where=self.where,
-        )  # fmt: skip
-        for entry, value in found:
+        where = self.where
+        for entry, value in variants(cuda=where.cuda, pinned=pinned, after=after, where=where):
             changes = entry.settings(value)
             name = _arm_name(entry, value) + label
             arms.append(Arm(name, "speed", base.replace(**changes), changes, "plain"))
@@ -445,13 +439,12 @@ class _Meter:
 
     steps: int
     budget: ProbeBudget
+    measure: Measure
     on_run: OnRun | None = None
-    measure: Measure | None = None
     step_seconds: float = 0.0
     first_step_unix_s: float | None = None
     planned: int = 0
     count: int = 0
-    log: list[dict[str, Any]] = field(default_factory=list)
 
     def __call__(self, arm: Arm) -> Any:
         from tuner.engine.build import warmup_steps_of
@@ -468,7 +461,7 @@ class _Meter:
         # would earn at most bounds it (a hogged first trial ran 10.2 s of 2.4 s without).
         left = self.budget.most_left_s
         limit = None if math.isinf(left) else max(left, 0.01)
-        result = (self.measure or _short_run)(arm.config, self.steps, limit)
+        result = self.measure(arm.config, self.steps, limit)
         # The engine's own wall time where a model predicts it (the clock's otherwise).
         wall = max(time.perf_counter() - started, result.wall_time_s or 0.0)
         # A run cut in its warm-up has no steady step time: its steps' mean stands in (slower

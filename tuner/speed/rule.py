@@ -19,7 +19,7 @@ from tuner.compare import Arm
 from tuner.measure import paired, summarize
 from tuner.objectives import judge
 from tuner.stats import MIN_PAIRS, Change
-from tuner.units import as_number, finite_or_none, ratio_text
+from tuner.units import as_number, finite_or_none, plural, ratio_text, sum_or_none
 
 __all__ = [
     "RULE",
@@ -103,15 +103,11 @@ class SpeedChoice:
 
     def _kept_text(self, kept: list[dict[str, Any]]) -> list[str]:
         """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""
-        parts = [f"{v['name']} ({_ratio_text(v)})" for v in kept]
+        parts = [f"{v['name']} ({probe_text(v)})" for v in kept]
         if len(kept) > 1 and self.combined_ratio is not None:
             # Two pairs, whose interval is not kept: an estimate, so no verdict is claimed.
             parts.append(f"together {self.combined_ratio:.2f}x (no interval: no verdict)")
         return [", ".join(parts)] if parts else []
-
-
-def _ratio_text(row: dict[str, Any]) -> str:
-    return probe_text(row)
 
 
 def probe_text(row: dict[str, Any]) -> str:
@@ -130,8 +126,7 @@ def probe_text(row: dict[str, Any]) -> str:
     if verdict == "none":
         return f"{ratio_text(ratio)}, one measurement"
     if verdict == "uninformative":
-        pairs = f"{change.n} pair{'s' if change.n != 1 else ''}"
-        return f"{ratio_text(ratio)}, interval says nothing ({pairs})"
+        return f"{ratio_text(ratio)}, interval says nothing ({plural(change.n, 'pair')})"
     return ratio_text(ratio, low, high) + (", within noise" if verdict == "tie" else "")
 
 
@@ -263,12 +258,8 @@ def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
         first_step_unix_s=min((t for t in firsts if t is not None), default=None),
         combined_ratio=then.combined_ratio or first.combined_ratio,
         not_probed=[*still, *(n for n in then.not_probed if n not in still)],
-        budget_s=_sum_or_none(first.budget_s, then.budget_s),
+        budget_s=sum_or_none(first.budget_s, then.budget_s),
         slowest_run_s=max(
             (r for r in (first.slowest_run_s, then.slowest_run_s) if r is not None), default=None
         ),
     )
-
-
-def _sum_or_none(a: float | None, b: float | None) -> float | None:
-    return None if a is None and b is None else (a or 0.0) + (b or 0.0)

@@ -21,6 +21,7 @@ from tuner.speed.cache import Lookup, Remembered
 from tuner.speed.choose import Measure, OnRun, Scope, choose_speed, speed_key
 from tuner.speed.machine_cache import Machine
 from tuner.speed.rule import SpeedChoice, merged
+from tuner.units import sum_or_none
 
 __all__ = ["Settled", "Store", "TrialSpeed", "settle_speed"]
 
@@ -92,7 +93,7 @@ def settle_speed(
         "probed" if probed else shared.source,
         shared.probe_s + own.probe_s,
         shared.wait_s + own.wait_s,
-        _sum(shared.budget_s, own.budget_s),
+        sum_or_none(shared.budget_s, own.budget_s),
         shared.cache_age_s,
     )
 
@@ -167,7 +168,3 @@ def _found_or_claimed(
         time.sleep(_WAIT_POLL_S)
         found = store.get(lookup)
     return found, time.perf_counter() - started
-
-
-def _sum(a: float | None, b: float | None) -> float | None:
-    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
