@@ -32,7 +32,8 @@ def _counted() -> TrialCounters:
     return TrialCounters(
         started_unix_s=1.0e9, engine_time_s=12.5, train_time_s=9.0, first_step_unix_s=1.0e9 + 3,
         speed_source="cache", speed_cache_age_s=60.0, probe_time_s=1.5, probe_wait_s=0.5,
-        probe_budget_s=4.0, speed=SpeedChoice(settings={"channels_last": True}, plain_images_per_second=900.0),
+        probe_budget_s=4.0,
+        speed=SpeedChoice(settings={"channels_last": True}, plain_images_per_second=900.0),
     )  # fmt: skip
 
 
