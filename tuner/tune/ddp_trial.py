@@ -185,11 +185,10 @@ class RankRun(_TrialRun):
 @dataclasses.dataclass(frozen=True)
 class _GroupStore(NullStore):
     """The probe cache as a rank sees it: keyed per world size, read and written by rank 0
-    alone (``cache``; the others' is a :class:`NullStore`), which broadcasts what it read, so
-    every rank runs the same probes, or none. Every rank must run the same probe runs, but a
-    budget decides from each rank's own clock: a group's probes are unbounded and unclaimed
-    (tuner.speed.budget; README), and its step time, the whole group's, is no prior of a
-    one-process run (the rest is :class:`NullStore`'s)."""
+    alone (``cache``; the others' is a :class:`NullStore`), which broadcasts what it read. Every
+    rank must run the same probe runs, but a budget decides from each rank's own clock: the
+    rest is :class:`NullStore`'s, a group's probes unbounded and unclaimed (README), and its
+    step time, the whole group's, no prior of a one-process run."""
 
     cache: TrialStore
     world_size: int

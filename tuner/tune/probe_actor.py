@@ -98,7 +98,7 @@ class ActorStore:
 
     def draw(self, earned_s: float) -> float | None:
         granted = self._call("draw", self.trial_id, earned_s)
-        return earned_s if granted is None else float(granted)
+        return earned_s if granted is None else granted
 
     def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
         self._call("settle", self.trial_id, returned_s, spent_s, earned_late_s)
@@ -107,8 +107,7 @@ class ActorStore:
         return self._call("claim", key, self.trial_id, for_s) in (None, self.trial_id)
 
     def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
-        found = self._call("prior_run_s", config, steps)
-        return None if found is None else float(found)
+        return self._call("prior_run_s", config, steps)
 
     def earn(self, earned_s: float) -> None:
         self._call("earn", self.trial_id, earned_s)
