@@ -3,8 +3,8 @@
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
    (:func:`tuner.speed.choose.choose_speed`), looked up first in the experiment's probe cache
    (per training config key), then in the machine cache (:mod:`tuner.speed.machine_cache`).
-2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
-   memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
+2. The run: :func:`tuner.engine.train`; its first steps are the feasibility check: over the
+   memory budget, the run stops there and the trial reports ``phase="feasibility"``, infeasible.
 3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
    last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
    from there: it trains again at most that long plus one evaluation interval, and makes those
