@@ -61,7 +61,9 @@ def test_without_a_cache_nothing_is_remembered_and_a_trial_spends_its_own_share(
 @pytest.fixture(scope="module")
 def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("probe_store")
-    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    started = not ray.is_initialized()  # another module's Ray serves as well
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
     try:
         actor = start_cache(
             root / "probe_cache.json", "probe_store", machine_dir=root / "machine",
@@ -70,7 +72,8 @@ def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ray.get(actor.stats.remote(), timeout=300)  # up (a store's calls wait 30 s at most)
         yield "probe_store"  # while its handle lives: a named actor ends with its last handle
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
 
 
 def _pool(namespace: str) -> dict[str, float]:
