@@ -11,6 +11,7 @@ import pytest
 
 from tuner.errors import TunerError
 from tuner.tune import SearchOptions
+from tuner.tune.probe_actor import NullStore
 from tuner.tune.trainable import TrialContext, _TrialRun
 from tuner.workloads import MICRO_VIT
 
@@ -19,7 +20,7 @@ class _Kept(_TrialRun):
     """The trial, each report kept with whether it carried a checkpoint (and its files)."""
 
     def __init__(self, context: TrialContext) -> None:
-        super().__init__(context)
+        super().__init__(context, NullStore())
         self.sent: list[tuple[int, bool, list[str]]] = []
 
     def _emit(self, report: dict[str, Any], checkpoint: Path | None) -> None:

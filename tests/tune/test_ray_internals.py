@@ -59,19 +59,6 @@ def test_the_names_and_exits_tuner_reads_are_the_installed_ray_s() -> None:
         assert not internals.init_exit_is_sigterm(SystemExit(0))
 
 
-def test_optuna_search_keeps_the_members_the_searcher_reads() -> None:
-    from ray.tune.search.optuna import OptunaSearch
-
-    from tuner.tune.searcher import ConstrainedOptunaSearch
-
-    space = {"x": ray.tune.uniform(0, 1)}
-    with _adapter("OptunaSearch's _setup_study, _ot_study, _ot_trials, _completed_trials"):
-        searcher = ConstrainedOptunaSearch(space=space, metric=["a", "b"], mode=["max", "max"])
-        assert isinstance(searcher, OptunaSearch)
-        assert searcher._ot_study.metric_names == ["a", "b"]
-        assert searcher._ot_trials == {} and searcher._completed_trials == set()
-
-
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     started = not ray.is_initialized()

@@ -11,6 +11,7 @@ from tuner.errors import TunerError
 from tuner.objectives import objective_metrics
 from tuner.record import KIND, classify, optuna_state
 from tuner.spaces import SpaceSampler
+from tuner.tune._optuna_internals import search_study
 from tuner.tune.samplers import make_sampler
 from tuner.tune.searcher import ConstrainedOptunaSearch
 
@@ -133,13 +134,14 @@ def test_pareto_front_holds_only_feasible_trials(tmp_path: Path) -> None:
         searcher.on_trial_complete(
             f"ray-{i}", result=_result(violation=violation, feasible=feasible)
         )
-    front = searcher._ot_study.best_trials
+    study = search_study(searcher)
+    front = study.best_trials
     assert front and all(t.user_attrs["feasible"] for t in front)
     # optuna-dashboard's front ignores constraints: computed so, it holds no infeasible trial.
     from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
 
-    complete = searcher._ot_study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    unconstrained = _get_pareto_front_trials_by_trials(complete, searcher._ot_study.directions)
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    unconstrained = _get_pareto_front_trials_by_trials(complete, study.directions)
     assert unconstrained and all(t.user_attrs["feasible"] for t in unconstrained)
 
 
@@ -179,7 +181,7 @@ def test_trials_the_search_end_cut_and_unasked_design_trials_are_closed(tmp_path
 
     searcher = _searcher(tmp_path)
     searcher.suggest("ray-cut")
-    searcher._ot_study.enqueue_trial({"lr": 0.01})
+    search_study(searcher).enqueue_trial({"lr": 0.01})
     cut = {"ray-cut": {"status": "ok", "final": False, THROUGHPUT: 50.0, "step": 6}}
     url = f"sqlite:///{tmp_path / 'study.db'}"
     assert close_orphans("unit", url, {"ray-cut"}, cut) == []  # no orphan: Ray ran it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tuner.engine import RunResult
 from tuner.speed import SpeedChoice
+from tuner.tune.probe_actor import NullStore
 from tuner.tune.trainable import TrialContext, _TrialRun
 
 PLANNED = 50  # the steps its image budget holds
@@ -20,9 +21,9 @@ def _trial(plain_ips: float | None) -> _TrialRun:
         speed_repeats=1,
         cache_namespace="",
     )
-    run = _TrialRun(context)
+    run = _TrialRun(context, NullStore())
     if plain_ips is not None:
-        run.speed = SpeedChoice(settings={}, plain_images_per_second=plain_ips)
+        run.counters.speed = SpeedChoice(settings={}, plain_images_per_second=plain_ips)
     return run
 
 

@@ -1,4 +1,5 @@
-"""Every private Optuna use of tuner, in one place: the study's storage, written by trial id.
+"""Every private Optuna use of tuner, in one place: the study's storage, written by trial id,
+and the members of Ray's ``OptunaSearch`` that its subclass reads (its study and trials).
 
 Optuna's public API writes a trial only through a live ``optuna.Trial`` that this process asked
 for (``trial.set_user_attr``, ``study.tell``), and ``study.tell`` takes a RUNNING trial only.
@@ -6,8 +7,9 @@ The search also writes trials it did not ask for in this process: those a crashe
 interrupted run left RUNNING or WAITING (closed, described), and a resumed trial's new Optuna
 trial; and the searcher keeps the memory constraint where Optuna < 5 and optuna-dashboard read
 it (a system attribute). Each of those goes through the storage, keyed by the trial's private
-id. ``tests/tune/test_optuna_internals.py`` runs each against the installed Optuna and fails with
-its version named when an upgrade breaks one.
+id. ``OptunaSearch`` offers its study and its trials (Ray trial id -> Optuna trial) in
+protected members only. ``tests/tune/test_optuna_internals.py`` runs each against the installed
+Optuna and Ray, and fails with the version named when an upgrade breaks one.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from ray.tune.search.optuna import OptunaSearch
 
 __all__ = [
     "new_running_trial",
     "optuna_version",
+    "search_study",
+    "search_told",
+    "search_trials",
     "set_state",
     "set_system_attr",
     "set_user_attr",
@@ -67,3 +73,21 @@ def new_running_trial(study: optuna.Study, template: optuna.trial.FrozenTrial) -
     tell: ``study.add_trial`` takes finished trials only, ``study.ask`` samples new params."""
     new_id = study._storage.create_new_trial(study._study_id, template_trial=template)
     return optuna.Trial(study, new_id)
+
+
+def search_study(search: OptunaSearch) -> optuna.Study:
+    """The study the search asks and tells, once its ``_setup_study`` (which
+    ``ConstrainedOptunaSearch`` extends) made it."""
+    return search._ot_study
+
+
+def search_trials(search: OptunaSearch) -> dict[str, optuna.Trial]:
+    """Ray trial id -> the Optuna trial asked for it: every one this search asked, a restored
+    search's too (it pickles them); the search's own dict, so a trial set here is the one
+    told from then on."""
+    return search._ot_trials
+
+
+def search_told(search: OptunaSearch) -> set[str]:
+    """The Ray trial ids whose end the search told its study (its own set, added to here)."""
+    return search._completed_trials

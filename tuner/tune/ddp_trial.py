@@ -39,11 +39,13 @@ from tuner.speed.cache import Lookup, Remembered
 from tuner.tune import rank_beat
 from tuner.tune._ray_internals import is_tune_stop
 from tuner.tune.plan import SearchPlan
+from tuner.tune.probe_actor import ActorStore, NullStore, TrialStore
 from tuner.tune.rank_pool import run_on_pool, warm_pool
 from tuner.tune.trainable import (
     EndedBefore,
     TrialContext,
     _run,
+    _trial_id,
     _TrialRun,
     allow_slow_trial_exit,
     raise_if_ended,
@@ -92,11 +94,11 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
         _run(run, config)
         return
     pool, run.warm = warm_pool(
-        world_size, backend=backend, bundle=resources.bundles[-1], tell=run._tell
+        world_size, backend=backend, bundle=resources.bundles[-1], tell=run.store.tell
     )
     run.rank_envs = pool.environments()  # into the phase log: what each rank saw
     trial = {"config": config, "context": context, "run_rank": run_rank}
-    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run._tell)
+    run_on_pool(pool, trial, checkpoint, lambda: _run(run, config), tell=run.store.tell)
 
 
 def run_rank(rank: int, world_size: int, trial: dict[str, Any], checkpoint: Any) -> str:
@@ -123,7 +125,8 @@ class RankRun(_TrialRun):
         self, context: TrialContext, *, rank: int, world_size: int, checkpoint: Any = None
     ) -> None:
         self.rank, self.world_size, self.checkpoint = rank, world_size, checkpoint
-        super().__init__(context)
+        cache = ActorStore(context.cache_namespace, _trial_id()) if rank == 0 else NullStore()
+        super().__init__(context, _GroupStore(cache, world_size))
 
     group_asked_unix_s: float | None = None  # when the trial asked for its ranks
     warm = False  # the ranks were an earlier trial's
@@ -142,7 +145,7 @@ class RankRun(_TrialRun):
             warm=self.warm,
             ranks=self.rank_envs or [],
         )
-        self._tell(f"{self.world_size} workers up after {took:.0f} s")
+        self.store.tell(f"{self.world_size} workers up after {took:.0f} s")
 
     def _trial_dir(self) -> str | None:
         return super()._trial_dir() if self.rank == 0 else None  # one copy: every rank fails alike
@@ -178,40 +181,29 @@ class RankRun(_TrialRun):
     def _latest_checkpoint(self) -> Any:
         return super()._latest_checkpoint() if self.rank == 0 else self.checkpoint
 
-    # The probe cache is keyed per world size; only rank 0 talks to it.
-    def _cached(self, lookup: Lookup) -> Remembered | None:
-        found = [super()._cached(self._keyed(lookup)) if self.rank == 0 else None]
+
+@dataclasses.dataclass(frozen=True)
+class _GroupStore(NullStore):
+    """The probe cache as a rank sees it: keyed per world size, read and written by rank 0
+    alone (``cache``; the others' is a :class:`NullStore`), which broadcasts what it read. Every
+    rank must run the same probe runs, but a budget decides from each rank's own clock: the
+    rest is :class:`NullStore`'s, a group's probes unbounded and unclaimed (README), and its
+    step time, the whole group's, no prior of a one-process run."""
+
+    cache: TrialStore
+    world_size: int
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        found = [self.cache.get(self._keyed(lookup))]
         if self.world_size > 1:
-            dist.broadcast_object_list(found, src=0)  # every rank runs the same probes, or none
+            dist.broadcast_object_list(found, src=0)
         return found[0]
 
-    def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        if self.rank == 0:
-            super()._store(self._keyed(lookup), choice)
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        self.cache.put(self._keyed(lookup), choice)
 
-    # Every rank must run the same probe runs, but a budget decides from each rank's own clock:
-    # a group's probes are unbounded and unclaimed (tuner.speed.budget; README).
-    def _draw(self, earned_s: float) -> float | None:
-        return None
-
-    def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
-        return None
-
-    def _earn(self, trial_s: float) -> None:
-        return None
-
-    def _claim(self, key: str, for_s: float) -> bool:
-        return True
-
-    def _prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
-        return None
-
-    def _observe(self, cost: dict[str, Any]) -> None:
-        return None  # a group's step time is the whole group's: no prior of a one-process run
-
-    def _tell(self, what: str) -> None:
-        if self.rank == 0:
-            super()._tell(what)
+    def tell(self, what: str) -> None:
+        self.cache.tell(what)
 
     def _keyed(self, lookup: Lookup) -> Lookup:
         key = json.dumps({**json.loads(lookup.key), "workers": self.world_size}, sort_keys=True)

@@ -1,16 +1,19 @@
 """The probe cache's Ray actor: one :class:`tuner.speed.cache.ProbeCache` per experiment, on
-the driver's node (where the experiment folder is), which every trial reaches by name."""
+the driver's node (where the experiment folder is), which every trial reaches by name through
+a :class:`TrialStore`: the actor's (:class:`ActorStore`), or none (:class:`NullStore`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import ray
 
-from tuner.speed.cache import ProbeCache
+from tuner.speed.cache import Lookup, ProbeCache, Remembered
+from tuner.speed.session import Store
 
-__all__ = ["connect_cache", "start_cache", "tell"]
+__all__ = ["ActorStore", "NullStore", "TrialStore", "connect_cache", "start_cache"]
 
 _ACTOR_NAME = "tuner_probe_cache"
 
@@ -37,11 +40,94 @@ def connect_cache(namespace: str) -> Any:
     return ray.get_actor(_ACTOR_NAME, namespace=namespace)
 
 
-def tell(namespace: str, trial_id: str, what: str) -> None:
-    """What a trial does before its first report, for the console's running line (the probe
-    cache keeps it): fire and forget, never worth a wait."""
-    if namespace and trial_id:
+class TrialStore(Store, Protocol):
+    """The probe cache as one trial sees it: the speed session's calls, and the trial's own
+    two (its earned share of probe time at its end, its run's cost as a prior)."""
+
+    def earn(self, earned_s: float) -> None: ...
+
+    def observe(self, cost: dict[str, Any]) -> None: ...
+
+
+class NullStore:
+    """No cache, no pool: nothing remembered, every probe run unbounded and unclaimed, nothing
+    told (a data-parallel group's ranks: tuner.tune.ddp_trial)."""
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        return None
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        return None
+
+    def draw(self, earned_s: float) -> float | None:
+        return None
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        return None
+
+    def claim(self, key: str, for_s: float) -> bool:
+        return True
+
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return None
+
+    def earn(self, earned_s: float) -> None:
+        return None
+
+    def observe(self, cost: dict[str, Any]) -> None:
+        return None
+
+    def tell(self, what: str) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class ActorStore:
+    """Trial ``trial_id``'s calls to the cache actor of ``namespace``. Each gives up quietly
+    (as if nothing were cached; a draw grants the trial's own share): the cache is an
+    optimization, never fail a trial over it (no namespace in a unit test, or the actor died)."""
+
+    namespace: str
+    trial_id: str
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        return self._call("get", lookup)
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        self._call("put", lookup, choice)
+
+    def draw(self, earned_s: float) -> float | None:
+        granted = self._call("draw", self.trial_id, earned_s)
+        return earned_s if granted is None else granted
+
+    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
+        self._call("settle", self.trial_id, returned_s, spent_s, earned_late_s)
+
+    def claim(self, key: str, for_s: float) -> bool:
+        return self._call("claim", key, self.trial_id, for_s) in (None, self.trial_id)
+
+    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
+        return self._call("prior_run_s", config, steps)
+
+    def earn(self, earned_s: float) -> None:
+        self._call("earn", self.trial_id, earned_s)
+
+    def observe(self, cost: dict[str, Any]) -> None:
+        self._call("observe", cost)
+
+    def tell(self, what: str) -> None:
+        """What the trial does before its first report, for the console's running line:
+        fire and forget, never worth a wait."""
+        if self.namespace and self.trial_id:
+            try:
+                connect_cache(self.namespace).tell.remote(self.trial_id, what)
+            except Exception:
+                return
+
+    def _call(self, method: str, *args: Any) -> Any:
+        if not self.namespace:
+            return None
         try:
-            connect_cache(namespace).tell.remote(trial_id, what)
+            return ray.get(getattr(connect_cache(self.namespace), method).remote(*args), timeout=30)
         except Exception:
-            return
+            return None

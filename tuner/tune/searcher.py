@@ -87,19 +87,20 @@ class ConstrainedOptunaSearch(OptunaSearch):
 
     @property
     def _metric_names(self) -> list[str]:
-        return self._metric if isinstance(self._metric, list) else [self._metric]
+        return self.metric if isinstance(self.metric, list) else [self.metric]
 
     def _setup_study(self, mode: str | list) -> None:
         super()._setup_study(mode)
-        self._ot_study.set_metric_names([str(n) for n in self._metric_names])
+        study = optuna_internals.search_study(self)
+        study.set_metric_names([str(n) for n in self._metric_names])
         for key, value in self._study_attrs.items():
-            self._ot_study.set_user_attr(key, value)
+            study.set_user_attr(key, value)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._limits_reached():
             return Searcher.FINISHED
         config = super().suggest(trial_id)
-        ot_trial = self._ot_trials.get(trial_id)
+        ot_trial = optuna_internals.search_trials(self).get(trial_id)
         if ot_trial is not None:
             ot_trial.set_user_attr(STUDY_TRIAL_ID_ATTR, trial_id)
         return config
@@ -107,10 +108,10 @@ class ConstrainedOptunaSearch(OptunaSearch):
     def _limits_reached(self) -> bool:
         """Whether the search has started all the trials its limits allow, read from the
         metadata at each ask: Ray restores this searcher as it pickled it, and a resume may
-        have moved them. ``_ot_trials``: every trial this searcher asked for, restored too."""
+        have moved them (``search_trials``: every trial this searcher asked for, restored too)."""
         folder = getattr(self, "_limits_dir", None)  # None: an older tuner's, Tune counts
         limits = read_limits(folder) if folder else None
-        started = len(self._ot_trials)
+        started = len(optuna_internals.search_trials(self))
         return limits is not None and limits.ended(started=started, now_unix_s=time.time())
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -122,12 +123,14 @@ class ConstrainedOptunaSearch(OptunaSearch):
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
         self._reopen_if_interrupted(trial_id)
-        ot_trial = self._ot_trials.get(trial_id)
+        ot_trial = optuna_internals.search_trials(self).get(trial_id)
         last = self._last_results.pop(trial_id, None)
-        if ot_trial is None or trial_id in self._completed_trials:
+        told = optuna_internals.search_told(self)
+        if ot_trial is None or trial_id in told:
             return super().on_trial_complete(trial_id, result=result, error=error)
-        self._completed_trials.add(trial_id)
-        if optuna_internals.stored_trial(self._ot_study, ot_trial).state.is_finished():
+        told.add(trial_id)
+        study = optuna_internals.search_study(self)
+        if optuna_internals.stored_trial(study, ot_trial).state.is_finished():
             return None  # told before the driver died; Ray's older snapshot re-ran it
         result = result or last or {}
         kind = record.classify(result, ended=True, crashed=error)
@@ -139,9 +142,9 @@ class ConstrainedOptunaSearch(OptunaSearch):
                 self._constrain(ot_trial, told_violation(result.get(record.MEMORY_VIOLATION)))
             if state == optuna.trial.TrialState.COMPLETE:
                 values = [finite_or_none(result.get(name)) for name in self._metric_names]
-                self._ot_study.tell(ot_trial, [_NO_MEASUREMENT if v is None else v for v in values])
+                study.tell(ot_trial, [_NO_MEASUREMENT if v is None else v for v in values])
             else:
-                self._ot_study.tell(ot_trial, state=state)
+                study.tell(ot_trial, state=state)
         return None
 
     def _reopen_if_interrupted(self, trial_id: str) -> None:
@@ -149,10 +152,11 @@ class ConstrainedOptunaSearch(OptunaSearch):
         (:func:`close_interrupted`): a new RUNNING Optuna trial of the same parameters takes its
         place, which its reports and end are told to. Optuna's storage API (``create_new_trial``
         with a template) is the one way: a finished trial is never updated again."""
-        ot_trial = self._ot_trials.get(trial_id)
+        trials, study = optuna_internals.search_trials(self), optuna_internals.search_study(self)
+        ot_trial = trials.get(trial_id)
         if ot_trial is None:
             return
-        closed = optuna_internals.stored_trial(self._ot_study, ot_trial)
+        closed = optuna_internals.stored_trial(study, ot_trial)
         if not (closed.state.is_finished() and closed.user_attrs.get(_INTERRUPTED)):
             return
         template = optuna.trial.create_trial(
@@ -162,7 +166,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             user_attrs={STUDY_TRIAL_ID_ATTR: trial_id, _RESUMES: closed.number},
             system_attrs=closed.system_attrs,
         )
-        self._ot_trials[trial_id] = optuna_internals.new_running_trial(self._ot_study, template)
+        trials[trial_id] = optuna_internals.new_running_trial(study, template)
 
     def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
         """The trial's user attributes: its measurements, its kind and, failed, why."""
@@ -174,7 +178,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
 
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
-        study = self._ot_study
+        study = optuna_internals.search_study(self)
         optuna_internals.set_system_attr(study, ot_trial, _LEGACY_CONSTRAINTS_KEY, [violation])
         if sets_constraints():
             ot_trial.set_constraint(_CONSTRAINT, violation)

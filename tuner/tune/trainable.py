@@ -3,8 +3,8 @@
 1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
    (:func:`tuner.speed.choose.choose_speed`), looked up first in the experiment's probe cache
    (per training config key), then in the machine cache (:mod:`tuner.speed.machine_cache`).
-2. The run: :func:`tuner.engine.train`; its first steps are the feasibility probe: over the
-   memory budget, the run stops there and the trial reports ``phase="probe"``, infeasible.
+2. The run: :func:`tuner.engine.train`; its first steps are the feasibility check: over the
+   memory budget, the run stops there and the trial reports ``phase="feasibility"``, infeasible.
 3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
    last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
    from there: it trains again at most that long plus one evaluation interval, and makes those
@@ -30,7 +30,7 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +58,15 @@ from tuner.objectives import judge
 from tuner.spaces import train_config_of
 from tuner.speed import SpeedChoice
 from tuner.speed.budget import run_cost
-from tuner.speed.cache import Lookup, Remembered
 from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
 from tuner.tune.phases import PhaseLog
-from tuner.tune.probe_actor import connect_cache, tell
+from tuner.tune.probe_actor import ActorStore, TrialStore
 from tuner.tune.retries import read_retries
 from tuner.usercode import restore
 
-__all__ = ["TrialContext", "allow_slow_trial_exit", "run_trial"]
+__all__ = ["TrialContext", "TrialCounters", "allow_slow_trial_exit", "run_trial"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +97,7 @@ class TrialContext:
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
     allow_slow_trial_exit()
-    _run(_TrialRun(context), config)
+    _run(_TrialRun(context, ActorStore(context.cache_namespace, _trial_id())), config)
 
 
 def allow_slow_trial_exit(seconds: int = 60) -> None:
@@ -150,35 +149,65 @@ class _ReportedError(TunerError):
     that Ray ends the trial as ``ERROR`` (each retry raises at once from the checkpoint)."""
 
 
+def _kept(key: str, default: Any = None) -> Any:
+    """A counter reported, and carried over a restart, under its record key."""
+    return field(default=default, metadata={"key": key})
+
+
+@dataclass
+class TrialCounters:
+    """What a trial counts across its attempts: each report carries the counters under their
+    record keys, each checkpoint carries them (and the speed choice) to a restart."""
+
+    started_unix_s: float = field(metadata={"key": record.TRIAL_STARTED_UNIX_S})  # the first's
+    engine_time_s: float = _kept(record.ENGINE_TIME_S, 0.0)  # probes, builds, training, eval
+    train_time_s: float = _kept(record.TRIAL_TRAIN_TIME_S, 0.0)  # the speed probes' steps too
+    first_step_unix_s: float | None = _kept(record.TRIAL_FIRST_STEP_UNIX_S)
+    speed_source: str = _kept(record.SPEED_SOURCE, "")
+    speed_cache_age_s: float | None = _kept(record.SPEED_CACHE_AGE_S)  # an earlier search's
+    probe_time_s: float = _kept(record.SPEED_PROBE_TIME_S, 0.0)  # its own (a cached verdict: 0)
+    probe_wait_s: float = _kept(record.SPEED_PROBE_WAIT_S, 0.0)  # for another trial's probes
+    probe_budget_s: float | None = _kept(record.SPEED_PROBE_BUDGET_S)
+    speed: SpeedChoice | None = None  # a checkpoint holds it as a dict, under "speed"
+
+    def reported(self) -> dict[str, Any]:
+        """The counters under their record keys (the speed choice apart)."""
+        return {f.metadata["key"]: getattr(self, f.name) for f in fields(self) if f.metadata}
+
+    def meta(self) -> dict[str, Any]:
+        """What a checkpoint carries of them."""
+        return {**self.reported(), "speed": None if self.speed is None else self.speed.to_dict()}
+
+    def carried_over(self, meta: dict[str, Any]) -> TrialCounters:
+        """These counters, with what a checkpoint's ``meta`` carried (a missing key keeps its
+        value: until a trial has its speed choice, its speed counters are their defaults)."""
+        keys = {f.name: f.metadata["key"] for f in fields(self) if f.metadata}
+        kept = {name: meta[key] for name, key in keys.items() if meta.get(key) is not None}
+        speed = meta.get("speed")
+        return replace(
+            self, **kept, speed=self.speed if speed is None else SpeedChoice.from_dict(speed)
+        )
+
+
 class _TrialRun:
     """One trial's state between reports: its counters (carried over a restart) and speed.
-    Its Ray I/O is four methods (``_emit``, ``_latest_checkpoint``, ``_cached``, ``_store``)
-    that a data-parallel worker replaces."""
+    Its Ray I/O is its probe store and two methods (``_emit``, ``_latest_checkpoint``) that a
+    data-parallel worker replaces."""
 
-    def __init__(self, context: TrialContext) -> None:
+    def __init__(self, context: TrialContext, store: TrialStore) -> None:
         restore(context.user_objects)
-        self.context = context
-        self.engine_time_s = 0.0  # in the engine: probes, builds, training, evaluation
-        self.train_time_s = 0.0  # in training steps, the speed probes' included
-        self.first_step_unix_s: float | None = None
-        self.speed: SpeedChoice | None = None
-        self.speed_source = ""
-        self.speed_cache_age_s: float | None = None  # of a choice an earlier search measured
+        self.context, self.store = context, store
+        self.counters = TrialCounters(started_unix_s=time.time())
         self.rejected = False
         self.run_start = 0.0  # perf_counter when the engine run began
-        self.started_unix_s = time.time()  # the trial's start (a restart keeps the first)
         self.node = _node()
         self.last_checkpoint: float | None = None  # perf_counter of the run's latest one
-        self.probe_time_s = 0.0  # in this trial's own speed probes (a cached verdict: 0)
-        self.probe_wait_s = 0.0  # waiting for another trial's probes of the same settings
         self.probe_steps_s = 0.0  # in the training steps of this trial's own probes
-        self.probe_budget_s: float | None = None
         self.starved_by = ""
         self.load = LoadMeter.start()  # other work on the machine while this trial runs
         self.machine_load_cores: float | None = None
-        self.phases = PhaseLog(None, self.started_unix_s)
+        self.phases = PhaseLog(None, self.counters.started_unix_s)
         self.config: TrainConfig | None = None  # the trial's run config, once known
-        self.trial_id = _trial_id()  # whose line the console's activity is (tell)
         self.cost_told = False  # its run's cost, told to the probe cache once (_tell_cost)
         self.restored = False  # this run resumed from a checkpoint
         self.retries, self.last_error = 0, ""  # its failed attempts before this one
@@ -192,33 +221,35 @@ class _TrialRun:
         if "final_report" in meta:  # finished before the driver stopped: report, don't retrain
             self._emit(meta["final_report"], None)
             return
-        self._carry_over(meta)
+        counters = self.counters = self.counters.carried_over(meta)
         self.config = base
-        self.phases = PhaseLog(self._trial_dir(), self.started_unix_s)
+        self.phases = PhaseLog(self._trial_dir(), counters.started_unix_s)
         self.retries, self.last_error = read_retries(self._trial_dir())
         self._begun()
-        if self.speed is None:
-            self.speed, self.speed_source = self._choose_speed(base, config)
-        self.phases.write("train", event="start", settings=self.speed.settings)
+        if counters.speed is None:
+            counters.speed, counters.speed_source = self._choose_speed(base, config)
+        self.phases.write("train", event="start", settings=counters.speed.settings)
         self.run_start = time.perf_counter()
         result = train(
-            base.replace(**self.speed.settings),
+            base.replace(**counters.speed.settings),
             on_eval=self._on_eval,
             resume_state=state,
             on_feasibility=self._rejects,
             feasibility_steps=self.context.feasibility_steps,
         )
-        self.engine_time_s += time.perf_counter() - self.run_start
+        counters.engine_time_s += time.perf_counter() - self.run_start
         if result.error_traceback:
             self._keep_traceback(result.error_traceback)
-        self.train_time_s += result.train_time_s
+        counters.train_time_s += result.train_time_s
         if result.first_step_unix_s is not None:
-            self.first_step_unix_s = min(self.first_step_unix_s or 1e18, result.first_step_unix_s)
+            first = counters.first_step_unix_s or 1e18
+            counters.first_step_unix_s = min(first, result.first_step_unix_s)
         self.machine_load_cores = self.load.other_cores()
         self.starved_by = self._starved_by(result)
         self.phases.write("train", event="end", **_run_parts(result))
         self._tell_cost(result)
-        self._earn(time.time() - self.started_unix_s)
+        if self.context.probe_share is not None:  # its measured share, for the trials after it
+            self.store.earn(self.context.probe_share * (time.time() - counters.started_unix_s))
         phase = "feasibility" if self.rejected else "train"
         self._send(self._report(result, phase=phase, final=True), state=None, final=True)
         if result.status == "error":  # Ray's status too: ERROR, in ResultGrid.errors
@@ -231,25 +262,12 @@ class _TrialRun:
         if self.cost_told or self.restored or not result.step_time_s or self.config is None:
             return
         self.cost_told = True
-        run_config = self.config.replace(**(self.speed.settings if self.speed else {}))
-        self._observe(run_cost(run_config.to_dict(), result.setup_time_s, result.step_time_s))
+        speed = self.counters.speed
+        run_config = self.config.replace(**(speed.settings if speed else {}))
+        self.store.observe(run_cost(run_config.to_dict(), result.setup_time_s, result.step_time_s))
 
     def _begun(self) -> None:
         """The run's process is up (a worker group's rank 0 says what its start took)."""
-
-    def _carry_over(self, meta: dict[str, Any]) -> None:
-        """The counters and the speed choice carried over a restart."""
-        self.started_unix_s = float(meta.get(record.TRIAL_STARTED_UNIX_S) or self.started_unix_s)
-        self.engine_time_s = float(meta.get(record.ENGINE_TIME_S) or 0.0)
-        self.train_time_s = float(meta.get(record.TRIAL_TRAIN_TIME_S) or 0.0)
-        self.first_step_unix_s = meta.get(record.TRIAL_FIRST_STEP_UNIX_S)
-        if meta.get("speed") is not None:
-            self.speed = SpeedChoice.from_dict(meta["speed"])
-            self.speed_source = str(meta.get(record.SPEED_SOURCE) or "probed")
-            self.speed_cache_age_s = meta.get(record.SPEED_CACHE_AGE_S)
-            self.probe_time_s = float(meta.get(record.SPEED_PROBE_TIME_S) or 0.0)
-            self.probe_wait_s = float(meta.get(record.SPEED_PROBE_WAIT_S) or 0.0)
-            self.probe_budget_s = meta.get(record.SPEED_PROBE_BUDGET_S)
 
     def _starved_by(self, result: RunResult) -> str:
         """Why a run that ended ok trained fewer steps than its budget holds ("" if it did
@@ -263,7 +281,8 @@ class _TrialRun:
         load = self.machine_load_cores
         if load is not None and load >= LOADED_CORES:
             return f"machine load ({load_text(load)} while it ran)"
-        plain_ips = self.speed.plain_images_per_second if self.speed else math.nan
+        speed = self.counters.speed
+        plain_ips = speed.plain_images_per_second if speed else math.nan
         batch = result.global_batch_size or result.config.get("batch_size") or math.nan
         probed_step_s = batch / plain_ips if plain_ips else math.nan
         budget = result.config.get("time_budget_s")
@@ -323,7 +342,7 @@ class _TrialRun:
             return SpeedChoice(settings={}), "not probed"
         start = time.perf_counter()
         prepare(base)  # the process's one-time costs: the trial's setup, not its first probe
-        self.engine_time_s += time.perf_counter() - start
+        self.counters.engine_time_s += time.perf_counter() - start
         self.phases.write("setup", seconds=round(time.perf_counter() - start, 3))
         device = resolve_device(base.device)
         speed = TrialSpeed(
@@ -339,17 +358,18 @@ class _TrialRun:
             share=context.probe_share,
         )
         start = time.perf_counter()
-        settled = settle_speed(base, speed, _TrialStore(self), self._on_probe_run)
-        self.engine_time_s += time.perf_counter() - start
+        settled = settle_speed(base, speed, self.store, self._on_probe_run)
+        self.counters.engine_time_s += time.perf_counter() - start
         self._count_probes(settled)
         return settled.choice, settled.source
 
     def _count_probes(self, settled: Settled) -> None:
         """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
-        self.probe_time_s, self.probe_wait_s = settled.probe_s, settled.wait_s
-        self.probe_budget_s = settled.budget_s
-        self.speed_cache_age_s = settled.cache_age_s  # of a verdict an earlier search measured
-        self.train_time_s += self.probe_steps_s  # this trial's own probe steps only
+        counters = self.counters
+        counters.probe_time_s, counters.probe_wait_s = settled.probe_s, settled.wait_s
+        counters.probe_budget_s = settled.budget_s
+        counters.speed_cache_age_s = settled.cache_age_s  # of an earlier search's verdict
+        counters.train_time_s += self.probe_steps_s  # this trial's own probe steps only
         self.phases.write(
             "speed",
             source=settled.source,
@@ -366,42 +386,9 @@ class _TrialRun:
             self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
             self.probe_steps_s += event["steps_s"]
             first = time.time() - event["steps_s"]  # its training loop began then
-            self.first_step_unix_s = self.first_step_unix_s or first
+            self.counters.first_step_unix_s = self.counters.first_step_unix_s or first
         else:
-            self._tell(f"probing {event['arm']} {event['run']}/{event['of']}")
-
-    # ---- the probe cache, through Ray (a data-parallel worker replaces these) ---------------
-
-    def _draw(self, earned_s: float) -> float | None:
-        trial_id = _trial_id()
-        granted = _cache_call(self.context.cache_namespace, "draw", trial_id, earned_s)
-        return earned_s if granted is None else float(granted)  # no cache: its own share
-
-    def _earn(self, trial_s: float) -> None:
-        """The trial's measured share of probe time, for the trials after it."""
-        if self.context.probe_share is not None:
-            share = self.context.probe_share * trial_s
-            _cache_call(self.context.cache_namespace, "earn", _trial_id(), share)
-
-    def _settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
-        trial_id = _trial_id()
-        args = (trial_id, returned_s, spent_s, earned_late_s)
-        _cache_call(self.context.cache_namespace, "settle", *args)
-
-    def _claim(self, key: str, for_s: float) -> bool:
-        trial_id = _trial_id()
-        holder = _cache_call(self.context.cache_namespace, "claim", key, trial_id, for_s)
-        return holder in (None, trial_id)
-
-    def _prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
-        found = _cache_call(self.context.cache_namespace, "prior_run_s", config, steps)
-        return None if found is None else float(found)
-
-    def _observe(self, cost: dict[str, Any]) -> None:
-        _cache_call(self.context.cache_namespace, "observe", cost)
-
-    def _tell(self, what: str) -> None:
-        tell(self.context.cache_namespace, self.trial_id, what)
+            self.store.tell(f"probing {event['arm']} {event['run']}/{event['of']}")
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -444,15 +431,12 @@ class _TrialRun:
         running: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One ``tune.report``; ``running``: the engine run in progress, not counted yet."""
-        running = running or {}
-        speed = self.speed or SpeedChoice(settings={})
-        times = {
-            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
-            record.ENGINE_TIME_S: self.engine_time_s + running.get("engine", 0.0),
-            record.TRIAL_TRAIN_TIME_S: self.train_time_s + running.get("train", 0.0),
-            record.SPEED_PROBE_TIME_S: self.probe_time_s,
-            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
-            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s or running.get("first_step"),
+        running, counters = running or {}, self.counters
+        speed = counters.speed or SpeedChoice(settings={})
+        counted = counters.reported() | {
+            record.ENGINE_TIME_S: counters.engine_time_s + running.get("engine", 0.0),
+            record.TRIAL_TRAIN_TIME_S: counters.train_time_s + running.get("train", 0.0),
+            record.TRIAL_FIRST_STEP_UNIX_S: counters.first_step_unix_s or running.get("first_step"),
         }
         return record.trial_report(
             result,
@@ -462,17 +446,15 @@ class _TrialRun:
             final=final,
             retries=self.retries,
             last_error=self.last_error,
-            times=times,
-            speed={
+            times=counted,
+            speed=counted
+            | {
                 record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)
-                if self.speed is not None
+                if counters.speed is not None
                 else "",
-                record.SPEED_SOURCE: self.speed_source,
                 # What the run used on top of its parameters (the experiment reader merges it).
                 record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
                 record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
-                record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
-                record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
                 record.STARVED_BY: self.starved_by if final else "",
                 # So far (a trial that early stopping ends sends no final report).
                 record.MACHINE_LOAD_CORES: self.machine_load_cores
@@ -484,18 +466,8 @@ class _TrialRun:
     def _send(
         self, report: dict[str, Any], *, state: dict[str, Any] | None, final: bool = False
     ) -> None:
-        meta: dict[str, Any] = {
-            record.TRIAL_STARTED_UNIX_S: self.started_unix_s,
-            record.ENGINE_TIME_S: report[record.ENGINE_TIME_S],
-            record.TRIAL_TRAIN_TIME_S: self.train_time_s,
-            record.TRIAL_FIRST_STEP_UNIX_S: self.first_step_unix_s,
-            "speed": self.speed.to_dict() if self.speed is not None else None,
-            record.SPEED_SOURCE: self.speed_source,
-            record.SPEED_CACHE_AGE_S: self.speed_cache_age_s,
-            record.SPEED_PROBE_TIME_S: self.probe_time_s,
-            record.SPEED_PROBE_WAIT_S: self.probe_wait_s,
-            record.SPEED_PROBE_BUDGET_S: self.probe_budget_s,
-        }
+        # The run in progress counts in its engine time (its train time is in the engine state).
+        meta = self.counters.meta() | {record.ENGINE_TIME_S: report[record.ENGINE_TIME_S]}
         if final:
             meta["final_report"] = report
         with tempfile.TemporaryDirectory(prefix="tuner-ckpt-") as folder:
@@ -512,41 +484,6 @@ class _TrialRun:
 
     def _latest_checkpoint(self) -> Any:
         return tune.get_checkpoint()
-
-    def _cached(self, lookup: Lookup) -> Remembered | None:
-        return _cache_call(self.context.cache_namespace, "get", lookup)
-
-    def _store(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        _cache_call(self.context.cache_namespace, "put", lookup, choice)
-
-
-@dataclass(frozen=True)
-class _TrialStore:
-    """The probe cache as :func:`tuner.speed.session.settle_speed` sees it: through the
-    trial's Ray I/O methods (which a data-parallel worker replaces)."""
-
-    trial: _TrialRun
-
-    def get(self, lookup: Lookup) -> Remembered | None:
-        return self.trial._cached(lookup)
-
-    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        self.trial._store(lookup, choice)
-
-    def draw(self, earned_s: float) -> float | None:
-        return self.trial._draw(earned_s)
-
-    def settle(self, returned_s: float, spent_s: float, earned_late_s: float) -> None:
-        self.trial._settle(returned_s, spent_s, earned_late_s)
-
-    def claim(self, key: str, for_s: float) -> bool:
-        return self.trial._claim(key, for_s)
-
-    def prior_run_s(self, config: dict[str, Any], steps: int) -> float | None:
-        return self.trial._prior_run_s(config, steps)
-
-    def tell(self, what: str) -> None:
-        self.trial._tell(what)
 
 
 def _run_parts(result: RunResult) -> dict[str, Any]:
@@ -570,17 +507,6 @@ def _restore(
         engine_state = read_state_file(state_path) if state and state_path.exists() else None
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     return engine_state, meta
-
-
-def _cache_call(namespace: str, method: str, *args: Any) -> Any:
-    """A call to the probe cache actor, ``None`` without one: the cache is an optimization,
-    never fail a trial over it (no actor in a unit test, or it died)."""
-    if not namespace:
-        return None
-    try:
-        return ray.get(getattr(connect_cache(namespace), method).remote(*args), timeout=30)
-    except Exception:
-        return None
 
 
 def _trial_id() -> str:
