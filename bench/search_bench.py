@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 
 from tuner.spaces import SpaceSampler, get_space
-from tuner.tune import SearchOptions, SearchSession
+from tuner.tune import SearchDriver, SearchOptions
 from tuner.tune.run import TrialRecord
 
 SPACE = "tiny_grid_space"
@@ -55,7 +55,7 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
         effects_repeats=0,
     )
     start = time.perf_counter()
-    outcome = SearchSession(options).run()
+    outcome = SearchDriver(options).run()
     wall = time.perf_counter() - start
     records = [r for r in outcome.records if r.ray_status == "TERMINATED"]
     return {"wall_s": wall, "records": records}

@@ -153,16 +153,16 @@ def _space_ref(space: Any) -> str:
 def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) -> SearchResult:
     """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call);
     ``given``: the fields the caller set (None: those that differ from the defaults), which a
-    resume compares with the experiment's own. One :class:`~tuner.tune.session.SearchSession`
+    resume compares with the experiment's own. One :class:`~tuner.tune.driver.SearchDriver`
     owns its start and stop: the lock, the checks, Ray, Ctrl-C and SIGTERM, the console, the
     report.
 
     Raises:
         TunerError: as :func:`search`.
     """
-    from tuner.tune.session import SearchSession
+    from tuner.tune.driver import SearchDriver
 
-    outcome = SearchSession(options, given=given).run()
+    outcome = SearchDriver(options, given=given).run()
     return SearchResult(
         outcome.experiment, outcome.answer, outcome.report_dir, outcome.state, outcome.terminated
     )

@@ -1,6 +1,6 @@
 """The project's errors: one line for people, a traceback only with ``--debug``; the exit code
 says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them). A
-search's driver takes SIGTERM as Ctrl-C (:class:`tuner.tune.session.SearchSession`), raising
+search's driver takes SIGTERM as Ctrl-C (:class:`tuner.tune.driver.SearchDriver`), raising
 :class:`Terminated` where Ctrl-C raises ``KeyboardInterrupt``."""
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_c
     import shutil
 
     from tuner.experiment.paths import ExperimentPaths
-    from tuner.tune.session import summary_so_far
+    from tuner.tune.driver import summary_so_far
 
     folder = tmp_path / "exp"
     shutil.copytree(smoke_experiment, folder)

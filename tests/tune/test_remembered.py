@@ -27,7 +27,7 @@ from tuner.commands import main
 from tuner.errors import TunerError
 from tuner.spaces import get_space
 from tuner.speed.machine_cache import MachineCache, this_machine
-from tuner.tune import SearchOptions, SearchOutcome, SearchSession, cluster
+from tuner.tune import SearchDriver, SearchOptions, SearchOutcome, cluster
 from tuner.tune.plan import check_space, make_plan
 from tuner.tune.warm_start import WARM_START_ATTR, load_warm_start
 
@@ -61,7 +61,7 @@ def ray_here(root: Path) -> Iterator[cluster.ClusterInfo]:
 def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
     storage = str(root / "experiments")
     options_ = SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET, **options)
-    return SearchSession(options_).run()
+    return SearchDriver(options_).run()
 
 
 @pytest.fixture(scope="module")

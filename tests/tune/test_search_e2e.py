@@ -22,7 +22,7 @@ from tuner import record
 from tuner.answer import decide
 from tuner.experiment import load_experiment
 from tuner.techniques import KNOBS
-from tuner.tune import SearchOptions, SearchOutcome, SearchSession
+from tuner.tune import SearchDriver, SearchOptions, SearchOutcome
 from tuner.tune import run as run_module
 from tuner.tune.phases import read_phases
 from tuner.units import parse_memory_size
@@ -96,7 +96,7 @@ def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
         feasibility_steps=3,
         probe_share=None,  # every knob probed: what is cached must not depend on the clock
     )
-    return SearchSession(options).run()
+    return SearchDriver(options).run()
 
 
 def _by_variant(outcome: SearchOutcome) -> dict[str, Any]:

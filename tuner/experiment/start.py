@@ -1,6 +1,6 @@
 """A search's start on its folder, before anything slow: the experiment's name, its paths, the
 driver lock (one driver per folder), and on ``--resume`` the experiment's own options, read from
-its metadata. The caller (:class:`tuner.tune.session.SearchSession`) runs its checks and the
+its metadata. The caller (:class:`tuner.tune.driver.SearchDriver`) runs its checks and the
 search inside the lock. Nothing here imports torch, pandas or Ray, so a usage error of these
 answers in about a second.
 """

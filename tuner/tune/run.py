@@ -1,7 +1,7 @@
-"""A search's steps on Ray, in the order :class:`tuner.tune.session.SearchSession` calls them
+"""A search's steps on Ray, in the order :class:`tuner.tune.driver.SearchDriver` calls them
 (docs/architecture.md, ``tune/run.py``): :func:`connect` and :func:`plan_search`, :func:`begin`
 (the metadata the search runs under), :func:`run_trials` (Tune's fit), then
-:class:`AfterTrials` (re-measurement, seed retraining, technique effects). The session owns the
+:class:`AfterTrials` (re-measurement, seed retraining, technique effects). The driver owns the
 start and stop around them: the lock, Ctrl-C and SIGTERM, the console and the end.
 """
 

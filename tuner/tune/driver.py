@@ -1,10 +1,9 @@
-"""One search's start and stop, owned in one place: :class:`SearchSession` takes the
+"""One search's start and stop, owned in one place: :class:`SearchDriver` takes the
 experiment's folder (the driver lock), runs the checks before Ray, calls the steps on Ray
-(:mod:`tuner.tune.run`) in their order, writes the metadata's start and end, holds the one
-handler of Ctrl-C and SIGTERM (installed once, put back at the end) and says every line of the
-console around the steps: the start, a stop in any phase with the command that goes on, the
-summary, the report. ``tuner.search()`` and ``tuner search`` (through :func:`tuner.api.run_options`)
-run it.
+(:mod:`tuner.tune.run`) in their order, writes the metadata's end, holds the one handler of
+Ctrl-C and SIGTERM (installed once, put back at the end) and says every line of the console
+around the steps: the start, a stop in any phase with the command that goes on, the summary,
+the report. ``tuner.search()`` and ``tuner search`` run it (:func:`tuner.api.run_options`).
 
 Nothing here imports Ray, torch or pandas before the checks: a usage error answers in about a
 second.
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from tuner.tune.context import SearchContext
     from tuner.tune.run import TrialRecord, Trials
 
-__all__ = ["SearchOutcome", "SearchSession"]
+__all__ = ["SearchDriver", "SearchOutcome"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +59,7 @@ class SearchOutcome:
 _CHECKS, _BEGIN, _TRIALS, _AFTER = "checks", "begin", "trials", "after"
 
 
-class SearchSession:
+class SearchDriver:
     """One search (or its resume, ``options.resume``) from its options to its report: call
     :meth:`run` once. ``given``: the fields the caller set (None: those unlike the defaults),
     which a resume compares with the experiment's own."""
