@@ -188,7 +188,7 @@ class SearchDriver:
         self._phase = _AFTER
         alone = trials.finished and search.plan.max_world_size == 1  # both measure one process
         try:
-            trust_s = self.options.trust_limit_s(time.perf_counter() - began)
+            trust_s = search.options.trust_limit_s(time.perf_counter() - began)
             after = run.AfterTrials.of(search, alone, trust_s, metadata)
             try:
                 after.run()
