@@ -1,12 +1,8 @@
-"""One search's start and stop, owned in one place: :class:`SearchDriver` takes the
-experiment's folder (the driver lock), runs the checks before Ray, calls the steps on Ray
-(:mod:`tuner.tune.run`) in their order, writes the metadata's end, holds the one handler of
-Ctrl-C and SIGTERM (installed once, put back at the end) and says every line of the console
-around the steps: the start, a stop in any phase with the command that goes on, the summary,
-the report. ``tuner.search()`` and ``tuner search`` run it (:func:`tuner.api.run_options`).
-
-Nothing here imports Ray, torch or pandas before the checks: a usage error answers in about a
-second.
+"""One search's start and stop, owned in one place: :class:`SearchDriver` takes the folder (the
+driver lock), runs the checks before Ray, calls the steps on Ray (:mod:`tuner.tune.run`) in
+order, writes the metadata's end, holds the one handler of Ctrl-C and SIGTERM and says the
+console's lines around the steps, the report's included. ``tuner.search()`` and ``tuner search``
+run it (:func:`tuner.api.run_options`). Ray, torch and pandas load after the checks.
 """
 
 from __future__ import annotations
@@ -22,9 +18,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import Terminated, TunerRuntimeError, error_line
+from tuner.experiment import METADATA_FILE, load_experiment, update_metadata
+from tuner.experiment.lock import record_helpers
 from tuner.experiment.options import SearchOptions
 from tuner.experiment.paths import ExperimentPaths
 from tuner.experiment.start import experiment_paths, start_search
+from tuner.record import ENDED_AT
+from tuner.tune.context import now
 from tuner.tune.preflight import Prepared, check_search
 
 if TYPE_CHECKING:
@@ -55,14 +55,14 @@ class SearchOutcome:
         return self.answer.candidates
 
 
-# What a stop says, by the phase it came in (the phases in their order).
+# The phases, in their order: what a stop in each says and leaves.
 _CHECKS, _BEGIN, _TRIALS, _AFTER = "checks", "begin", "trials", "after"
 
 
 class SearchDriver:
-    """One search (or its resume, ``options.resume``) from its options to its report: call
-    :meth:`run` once. ``given``: the fields the caller set (None: those unlike the defaults),
-    which a resume compares with the experiment's own."""
+    """One search (or its resume) from its options to its report: call :meth:`run` once.
+    ``given``: the fields the caller set (None: those unlike the defaults), which a resume
+    compares with the experiment's own."""
 
     def __init__(self, options: SearchOptions, *, given: frozenset[str] | None = None) -> None:
         self.options = options
@@ -72,13 +72,13 @@ class SearchDriver:
         self._phase = _CHECKS
 
     def run(self) -> SearchOutcome:
-        """Run the search; Ctrl-C or SIGTERM in any phase stops it as the console then says.
+        """Run the search; a Ctrl-C or SIGTERM stops it as the console then says.
 
         Raises:
-            TunerError: a bad space, option, workload or cluster address; another live driver
-                on the experiment (before any trial); a runtime error (``TunerRuntimeError``).
+            TunerError: a bad space, option, workload or cluster address, another live driver
+                (before any trial), or a runtime error (``TunerRuntimeError``).
             KeyboardInterrupt: Ctrl-C (:class:`~tuner.errors.Terminated`: SIGTERM) before the
-                trials ended; the experiment marked interrupted where it had begun.
+                trials ended.
         """
         began = time.perf_counter()  # --trust-budget's share is of the whole command
         with self._handler():
@@ -86,15 +86,14 @@ class SearchDriver:
                 with start_search(self.options, self.paths, given=self.given) as options:
                     return self._checked(check_search(options, self.paths, began))
             except KeyboardInterrupt:
-                if self._phase == _CHECKS:  # its checks or Ray's start: nothing written yet
-                    print(f"\n{self._not_started()}", flush=True)
+                if self._phase == _CHECKS:  # said here: it may come before the lock
+                    self._stopped()
                 raise
 
     @contextlib.contextmanager
     def _handler(self) -> Iterator[None]:
-        """The one handler of Ctrl-C and SIGTERM for the whole search, the process's own put
-        back after it (signal handlers belong to the main thread: an embedding caller's other
-        thread keeps its own)."""
+        """The one handler of Ctrl-C and SIGTERM, the process's own put back after the search
+        (signal handlers belong to the main thread: elsewhere the caller's stay)."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -106,20 +105,20 @@ class SearchDriver:
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """SIGTERM (SLURM, Kubernetes, systemd) does what Ctrl-C does now: inside ``Tuner.fit``,
-        Tune's own SIGINT handler (the trials stopped and saved); elsewhere the exception every
-        phase stops on, :class:`~tuner.errors.Terminated` for it (exit 143)."""
+        """SIGTERM (SLURM, Kubernetes, systemd) does what Ctrl-C does now: inside ``Tuner.fit``
+        Tune's own SIGINT handler (the trials stopped and saved), elsewhere
+        :class:`~tuner.errors.Terminated`, a ``KeyboardInterrupt`` (exit 143)."""
         self.signals.append(signum)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        now = signal.getsignal(signal.SIGINT)
-        if callable(now) and now != self._on_signal:  # Tune's, for the fit
-            now(signal.SIGINT, frame)
+        sigint = signal.getsignal(signal.SIGINT)
+        if callable(sigint) and sigint != self._on_signal:  # Tune's, for the fit
+            sigint(signal.SIGINT, frame)
             return
         raise Terminated
 
     def _checked(self, prepared: Prepared) -> SearchOutcome:
-        """The search, its checks passed and its folder held: Ray, the trials, the end."""
+        """The search, its checks passed and its folder held: Ray, the trials, the report."""
         if prepared.options.mlflow:  # before any trial runs: a search must not start untracked
             from tuner.tune.mlflow_logger import check_tracking_uri
 
@@ -136,16 +135,14 @@ class SearchDriver:
                     cluster.shutdown()
         if outcome.state != "finished":
             return outcome
-        report = None
-        if not prepared.options.no_report:
-            report = _write_report(outcome, Path(prepared.options.reports_dir) / self.paths.name)
+        out = Path(prepared.options.reports_dir) / self.paths.name
+        report = None if prepared.options.no_report else _write_report(outcome, out)
         _log_to_mlflow(outcome, report)
         return dataclasses.replace(outcome, report_dir=report)
 
     def _on_ray(
         self, prepared: Prepared, info: cluster.ClusterInfo, existing: set[int]
     ) -> SearchOutcome:
-        from tuner.experiment.lock import record_helpers
         from tuner.report.console import print_start
         from tuner.tune import run
 
@@ -159,13 +156,12 @@ class SearchDriver:
                 print(metadata["warm_start"]["summary"], flush=True)
             if info.is_local:  # what a kill -9 of this driver would leave running
                 record_helpers(self.paths.local, existing=existing)
-            search = dataclasses.replace(
-                search, search_only=tuple(metadata.get("search_only_params", ()))
-            )
+            only = tuple(metadata.get("search_only_params", ()))
+            search = dataclasses.replace(search, search_only=only)
             self._phase = _TRIALS
             trials = run.run_trials(search, design, metadata)
         except KeyboardInterrupt:
-            self._stopped_before_the_end()
+            self._stopped()
             raise
         except TunerRuntimeError:  # Ray failed under the trials: they stay resumable
             if self._phase == _TRIALS:
@@ -181,8 +177,9 @@ class SearchDriver:
         started: float,  # time.time() when the search began (after Ray started)
         began: float,  # time.perf_counter() when the command began
     ) -> SearchOutcome:
-        """The steps after the trials (Ctrl-C there keeps what finished and goes on to the end),
-        the metadata's end, the summary and the report."""
+        """The steps after the trials (a Ctrl-C there keeps what finished and goes on to the
+        end), the metadata's end and the summary."""
+        from tuner.report.console import print_summary
         from tuner.tune import run
 
         self._phase = _AFTER
@@ -204,80 +201,52 @@ class SearchDriver:
             raise
         if trials.finished and not alone:
             record["skipped_after_trials"] = "data-parallel trials (both steps measure one process)"
-        return self._end(search.options, trials, experiment, answer, record, started)
-
-    def _end(
-        self,
-        options: SearchOptions,
-        trials: Trials,
-        experiment: Experiment,
-        answer: Answer,
-        record: dict[str, Any],
-        started: float,
-    ) -> SearchOutcome:
-        from tuner.experiment import update_metadata
-        from tuner.record import ENDED_AT
-        from tuner.report.console import print_summary
-        from tuner.tune import run
-        from tuner.tune.context import now
-
-        paths = self.paths
-        state = (
-            "finished"
-            if trials.finished and not record.get("interrupted_during")
-            else "interrupted"
-        )
-        end = {
-            "state": state,
-            ENDED_AT: now(),
-            "num_trials": len(trials.records),
-            **trials.fit,
-            **record,
-        }
-        experiment = experiment.with_effects(update_metadata(paths.local, **end))
-        paths.upload()
-        resumed = run.resumed(experiment, started, trials.orphans) if options.resume else None
-        run.tell_time_to_target_or_warn(experiment, answer, paths)
-        print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
-        terminated = signal.SIGTERM in self.signals
+        ended = trials.finished and not record.get("interrupted_during")
+        state = "finished" if ended else "interrupted"
+        end = {"state": state, ENDED_AT: now(), "num_trials": len(trials.records), **trials.fit}
+        experiment = experiment.with_effects(update_metadata(self.paths.local, **end, **record))
+        self.paths.upload()
+        resumed = run.resumed(experiment, started, trials.orphans) if self.options.resume else None
+        run.tell_time_to_target_or_warn(experiment, answer, self.paths)
+        print_summary(experiment, answer, paths=self.paths, state=state, resumed=resumed)
+        stopped_by_sigterm = signal.SIGTERM in self.signals
         return SearchOutcome(
-            paths.local, state, trials.records, experiment, answer, None, terminated
+            self.paths.local, state, trials.records, experiment, answer, None, stopped_by_sigterm
         )
 
-    def _stopped_before_the_end(self) -> None:
-        """Ctrl-C or SIGTERM before the trials ended (Tune's start, its restore: before its own
-        handler took over): the experiment marked interrupted, the summary so far and the
-        exact command that goes on."""
-        from tuner.experiment import METADATA_FILE
-        from tuner.tune import run
+    def _stopped(self) -> None:
+        """A Ctrl-C or SIGTERM before the trials ended. Before the search began (its checks,
+        Ray's start): nothing kept or changed, said. After: the experiment marked interrupted,
+        the summary so far (once Tune's start began), and the command that goes on."""
+        paths = self.paths
+        if self._phase != _CHECKS and (paths.local / METADATA_FILE).is_file():
+            from tuner.tune.run import mark_interrupted
 
-        if (self.paths.local / METADATA_FILE).is_file():
-            run.mark_interrupted(self.paths)
-        if self._phase == _BEGIN:
-            print(f"\nContinue it with:  {self.paths.resume_command()}", flush=True)
-            return
-        run.close_study(self.paths)
-        summary_so_far(self.paths)
+            mark_interrupted(paths)
+        if self._phase == _TRIALS:
+            from tuner.tune.run import close_study
 
-    def _not_started(self) -> str:
-        """Ctrl-C or SIGTERM before the search began (its checks, Ray's start): nothing was kept
-        or changed, and the command that goes on."""
-        name = self.paths.name
-        if self.options.resume:
-            return (
-                f"Stopped before {name!r} resumed: it is as it was. "
-                f"Continue it with:  {self.paths.resume_command()}"
+            close_study(paths)
+            summary_so_far(paths)
+        elif self._phase == _BEGIN:
+            print(f"\nContinue it with:  {paths.resume_command()}", flush=True)
+        elif self.options.resume:
+            print(
+                f"\nStopped before {paths.name!r} resumed: it is as it was. "
+                f"Continue it with:  {paths.resume_command()}",
+                flush=True,
             )
-        return (
-            f"Stopped before the search {name!r} started: nothing was kept. "
-            "Start it again with the same command."
-        )
+        else:
+            print(
+                f"\nStopped before the search {paths.name!r} started: nothing was kept. "
+                "Start it again with the same command.",
+                flush=True,
+            )
 
 
 def summary_so_far(paths: ExperimentPaths) -> None:
     """Ctrl-C before the trials ended: what finished, and the exact command to go on."""
     from tuner.answer import decide
-    from tuner.experiment import load_experiment
     from tuner.report.console import print_summary
 
     with contextlib.suppress(Exception):  # a folder too new to read still gets the command
