@@ -20,13 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
-from tuner.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_RUNTIME,
-    EXIT_TERMINATED,
-    TunerError,
-)
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_TERMINATED, TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 
@@ -154,8 +148,7 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call);
     ``given``: the fields the caller set (None: those that differ from the defaults), which a
     resume compares with the experiment's own. One :class:`~tuner.tune.driver.SearchDriver`
-    owns its start and stop: the lock, the checks, Ray, Ctrl-C and SIGTERM, the console, the
-    report.
+    owns it from the lock to the report.
 
     Raises:
         TunerError: as :func:`search`.
