@@ -28,6 +28,7 @@ Fitted = TypeVar("Fitted")
 
 __all__ = [
     "DRIVER_PRINT_THREADS",
+    "TUNE_SIGINT_HANDLER",
     "auth_mode_name",
     "canonical_gcs_address",
     "dashboard_missing",
@@ -35,7 +36,6 @@ __all__ = [
     "experiment_trials",
     "fit_keeping_handlers",
     "init_keeping_sigterm",
-    "is_tune_sigint_handler",
     "is_tune_stop",
     "rank_mappings",
     "ray_version",
@@ -107,10 +107,8 @@ def experiment_trials(results: Any) -> list[Any]:
 DRIVER_PRINT_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
 
 
-def is_tune_sigint_handler(handler: Any) -> bool:
-    """Whether ``handler`` is the SIGINT handler Tune installs for a running ``Tuner.fit`` (a
-    function nested in ``ray.tune.tune.run``)."""
-    return getattr(handler, "__name__", "") == "signal_interrupt_tune_run"
+# The SIGINT handler Tune installs for a running fit (nested in ``ray.tune.tune``).
+TUNE_SIGINT_HANDLER = "signal_interrupt_tune_run"
 
 
 def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
@@ -125,7 +123,8 @@ def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
     try:
         fitted = fit()
         caught = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") == "0"
-        return fitted, caught and not is_tune_sigint_handler(signal.getsignal(signal.SIGINT))
+        tunes = getattr(signal.getsignal(signal.SIGINT), "__name__", "") == TUNE_SIGINT_HANDLER
+        return fitted, caught and not tunes
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
