@@ -18,7 +18,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import Terminated, TunerRuntimeError, error_line
-from tuner.experiment import METADATA_FILE, load_experiment, update_metadata
+from tuner.experiment import METADATA_FILE, update_metadata
 from tuner.experiment.lock import record_helpers
 from tuner.experiment.options import SearchOptions
 from tuner.experiment.paths import ExperimentPaths
@@ -247,6 +247,7 @@ class SearchDriver:
 def summary_so_far(paths: ExperimentPaths) -> None:
     """Ctrl-C before the trials ended: what finished, and the exact command to go on."""
     from tuner.answer import decide
+    from tuner.experiment import load_experiment  # pandas: not before the checks
     from tuner.report.console import print_summary
 
     with contextlib.suppress(Exception):  # a folder too new to read still gets the command
