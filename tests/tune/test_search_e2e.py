@@ -23,6 +23,7 @@ from tuner.answer import decide
 from tuner.experiment import load_experiment
 from tuner.techniques import KNOBS
 from tuner.tune import SearchDriver, SearchOptions, SearchOutcome
+from tuner.tune import driver as driver_module
 from tuner.tune import run as run_module
 from tuner.tune.phases import read_phases
 from tuner.units import parse_memory_size
@@ -63,8 +64,12 @@ WRITES: list[str] = []  # every write of its metadata file
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment, LOADS))
-        for name in ("write_metadata", "update_metadata"):
-            patch.setattr(run_module, name, _counted(getattr(run_module, name), WRITES))
+        for module, name in (
+            (run_module, "write_metadata"),  # the steps' writes
+            (run_module, "update_metadata"),
+            (driver_module, "update_metadata"),  # the end's
+        ):
+            patch.setattr(module, name, _counted(getattr(module, name), WRITES))
         return _search(tmp_path_factory)
 
 
