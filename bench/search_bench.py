@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 
 from tuner.spaces import SpaceSampler, get_space
-from tuner.tune import SearchOptions, run_search
+from tuner.tune import SearchDriver, SearchOptions
 from tuner.tune.run import TrialRecord
 
 SPACE = "tiny_grid_space"
@@ -45,6 +45,7 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
         space=SPACE,
         name=f"bench-{sampler}",
         storage=str(storage),
+        no_report=True,
         num_samples=budget,
         objective="accuracy",
         sampler=sampler,
@@ -54,7 +55,7 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
         effects_repeats=0,
     )
     start = time.perf_counter()
-    outcome = run_search(options)
+    outcome = SearchDriver(options).run()
     wall = time.perf_counter() - start
     records = [r for r in outcome.records if r.ray_status == "TERMINATED"]
     return {"wall_s": wall, "records": records}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
-from tuner.errors import TunerError, error_line, sigterm_as_ctrl_c
+from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_TERMINATED, TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from tuner.experiment import Experiment
     from tuner.report.audit import Audit
     from tuner.spaces import SearchSpace
-    from tuner.tune.run import SearchOutcome
 
 BENCHMARKS_DIR = "reports/benchmarks"  # where bench and verify write their reports by default
 
@@ -67,6 +66,15 @@ class SearchResult:
     answer: Answer
     report_dir: Path | None
     state: str = "finished"  # finished | interrupted (continue with resume=True)
+    terminated: bool = False  # a SIGTERM, not Ctrl-C, stopped it
+
+    @property
+    def exit_code(self) -> int:
+        """What ``tuner search`` exits with: 0 finished with a usable trial, 1 with none, 130
+        interrupted by Ctrl-C, 143 by SIGTERM."""
+        if self.state != "finished":
+            return EXIT_TERMINATED if self.terminated else EXIT_INTERRUPTED
+        return EXIT_OK if self.usable else EXIT_RUNTIME
 
     @property
     def experiment_dir(self) -> Path:
@@ -139,70 +147,18 @@ def _space_ref(space: Any) -> str:
 def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) -> SearchResult:
     """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call);
     ``given``: the fields the caller set (None: those that differ from the defaults), which a
-    resume compares with the experiment's own.
+    resume compares with the experiment's own. One :class:`~tuner.tune.driver.SearchDriver`
+    owns it from the lock to the report.
 
     Raises:
         TunerError: as :func:`search`.
     """
-    from tuner.experiment.start import said_if_stopped, start_search
-    from tuner.tune.preflight import check_search
+    from tuner.tune.driver import SearchDriver
 
-    # The flow: the experiment's folder taken by this driver (experiment/: its name, paths,
-    # lock and, on a resume, the experiment's own options with what this call may change
-    # applied), the checks that need no cluster inside the lock before Ray's modules load
-    # (tune/preflight), then the search (tune/run) and the report. SIGTERM as Ctrl-C from here
-    # on, Ray's start included.
-    with sigterm_as_ctrl_c(), start_search(options, given=given, check=check_search) as prepared:
-        options = prepared.options
-        with said_if_stopped(prepared.paths, resume=options.resume):
-            from tuner.tune.run import run_search
-
-            if options.mlflow:  # before any trial runs: a search must not start untracked
-                from tuner.tune.mlflow_logger import check_tracking_uri
-
-                check_tracking_uri(options.mlflow)
-        outcome = run_search(options, prepared=prepared)
-    if outcome.state != "finished":
-        return SearchResult(outcome.experiment, outcome.answer, None, outcome.state)
-    written = None if options.no_report else _write_report(outcome, Path(options.reports_dir))
-    _log_to_mlflow(outcome, written)
-    return SearchResult(outcome.experiment, outcome.answer, written, outcome.state)
-
-
-def _write_report(outcome: SearchOutcome, reports_dir: Path) -> Path | None:
-    from tuner.report import write_report
-
-    out_dir = (reports_dir / outcome.experiment_dir.name).resolve()
-    try:
-        write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
-    except Exception as exc:  # the search's results stand even when the report fails
-        print(
-            f"warning: the report failed ({error_line(exc)}); "
-            f"run `python -m tuner report {outcome.experiment_dir}` to retry."
-        )
-        return None
-    print(f"Report:            {out_dir / 'report.html'}")
-    return out_dir
-
-
-def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
-    its figures, and the report files, go to the search's parent run. A failing MLflow costs
-    nothing but a warning."""
-    uri = (outcome.experiment.metadata.get("options") or {}).get("mlflow")
-    if not uri:
-        return
-    from tuner.tune.mlflow_logger import log_report
-
-    try:
-        where = log_report(uri, outcome.experiment, outcome.answer, report)
-    except Exception as exc:  # the experiment and report folders hold every result anyway
-        print(
-            f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are in "
-            f"{outcome.experiment_dir}."
-        )
-        return
-    print(f"MLflow:            {where}")
+    outcome = SearchDriver(options, given=given).run()
+    return SearchResult(
+        outcome.experiment, outcome.answer, outcome.report_dir, outcome.state, outcome.terminated
+    )
 
 
 def train(

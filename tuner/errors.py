@@ -1,15 +1,9 @@
 """The project's errors: one line for people, a traceback only with ``--debug``; the exit code
-says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them). SIGTERM
-is taken as Ctrl-C here too (:func:`sigterm_as_ctrl_c`, raising :class:`Terminated`), so the
-command and the API read the exit code of a stopped search from one place."""
+says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them). A
+search's driver takes SIGTERM as Ctrl-C (:class:`tuner.tune.driver.SearchDriver`), raising
+:class:`Terminated` where Ctrl-C raises ``KeyboardInterrupt``."""
 
 from __future__ import annotations
-
-import contextlib
-import signal
-import threading
-from collections.abc import Iterator
-from types import FrameType
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -23,8 +17,6 @@ __all__ = [
     "TunerError",
     "TunerRuntimeError",
     "error_line",
-    "interrupted_exit_code",
-    "sigterm_as_ctrl_c",
 ]
 
 EXIT_OK = 0  # finished, with at least one usable trial where the command searches
@@ -35,8 +27,8 @@ EXIT_TERMINATED = 143  # SIGTERM (128 + 15; SLURM, Kubernetes, systemd): handled
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is (:func:`sigterm_as_ctrl_c`): every step that stops cleanly on
-    Ctrl-C stops the same way; only the exit code differs."""
+    """SIGTERM, taken as Ctrl-C is: every step that stops cleanly on Ctrl-C stops the same way;
+    only the exit code differs."""
 
     exit_code = EXIT_TERMINATED
 
@@ -103,43 +95,3 @@ def error_line(exc: BaseException, *, limit: int = 300) -> str:
     """``Type: message``, its first line cut to ``limit`` characters: a foreign error told in
     a warning line or a record."""
     return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:limit]
-
-
-# SIGTERM taken as Ctrl-C in the search's driver (the API's run_options, tune/run.py), here
-# beside Terminated and the exit codes it decides between. SLURM, Kubernetes and systemd stop a job
-# with SIGTERM; Ray's own handler (set by ``ray.init``) exits mid-fit and Ray's core then aborts
-# the driver with a native stack dump, the experiment left "running". Here SIGTERM goes the way
-# SIGINT goes at that moment: inside ``Tuner.fit`` to Tune's handler (trials stopped and saved),
-# elsewhere as :class:`Terminated`, a ``KeyboardInterrupt`` every Ctrl-C path
-# catches. Only the exit code tells them apart (:func:`interrupted_exit_code`).
-
-_received: list[int] = []  # the SIGTERMs this process took
-
-
-@contextlib.contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within the block (entered after ``ray.init``, which sets its own handler), SIGTERM does
-    what SIGINT would do now; the handler before it is restored after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread: an embedding caller keeps its own
-        return
-    _received.clear()  # an earlier search of this process (a notebook's) was another search
-    previous = signal.signal(signal.SIGTERM, _as_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _as_sigint(signum: int, frame: FrameType | None) -> None:
-    _received.append(signum)
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler) and handler is not signal.default_int_handler:
-        handler(signal.SIGINT, frame)  # Tune's: stops the trials and saves the experiment
-        return
-    raise Terminated
-
-
-def interrupted_exit_code() -> int:
-    """143 when a SIGTERM stopped this process's search, else 130 (Ctrl-C)."""
-    return EXIT_TERMINATED if _received else EXIT_INTERRUPTED

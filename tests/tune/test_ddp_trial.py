@@ -12,6 +12,7 @@ reuse after an early stop has its own search (``spaces/ddp_reuse_space.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -30,7 +31,7 @@ from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
 from tuner.spaces import get_space
-from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.tune import SearchDriver, SearchOptions, SearchOutcome, cluster
 from tuner.tune.phases import read_phases
 from tuner.tune.plan import make_plan
 from tuner.tune.trainable import META_FILE as TRIAL_META
@@ -172,7 +173,7 @@ def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cluster, "shutdown", shutdown)
-        outcome = run_search(options)
+        outcome = SearchDriver(dataclasses.replace(options, no_report=True)).run()
     held = {"placement_groups": tables[0] if tables else None, "cleaners": cleaners}
     return outcome, {**held, "actor_classes": classes, "rank_workers": workers}
 

@@ -184,12 +184,12 @@ def test_a_resume_summary_counts_a_table_where_no_trial_reported() -> None:
     import pandas as pd
 
     from tuner.experiment import typed_trials
-    from tuner.tune.run import _resumed
+    from tuner.tune.run import resumed
 
-    class _Folder:  # _resumed reads only the trials table
+    class _Folder:  # resumed reads only the trials table
         trials = typed_trials(pd.DataFrame({"trial_id": ["a"], "kind": ["incomplete"]}))
 
-    assert _resumed(_Folder(), 0.0, []) == {"before": 0, "after": 0, "orphans": []}
+    assert resumed(_Folder(), 0.0, []) == {"before": 0, "after": 0, "orphans": []}
 
 
 def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_command(
@@ -198,15 +198,15 @@ def test_ctrl_c_before_the_trials_end_prints_the_summary_so_far_and_the_resume_c
     import shutil
 
     from tuner.experiment.paths import ExperimentPaths
-    from tuner.tune.run import _summary_so_far
+    from tuner.tune.driver import summary_so_far
 
     folder = tmp_path / "exp"
     shutil.copytree(smoke_experiment, folder)
     paths = ExperimentPaths.of(str(tmp_path), "exp")
-    _summary_so_far(paths)
+    summary_so_far(paths)
     out = capsys.readouterr().out
     assert "Search interrupted:" in out and f"Continue it with:  {paths.resume_command()}" in out
-    _summary_so_far(ExperimentPaths.of(str(tmp_path), "nothing-yet"))  # no folder to read yet
+    summary_so_far(ExperimentPaths.of(str(tmp_path), "nothing-yet"))  # no folder to read yet
     assert capsys.readouterr().out.strip().startswith("Continue it with:  python -m tuner")
 
 

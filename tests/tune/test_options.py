@@ -146,21 +146,21 @@ def test_search_help_shows_the_workload_override(capsys: pytest.CaptureFixture[s
 
 
 def test_resuming_an_unknown_experiment_is_one_clear_error(tmp_path) -> None:
-    from tuner.tune import run_search
+    from tuner.tune import SearchDriver
 
     options = SearchOptions(space="", name="nothing", storage=str(tmp_path), resume=True)
     with pytest.raises(TunerError, match="No experiment 'nothing'"):
-        run_search(options)
+        SearchDriver(options).run()
 
 
 def test_reusing_an_experiment_name_without_resume_is_one_clear_error(tmp_path) -> None:
-    from tuner.tune import run_search
+    from tuner.tune import SearchDriver
 
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "tuner_experiment.json").write_text("{}")
     options = SearchOptions(space="smoke_space", name="taken", storage=str(tmp_path))
     with pytest.raises(TunerError, match=r"already exists.*--resume"):
-        run_search(options)
+        SearchDriver(options).run()
 
 
 def test_bad_max_memory_flag_is_one_usage_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,7 +41,6 @@ def test_the_names_and_exits_tuner_reads_are_the_installed_ray_s() -> None:
     """The thread names ray_log routes by, the name of Tune's SIGINT handler and the exit of
     ray.init's SIGTERM handler are read from the installed Ray's own source and behaviour."""
     import inspect
-    import signal
 
     from ray._private import worker
     from ray.tune import tune
@@ -50,13 +49,54 @@ def test_the_names_and_exits_tuner_reads_are_the_installed_ray_s() -> None:
     with _adapter("DRIVER_PRINT_THREADS"):
         source = inspect.getsource(worker.connect)
         assert all(f'"{name}"' in source for name in internals.DRIVER_PRINT_THREADS)
-    with _adapter("is_tune_sigint_handler"):
-        assert "def signal_interrupt_tune_run(" in inspect.getsource(tune._setup_signal_catching)
-        assert not internals.is_tune_sigint_handler(signal.default_int_handler)
-    with _adapter("init_exit_is_sigterm"):
+    with _adapter("TUNE_SIGINT_HANDLER"):
+        source = inspect.getsource(tune._setup_signal_catching)
+        assert f"def {internals.TUNE_SIGINT_HANDLER}(" in source
+    with _adapter("init_keeping_sigterm"):
         assert "sys.exit(signum)" in inspect.getsource(worker.init)
-        assert internals.init_exit_is_sigterm(SystemExit(signal.SIGTERM))
-        assert not internals.init_exit_is_sigterm(SystemExit(0))
+
+
+def test_tune_s_and_ray_init_s_signal_handlers_are_put_back() -> None:
+    """Tune's own handler installation (``_setup_signal_catching``, run as ``Tuner.fit`` runs it)
+    inside :func:`fit_keeping_handlers`: the driver's SIGINT and SIGUSR1 handlers come back,
+    and a Ctrl-C Tune took is told. ray.init's SIGTERM exit inside :func:`init_keeping_sigterm`
+    is Terminated, the driver's handler back after it."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from ray.tune import tune
+
+    from tuner.errors import Terminated
+
+    internals = _internals()
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("the driver's own handler ran")
+
+    watched = (signal.SIGINT, signal.SIGUSR1, signal.SIGTERM)
+    before = {signum: signal.signal(signum, mine) for signum in watched}
+    try:
+        with _adapter("fit_keeping_handlers"):
+            assert internals.fit_keeping_handlers(tune._setup_signal_catching)[1] is False
+            assert all(signal.getsignal(signum) is mine for signum in watched)
+
+            def stopped() -> None:
+                tune._setup_signal_catching()
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # Ctrl-C, to Tune
+
+            assert internals.fit_keeping_handlers(stopped)[1] is True
+            assert all(signal.getsignal(signum) is mine for signum in watched)
+        adapter = _adapter("init_keeping_sigterm")
+        with adapter, pytest.raises(Terminated), internals.init_keeping_sigterm():
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # ray.init's
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tuner.commands import main
 from tuner.errors import TunerError
 from tuner.spaces import get_space
 from tuner.speed.machine_cache import MachineCache, this_machine
-from tuner.tune import SearchOptions, SearchOutcome, cluster, run_search
+from tuner.tune import SearchDriver, SearchOptions, SearchOutcome, cluster
 from tuner.tune.plan import check_space, make_plan
 from tuner.tune.warm_start import WARM_START_ATTR, load_warm_start
 
@@ -37,7 +37,7 @@ SPACE = Path(__file__).parent / "spaces" / "resume_space.py"  # batch_size 8 | 1
 # The probes unbounded (--probe-share off): what is remembered must not depend on the clock.
 QUIET = dict(
     remeasure_top=0, effects_repeats=0, early_stopping=False, speed_repeats=1, probe_steps=2,
-    probe_share=None,
+    probe_share=None, no_report=True,
 )  # fmt: skip
 
 
@@ -60,9 +60,8 @@ def ray_here(root: Path) -> Iterator[cluster.ClusterInfo]:
 
 def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
     storage = str(root / "experiments")
-    return run_search(
-        SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET, **options)
-    )
+    options_ = SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET, **options)
+    return SearchDriver(options_).run()
 
 
 @pytest.fixture(scope="module")

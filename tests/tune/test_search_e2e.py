@@ -22,7 +22,8 @@ from tuner import record
 from tuner.answer import decide
 from tuner.experiment import load_experiment
 from tuner.techniques import KNOBS
-from tuner.tune import SearchOptions, SearchOutcome, run_search
+from tuner.tune import SearchDriver, SearchOptions, SearchOutcome
+from tuner.tune import driver as driver_module
 from tuner.tune import run as run_module
 from tuner.tune.phases import read_phases
 from tuner.units import parse_memory_size
@@ -63,8 +64,12 @@ WRITES: list[str] = []  # every write of its metadata file
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment, LOADS))
-        for name in ("write_metadata", "update_metadata"):
-            patch.setattr(run_module, name, _counted(getattr(run_module, name), WRITES))
+        for module, name in (
+            (run_module, "write_metadata"),  # the steps' writes
+            (run_module, "update_metadata"),
+            (driver_module, "update_metadata"),  # the end's
+        ):
+            patch.setattr(module, name, _counted(getattr(module, name), WRITES))
         return _search(tmp_path_factory)
 
 
@@ -84,6 +89,7 @@ def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
         space=str(SPACE),
         name="e2e",
         storage=str(root / "experiments"),
+        no_report=True,
         max_memory_bytes=BUDGET,
         max_failures=2,  # a TunerError in a trial must not be retried even so
         remeasure_top=1,
@@ -95,7 +101,7 @@ def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
         feasibility_steps=3,
         probe_share=None,  # every knob probed: what is cached must not depend on the clock
     )
-    return run_search(options)
+    return SearchDriver(options).run()
 
 
 def _by_variant(outcome: SearchOutcome) -> dict[str, Any]:

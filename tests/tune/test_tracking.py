@@ -245,9 +245,8 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
     tmp_path: Path, broken_store: str, capsys: pytest.CaptureFixture
 ) -> None:
     from tuner.answer import decide
-    from tuner.api import _log_to_mlflow
     from tuner.experiment import METADATA_FILE, load_experiment
-    from tuner.tune.run import SearchOutcome
+    from tuner.tune.driver import SearchOutcome, _log_to_mlflow
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))

@@ -4,6 +4,7 @@ same failure, tests/engine/test_engine_usercode.py)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,9 @@ SPACE = Path(__file__).parent / "spaces" / "failing_user_space.py"
 def test_a_failure_inside_a_trial_is_errored_with_the_users_traceback(
     tmp_path: Path, world_size: int
 ) -> None:
+    """The search also leaves the process's signal handlers as it found them (Ray's and Tune's
+    own put back: tests/tune/test_driver_signals.py has the fast half)."""
+    handlers = {s: signal.getsignal(s) for s in signal.valid_signals() if s not in (9, 19)}
     result = tuner.search(
         str(SPACE),
         name="fails",
@@ -34,6 +38,8 @@ def test_a_failure_inside_a_trial_is_errored_with_the_users_traceback(
     )
     (kind,) = result.trials["kind"].tolist()
     assert kind == "errored" and result.usable == 0
+    now = {s: signal.getsignal(s) for s in handlers}
+    assert now == handlers, {signal.Signals(s).name: h for s, h in now.items() if handlers[s] != h}
     (kept,) = (tmp_path / "fails").glob(f"*/{RUN_TRACEBACK_FILE}")
     text = kept.read_text()
     assert str(SPACE) in text and "my forward failed at step 3" in text

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from tuner.api import SearchOptions
 from tuner.commands import _flags
-from tuner.errors import EXIT_OK, EXIT_RUNTIME, TunerError, interrupted_exit_code
+from tuner.errors import TunerError
 from tuner.record import TARGET_ACCURACY
 
 if TYPE_CHECKING:
@@ -145,13 +145,12 @@ def given_fields(args: argparse.Namespace) -> frozenset[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0: finished with a usable trial; 1: finished with none; 130: interrupted (resumable)."""
+    """0: finished with a usable trial; 1: finished with none; 130 or 143: interrupted."""
     options = options_from_args(args)  # a bad flag fails before even pandas loads
     from tuner.api import run_options
 
     result = run_options(options, given=given_fields(args))
-    finished = result.state == "finished"
-    code = (EXIT_OK if result.usable else EXIT_RUNTIME) if finished else interrupted_exit_code()
+    code = result.exit_code
     if args.json:
         _flags.print_json(_result_json(result, code, storage=options.storage))
     return code  # interrupted: 130 on Ctrl-C, 143 on SIGTERM

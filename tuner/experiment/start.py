@@ -1,8 +1,8 @@
 """A search's start on its folder, before anything slow: the experiment's name, its paths, the
 driver lock (one driver per folder), and on ``--resume`` the experiment's own options, read from
-its metadata. The caller's checks run inside the lock (:func:`start_search`'s ``check``): the
-tune side's preflight, which this Ray-free layer cannot import. Nothing here imports torch,
-pandas or Ray, so a usage error of these answers in about a second.
+its metadata. The caller (:class:`tuner.tune.driver.SearchDriver`) runs its checks and the
+search inside the lock. Nothing here imports torch, pandas or Ray, so a usage error of these
+answers in about a second.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import shlex
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from tuner.errors import TunerError
 from tuner.experiment._files import METADATA_FILE, RAY_LOG_FILE, RAY_STATE_GLOB, STUDY_FILE
@@ -25,31 +24,27 @@ from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_end
 from tuner.experiment.options import SearchOptions, options_to_resume
 from tuner.experiment.paths import ExperimentPaths
 
-__all__ = ["refuse_damaged", "refuse_existing", "said_if_stopped", "start_search"]
+__all__ = ["experiment_paths", "refuse_damaged", "refuse_existing", "start_search"]
 
-Checked = TypeVar("Checked")
+
+def experiment_paths(options: SearchOptions) -> ExperimentPaths:
+    """The folder of the search ``options`` describe (``--name``, or the space's and the time)."""
+    return ExperimentPaths.of(options.storage, options.name or _default_name(options.space))
 
 
 @contextlib.contextmanager
 def start_search(
-    options: SearchOptions,
-    *,
-    given: frozenset[str] | None = None,
-    check: Callable[[SearchOptions, ExperimentPaths, float], Checked],
-) -> Iterator[Checked]:
-    """Take the experiment's folder for this driver and yield what ``check(options, paths,
-    began)`` makes of it: the lock is taken before anything slow and held for the ``with``
-    block (the search runs inside it); ``options`` are, on a resume, the experiment's own with
-    what ``given`` may change applied (``given``: the fields the caller set; None: those unlike
-    the defaults). Ctrl-C or SIGTERM during the checks says in one line that nothing changed
-    and how to go on; a new search's folder goes with it.
+    options: SearchOptions, paths: ExperimentPaths, *, given: frozenset[str] | None = None
+) -> Iterator[SearchOptions]:
+    """Take the experiment's folder ``paths`` for this driver and yield the options the search
+    runs with: the lock is taken before anything slow and held for the ``with`` block (the
+    checks and the search run inside it); on a resume, the experiment's own options with what
+    ``given`` may change applied (``given``: the fields the caller set; None: those unlike the
+    defaults).
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).
     """
-    began = time.perf_counter()
-    name = options.name or _default_name(options.space)
-    paths = ExperimentPaths.of(options.storage, name)
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
         refuse_damaged(paths)  # before Ray starts: one line, not its traceback
@@ -57,13 +52,11 @@ def start_search(
     created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
     try:
         with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
-            with said_if_stopped(paths, resume=options.resume):
-                if options.resume:
-                    say_leftovers_ended(paths.local)
-                else:
-                    refuse_existing(paths)  # another driver finished one of this name first
-                checked = check(dataclasses.replace(options, name=paths.name), paths, began)
-            yield checked
+            if options.resume:
+                say_leftovers_ended(paths.local)
+            else:
+                refuse_existing(paths)  # another driver finished one of this name first
+            yield dataclasses.replace(options, name=paths.name)
     finally:
         # The folders the lock made for a new search that began nothing (a usage error, a stop
         # in its checks or Ray's start: Ray's log of that start goes too); a folder with
@@ -73,27 +66,6 @@ def start_search(
         with contextlib.suppress(OSError):
             for folder in created:
                 folder.rmdir()
-
-
-@contextlib.contextmanager
-def said_if_stopped(paths: ExperimentPaths, *, resume: bool) -> Iterator[None]:
-    """Ctrl-C or SIGTERM before the search began (its checks, Ray's start): one line saying
-    that nothing was kept or changed, and the command that goes on."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        if resume:
-            line = (
-                f"Stopped before {paths.name!r} resumed: it is as it was. "
-                f"Continue it with:  {paths.resume_command()}"
-            )
-        else:
-            line = (
-                f"Stopped before the search {paths.name!r} started: nothing was kept. "
-                "Start it again with the same command."
-            )
-        print(f"\n{line}", flush=True)
-        raise
 
 
 def _default_name(space: str) -> str:

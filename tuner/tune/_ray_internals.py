@@ -10,9 +10,11 @@ protected members there (a subclass's own attributes); the same test checks that
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-from collections.abc import Iterator
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import ray
 from ray._private import ray_constants, services, worker
@@ -20,15 +22,20 @@ from ray._private.authentication.authentication_utils import get_authentication_
 from ray._private.utils import get_dashboard_dependency_error
 from ray._raylet import GcsClient, get_authentication_mode
 
+from tuner.errors import Terminated
+
+Fitted = TypeVar("Fitted")
+
 __all__ = [
     "DRIVER_PRINT_THREADS",
+    "TUNE_SIGINT_HANDLER",
     "auth_mode_name",
     "canonical_gcs_address",
     "dashboard_missing",
     "driver_node",
     "experiment_trials",
-    "init_exit_is_sigterm",
-    "is_tune_sigint_handler",
+    "fit_keeping_handlers",
+    "init_keeping_sigterm",
     "is_tune_stop",
     "rank_mappings",
     "ray_version",
@@ -100,18 +107,46 @@ def experiment_trials(results: Any) -> list[Any]:
 DRIVER_PRINT_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
 
 
-def is_tune_sigint_handler(handler: Any) -> bool:
-    """Whether ``handler`` is the SIGINT handler Tune installs for a running ``Tuner.fit`` (a
-    function nested in ``ray.tune.tune.run``): Tune says that Ctrl-C stopped the fit only in
-    its log, and puts the previous handler back when the signal arrives."""
-    return getattr(handler, "__name__", "") == "signal_interrupt_tune_run"
+# The SIGINT handler Tune installs for a running fit (nested in ``ray.tune.tune``).
+TUNE_SIGINT_HANDLER = "signal_interrupt_tune_run"
 
 
-def init_exit_is_sigterm(exc: BaseException) -> bool:
-    """Whether ``exc`` is how ``ray.init``'s own SIGTERM handler ends the driver
-    (``sys.exit(signal.SIGTERM)``, set first thing in ``ray.init``): no public API turns it off
-    or says it happened."""
-    return isinstance(exc, SystemExit) and exc.code == signal.SIGTERM
+def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
+    """``fit()`` (``Tuner.fit``) and whether Ctrl-C stopped it; the process's SIGINT and SIGUSR1
+    handlers as they were before. Tune installs its own for the fit
+    (``ray.tune.tune._setup_signal_catching``), puts SIGINT's back only when the signal arrives
+    and leaves both after a normal end; that Ctrl-C stopped the fit it says only in its log."""
+    if threading.current_thread() is not threading.main_thread():
+        return fit(), False  # Tune catches no signals outside the main thread
+    watched = [signal.SIGINT, *([signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else [])]
+    before = {signum: signal.getsignal(signum) for signum in watched}
+    try:
+        fitted = fit()
+        caught = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") == "0"
+        tunes = getattr(signal.getsignal(signal.SIGINT), "__name__", "") == TUNE_SIGINT_HANDLER
+        return fitted, caught and not tunes
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def init_keeping_sigterm() -> Iterator[None]:
+    """Around ``ray.init``, which sets its own SIGTERM handler first thing
+    (``sys.exit(signal.SIGTERM)``) and leaves it (no public API turns it off or says it
+    fired): that exit is raised as :class:`~tuner.errors.Terminated`, and the handler before it
+    is put back after."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        raise Terminated from None
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def rank_mappings(

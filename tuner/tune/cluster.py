@@ -22,7 +22,7 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
-from tuner.errors import Terminated, TunerError
+from tuner.errors import TunerError
 from tuner.tune import _ray_internals as ray_internals
 from tuner.usercode import py_modules
 
@@ -246,15 +246,13 @@ def _start_local(
 
 def _init(**options: Any) -> None:
     """``ray.init``, stopped cleanly: Ctrl-C or SIGTERM during Ray's start (a minute or more on a
-    busy machine) ends what it started so far, and leaves as :class:`Terminated` or Ctrl-C.
-    ``ray.init`` sets its own SIGTERM handler first thing, which exits (``sys.exit(15)``): that
-    exit is the SIGTERM, said as the search says it (exit 143, what to do next)."""
+    busy machine) ends what it started so far and goes on up (ray.init's own SIGTERM exit as
+    :class:`~tuner.errors.Terminated`; the driver's handler put back after it)."""
     try:
-        ray.init(**options)
-    except BaseException as exc:
+        with ray_internals.init_keeping_sigterm():
+            ray.init(**options)
+    except BaseException:
         ray.shutdown()  # also when ray.init had not connected: the processes it started end
-        if ray_internals.init_exit_is_sigterm(exc):
-            raise Terminated from None
         raise
 
 

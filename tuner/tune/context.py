@@ -28,7 +28,7 @@ __all__ = ["SearchContext", "now", "start_metadata", "study_attrs"]
 
 @dataclass(frozen=True)
 class SearchContext:
-    """One search as its steps see it, built once by :func:`tuner.tune.run.run_search`."""
+    """One search as its steps see it, built once by :func:`tuner.tune.run.plan_search`."""
 
     options: SearchOptions
     space: SearchSpace

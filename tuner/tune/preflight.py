@@ -1,10 +1,8 @@
 """Deterministic errors found in the driver, before any trial starts: a bad workload fails
 every trial the same way, so retrying it wastes the whole budget and buries the one line that
 matters under Ray's tracebacks. :func:`check_search` runs every check that needs no cluster,
-inside the driver lock :func:`tuner.experiment.start.start_search` takes (the checks of the
-arguments and files, the lock, the name and a resume's options, come first there), those that
-need only the space before torch and Ray are imported (this module imports neither at its top),
-so that a usage error answers in about a second.
+inside the driver lock (:class:`tuner.tune.driver.SearchDriver`), those that need only the
+space before torch and Ray are imported: a usage error answers in about a second.
 """
 
 from __future__ import annotations
@@ -136,11 +134,9 @@ class Checked:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A search that passed every check before Ray, its driver lock held (a ``Prepared`` exists
-    only inside :func:`~tuner.experiment.start.start_search`'s block): its options (on
+    """A search that passed every check before Ray, its driver lock held: its options (on
     --resume, the experiment's own), space, folder, what the checks found (None on --resume:
-    the metadata has it), and when the command began (--trust-budget's share is of the whole
-    command)."""
+    the metadata has it), and when the command began."""
 
     options: SearchOptions
     space: SearchSpace
@@ -150,9 +146,8 @@ class Prepared:
 
 
 def check_search(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
-    """The checks of a search whose folder its driver holds
-    (:func:`tuner.experiment.start.start_search` runs them inside the lock): its space, and on a
-    new search every check before Ray (:func:`check_before_ray`).
+    """The checks of a search whose folder its driver holds: its space, and on a new search
+    every check before Ray (:func:`check_before_ray`).
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).

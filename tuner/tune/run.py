@@ -1,5 +1,8 @@
-"""``run_search``: the search's flow (docs/architecture.md, ``tune/run.py``). It returns the
-``Experiment`` and the ``Answer`` in a :class:`SearchOutcome`; the caller writes the report.
+"""A search's steps on Ray, in the order :class:`tuner.tune.driver.SearchDriver` calls them
+(docs/architecture.md, ``tune/run.py``): :func:`connect` and :func:`plan_search`, :func:`begin`
+(the metadata the search runs under), :func:`run_trials` (Tune's fit), then
+:class:`AfterTrials` (re-measurement, seed retraining, technique effects). The driver owns the
+start and stop around them: the lock, Ctrl-C and SIGTERM, the console and the end.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, NoReturn
 
 import pandas as pd
@@ -19,9 +21,8 @@ import ray
 from ray import tune
 
 from tuner.answer import Answer, decide
-from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line, sigterm_as_ctrl_c
+from tuner.errors import EXIT_RUNTIME, TunerRuntimeError, error_line
 from tuner.experiment import (
-    METADATA_FILE,
     PROBE_CACHE_FILE,
     STUDY_FILE,
     Experiment,
@@ -31,12 +32,10 @@ from tuner.experiment import (
     write_metadata,
 )
 from tuner.experiment.limits import NUM_SAMPLES, TIME_BUDGET, settle_clock, start_clock, stop_clock
-from tuner.experiment.lock import child_pids, record_helpers
+from tuner.experiment.lock import child_pids
 from tuner.experiment.options import SearchOptions, options_record
 from tuner.experiment.paths import ExperimentPaths
-from tuner.experiment.start import said_if_stopped, start_search
 from tuner.record import ENDED_AT, KIND, REPORTED_UNIX_S, TRIAL_ID
-from tuner.report.console import print_start, print_summary
 from tuner.spaces import SearchSpace
 from tuner.speed.cache import machine_cache_line, probe_budget_line
 from tuner.tune import _ray_internals as ray_internals
@@ -45,16 +44,27 @@ from tuner.tune.after_search import effects_around, remeasure_candidates, seeds_
 from tuner.tune.context import SearchContext, now, start_metadata, study_attrs
 from tuner.tune.design import startup_design
 from tuner.tune.plan import SpaceProfile, make_plan
-from tuner.tune.preflight import Checked, Prepared, check_search, profile_for
+from tuner.tune.preflight import Checked, Prepared, profile_for
 from tuner.tune.probe_actor import start_cache
-from tuner.tune.ray_log import ray_lines_to_file
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
 from tuner.tune.target_clients import tell_time_to_target
 from tuner.tune.tracking import cut_results
 from tuner.tune.warm_start import warm_start
 from tuner.usercache import cache_dir
 
-__all__ = ["SearchOutcome", "TrialRecord", "run_search"]
+__all__ = [
+    "AfterTrials",
+    "TrialRecord",
+    "Trials",
+    "begin",
+    "close_study",
+    "connect",
+    "mark_interrupted",
+    "plan_search",
+    "resumed",
+    "run_trials",
+    "tell_time_to_target_or_warn",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,80 +78,33 @@ class TrialRecord:
 
 
 @dataclasses.dataclass(frozen=True)
-class SearchOutcome:
-    """Where a search's results are, what happened, and what it found."""
+class Trials:
+    """What Tune's fit ended with."""
 
-    experiment_dir: Path
-    state: str  # finished | interrupted
     records: list[TrialRecord]
-    experiment: Experiment  # the folder as read at the end (after re-measurement and effects)
-    answer: Answer  # decided once, on ``experiment``
-
-    @property
-    def usable(self) -> int:
-        """How many trials can be recommended (kind ok, every objective measured)."""
-        return self.answer.candidates
+    finished: bool  # every trial ended, and no Ctrl-C stopped the fit
+    fit: dict[str, Any]  # the metadata's record of the fit (its time, the probe cache's)
+    orphans: list[int]  # the study's trials no Ray trial reported, closed
 
 
-def run_search(options: SearchOptions, *, prepared: Prepared | None = None) -> SearchOutcome:
-    """Run a search (or continue one with ``resume=True``) and return where its results are.
-    ``prepared``: what :func:`~tuner.tune.preflight.check_search` made of ``options`` already,
-    inside :func:`~tuner.experiment.start.start_search`'s block (the driver lock held), where
-    this runs (the API checks before it imports this module, which imports Ray).
-
-    Raises:
-        TunerError: a bad space, option, workload override or cluster address; another live
-            driver on the experiment (:class:`~tuner.experiment.lock.ExperimentLocked`).
-    """
-    if prepared is None:
-        with sigterm_as_ctrl_c(), start_search(options, check=check_search) as prepared:
-            return run_search(options, prepared=prepared)
-    with ray_lines_to_file(prepared.paths.local, verbose=prepared.options.verbose):
-        return _run_prepared(prepared)
+def connect(prepared: Prepared) -> tuple[cluster.ClusterInfo, set[int]]:
+    """Ray, started or joined for ``prepared``'s search (Ray's console quieted first), and the
+    processes this driver had started before it (those after it are the search's)."""
+    options, space = prepared.options, prepared.space
+    tune_setup.quiet_ray(verbose=options.verbose)
+    existing = child_pids()
+    info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
+    return info, existing
 
 
-def _run_prepared(prepared: Prepared) -> SearchOutcome:
-    options, space, paths = prepared.options, prepared.space, prepared.paths
-    with said_if_stopped(paths, resume=options.resume):  # Ray's start: nothing written yet
-        tune_setup.quiet_ray(verbose=options.verbose)
-        existing = child_pids()  # the processes started from here on are this search's
-        info = cluster.connect(address=options.address, runtime_env=_user_code_env(options, space))
-    # After ray.init, whose own SIGTERM handler would end the driver mid-fit.
-    try:
-        with sigterm_as_ctrl_c():
-            with said_if_stopped(paths, resume=options.resume):
-                plan = make_plan(
-                    options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus
-                )
-                search = SearchContext(options, space, plan, paths)
-                profile = profile_for(space, plan, prepared.checked)
-            started = time.time()
-            metadata, design = _begin_resumable(search, info, profile, prepared.checked)
-            if info.is_local:  # what a kill -9 of this driver would leave running
-                record_helpers(paths.local, existing=existing)
-            search_only = tuple(metadata.get("search_only_params", ()))
-            search = dataclasses.replace(search, search_only=search_only)
-            return _search(search, design, metadata, started, prepared.began)
-    finally:
-        if info.is_local:
-            cluster.shutdown()
-
-
-def _begin_resumable(
-    search: SearchContext,
-    info: cluster.ClusterInfo,
-    profile: SpaceProfile | None,
-    checked: Checked | None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """:func:`_begin`; Ctrl-C or SIGTERM as it writes the metadata leaves the experiment
-    interrupted, with the command that continues it."""
-    try:
-        return _begin(search, info, profile, checked.earlier if checked else None)
-    except KeyboardInterrupt:
-        if (search.paths.local / METADATA_FILE).is_file():
-            _mark_interrupted(search.paths)
-        print(f"\nContinue it with:  {search.paths.resume_command()}", flush=True)
-        raise
+def plan_search(
+    prepared: Prepared, info: cluster.ClusterInfo
+) -> tuple[SearchContext, SpaceProfile | None]:
+    """The search's plan on the cluster it got, and the space's profile (None on a resume)."""
+    options, space = prepared.options, prepared.space
+    plan = make_plan(options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus)
+    search = SearchContext(options, space, plan, prepared.paths)
+    return search, profile_for(space, plan, prepared.checked)
 
 
 def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
@@ -153,24 +116,20 @@ def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any]
     )
 
 
-def _search(
-    search: SearchContext,
-    design: list[dict[str, Any]],
-    metadata: dict[str, Any],  # as the search started (or resumed)
-    started: float,  # time.time() when the search began (after Ray started)
-    began: float,  # time.perf_counter() when the command began (--trust-budget's share)
-) -> SearchOutcome:
-    options, plan, paths = search.options, search.plan, search.paths
+def run_trials(
+    search: SearchContext, design: list[dict[str, Any]], metadata: dict[str, Any]
+) -> Trials:
+    """Tune's fit of the search's trials (Ctrl-C inside it stops the trials and saves them); the
+    study closed as trials.csv reads it after a Ctrl-C, its orphans after a finished fit.
+
+    Raises:
+        TunerRuntimeError: Ray's own processes failed under the driver.
+    """
+    paths = search.paths
     try:
         with cluster.watch(on_lost=lambda what: _lost_cluster(search, what)):
             trials, interrupted, fit = _fit(search, design, metadata)
-    except KeyboardInterrupt:  # before Tune's own handler took over (start-up, restore)
-        _mark_interrupted(paths)
-        _close_study(paths)
-        _summary_so_far(paths)
-        raise
-    except ray.exceptions.RayError as exc:  # Ray's own processes failed under the driver
-        _mark_interrupted(paths)
+    except ray.exceptions.RayError as exc:
         what = f"Ray ({error_line(exc, limit=200)})"
         raise TunerRuntimeError(_lost_message(search, what)) from exc
     records = [
@@ -179,31 +138,16 @@ def _search(
     ]
     finished = not interrupted and all(t.is_finished() for t in trials)
     if interrupted:
-        _close_study(paths)
+        close_study(paths)
     ray_ids = {record.trial_id for record in records}
     cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
     orphans = close_orphans(paths.name, paths.study_url, ray_ids, cut) if finished else []
-    alone = finished and plan.max_world_size == 1  # both measure one process alone
-    try:
-        trust_s = options.trust_limit_s(time.perf_counter() - began)
-        experiment, answer, after = _after_trials(search, alone, trust_s, metadata)
-    except BaseException:  # a step after the trials failed: the trials' results stay resumable
-        _mark_interrupted(paths)
-        raise
-    if finished and not alone:
-        after["skipped_after_trials"] = "data-parallel trials (both steps measure one process)"
-    ended = finished and not after.get("interrupted_during")
-    state = "finished" if ended else "interrupted"
-    end = {"state": state, ENDED_AT: now(), "num_trials": len(records), **fit, **after}
-    experiment = experiment.with_effects(update_metadata(paths.local, **end))
-    paths.upload()
-    resumed = _resumed(experiment, started, orphans) if options.resume else None
-    _tell_time_to_target(experiment, answer, paths)
-    print_summary(experiment, answer, paths=paths, state=state, resumed=resumed)
-    return SearchOutcome(paths.local, state, records, experiment, answer)
+    return Trials(records, finished, fit, orphans)
 
 
-def _tell_time_to_target(experiment: Experiment, answer: Answer, paths: ExperimentPaths) -> None:
+def tell_time_to_target_or_warn(
+    experiment: Experiment, answer: Answer, paths: ExperimentPaths
+) -> None:
     """The study and TensorBoard get every trial's time to target; a failure costs a warning."""
     try:
         tell_time_to_target(experiment, answer, study_name=paths.name, study_url=paths.study_url)
@@ -211,29 +155,26 @@ def _tell_time_to_target(experiment: Experiment, answer: Answer, paths: Experime
         print(f"warning: telling the time to target to the study failed ({error_line(exc)}).")
 
 
-def _begin(
+def begin(
     search: SearchContext,
     info: cluster.ClusterInfo,
     profile: SpaceProfile | None,
-    earlier: Experiment | None,
+    checked: Checked | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Write the metadata the search runs under (a resumed search only marks it running) and
-    print the start line; return the metadata and the start-up design of a new search (after
-    what --warm-start covers)."""
+    """Write the metadata the search runs under (a resumed search only marks it running); return
+    it and the start-up design of a new search (after what --warm-start covers)."""
     design: list[dict[str, Any]] = []
     if profile is None:
         metadata = _resume_metadata(search)
     else:
         design = startup_design(profile, budget=search.plan.sample_budget, seed=search.options.seed)
+        earlier = checked.earlier if checked else None
         design, warm = warm_start(search, profile, design=design, earlier=earlier)
         metadata = {
             **start_metadata(search, info, profile, design),
             **({"warm_start": warm} if warm else {}),
         }
         write_metadata(search.paths.local, metadata)
-    print_start(search, profile)
-    if metadata.get("warm_start"):
-        print(metadata["warm_start"]["summary"], flush=True)
     return metadata, design
 
 
@@ -266,75 +207,95 @@ def _resume_metadata(search: SearchContext) -> dict[str, Any]:
     return metadata
 
 
-def _after_trials(
-    search: SearchContext, alone: bool, trust_s: float | None, metadata: dict[str, Any]
-) -> tuple[Experiment, Answer, dict[str, Any]]:
-    """Re-measurement and the technique effects (when the trials finished, each run alone in
-    one process; a data-parallel search skips both) within ``trust_s`` seconds together, the
-    answer, and what the metadata records of them; Ctrl-C here keeps what was done and says
-    which step it stopped. A step an earlier run finished on the same trials is kept, never
-    measured again (``metadata``: as this run began)."""
-    experiment = load_experiment(search.paths.local)
+@dataclasses.dataclass
+class AfterTrials:
+    """Re-measurement, seed retraining and the technique effects (when the trials finished, each
+    run alone in one process; a data-parallel search skips them) within ``trust_s`` seconds
+    together, the answer, and what the metadata records of them. A step an earlier run
+    finished on the same trials is kept, never measured again; a Ctrl-C (:meth:`stopped`)
+    keeps what finished before it."""
+
+    search: SearchContext
+    alone: bool
+    trust_s: float | None
+    experiment: Experiment
+    kept: set[str]  # the steps an earlier run finished on these trials
+    trials: str  # the digest of the ended trials
+    done: list[str]
     answer: Answer | None = None
-    trials = _ended_trials(experiment)
-    kept = _kept_steps(metadata, trials)
-    after: dict[str, Any] = {"interrupted_during": None}  # a resumed run clears an old one
-    done: list[str] = [step for step in _AFTER_STEPS if step in kept]
-    step, started = _AFTER_STEPS[0], time.perf_counter()
-    share = _REMEASURE_SHARE if search.options.effects_repeats else 1.0
-    remeasure_s = None if trust_s is None else trust_s * share
-    try:
-        if alone and _run_step(step, kept, done):
-            failures, info = remeasure_candidates(search, experiment, remeasure_s)
-            after["remeasure_failures"] = failures
+    step: str = "re-measurement"  # the step under way
+    record: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"interrupted_during": None}  # a resumed run clears an old one
+    )
+
+    @classmethod
+    def of(
+        cls, search: SearchContext, alone: bool, trust_s: float | None, metadata: dict[str, Any]
+    ) -> AfterTrials:
+        """``metadata``: as this run began."""
+        experiment = load_experiment(search.paths.local)
+        trials = _ended_trials(experiment)
+        kept = _kept_steps(metadata, trials)
+        done = [step for step in _AFTER_STEPS if step in kept]
+        return cls(search, alone, trust_s, experiment, kept, trials, done)
+
+    def run(self) -> None:
+        search, trust_s, started = self.search, self.trust_s, time.perf_counter()
+        share = _REMEASURE_SHARE if search.options.effects_repeats else 1.0
+        remeasure_s = None if trust_s is None else trust_s * share
+        if self._runs(_AFTER_STEPS[0]):
+            failures, info = remeasure_candidates(search, self.experiment, remeasure_s)
+            self.record["remeasure_failures"] = failures
             if info is not None:
-                after["remeasure"] = info
-                experiment = load_experiment(search.paths.local)  # with the re-measurements
-            _record_finished(search, after, done, trials)  # before the next step: a kill keeps it
-        answer = decide(experiment)
-        step = _AFTER_STEPS[1]
-        if alone and _run_step(step, kept, done):
+                self.record["remeasure"] = info
+                self.experiment = load_experiment(search.paths.local)  # with the re-measurements
+            self._finished()  # before the next step: a kill keeps it
+        self.answer = decide(self.experiment)
+        if self._runs(_AFTER_STEPS[1]):
             left = _time_left(trust_s, started, keep=_EFFECTS_SHARE)
-            after.update(seeds_around(search, experiment, answer, left))
-            experiment = experiment.with_seeds()  # the seeds' runs, read
-            answer = decide(experiment)
-            _record_finished(search, after, done, trials)
-        step = _AFTER_STEPS[2]
-        if alone and _run_step(step, kept, done):
+            self.record.update(seeds_around(search, self.experiment, self.answer, left))
+            self.experiment = self.experiment.with_seeds()  # the seeds' runs, read
+            self.answer = decide(self.experiment)
+            self._finished()
+        if self._runs(_AFTER_STEPS[2]):
             left = _time_left(trust_s, started)
-            after.update(effects_around(search, experiment, answer, left))
-    except KeyboardInterrupt:
-        print(f"\nInterrupted during the {step}; what finished before it is kept.", flush=True)
-        after["interrupted_during"] = step
-        if step in done and step not in kept:  # a step this run began (not one it skipped)
-            done.remove(step)
-    after[_FINISHED_AFTER_TRIALS] = {"steps": done, "trials": trials}
-    return experiment, decide(experiment) if answer is None else answer, after
+            self.record.update(effects_around(search, self.experiment, self.answer, left))
 
+    def stopped(self) -> None:
+        """Ctrl-C in :attr:`step`: what finished before it is kept, the step is not."""
+        self.record["interrupted_during"] = self.step
+        if self.step in self.done and self.step not in self.kept:  # begun here, not skipped
+            self.done.remove(self.step)
 
-def _record_finished(
-    search: SearchContext, after: dict[str, Any], done: list[str], trials: str
-) -> None:
-    """Record a step after the trials as it ends, with what it found: a kill -9 during the next
-    one, then ``--resume``, keeps it instead of measuring it again (shorter)."""
-    finished = {key: value for key, value in after.items() if key != "interrupted_during"}
-    finished[_FINISHED_AFTER_TRIALS] = {"steps": list(done), "trials": trials}
-    update_metadata(search.paths.local, **finished)
+    def result(self) -> tuple[Experiment, Answer, dict[str, Any]]:
+        """The experiment as read after the steps, its answer, the metadata's record."""
+        self.record[_FINISHED_AFTER_TRIALS] = {"steps": self.done, "trials": self.trials}
+        answer = decide(self.experiment) if self.answer is None else self.answer
+        return self.experiment, answer, self.record
+
+    def _runs(self, step: str) -> bool:
+        """Whether ``step`` runs now (counted as done from here: Ctrl-C takes it back); a kept
+        one is said instead."""
+        self.step = step
+        if not self.alone:
+            return False
+        if step in self.kept:
+            print(f"The {step} finished in an earlier run on these trials: kept.", flush=True)
+            return False
+        self.done.append(step)
+        return True
+
+    def _finished(self) -> None:
+        """Record a step as it ends, with what it found: a kill -9 during the next one, then
+        ``--resume``, keeps it instead of measuring it again (shorter)."""
+        finished = {k: v for k, v in self.record.items() if k != "interrupted_during"}
+        finished[_FINISHED_AFTER_TRIALS] = {"steps": list(self.done), "trials": self.trials}
+        update_metadata(self.search.paths.local, **finished)
 
 
 _AFTER_STEPS = ("re-measurement", "seed retraining", "technique effects")  # in their order
 # The metadata's record of which of them finished, and on which ended trials.
 _FINISHED_AFTER_TRIALS = "finished_after_trials"
-
-
-def _run_step(step: str, kept: set[str], done: list[str]) -> bool:
-    """Whether ``step`` runs now (counted as done from here: Ctrl-C takes it back); a kept one
-    is said instead."""
-    if step in kept:
-        print(f"The {step} finished in an earlier run on these trials: kept.", flush=True)
-        return False
-    done.append(step)
-    return True
 
 
 def _kept_steps(metadata: dict[str, Any], trials: str) -> set[str]:
@@ -365,29 +326,18 @@ def _time_left(trust_s: float | None, started: float, keep: float = 0.0) -> floa
     return max(0.0, trust_s * (1.0 - keep) - time.perf_counter() + started)
 
 
-def _summary_so_far(paths: ExperimentPaths) -> None:
-    """Ctrl-C before the trials ended: what finished, and the exact command to go on."""
-    with contextlib.suppress(Exception):  # a folder too new to read still gets the command
-        experiment = load_experiment(paths.local)
-        print_summary(
-            experiment, decide(experiment), paths=paths, state="interrupted", resumed=None
-        )
-        return
-    print(f"Continue it with:  {paths.resume_command()}", flush=True)
-
-
-def _close_study(paths: ExperimentPaths) -> None:
+def close_study(paths: ExperimentPaths) -> None:
     """The study as trials.csv reads an interrupted search (searcher.close_interrupted)."""
     with contextlib.suppress(Exception):  # no study yet (stopped in Tune's start): nothing open
         close_interrupted(paths.name, paths.study_url)
 
 
-def _mark_interrupted(paths: ExperimentPaths) -> None:
+def mark_interrupted(paths: ExperimentPaths) -> None:
     update_metadata(paths.local, state="interrupted", **{ENDED_AT: now()})
     paths.upload()
 
 
-def _resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict[str, Any]:
+def resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict[str, Any]:
     """How many trials had ended before this driver started, and how many ended since."""
     trials = experiment.trials
     ended = trials[KIND] != "incomplete"
@@ -421,10 +371,9 @@ def _fit(
     started = time.perf_counter()
     start_clock(paths.local)  # --search-time-budget-s counts from here, every run together
     try:
-        results = tuner.fit()
+        results, interrupted = ray_internals.fit_keeping_handlers(tuner.fit)
     finally:
         stop_clock(paths.local)
-    interrupted = tune_setup.tune_was_interrupted()
     fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
     with contextlib.suppress(Exception):  # statistics only: a dead cache actor costs this line
         fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
@@ -442,7 +391,7 @@ def _lost_cluster(search: SearchContext, what: str) -> NoReturn:
     print(f"error: {_lost_message(search, what)}", file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
         stop_clock(search.paths.local)
-        _mark_interrupted(search.paths)
+        mark_interrupted(search.paths)
     sys.stdout.flush()
     os._exit(EXIT_RUNTIME)
 

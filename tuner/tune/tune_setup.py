@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,6 @@ from ray.tune.search import ConcurrencyLimiter
 from tuner.experiment.paths import ExperimentPaths
 from tuner.objectives import objective_directions, objective_metrics
 from tuner.spaces import SpaceSampler
-from tuner.tune import _ray_internals as ray_internals
 from tuner.tune import ddp_trial
 from tuner.tune.context import SearchContext
 from tuner.tune.progress import ProgressPrinter
@@ -42,7 +39,6 @@ __all__ = [
     "run_config",
     "trainable",
     "tune_config",
-    "tune_was_interrupted",
 ]
 
 
@@ -221,19 +217,3 @@ def quiet_ray(*, verbose: bool) -> None:
 
 def _no_restore_hint(record: logging.LogRecord) -> bool:
     return "Tuner.restore(" not in record.getMessage()
-
-
-def tune_was_interrupted() -> bool:
-    """Whether Ctrl-C stopped ``Tuner.fit`` (which then returns normally, state saved).
-
-    Tune installs its own SIGINT handler for the run and puts the previous one back when the
-    signal arrives; its handler still in place means no interruption. Ctrl-C works normally
-    again afterwards (during re-measuring).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return False  # Tune catches no signals outside the main thread
-    if os.environ.get("TUNE_DISABLE_SIGINT_HANDLER", "0") != "0":
-        return False
-    handler = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    return not ray_internals.is_tune_sigint_handler(handler)
