@@ -14,6 +14,8 @@ import pandas as pd
 from tuner.answer import Answer, starved_text
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
+from tuner.report._build_claims import build_claims, lead_lines, sentence_text
+from tuner.report._effects import controlled_effects
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
 
@@ -82,10 +84,12 @@ def _front_lines(answer: Answer, experiment: Experiment, state: str) -> list[str
     note = answer.noise_note()  # before the pick: it could not be decided on speed
     source = "re-measured" if answer.remeasured else "as measured in the search"
     lines = [note] if note else []
-    lines += answer.lead()  # the rule, its pick, the most accurate beside it
+    # the answer's claims, the records the report writes (claims.json)
+    claims = build_claims(answer, controlled_effects(experiment.effects), experiment.probe_cache)
+    lines += lead_lines(answer, claims)  # the rule, its pick, the most accurate beside it
     lines.append(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     lines += ["  " + _line(row) for _, row in answer.front.head(SHOWN).iterrows()]
-    return [*lines, answer.sentence()]
+    return [*lines, sentence_text(answer, claims)]
 
 
 def _no_front_line(experiment: Experiment, state: str) -> str:
