@@ -15,7 +15,7 @@ import pytest
 
 from tuner.answer import decide
 from tuner.experiment import Experiment, typed_trials
-from tuner.report._audit_claims import check_claims, check_verdict_words
+from tuner.report._audit_claims import check_claims, check_starved_by, check_verdict_words
 from tuner.report._build_claims import build_claims
 from tuner.report.claims import (
     CELL_KINDS,
@@ -51,9 +51,14 @@ CASES = {
         [("f", 117.0, 0.50, 100), ("s", 100.0, 0.52, 100)],
         {"f": [150.0, 90.0], "s": [100.0, 100.0]},
     ),
-    # one trial ahead on both, beyond noise on speed, a tie on accuracy
+    # one trial ahead on both, beyond noise on speed, a tie on accuracy; two starved beside
     "one pick": (
-        [("a", 130.0, 0.51, 2000), ("b", 100.0, 0.50, 2000)],
+        [
+            ("a", 130.0, 0.51, 2000),
+            ("b", 100.0, 0.50, 2000),
+            ("c", 40.0, 0.2, 2000, "budget"),
+            ("d", 30.0, 0.1, 2000, "machine load (other processes kept 1.9 of 2 cores busy)"),
+        ],
         {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
     ),
 }
@@ -62,9 +67,11 @@ CASES = {
 def _experiment(case: str) -> Experiment:
     rows, runs = CASES[case]
     frame = pd.DataFrame(
-        [(tid, "ok", ips, acc, images) for tid, ips, acc, images in rows],
-        columns=["trial_id", "kind", "images_per_second", "val_accuracy", "val_images"],
-    )
+        [(r[0], "starved" if r[4:] else "ok", *r[1:4], *(r[4:] or [None])) for r in rows],
+        columns=[
+            "trial_id", "kind", "images_per_second", "val_accuracy", "val_images", "starved_by"
+        ],
+    )  # fmt: skip
     remeasure = pd.DataFrame(
         [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)],
         columns=["trial_id", "repeat", "status", "images_per_second"],
@@ -78,7 +85,8 @@ def _experiment(case: str) -> Experiment:
 
 def _records(experiment: Experiment, tmp_path: Path) -> tuple[list[Claim], dict[str, str]]:
     """Every claim the data gives, through claims.json, and a report.md saying each."""
-    claims = build_claims(decide(experiment), pd.DataFrame(), experiment.probe_cache)
+    answer, cache = decide(experiment), experiment.probe_cache
+    claims = build_claims(answer, pd.DataFrame(), cache, None, experiment.trials)
     for claim in claims.all.values():
         claims.text(claim.kind, *claim.subjects)
     write_claims(claims, tmp_path / "claims.json")
@@ -102,6 +110,7 @@ def test_every_record_holds_against_its_data_and_reads_back_as_plain_json(
     assert ("one_pick" in kinds) == (case == "one pick") and ("picks" in kinds) != (
         case == "one pick"
     )
+    assert ("starved" in kinds) == (case == "one pick")
     assert all(render(c) == c.text for c in records)
     assert json.loads((tmp_path / "claims.json").read_text())  # plain JSON, no pickle
     assert check_claims(records, documents, experiment) == []
@@ -126,6 +135,8 @@ def _lie(claim: Claim) -> Claim:
     elif "name" in claim.words:  # a rule: one the report does not have, said reversed
         text = claim.text.replace("faster", "slower")
         return dataclasses.replace(claim, words={"name": "no such rule"}, text=text)
+    elif "causes" in claim.words:  # the starved: each said cut short by the budget
+        words = {"causes": ["budget"] * len(claim.words["causes"])}
     elif "how" in claim.words:  # the target: another accuracy, set another way
         words = {**claim.words, "how": "the target is 0.999, given."}
     else:  # the pick said to be the most accurate: another said more accurate beyond noise
@@ -196,3 +207,13 @@ def test_a_verdict_word_on_the_first_screen_outside_every_claim_fails(tmp_path: 
     unclaimed = check_verdict_words(screen, [c for c in records if c.kind != "picks"])
     words = {f.why.split("'")[1] for f in unclaimed}  # the trade-off's words, no claim's now
     assert words == {"fastest", "faster", "beyond noise", "most accurate"}, words
+
+
+def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) -> None:
+    experiment = _experiment("one pick")
+    records, _ = _records(experiment, tmp_path)
+    trials = experiment.trials.copy()
+    assert check_starved_by(records, trials, "trials.csv") == []
+    trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
+    [found] = check_starved_by(records, trials, "trials.csv")
+    assert found.claim == "starved c,d" and "'budget' for trial d" in found.why

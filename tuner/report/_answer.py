@@ -14,7 +14,6 @@ import pandas as pd
 from tuner.answer import (
     TOO_NOISY,
     Answer,
-    starved_text,
     world_size_of,
 )
 from tuner.experiment import Experiment, memory_limit
@@ -28,7 +27,13 @@ from tuner.record import (
     TRIAL_ID,
 )
 from tuner.report import _effects
-from tuner.report._build_claims import lead_lines, pick_groups, pick_rows, sentence_text
+from tuner.report._build_claims import (
+    lead_lines,
+    pick_groups,
+    pick_rows,
+    sentence_text,
+    starved_said,
+)
 from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._seeds import seeds_text
 from tuner.report._status import EFFECTS_STEP, Progress
@@ -49,7 +54,7 @@ def answer_section(
     claims: Claims,
 ) -> Section:
     if not answer.best:
-        return Section("The answer", [_no_pick(experiment)], anchor="answer")
+        return Section("The answer", [_no_pick(experiment, claims)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
     lead = lead_lines(answer, claims)  # the rule, its pick, the accuracy beside it ([]: none)
@@ -73,7 +78,7 @@ def answer_section(
         _failures_text(progress.failures),
         claims.text("gain", str(recommended[TRIAL_ID])) or _gain_missing(effects, progress),
         seeds_text(experiment, answer),
-        starved_text(experiment.trials) or "",
+        starved_said(experiment.trials, claims),
         sentence_text(answer, claims),
         _train_line(recommended, out / f"recommended_{chosen}.json"),
     ]
@@ -223,7 +228,7 @@ def _gain_missing(effects: pd.DataFrame, progress: Progress) -> str:
     return "The recommended config already is the plain loop (no speed technique on)."
 
 
-def _no_pick(experiment: Experiment) -> str:
+def _no_pick(experiment: Experiment, claims: Claims) -> str:
     trials = experiment.trials
     over = int((trials[KIND] == "over budget").sum())
     errors = int((trials[KIND] == "errored").sum())
@@ -241,7 +246,7 @@ def _no_pick(experiment: Experiment) -> str:
         lines.append(
             f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
         )
-    starved = starved_text(trials)
+    starved = starved_said(trials, claims)
     if starved:
         lines.append(starved)
     cut = int((trials[KIND] == "incomplete").sum())

@@ -16,9 +16,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from tuner.answer import Answer, decide
 from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, Experiment
+from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._build_claims import build_claims
 from tuner.report._effects import controlled_effects, plain_loop_gain
@@ -39,6 +42,7 @@ __all__ = [
     "CONSOLE_KINDS",
     "check_claims",
     "check_console_claims",
+    "check_starved_by",
     "check_verdict_words",
     "claims_of",
     "report_documents",
@@ -58,7 +62,7 @@ CHECKED_SECTIONS = (
     "Speed settings chosen",
 )
 # The claims the console summary says too (tuner.report.console: the lead and the sentence).
-CONSOLE_KINDS = frozenset({"picks", "one_pick", "accuracy_against_pick"})
+CONSOLE_KINDS = frozenset({"picks", "one_pick", "accuracy_against_pick", "starved"})
 
 
 def claims_of(report_dir: Path) -> tuple[list[Claim] | None, list[Finding]]:
@@ -121,6 +125,22 @@ def _checked_regions(markdown: str) -> list[str]:
     ]
 
 
+def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
+    """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
+    found = []
+    for claim in (c for c in claims if c.kind == "starved"):
+        rows = trials.set_index(trials[TRIAL_ID].astype(str))
+        for trial, cause in zip(claim.subjects, claim.words.get("causes", []), strict=False):
+            said = (
+                rows[STARVED_BY].get(trial) if STARVED_BY in rows and trial in rows.index else None
+            )
+            said = None if said is None or pd.isna(said) else str(said)
+            if said != cause:
+                why = f"{where} has starved_by {said!r} for trial {trial}, the record {cause!r}"
+                found.append(Finding(CLAIM, CLAIMS_FILE, claim.name(), why))
+    return found
+
+
 def check_console_claims(claims: list[Claim], console: str) -> list[Finding]:
     """The answer's claims the console summary says (:data:`CONSOLE_KINDS`): its words there."""
     return [
@@ -177,7 +197,8 @@ class _Expected:
         self.answer: Answer = decide(experiment)
         self.effects = controlled_effects(experiment.effects)
         info = experiment.metadata.get("effects")
-        built = build_claims(self.answer, self.effects, experiment.probe_cache, info)
+        cache, trials = experiment.probe_cache, experiment.trials
+        built = build_claims(self.answer, self.effects, cache, info, trials)
         self.claims = built.all
 
     def problem(self, claim: Claim) -> str:

@@ -16,6 +16,8 @@ from tuner.decision import accuracy_test
 from tuner.measure import measured_text
 from tuner.record import (
     IMAGES_TO_TARGET,
+    KIND,
+    STARVED_BY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
     TIME_TO_TARGET_EST_S,
@@ -35,10 +37,19 @@ __all__ = [
     "pick_rows",
     "probe_claim",
     "sentence_text",
+    "starved_said",
 ]
 
 
 # ---- where the answer's claims are said (the report's section 1 and the console) ---------
+
+
+def starved_said(trials: pd.DataFrame, claims: Claims) -> str:
+    """The starved trials' line: its claim's words ("" without any)."""
+    if KIND not in trials:
+        return ""
+    ids = trials.loc[trials[KIND] == "starved", TRIAL_ID].astype(str)
+    return claims.text("starved", *ids) if len(ids) else ""
 
 
 def sentence_text(answer: Answer, claims: Claims) -> str:
@@ -75,6 +86,7 @@ def build_claims(
     effects: pd.DataFrame,
     probe_cache: Mapping[str, Any] | None = None,
     effects_info: Mapping[str, Any] | None = None,
+    trials: pd.DataFrame | None = None,
 ) -> Claims:
     """Every claim the report makes, each from the data it rests on: the answer decided on the
     trials and re-measurements, the effects (``controlled_effects``), the probe cache (the
@@ -93,7 +105,19 @@ def build_claims(
         info = effects_info or {}
         words = {"trial": str(info.get(TRIAL_ID, "?")), "measured": measured_text(info)}
         found.append(Claim("effects_say_nothing", (), measures, words))
-    return Claims([*_answer_claims(answer, effects), *probes, *found])
+    return Claims([*_answer_claims(answer, effects), *probes, *found, *_starved(trials)])
+
+
+def _starved(trials: pd.DataFrame | None) -> list[Claim]:
+    """The starved trials and what cut each short (its ``starved_by``, None: unknown)."""
+    if trials is None or KIND not in trials:
+        return []
+    starved = trials[trials[KIND] == "starved"]
+    if starved.empty:
+        return []
+    causes = starved.get(STARVED_BY, pd.Series(None, index=starved.index, dtype=object))
+    words = {"causes": [None if pd.isna(c) else str(c) for c in causes]}
+    return [Claim("starved", tuple(starved[TRIAL_ID].astype(str)), (), words)]
 
 
 def effect_claim(row: pd.Series) -> Claim:

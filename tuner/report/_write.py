@@ -89,7 +89,11 @@ def write_report(
     effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
     claims = build_claims(
-        answer, effects, experiment.probe_cache, experiment.metadata.get("effects")
+        answer,
+        effects,
+        experiment.probe_cache,
+        experiment.metadata.get("effects"),
+        experiment.trials,
     )
     sections = [
         answer_section(experiment, answer, effects, progress, out_dir, claims),

@@ -49,6 +49,7 @@ from tuner.report._audit_claims import (
     CLAIM,
     check_claims,
     check_console_claims,
+    check_starved_by,
     check_verdict_words,
     claims_of,
     report_documents,
@@ -187,6 +188,9 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
         return []
     documents = report_documents(report_dir)
     found += check_verdict_words(documents["report.md"], claims)
+    if (report_dir / "trials.csv").is_file():
+        rows = read_trials_csv(report_dir / "trials.csv")
+        found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")
     return found + check_claims(claims, documents, experiment)
 
 

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from tuner.answer import (
     Margin,
     PairVerdict,
@@ -27,7 +29,9 @@ from tuner.answer import (
     pairs_text,
     picks_sentence,
     points_text,
+    starved_text,
 )
+from tuner.record import KIND, STARVED_BY
 from tuner.report import _effects
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -356,6 +360,13 @@ def _effects_say_nothing(claim: Claim) -> str:
     )
 
 
+def _starved(claim: Claim) -> str:
+    """The starved trials counted by what cut them short (each its ``starved_by``)."""
+    causes = list(claim.words["causes"])
+    trials = pd.DataFrame({KIND: ["starved"] * len(causes), STARVED_BY: causes}, dtype=object)
+    return starved_text(trials) or ""
+
+
 def _rule(claim: Claim) -> str:
     return RULES[claim.words["name"]]
 
@@ -375,6 +386,7 @@ def _probes_say_nothing(claim: Claim) -> str:
 RENDERERS: dict[str, Callable[[Claim], str]] = {
     "rule": _rule,
     "probes_say_nothing": _probes_say_nothing,
+    "starved": _starved,
     "effects_say_nothing": _effects_say_nothing,
     "effect": _effect,
     "target": _target,
