@@ -15,7 +15,12 @@ import pytest
 
 from tuner.answer import decide
 from tuner.experiment import Experiment, typed_trials
-from tuner.report._audit_claims import check_claims, check_starved_by, check_verdict_words
+from tuner.report._audit_claims import (
+    check_claims,
+    check_console_claims,
+    check_starved_by,
+    check_verdict_words,
+)
 from tuner.report._build_claims import build_claims
 from tuner.report.claims import (
     CELL_KINDS,
@@ -217,3 +222,14 @@ def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) ->
     trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
     [found] = check_starved_by(records, trials, "trials.csv")
     assert found.claim == "starved c,d" and "'budget' for trial d" in found.why
+
+
+def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:
+    experiment = _experiment("says nothing")
+    records, _ = _records(experiment, tmp_path)
+    said = next(c for c in records if c.kind == "picks").text
+    console = f"Search finished: 2 trials (2 ok)\n{said}\n"
+    assert check_console_claims(records, console) == []
+    lie = console.replace("says nothing, so no verdict on speed", "is faster beyond noise")
+    [found] = check_console_claims(records, lie)
+    assert found.where == "console" and found.claim == "picks f,s"
