@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from tuner.answer import decide
+from tuner.compare import REFERENCE
 from tuner.experiment import Experiment, typed_trials
 from tuner.report._audit_claims import (
     check_claims,
@@ -233,3 +234,30 @@ def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> 
     lie = console.replace("says nothing, so no verdict on speed", "is faster beyond noise")
     [found] = check_console_claims(records, lie)
     assert found.where == "console" and found.claim == "picks f,s"
+
+
+def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) -> None:
+    """The speed section's "No probe interval says anything" and the effects' "No information"
+    each rest on every interval they speak of: one that says something refutes the record."""
+    loose = {"ratio": 1.3, "low": 0.2, "high": 9.0, "pairs": 2, "kept": True}
+    cache = {PROBE_KEY: {"variants": [{"name": "fused_adamw", **loose}]}}
+    effects = pd.DataFrame(
+        {
+            "arm": [REFERENCE, "+fused_adamw"],
+            "images_per_second": [100.0, 130.0],
+            "throughput_ratio_vs_reference": [1.0, 1.3],
+            "throughput_ratio_vs_reference_low": [1.0, 0.2],
+            "throughput_ratio_vs_reference_high": [1.0, 9.0],
+            "throughput_ratio_vs_reference_n": [2, 2],
+        }
+    )
+    experiment = dataclasses.replace(_experiment("says nothing"), probe_cache=cache)
+    claims = build_claims(decide(experiment), effects, cache, {"trial_id": "f"})
+    for kind in ("probes_say_nothing", "effects_say_nothing"):
+        claim = next(c for c in claims.all.values() if c.kind == kind)
+        assert "say" in claim.text and render(claim) == claim.text
+        sharp = Measure.of(claim.measures[0].quantity, claim.measures[0].subjects,
+                           Change(1.3, 1.2, 1.4, 6, 1.0))  # fmt: skip
+        lie = dataclasses.replace(claim, measures=(sharp,))
+        [found, *_] = check_claims([lie], {"report.md": claim.text}, None)
+        assert found.claim == kind and "cannot be rendered" in found.why
