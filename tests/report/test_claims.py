@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from tuner.answer import decide
-from tuner.compare import REFERENCE
+from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.experiment import Experiment, typed_trials
 from tuner.report._audit_claims import (
     check_claims,
@@ -261,3 +261,34 @@ def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) 
         lie = dataclasses.replace(claim, measures=(sharp,))
         [found, *_] = check_claims([lie], {"report.md": claim.text}, None)
         assert found.claim == kind and "cannot be rendered" in found.why
+
+
+def test_the_input_section_s_verdicts_are_claims_on_the_effects(tmp_path: Path) -> None:
+    """The loader settings together against the plain input pipeline, and each loader setting
+    measured beyond noise: records whose intervals the effects give again."""
+    effects = pd.DataFrame(
+        {
+            "arm": [REFERENCE, PLAIN_LOADER, "num_workers=1"],
+            "images_per_second": [100.0, 70.0, 80.0],
+            "data_wait_fraction": [0.1, 0.4, 0.2],
+            "throughput_ratio_vs_reference": [1.0, 0.7, 0.8],
+            "throughput_ratio_vs_reference_low": [1.0, 0.65, 0.75],
+            "throughput_ratio_vs_reference_high": [1.0, 0.75, 0.85],
+            "throughput_ratio_vs_reference_n": [6, 6, 6],
+        }
+    )
+    experiment = dataclasses.replace(_experiment("trade-off"), effects=effects)
+    claims = build_claims(decide(experiment), effects, {}, None)
+    gain = next(c for c in claims.all.values() if c.kind == "loader_gain")
+    assert gain.text.startswith("Together, the loader settings make it **1.43x [1.33–1.54]")
+    assert "faster** than the plain input pipeline" in gain.text and "40%" in gain.text
+    clear = next(c for c in claims.all.values() if c.kind == "loader_clear")
+    assert clear.text == (
+        "Measured beyond noise around this config: num_workers=1: 0.80x [0.75–0.85], slower."
+    )
+    # (the auditor's recomputation from effects.csv is the smoke report's: test_report.py)
+    assert check_claims([gain, clear], {"report.md": gain.text + clear.text}, None) == []
+    moved = dataclasses.replace(clear.measures[0], high=1.2)  # a tie said to be slower
+    lie = dataclasses.replace(clear, measures=(moved, *clear.measures[1:]))
+    [found] = check_claims([lie], {"report.md": clear.text}, None)
+    assert found.claim == clear.name() and "by the one rule" in found.why

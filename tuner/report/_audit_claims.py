@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
+from tuner.compare import PLAIN_LOADER
 from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
@@ -53,12 +54,13 @@ CLAIM = "claim"  # the check's name in a finding
 VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
 _VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
 # The sections whose every verdict word must lie in a claim's words (by the start of their
-# titles, tuner.report._write); the others (the input pipeline, batch size, scaling, trials, the
-# details) still say theirs in prose, checked by the regexes of _audit_text.
+# titles, tuner.report._write); the others (batch size, scaling, trials, the details) still say
+# theirs in prose, checked by the regexes of _audit_text.
 CHECKED_SECTIONS = (
     "The answer",
     "Pareto front",
     "What each technique does",
+    "Input pipeline",
     "Speed settings chosen",
 )
 # The claims the console summary says too (tuner.report.console: the lead and the sentence).
@@ -248,6 +250,12 @@ class _Expected:
             return None
         return rule.change
 
+    def _loader_gain(self, subjects: tuple[str, ...]) -> Change | None:
+        gain = plain_loop_gain(self.effects, PLAIN_LOADER) if not self.effects.empty else None
+        if gain is None:
+            return None
+        return Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
+
     def _effect(self, subjects: tuple[str, ...], key: str) -> Change | None:
         rows = (
             self.effects[self.effects["arm"].astype(str) == subjects[0]]
@@ -277,6 +285,7 @@ _RECOMPUTE: dict[str, Callable[[_Expected, tuple[str, ...]], Any]] = {
     "time_ratio": _Expected._time,
     "effect_ratio": _Expected._effect_ratio,
     "effect_memory": _Expected._effect_memory,
+    "loader_gain": _Expected._loader_gain,
 }
 
 

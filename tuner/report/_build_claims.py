@@ -5,14 +5,16 @@ their words): the answer's (decided on the trials and re-measurements), each eff
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from tuner.answer import Answer, Margin, PairVerdict
-from tuner.compare import REFERENCE
+from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.decision import accuracy_test
+from tuner.engine.result import bound_of
 from tuner.measure import measured_text
 from tuner.record import (
     IMAGES_TO_TARGET,
@@ -24,6 +26,7 @@ from tuner.record import (
     TRIAL_ID,
 )
 from tuner.report import _effects
+from tuner.report._input import loader_clear_arms, loader_rows
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
 from tuner.stats import Change
@@ -105,7 +108,39 @@ def build_claims(
         info = effects_info or {}
         words = {"trial": str(info.get(TRIAL_ID, "?")), "measured": measured_text(info)}
         found.append(Claim("effects_say_nothing", (), measures, words))
-    return Claims([*_answer_claims(answer, effects), *probes, *found, *_starved(trials)])
+    said = [*_answer_claims(answer, effects), *_input_claims(answer, effects)]
+    return Claims([*said, *probes, *found, *_starved(trials)])
+
+
+def _input_claims(answer: Answer, effects: pd.DataFrame) -> list[Claim]:
+    """The input section's: the data-bound rule, the loader settings' gain together, what the
+    wait says may help, and the loader settings measured beyond noise."""
+    pick = answer.recommended
+    if pick is None:
+        return []
+    trial, wait = str(pick[TRIAL_ID]), as_number(pick.get("data_wait_fraction"))
+    bound = pick.get("bound") if "bound" in pick else bound_of(wait)
+    claims = [Claim("rule", ("data_bound",), (), {"name": "data_bound"})]
+    if not math.isnan(wait) and isinstance(bound, str) and bound:
+        claims.append(Claim("input_limit", (trial,), (), {"wait": wait, "bound": bound}))
+    gain = _effects.plain_loop_gain(effects, PLAIN_LOADER) if not effects.empty else None
+    if gain is not None:
+        change = Change(gain["ratio"], gain["low"], gain["high"], gain["n"], 1.0)
+        plain = effects[effects["arm"] == PLAIN_LOADER].iloc[0]
+        wait_plain = as_number(plain.get("data_wait_fraction"))
+        words = {"plain_wait": None if math.isnan(wait_plain) else wait_plain}
+        measure = Measure.of("loader_gain", (trial,), change)
+        claims.append(Claim("loader_gain", (trial,), (measure,), words))
+    rows = loader_rows(effects)
+    arms = loader_clear_arms(rows)
+    if arms:
+        measures = tuple(m for arm in arms for m in effect_claim(_arm_row(rows, arm)).measures)
+        claims.append(Claim("loader_clear", tuple(arms), measures))
+    return claims
+
+
+def _arm_row(rows: pd.DataFrame, arm: str) -> pd.Series:
+    return rows[rows["arm"].astype(str) == arm].iloc[0]
 
 
 def _starved(trials: pd.DataFrame | None) -> list[Claim]:

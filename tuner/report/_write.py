@@ -99,7 +99,7 @@ def write_report(
         answer_section(experiment, answer, effects, progress, out_dir, claims),
         _front(experiment, answer, out_dir, claims),
         _techniques(experiment, answer, effects, progress, out_dir, claims),
-        *filter(None, [input_section(answer.recommended, effects)]),
+        *filter(None, [input_section(answer.recommended, effects, claims)]),
         speed_section(experiment, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),

@@ -31,8 +31,10 @@ from tuner.answer import (
     points_text,
     starved_text,
 )
+from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.record import KIND, STARVED_BY
 from tuner.report import _effects
+from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
 from tuner.time_to_target import RulePick, Target, pick_sentence, rule_sentence
@@ -69,6 +71,7 @@ QUANTITIES = (
     "time_ratio",  # the rule's pick's time to target against the next's (RulePick.change)
     "effect_ratio",  # one change's images/s over the recommended config's (effects.csv)
     "effect_memory",  # its peak memory minus the recommended config's
+    "loader_gain",  # the recommended config over the plain input pipeline (effects.csv)
 )
 
 
@@ -316,17 +319,26 @@ def _rule_pick(claim: Claim) -> str:
 
 def _effect(claim: Claim) -> str:
     """An effect's verdict cell (section 3): one change against the recommended config."""
+    return _effects.verdict_text(_effect_row(claim, claim.measures))
+
+
+def _effect_row(claim: Claim, measures: Iterable[Measure]) -> dict[str, Any]:
+    """The effects table's row its measures and words give (tuner.compare.summarize's keys)."""
     row: dict[str, Any] = {k: claim.words.get(k) for k in ("failed", "fell_back")}
-    row["images_per_second"] = 1.0 if claim.words.get("measured") else math.nan
-    for m in claim.measures:
+    row["images_per_second"] = 1.0 if claim.words.get("measured", True) else math.nan
+    for m in measures:
         for suffix, value in (("", m.value), ("_low", m.low), ("_high", m.high), ("_n", m.n)):
             row[f"{EFFECT_KEYS[m.quantity]}{suffix}"] = value
-    return _effects.verdict_text(row)
+    return row
 
 
 # The rules the report states in prose (their verdict words are the rule's, not a
 # measurement's): a "rule" claim names one, its words are the text.
 RULES = {
+    "data_bound": (
+        f"(data-bound from {DATA_BOUND_WAIT:.0%}: a wait that large, removed, would make it at "
+        f"least {1 / (1 - DATA_BOUND_WAIT):.2f}x faster)"
+    ),
     "probe_rule": (
         "Before a training config first trains, short probes measure the plain setting and each "
         "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
@@ -367,6 +379,56 @@ def _starved(claim: Claim) -> str:
     return starved_text(trials) or ""
 
 
+def _loader_gain(claim: Claim) -> str:
+    """What the loader settings buy together over the plain input pipeline, measured."""
+    change = claim.measures[0].change
+    measured = ratio_text(change.value, change.low, change.high)
+    against = "the plain input pipeline (every loader knob off)"
+    wait = claim.words.get("plain_wait")
+    waited = (
+        f", whose steps waited {wait:.0%} of their time for data ({bound_of(wait)}-bound)"
+        if isinstance(wait, int | float) and not math.isnan(wait)
+        else ""
+    )
+    if change.verdict in ("none", "uninformative"):
+        return f"Against {against}: {measured}, from an interval that says nothing."
+    if change.verdict == "tie":
+        return f"Together, the loader settings are a **tie** with {against}{waited}: {measured}."
+    word = "faster" if change.value > 1 else "slower"
+    return f"Together, the loader settings make it **{measured} {word}** than {against}{waited}."
+
+
+def _input_limit(claim: Claim) -> str:
+    """Whether more workers or a faster decoder could help here: what the wait says (a
+    ceiling from its share, not a measurement)."""
+    wait = float(claim.words["wait"])
+    if claim.words["bound"] == "compute":
+        return (
+            f"**The model, not the loader, is the limit on this machine:** the steps waited "
+            f"for data {wait:.0%} of their time, so more workers or a faster decoder have "
+            "little wait left to remove (on a CPU a cheaper loader can still leave the model "
+            "more of the cores, which only a measured effect shows)."
+        )
+    ceiling = 1 / (1 - wait) if wait < 1 else math.inf
+    return (
+        f"**The input pipeline is the limit on this machine:** the steps waited for data "
+        f"{wait:.0%} of their time. A ceiling, not a finding: were no step to wait at all, it "
+        f"would run at most {ceiling:.2f}x faster (from the wait's share alone, not measured); "
+        "what a setting buys is only what its measured effect shows."
+    )
+
+
+def _loader_clear(claim: Claim) -> str:
+    """The loader settings switched around the pick whose effect is beyond noise, each with
+    its interval and verdict (the effects table's words)."""
+    said = []
+    for arm in claim.subjects:
+        row = _effect_row(claim, [m for m in claim.measures if m.subjects == (arm,)])
+        said.append(f"{arm}: {change_text(row, EFFECT_KEYS['effect_ratio'])}, "
+                    f"{_effects.verdict_text(row)}")  # fmt: skip
+    return "Measured beyond noise around this config: " + "; ".join(said) + "."
+
+
 def _rule(claim: Claim) -> str:
     return RULES[claim.words["name"]]
 
@@ -387,6 +449,9 @@ RENDERERS: dict[str, Callable[[Claim], str]] = {
     "rule": _rule,
     "probes_say_nothing": _probes_say_nothing,
     "starved": _starved,
+    "loader_gain": _loader_gain,
+    "input_limit": _input_limit,
+    "loader_clear": _loader_clear,
     "effects_say_nothing": _effects_say_nothing,
     "effect": _effect,
     "target": _target,
