@@ -292,3 +292,9 @@ def test_the_input_section_s_verdicts_are_claims_on_the_effects(tmp_path: Path) 
     lie = dataclasses.replace(clear, measures=(moved, *clear.measures[1:]))
     [found] = check_claims([lie], {"report.md": clear.text}, None)
     assert found.claim == clear.name() and "by the one rule" in found.why
+
+
+def test_the_experiment_s_name_in_the_title_is_no_verdict(tmp_path: Path) -> None:
+    records, documents = _records(_experiment("trade-off"), tmp_path)
+    screen = f"# Tuning report: best-and-fastest\n\n## 1. The answer\n\n{documents['report.md']}\n"
+    assert check_verdict_words(screen, records) == []

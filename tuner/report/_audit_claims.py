@@ -116,7 +116,9 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
 
 
 def _checked_regions(markdown: str) -> list[str]:
-    """The lead (before the first section) and each section whose title is checked."""
+    """The lead (before the first section, less the title: the experiment's name is the
+    user's) and each section whose title is checked."""
+    markdown = re.sub(r"\A# .*\n", "", markdown)
     parts = re.split(r"^(?=## \d+\. )", markdown, flags=re.MULTILINE)
     title = re.compile(r"## \d+\. (.*)")
     return [

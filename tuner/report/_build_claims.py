@@ -35,6 +35,7 @@ from tuner.units import as_number, is_finite
 __all__ = [
     "build_claims",
     "effect_claim",
+    "input_claims",
     "lead_lines",
     "pick_groups",
     "pick_rows",
@@ -108,17 +109,19 @@ def build_claims(
         info = effects_info or {}
         words = {"trial": str(info.get(TRIAL_ID, "?")), "measured": measured_text(info)}
         found.append(Claim("effects_say_nothing", (), measures, words))
-    said = [*_answer_claims(answer, effects), *_input_claims(answer, effects)]
+    pick = answer.recommended
+    said = [
+        *_answer_claims(answer, effects),
+        *(input_claims(pick, effects) if pick is not None else []),
+    ]
     return Claims([*said, *probes, *found, *_starved(trials)])
 
 
-def _input_claims(answer: Answer, effects: pd.DataFrame) -> list[Claim]:
-    """The input section's: the data-bound rule, the loader settings' gain together, what the
-    wait says may help, and the loader settings measured beyond noise."""
-    pick = answer.recommended
-    if pick is None:
-        return []
-    trial, wait = str(pick[TRIAL_ID]), as_number(pick.get("data_wait_fraction"))
+def input_claims(pick: Mapping[str, Any], effects: pd.DataFrame) -> list[Claim]:
+    """The input section's, for the recommended trial's row: the data-bound rule, the loader
+    settings' gain together, what the wait says may help, the loader settings measured beyond
+    noise."""
+    trial, wait = str(pick.get(TRIAL_ID)), as_number(pick.get("data_wait_fraction"))
     bound = pick.get("bound") if "bound" in pick else bound_of(wait)
     claims = [Claim("rule", ("data_bound",), (), {"name": "data_bound"})]
     if not math.isnan(wait) and isinstance(bound, str) and bound:
