@@ -193,19 +193,9 @@ class Answer:
         """The most accurate candidate against the rule's pick, by the one rule."""
         sharp, rule = self.best.get("val_accuracy"), self.rule
         if sharp is None or rule is None or str(sharp[TRIAL_ID]) == rule.pick:
-            return "The pick is also the most accurate candidate as measured."
-        pick = self.row(rule.pick)
-        change = accuracy_test(sharp, pick)
-        points = points_text(change)
-        other = f"`{sharp[TRIAL_ID]}`"
-        if change.separated:
-            return (
-                f"{other} is {points} more accurate at its end, beyond noise; the rule still "
-                f"picks `{rule.pick}` because {why_picked(rule)} (the target is what the rule "
-                f"asks for): for the highest final accuracy, train {other} "
-                "(recommended_val_accuracy.json)."
-            )
-        return f"{other} ended {points} apart from the pick in accuracy: within noise."
+            return against_pick_text(None)
+        change = accuracy_test(sharp, self.row(rule.pick))
+        return against_pick_text((str(sharp[TRIAL_ID]), rule.pick), change, why_picked(rule))
 
     def noise_note(self) -> str:
         """Said before the pick when the re-measurement could not decide on speed: its interval
@@ -244,103 +234,124 @@ class Answer:
         counts = self.trials[KIND].astype(str).value_counts()
         return " (" + ", ".join(f"{n} {kind}" for kind, n in counts.items()) + ")"
 
-    @property
-    def _is_pick(self) -> str:
-        """What the front's better end is: the pick, or, where the rule picks by time to target,
-        only the front's (the rule's pick leads the answer)."""
-        if self.by_time:
-            return "leads the front (at the end of each trial's budget; the rule's pick is above)"
-        return "is the pick"
-
     def sentence(self) -> str:
         """One sentence: do the picks differ beyond the noise, and what follows from it."""
         if self.front.empty:
             return f"No trial can be recommended: none ran ok to its end{self._kinds_text()}."
         if self.picks is None:
-            return self._one_pick_sentence()
-        p = self.picks
-        fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
-        speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
-        points = points_text(p.accuracy)
-        verdict = p.throughput.verdict
-        if verdict == "none":  # no verdict without evidence
+            row = self.front_pick
+            pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
+            return one_pick_sentence(str(pick), self.margins, self.candidates)
+        return picks_sentence(self.picks, by_time=self.by_time, data_parallel=self.data_parallel)
+
+
+def picks_sentence(p: PairVerdict, *, by_time: bool, data_parallel: bool) -> str:
+    """The fastest pick against the most accurate one, in what their intervals allow."""
+    is_pick = (
+        "leads the front (at the end of each trial's budget; the rule's pick is above)"
+        if by_time
+        else "is the pick"
+    )  # where the rule picks by time to target, the front's better end is only the front's
+    fast, slow = f"the fastest ({p.faster})", f"the most accurate ({p.slower})"
+    speed = f"throughput {ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)}"
+    points = points_text(p.accuracy)
+    verdict = p.throughput.verdict
+    if verdict == "none":  # no verdict without evidence
+        return (
+            f"{fast.capitalize()} and {slow} were not re-measured side by side: their "
+            f"throughputs are {p.throughput.value:.2f}x apart as measured in the search, with "
+            f"no interval, so no verdict on speed; {_accuracy_clause(p.accuracy, slow)}. "
+            f"The fastest is shown first; {_to_tell_apart(data_parallel)}."
+        )
+    if verdict == "uninformative":
+        return (
+            f"{fast.capitalize()} and {slow} were re-measured side by side, but their "
+            f"{speed} over {pairs_text(p.throughput.n)} says nothing, so no verdict on "
+            f"speed; {_accuracy_clause(p.accuracy, slow)}. The fastest as measured is shown "
+            "first."
+        )
+    if p.same_within_noise:
+        return (
+            f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
+            f"{points} apart, inside the interval): either will do."
+        )
+    if verdict == "tie" and p.accuracy.separated:
+        return (
+            f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
+            f" so {slow} {is_pick}: {points} more accurate, beyond noise."
+        )
+    if verdict == "tie":
+        return (
+            f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}); "
+            f"{_accuracy_clause(p.accuracy, slow)}: no verdict, the fastest is shown first."
+        )
+    if p.accuracy.tie:
+        return (
+            f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
+            f"apart), so {fast} {is_pick}: {speed}, beyond noise."
+        )
+    if not p.accuracy.has_interval:
+        return (
+            f"{fast.capitalize()} is faster beyond noise ({speed}); {slow} is {points} "
+            "more accurate, with no interval (validation images unknown), so no verdict "
+            f"on accuracy: the fastest {is_pick}."
+        )
+    return (
+        f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
+        f"{points} more accurate beyond noise; pick by what matters more to you."
+    )
+
+
+def _to_tell_apart(data_parallel: bool) -> str:
+    if data_parallel:  # the re-measurement measures one process: skipped
+        return (
+            "a data-parallel search is not re-measured, so train both on their workers to "
+            "tell them apart"
+        )
+    return "re-measure both (--remeasure-top 2 or more) to tell them apart"
+
+
+def one_pick_sentence(pick: str, margins: Mapping[str, Margin], candidates: int) -> str:
+    """One trial best on both as measured: beyond noise on both, or the ties named."""
+    if not margins:
+        if candidates > 1:  # one objective: no runner-up measured beside it
             return (
-                f"{fast.capitalize()} and {slow} were not re-measured side by side: their "
-                f"throughputs are {p.throughput.value:.2f}x apart as measured in the search, with "
-                f"no interval, so no verdict on speed; {_accuracy_clause(p.accuracy, slow)}. "
-                f"The fastest is shown first; {self._to_tell_apart()}."
-            )
-        if verdict == "uninformative":
-            return (
-                f"{fast.capitalize()} and {slow} were re-measured side by side, but their "
-                f"{speed} over {pairs_text(p.throughput.n)} says nothing, so no verdict on "
-                f"speed; {_accuracy_clause(p.accuracy, slow)}. The fastest as measured is shown "
-                "first."
-            )
-        if p.same_within_noise:
-            return (
-                f"{fast.capitalize()} and {slow} are the same within noise ({speed}, "
-                f"{points} apart, inside the interval): either will do."
-            )
-        if verdict == "tie" and p.accuracy.separated:
-            return (
-                f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}),"
-                f" so {slow} {self._is_pick}: {points} more accurate, beyond noise."
-            )
-        if verdict == "tie":
-            return (
-                f"{fast.capitalize()} and {slow} run at the same speed within noise ({speed}); "
-                f"{_accuracy_clause(p.accuracy, slow)}: no verdict, the fastest is shown first."
-            )
-        if p.accuracy.tie:
-            return (
-                f"{fast.capitalize()} and {slow} are equally accurate within noise ({points} "
-                f"apart), so {fast} {self._is_pick}: {speed}, beyond noise."
-            )
-        if not p.accuracy.has_interval:
-            return (
-                f"{fast.capitalize()} is faster beyond noise ({speed}); {slow} is {points} "
-                "more accurate, with no interval (validation images unknown), so no verdict "
-                f"on accuracy: the fastest {self._is_pick}."
+                f"One configuration ({pick}) is the best of {candidates} on the "
+                "search's objective as measured, with no interval against the next: no "
+                "verdict beyond that."
             )
         return (
-            f"A real trade-off: {fast} is faster beyond noise ({speed}) and {slow} is "
-            f"{points} more accurate beyond noise; pick by what matters more to you."
+            f"One configuration ({pick}) is the only one that can be picked, so nothing was "
+            "compared with it."
         )
-
-    def _to_tell_apart(self) -> str:
-        if self.data_parallel:  # the re-measurement measures one process: skipped
-            return (
-                "a data-parallel search is not re-measured, so train both on their workers to "
-                "tell them apart"
-            )
-        return "re-measure both (--remeasure-top 2 or more) to tell them apart"
-
-    def _one_pick_sentence(self) -> str:
-        """One trial best on both as measured: beyond noise on both, or the ties named."""
-        row = self.front_pick
-        pick = self.front.iloc[0][TRIAL_ID] if row is None else row[TRIAL_ID]
-        if not self.margins:
-            if self.candidates > 1:  # one objective: no runner-up measured beside it
-                return (
-                    f"One configuration ({pick}) is the best of {self.candidates} on the "
-                    "search's objective as measured, with no interval against the next: no "
-                    "verdict beyond that."
-                )
-            return (
-                f"One configuration ({pick}) is the only one that can be picked, so nothing was "
-                "compared with it."
-            )
-        clauses = "; ".join(margin_clause(m, margin) for m, margin in self.margins.items())
-        if self.best_on_both:
-            return (
-                f"One configuration ({pick}) is the best on both throughput and accuracy, "
-                f"beyond noise: {clauses}."
-            )
+    clauses = "; ".join(margin_clause(m, margin) for m, margin in margins.items())
+    if len(margins) == 2 and all(m.change.separated for m in margins.values()):
         return (
-            f"One configuration ({pick}) leads on both throughput and accuracy as measured, "
-            f"but not beyond noise on both: {clauses}."
+            f"One configuration ({pick}) is the best on both throughput and accuracy, "
+            f"beyond noise: {clauses}."
         )
+    return (
+        f"One configuration ({pick}) leads on both throughput and accuracy as measured, "
+        f"but not beyond noise on both: {clauses}."
+    )
+
+
+def against_pick_text(
+    trials: tuple[str, ...] | None, change: Change | None = None, why: str = ""
+) -> str:
+    """The most accurate candidate (``trials[0]``) against the rule's pick (``trials[1]``):
+    ``change`` is the first minus the pick in accuracy; ``why`` what made the rule's pick."""
+    if trials is None or change is None:
+        return "The pick is also the most accurate candidate as measured."
+    other, pick = f"`{trials[0]}`", trials[1]
+    points = points_text(change)
+    if change.separated:
+        return (
+            f"{other} is {points} more accurate at its end, beyond noise; the rule still "
+            f"picks `{pick}` because {why} (the target is what the rule asks for): for the "
+            f"highest final accuracy, train {other} (recommended_val_accuracy.json)."
+        )
+    return f"{other} ended {points} apart from the pick in accuracy: within noise."
 
 
 def margin_clause(metric: str, margin: Margin) -> str:

@@ -28,9 +28,9 @@ from tuner.experiment import (
 from tuner.experiment.lock import driver_lock
 from tuner.report import write_report
 from tuner.report._answer import _pick_line, _train_line
+from tuner.report._build_claims import build_claims, probe_claim
 from tuner.report._configs import describe
 from tuner.report._effects import controlled_effects, not_tried, says_nothing
-from tuner.report._speed import _cell
 from tuner.report.document import plural
 
 HOSTILE = "<script>alert(1)</script> **bold** |pipe| _under_ `tick` [link](x)"
@@ -369,15 +369,18 @@ def test_the_pick_line_names_a_speed_tie_never_fastest_beyond_noise(
         {"f": fast, "s": [100.0] * len(fast)},
     )
     pick = answer.recommended
-    line = _pick_line(pick, answer.configs[str(pick["trial_id"])], answer)
+    claims = build_claims(answer, pd.DataFrame())
+    line = _pick_line(pick, answer.configs[str(pick["trial_id"])], answer, claims)
     assert why in line and "beyond noise" not in line
 
 
 def test_a_probe_cell_from_two_pairs_says_nothing_instead_of_its_interval() -> None:
-    variant = {"ratio": 1.51, "low": 0.04, "high": 58.41, "kept": True, "pairs": 2}
-    assert _cell(variant) == "1.51x, interval says nothing (2 pairs) (kept)"
-    narrow = {"ratio": 1.12, "low": 1.03, "high": 1.22, "kept": False, "pairs": 6}
-    assert _cell(narrow) == "1.12x [1.03–1.22]"
+    variant = {"name": "k", "ratio": 1.51, "low": 0.04, "high": 58.41, "kept": True, "pairs": 2}
+    assert probe_claim("key", variant).with_text().text == (
+        "1.51x, interval says nothing (2 pairs) (kept)"
+    )
+    narrow = {"name": "k", "ratio": 1.12, "low": 1.03, "high": 1.22, "kept": False, "pairs": 6}
+    assert probe_claim("key", narrow).with_text().text == "1.12x [1.03–1.22]"
 
 
 def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
@@ -395,5 +398,6 @@ def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
     assert load_config_file(path) == config  # tuner train reads the same run config
     row = answer.best["images_per_second"].copy()
     row["world_size"] = 2
-    assert "on 2 data-parallel workers" in _pick_line(row, config, answer)
+    claims = build_claims(answer, pd.DataFrame())
+    assert "on 2 data-parallel workers" in _pick_line(row, config, answer, claims)
     assert "torchrun --nproc-per-node 2" in _train_line(row, path)

@@ -11,7 +11,9 @@ import pandas as pd
 from tuner.compare import PLAIN_LOADER, REFERENCE, Arm, run_interleaved, summarize
 from tuner.config import TrainConfig
 from tuner.engine.result import RunResult
+from tuner.report._build_claims import input_claims
 from tuner.report._input import input_section
+from tuner.report.claims import Claims
 from tuner.report.document import Table
 
 BASE = TrainConfig(data="jpeg_digits", model="test_resnet", num_workers=1, persistent_workers=True)
@@ -41,12 +43,18 @@ def _effects(speeds: dict[str, list[float]]) -> pd.DataFrame:
     return summarize(run_interleaved(arms, repeats=6, measure=measure, warmup=False), arms)
 
 
+def _section(row, effects: pd.DataFrame):
+    """The section, its verdicts in the words of the claims the report builds for them."""
+    claims = Claims(input_claims(row, effects) if row is not None else [])
+    return input_section(row, effects, claims)
+
+
 def _text(section) -> str:
     return "\n".join(b if isinstance(b, str) else b.caption for b in section.blocks)
 
 
 def test_a_compute_bound_run_says_the_input_pipeline_cannot_help_much() -> None:
-    section = input_section({**ROW, "data_wait_fraction": 0.05, "bound": "compute"}, pd.DataFrame())
+    section = _section({**ROW, "data_wait_fraction": 0.05, "bound": "compute"}, pd.DataFrame())
     text = _text(section)
     assert section.title == "Input pipeline"
     assert "trained at 400 images/s" in text and "delivered 1,000 images/s, 2.5x" in text
@@ -64,7 +72,7 @@ def test_a_data_bound_run_names_what_its_measured_loader_arms_did() -> None:
               PLAIN_LOADER: [300, 305, 298]}  # fmt: skip
     effects = _effects(speeds)
     row = {**ROW, "data_wait_fraction": 0.45, "bound": "data"}
-    section = input_section(row, effects)
+    section = _section(row, effects)
     text = _text(section)
     assert "**data-bound**" in text and "at most 1.82x faster" in text  # 1/(1-0.45)
     # Issue 39: "could help (up to 1.59x)" read as a finding; it is a ceiling from the wait.
@@ -83,17 +91,17 @@ def test_a_data_bound_run_names_what_its_measured_loader_arms_did() -> None:
 
 
 def test_no_recommendation_or_no_loader_gives_no_verdict() -> None:
-    assert input_section(None, pd.DataFrame()) is None
+    assert _section(None, pd.DataFrame()) is None
     on_device = {"images_per_second": 900.0, "data_wait_fraction": 0.0, "bound": None}
-    text = _text(input_section(on_device, pd.DataFrame()))
+    text = _text(_section(on_device, pd.DataFrame()))
     assert "no input pipeline to measure" in text and "-bound" not in text
     before = {"images_per_second": 400.0, "data_wait_fraction": 0.3}  # recorded before `bound`
-    assert "**data-bound**" in _text(input_section(before, pd.DataFrame()))
+    assert "**data-bound**" in _text(_section(before, pd.DataFrame()))
     unmeasured = {**ROW, "data_wait_fraction": float("nan"), "bound": None}
-    assert "wait for data was not measured" in _text(input_section(unmeasured, pd.DataFrame()))
+    assert "wait for data was not measured" in _text(_section(unmeasured, pd.DataFrame()))
     stopped = {**ROW, "loader_images_per_second": float("nan"), "data_wait_fraction": 0.3,
                "bound": "data"}  # fmt: skip
-    assert "its loader alone was not measured" in _text(input_section(stopped, pd.DataFrame()))
+    assert "its loader alone was not measured" in _text(_section(stopped, pd.DataFrame()))
 
 
 def test_a_tie_or_an_interval_that_says_nothing_is_named_so() -> None:
@@ -101,11 +109,11 @@ def test_a_tie_or_an_interval_that_says_nothing_is_named_so() -> None:
     # verdict from an interval that reaches past +-50 %.
     row = {**ROW, "data_wait_fraction": 0.3, "bound": "data"}
     tie = _effects({REFERENCE: [400, 410, 405], PLAIN_LOADER: [404, 401, 409]})
-    text = _text(input_section(row, tie))
+    text = _text(_section(row, tie))
     assert "the loader settings are a **tie** with the plain input pipeline" in text
     assert "Measured beyond noise" not in text
     noisy = _effects({REFERENCE: [400, 900, 200], PLAIN_LOADER: [800, 150, 600]})
-    text = _text(input_section(row, noisy))
+    text = _text(_section(row, noisy))
     assert "from an interval that says nothing" in text and "faster**" not in text
 
 
@@ -118,7 +126,7 @@ def test_trained_at_is_the_search_s_figure_and_each_figure_is_named() -> None:
            "throughput_source": "re-measured", "data_wait_fraction": 0.45,
            "bound": "data"}  # fmt: skip
     speeds = {REFERENCE: [400, 410, 405], "+host_prefetch": [520, 530, 525]}
-    text = _text(input_section(row, _effects(speeds)))
+    text = _text(_section(row, _effects(speeds)))
     assert "trained at 498 images/s in the search (re-measured alone after the search: " in text
     assert "2,026 [1,990–2,050] images/s, the answer's figure)" in text
     assert "delivered 1,000 images/s, 2.0x what training took" in text  # against the search's

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
-from tuner.answer import Answer, Margin, PairVerdict
-from tuner.report._answer import _fastest_why, _one_pick_why
+from tuner.answer import Margin, PairVerdict
+from tuner.report.claims import _fastest_why, _one_pick_why
 from tuner.stats import Change
 
 NAN = math.nan
@@ -52,35 +51,21 @@ def test_the_fastest_pick_claims_only_what_its_intervals_show(speed: str, accura
         assert ("no interval" in why) == (accuracy == "no interval")
 
 
-def _answer(margins: dict[str, Margin], candidates: int) -> Answer:
-    trials = pd.DataFrame({"trial_id": list("abc")[:candidates], "candidate": True})
-    return Answer(
-        objectives=[("images_per_second", "max"), ("val_accuracy", "max")],
-        trials=trials,
-        front=trials,
-        best={},
-        remeasured=True,
-        margins=margins,
-    )
-
-
 def test_one_pick_ahead_on_both_says_beyond_noise_only_where_both_intervals_do() -> None:
     ahead = Change(1.2, 1.1, 1.3, 6, 1.0)
     level = Change(1.02, 0.95, 1.1, 6, 1.0)
     points = Change(0.02, 0.01, 0.03, 100, 0.0)
     both = {"images_per_second": Margin("b", ahead), "val_accuracy": Margin("b", points)}
-    assert _one_pick_why(_answer(both, 2)) == (
-        "the best on both throughput and accuracy, beyond noise"
-    )
+    assert _one_pick_why(both, 2) == ("the best on both throughput and accuracy, beyond noise")
     speed_tie = {**both, "images_per_second": Margin("b", level)}
-    why = _one_pick_why(_answer(speed_tie, 2))
+    why = _one_pick_why(speed_tie, 2)
     assert why == (
         "the fastest and the most accurate as measured, but not beyond noise on speed (the "
         "margins are below)"
     )
-    assert _one_pick_why(_answer({}, 3)) == (
+    assert _one_pick_why({}, 3) == (
         "the best of 3 on the search's objective as measured (no interval against the next)"
     )
-    assert _one_pick_why(_answer({}, 1)) == (
+    assert _one_pick_why({}, 1) == (
         "the only configuration that can be picked (nothing was compared with it)"
     )

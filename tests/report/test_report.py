@@ -18,7 +18,13 @@ from tuner.answer import decide
 from tuner.commands import main
 from tuner.compare import PLAIN, REFERENCE
 from tuner.config import load_config_file
-from tuner.experiment import load_experiment, read_trials_csv, speed_settings_of, write_trials_csv
+from tuner.experiment import (
+    CLAIMS_FILE,
+    load_experiment,
+    read_trials_csv,
+    speed_settings_of,
+    write_trials_csv,
+)
 from tuner.record import KINDS
 from tuner.report import write_report
 from tuner.report._effects import (
@@ -28,6 +34,7 @@ from tuner.report._effects import (
     says_nothing,
 )
 from tuner.report.audit import CHECKS, audit
+from tuner.report.claims import Claim, read_claims
 from tuner.techniques import settings_text, speed_knobs
 
 SECTIONS = [
@@ -394,9 +401,54 @@ def _tamper(check: str, experiment: Path, report: Path) -> None:
         reached = trials["images_to_target"].first_valid_index()
         trials.loc[reached, "images_to_target"] = trials.loc[reached, "images_to_target"] / 2
         write_trials_csv(trials, report / "trials.csv")
+    elif check == "claim":  # a record's interval moved to exclude no change, its words left
+        records = json.loads((report / CLAIMS_FILE).read_text())
+        measure = next(m for c in records["claims"] for m in c["measures"])
+        measure["low"], measure["high"] = measure["value"] * 0.99, measure["value"] * 1.01
+        (report / CLAIMS_FILE).write_text(json.dumps(records))
     elif check == "unmeasured":  # a memory violation where no peak was measured
         trials.loc[0, "peak_memory_bytes"] = pd.NA
         write_trials_csv(trials, report / "trials.csv")
+
+
+def _claim_kinds(report: Path) -> dict[str, Claim]:
+    """One record of each kind the smoke report wrote."""
+    return {c.kind: c for c in reversed(read_claims(report / CLAIMS_FILE))}
+
+
+@pytest.mark.parametrize("how", ["record", "sentence"])
+def test_each_claim_kind_of_the_smoke_report_fails_report_check_when_tampered(
+    how: str, smoke_experiment: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48: a claim is a record (claims.json); ``report --check`` fails on a record the
+    data does not support and on a sentence that is not the record's, naming the claim."""
+    kinds = _claim_kinds(report)
+    assert {"picks", "pick_title", "probe"} <= set(kinds) or {"one_pick", "pick_title"} <= set(
+        kinds
+    ), kinds
+    for kind, claim in kinds.items():
+        copy = tmp_path / f"{how}-{kind}"
+        shutil.copytree(report, copy)
+        if how == "record":  # its words said of another trial (or key)
+            records = json.loads((copy / CLAIMS_FILE).read_text())
+            row = next(r for r in records["claims"] if r["kind"] == kind)
+            row["subjects"] = ["nothing", *row["subjects"][1:]]
+            (copy / CLAIMS_FILE).write_text(json.dumps(records))
+            name = f"{kind} {','.join(['nothing', *claim.subjects[1:]])}"
+        else:  # report.md says other figures than its record
+            markdown = (copy / "report.md").read_text()
+            changed = re.sub(r"\d", lambda m: str((int(m[0]) + 1) % 10), claim.text, count=1)
+            if changed == claim.text:  # no figure: a word of it changed
+                changed = re.sub(r"\w{4,}", lambda m: m[0].upper(), claim.text, count=1)
+            (copy / "report.md").write_text(markdown.replace(claim.text, changed))
+            name = claim.name()
+        assert main(["report", "--check", str(smoke_experiment), "--out", str(copy)]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        said = f"claim: claims.json: {name!r}"[:100]  # a long claim is cut in the line
+        assert any(line.startswith(said) for line in lines), (
+            kind,
+            lines,
+        )
 
 
 @pytest.mark.parametrize("check", CHECKS)

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from tuner.experiment._files import (
+    CLAIMS_FILE,
     CUT_FILE,
     CUT_STARTED_UNIX_S,
     CUT_UNIX_S,
@@ -79,6 +80,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CLAIMS_FILE",
     "CUT_FILE",
     "CUT_STARTED_UNIX_S",
     "CUT_UNIX_S",

@@ -10,6 +10,9 @@ from tuner.record import TRIAL_ID
 # local copy of an experiment on URI storage, and the reader of a folder named by its name.
 DEFAULT_STORAGE = "experiments"
 DEFAULT_REPORTS_DIR = "reports"
+# In a report's folder, beside report.md: every claim the report makes, as records (plain JSON;
+# tuner.report.claims writes it, the auditor reads it).
+CLAIMS_FILE = "claims.json"
 
 METADATA_FILE = "tuner_experiment.json"
 STUDY_FILE = "study.db"  # the Optuna study (SQLite), named after the experiment

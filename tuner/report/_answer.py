@@ -14,10 +14,6 @@ import pandas as pd
 from tuner.answer import (
     TOO_NOISY,
     Answer,
-    PairVerdict,
-    pairs_text,
-    points_text,
-    starved_text,
     world_size_of,
 )
 from tuner.experiment import Experiment, memory_limit
@@ -31,53 +27,59 @@ from tuner.record import (
     TRIAL_ID,
 )
 from tuner.report import _effects
+from tuner.report._build_claims import (
+    lead_lines,
+    pick_groups,
+    pick_rows,
+    sentence_text,
+    starved_said,
+)
 from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._seeds import seeds_text
 from tuner.report._status import EFFECTS_STEP, Progress
+from tuner.report.claims import Claims
 from tuner.report.document import Section, estimate_text, plural, user
-from tuner.stats import Change
 from tuner.time_to_target import seconds_text
-from tuner.units import as_number, format_bytes, is_finite, ratio_text
+from tuner.units import as_number, format_bytes, is_finite
 
 __all__ = ["answer_section"]
 
-TIME_TO_TARGET = "time_to_target"  # recommended_time_to_target.json: the rule's pick
-
 
 def answer_section(
-    experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
+    experiment: Experiment,
+    answer: Answer,
+    effects: pd.DataFrame,
+    progress: Progress,
+    out: Path,
+    claims: Claims,
 ) -> Section:
     if not answer.best:
-        return Section("The answer", [_no_pick(experiment)], anchor="answer")
+        return Section("The answer", [_no_pick(experiment, claims)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
-    lead = answer.lead()  # the rule, its pick and the accuracy beside it ([]: one objective)
+    lead = lead_lines(answer, claims)  # the rule, its pick, the accuracy beside it ([]: none)
     blocks = [
         _bold_head(answer.noise_note()),  # before the pick: it could not be decided on speed
         *lead[:1],
-        _pick_line(recommended, config, answer, lead[1:2]),
+        _pick_line(recommended, config, answer, claims, lead[1:2]),
         *lead[2:],
         _chance_warning(recommended, config),
     ]
-    by_trial: dict[str, list[str]] = {}  # a trial best on two objectives is one pick
-    picks = dict(answer.best)
-    if answer.by_time:
-        picks = {TIME_TO_TARGET: recommended, **picks}
+    picks = pick_rows(answer)
     for metric, row in picks.items():
         workers = world_size_of(row)
         path = out / f"recommended_{metric}.json"
         export_config(answer.configs[str(row[TRIAL_ID])], path, world_size=workers)
-        by_trial.setdefault(str(row[TRIAL_ID]), []).append(metric)
     failed = {f[TRIAL_ID] for f in progress.failures}
-    for metrics in by_trial.values():
-        blocks += _pick_text(picks[metrics[0]], metrics, answer, failed)
+    for trial, metrics in pick_groups(answer).items():
+        blocks += _pick_text(picks[metrics[0]], answer, failed, claims.text("pick_title", trial))
     chosen = next(m for m, r in picks.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
     blocks += [
         _failures_text(progress.failures),
-        _gain_text(_effects.plain_loop_gain(effects), progress),
+        claims.text("gain", str(recommended[TRIAL_ID])) or _gain_missing(effects, progress),
         seeds_text(experiment, answer),
-        starved_text(experiment.trials) or "",
-        answer.sentence(),
+        starved_said(experiment.trials, claims),
+        sentence_text(answer, claims),
         _train_line(recommended, out / f"recommended_{chosen}.json"),
     ]
     return Section("The answer", [block for block in blocks if block], anchor="answer")
@@ -94,79 +96,22 @@ def _train_line(row: pd.Series, path: Path) -> str:
     )
 
 
-def _pick_line(row: pd.Series, config: Any, answer: Answer, why_by_time: Sequence[str] = ()) -> str:
+def _pick_line(
+    row: pd.Series, config: Any, answer: Answer, claims: Claims, why_by_time: Sequence[str] = ()
+) -> str:
     """The first line of the answer: the pick, and why it is the pick (what its intervals
     allow: a tie is named as one)."""
-    p = answer.picks
     trial = f"**Recommended: trial `{row[TRIAL_ID]}`**"
     if why_by_time:  # the rule's pick: the sentence after the rule says why
         return f"{trial}, by the rule: {describe(config)}{_on_workers(row)}. {why_by_time[0]}"
-    if p is None:
-        why = _one_pick_why(answer)
-    elif str(row[TRIAL_ID]) == p.slower:
-        speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
-        why = f"the most accurate, and as fast as the fastest (`{p.faster}`) within noise ({speed})"
-    else:
-        why = _fastest_why(p) + _faster_in_search(row, answer)
+    why = claims.text("pick_why", str(row[TRIAL_ID]))
+    if answer.picks is not None and str(row[TRIAL_ID]) != answer.picks.slower:
+        why += _faster_in_search(row, answer)
     return f"{trial}, {why}: {describe(config)}{_on_workers(row)}."
 
 
 def _bold_head(note: str) -> str:
     return note.replace(TOO_NOISY, f"**{TOO_NOISY}**", 1)
-
-
-def _one_pick_why(answer: Answer) -> str:
-    """One trial leads on both: beyond noise on both, or which lead is within the noise."""
-    if not answer.margins:
-        if answer.candidates > 1:  # one objective: no runner-up measured beside it
-            return (
-                f"the best of {answer.candidates} on the search's objective as measured (no "
-                "interval against the next)"
-            )
-        return "the only configuration that can be picked (nothing was compared with it)"
-    if answer.best_on_both:
-        return "the best on both throughput and accuracy, beyond noise"
-    words = {"images_per_second": "speed", "val_accuracy": "accuracy"}
-    weak = [words[m] for m, margin in answer.margins.items() if not margin.change.separated]
-    return (
-        "the fastest and the most accurate as measured, but not beyond noise on "
-        f"{' nor on '.join(weak)} (the margins are below)"
-    )
-
-
-def _fastest_why(p: PairVerdict) -> str:
-    """The fastest pick recommended: beyond noise, a tie, or no verdict on speed."""
-    speed = ratio_text(p.throughput.value, p.throughput.low, p.throughput.high)
-    points = points_text(p.accuracy)
-    verdict = p.throughput.verdict
-    if verdict == "none":
-        return (
-            f"the fastest as measured in the search; `{p.slower}` is more accurate, and the two "
-            "were not re-measured side by side, so there is no verdict on speed"
-        )
-    if verdict == "uninformative":
-        return (
-            f"the fastest as measured; its re-measurement beside `{p.slower}` (more accurate) "
-            f"gave {speed} over {pairs_text(p.throughput.n)}, an interval that says nothing, "
-            "so there is no verdict on speed"
-        )
-    if verdict == "tie":
-        accuracy = (
-            "as accurate within noise: a tie on both, either will do"
-            if p.accuracy.tie
-            else f"`{p.slower}` is {100 * abs(p.accuracy.value):.1f} accuracy points more "
-            "accurate, with no interval: no verdict"
-        )
-        return f"as fast as `{p.slower}` within noise ({speed}), a tie on speed; {accuracy}"
-    if p.accuracy.tie:
-        return (
-            f"the fastest beyond noise ({speed}), and as accurate as the most accurate "
-            f"(`{p.slower}`) within noise"
-        )
-    return (
-        f"the fastest beyond noise ({speed}); `{p.slower}` is {points} more accurate "
-        "(the trade-off is below)"
-    )
 
 
 def _faster_in_search(row: pd.Series, answer: Answer) -> str:
@@ -228,16 +173,9 @@ def _failures_text(failures: list[dict[str, Any]]) -> str:
     )
 
 
-def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[str]) -> list[str]:
-    names = {
-        TIME_TO_TARGET: "the rule's pick",
-        "images_per_second": "fastest",
-        "val_accuracy": _accuracy_title(answer),
-    }
-    title = " and ".join(names.get(m, m) for m in metrics)
-    title = title[0].upper() + title[1:]
-    if set(metrics) == set(answer.best) and len(metrics) > 1 and answer.best_on_both:
-        title = "Best on both"
+def _pick_text(row: pd.Series, answer: Answer, failed: set[str], title: str) -> list[str]:
+    """A pick's heading (its claim's words: what it is best at, as its intervals allow) and its
+    figures."""
     source = (
         "re-measured, median over interleaved repeats"
         if row.get("throughput_source") == "re-measured"
@@ -254,18 +192,7 @@ def _pick_text(row: pd.Series, metrics: list[str], answer: Answer, failed: set[s
         _time_fact(row),
     ]
     config = describe(answer.configs[str(row[TRIAL_ID])]) + _on_workers(row)
-    return [f"**{title}: trial `{row[TRIAL_ID]}`**: {config}.", "\n".join(facts)]
-
-
-def _accuracy_title(answer: Answer) -> str:
-    """ "most accurate" only beyond noise of the next; else what the interval allows."""
-    lead = answer.accuracy_lead()
-    if lead is None or lead.change.separated:
-        return "most accurate"
-    return (
-        f"highest accuracy as measured (not beyond noise: {points_text(lead.change)} ahead of "
-        f"`{lead.runner_up}`)"
-    )
+    return [f"**{title}**: {config}.", "\n".join(facts)]
 
 
 def _time_fact(row: pd.Series) -> str:
@@ -291,32 +218,17 @@ def _on_workers(row: pd.Series) -> str:
     return f", on {workers} data-parallel workers (the batch size is per worker)"
 
 
-def _gain_text(gain: dict[str, Any] | None, progress: Progress) -> str:
-    if gain is None:
-        why = progress.not_run.get(EFFECTS_STEP)
-        if why:
-            return f"The gain over the plain loop was not measured: the technique effects {why}."
-        return "The recommended config already is the plain loop (no speed technique on)."
-    interval = ratio_text(gain["ratio"], gain["low"], gain["high"])
-    # No absolute figure: both arms' images/s come from the effects' own short runs (section 3),
-    # not from the measurement behind the pick's figure above.
-    over = (
-        "Over the plain loop (every technique off, fp32, same model and batch; the two measured "
-        "side by side in section 3) the recommendation is"
-    )
-    change = Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
-    if change.verdict == "uninformative":
-        return (
-            f"{over} {interval} as fast: an interval that says nothing ("
-            f"{plural(change.n, 'pair')}), so **no verdict** on the gain."
-        )
-    if gain["tie"]:
-        return f"{over} **not measurably faster**: {interval}."
-    word = "faster" if gain["ratio"] > 1 else "slower"
-    return f"{over} **{interval} {word}** (paired, interleaved)."
+def _gain_missing(effects: pd.DataFrame, progress: Progress) -> str:
+    """Why there is no gain over the plain loop to state."""
+    if _effects.plain_loop_gain(effects) is not None:
+        return ""
+    why = progress.not_run.get(EFFECTS_STEP)
+    if why:
+        return f"The gain over the plain loop was not measured: the technique effects {why}."
+    return "The recommended config already is the plain loop (no speed technique on)."
 
 
-def _no_pick(experiment: Experiment) -> str:
+def _no_pick(experiment: Experiment, claims: Claims) -> str:
     trials = experiment.trials
     over = int((trials[KIND] == "over budget").sum())
     errors = int((trials[KIND] == "errored").sum())
@@ -334,7 +246,7 @@ def _no_pick(experiment: Experiment) -> str:
         lines.append(
             f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
         )
-    starved = starved_text(trials)
+    starved = starved_said(trials, claims)
     if starved:
         lines.append(starved)
     cut = int((trials[KIND] == "incomplete").sum())

@@ -7,6 +7,7 @@ fell back counts as off), where everything else varies between the groups.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -36,7 +37,7 @@ def controlled_effects(effects: pd.DataFrame | None) -> pd.DataFrame:
     return summarize(effects)
 
 
-def _verdict(row: pd.Series) -> str:
+def verdict_text(row: Mapping[str, Any]) -> str:
     """In words: faster/slower beyond noise, no measurable effect, fell back, failed."""
     if row.get("failed") and not is_finite(row.get("images_per_second")):
         return f"failed ({row['failed']})"
@@ -60,7 +61,7 @@ def _verdict(row: pd.Series) -> str:
     return speed
 
 
-def _speed_change(row: pd.Series) -> Change:
+def _speed_change(row: Mapping[str, Any]) -> Change:
     """An arm's throughput ratio to the recommended config, as a :class:`Change`."""
     return Change.from_row(row, "throughput_ratio_vs_reference")
 
@@ -72,16 +73,17 @@ def says_nothing(summary: pd.DataFrame) -> bool:
     return not arms.empty and not any(_speed_change(row).informative for _, row in arms.iterrows())
 
 
-def effects_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The report's table: one row per arm, the recommended config first."""
-    return pd.DataFrame(_effects_row(row) for _, row in summary.iterrows())
+def effects_table(summary: pd.DataFrame, verdicts: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The report's table: one row per arm, the recommended config first; each verdict in its
+    claim's words (``verdicts``: arm -> words; else :func:`verdict_text`)."""
+    return pd.DataFrame(_effects_row(row, verdicts or {}) for _, row in summary.iterrows())
 
 
-def _effects_row(row: pd.Series) -> dict[str, Any]:
+def _effects_row(row: pd.Series, verdicts: Mapping[str, str]) -> dict[str, Any]:
     if row["arm"] == REFERENCE:
         arm, speed, memory, judged = "(none: the recommended config)", "", "", ""
     else:
-        arm, judged = row["arm"], _verdict(row)
+        arm, judged = row["arm"], verdicts.get(str(row["arm"])) or verdict_text(row)
         speed = change_text(row, "throughput_ratio_vs_reference")
         memory = change_text(row, "memory_change_bytes_vs_reference")
     return {

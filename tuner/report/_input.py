@@ -13,19 +13,23 @@ from typing import Any
 import pandas as pd
 
 from tuner.compare import PLAIN_LOADER, REFERENCE
-from tuner.engine.result import DATA_BOUND_WAIT, bound_of
-from tuner.report._effects import effects_table, plain_loop_gain
+from tuner.engine.result import bound_of
+from tuner.record import TRIAL_ID
+from tuner.report._effects import effects_table, verdict_text
+from tuner.report.claims import Claims
 from tuner.report.document import Section, Table, estimate_text
-from tuner.stats import Change
 from tuner.techniques import knob, loader_knobs
-from tuner.units import as_number, is_finite, ratio_text
+from tuner.units import as_number, is_finite
 
-__all__ = ["input_section"]
+__all__ = ["input_section", "loader_clear_arms", "loader_rows"]
 
 
-def input_section(recommended: Mapping[str, Any] | None, effects: pd.DataFrame) -> Section | None:
+def input_section(
+    recommended: Mapping[str, Any] | None, effects: pd.DataFrame, claims: Claims
+) -> Section | None:
     """The section for the recommended trial's row (``Answer.recommended``) and the controlled
-    effects (``controlled_effects``); ``None`` without a recommendation."""
+    effects (``controlled_effects``), its verdicts in their claims' words; ``None`` without a
+    recommendation."""
     if recommended is None:
         return None
     section = Section("Input pipeline", anchor="input")
@@ -42,8 +46,9 @@ def input_section(recommended: Mapping[str, Any] | None, effects: pd.DataFrame) 
             "pipeline to measure."
         )
         return section
-    section.blocks += [_rates(recommended, wait, bound), _settings(recommended)]
-    rows = _loader_rows(effects)
+    rates = _rates(recommended, wait, bound, claims.text("rule", "data_bound"))
+    section.blocks += [rates, _settings(recommended)]
+    rows = loader_rows(effects)
     if rows.empty:
         section.blocks.append(
             "No loader setting was re-measured around the recommended config (--effects-repeats "
@@ -52,42 +57,28 @@ def input_section(recommended: Mapping[str, Any] | None, effects: pd.DataFrame) 
     else:
         section.blocks.append(_reference_note(recommended))
         section.blocks.append(Table(effects_table(rows), "Loader settings switched one at a time"))
-    section.blocks.append(_together(effects) + _would_help(wait, bound, rows))
+    trial = str(recommended.get(TRIAL_ID))
+    evidence = claims.text("loader_clear", *loader_clear_arms(rows)) or (
+        "No loader setting switched around this config measured a difference."
+    )
+    said = [claims.text("loader_gain", trial), claims.text("input_limit", trial), evidence]
+    section.blocks.append(" ".join(part for part in said if part))
     return section
 
 
-def _together(effects: pd.DataFrame) -> str:
-    """What the loader settings buy together over the plain input pipeline, measured."""
-    gain = plain_loop_gain(effects, PLAIN_LOADER) if not effects.empty else None
-    if gain is None:
-        return ""
-    change = Change(gain["ratio"], gain["low"], gain["high"], gain["n"], 1.0)
-    measured = ratio_text(gain["ratio"], gain["low"], gain["high"])
-    against = "the plain input pipeline (every loader knob off)"
-    if change.verdict in ("none", "uninformative"):
-        return f"Against {against}: {measured}, from an interval that says nothing. "
-    if change.verdict == "tie":
-        return (
-            f"Together, the loader settings are a **tie** with {against}{_plain_wait(effects)}:"
-            f" {measured}. "
-        )
-    word = "faster" if gain["ratio"] > 1 else "slower"
-    return (
-        f"Together, the loader settings make it **{measured} {word}** than {against}"
-        f"{_plain_wait(effects)}. "
-    )
+def loader_clear_arms(rows: pd.DataFrame) -> list[str]:
+    """The loader arms (not the all-off one) whose speed interval excludes 1x."""
+    if rows.empty:
+        return []
+    return [
+        str(row["arm"])
+        for _, row in rows.iterrows()
+        if row["arm"] not in (REFERENCE, PLAIN_LOADER)
+        and verdict_text(row).split(",")[0] in ("faster", "slower")
+    ]
 
 
-def _plain_wait(effects: pd.DataFrame) -> str:
-    """``, whose steps waited 44% of their time for data (data-bound)``, from its runs."""
-    row = effects[effects["arm"] == PLAIN_LOADER].iloc[0]
-    wait = as_number(row.get("data_wait_fraction"))
-    if math.isnan(wait):
-        return ""
-    return f", whose steps waited {wait:.0%} of their time for data ({bound_of(wait)}-bound)"
-
-
-def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
+def _rates(row: Mapping[str, Any], wait: float, bound: str, data_bound: str) -> str:
     # The search's figure: what it trained at, beside its loader measured in the same process
     # (a re-measurement alone is another measurement: named as such).
     trained = as_number(row.get("search_images_per_second", row.get("images_per_second")))
@@ -107,9 +98,7 @@ def _rates(row: Mapping[str, Any], wait: float, bound: str) -> str:
     return (
         f"The recommended trial trained at {trained:,.0f} images/s in the search{again}; "
         f"{loader}. Its steps waited "
-        f"for the next batch {wait:.0%} of their time: **{bound}-bound** (data-bound from "
-        f"{DATA_BOUND_WAIT:.0%}: a wait that large, removed, would make it at least "
-        f"{1 / (1 - DATA_BOUND_WAIT):.2f}x faster)."
+        f"for the next batch {wait:.0%} of their time: **{bound}-bound** {data_bound}."
     )
 
 
@@ -140,7 +129,7 @@ def _field_of(arm: str) -> str:
     return arm.lstrip("+-").split("=", 1)[0]
 
 
-def _loader_rows(effects: pd.DataFrame) -> pd.DataFrame:
+def loader_rows(effects: pd.DataFrame) -> pd.DataFrame:
     """The recommended config's row and its loader-knob arms from the controlled effects."""
     if effects.empty:
         return effects
@@ -149,46 +138,3 @@ def _loader_rows(effects: pd.DataFrame) -> pd.DataFrame:
     if not loader.any():
         return effects.iloc[0:0]
     return effects[(effects["arm"] == REFERENCE) | loader]
-
-
-def _would_help(wait: float, bound: str, rows: pd.DataFrame) -> str:
-    """Whether more workers or a faster decoder could help on this machine: what the wait
-    says, and only the switched settings' effects that were measured beyond noise."""
-    clear = _clear_verdicts(rows)
-    evidence = (
-        " Measured beyond noise around this config: " + "; ".join(clear) + "."
-        if clear
-        else " No loader setting switched around this config measured a difference."
-    )
-    if bound == "compute":
-        return (
-            f"**The model, not the loader, is the limit on this machine:** the steps waited "
-            f"for data {wait:.0%} of their time, so more workers or a faster decoder have "
-            "little wait left to remove (on a CPU a cheaper loader can still leave the model "
-            "more of the cores, which only a measured effect shows)." + evidence
-        )
-    ceiling = 1 / (1 - wait) if wait < 1 else math.inf
-    return (
-        f"**The input pipeline is the limit on this machine:** the steps waited for data "
-        f"{wait:.0%} of their time. A ceiling, not a finding: were no step to wait at all, it "
-        f"would run at most {ceiling:.2f}x faster (from the wait's share alone, not measured); "
-        "what a setting buys is only what its measured effect shows." + evidence
-    )
-
-
-def _clear_verdicts(rows: pd.DataFrame) -> list[str]:
-    """``num_workers=0: 0.93x [0.90–0.97], slower`` for each loader arm (not the all-off one)
-    whose interval excludes 1x."""
-    if rows.empty:
-        return []
-    found = []
-    table = effects_table(rows)
-    for (_, row), (_, shown) in zip(rows.iterrows(), table.iterrows(), strict=True):
-        verdict = str(shown["verdict"])
-        if row["arm"] in (REFERENCE, PLAIN_LOADER) or verdict.split(",")[0] not in _CLEAR:
-            continue
-        found.append(f"{row['arm']}: {shown['speed vs recommended']}, {verdict}")
-    return found
-
-
-_CLEAR = ("faster", "slower")  # tuner.report._effects' verdicts beyond noise

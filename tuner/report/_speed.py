@@ -11,15 +11,14 @@ import pandas as pd
 from tuner import record
 from tuner.experiment import Experiment
 from tuner.report._status import load_text_of
+from tuner.report.claims import Claims
 from tuner.report.document import Section, Table, plural
-from tuner.speed.rule import probe_change, probe_text
-from tuner.stats import INTERVAL_RULE
 from tuner.techniques import settings_text
 
 __all__ = ["speed_section"]
 
 
-def speed_section(experiment: Experiment) -> Section:
+def speed_section(experiment: Experiment, claims: Claims) -> Section:
     section = Section("Speed settings chosen per training config", anchor="speed")
     if not experiment.probe_cache:
         section.blocks.append(
@@ -28,22 +27,7 @@ def speed_section(experiment: Experiment) -> Section:
         return section
     section.blocks.append(_budget_text(experiment))
     section.blocks.append(load_text_of(experiment))
-    section.blocks.append(
-        "Before a training config first trains, short probes measure the plain setting and each "
-        "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
-        "model, data, device and precision for the knobs whose verdict does not depend on the "
-        "training config (scope shared), and per norm layer for channels_last, whose verdict "
-        "flips with it (scope config), on top of those. A knob is kept "
-        "when it was faster than the plain setting in every pair (and fits the memory budget): "
-        "a speed knob cannot change what is learned, so the choice goes by the estimate; two or "
-        "more kept knobs are used together only if their combination, probed too, is at least "
-        "as fast as the best one alone. Later trials with the same training config reuse the "
-        "choice. Each cell: the knob's images/s relative to the plain setting with its 95% "
-        "interval; (kept) marks what the trials ran with; a ratio from one measurement has no "
-        f"interval and says so. By the one interval rule, {INTERVAL_RULE}: an interval that "
-        "says nothing is not shown, the cell names it instead (the same words as each trial's "
-        "speed_choice in trials.csv)."
-    )
+    section.blocks.append(claims.text("rule", "probe_rule"))
     variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
     probed = [v for v in variants if v.get("probed") is not False]
     if variants and not probed:
@@ -52,20 +36,12 @@ def speed_section(experiment: Experiment) -> Section:
             "its default (not probed is not tried and lost). Give the probes a larger share "
             "(--probe-share) or the trials more time, on a quieter machine."
         )
-    elif probed and not any(probe_change(v).informative for v in probed):
-        section.blocks.append(
-            "**No probe interval says anything** here (too few pairs, or too noisy): the knobs "
-            "were kept by their estimates (faster than plain in every pair), not by a measured "
-            "difference. Give the probes more rounds (--speed-repeats) on a quiet machine to "
-            "measure them."
-        )
-    section.blocks.append(Table(_speed_table(experiment.probe_cache), "Speed probes per key"))
+    elif claims.text("probes_say_nothing"):  # no probe's interval says anything
+        section.blocks.append(claims.text("probes_say_nothing"))
+    section.blocks.append(
+        Table(_speed_table(experiment.probe_cache, claims), "Speed probes per key")
+    )
     return section
-
-
-def _cell(variant: Mapping[str, Any]) -> str:
-    """The knob's verdict in the words ``speed_choice`` uses (one text for one verdict)."""
-    return probe_text(dict(variant)) + (" (kept)" if variant["kept"] else "")
 
 
 def _budget_text(experiment: Experiment) -> str:
@@ -93,7 +69,7 @@ def _budget_text(experiment: Experiment) -> str:
     )
 
 
-def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
+def _speed_table(cache: Mapping[str, Any], claims: Claims) -> pd.DataFrame:
     rows = []
     for key, choice in cache.items():
         fields = json.loads(key)
@@ -109,7 +85,8 @@ def _speed_table(cache: Mapping[str, Any]) -> pd.DataFrame:
             "plain images/s": choice.get("plain_images_per_second"),
         }
         for variant in choice.get("variants", []):
-            row[variant["name"]] = _cell(variant)
+            # the words speed_choice uses (one text for one verdict)
+            row[variant["name"]] = claims.text("probe", variant["name"], key)
         chosen = settings_text(choice.get("settings", {}))
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
         row["not probed (probe budget)"] = ", ".join(choice.get("not_probed") or []) or "-"

@@ -136,12 +136,14 @@ def load_text_of(experiment: Experiment) -> str:
     cores = pd.to_numeric(
         experiment.trials.get(MACHINE_LOAD_CORES, pd.Series(dtype=float)), errors="coerce"
     ).dropna()
+    total = (experiment.metadata.get("cluster") or {}).get("total_cpus")
+    of = f" of the {total:g}" if isinstance(total, int | float) else ""  # Ray's count: the search's
     if cores.empty:
         trials = "was not measured during the trials (recorded since issue 48)"
     else:
         spread = f", {cores.min():.1f}-{cores.max():.1f}" if len(cores) > 1 else ""
         trials = (
-            f"kept {cores.median():.1f} cores busy during the trials (median over "
+            f"kept {cores.median():.1f}{of} cores busy during the trials (median over "
             f"{plural(len(cores), 'trial')}{spread})"
         )
     again = (experiment.metadata.get("remeasure") or {}).get("load_cores")

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tuner.answer import Answer, decide
 from tuner.experiment import (
+    CLAIMS_FILE,
     EFFECTS_FILE,
     METADATA_FILE,
     PARAM_PREFIX,
@@ -40,11 +41,13 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._batch import batch_section
+from tuner.report._build_claims import build_claims, sentence_text
 from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._status import EFFECTS_STEP, Progress, load_text_of, progress_of
+from tuner.report.claims import Claims, write_claims
 from tuner.report.document import (
     Details,
     Section,
@@ -55,7 +58,6 @@ from tuner.report.document import (
     render_markdown,
     user,
 )
-from tuner.stats import INTERVAL_RULE
 from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
 from tuner.units import MIB, as_number, duration_text, format_bytes
@@ -86,12 +88,19 @@ def write_report(
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
+    claims = build_claims(
+        answer,
+        effects,
+        experiment.probe_cache,
+        experiment.metadata.get("effects"),
+        experiment.trials,
+    )
     sections = [
-        answer_section(experiment, answer, effects, progress, out_dir),
-        _front(experiment, answer, out_dir),
-        _techniques(experiment, answer, effects, progress, out_dir),
-        *filter(None, [input_section(answer.recommended, effects)]),
-        speed_section(experiment),
+        answer_section(experiment, answer, effects, progress, out_dir, claims),
+        _front(experiment, answer, out_dir, claims),
+        _techniques(experiment, answer, effects, progress, out_dir, claims),
+        *filter(None, [input_section(answer.recommended, effects, claims)]),
+        speed_section(experiment, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer),
@@ -103,13 +112,14 @@ def write_report(
     lead = progress.lead  # unfinished: said before anything else
     (out_dir / "report.md").write_text(render_markdown(title, sections, lead))
     (out_dir / "report.html").write_text(render_html(title, sections, lead))
+    write_claims(claims, out_dir / CLAIMS_FILE)
     return out_dir
 
 
 # ---- 2. the front ----------------------------------------------------------------------------
 
 
-def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
+def _front(experiment: Experiment, answer: Answer, out: Path, claims: Claims) -> Section:
     trials, front = answer.trials, answer.front
     blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
     if not front.empty:
@@ -122,7 +132,7 @@ def _front(experiment: Experiment, answer: Answer, out: Path) -> Section:
         )
         blocks = [
             f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for "
-            f"throughput vs accuracy, judged on {source}. {answer.sentence()}",
+            f"throughput vs accuracy, judged on {source}. {sentence_text(answer, claims)}",
             Table(_front_table(experiment, front), "Pareto front"),
         ]
     if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
@@ -156,7 +166,12 @@ def _config_columns(experiment: Experiment, row: pd.Series) -> dict[str, Any]:
 
 
 def _techniques(
-    experiment: Experiment, answer: Answer, effects: pd.DataFrame, progress: Progress, out: Path
+    experiment: Experiment,
+    answer: Answer,
+    effects: pd.DataFrame,
+    progress: Progress,
+    out: Path,
+    claims: Claims,
 ) -> Section:
     title = "What each technique does for the recommended config"
     if effects.empty:
@@ -165,8 +180,9 @@ def _techniques(
         return Section(title, blocks, anchor="techniques")
     info = experiment.metadata.get("effects") or {}
     left = [*info.get("left_out", []), *info.get("dropped", [])]
-    if _effects.says_nothing(effects):
-        return Section(title, [_no_information(info), *_left_out(left)], anchor="techniques")
+    if _effects.says_nothing(effects):  # no table: its claim says why
+        said = claims.text("effects_say_nothing")
+        return Section(title, [said, *_left_out(left)], anchor="techniques")
     blocks = [
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
         f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
@@ -177,27 +193,20 @@ def _techniques(
         "is not re-measured here: the speed techniques do not change the maths of training; AMP "
         "and the norm layers do, and the search's trials show their accuracy.",
         _reference_note(answer),
-        Table(_effects.effects_table(effects), "One change at a time"),
+        Table(_effects.effects_table(effects, _verdicts(effects, claims)), "One change at a time"),
         _plots.effects_plot(effects, out / "effects.png"),
         *_left_out(left),
     ]
     return Section(title, [block for block in blocks if block], anchor="techniques")
 
 
+def _verdicts(effects: pd.DataFrame, claims: Claims) -> dict[str, str]:
+    """Each change's verdict, its claim's words."""
+    return {str(arm): claims.text("effect", str(arm)) for arm in effects["arm"]}
+
+
 def _left_out(left: list[str]) -> list[str]:
     return ["\n".join(f"- not compared: {user(line)}" for line in left)] if left else []
-
-
-def _no_information(info: Mapping[str, Any]) -> str:
-    """A starved or too noisy effects step: said, instead of a table of intervals that say
-    nothing (0.84x [0.02–29.27] is no measurement)."""
-    return (
-        "**No information**: each change was measured against the recommended config "
-        f"(trial `{info.get(TRIAL_ID, '?')}`) {measured_text(info)}, and no interval it gave "
-        f"says anything (by the one rule, {INTERVAL_RULE}): so no table. To measure the "
-        "effects, give the step time (--trust-budget, --effects-repeats) on a machine with "
-        "nothing else running."
-    )
 
 
 def _reference_note(answer: Answer) -> str:

@@ -15,6 +15,9 @@ folders, the MLflow store the search was told, W&B offline runs), and checks:
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
 - ``unmeasured``: no value that was not measured;
+- ``claim``: every record of claims.json (:mod:`tuner.report.claims`) against the data it
+  rests on (built again from the experiment, each interval recomputed by the one rule), its
+  words its renderer's, said in report.md and report.html;
 - ``target``: every trial's time to target in trials.csv against its own accuracy curve and the
   answer (the target, images to target, the stopwatch's and the estimated seconds).
 
@@ -32,9 +35,25 @@ from pathlib import Path
 import pandas as pd
 
 from tuner.errors import TunerError
-from tuner.experiment import METADATA_FILE, load_experiment, read_metadata, read_trials_csv
+from tuner.experiment import (
+    CLAIMS_FILE,
+    METADATA_FILE,
+    Experiment,
+    load_experiment,
+    read_metadata,
+    read_trials_csv,
+)
 from tuner.experiment.limits import down_time_s
 from tuner.record import KIND, KINDS, TRIAL_ID
+from tuner.report._audit_claims import (
+    CLAIM,
+    check_claims,
+    check_console_claims,
+    check_starved_by,
+    check_verdict_words,
+    claims_of,
+    report_documents,
+)
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
 from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
@@ -50,7 +69,17 @@ from tuner.units import duration_text
 
 __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
 
-CHECKS = ("interval", "duration", KIND, "count", "plot", "tracker", "unmeasured", "target")
+CHECKS = (
+    "interval",
+    "duration",
+    KIND,
+    "count",
+    "plot",
+    "tracker",
+    "unmeasured",
+    "target",
+    CLAIM,
+)
 # The measurement phases whose clock the metadata records (after_search: started, ended).
 _PHASES = ("remeasure", "seeds", "effects")
 
@@ -97,6 +126,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         result.findings += _same_rows(experiment.trials, trials, report_dir)
         down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
         result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata), down_s=down)
+        result.findings += _claims(report_dir, experiment, result)
         where = f"{report_dir.name}/trials.csv"
         result.findings += check_time_to_target(experiment, trials, where)
     else:
@@ -107,6 +137,8 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     result.notes += notes
     if console is not None:
         result.findings += check_console(console, trials)
+        records = claims_of(report_dir)[0] if report_dir is not None else None
+        result.findings += check_console_claims(records or [], console)
     return result
 
 
@@ -140,9 +172,26 @@ def _report_alone(folder: Path) -> list[Finding]:
     found: list[Finding] = []
     if (folder / "trials.csv").is_file():
         found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
+    if (folder / "report.md").is_file():
+        found += _claims(folder, None, Audit())
     for other in sorted(set(folder.glob("*.md")) - {folder / "report.md"}):
         found += check_intervals(other.read_text(), other.name)
     return found
+
+
+def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> list[Finding]:
+    """The report's records (claims.json) against its data and its words; a report from before
+    the records is checked by its words alone (the other checks)."""
+    claims, found = claims_of(report_dir)
+    if claims is None:
+        result.notes.append(f"{report_dir.name}: no {CLAIMS_FILE}: its words checked alone")
+        return []
+    documents = report_documents(report_dir)
+    found += check_verdict_words(documents["report.md"], claims)
+    if (report_dir / "trials.csv").is_file():
+        rows = read_trials_csv(report_dir / "trials.csv")
+        found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")
+    return found + check_claims(claims, documents, experiment)
 
 
 def _phase_clocks(metadata: dict) -> dict[str, float]:

@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tuner.answer import Answer, starved_text
+from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
+from tuner.report._build_claims import build_claims, lead_lines, sentence_text, starved_said
+from tuner.report._effects import controlled_effects
+from tuner.report.claims import Claims
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
 
@@ -41,10 +44,18 @@ def summary_lines(
         lines.append(_resume_line(resumed))
     lines += experiment.problem_lines()
     lines += _unfinished_work(experiment)
-    starved = starved_text(experiment.trials)
+    # the claims the report writes as records (claims.json): said here in their words
+    claims = build_claims(
+        answer,
+        controlled_effects(experiment.effects),
+        experiment.probe_cache,
+        experiment.metadata.get("effects"),
+        experiment.trials,
+    )
+    starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)
-    return lines + _front_lines(answer, experiment, state)
+    return lines + _front_lines(answer, experiment, state, claims)
 
 
 def kind_counts(trials: pd.DataFrame) -> str:
@@ -76,16 +87,16 @@ def _unfinished_work(experiment: Experiment) -> list[str]:
     return lines
 
 
-def _front_lines(answer: Answer, experiment: Experiment, state: str) -> list[str]:
+def _front_lines(answer: Answer, experiment: Experiment, state: str, claims: Claims) -> list[str]:
     if answer.front.empty:
         return [_no_front_line(experiment, state)]
     note = answer.noise_note()  # before the pick: it could not be decided on speed
     source = "re-measured" if answer.remeasured else "as measured in the search"
     lines = [note] if note else []
-    lines += answer.lead()  # the rule, its pick, the most accurate beside it
+    lines += lead_lines(answer, claims)  # the rule, its pick, the most accurate beside it
     lines.append(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     lines += ["  " + _line(row) for _, row in answer.front.head(SHOWN).iterrows()]
-    return [*lines, answer.sentence()]
+    return [*lines, sentence_text(answer, claims)]
 
 
 def _no_front_line(experiment: Experiment, state: str) -> str:

@@ -32,7 +32,10 @@ __all__ = [
     "Table",
     "change_text",
     "estimate_text",
+    "inline_html",
     "markdown_table",
+    "md_escape",
+    "md_text",
     "plural",
     "render_html",
     "render_markdown",
@@ -93,15 +96,15 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
 
 
-def _md_escape(text: str) -> str:
+def md_escape(text: str) -> str:
     """Plain text for Markdown: HTML's three characters as entities, Markdown's with a
     backslash, line breaks as spaces (a cell or a paragraph stays one)."""
     text = html.escape(" ".join(text.splitlines()), quote=False)
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def _md_text(text: str) -> str:
-    return _USER.sub(lambda m: _md_escape(m.group(1)), text)
+def md_text(text: str) -> str:
+    return _USER.sub(lambda m: md_escape(m.group(1)), text)
 
 
 def _plain(text: str) -> str:
@@ -170,28 +173,28 @@ def change_text(row: Mapping[str, Any], key: str, spec: str = "") -> str:
 
 
 def render_markdown(title: str, sections: list[Section], lead: Sequence[Block] = ()) -> str:
-    parts = [f"# {_md_text(title)}\n", *(_md_block(block) for block in lead)]
+    parts = [f"# {md_text(title)}\n", *(_md_block(block) for block in lead)]
     for number, section in enumerate(sections, 1):
-        parts.append(f"## {number}. {_md_text(section.title)}\n")
+        parts.append(f"## {number}. {md_text(section.title)}\n")
         parts.extend(_md_block(block) for block in section.blocks)
     return "\n".join(parts)
 
 
 def render_html(title: str, sections: list[Section], lead: Sequence[Block] = ()) -> str:
-    body = [f"<h1>{_inline(title)}</h1>", *(_html_block(block) for block in lead)]
+    body = [f"<h1>{inline_html(title)}</h1>", *(_html_block(block) for block in lead)]
     for number, section in enumerate(sections, 1):
         anchor = f" id='{html.escape(section.anchor)}'" if section.anchor else ""
-        body.append(f"<section{anchor}><h2>{number}. {_inline(section.title)}</h2>")
+        body.append(f"<section{anchor}><h2>{number}. {inline_html(section.title)}</h2>")
         body.extend(_html_block(block) for block in section.blocks)
         body.append("</section>")
     return _PAGE.format(title=html.escape(_plain(title)), body="\n".join(body), script=_SORT)
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(_md_escape(str(c)) for c in frame.columns) + " |"
+    header = "| " + " | ".join(md_escape(str(c)) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = [
-        "| " + " | ".join(_md_escape(_fmt(v)) for v in row) + " |"
+        "| " + " | ".join(md_escape(_fmt(v)) for v in row) + " |"
         for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *rows])
@@ -203,19 +206,19 @@ def _md_block(block: Block) -> str:
         summary = html.escape(_plain(block.summary))
         return f"<details><summary>{summary}</summary>\n\n{inner}\n</details>\n"
     if isinstance(block, Table):
-        caption = f"*{_md_text(block.caption)}*\n\n" if block.caption else ""
+        caption = f"*{md_text(block.caption)}*\n\n" if block.caption else ""
         return f"{caption}{'(none)' if block.frame.empty else markdown_table(block.frame)}\n"
     if isinstance(block, Image):
         return f"![{block.alt}]({block.path.name})\n"
-    return f"{_md_text(block)}\n"
+    return f"{md_text(block)}\n"
 
 
 def _html_block(block: Block) -> str:
     if isinstance(block, Details):
         inner = "\n".join(_html_block(b) for b in block.blocks)
-        return f"<details><summary>{_inline(block.summary)}</summary>{inner}</details>"
+        return f"<details><summary>{inline_html(block.summary)}</summary>{inner}</details>"
     if isinstance(block, Table):
-        caption = f"<p class='caption'>{_inline(block.caption)}</p>" if block.caption else ""
+        caption = f"<p class='caption'>{inline_html(block.caption)}</p>" if block.caption else ""
         if block.frame.empty:
             return f"{caption}<p>(none)</p>"
         cells = block.frame.map(_fmt)
@@ -233,11 +236,11 @@ def _html_block(block: Block) -> str:
         )
     lines = block.splitlines()
     if lines and all(line.startswith("- ") for line in lines):
-        return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in lines) + "</ul>"
-    return f"<p>{_inline(block)}</p>"
+        return "<ul>" + "".join(f"<li>{inline_html(line[2:])}</li>" for line in lines) + "</ul>"
+    return f"<p>{inline_html(block)}</p>"
 
 
-def _inline(text: str) -> str:
+def inline_html(text: str) -> str:
     """The report's own markup (bold, code) as HTML; user text escaped and left unformatted."""
     held: list[str] = []
 

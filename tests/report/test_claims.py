@@ -1,0 +1,300 @@
+"""The report's claims as records (issue 48): each kind's record built from the data, written
+to claims.json and read back as plain JSON, rendered into its words; and the auditor's check of
+them: a record the data does not support, and words that are not the record's, each fail with a
+line naming the claim. Built from numbers (no search): the smoke report's records are checked
+where it is built (tests/report/test_report.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tuner.answer import decide
+from tuner.compare import PLAIN_LOADER, REFERENCE
+from tuner.experiment import Experiment, typed_trials
+from tuner.report._audit_claims import (
+    check_claims,
+    check_console_claims,
+    check_starved_by,
+    check_verdict_words,
+)
+from tuner.report._build_claims import build_claims
+from tuner.report.claims import (
+    CELL_KINDS,
+    Claim,
+    Measure,
+    read_claims,
+    render,
+    write_claims,
+)
+from tuner.stats import Change
+
+PROBE_KEY = json.dumps({"scope": "shared", "batch_size": 16})
+PROBES = {
+    PROBE_KEY: {
+        "variants": [
+            {"name": "fused_adamw", "ratio": 1.12, "low": 1.03, "high": 1.22, "pairs": 6,
+             "kept": True},
+            {"name": "channels_last", "ratio": 1.31, "low": 0.13, "high": 13.56, "pairs": 2,
+             "kept": False},
+            {"name": "compile", "probed": False, "kept": False},
+        ]
+    }
+}  # fmt: skip
+# (trials, re-measured images/s per trial and round): each a case the answer words differently
+CASES = {
+    # two picks: f faster beyond noise, s more accurate beyond noise (a real trade-off)
+    "trade-off": (
+        [("f", 120.0, 0.40, 2000), ("s", 100.0, 0.50, 2000)],
+        {"f": [121.0, 119.0, 122.0, 118.0, 120.0, 121.0], "s": [100.0] * 6},
+    ),
+    # two picks re-measured twice: an interval that says nothing
+    "says nothing": (
+        [("f", 117.0, 0.50, 100), ("s", 100.0, 0.52, 100)],
+        {"f": [150.0, 90.0], "s": [100.0, 100.0]},
+    ),
+    # one trial ahead on both, beyond noise on speed, a tie on accuracy; two starved beside
+    "one pick": (
+        [
+            ("a", 130.0, 0.51, 2000),
+            ("b", 100.0, 0.50, 2000),
+            ("c", 40.0, 0.2, 2000, "budget"),
+            ("d", 30.0, 0.1, 2000, "machine load (other processes kept 1.9 of 2 cores busy)"),
+        ],
+        {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
+    ),
+}
+
+
+def _experiment(case: str) -> Experiment:
+    rows, runs = CASES[case]
+    frame = pd.DataFrame(
+        [(r[0], "starved" if r[4:] else "ok", *r[1:4], *(r[4:] or [None])) for r in rows],
+        columns=[
+            "trial_id", "kind", "images_per_second", "val_accuracy", "val_images", "starved_by"
+        ],
+    )  # fmt: skip
+    remeasure = pd.DataFrame(
+        [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)],
+        columns=["trial_id", "repeat", "status", "images_per_second"],
+    )
+    configs = {row[0]: {"batch_size": 16, "base_lr": 0.1} for row in rows}
+    workload = {"model": "vit_tiny_patch16_224", "data": "synthetic", "img_size": 32}
+    metadata = {"objective": "pareto", "workload": workload, "search_only_params": ["base_lr"]}
+    experiment = Experiment("e", Path("."), metadata, typed_trials(frame), configs, [], [])
+    return dataclasses.replace(experiment, remeasure=remeasure, probe_cache=PROBES)
+
+
+def _records(experiment: Experiment, tmp_path: Path) -> tuple[list[Claim], dict[str, str]]:
+    """Every claim the data gives, through claims.json, and a report.md saying each."""
+    answer, cache = decide(experiment), experiment.probe_cache
+    claims = build_claims(answer, pd.DataFrame(), cache, None, experiment.trials)
+    for claim in claims.all.values():
+        claims.text(claim.kind, *claim.subjects)
+    write_claims(claims, tmp_path / "claims.json")
+    records = read_claims(tmp_path / "claims.json")
+    return records, {"report.md": "\n\n".join(_said(c, c.text) for c in records)}
+
+
+def _said(claim: Claim, text: str) -> str:
+    """The claim's words as report.md places them: a paragraph, or a table cell."""
+    return f"| {text} |" if claim.kind in CELL_KINDS else text
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_record_holds_against_its_data_and_reads_back_as_plain_json(
+    case: str, tmp_path: Path
+) -> None:
+    experiment = _experiment(case)
+    records, documents = _records(experiment, tmp_path)
+    kinds = {c.kind for c in records}
+    assert {"probe", "pick_why", "pick_title"} <= kinds
+    assert ("one_pick" in kinds) == (case == "one pick") and ("picks" in kinds) != (
+        case == "one pick"
+    )
+    assert ("starved" in kinds) == (case == "one pick")
+    assert all(render(c) == c.text for c in records)
+    assert json.loads((tmp_path / "claims.json").read_text())  # plain JSON, no pickle
+    assert check_claims(records, documents, experiment) == []
+
+
+def _lie(claim: Claim) -> Claim:
+    """The record made to claim something else, its words rendered from the lie: a record
+    consistent in itself that only the data can refute."""
+    for k, m in enumerate(claim.measures):  # a verdict turned: beyond noise made a tie, ...
+        reach = 0.01 if m.change.separated else 0.2
+        value = m.neutral + (0.001 if m.change.separated else 0.5)  # ... anything else beyond
+        change = Change(value, value - reach, value + reach, max(m.n, 6), m.neutral)
+        measures = list(claim.measures)
+        measures[k] = Measure.of(m.quantity, m.subjects, change)
+        lie = dataclasses.replace(claim, measures=tuple(measures)).with_text()
+        if lie.text != claim.text:  # the first measure whose verdict its words say
+            return lie
+    if "kept" in claim.words:  # a probe cell: kept said of a knob that was not, or the reverse
+        words = {**claim.words, "kept": not claim.words["kept"]}
+    elif "metrics" in claim.words:  # a heading: one more thing it is best at
+        words = {**claim.words, "metrics": [*claim.words["metrics"], "val_accuracy"]}
+    elif "name" in claim.words:  # a rule: one the report does not have, said reversed
+        text = claim.text.replace("faster", "slower")
+        return dataclasses.replace(claim, words={"name": "no such rule"}, text=text)
+    elif "causes" in claim.words:  # the starved: each said cut short by the budget
+        words = {"causes": ["budget"] * len(claim.words["causes"])}
+    elif "how" in claim.words:  # the target: another accuracy, set another way
+        words = {**claim.words, "how": "the target is 0.999, given."}
+    else:  # the pick said to be the most accurate: another said more accurate beyond noise
+        ahead = Measure.of(
+            "accuracy_difference", ("x", *claim.subjects), Change(0.1, 0.05, 0.15, 1, 0.0)
+        )
+        return dataclasses.replace(claim, measures=(ahead,), words={"why": "x"}).with_text()
+    return dataclasses.replace(claim, words=words).with_text()
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("how", ["record", "sentence", "record and sentence"])
+def test_a_tampered_record_or_sentence_fails_naming_its_claim(
+    case: str, how: str, tmp_path: Path
+) -> None:
+    experiment = _experiment(case)
+    records, _ = _records(experiment, tmp_path)
+    for i, claim in enumerate(records):
+        lie = _lie(claim)
+        tampered = list(records)
+        blocks = [_said(c, c.text) for c in records]  # report.md: each claim a paragraph
+        blocks[i] = _said(claim, lie.text if how != "record" else claim.text)
+        text = "\n\n".join(blocks)
+        if how == "record":  # the numbers changed, the words left
+            tampered[i] = dataclasses.replace(lie, text=claim.text)
+        elif how == "record and sentence":  # consistent: the record's words, the data refutes
+            tampered[i] = lie
+        # else "sentence": report.md says other words than the record
+        found = check_claims(tampered, {"report.md": text}, experiment)
+        assert found, (how, claim.name())
+        assert all(f.check == "claim" and f.claim == claim.name() for f in found), [
+            f.line() for f in found
+        ]
+        assert claim.name() in found[0].line()
+
+
+def test_a_verdict_the_interval_does_not_allow_fails_by_the_one_rule(tmp_path: Path) -> None:
+    experiment = _experiment("trade-off")
+    records, documents = _records(experiment, tmp_path)
+    picks = next(c for c in records if c.kind == "picks")
+    wrong = dataclasses.replace(picks.measures[0], verdict="tie")
+    bad = dataclasses.replace(picks, measures=(wrong, *picks.measures[1:]))
+    [found, *_] = check_claims([bad], documents, experiment)
+    assert "is 'separated' by the one rule, the record says 'tie'" in found.why
+
+
+def test_a_measure_the_rule_gives_every_verdict_renders_its_own_words() -> None:
+    """The gain over the plain loop: faster beyond noise, a tie, says nothing."""
+    said = {
+        Change(1.4, 1.2, 1.6, 6, 1.0): "faster** (paired, interleaved)",
+        Change(1.01, 0.98, 1.04, 6, 1.0): "**not measurably faster**",
+        Change(1.3, 0.2, 9.0, 2, 1.0): "**no verdict** on the gain",
+    }
+    for change, words in said.items():
+        claim = Claim("gain", ("p",), (Measure.of("plain_loop_gain", ("p",), change),))
+        assert words in render(claim)
+
+
+def test_a_verdict_word_on_the_first_screen_outside_every_claim_fails(tmp_path: Path) -> None:
+    """Issue 48: a claim the auditor's regexes missed went unchecked. Now a verdict word of
+    the first screen must lie in a claim's words (whose record the data supports)."""
+    records, documents = _records(_experiment("trade-off"), tmp_path)
+    screen = f"# Report\n\n## 1. The answer\n\n{documents['report.md']}\n"
+    assert check_verdict_words(screen + "\n## 4. Input\n\nfaster\n", records) == []
+    added = screen.replace("## 1. The answer\n", "## 1. The answer\n\nIt is the fastest.\n")
+    [found] = check_verdict_words(added, records)
+    assert found.check == "interval" and "'fastest' lies in no claim's words" in found.why
+    unclaimed = check_verdict_words(screen, [c for c in records if c.kind != "picks"])
+    words = {f.why.split("'")[1] for f in unclaimed}  # the trade-off's words, no claim's now
+    assert words == {"fastest", "faster", "beyond noise", "most accurate"}, words
+
+
+def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) -> None:
+    experiment = _experiment("one pick")
+    records, _ = _records(experiment, tmp_path)
+    trials = experiment.trials.copy()
+    assert check_starved_by(records, trials, "trials.csv") == []
+    trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
+    [found] = check_starved_by(records, trials, "trials.csv")
+    assert found.claim == "starved c,d" and "'budget' for trial d" in found.why
+
+
+def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:
+    experiment = _experiment("says nothing")
+    records, _ = _records(experiment, tmp_path)
+    said = next(c for c in records if c.kind == "picks").text
+    console = f"Search finished: 2 trials (2 ok)\n{said}\n"
+    assert check_console_claims(records, console) == []
+    lie = console.replace("says nothing, so no verdict on speed", "is faster beyond noise")
+    [found] = check_console_claims(records, lie)
+    assert found.where == "console" and found.claim == "picks f,s"
+
+
+def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) -> None:
+    """The speed section's "No probe interval says anything" and the effects' "No information"
+    each rest on every interval they speak of: one that says something refutes the record."""
+    loose = {"ratio": 1.3, "low": 0.2, "high": 9.0, "pairs": 2, "kept": True}
+    cache = {PROBE_KEY: {"variants": [{"name": "fused_adamw", **loose}]}}
+    effects = pd.DataFrame(
+        {
+            "arm": [REFERENCE, "+fused_adamw"],
+            "images_per_second": [100.0, 130.0],
+            "throughput_ratio_vs_reference": [1.0, 1.3],
+            "throughput_ratio_vs_reference_low": [1.0, 0.2],
+            "throughput_ratio_vs_reference_high": [1.0, 9.0],
+            "throughput_ratio_vs_reference_n": [2, 2],
+        }
+    )
+    experiment = dataclasses.replace(_experiment("says nothing"), probe_cache=cache)
+    claims = build_claims(decide(experiment), effects, cache, {"trial_id": "f"})
+    for kind in ("probes_say_nothing", "effects_say_nothing"):
+        claim = next(c for c in claims.all.values() if c.kind == kind)
+        assert "say" in claim.text and render(claim) == claim.text
+        sharp = Measure.of(claim.measures[0].quantity, claim.measures[0].subjects,
+                           Change(1.3, 1.2, 1.4, 6, 1.0))  # fmt: skip
+        lie = dataclasses.replace(claim, measures=(sharp,))
+        [found, *_] = check_claims([lie], {"report.md": claim.text}, None)
+        assert found.claim == kind and "cannot be rendered" in found.why
+
+
+def test_the_input_section_s_verdicts_are_claims_on_the_effects(tmp_path: Path) -> None:
+    """The loader settings together against the plain input pipeline, and each loader setting
+    measured beyond noise: records whose intervals the effects give again."""
+    effects = pd.DataFrame(
+        {
+            "arm": [REFERENCE, PLAIN_LOADER, "num_workers=1"],
+            "images_per_second": [100.0, 70.0, 80.0],
+            "data_wait_fraction": [0.1, 0.4, 0.2],
+            "throughput_ratio_vs_reference": [1.0, 0.7, 0.8],
+            "throughput_ratio_vs_reference_low": [1.0, 0.65, 0.75],
+            "throughput_ratio_vs_reference_high": [1.0, 0.75, 0.85],
+            "throughput_ratio_vs_reference_n": [6, 6, 6],
+        }
+    )
+    experiment = dataclasses.replace(_experiment("trade-off"), effects=effects)
+    claims = build_claims(decide(experiment), effects, {}, None)
+    gain = next(c for c in claims.all.values() if c.kind == "loader_gain")
+    assert gain.text.startswith("Together, the loader settings make it **1.43x [1.33–1.54]")
+    assert "faster** than the plain input pipeline" in gain.text and "40%" in gain.text
+    clear = next(c for c in claims.all.values() if c.kind == "loader_clear")
+    assert clear.text == (
+        "Measured beyond noise around this config: num_workers=1: 0.80x [0.75–0.85], slower."
+    )
+    # (the auditor's recomputation from effects.csv is the smoke report's: test_report.py)
+    assert check_claims([gain, clear], {"report.md": gain.text + clear.text}, None) == []
+    moved = dataclasses.replace(clear.measures[0], high=1.2)  # a tie said to be slower
+    lie = dataclasses.replace(clear, measures=(moved, *clear.measures[1:]))
+    [found] = check_claims([lie], {"report.md": clear.text}, None)
+    assert found.claim == clear.name() and "by the one rule" in found.why
+
+
+def test_the_experiment_s_name_in_the_title_is_no_verdict(tmp_path: Path) -> None:
+    records, documents = _records(_experiment("trade-off"), tmp_path)
+    screen = f"# Tuning report: best-and-fastest\n\n## 1. The answer\n\n{documents['report.md']}\n"
+    assert check_verdict_words(screen, records) == []

@@ -1,0 +1,317 @@
+"""The auditor's check of the report's records (:mod:`tuner.report.claims`, ``claims.json``):
+
+- each record against the data: built again from the experiment folder (the answer decided on
+  its trials and re-measurements, its effects, its probe cache), and each interval it rests on
+  recomputed from the rows by the one rule (:attr:`tuner.stats.Change.verdict`);
+- each record's words: ``render(record)``, and said where the report says it (report.md,
+  report.html, the console when it is kept).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tuner.answer import Answer, decide
+from tuner.compare import PLAIN_LOADER
+from tuner.decision import accuracy_test, throughput_ratio
+from tuner.experiment import CLAIMS_FILE, Experiment
+from tuner.record import STARVED_BY, TRIAL_ID
+from tuner.report._audit_text import Finding
+from tuner.report._build_claims import build_claims
+from tuner.report._effects import controlled_effects, plain_loop_gain
+from tuner.report.claims import (
+    CELL_KINDS,
+    RENDERERS,
+    Claim,
+    Measure,
+    read_claims,
+    render,
+)
+from tuner.report.document import inline_html, md_escape, md_text
+from tuner.speed.rule import probe_change
+from tuner.stats import Change
+
+__all__ = [
+    "CLAIM",
+    "CONSOLE_KINDS",
+    "check_claims",
+    "check_console_claims",
+    "check_starved_by",
+    "check_verdict_words",
+    "claims_of",
+    "report_documents",
+]
+
+CLAIM = "claim"  # the check's name in a finding
+# The words that claim a verdict: each must lie in a claim's words on the first screen.
+VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
+_VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
+# The sections whose every verdict word must lie in a claim's words (by the start of their
+# titles, tuner.report._write); the others (batch size, scaling, trials, the details) still say
+# theirs in prose, checked by the regexes of _audit_text.
+CHECKED_SECTIONS = (
+    "The answer",
+    "Pareto front",
+    "What each technique does",
+    "Input pipeline",
+    "Speed settings chosen",
+)
+# The claims the console summary says too (tuner.report.console: the lead and the sentence).
+CONSOLE_KINDS = frozenset({"picks", "one_pick", "accuracy_against_pick", "starved"})
+
+
+def claims_of(report_dir: Path) -> tuple[list[Claim] | None, list[Finding]]:
+    """The records a report wrote (None: it wrote none, a report from before claims.json)."""
+    path = report_dir / CLAIMS_FILE
+    if not path.is_file():
+        return None, []
+    try:
+        return read_claims(path), []
+    except ValueError as error:  # json.JSONDecodeError is one
+        return [], [Finding(CLAIM, CLAIMS_FILE, CLAIMS_FILE, f"it does not parse: {error}")]
+
+
+def check_claims(
+    claims: list[Claim],
+    documents: Mapping[str, str],
+    experiment: Experiment | None,
+) -> list[Finding]:
+    """Each record's words are its renderer's and are said in each document (``documents``:
+    name -> text; report.md always); with the experiment, each record is what its data gives.
+    """
+    found: list[Finding] = []
+    expected = _Expected(experiment) if experiment is not None else None
+    for claim in claims:
+        problems = [_words(claim, documents), expected.problem(claim) if expected else ""]
+        found += [Finding(CLAIM, CLAIMS_FILE, claim.name(), why) for why in problems if why]
+    return found
+
+
+def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
+    """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
+    :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
+    word said outside every claim is a verdict nothing checks."""
+    found = []
+    for region in _checked_regions(markdown):
+        spans = [
+            (m.start(), m.end())
+            for claim in claims
+            for form in _forms(claim.kind, claim.text, "report.md")
+            if form
+            for m in re.finditer(re.escape(form), region)
+        ]
+        for word in _VERDICT.finditer(region):
+            if not any(a <= word.start() and word.end() <= b for a, b in spans):
+                said = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
+                why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): a verdict unchecked"
+                found.append(Finding("interval", "report.md", said, why))
+    return found
+
+
+def _checked_regions(markdown: str) -> list[str]:
+    """The lead (before the first section, less the title: the experiment's name is the
+    user's) and each section whose title is checked."""
+    markdown = re.sub(r"\A# .*\n", "", markdown)
+    parts = re.split(r"^(?=## \d+\. )", markdown, flags=re.MULTILINE)
+    title = re.compile(r"## \d+\. (.*)")
+    return [
+        part
+        for part in parts
+        if not part.startswith("## ")
+        or any((m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS)
+    ]
+
+
+def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
+    """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
+    found = []
+    for claim in (c for c in claims if c.kind == "starved"):
+        rows = trials.set_index(trials[TRIAL_ID].astype(str))
+        for trial, cause in zip(claim.subjects, claim.words.get("causes", []), strict=False):
+            said = (
+                rows[STARVED_BY].get(trial) if STARVED_BY in rows and trial in rows.index else None
+            )
+            said = None if said is None or pd.isna(said) else str(said)
+            if said != cause:
+                why = f"{where} has starved_by {said!r} for trial {trial}, the record {cause!r}"
+                found.append(Finding(CLAIM, CLAIMS_FILE, claim.name(), why))
+    return found
+
+
+def check_console_claims(claims: list[Claim], console: str) -> list[Finding]:
+    """The answer's claims the console summary says (:data:`CONSOLE_KINDS`): its words there."""
+    return [
+        Finding(CLAIM, "console", claim.name(), f"the console does not say it ({claim.text!r})")
+        for claim in claims
+        if claim.kind in CONSOLE_KINDS and claim.text not in console
+    ]
+
+
+def _words(claim: Claim, documents: Mapping[str, str]) -> str:
+    """Why the record's words are not its own, or not said ("" when they are)."""
+    if claim.kind not in RENDERERS:
+        return f"no claim kind {claim.kind!r}"
+    for measure in claim.measures:
+        rule = measure.change.verdict
+        if measure.verdict != rule:
+            return (
+                f"its {measure.quantity} {_interval(measure)} is {rule!r} by the one rule, "
+                f"the record says {measure.verdict!r}"
+            )
+    try:
+        words = render(claim)
+    except (KeyError, ValueError, TypeError, IndexError) as error:
+        return f"its record cannot be rendered ({error!r})"
+    if claim.text != words:
+        return f"its text is not its record's words ({words!r})"
+    for name, text in documents.items():
+        if not any(form in text for form in _forms(claim.kind, words, name)):
+            return f"{name} does not say it ({words!r})"
+    return ""
+
+
+def _forms(kind: str, words: str, document: str) -> tuple[str, ...]:
+    """How a document shows the words: a paragraph's (a claim may open a sentence or a title,
+    capitalised), or a whole table cell."""
+    if document.endswith(".html"):
+        if kind in CELL_KINDS:
+            return (f"<td>{html.escape(words)}</td>",)
+        return (inline_html(words), inline_html(words[:1].upper() + words[1:]))
+    if kind in CELL_KINDS:
+        return (f"| {md_escape(words)} |",)
+    return (md_text(words), md_text(words[:1].upper() + words[1:]))
+
+
+def _interval(measure: Measure) -> str:
+    return f"{measure.value:.4g} [{measure.low:.4g}, {measure.high:.4g}] over {measure.n}"
+
+
+class _Expected:
+    """The claims the experiment's data gives, and each measure recomputed from the rows."""
+
+    def __init__(self, experiment: Experiment) -> None:
+        self.experiment = experiment
+        self.answer: Answer = decide(experiment)
+        self.effects = controlled_effects(experiment.effects)
+        info = experiment.metadata.get("effects")
+        cache, trials = experiment.probe_cache, experiment.trials
+        built = build_claims(self.answer, self.effects, cache, info, trials)
+        self.claims = built.all
+
+    def problem(self, claim: Claim) -> str:
+        built = self.claims.get(claim.key)
+        if built is None:
+            return "the data gives no such claim (its trials, re-measurements, effects, probes)"
+        for measure in claim.measures:
+            why = self._measure(measure)
+            if why:
+                return why
+        if built.measures != claim.measures and not _same(built.measures, claim.measures):
+            return f"the data gives {[_interval(m) for m in built.measures]}"
+        if dict(built.words) != dict(claim.words):
+            return f"the data gives {dict(built.words)!r}, the record says {dict(claim.words)!r}"
+        return ""
+
+    def _measure(self, measure: Measure) -> str:
+        recompute = _RECOMPUTE.get(measure.quantity)
+        if recompute is None:
+            return f"no quantity {measure.quantity!r}"
+        try:
+            change = recompute(self, measure.subjects)
+        except (KeyError, IndexError, ValueError) as error:
+            return f"its {measure.quantity} of {measure.subjects} is not in the data ({error!r})"
+        if change is None or not _close(change, measure):
+            got = "nothing" if change is None else _interval(Measure.of("", (), change))
+            return f"its {measure.quantity} {_interval(measure)}: the data gives {got}"
+        return ""
+
+    def _ratio(self, subjects: tuple[str, ...]) -> Change:
+        a, b = (self.answer.row(s) for s in subjects)
+        return throughput_ratio(a, b, self.experiment.remeasure)
+
+    def _accuracy(self, subjects: tuple[str, ...]) -> Change:
+        a, b = (self.answer.row(s) for s in subjects)
+        return accuracy_test(a, b)
+
+    def _gain(self, subjects: tuple[str, ...]) -> Change | None:
+        gain = plain_loop_gain(self.effects)
+        if gain is None:
+            return None
+        return Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
+
+    def _time(self, subjects: tuple[str, ...]) -> Change | None:
+        rule = self.answer.rule
+        if rule is None or (rule.pick, rule.versus or "") != subjects:
+            return None
+        return rule.change
+
+    def _loader_gain(self, subjects: tuple[str, ...]) -> Change | None:
+        gain = plain_loop_gain(self.effects, PLAIN_LOADER) if not self.effects.empty else None
+        if gain is None:
+            return None
+        return Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
+
+    def _effect(self, subjects: tuple[str, ...], key: str) -> Change | None:
+        rows = (
+            self.effects[self.effects["arm"].astype(str) == subjects[0]]
+            if len(self.effects)
+            else []
+        )
+        return None if len(rows) == 0 else Change.from_row(rows.iloc[0], key)
+
+    def _effect_ratio(self, subjects: tuple[str, ...]) -> Change | None:
+        return self._effect(subjects, "throughput_ratio_vs_reference")
+
+    def _effect_memory(self, subjects: tuple[str, ...]) -> Change | None:
+        return self._effect(subjects, "memory_change_bytes_vs_reference")
+
+    def _probe(self, subjects: tuple[str, ...]) -> Change | None:
+        knob, key = subjects
+        choice = (self.experiment.probe_cache or {})[key]
+        variant = next(v for v in choice.get("variants", []) if str(v["name"]) == knob)
+        return probe_change(dict(variant))
+
+
+_RECOMPUTE: dict[str, Callable[[_Expected, tuple[str, ...]], Any]] = {
+    "throughput_ratio": _Expected._ratio,
+    "accuracy_difference": _Expected._accuracy,
+    "plain_loop_gain": _Expected._gain,
+    "probe_ratio": _Expected._probe,
+    "time_ratio": _Expected._time,
+    "effect_ratio": _Expected._effect_ratio,
+    "effect_memory": _Expected._effect_memory,
+    "loader_gain": _Expected._loader_gain,
+}
+
+
+def _close(change: Change, measure: Measure) -> bool:
+    pairs = [(change.value, measure.value), (change.low, measure.low), (change.high, measure.high)]
+    same = all(
+        (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        for a, b in pairs
+    )
+    return same and change.n == measure.n and change.verdict == measure.verdict
+
+
+def _same(built: tuple[Measure, ...], recorded: tuple[Measure, ...]) -> bool:
+    """The same measures, equal up to float noise (NaN equal to NaN)."""
+    return len(built) == len(recorded) and all(
+        b.quantity == r.quantity and b.subjects == r.subjects and _close(b.change, r)
+        for b, r in zip(built, recorded, strict=True)
+    )
+
+
+def report_documents(report_dir: Path) -> dict[str, str]:
+    """The documents the records' words are checked in: report.md (always), report.html."""
+    documents = {"report.md": (report_dir / "report.md").read_text()}
+    page = report_dir / "report.html"
+    if page.is_file():
+        documents["report.html"] = page.read_text()
+    return documents

@@ -1,0 +1,337 @@
+"""The report's claims built from the data (:mod:`tuner.report.claims` owns the records and
+their words): the answer's (decided on the trials and re-measurements), each effect's
+(effects.csv, summarized), each probe cell's (the probe cache); and where the answer's are said
+(the report's section 1 and the console)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from tuner.answer import Answer, Margin, PairVerdict
+from tuner.compare import PLAIN_LOADER, REFERENCE
+from tuner.decision import accuracy_test
+from tuner.engine.result import bound_of
+from tuner.measure import measured_text
+from tuner.record import (
+    IMAGES_TO_TARGET,
+    KIND,
+    STARVED_BY,
+    TIME_TO_TARGET_EST_HIGH,
+    TIME_TO_TARGET_EST_LOW,
+    TIME_TO_TARGET_EST_S,
+    TRIAL_ID,
+)
+from tuner.report import _effects
+from tuner.report._input import loader_clear_arms, loader_rows
+from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
+from tuner.speed.rule import probe_change
+from tuner.stats import Change
+from tuner.units import as_number, is_finite
+
+__all__ = [
+    "build_claims",
+    "effect_claim",
+    "input_claims",
+    "lead_lines",
+    "pick_groups",
+    "pick_rows",
+    "probe_claim",
+    "sentence_text",
+    "starved_said",
+]
+
+
+# ---- where the answer's claims are said (the report's section 1 and the console) ---------
+
+
+def starved_said(trials: pd.DataFrame, claims: Claims) -> str:
+    """The starved trials' line: its claim's words ("" without any)."""
+    if KIND not in trials:
+        return ""
+    ids = trials.loc[trials[KIND] == "starved", TRIAL_ID].astype(str)
+    return claims.text("starved", *ids) if len(ids) else ""
+
+
+def sentence_text(answer: Answer, claims: Claims) -> str:
+    """The answer's sentence on the picks: its claim's words (the front empty: why)."""
+    if answer.front.empty or not answer.best:
+        return answer.sentence()  # no pick, no interval: what the trials were
+    p = answer.picks
+    if p is not None:
+        return claims.text("picks", p.faster, p.slower)
+    row = answer.front_pick
+    return claims.text("one_pick", str((answer.front.iloc[0] if row is None else row)[TRIAL_ID]))
+
+
+def lead_lines(answer: Answer, claims: Claims) -> list[str]:
+    """What the answer says first (:meth:`Answer.lead`) in its claims' words: the rule and its
+    target, its pick and why, the most accurate candidate beside it (then what the lead adds:
+    whether the pick is on the front)."""
+    lead = answer.lead()
+    if not lead:
+        return lead
+    lines = [claims.text("target"), *lead[1:]]
+    rule = answer.rule
+    if rule is None or len(lead) < 3:
+        return lines
+    said = claims.text("accuracy_against_pick", rule.pick)
+    return [lines[0], claims.text("rule_pick", rule.pick), said + lead[2].removeprefix(said)]
+
+
+# ---- building the records from the data --------------------------------------------------
+
+
+def build_claims(
+    answer: Answer,
+    effects: pd.DataFrame,
+    probe_cache: Mapping[str, Any] | None = None,
+    effects_info: Mapping[str, Any] | None = None,
+    trials: pd.DataFrame | None = None,
+) -> Claims:
+    """Every claim the report makes, each from the data it rests on: the answer decided on the
+    trials and re-measurements, the effects (``controlled_effects``), the probe cache (the
+    auditor calls this again on the experiment folder and compares)."""
+    probes = [
+        probe_claim(key, variant)
+        for key, choice in (probe_cache or {}).items()
+        for variant in choice.get("variants", [])
+    ]
+    probes += _probe_rules(probe_cache or {})
+    effect_rows = [] if effects.empty else [r for _, r in effects.iterrows()]
+    found = [effect_claim(row) for row in effect_rows if row["arm"] != REFERENCE]
+    speeds = tuple(m for c in found for m in c.measures if m.quantity == "effect_ratio")
+    if found and not any(m.change.informative for m in speeds):  # _effects.says_nothing
+        measures = speeds
+        info = effects_info or {}
+        words = {"trial": str(info.get(TRIAL_ID, "?")), "measured": measured_text(info)}
+        found.append(Claim("effects_say_nothing", (), measures, words))
+    pick = answer.recommended
+    said = [
+        *_answer_claims(answer, effects),
+        *(input_claims(pick, effects) if pick is not None else []),
+    ]
+    return Claims([*said, *probes, *found, *_starved(trials)])
+
+
+def input_claims(pick: Mapping[str, Any], effects: pd.DataFrame) -> list[Claim]:
+    """The input section's, for the recommended trial's row: the data-bound rule, the loader
+    settings' gain together, what the wait says may help, the loader settings measured beyond
+    noise."""
+    trial, wait = str(pick.get(TRIAL_ID)), as_number(pick.get("data_wait_fraction"))
+    bound = pick.get("bound") if "bound" in pick else bound_of(wait)
+    claims = [Claim("rule", ("data_bound",), (), {"name": "data_bound"})]
+    if not math.isnan(wait) and isinstance(bound, str) and bound:
+        claims.append(Claim("input_limit", (trial,), (), {"wait": wait, "bound": bound}))
+    gain = _effects.plain_loop_gain(effects, PLAIN_LOADER) if not effects.empty else None
+    if gain is not None:
+        change = Change(gain["ratio"], gain["low"], gain["high"], gain["n"], 1.0)
+        plain = effects[effects["arm"] == PLAIN_LOADER].iloc[0]
+        wait_plain = as_number(plain.get("data_wait_fraction"))
+        words = {"plain_wait": None if math.isnan(wait_plain) else wait_plain}
+        measure = Measure.of("loader_gain", (trial,), change)
+        claims.append(Claim("loader_gain", (trial,), (measure,), words))
+    rows = loader_rows(effects)
+    arms = loader_clear_arms(rows)
+    if arms:
+        measures = tuple(m for arm in arms for m in effect_claim(_arm_row(rows, arm)).measures)
+        claims.append(Claim("loader_clear", tuple(arms), measures))
+    return claims
+
+
+def _arm_row(rows: pd.DataFrame, arm: str) -> pd.Series:
+    return rows[rows["arm"].astype(str) == arm].iloc[0]
+
+
+def _starved(trials: pd.DataFrame | None) -> list[Claim]:
+    """The starved trials and what cut each short (its ``starved_by``, None: unknown)."""
+    if trials is None or KIND not in trials:
+        return []
+    starved = trials[trials[KIND] == "starved"]
+    if starved.empty:
+        return []
+    causes = starved.get(STARVED_BY, pd.Series(None, index=starved.index, dtype=object))
+    words = {"causes": [None if pd.isna(c) else str(c) for c in causes]}
+    return [Claim("starved", tuple(starved[TRIAL_ID].astype(str)), (), words)]
+
+
+def effect_claim(row: pd.Series) -> Claim:
+    """An effect's verdict: one change against the recommended config, measured interleaved."""
+    arm = str(row["arm"])
+    measures = tuple(
+        Measure.of(quantity, (arm,), Change.from_row(row, key))
+        for quantity, key in EFFECT_KEYS.items()
+        if is_finite(row.get(key))
+    )
+    words = {
+        "failed": _text_or_none(row.get("failed")),
+        "fell_back": _text_or_none(row.get("fell_back")),
+        "measured": is_finite(row.get("images_per_second")),
+    }
+    return Claim("effect", (arm,), measures, words)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None or pd.isna(value) or value == "" else str(value)
+
+
+def _answer_claims(answer: Answer, effects: pd.DataFrame) -> list[Claim]:
+    if not answer.best or answer.front.empty:
+        return []
+    claims = [_sentence_claim(answer), _why_claim(answer), *_rule_claims(answer)]
+    gain = _effects.plain_loop_gain(effects)
+    if gain is not None and answer.best and answer.recommended is not None:
+        change = Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
+        rec = str(answer.recommended[TRIAL_ID])
+        claims.append(Claim("gain", (rec,), (Measure.of("plain_loop_gain", (rec,), change),)))
+    claims += _title_claims(answer)
+    if answer.lead() and answer.rule is not None:
+        claims.append(_against_pick_claim(answer))
+    return claims
+
+
+def pick_rows(answer: Answer) -> dict[str, pd.Series]:
+    """Each pick by what it is picked for: the rule's (where it picks), then each objective's."""
+    picks = dict(answer.best)
+    if answer.by_time and answer.recommended is not None:
+        picks = {TIME_TO_TARGET: answer.recommended, **picks}
+    return picks
+
+
+def pick_groups(answer: Answer) -> dict[str, list[str]]:
+    """trial id -> what it is picked for (a trial best on two objectives is one pick)."""
+    groups: dict[str, list[str]] = {}
+    for metric, row in pick_rows(answer).items():
+        groups.setdefault(str(row[TRIAL_ID]), []).append(metric)
+    return groups
+
+
+def _title_claims(answer: Answer) -> list[Claim]:
+    """Each pick's heading, with the intervals its words rest on: the margins of a pick best
+    on every objective, else the most accurate's lead on the next."""
+    claims = []
+    for trial, metrics in pick_groups(answer).items():
+        all_best = set(metrics) >= set(answer.best)
+        measures: tuple[Measure, ...] = ()
+        if all_best and len(metrics) > 1 and answer.margins:
+            measures = _margin_measures(trial, answer.margins)
+        elif "val_accuracy" in metrics:
+            lead = answer.accuracy_lead()
+            measures = () if lead is None else (_accuracy(trial, lead.runner_up, lead.change),)
+        words = {"metrics": metrics, "all_best": all_best}
+        claims.append(Claim("pick_title", (trial,), measures, words))
+    return claims
+
+
+def _rule_claims(answer: Answer) -> list[Claim]:
+    """The rule's two sentences: the rule and its target, then its pick and why."""
+    target, rule = answer.target, answer.rule
+    if target is None:
+        return []
+    words = {"accuracy": target.accuracy, "given": target.given, "how": target.how}
+    claims = [Claim("target", (), (), words)]
+    if rule is None:
+        return claims
+    measures = []
+    if rule.change is not None:
+        measures.append(Measure.of("time_ratio", (rule.pick, rule.versus or ""), rule.change))
+    if rule.accuracy is not None:
+        measures.append(_accuracy(rule.pick, rule.soonest, rule.accuracy))
+    trials = {rule.pick, rule.soonest, *([rule.versus] if rule.versus else []), *rule.within_noise}
+    rows = {t: {k: as_number(answer.row(t).get(k)) for k in _RULE_COLUMNS} for t in trials}
+    words = {
+        **{k: getattr(rule, k) for k in ("pick", "soonest", "versus", "reached", "candidates")},
+        "reason": rule.reason, "within_noise": list(rule.within_noise), "rows": rows,
+    }  # fmt: skip
+    return [*claims, Claim("rule_pick", (rule.pick,), tuple(measures), words)]
+
+
+# What the rule's sentence shows of each trial it names.
+_RULE_COLUMNS = (
+    TIME_TO_TARGET_EST_S, TIME_TO_TARGET_EST_LOW, TIME_TO_TARGET_EST_HIGH, IMAGES_TO_TARGET,
+    "peak_memory_bytes",
+)  # fmt: skip
+
+
+def _accuracy(a: str, b: str, change: Change) -> Measure:
+    return Measure.of("accuracy_difference", (a, b), change)
+
+
+def _pair_measures(p: PairVerdict) -> tuple[Measure, ...]:
+    return (
+        Measure.of("throughput_ratio", (p.faster, p.slower), p.throughput),
+        _accuracy(p.faster, p.slower, p.accuracy),
+    )
+
+
+def _margin_measures(pick: str, margins: Mapping[str, Margin]) -> tuple[Measure, ...]:
+    quantity = {"images_per_second": "throughput_ratio", "val_accuracy": "accuracy_difference"}
+    return tuple(
+        Measure.of(quantity[metric], (pick, m.runner_up), m.change) for metric, m in margins.items()
+    )
+
+
+def _sentence_claim(answer: Answer) -> Claim:
+    p = answer.picks
+    if p is not None:
+        words = {"by_time": answer.by_time, "data_parallel": answer.data_parallel}
+        return Claim("picks", (p.faster, p.slower), _pair_measures(p), words)
+    row = answer.front_pick
+    pick = str((answer.front.iloc[0] if row is None else row)[TRIAL_ID])
+    measures = _margin_measures(pick, answer.margins)
+    return Claim("one_pick", (pick,), measures, {"candidates": answer.candidates})
+
+
+def _why_claim(answer: Answer) -> Claim:
+    rec = answer.recommended
+    pick = str(rec[TRIAL_ID]) if rec is not None else ""
+    p = answer.picks
+    if p is None:
+        measures = _margin_measures(pick, answer.margins)
+        words = {"role": "one", "candidates": answer.candidates}
+        return Claim("pick_why", (pick,), measures, words)
+    role = "slower" if pick == p.slower else "fastest"
+    return Claim("pick_why", (pick,), _pair_measures(p), {"role": role})
+
+
+def _against_pick_claim(answer: Answer) -> Claim:
+    from tuner.time_to_target import why_picked
+
+    rule = answer.rule
+    assert rule is not None
+    sharp = answer.best.get("val_accuracy")
+    if sharp is None or str(sharp[TRIAL_ID]) == rule.pick:
+        return Claim("accuracy_against_pick", (rule.pick,))
+    change = accuracy_test(sharp, answer.row(rule.pick))
+    measure = _accuracy(str(sharp[TRIAL_ID]), rule.pick, change)
+    return Claim("accuracy_against_pick", (rule.pick,), (measure,), {"why": why_picked(rule)})
+
+
+def _probe_rules(cache: Mapping[str, Any]) -> list[Claim]:
+    """The speed section's rule, and, where no probe's interval says anything, that."""
+    if not cache:
+        return []
+    claims = [Claim("rule", ("probe_rule",), (), {"name": "probe_rule"})]
+    measures = tuple(
+        Measure.of("probe_ratio", (str(v["name"]), key), probe_change(dict(v)))
+        for key, choice in cache.items()
+        for v in choice.get("variants", [])
+        if v.get("probed") is not False and v.get("ratio") is not None
+    )
+    if measures and not any(m.change.informative for m in measures):
+        claims.append(Claim("probes_say_nothing", (), measures))
+    return claims
+
+
+def probe_claim(key: str, variant: Mapping[str, Any]) -> Claim:
+    """A cell of the speed table: a knob against plain under one probe key."""
+    subjects = (str(variant["name"]), key)  # the knob first: a finding names it
+    words: dict[str, Any] = {"kept": bool(variant["kept"])}
+    if variant.get("probed") is False or variant.get("ratio") is None:
+        words["probed"] = variant.get("probed")
+        return Claim("probe", subjects, (), words)
+    measure = Measure.of("probe_ratio", subjects, probe_change(dict(variant)))
+    return Claim("probe", subjects, (measure,), words)
