@@ -387,14 +387,34 @@ def _measured_configs(space: str, path: Path) -> list[TrainConfig]:
     return out
 
 
-def _measured_search(trials: Path) -> dict[str, Any]:
-    """The cold_search.json record whose trials table ``trials`` is (its log's name)."""
+def _measured_search(trials: Path, commit: str | None) -> dict[str, Any]:
+    """The cold_search.json record whose trials table ``trials`` is (its log's name); for a
+    search that bench/cold_search.py did not run (a report's trials.csv, with ``commit`` the
+    code it ran), the same figures from the table itself: the trials' seconds, and the probe
+    share as trials.csv counts it (probe and probe-wait seconds over the trials' seconds)."""
     records = json.loads((OUT / "cold_search.json").read_text())
     for record in records:
         log = record.get("log")  # the first record, stopped by hand, kept none
         if log and Path(log).with_suffix(".trials.csv").name == trials.name:
             return record
-    raise SystemExit(f"{trials}: no run of reports/benchmarks/cold_search.json wrote it")
+    if commit is None:
+        raise SystemExit(
+            f"{trials}: no run of reports/benchmarks/cold_search.json wrote it (give "
+            "--cpu-commit to read it as a report's trials.csv)"
+        )
+    import pandas as pd
+
+    table = pd.read_csv(trials)
+    probe = (table["speed_probe_time_s"].fillna(0) + table["speed_probe_wait_s"].fillna(0)).sum()
+    seconds = float(table["trial_time_s"].sum())
+    return {
+        "commit": commit,
+        "trials": len(table),
+        "trial_time_s": seconds,
+        "probe_s": float(probe),
+        "probe_share": float(probe) / seconds,
+        "log": str(trials),
+    }
 
 
 def _cpu_checks(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[str]:
@@ -404,7 +424,7 @@ def _cpu_checks(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[st
     lines = []
     for trials in args.cpu_trials:
         configs = _measured_configs(args.space, trials)
-        measured = _measured_search(trials)
+        measured = _measured_search(trials, args.cpu_commit)
         plan = "before" if measured["commit"].startswith(args.before_commit) else "after"
         predicted = predict(profile, configs, plan=plan)
         runs.append({**predicted, "measured": measured})
@@ -413,8 +433,9 @@ def _cpu_checks(args: argparse.Namespace, runs: list[dict[str, Any]]) -> list[st
 
 
 _CHECK_TEXT = (
-    "CPU check: each measured cold search (bench/cold_search.py) predicted from its own "
-    "trials' configs, in their order, with the plan of its code:"
+    "CPU check: each measured cold search (bench/cold_search.py's, or a report's trials.csv "
+    "with --cpu-commit) predicted from its own trials' configs, in their order, with the plan "
+    "of its code:"
 )
 _CHECK_HEAD = [
     "| commit | plan | trials | trial s predicted / measured | probe share predicted / measured |",
@@ -429,6 +450,24 @@ def _check_line(predicted: dict[str, Any], measured: dict[str, Any]) -> str:
         f"| {measured['commit']} | {predicted['plan']} | {len(predicted['trials'])} | "
         f"{predicted['trial_time_s']:.0f} / {measured['trial_time_s']:.0f} ({ratio:.2f}x) | "
         f"{predicted['probe_share']:.0%} / {measured['probe_share']:.0%} |"
+    )
+
+
+def _budget_text(config: TrainConfig) -> str:
+    """What each GPU trial trains, in the budget's own unit; and that this is a prediction."""
+    if config.images is not None:
+        budget = f"{config.images:,} images (every batch size the same images, within one batch)"
+    else:
+        budget = f"{config.steps} steps" if config.steps else "its epochs"
+    cadence = next(
+        (f"every {v:,} {unit}" for v, unit in ((config.eval_every_images, "images"),
+         (config.eval_every_steps, "steps"), (config.eval_every_s, "s")) if v),
+        "at each epoch end",
+    )  # fmt: skip
+    cap = f", a {config.time_budget_s:g} s cap" if config.time_budget_s else ""
+    return (
+        f"A prediction, not a measurement (no GPU ran): each GPU trial trains {budget}, "
+        f"evaluated {cadence}{cap}."
     )
 
 
@@ -449,6 +488,11 @@ def main() -> None:
     parser.add_argument("--cpu-profile", type=Path, help="a measured CPU profile (JSON)")
     parser.add_argument("--cpu-trials", type=Path, action="append", default=[],
                         help="a measured CPU search's trials.csv: predict its configs")  # fmt: skip
+    parser.add_argument(
+        "--cpu-commit",
+        default=None,
+        help="the commit a --cpu-trials table outside cold_search.json ran",
+    )
     parser.add_argument("--before-commit", default="416680d",
                         help="a measured search of it is predicted by plan before")  # fmt: skip
     parser.add_argument("--measure-cpu", type=float, metavar="SEARCH_START_S",
@@ -475,7 +519,8 @@ def main() -> None:
     print("\n".join(lines))
     sources = [f"- {k}: {v}" for k, v in H100_VIT_SPACE.sources.items()]
     head = [f"# Cost model: {args.space}, predicted", "", __doc__.split("\n\n")[1], "",
-            f"GPU trials changed: {changes or 'none (the workload as declared)'}.", ""]  # fmt: skip
+            f"GPU trials changed: {changes or 'none (the workload as declared)'}.", "",
+            _budget_text(gpu[0]), ""]  # fmt: skip
     if checks:
         lines += ["", _CHECK_TEXT, "", *_CHECK_HEAD, *checks]
     (OUT / f"{args.out}.md").write_text("\n".join([*head, *lines, "", "Inputs:", *sources]) + "\n")

@@ -391,7 +391,9 @@ def run_all(
     for result in results.values():
         result["ratio_interval"] = ratio_interval(result["cost_to_95"],
                                                   results[FIRST_RELEASE]["cost_to_95"])  # fmt: skip
+    evaluations = len(next(iter(grid.training.values()))["curve"])
     return {"grid_hv": grid_hv, "budgets_s": budgets.tolist(), "strategies": results,
+            "evaluations": evaluations,
             "seeds": list(seeds), "budget_s": budget_s, "max_trials": max_trials,
             "memory_budget_bytes": grid.budget, "best_ips": grid.best_ips}  # fmt: skip
 
@@ -505,8 +507,8 @@ def _grid_section(name: str, report: dict[str, Any]) -> list[str]:
         f"{2 ** len(about['speed_knobs'])} speed combinations, {about['workload']['model']}, "
         f"measured on {about['machine']} ({about['date']}, torch {about['torch']}). Memory budget "
         f"{report['memory_budget_bytes'] / 2**20:.1f} MiB (rejects a quarter of the "
-        f"combinations). Seeds {seeds[0]}-{seeds[-1]}, concurrency 1, compute budget "
-        f"{report['budget_s']:.0f} engine seconds "
+        f"combinations). {_budget_text(about, report)} Seeds {seeds[0]}-{seeds[-1]}, concurrency "
+        f"1, compute budget {report['budget_s']:.0f} engine seconds "
         f"(~{report['budget_s'] / about['average_training_s']:.0f} full trainings).",
         "",
         "| strategy | median compute to 95% (s) [IQR] | vs tpe-joint [95% CI] | seeds reaching it "
@@ -537,6 +539,23 @@ def _grid_section(name: str, report: dict[str, Any]) -> list[str]:
                                                 for b, n, r in behind) if behind else "")
                   + "."]  # fmt: skip
     return [*lines, ""]
+
+
+def _budget_text(about: dict[str, Any], report: dict[str, Any]) -> str:
+    """Each config's training budget, in its unit: equal images (the search's since issue 47),
+    or the first grid's fixed steps, where a larger batch saw more images."""
+    evaluations = report.get("evaluations") or about.get("evaluations")
+    if about.get("images"):
+        every = f", evaluated {evaluations} times at equal images" if evaluations else ""
+        return (
+            f"Each config trained {about['images']:,} images, whatever its batch size{every}: "
+            "the halving rungs and the front compare equal images."
+        )
+    steps = about["workload"].get("steps")
+    return (
+        f"Each config trained {steps} steps, so a larger batch saw more images (the budget "
+        "unit before issue 47)."
+    )
 
 
 def _index_at(budgets: list[float], fraction: float) -> int:

@@ -38,6 +38,17 @@ def test_the_grid_is_complete_and_small(grid, replay) -> None:
     assert 0 < grid.front_hv() <= 1
 
 
+def test_the_grid_trains_every_config_the_same_images(grid) -> None:
+    """Issue 47: the replay's rungs and front compare equal images, as the search does."""
+    images = grid.about["images"]
+    for training in grid.training.values():
+        batch = training["config"]["batch_size"]
+        seen = [point["images_seen"] for point in training["curve"]]
+        assert len(seen) == grid.about["evaluations"]
+        marks = [images * (k + 1) // len(seen) for k in range(len(seen))]
+        assert all(mark <= s < mark + batch for s, mark in zip(seen, marks, strict=True)), seen
+
+
 @pytest.mark.parametrize("index", range(7))
 def test_every_strategy_replays_with_real_samplers(replay, grid, index: int) -> None:
     strategy = replay.STRATEGIES[index]
@@ -103,15 +114,16 @@ def test_free_probes_is_the_new_design_without_the_probes_bill(variants, grid) -
 def test_a_lazy_trial_pays_each_setting_for_the_reports_it_ran(variants, grid) -> None:
     config = {"batch_size": 32, "norm": "batch", "amp": "off", "base_lr": 1e-3}
     plain, fast = grid.plain(), {**grid.plain(), "channels_last": True}
+    last = len(grid.curve(config))  # the grid's evaluations: its last report
     trial = variants._LazyTrial(grid, config, plain, None)
     paid = trial.cost_to(2)
     trial.switch(fast, 2)
-    paid += trial.cost_to(5)
+    paid += trial.cost_to(last)
     expected = grid.train_cost(config, plain, 2) + (
-        grid.train_cost(config, fast, 5) - grid.train_cost(config, fast, 2)
+        grid.train_cost(config, fast, last) - grid.train_cost(config, fast, 2)
     )
     assert paid == pytest.approx(expected)
-    assert grid.train_cost(config, fast, 5) < paid < grid.train_cost(config, plain, 5)
+    assert grid.train_cost(config, fast, last) < paid < grid.train_cost(config, plain, last)
 
 
 def test_held_out_credit_scores_what_was_measured_with_other_repeats(variants, grid) -> None:

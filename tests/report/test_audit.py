@@ -7,6 +7,7 @@ tests/tune/test_tracking.py: a tracked search and its report)."""
 from __future__ import annotations
 
 import functools
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,31 +20,31 @@ from tuner.report._audit_text import check_durations, check_intervals
 from tuner.report.audit import audit, check_console
 
 EXAMPLES = Path(__file__).parents[2] / "reports" / "examples"
-# vit_space-cpu's probe table was written before a probe cell named an interval that says
-# nothing (its experiment folder is not kept, so it cannot be written again): these 7 cells show
-# such intervals bare. Every other claim of every example holds.
-STALE_PROBE_CELLS = [
-    "1.39x [0.87–2.23]", "1.05x [0.67–1.66]", "1.07x [0.65–1.76]", "1.26x [0.42–3.79]",
-    "1.27x [0.70–2.31]", "1.22x [0.59–2.53]", "1.05x [0.47–2.34]",
-]  # fmt: skip
+# A claim of vit_space-cpu's answer ("the next takes 1.10x [0.56–2.82], an interval that says
+# nothing") made false: an interval holding 1x called beyond noise.
+TRUE_CLAIM = "1.10x [0.56–2.82], an interval that says nothing"
+FALSE_CLAIM = "1.10x [0.56–2.82], beyond noise"
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
 def test_every_claim_of_the_example_reports_is_checked(example: str) -> None:
     found = audit(EXAMPLES / example)
-    stale = STALE_PROBE_CELLS if example == "vit_space-cpu" else []
-    assert [f.claim for f in found.findings] == stale, found.lines()
-    assert all(f.check == "interval" and "says nothing" in f.why for f in found.findings)
+    assert found.findings == [], found.lines()
 
 
 def test_the_check_flag_lists_each_failing_claim_and_exits_1(
-    capsys: pytest.CaptureFixture,
+    capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    assert main(["report", "--check", str(EXAMPLES / "vit_space-cpu")]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(STALE_PROBE_CELLS) and all(
-        line.startswith("interval: ") for line in lines
-    )
+    assert main(["report", "--check", str(EXAMPLES / "vit_space-cpu")]) == 0
+    capsys.readouterr()
+    report = tmp_path / "vit_space-cpu"
+    shutil.copytree(EXAMPLES / "vit_space-cpu", report)
+    text = (report / "report.md").read_text()
+    assert text.count(TRUE_CLAIM) == 1
+    (report / "report.md").write_text(text.replace(TRUE_CLAIM, FALSE_CLAIM))
+    assert main(["report", "--check", str(report)]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("interval: report.md: '1.10x [0.56–2.82]': it says separated")
     assert main(["report", "--check", str(EXAMPLES / "input_space-cpu")]) == 0
 
 

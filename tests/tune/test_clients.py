@@ -242,7 +242,9 @@ def test_mlflow_tells_each_kind_as_a_tag_and_a_status(search: dict[str, Any]) ->
 def test_wandb_offline_files_are_complete_by_training_step_with_each_kind(
     search: dict[str, Any],
 ) -> None:
-    runs = {}
+    runs: dict[str, tuple[list[str], list[int], int]] = {}
+    # A run's files in the order written (the time to target is added in a file of its own
+    # after the search: its tags and exit code must still say the run's kind).
     for path in sorted(search["experiment"].glob("wandb/offline-run-*/run-*.wandb")):
         records = list(_wandb_records(path))
         kinds = [r for r in records if r.WhichOneof("record_type") == "exit"]
@@ -250,7 +252,8 @@ def test_wandb_offline_files_are_complete_by_training_step_with_each_kind(
         run = [r.run for r in records if r.WhichOneof("record_type") == "run"][-1]
         steps = [_history(r)["_step"] for r in records if r.WhichOneof("record_type") == "history"]
         tags = [t.removeprefix("kind: ") for t in run.tags if t.startswith("kind: ")]
-        runs[run.run_id] = (tags, steps, kinds[-1].exit.exit_code)
+        earlier = runs.get(run.run_id, ([], [], 0))[1]
+        runs[run.run_id] = (tags, earlier + steps, kinds[-1].exit.exit_code)
     assert {tid: tags for tid, (tags, _, _) in runs.items()} == {
         tid: [kind] for tid, kind in _expected(search).items()
     }
@@ -263,6 +266,51 @@ def test_wandb_offline_files_are_complete_by_training_step_with_each_kind(
         _, steps, exit_code = runs[trial_id]
         assert steps == training_steps  # the training steps, each once
         assert exit_code == (1 if optuna_state(_expected(search)[trial_id]) == "FAIL" else 0)
+
+
+def test_every_trials_time_to_target_is_in_mlflow_and_wandb_as_in_the_trials_table(
+    search: dict[str, Any],
+) -> None:
+    """Issue 47: the figures trials.csv holds for each trial's time to target, under the same
+    names, in its MLflow run and its W&B run's summary (a figure the trial lacks: in neither)."""
+    import mlflow
+
+    from tuner.answer import decide
+    from tuner.time_to_target import TARGET_COLUMNS
+
+    table = decide(load_experiment(search["experiment"])).trials.set_index("trial_id")
+    target = table["target_accuracy"].dropna()
+    assert len(target), "the search's answer derived no target"
+    client = mlflow.MlflowClient(search["uri"])
+    (experiment,) = [e for e in client.search_experiments() if e.name == search["name"]]
+    found = client.search_runs([experiment.experiment_id])
+    in_mlflow = {
+        r.data.tags["trial_name"].rsplit("_", 1)[-1]: {**r.data.metrics, **r.data.tags}
+        for r in found
+        if "mlflow.parentRunId" in r.data.tags
+    }
+    in_wandb: dict[str, dict[str, Any]] = {}
+    for path in sorted(search["experiment"].glob("wandb/offline-run-*/run-*.wandb")):
+        records = list(_wandb_records(path))
+        (run_id,) = {r.run.run_id for r in records if r.WhichOneof("record_type") == "run"}
+        for r in records:
+            if r.WhichOneof("record_type") == "summary":
+                items = {i.key: json.loads(i.value_json) for i in r.summary.update if i.key}
+                in_wandb.setdefault(run_id, {}).update(items)
+    for trial_id, row in table.iterrows():
+        expected = {
+            c: row[c] for c in TARGET_COLUMNS if isinstance(row[c], str) or row[c] == row[c]
+        }
+        expected = {c: v for c, v in expected.items() if v is not None and v != ""}
+        for client_name, logged in (("MLflow", in_mlflow), ("W&B", in_wandb)):
+            got = {c: logged.get(trial_id, {}).get(c) for c in TARGET_COLUMNS}
+            got = {c: v for c, v in got.items() if v is not None}
+            assert got.keys() == expected.keys(), (client_name, trial_id, got, expected)
+            for column, value in expected.items():
+                if isinstance(value, str):
+                    assert got[column] == value, (client_name, trial_id, column)
+                else:
+                    assert float(got[column]) == pytest.approx(float(value)), (client_name, column)
 
 
 def _history(record: Any) -> dict[str, Any]:

@@ -453,3 +453,93 @@ def test_a_trial_cut_before_its_first_report_is_ended_in_every_tracker(
     exits = [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"]
     tags = [r.run.tags for r in records if r.WhichOneof("record_type") == "run"][-1]
     assert exits == [1] and "kind: incomplete" in tags
+
+
+# A trial's time-to-target figures as the answer gives them (tuner.tune.target_clients.figures_of):
+# one trial reached the target, the other never did (its figures None, so never logged).
+_FIGURES = {
+    "ttt00001": {"target_accuracy": 0.61, "images_to_target": 3200.0,
+                 "images_to_target_low": 1600.0, "train_time_to_target_s": 2.5,
+                 "estimated_time_to_target_s": 2.25, "estimated_time_to_target_s_low": 1.11,
+                 "estimated_time_to_target_s_high": 2.26, "time_to_target_source": "re-measured"},
+    "ttt00002": {"target_accuracy": 0.61, "images_to_target": None, "images_to_target_low": None,
+                 "train_time_to_target_s": None, "estimated_time_to_target_s": None,
+                 "estimated_time_to_target_s_low": None, "estimated_time_to_target_s_high": None,
+                 "time_to_target_source": None},
+}  # fmt: skip
+
+
+@NEEDS_MLFLOW
+def test_every_trials_time_to_target_reaches_mlflow_and_wandb_under_the_same_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47: the time to target is known only after the answer, when the trials' runs have
+    ended; each trial's own MLflow run (a real SQLite store) and W&B run (offline) get it, under
+    the trials table's names, and the W&B run still ends with its kind."""
+    from ray.train._internal.storage import StorageContext
+
+    from tuner.report._audit_clients import wandb_records
+    from tuner.time_to_target import TARGET_COLUMNS
+    from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
+    from tuner.tune.mlflow_logger import log_time_to_target as to_mlflow
+    from tuner.tune.wandb_logger import WandbOfflineCallback
+    from tuner.tune.wandb_logger import log_time_to_target as to_wandb
+
+    monkeypatch.setattr(StorageContext, "_get_session_path", lambda _: str(tmp_path / "session"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    storage = StorageContext(storage_path=str(tmp_path), experiment_dir_name="exp")
+    trials = [
+        Trial("run_trial", config={"batch_size": 8}, trial_id=tid, stub=True, storage=storage,
+              evaluated_params={"batch_size": 8})
+        for tid in _FIGURES
+    ]  # fmt: skip
+    uri, folder, tags = (
+        f"sqlite:///{tmp_path / 'mlflow.db'}",
+        tmp_path / "exp",
+        {"experiment": "exp"},
+    )
+    loggers = [
+        StepMLflowLoggerCallback(uri, experiment_name="exp", tags={"space": "s"}),
+        WandbOfflineCallback(project="p", folder=folder, tags=tags),
+    ]
+    for logger in loggers:
+        logger.setup(**RAY_SETUP)
+        for trial in trials:
+            logger.on_trial_start(0, trials, trial)
+        logger.on_experiment_end(trials)  # every run ended: cut by the search's end
+
+    assert to_mlflow(uri, "exp", _FIGURES) == 2
+    runs = {t.trial_id: (trial_dirname(t), "incomplete") for t in trials}
+    assert to_wandb(project="p", folder=folder, tags=tags, trials=_FIGURES, runs=runs) == 2
+
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    found = client.search_runs([client.get_experiment_by_name("exp").experiment_id])
+    by_trial = {r.data.tags["trial_name"].rsplit("_", 1)[-1]: r for r in found
+                if "mlflow.parentRunId" in r.data.tags}  # fmt: skip
+    in_mlflow = {
+        tid: {**run.data.metrics, **{k: v for k, v in run.data.tags.items() if k in TARGET_COLUMNS}}
+        for tid, run in by_trial.items()
+    }
+    in_wandb: dict[str, dict[str, Any]] = {}
+    exits: dict[str, list[int]] = {}
+    kinds: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("wandb/offline-run-*/run-*.wandb")):
+        records = list(wandb_records(path))
+        (run,) = {r.run.run_id for r in records if r.WhichOneof("record_type") == "run"}
+        for r in records:
+            if r.WhichOneof("record_type") == "summary":
+                in_wandb.setdefault(run, {}).update(
+                    {i.key: json.loads(i.value_json) for i in r.summary.update}
+                )
+            elif r.WhichOneof("record_type") == "exit":
+                exits.setdefault(run, []).append(r.exit.exit_code)
+        tags_of = [list(r.run.tags) for r in records if r.WhichOneof("record_type") == "run"]
+        kinds.setdefault(run, []).append(next(t for t in tags_of[-1] if t.startswith("kind: ")))
+    for tid, values in _FIGURES.items():
+        logged = {k: v for k, v in values.items() if v is not None}
+        assert {k: in_mlflow[tid][k] for k in TARGET_COLUMNS if k in in_mlflow[tid]} == logged
+        assert {k: in_wandb[tid][k] for k in TARGET_COLUMNS if k in in_wandb[tid]} == logged
+        assert kinds[tid] == ["kind: incomplete"] * 2  # the run's last file still says its kind
+        assert len(set(exits[tid])) == 1  # and ends as its first did

@@ -216,10 +216,11 @@ def _wandb(experiment: Path, trials: pd.DataFrame) -> list[Finding]:
             for item in r.history.item
             if item.key == MEMORY_VIOLATION
         ]
-        runs[run[-1].run_id] = (
+        earlier = runs.get(run[-1].run_id, ("", None, []))[2]
+        runs[run[-1].run_id] = (  # a run's later file (the time to target) has the last word
             tags[-1] if tags else "no kind",
             exits[-1] if exits else None,
-            violations,
+            earlier + violations,
         )
     found = []
     for trial_id, kind in kinds_of(trials).items():

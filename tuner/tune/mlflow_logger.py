@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 from ray.air.integrations.mlflow import MLflowLoggerCallback
 
 from tuner import record
@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     from tuner.answer import Answer
     from tuner.experiment import Experiment
 
-__all__ = ["StepMLflowLoggerCallback", "check_tracking_uri", "log_report"]
+__all__ = [
+    "StepMLflowLoggerCallback",
+    "check_tracking_uri",
+    "log_report",
+    "log_time_to_target",
+]
 
 # Marks the parent run of a search in its MLflow experiment (the trial runs are its children).
 _PARENT_RUN_TAG = "tuner.parent"
@@ -163,6 +168,36 @@ def log_report(
         client.log_artifacts(run_id, str(report_dir))
     client.set_terminated(run_id, "FINISHED")
     return f"{tracking_uri}, experiment {experiment.name!r}, run {run_id}"
+
+
+def log_time_to_target(
+    tracking_uri: str, experiment_name: str, trials: Mapping[str, Mapping[str, Any]]
+) -> int:
+    """Every trial's time to target (``trials``: trial id -> the figures, None where missing),
+    known only once the search's answer is, into the trial's own run, which has ended: its
+    numbers as metrics at step 0, a text (where the estimate's images/s came from) as a tag,
+    under the same names W&B's summary and trials.csv use. Returns how many runs got them."""
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment_name)
+    if found is None:
+        return 0
+    runs = client.search_runs([found.experiment_id])
+    by_trial = {
+        str(run.data.tags.get("trial_name", "")).rsplit("_", 1)[-1]: run.info.run_id
+        for run in runs
+        if _MLFLOW_PARENT_RUN_ID in run.data.tags
+    }
+    told = 0
+    for trial_id, values in trials.items():
+        run_id = by_trial.get(trial_id)
+        if run_id is None:
+            continue
+        numbers = {k: v for k, v in values.items() if isinstance(v, int | float)}
+        texts = {k: str(v)[:_TAG_CHARS] for k, v in values.items() if isinstance(v, str)}
+        metrics = [Metric(key, float(value), 0, 0) for key, value in numbers.items()]
+        client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in texts.items()])
+        told += 1
+    return told
 
 
 def _figures(row: Mapping[str, Any]) -> list[Metric]:

@@ -148,11 +148,16 @@ def run_trials(
 def tell_time_to_target_or_warn(
     experiment: Experiment, answer: Answer, paths: ExperimentPaths
 ) -> None:
-    """The study and TensorBoard get every trial's time to target; a failure costs a warning."""
+    """The study, TensorBoard and the trackers get every trial's time to target; a client that
+    fails costs a warning line."""
     try:
-        tell_time_to_target(experiment, answer, study_name=paths.name, study_url=paths.study_url)
+        failed = tell_time_to_target(
+            experiment, answer, study_name=paths.name, study_url=paths.study_url
+        )
     except Exception as exc:  # trials.csv and the report hold the same figures
-        print(f"warning: telling the time to target to the study failed ({error_line(exc)}).")
+        failed = [f"telling the time to target failed ({error_line(exc)})"]
+    for line in failed:
+        print(f"warning: {line}.")
 
 
 def begin(

@@ -1,19 +1,23 @@
 """Every trial's time to target, told to the clients that ran during the search, once the
-answer knows the target: the Optuna study (its user attribute :data:`STUDY_ATTR`) and
-TensorBoard (a ``time_to_target`` run beside each trial's own). Their figures are the answer's
-rows (:data:`tuner.time_to_target.TARGET_COLUMNS`), the same numbers trials.csv holds; MLflow's
-parent run gets them with the recommended trial's figures (:func:`tuner.tune.mlflow_logger.
-log_report`)."""
+answer knows the target: the Optuna study (its user attribute :data:`STUDY_ATTR`), TensorBoard
+(a ``time_to_target`` run beside each trial's own), and, when the search was tracked by them,
+each trial's own MLflow run (metrics, and a tag for the text) and W&B run (its summary), under
+the same names: the trials table's (:data:`tuner.time_to_target.TARGET_COLUMNS`, declared in
+:mod:`tuner.record`). Their figures are the answer's rows, the same numbers trials.csv holds;
+MLflow's parent run gets them with the recommended trial's figures too
+(:func:`tuner.tune.mlflow_logger.log_report`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tuner.answer import Answer
+from tuner.errors import error_line
 from tuner.experiment import STUDY_TIME_TO_TARGET_ATTR, Experiment
-from tuner.record import TARGET_ACCURACY, TIME_TO_TARGET_SOURCE, TRIAL_DIR, TRIAL_ID
+from tuner.record import KIND, TARGET_ACCURACY, TIME_TO_TARGET_SOURCE, TRIAL_DIR, TRIAL_ID
 from tuner.time_to_target import TARGET_COLUMNS, rule_sentence
 from tuner.units import as_number
 
@@ -25,16 +29,42 @@ TENSORBOARD_RUN = "time_to_target"  # the folder in each trial's folder
 
 def tell_time_to_target(
     experiment: Experiment, answer: Answer, *, study_name: str, study_url: str
-) -> None:
-    """Write the time to target of every trial to the study and to TensorBoard."""
+) -> list[str]:
+    """Write the time to target of every trial to the study, TensorBoard, and the MLflow and
+    W&B runs of a search they tracked; each client on its own, so one that fails keeps none of
+    the others from theirs. Returns a line per client that failed (the caller warns)."""
     if answer.target is None:
-        return
+        return []
     figures = figures_of(answer)
+    options = experiment.metadata.get("options") or {}
+    tells: dict[str, Callable[[], None]] = {
+        "the study": lambda: _study(study_name, study_url, figures),
+        "TensorBoard": lambda: _tensorboard(experiment, figures["trials"]),
+    }
+    if options.get("mlflow"):
+        tells["MLflow"] = lambda: _mlflow(str(options["mlflow"]), experiment.name, figures)
+    if options.get("wandb"):
+        tells["W&B"] = lambda: _wandb(experiment, str(options["wandb"]), figures["trials"])
+    failed = []
+    for client, tell in tells.items():
+        try:
+            tell()
+        except Exception as exc:  # trials.csv and the report hold the same figures
+            failed.append(f"telling the time to target to {client} failed ({error_line(exc)})")
+    return failed
+
+
+def _study(study_name: str, study_url: str, figures: dict[str, Any]) -> None:
     import optuna
 
     study = optuna.load_study(study_name=study_name, storage=study_url)
     study.set_user_attr(STUDY_ATTR, figures)
-    _tensorboard(experiment, figures["trials"])
+
+
+def _mlflow(uri: str, name: str, figures: dict[str, Any]) -> None:
+    from tuner.tune.mlflow_logger import log_time_to_target
+
+    log_time_to_target(uri, name, figures["trials"])
 
 
 def figures_of(answer: Answer) -> dict[str, Any]:
@@ -66,6 +96,24 @@ def _tensorboard(experiment: Experiment, trials: dict[str, dict[str, Any]]) -> N
             for column, value in values.items():
                 if column != TIME_TO_TARGET_SOURCE and value is not None:
                     writer.add_scalar(f"{TENSORBOARD_RUN}/{column}", value, 0)
+
+
+def _wandb(experiment: Experiment, project: str, trials: dict[str, dict[str, Any]]) -> None:
+    """Each trial's W&B run (offline, in the experiment folder) gets its figures."""
+    from tuner.tune.wandb_logger import log_time_to_target
+
+    table = experiment.trials
+    runs = {
+        str(row[TRIAL_ID]): (str(row[TRIAL_DIR]), str(row[KIND])) for _, row in table.iterrows()
+    }
+    space = Path(str(experiment.metadata.get("space"))).stem
+    log_time_to_target(
+        project=project,
+        folder=Path(experiment.path),
+        tags={"space": space, "experiment": experiment.name},
+        trials=trials,
+        runs=runs,
+    )
 
 
 def _json(value: Any) -> Any:

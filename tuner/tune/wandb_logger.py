@@ -21,7 +21,7 @@ from ray.tune.logger import LoggerCallback
 from tuner import record
 from tuner.tune import tracking
 
-__all__ = ["WandbOfflineCallback"]
+__all__ = ["WandbOfflineCallback", "log_time_to_target"]
 
 _KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
 
@@ -57,14 +57,7 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
             tags=[f"{key}: {value}"[:64] for key, value in self.tags.items()],
             resume="allow",  # a resumed search goes on in the trial's run
             reinit="create_new",  # trials run side by side: one run each
-            settings=wandb.Settings(
-                mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
-                silent=True,
-                console="off",  # never capture the search's console (the trial lines)
-                disable_git=True,
-                save_code=False,
-                x_disable_stats=True,  # no system metrics: the trials measure themselves
-            ),
+            settings=_settings(),
         )
 
     @tracking.guarded
@@ -102,3 +95,52 @@ class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
         self.end_cut(trials)  # each trial the search's end cut: incomplete
         for trial_id in list(self._runs):  # anything else still open: closed as it is
             self._runs.pop(trial_id).finish()
+
+
+def log_time_to_target(
+    *,
+    project: str,
+    folder: Path,
+    tags: Mapping[str, str],
+    trials: Mapping[str, Mapping[str, Any]],
+    runs: Mapping[str, tuple[str, str]],
+) -> int:
+    """Every trial's time to target (``trials``: trial id -> the figures, None where missing),
+    known only once the search's answer is, into the summary of the trial's own W&B run.
+
+    The trial's run ended with its trial, so it is opened again by its id (offline, a new file
+    of the same run beside the first: ``wandb sync`` syncs a run's files in the order they
+    started, as it does a resumed run's); the new file
+    repeats the run's tags, its kind and its exit code (``runs``: trial id -> its folder name
+    and kind), so the run's last word is still its kind. Returns how many runs got them."""
+    told = 0
+    for trial_id, values in trials.items():
+        if trial_id not in runs:
+            continue  # no run of its own (a trial of a search that was not tracked by W&B)
+        name, kind = runs[trial_id]
+        run = wandb.init(
+            project=project,
+            dir=str(folder),
+            id=trial_id,
+            name=name,
+            group=tags.get("experiment"),
+            tags=[*(f"{k}: {v}"[:64] for k, v in tags.items()), f"{_KIND_TAG}{kind}"],
+            resume="allow",
+            reinit="create_new",
+            settings=_settings(),
+        )
+        run.summary.update({key: value for key, value in values.items() if value is not None})
+        run.finish(exit_code=1 if record.optuna_state(kind) == "FAIL" else 0)
+        told += 1
+    return told
+
+
+def _settings() -> Any:
+    return wandb.Settings(
+        mode=os.environ.get("WANDB_MODE", "offline"),  # type: ignore[arg-type]
+        silent=True,
+        console="off",  # never capture the search's console (the trial lines)
+        disable_git=True,
+        save_code=False,
+        x_disable_stats=True,  # no system metrics: the trials measure themselves
+    )
