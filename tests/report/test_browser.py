@@ -132,7 +132,7 @@ def test_a_screenshot_of_the_first_screen(page: Path, tmp_path: Path) -> None:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
-def test_the_answer_states_the_rule_then_names_the_pick(
+def test_the_answer_names_the_pick_then_states_the_rule(
     page: Path, smoke_experiment: Path, tmp_path: Path
 ) -> None:
     dom = _rendered(page, tmp_path / "profile")
@@ -141,8 +141,8 @@ def test_the_answer_states_the_rule_then_names_the_pick(
     if answer.noise_note():  # the smoke search re-measures 2 rounds: said before the pick
         assert paragraphs[0].startswith("Too noisy to decide on speed.")
         paragraphs = paragraphs[1:]
-    assert paragraphs[0].startswith("The rule: recommend the configuration that reaches")
-    assert paragraphs[1].startswith(f"Recommended: trial {pick['trial_id']}, by the rule")
+    assert paragraphs[0].startswith(f"Recommended: trial {pick['trial_id']}, by the rule")
+    assert paragraphs[1].startswith("The rule: recommend the configuration that reaches")
 
 
 # The legend's entries that name which figure a point is, not a series (pareto.png, issue 48).

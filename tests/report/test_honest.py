@@ -142,8 +142,8 @@ def test_without_re_measurement_nothing_is_called_a_tie(
     assert "either will do" not in markdown and "same within noise" not in markdown
     assert "not re-measured side by side" in answer.sentence() and answer.sentence() in markdown
     lines = [line for line in _answer_section(markdown).strip().splitlines() if line]
-    assert lines[0].startswith("The rule: ")  # the rule first, then its pick (issue 47)
-    assert lines[1].startswith(f"**Recommended: trial `{answer.recommended['trial_id']}`**")
+    assert lines[0].startswith(f"**Recommended: trial `{answer.recommended['trial_id']}`**")
+    assert lines[1].startswith("The rule: ")  # the answer first, then the rule it rests on
     assert "as measured in the search" in _answer_section(markdown)
 
 
@@ -299,7 +299,7 @@ def test_the_answer_opens_with_the_noise_then_the_pick_and_why(
     text = _answer_section(_report(smoke_experiment, tmp_path))
     lines = [line for line in text.strip().splitlines() if line]
     if answer.noise_note():
-        note, rule, pick = lines[:3]
+        note, pick, rule = lines[:3]
         assert note.startswith("**Too noisy to decide on speed.**") and "2 pairs" in note
         assert "--trust-budget" in note
         # Nothing claimed on speed; a time to target may be beyond noise by its images alone.
@@ -307,7 +307,7 @@ def test_the_answer_opens_with_the_noise_then_the_pick_and_why(
         assert "beyond noise" not in on_speed.replace(answer.accuracy_against_pick(), "")
         assert "best on both" not in text.lower()
     else:  # what it claims then is the auditor's to check (tests/report/test_audit.py)
-        rule, pick = lines[:2]
+        pick, rule = lines[:2]
         assert "Too noisy" not in text
     assert rule.startswith("The rule: recommend the configuration that reaches the target")
     assert pick.startswith(f"**Recommended: trial `{answer.recommended['trial_id']}`**, by the ")

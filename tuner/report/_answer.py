@@ -16,6 +16,7 @@ from tuner.answer import (
     Answer,
     world_size_of,
 )
+from tuner.decision import ACCURACY_SEEDS
 from tuner.experiment import Experiment, memory_limit
 from tuner.record import (
     ERROR,
@@ -57,12 +58,12 @@ def answer_section(
         return Section("The answer", [_no_pick(experiment, claims)], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
-    lead = lead_lines(answer, claims)  # the rule, its pick, the accuracy beside it ([]: none)
+    lead = lead_lines(answer, claims)  # the rule's pick, the rule, the accuracy beside it
+    by_rule = answer.rule is not None  # else the rule said why it picked nothing
     blocks = [
         _bold_head(answer.noise_note()),  # before the pick: it could not be decided on speed
-        *lead[:1],
-        _pick_line(recommended, config, answer, claims, lead[1:2]),
-        *lead[2:],
+        _pick_line(recommended, config, answer, claims, lead[:1] if by_rule else ()),
+        *(lead[1:] if by_rule else lead),
         _chance_warning(recommended, config),
     ]
     picks = pick_rows(answer)
@@ -186,13 +187,25 @@ def _pick_text(row: pd.Series, answer: Answer, failed: set[str], title: str) -> 
     images = int(row["val_images"]) if is_finite(row.get("val_images")) else 0
     facts = [
         f"- throughput {estimate_text(row, 'images_per_second', ',.0f')} images/s ({source})",
-        f"- validation accuracy {acc} (95% interval over {images:,} images)",
+        f"- validation accuracy {acc} ({_accuracy_basis(row, images)})",
         f"- peak memory {format_bytes(row.get('peak_memory_bytes'))} "
         f"({row.get('memory_kind') or 'kind unknown'})",
         _time_fact(row),
     ]
     config = describe(answer.configs[str(row[TRIAL_ID])]) + _on_workers(row)
     return [f"**{title}**: {config}.", "\n".join(facts)]
+
+
+def _accuracy_basis(row: pd.Series, images: int) -> str:
+    """What the accuracy's interval covers: the validation sample, and the seeds' spread where
+    the pick was retrained (:func:`tuner.decision.decision_values`' mean over seeds)."""
+    seeds = as_number(row.get(ACCURACY_SEEDS))
+    if is_finite(seeds) and seeds >= 2:
+        return (
+            f"mean of {int(seeds)} runs with different seeds; 95% interval over the seeds and "
+            f"{images:,} images"
+        )
+    return f"95% interval over {images:,} images"
 
 
 def _time_fact(row: pd.Series) -> str:

@@ -68,9 +68,10 @@ def sentence_text(answer: Answer, claims: Claims) -> str:
 
 
 def lead_lines(answer: Answer, claims: Claims) -> list[str]:
-    """What the answer says first (:meth:`Answer.lead`) in its claims' words: the rule and its
-    target, its pick and why, the most accurate candidate beside it (then what the lead adds:
-    whether the pick is on the front)."""
+    """What the answer says first (:meth:`Answer.lead`) in its claims' words: the rule's pick
+    and why (the answer leads), the rule and its target, the most accurate candidate beside it
+    (then what the lead adds: whether the pick is on the front). With no rule pick: the rule
+    and why it picked nothing."""
     lead = answer.lead()
     if not lead:
         return lead
@@ -79,7 +80,7 @@ def lead_lines(answer: Answer, claims: Claims) -> list[str]:
     if rule is None or len(lead) < 3:
         return lines
     said = claims.text("accuracy_against_pick", rule.pick)
-    return [lines[0], claims.text("rule_pick", rule.pick), said + lead[2].removeprefix(said)]
+    return [claims.text("rule_pick", rule.pick), lines[0], said + lead[2].removeprefix(said)]
 
 
 # ---- building the records from the data --------------------------------------------------

@@ -93,7 +93,7 @@ def _front_lines(answer: Answer, experiment: Experiment, state: str, claims: Cla
     note = answer.noise_note()  # before the pick: it could not be decided on speed
     source = "re-measured" if answer.remeasured else "as measured in the search"
     lines = [note] if note else []
-    lines += lead_lines(answer, claims)  # the rule, its pick, the most accurate beside it
+    lines += lead_lines(answer, claims)  # the rule's pick, the rule, the most accurate beside it
     lines.append(f"Pareto front (throughput {source}, trials that ran ok to their end only):")
     lines += ["  " + _line(row) for _, row in answer.front.head(SHOWN).iterrows()]
     return [*lines, sentence_text(answer, claims)]
