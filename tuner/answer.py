@@ -152,9 +152,10 @@ class Answer:
         return self.trials[self.trials[TRIAL_ID].astype(str) == trial_id].iloc[0]
 
     def lead(self) -> list[str]:
-        """What the answer says first: the rule in one sentence, then its pick and why ([]
-        for one objective, or with nothing to pick); a pick less accurate beyond noise than
-        the most accurate is said, with why the rule chose it."""
+        """What the answer says first: the rule's pick and why, then the rule in one sentence
+        ([] for one objective, or with nothing to pick; with no candidate at the target, the
+        rule and that); a pick less accurate beyond noise than the most accurate is said, with
+        why the rule chose it."""
         if self.objective != "pareto" or self.target is None or self.front.empty:
             return []
         if self.rule is None:
@@ -163,7 +164,7 @@ class Answer:
                 "No candidate reached the target, so the trade-off below decides.",
             ]
         rows = {str(r[TRIAL_ID]): r for _, r in self.trials.iterrows()}
-        lines = [rule_sentence(self.target), pick_sentence(self.rule, rows)]
+        lines = [pick_sentence(self.rule, rows), rule_sentence(self.target)]
         off_front = not self.front[TRIAL_ID].astype(str).eq(self.rule.pick).any()
         note = (
             " It is not on the Pareto front below, which weighs each trial's final accuracy and"
@@ -174,7 +175,7 @@ class Answer:
         return [*lines, self.accuracy_against_pick() + note]
 
     def headline(self) -> str:
-        """The answer in short: the rule and its pick, or the trade-off sentence."""
+        """The answer in short: the rule's pick and the rule, or the trade-off sentence."""
         return " ".join(self.lead()[:2]) or self.sentence()
 
     def accuracy_lead(self) -> Margin | None:

@@ -222,7 +222,11 @@ def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) ->
     assert check_starved_by(records, trials, "trials.csv") == []
     trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
     [found] = check_starved_by(records, trials, "trials.csv")
-    assert found.claim == "starved c,d" and "'budget' for trial d" in found.why
+    assert found.claim == "starved d" and "'budget' for trial d" in found.why
+    trials = experiment.trials.copy()  # a starved_by no record names
+    trials.loc[trials["trial_id"] == "a", "starved_by"] = "budget"
+    [found] = check_starved_by(records, trials, "trials.csv")
+    assert found.claim == "starved a" and "the records None" in found.why
 
 
 def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
-from tuner.report._build_claims import build_claims
+from tuner.report._build_claims import claims_for
 from tuner.report._effects import controlled_effects, plain_loop_gain
 from tuner.report.claims import (
     CELL_KINDS,
@@ -131,17 +131,23 @@ def _checked_regions(markdown: str) -> list[str]:
 
 def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
     """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
-    found = []
+    rows = trials.set_index(trials[TRIAL_ID].astype(str))
+    causes = rows[STARVED_BY].dropna().astype(str) if STARVED_BY in rows else pd.Series()
+    recorded: dict[str, str] = {}
     for claim in (c for c in claims if c.kind == "starved"):
-        rows = trials.set_index(trials[TRIAL_ID].astype(str))
-        for trial, cause in zip(claim.subjects, claim.words.get("causes", []), strict=False):
-            said = (
-                rows[STARVED_BY].get(trial) if STARVED_BY in rows and trial in rows.index else None
+        said = claim.words.get("causes", [])
+        if len(said) != len(claim.subjects):
+            why = f"it names {len(claim.subjects)} trial(s) and {len(said)} cause(s)"
+            return [Finding(CLAIM, CLAIMS_FILE, claim.name(), why)]
+        recorded |= dict(zip(claim.subjects, map(str, said), strict=True))
+    found = []
+    for trial in sorted(set(recorded) | set(causes.index)):
+        if causes.get(trial) != recorded.get(trial):
+            why = (
+                f"{where} has starved_by {causes.get(trial)!r} for trial {trial}, "
+                f"the records {recorded.get(trial)!r}"
             )
-            said = None if said is None or pd.isna(said) else str(said)
-            if said != cause:
-                why = f"{where} has starved_by {said!r} for trial {trial}, the record {cause!r}"
-                found.append(Finding(CLAIM, CLAIMS_FILE, claim.name(), why))
+            found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
     return found
 
 
@@ -200,10 +206,7 @@ class _Expected:
         self.experiment = experiment
         self.answer: Answer = decide(experiment)
         self.effects = controlled_effects(experiment.effects)
-        info = experiment.metadata.get("effects")
-        cache, trials = experiment.probe_cache, experiment.trials
-        built = build_claims(self.answer, self.effects, cache, info, trials)
-        self.claims = built.all
+        self.claims = claims_for(experiment, self.answer).all
 
     def problem(self, claim: Claim) -> str:
         built = self.claims.get(claim.key)
@@ -275,8 +278,8 @@ class _Expected:
     def _probe(self, subjects: tuple[str, ...]) -> Change | None:
         knob, key = subjects
         choice = (self.experiment.probe_cache or {})[key]
-        variant = next(v for v in choice.get("variants", []) if str(v["name"]) == knob)
-        return probe_change(dict(variant))
+        variant = next((v for v in choice.get("variants", []) if str(v["name"]) == knob), None)
+        return None if variant is None else probe_change(dict(variant))
 
 
 _RECOMPUTE: dict[str, Callable[[_Expected, tuple[str, ...]], Any]] = {

@@ -15,6 +15,7 @@ from tuner.answer import Answer, Margin, PairVerdict
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.decision import accuracy_test
 from tuner.engine.result import bound_of
+from tuner.experiment import Experiment
 from tuner.measure import measured_text
 from tuner.record import (
     IMAGES_TO_TARGET,
@@ -34,6 +35,7 @@ from tuner.units import as_number, is_finite
 
 __all__ = [
     "build_claims",
+    "claims_for",
     "effect_claim",
     "input_claims",
     "lead_lines",
@@ -71,19 +73,29 @@ def lead_lines(answer: Answer, claims: Claims) -> list[str]:
     """What the answer says first (:meth:`Answer.lead`) in its claims' words: the rule's pick
     and why (the answer leads), the rule and its target, the most accurate candidate beside it
     (then what the lead adds: whether the pick is on the front). With no rule pick: the rule
-    and why it picked nothing."""
+    and why it picked nothing. In :meth:`Answer.lead`'s order."""
     lead = answer.lead()
-    if not lead:
-        return lead
-    lines = [claims.text("target"), *lead[1:]]
     rule = answer.rule
-    if rule is None or len(lead) < 3:
-        return lines
+    if not lead or rule is None:
+        return [claims.text("target"), *lead[1:]] if lead else lead
     said = claims.text("accuracy_against_pick", rule.pick)
-    return [claims.text("rule_pick", rule.pick), lines[0], said + lead[2].removeprefix(said)]
+    pick, target = claims.text("rule_pick", rule.pick), claims.text("target")
+    return [pick, target, said + lead[2].removeprefix(said)]
 
 
 # ---- building the records from the data --------------------------------------------------
+
+
+def claims_for(experiment: Experiment, answer: Answer) -> Claims:
+    """Every claim of an experiment's report (:func:`build_claims` on its folder's data): the
+    report, the console summary and the auditor each call this, so they build the same."""
+    return build_claims(
+        answer,
+        _effects.controlled_effects(experiment.effects),
+        experiment.probe_cache,
+        experiment.metadata.get("effects"),
+        experiment.trials,
+    )
 
 
 def build_claims(

@@ -41,7 +41,7 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._batch import batch_section
-from tuner.report._build_claims import build_claims, sentence_text
+from tuner.report._build_claims import claims_for, sentence_text
 from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
@@ -88,13 +88,7 @@ def write_report(
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
-    claims = build_claims(
-        answer,
-        effects,
-        experiment.probe_cache,
-        experiment.metadata.get("effects"),
-        experiment.trials,
-    )
+    claims = claims_for(experiment, answer)
     sections = [
         answer_section(experiment, answer, effects, progress, out_dir, claims),
         _front(experiment, answer, out_dir, claims),

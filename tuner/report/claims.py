@@ -484,7 +484,10 @@ def read_claims(path: Path) -> list[Claim]:
     """The records a report wrote (plain JSON; a record that does not parse raises ValueError
     naming it)."""
     claims = []
-    for row in json.loads(path.read_text()).get("claims", []):
+    document = json.loads(path.read_text())
+    if not isinstance(document, dict):
+        raise ValueError(f"its top level is a {type(document).__name__}, not an object")
+    for row in document.get("claims", []):
         try:
             kind, subjects, measures, words, text = (row[f.name] for f in fields(Claim))
             measures = tuple(_measure(m) for m in measures)

@@ -14,8 +14,7 @@ import pandas as pd
 from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
-from tuner.report._build_claims import build_claims, lead_lines, sentence_text, starved_said
-from tuner.report._effects import controlled_effects
+from tuner.report._build_claims import claims_for, lead_lines, sentence_text, starved_said
 from tuner.report.claims import Claims
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
@@ -45,13 +44,7 @@ def summary_lines(
     lines += experiment.problem_lines()
     lines += _unfinished_work(experiment)
     # the claims the report writes as records (claims.json): said here in their words
-    claims = build_claims(
-        answer,
-        controlled_effects(experiment.effects),
-        experiment.probe_cache,
-        experiment.metadata.get("effects"),
-        experiment.trials,
-    )
+    claims = claims_for(experiment, answer)
     starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)

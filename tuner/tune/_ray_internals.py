@@ -126,8 +126,8 @@ def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
         tunes = getattr(signal.getsignal(signal.SIGINT), "__name__", "") == TUNE_SIGINT_HANDLER
         return fitted, caught and not tunes
     finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
+        for signum, handler in before.items():  # None: set outside Python, put back as default
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 @contextlib.contextmanager
