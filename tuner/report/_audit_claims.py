@@ -133,6 +133,7 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
     """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
     rows = trials.set_index(trials[TRIAL_ID].astype(str))
     causes = rows[STARVED_BY].dropna().astype(str) if STARVED_BY in rows else pd.Series()
+    causes = causes[causes != ""]  # a trial that was not starved: no cause
     recorded: dict[str, str] = {}
     for claim in (c for c in claims if c.kind == "starved"):
         said = claim.words.get("causes", [])
