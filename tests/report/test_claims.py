@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,9 @@ from tuner.report._build_claims import build_claims
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
+    Claims,
     Measure,
+    as_json,
     read_claims,
     render,
     write_claims,
@@ -302,3 +305,18 @@ def test_the_experiment_s_name_in_the_title_is_no_verdict(tmp_path: Path) -> Non
     records, documents = _records(_experiment("trade-off"), tmp_path)
     screen = f"# Tuning report: best-and-fastest\n\n## 1. The answer\n\n{documents['report.md']}\n"
     assert check_verdict_words(screen, records) == []
+
+
+def test_a_record_s_unmeasured_figure_reads_back_as_the_data_s(tmp_path: Path) -> None:
+    """A figure nobody measured (a candidate not re-measured has no time-to-target bounds) is
+    NaN in the data and null in claims.json: the auditor compares them as one (a tracked search
+    failed `report --check` on exactly this)."""
+    rows = {"a": {"estimated_time_to_target_s": 0.07, "estimated_time_to_target_s_low": math.nan}}
+    built = Claim("target", (), (), {"accuracy": 0.5, "given": False, "how": "h", "rows": rows})
+    claims = Claims([built])
+    claims.text("target")
+    write_claims(claims, tmp_path / "claims.json")
+    (record,) = read_claims(tmp_path / "claims.json")
+    assert record.words["rows"]["a"]["estimated_time_to_target_s_low"] is None
+    assert dict(record.words) != dict(built.words)  # as read, NaN is not None ...
+    assert as_json(dict(record.words)) == as_json(dict(built.words))  # ... as compared, one

@@ -31,6 +31,7 @@ from tuner.report.claims import (
     RENDERERS,
     Claim,
     Measure,
+    as_json,
     read_claims,
     render,
 )
@@ -219,7 +220,7 @@ class _Expected:
                 return why
         if built.measures != claim.measures and not _same(built.measures, claim.measures):
             return f"the data gives {[_interval(m) for m in built.measures]}"
-        if dict(built.words) != dict(claim.words):
+        if as_json(dict(built.words)) != as_json(dict(claim.words)):  # NaN is JSON's null
             return f"the data gives {dict(built.words)!r}, the record says {dict(claim.words)!r}"
         return ""
 

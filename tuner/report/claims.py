@@ -47,6 +47,7 @@ __all__ = [
     "Claim",
     "Claims",
     "Measure",
+    "as_json",
     "read_claims",
     "render",
     "write_claims",
@@ -476,7 +477,7 @@ def render(claim: Claim) -> str:
 
 def write_claims(claims: Claims, path: Path) -> None:
     """The records of the claims the report placed, as plain JSON (NaN written as null)."""
-    rows = [_plain(asdict(claim)) for claim in claims.placed.values()]
+    rows = [as_json(asdict(claim)) for claim in claims.placed.values()]
     path.write_text(json.dumps({"claims": rows}, indent=1) + "\n")
 
 
@@ -509,11 +510,13 @@ def _number(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def _plain(value: Any) -> Any:
+def as_json(value: Any) -> Any:
+    """``value`` as claims.json holds it: NaN as None, tuples as lists (what a record read back
+    and one built from the data are compared as)."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: as_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [as_json(v) for v in value]
     return value
