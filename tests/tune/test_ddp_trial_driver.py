@@ -19,10 +19,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.machine]
 TIMEOUT_S = 400
 STEPS = 400
 GLOBAL_BATCH = 16 * 2  # batch 16 on each of 2 workers: a budget in images counts them all
-# One trial: the tiny ResNet at batch 16, a report every 16 steps (25 of them), a checkpoint at
-# the first (then every 10 s). The kill lands once Tune took a later report than the first
-# checkpointed one (Tune saved its state with that checkpoint: it keeps one, and saves at each),
-# well before the end.
+# One trial: the tiny ResNet at batch 16, a report every 16 steps (25 of them), one checkpoint:
+# at the first (--checkpoint-every-s is longer than the trial). The kill lands once Tune took a
+# later report than the checkpointed one, well before the end. Why one: Tune keeps one
+# checkpoint (num_to_keep=1), deletes the older one when it registers a new one, and saves its
+# experiment state (which names the checkpoint to resume from) at the end of that loop step
+# (ray 2.60 tune_controller.step). A kill -9 inside that step leaves a state naming a deleted
+# checkpoint: on a loaded machine every report was a checkpoint (16 steps took over 10 s) and
+# CI's kill landed there once ("does not exist on storage anymore"). With one checkpoint the
+# later report is a later step, after the save.
 SPACE = f"""
 from tuner.workloads import RESNET_CPU_TRIAL
 WORKLOADS = {{"cpu": {{**RESNET_CPU_TRIAL, "images": {STEPS * GLOBAL_BATCH},
@@ -72,7 +77,8 @@ def test_a_killed_driver_resumes_its_data_parallel_trial_from_the_checkpoint(
     space.write_text(SPACE)
     storage, experiment = tmp_path / "experiments", tmp_path / "experiments" / "killed"
     flags = ["--world-size", "2", "--cpus-per-trial", "1", "--speed-repeats", "0",
-             "--remeasure-top", "0", "--effects-repeats", "0", "--no-report"]  # fmt: skip
+             "--remeasure-top", "0", "--effects-repeats", "0", "--no-report",
+             "--checkpoint-every-s", "3600"]  # fmt: skip
     log = tmp_path / "first.log"  # a file, not a pipe: nobody reads it while the trial runs
     with log.open("w") as out:
         command = search_command(str(space), *flags, name="killed", storage=storage)
