@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import TrainConfig
-from tuner.experiment import TUNER_FILES
+from tuner.experiment import REPORT_FILE, TUNER_FILES
 from tuner.techniques import knob
 from tuner.units import format_bytes
 
@@ -147,7 +147,7 @@ def _finish(
     from tuner.report.document import Section, Table
 
     budget, source = budget_from
-    report = ctx.path(NAME) / "report.md"
+    report = ctx.path(NAME) / REPORT_FILE
     kinds = trial_kinds(trials)
     # No more finished trials asked for than the search asks for (the dry run's two).
     least = min(int(ctx.options.get("min_trials") or 1), int(settings(ctx)["trials"]))

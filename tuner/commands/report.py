@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.commands import _flags
+from tuner.experiment import REPORT_HTML_FILE
 from tuner.record import KIND, TRIAL_ID
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     experiment, answer, written = done.experiment, done.answer, done.report_dir
     for line in experiment.problem_lines():
         print(line, file=sys.stderr)
-    print(written / "report.html")
+    print(written / REPORT_HTML_FILE)
     if args.json:
         _flags.print_json(result_json(experiment, answer, written))
     return 0
@@ -78,7 +79,7 @@ def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> 
     recommended = answer.recommended
     return {
         "experiment": str(experiment.path),
-        "report": None if report is None else str(report / "report.html"),
+        "report": None if report is None else str(report / REPORT_HTML_FILE),
         "trials": {str(kind): int(n) for kind, n in dict(counts).items()},
         "answer": answer.headline(),
         "recommended": None if recommended is None else str(recommended[TRIAL_ID]),

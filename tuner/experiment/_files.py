@@ -10,8 +10,11 @@ from tuner.record import TRIAL_ID
 # local copy of an experiment on URI storage, and the reader of a folder named by its name.
 DEFAULT_STORAGE = "experiments"
 DEFAULT_REPORTS_DIR = "reports"
-# In a report's folder, beside report.md: every claim the report makes, as records (plain JSON;
-# tuner.report.claims writes it, the auditor reads it).
+# A report's folder: the report (Markdown, and the same sections as HTML) and beside it every
+# claim the report makes, as records (plain JSON; tuner.report.claims writes it, the auditor
+# reads it).
+REPORT_FILE = "report.md"
+REPORT_HTML_FILE = "report.html"
 CLAIMS_FILE = "claims.json"
 
 METADATA_FILE = "tuner_experiment.json"

@@ -21,7 +21,7 @@ import pandas as pd
 from tuner.answer import Answer, decide
 from tuner.compare import PLAIN_LOADER
 from tuner.decision import accuracy_test, throughput_ratio
-from tuner.experiment import CLAIMS_FILE, Experiment
+from tuner.experiment import CLAIMS_FILE, REPORT_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._build_claims import claims_for
@@ -109,7 +109,7 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
         spans = [
             (m.start(), m.end())
             for claim in claims
-            for form in _forms(claim.kind, claim.text, "report.md")
+            for form in _forms(claim.kind, claim.text, REPORT_FILE)
             if form
             for m in re.finditer(re.escape(form), region)
         ]
@@ -119,7 +119,7 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
             if not any(a <= word.start() and word.end() <= b for a, b in spans):
                 said = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
                 why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): a verdict unchecked"
-                found.append(Finding("interval", "report.md", said, why))
+                found.append(Finding("interval", REPORT_FILE, said, why))
     return found
 
 
@@ -322,7 +322,7 @@ def _same(built: tuple[Measure, ...], recorded: tuple[Measure, ...]) -> bool:
 
 def report_documents(report_dir: Path) -> dict[str, str]:
     """The documents the records' words are checked in: report.md (always), report.html."""
-    documents = {"report.md": (report_dir / "report.md").read_text()}
+    documents = {REPORT_FILE: (report_dir / REPORT_FILE).read_text()}
     page = report_dir / "report.html"
     if page.is_file():
         documents["report.html"] = page.read_text()

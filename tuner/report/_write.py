@@ -16,6 +16,8 @@ from tuner.experiment import (
     METADATA_FILE,
     PARAM_PREFIX,
     REMEASURE_FILE,
+    REPORT_FILE,
+    REPORT_HTML_FILE,
     Experiment,
     column_meanings,
     load_experiment,
@@ -104,8 +106,8 @@ def write_report(
     ]
     title = f"Tuning report: {user(experiment.name)}"
     lead = progress.lead  # unfinished: said before anything else
-    (out_dir / "report.md").write_text(render_markdown(title, sections, lead))
-    (out_dir / "report.html").write_text(render_html(title, sections, lead))
+    (out_dir / REPORT_FILE).write_text(render_markdown(title, sections, lead))
+    (out_dir / REPORT_HTML_FILE).write_text(render_html(title, sections, lead))
     write_claims(claims, out_dir / CLAIMS_FILE)
     return out_dir
 

@@ -38,6 +38,8 @@ from tuner.errors import TunerError
 from tuner.experiment import (
     CLAIMS_FILE,
     METADATA_FILE,
+    REPORT_FILE,
+    REPORT_HTML_FILE,
     Experiment,
     load_experiment,
     read_metadata,
@@ -150,16 +152,16 @@ def _report(
     down_s: DownTime | None = None,
 ) -> list[Finding]:
     found: list[Finding] = []
-    markdown = report_dir / "report.md"
+    markdown = report_dir / REPORT_FILE
     if markdown.is_file():
-        text, where = markdown.read_text(), "report.md"
+        text, where = markdown.read_text(), REPORT_FILE
         found += check_intervals(text, where)
         found += check_durations(text, where, trials, phases, down_s=down_s)
         found += check_kinds(text, where, trials)
         found += check_counts(text, where, trials)
-    page = report_dir / "report.html"
+    page = report_dir / REPORT_HTML_FILE
     if page.is_file():
-        found += check_plots(page.read_text(), "report.html", trials)
+        found += check_plots(page.read_text(), REPORT_HTML_FILE, trials)
     found += check_unmeasured(trials, f"{report_dir.name}/trials.csv")
     return found
 
@@ -172,9 +174,9 @@ def _report_alone(folder: Path) -> list[Finding]:
     found: list[Finding] = []
     if (folder / "trials.csv").is_file():
         found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
-    if (folder / "report.md").is_file():
+    if (folder / REPORT_FILE).is_file():
         found += _claims(folder, None, Audit())
-    for other in sorted(set(folder.glob("*.md")) - {folder / "report.md"}):
+    for other in sorted(set(folder.glob("*.md")) - {folder / REPORT_FILE}):
         found += check_intervals(other.read_text(), other.name)
     return found
 
@@ -187,7 +189,7 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
         result.notes.append(f"{report_dir.name}: no {CLAIMS_FILE}: its words checked alone")
         return []
     documents = report_documents(report_dir)
-    found += check_verdict_words(documents["report.md"], claims)
+    found += check_verdict_words(documents[REPORT_FILE], claims)
     if (report_dir / "trials.csv").is_file():
         rows = read_trials_csv(report_dir / "trials.csv")
         found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")

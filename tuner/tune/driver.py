@@ -18,7 +18,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import Terminated, TunerRuntimeError, error_line
-from tuner.experiment import METADATA_FILE, update_metadata
+from tuner.experiment import METADATA_FILE, REPORT_HTML_FILE, update_metadata
 from tuner.experiment.lock import record_helpers
 from tuner.experiment.options import SearchOptions
 from tuner.experiment.paths import ExperimentPaths
@@ -271,7 +271,7 @@ def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
             f"run `python -m tuner report {outcome.experiment_dir}` to retry."
         )
         return None
-    print(f"Report:            {out_dir / 'report.html'}")
+    print(f"Report:            {out_dir / REPORT_HTML_FILE}")
     return out_dir
 
 
