@@ -26,15 +26,17 @@ def _report(
     final: bool = True,
     phase: str = "train",
 ):
-    speed = {record.SPEED_SOURCE: "cache"}
     return trial_report(
         result,
         max_memory_bytes=BUDGET,
         phase=phase,
         node="n",
         final=final,
-        times={record.ENGINE_TIME_S: 2.0, record.TRIAL_TRAIN_TIME_S: 1.0},
-        speed=speed,
+        counters={
+            record.ENGINE_TIME_S: 2.0,
+            record.TRIAL_TRAIN_TIME_S: 1.0,
+            record.SPEED_SOURCE: "cache",
+        },
     )
 
 
@@ -191,8 +193,7 @@ def test_a_real_run_is_told_as_ok_or_over_budget_by_its_budget() -> None:
             phase="train",
             node="n",
             final=True,
-            times={},
-            speed={},
+            counters={},
         )
         assert classify(report, ended=True) == kind
         assert report[record.FEASIBLE] == (kind == "ok")

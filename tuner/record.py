@@ -451,14 +451,13 @@ def trial_report(
     phase: str,
     node: str,
     final: bool,
-    times: Mapping[str, float],
-    speed: Mapping[str, Any],
+    counters: Mapping[str, Any],
     retries: int = 0,
     last_error: str = "",
 ) -> dict[str, Any]:
     """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included;
-    ``times`` and ``speed`` hold the trial's timings and speed keys (NaN / "" when missing),
-    ``retries`` and ``last_error`` its failed attempts before this one."""
+    ``counters`` holds the trial's timings and speed keys under their record keys (NaN / ""
+    when missing), ``retries`` and ``last_error`` its failed attempts before this one."""
     report = engine_values(result)
     feasible, reason = judge(report, max_memory_bytes=max_memory_bytes)
     steps = as_number(report.get("steps"))
@@ -484,11 +483,11 @@ def trial_report(
         TRIAL_FIRST_STEP_UNIX_S,
     )
     for name in timed:
-        report[name] = as_number(times.get(name))
+        report[name] = as_number(counters.get(name))
     for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS, SPEED_NOT_PROBED, STARVED_BY):
-        report[name] = str(speed.get(name) or "")
+        report[name] = str(counters.get(name) or "")
     for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, MACHINE_LOAD_CORES):
-        report[name] = as_number(speed.get(name))
+        report[name] = as_number(counters.get(name))
     return report
 
 

@@ -23,8 +23,7 @@ def _report(result: RunResult | dict[str, Any], *, final: bool) -> dict[str, Any
         phase="train",
         node="n",
         final=final,
-        times={record.ENGINE_TIME_S: 2.0},
-        speed={},
+        counters={record.ENGINE_TIME_S: 2.0},
     )
 
 

@@ -66,7 +66,7 @@ def test_a_retry_is_one_console_line_and_a_file_the_retry_reports(tmp_path: Path
     assert read_retries(str(tmp_path)) == (1, f"RankFailed: {STALLED}")
     assert read_retries(str(tmp_path / "none")) == (0, "")
     report = record.trial_report(
-        {}, max_memory_bytes=None, phase="train", node="n", final=False, times={}, speed={},
+        {}, max_memory_bytes=None, phase="train", node="n", final=False, counters={},
         retries=1, last_error=f"RankFailed: {STALLED}",
     )  # fmt: skip
     assert report[record.RETRIES] == 1 and "stalled" in report[record.LAST_ERROR]

@@ -437,6 +437,17 @@ class _TrialRun:
             record.ENGINE_TIME_S: counters.engine_time_s + running.get("engine", 0.0),
             record.TRIAL_TRAIN_TIME_S: counters.train_time_s + running.get("train", 0.0),
             record.TRIAL_FIRST_STEP_UNIX_S: counters.first_step_unix_s or running.get("first_step"),
+            record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)
+            if counters.speed is not None
+            else "",
+            # What the run used on top of its parameters (the experiment reader merges it).
+            record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
+            record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
+            record.STARVED_BY: self.starved_by if final else "",
+            # So far (a trial that early stopping ends sends no final report).
+            record.MACHINE_LOAD_CORES: self.machine_load_cores
+            if final
+            else self.load.other_cores(),
         }
         return record.trial_report(
             result,
@@ -444,23 +455,9 @@ class _TrialRun:
             phase=phase,
             node=self.node,
             final=final,
+            counters=counted,
             retries=self.retries,
             last_error=self.last_error,
-            times=counted,
-            speed=counted
-            | {
-                record.SPEED_CHOICE: speed.summary() + speed.shared_note(self.config)
-                if counters.speed is not None
-                else "",
-                # What the run used on top of its parameters (the experiment reader merges it).
-                record.SPEED_SETTINGS: json.dumps(speed.settings, sort_keys=True),
-                record.SPEED_NOT_PROBED: ", ".join(speed.not_probed),
-                record.STARVED_BY: self.starved_by if final else "",
-                # So far (a trial that early stopping ends sends no final report).
-                record.MACHINE_LOAD_CORES: self.machine_load_cores
-                if final
-                else self.load.other_cores(),
-            },
         )
 
     def _send(
