@@ -11,8 +11,8 @@ import pytest
 
 from tuner.errors import TunerError
 from tuner.tune import SearchOptions
-from tuner.tune.probe_actor import NullStore
 from tuner.tune.trainable import TrialContext, _TrialRun
+from tuner.tune.trials_actor import NullStore
 from tuner.workloads import MICRO_VIT
 
 

@@ -106,13 +106,13 @@ class ActivityWatcher:
     def _watch(self) -> None:
         import ray
 
-        from tuner.tune.probe_actor import connect_cache
+        from tuner.tune.trials_actor import connect_actor
 
         while not self.done.is_set():
             doing = {}
             try:  # not before the search's Ray is up: a call would start a Ray of its own
                 if ray.is_initialized():
-                    asked = connect_cache(self.namespace).activity.remote()
+                    asked = connect_actor(self.namespace).activity.remote()
                     doing = ray.get(asked, timeout=5)
             except Exception:  # no cache actor yet, or Ray going down
                 doing = {}

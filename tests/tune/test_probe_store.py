@@ -18,8 +18,8 @@ from tuner.speed.budget import predicted_run_s, run_cost
 from tuner.speed.cache import Lookup
 from tuner.speed.machine_cache import this_machine
 from tuner.tune.ddp_trial import _GroupStore
-from tuner.tune.probe_actor import ActorStore, NullStore, connect_cache, start_cache
 from tuner.tune.trainable import TrialCounters
+from tuner.tune.trials_actor import ActorStore, NullStore, connect_actor, start_actor
 from tuner.workloads import MICRO_VIT
 
 KEY = json.dumps({"scope": "shared", "model": "micro"})
@@ -65,7 +65,7 @@ def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if started:
         ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
     try:
-        actor = start_cache(
+        actor = start_actor(
             root / "probe_cache.json", "probe_store", machine_dir=root / "machine",
             fresh=True, experiment="probe_store",
         )  # fmt: skip
@@ -77,7 +77,7 @@ def namespace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _pool(namespace: str) -> dict[str, float]:
-    return ray.get(connect_cache(namespace).stats.remote())["probe_budget"]
+    return ray.get(connect_actor(namespace).stats.remote())["probe_budget"]
 
 
 @pytest.mark.slow  # a Ray of its own (tests/tiers.py: FAST_CPU)
@@ -99,7 +99,7 @@ def test_two_trials_share_the_actor_s_verdicts_claims_and_pool(namespace: str) -
     assert first.prior_run_s(CONFIG, 2) == predicted_run_s([cost], CONFIG, 2) > 1.0
     first.tell("probing channels_last 1/2")
     deadline = time.monotonic() + 10
-    while "a" not in (doing := ray.get(connect_cache(namespace).activity.remote())):
+    while "a" not in (doing := ray.get(connect_actor(namespace).activity.remote())):
         assert time.monotonic() < deadline, "the told activity never arrived"
         time.sleep(0.1)
     assert doing["a"][0] == "probing channels_last 1/2"

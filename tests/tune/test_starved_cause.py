@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tuner.engine import RunResult
 from tuner.speed import SpeedChoice
-from tuner.tune.probe_actor import NullStore
 from tuner.tune.trainable import TrialContext, _TrialRun
+from tuner.tune.trials_actor import NullStore
 
 PLANNED = 50  # the steps its image budget holds
 

@@ -1,11 +1,10 @@
 """The experiment's cache of speed probes, shared by every trial on every node: a small Ray
-actor on the driver's node (:mod:`tuner.tune.probe_actor`) holds ``key -> SpeedChoice`` and
+actor on the driver's node (:mod:`tuner.tune.trials_actor`) holds ``key -> SpeedChoice`` and
 writes it to ``probe_cache.json`` after every change, so a resumed search starts with what was
 already probed. Ray-free: this class is the actor's body.
 
 It also keeps the search's probe pool (:mod:`tuner.speed.budget`: every trial's share of probe
-time, less what probes spent), the claims that keep two trials from probing one key at once,
-and what each trial's probes are doing now (the console's progress line).
+time, less what probes spent) and the claims that keep two trials from probing one key at once.
 
 It reads and writes through to the machine cache (:mod:`tuner.speed.machine_cache`), under the
 trial's machine fingerprint, unless that verdict had fewer ``--speed-repeats`` than asked for;
@@ -75,7 +74,6 @@ class ProbeCache:
         self.earned: dict[str, float] = {}  # trial id -> the share it put in the pool
         self.spent_s = 0.0
         self.claims: dict[str, tuple[str, float]] = {}  # key -> (trial probing it, until when)
-        self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
         self.costs: list[dict[str, Any]] = []  # trials' runs (budget.run_cost): probe priors
 
     def draw(self, trial_id: str, earned_s: float) -> float:
@@ -127,16 +125,6 @@ class ProbeCache:
             return holder
         self.claims[key] = (trial_id, time.time() + for_s)
         return trial_id
-
-    def tell(self, trial_id: str, what: str) -> None:
-        """What a trial's probes are doing now (empty: done)."""
-        if what:
-            self.doing[trial_id] = (what, time.time())
-        else:
-            self.doing.pop(trial_id, None)
-
-    def activity(self) -> dict[str, tuple[str, float]]:
-        return dict(self.doing)
 
     def get(self, lookup: Lookup) -> Remembered | None:
         key = lookup.key

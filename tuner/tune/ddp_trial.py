@@ -39,7 +39,6 @@ from tuner.speed.cache import Lookup, Remembered
 from tuner.tune import rank_beat
 from tuner.tune._ray_internals import is_tune_stop
 from tuner.tune.plan import SearchPlan
-from tuner.tune.probe_actor import ActorStore, NullStore, TrialStore
 from tuner.tune.rank_pool import run_on_pool, warm_pool
 from tuner.tune.trainable import (
     EndedBefore,
@@ -50,6 +49,7 @@ from tuner.tune.trainable import (
     allow_slow_trial_exit,
     raise_if_ended,
 )
+from tuner.tune.trials_actor import ActorStore, NullStore, TrialStore
 
 __all__ = ["RankStopped", "run_rank", "run_ranked_trial", "trainable"]
 

@@ -25,7 +25,7 @@ from tuner.units import duration_text, format_bytes
 __all__ = ["ProgressPrinter", "describe_params", "wait_with_heartbeat"]
 
 HEARTBEAT_S = 15.0  # a plain line about the running trials when nothing was printed for this long
-_ACTIVITY_S = 2.0  # how often the probe cache is asked what running trials' probes are doing
+_ACTIVITY_S = 2.0  # how often the trials' actor is asked what running trials are doing
 _LIVE_S = 1.0  # how often the live line on a terminal is redrawn, at most
 # A trial that has not reported for this long (and 3 of its usual gaps) shows no live images/s.
 _STALE_S = 30.0
@@ -220,7 +220,7 @@ class ProgressPrinter(Callback):
         return f"{text} {_num(result.get('images_per_second'), '.1f')} img/s"
 
     def _ask_activity(self) -> None:
-        """What the running trials' speed probes are doing (told to the probe cache): asked
+        """What the running trials are doing (told to the trials' actor): asked
         without waiting, the answer read at a later step (Tune's loop must not block)."""
         now = time.monotonic()
         if not self.cache_namespace or now - self.last_activity < _ACTIVITY_S:
@@ -233,9 +233,9 @@ class ProgressPrinter(Callback):
                 if not ready:
                     return
                 self.doing = dict(ray.get(pending))
-            from tuner.tune.probe_actor import connect_cache
+            from tuner.tune.trials_actor import connect_actor
 
-            self._asked = connect_cache(self.cache_namespace).activity.remote()
+            self._asked = connect_actor(self.cache_namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line
             self._asked = None
 

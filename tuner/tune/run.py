@@ -45,10 +45,10 @@ from tuner.tune.context import SearchContext, now, start_metadata, study_attrs
 from tuner.tune.design import startup_design
 from tuner.tune.plan import SpaceProfile, make_plan
 from tuner.tune.preflight import Checked, Prepared, profile_for
-from tuner.tune.probe_actor import start_cache
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
 from tuner.tune.target_clients import tell_time_to_target
 from tuner.tune.tracking import cut_results
+from tuner.tune.trials_actor import start_actor
 from tuner.tune.warm_start import warm_start
 from tuner.usercache import cache_dir
 
@@ -355,8 +355,8 @@ def _fit(
     search: SearchContext, design: list[dict[str, Any]], metadata: dict[str, Any]
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     options, paths = search.options, search.paths
-    # The handle keeps the (non-detached) cache actor alive for the whole fit.
-    cache = start_cache(
+    # The handle keeps the (non-detached) trials' actor alive for the whole fit.
+    cache = start_actor(
         paths.local / PROBE_CACHE_FILE,
         tune_setup.cache_namespace(paths),
         machine_dir=cache_dir(),

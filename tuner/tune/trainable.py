@@ -62,8 +62,8 @@ from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import Settled, TrialSpeed, settle_speed
 from tuner.techniques import accuracy_neutral_fields
 from tuner.tune.phases import PhaseLog
-from tuner.tune.probe_actor import ActorStore, TrialStore
 from tuner.tune.retries import read_retries
+from tuner.tune.trials_actor import ActorStore, TrialStore
 from tuner.usercode import restore
 
 __all__ = ["TrialContext", "TrialCounters", "allow_slow_trial_exit", "run_trial"]

@@ -1,9 +1,12 @@
-"""The probe cache's Ray actor: one :class:`tuner.speed.cache.ProbeCache` per experiment, on
-the driver's node (where the experiment folder is), which every trial reaches by name through
-a :class:`TrialStore`: the actor's (:class:`ActorStore`), or none (:class:`NullStore`)."""
+"""The one Ray actor a search's trials share (:class:`TrialsActor`), on the driver's node (where
+the experiment folder is): the speed probes' cache (:class:`tuner.speed.cache.ProbeCache`) and
+what each running trial is doing before its reports (the console's running line). Every trial
+reaches it by name through a :class:`TrialStore`: the actor's (:class:`ActorStore`), or none
+(:class:`NullStore`)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,20 +16,39 @@ import ray
 from tuner.speed.cache import Lookup, ProbeCache, Remembered
 from tuner.speed.session import Store
 
-__all__ = ["ActorStore", "NullStore", "TrialStore", "connect_cache", "start_cache"]
+__all__ = ["ActorStore", "NullStore", "TrialStore", "TrialsActor", "connect_actor", "start_actor"]
 
-_ACTOR_NAME = "tuner_probe_cache"
+_ACTOR_NAME = "tuner_trials"
 
 
-def start_cache(
+class TrialsActor(ProbeCache):
+    """The actor's body: the speed probes' cache, and what each running trial told it is doing
+    (its speed probes, its worker group's start) until its next report."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
+
+    def tell(self, trial_id: str, what: str) -> None:
+        """What a trial is doing now (empty: done)."""
+        if what:
+            self.doing[trial_id] = (what, time.time())
+        else:
+            self.doing.pop(trial_id, None)
+
+    def activity(self) -> dict[str, tuple[str, float]]:
+        return dict(self.doing)
+
+
+def start_actor(
     path: Path, namespace: str, *, machine_dir: Path, fresh: bool, experiment: str
 ) -> Any:
-    """Start the cache actor on this (the driver's) node, where the experiment folder is.
+    """Start the trials' actor on this (the driver's) node, where the experiment folder is.
     ``machine_dir`` is resolved in the driver: the actor's environment is the node's."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
-    actor = ray.remote(num_cpus=0, max_restarts=-1)(ProbeCache)
+    actor = ray.remote(num_cpus=0, max_restarts=-1)(TrialsActor)
     return actor.options(
         name=_ACTOR_NAME,
         namespace=namespace,
@@ -35,8 +57,8 @@ def start_cache(
     ).remote(str(path), str(machine_dir), fresh, experiment)
 
 
-def connect_cache(namespace: str) -> Any:
-    """The running cache actor (from inside a trial)."""
+def connect_actor(namespace: str) -> Any:
+    """The running trials' actor (from inside a trial, or the console)."""
     return ray.get_actor(_ACTOR_NAME, namespace=namespace)
 
 
@@ -120,7 +142,7 @@ class ActorStore:
         fire and forget, never worth a wait."""
         if self.namespace and self.trial_id:
             try:
-                connect_cache(self.namespace).tell.remote(self.trial_id, what)
+                connect_actor(self.namespace).tell.remote(self.trial_id, what)
             except Exception:
                 return
 
@@ -128,6 +150,6 @@ class ActorStore:
         if not self.namespace:
             return None
         try:
-            return ray.get(getattr(connect_cache(self.namespace), method).remote(*args), timeout=30)
+            return ray.get(getattr(connect_actor(self.namespace), method).remote(*args), timeout=30)
         except Exception:
             return None
