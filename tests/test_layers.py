@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from bench.import_graph import (
@@ -104,6 +105,24 @@ def test_a_type_only_circle_through_a_package_init_is_caught(tmp_path: Path) -> 
     assert circles(scan(tmp_path, parents=True)) == [
         ["tuner.experiment", "tuner.experiment.limits", "tuner.experiment.load"]
     ]
+
+
+def test_no_file_over_600_lines_and_no_function_over_70() -> None:
+    """The project's size rule (issue 50) on tuner/, tests/ and bench/: a file's
+    lines, and a function's from its ``def`` to its last line (decorators apart)."""
+    root, over = Path(__file__).resolve().parents[1], []
+    for path in sorted(
+        p for folder in ("tuner", "tests", "bench") for p in (root / folder).rglob("*.py")
+    ):
+        text, name = path.read_text(), path.relative_to(root)
+        if len(text.splitlines()) > 600:
+            over.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 70:
+                    over.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
+    assert not over, "over the size rule (600 lines a file, 70 a function):\n" + "\n".join(over)
 
 
 def _layer(package: str) -> str:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from built_experiment import built_experiment
 
 from tuner.answer import decide
 from tuner.compare import PLAIN_LOADER, REFERENCE
-from tuner.experiment import Experiment, typed_trials
+from tuner.experiment import Experiment
 from tuner.report._audit_claims import (
     check_claims,
     check_console_claims,
@@ -48,25 +49,26 @@ PROBES = {
         ]
     }
 }  # fmt: skip
+LOADED = "machine load (other processes kept 1.9 of 2 cores busy)"
 # (trials, re-measured images/s per trial and round): each a case the answer words differently
 CASES = {
     # two picks: f faster beyond noise, s more accurate beyond noise (a real trade-off)
     "trade-off": (
-        [("f", 120.0, 0.40, 2000), ("s", 100.0, 0.50, 2000)],
+        [("f", "ok", 120.0, 0.40, 2000), ("s", "ok", 100.0, 0.50, 2000)],
         {"f": [121.0, 119.0, 122.0, 118.0, 120.0, 121.0], "s": [100.0] * 6},
     ),
     # two picks re-measured twice: an interval that says nothing
     "says nothing": (
-        [("f", 117.0, 0.50, 100), ("s", 100.0, 0.52, 100)],
+        [("f", "ok", 117.0, 0.50, 100), ("s", "ok", 100.0, 0.52, 100)],
         {"f": [150.0, 90.0], "s": [100.0, 100.0]},
     ),
     # one trial ahead on both, beyond noise on speed, a tie on accuracy; two starved beside
     "one pick": (
         [
-            ("a", 130.0, 0.51, 2000),
-            ("b", 100.0, 0.50, 2000),
-            ("c", 40.0, 0.2, 2000, "budget"),
-            ("d", 30.0, 0.1, 2000, "machine load (other processes kept 1.9 of 2 cores busy)"),
+            ("a", "ok", 130.0, 0.51, 2000),
+            ("b", "ok", 100.0, 0.50, 2000),
+            ("c", "starved", 40.0, 0.2, 2000, "budget"),
+            ("d", "starved", 30.0, 0.1, 2000, LOADED),
         ],
         {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
     ),
@@ -74,22 +76,7 @@ CASES = {
 
 
 def _experiment(case: str) -> Experiment:
-    rows, runs = CASES[case]
-    frame = pd.DataFrame(
-        [(r[0], "starved" if r[4:] else "ok", *r[1:4], *(r[4:] or [None])) for r in rows],
-        columns=[
-            "trial_id", "kind", "images_per_second", "val_accuracy", "val_images", "starved_by"
-        ],
-    )  # fmt: skip
-    remeasure = pd.DataFrame(
-        [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)],
-        columns=["trial_id", "repeat", "status", "images_per_second"],
-    )
-    configs = {row[0]: {"batch_size": 16, "base_lr": 0.1} for row in rows}
-    workload = {"model": "vit_tiny_patch16_224", "data": "synthetic", "img_size": 32}
-    metadata = {"objective": "pareto", "workload": workload, "search_only_params": ["base_lr"]}
-    experiment = Experiment("e", Path("."), metadata, typed_trials(frame), configs, [], [])
-    return dataclasses.replace(experiment, remeasure=remeasure, probe_cache=PROBES)
+    return dataclasses.replace(built_experiment(*CASES[case]), probe_cache=PROBES)
 
 
 def _records(experiment: Experiment, tmp_path: Path) -> tuple[list[Claim], dict[str, str]]:

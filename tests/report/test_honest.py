@@ -15,14 +15,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from built_experiment import built_experiment
 
 from tuner.answer import decide
 from tuner.config import TrainConfig
 from tuner.experiment import (
-    Experiment,
     load_experiment,
     read_metadata,
-    typed_trials,
     write_metadata,
 )
 from tuner.experiment.lock import driver_lock
@@ -341,17 +340,7 @@ def test_a_starved_effects_step_says_it_has_no_information(
 
 def _built(rows: list[tuple], runs: dict[str, list[float]]) -> Any:
     """An answer decided on trials and re-measurements given as numbers (the sentence logic)."""
-    columns = ["trial_id", "kind", "images_per_second", "val_accuracy", "val_images"]
-    trials = typed_trials(pd.DataFrame(rows, columns=columns))
-    remeasure = pd.DataFrame(
-        [(tid, r, "ok", ips) for tid, values in runs.items() for r, ips in enumerate(values)],
-        columns=["trial_id", "repeat", "status", "images_per_second"],
-    )
-    configs = {row[0]: {"batch_size": 16, "base_lr": 0.1} for row in rows}
-    workload = {"model": "vit_tiny_patch16_224", "data": "synthetic", "img_size": 32}
-    metadata = {"objective": "pareto", "workload": workload, "search_only_params": ["base_lr"]}
-    experiment = Experiment("e", Path("."), metadata, trials, configs, [], [], remeasure)
-    return decide(experiment)
+    return decide(built_experiment(rows, runs))
 
 
 @pytest.mark.parametrize(

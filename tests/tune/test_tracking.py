@@ -478,7 +478,6 @@ def test_every_trials_time_to_target_reaches_mlflow_and_wandb_under_the_same_nam
     the trials table's names, and the W&B run still ends with its kind."""
     from ray.train._internal.storage import StorageContext
 
-    from tuner.report._audit_clients import wandb_records
     from tuner.time_to_target import TARGET_COLUMNS
     from tuner.tune.mlflow_logger import StepMLflowLoggerCallback
     from tuner.tune.mlflow_logger import log_time_to_target as to_mlflow
@@ -512,16 +511,38 @@ def test_every_trials_time_to_target_reaches_mlflow_and_wandb_under_the_same_nam
     runs = {t.trial_id: (trial_dirname(t), "incomplete") for t in trials}
     assert to_wandb(project="p", folder=folder, tags=tags, trials=_FIGURES, runs=runs) == 2
 
+    in_mlflow = _mlflow_trial_runs(uri, TARGET_COLUMNS)
+    in_wandb, exits, kinds = _wandb_runs(folder)
+    for tid, values in _FIGURES.items():
+        logged = {k: v for k, v in values.items() if v is not None}
+        assert {k: in_mlflow[tid][k] for k in TARGET_COLUMNS if k in in_mlflow[tid]} == logged
+        assert {k: in_wandb[tid][k] for k in TARGET_COLUMNS if k in in_wandb[tid]} == logged
+        assert kinds[tid] == ["kind: incomplete"] * 2  # the run's last file still says its kind
+        assert len(set(exits[tid])) == 1  # and ends as its first did
+
+
+def _mlflow_trial_runs(uri: str, tags: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Each trial's MLflow run (the parent's children) of experiment "exp": its metrics and
+    the ``tags`` it holds, by trial id."""
     import mlflow
 
     client = mlflow.MlflowClient(uri)
     found = client.search_runs([client.get_experiment_by_name("exp").experiment_id])
     by_trial = {r.data.tags["trial_name"].rsplit("_", 1)[-1]: r for r in found
                 if "mlflow.parentRunId" in r.data.tags}  # fmt: skip
-    in_mlflow = {
-        tid: {**run.data.metrics, **{k: v for k, v in run.data.tags.items() if k in TARGET_COLUMNS}}
+    return {
+        tid: {**run.data.metrics, **{k: v for k, v in run.data.tags.items() if k in tags}}
         for tid, run in by_trial.items()
     }
+
+
+def _wandb_runs(
+    folder: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[int]], dict[str, list[str]]]:
+    """Each offline W&B run's files under ``folder``, by run id: its summary, the exit code of
+    each file, and the kind tag each file ended with."""
+    from tuner.report._audit_clients import wandb_records
+
     in_wandb: dict[str, dict[str, Any]] = {}
     exits: dict[str, list[int]] = {}
     kinds: dict[str, list[str]] = {}
@@ -537,9 +558,4 @@ def test_every_trials_time_to_target_reaches_mlflow_and_wandb_under_the_same_nam
                 exits.setdefault(run, []).append(r.exit.exit_code)
         tags_of = [list(r.run.tags) for r in records if r.WhichOneof("record_type") == "run"]
         kinds.setdefault(run, []).append(next(t for t in tags_of[-1] if t.startswith("kind: ")))
-    for tid, values in _FIGURES.items():
-        logged = {k: v for k, v in values.items() if v is not None}
-        assert {k: in_mlflow[tid][k] for k in TARGET_COLUMNS if k in in_mlflow[tid]} == logged
-        assert {k: in_wandb[tid][k] for k in TARGET_COLUMNS if k in in_wandb[tid]} == logged
-        assert kinds[tid] == ["kind: incomplete"] * 2  # the run's last file still says its kind
-        assert len(set(exits[tid])) == 1  # and ends as its first did
+    return in_wandb, exits, kinds
