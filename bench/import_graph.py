@@ -65,7 +65,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "engine": ("engine",),
     "records": ("record", "experiment"),
     "measurement": ("measure", "compare", "speed"),
-    "decision": ("answer", "decision", "time_to_target"),
+    "decision": ("answer", "decision", "time_to_target", "search_result"),
     "presentation": ("report",),
     "tune": ("tune", "search"),  # search: the Ray-side package's name before issue 41
     "api": ("api",),

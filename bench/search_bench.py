@@ -31,9 +31,9 @@ from typing import Any
 
 import optuna
 
+from tuner.experiment import PARAM_PREFIX
 from tuner.spaces import SpaceSampler, get_space
 from tuner.tune import SearchDriver, SearchOptions
-from tuner.tune.run import TrialRecord
 
 SPACE = "tiny_grid_space"
 OUT = Path(__file__).resolve().parent.parent / "reports" / "benchmarks"
@@ -55,10 +55,10 @@ def _search(sampler: str, budget: int | None, storage: Path, seed: int) -> dict[
         effects_repeats=0,
     )
     start = time.perf_counter()
-    outcome = SearchDriver(options).run()
+    trials = SearchDriver(options).run().experiment.trials
     wall = time.perf_counter() - start
-    records = [r for r in outcome.records if r.ray_status == "TERMINATED"]
-    return {"wall_s": wall, "records": records}
+    ended = trials[trials["ray_status"] == "TERMINATED"]
+    return {"wall_s": wall, "records": ended.to_dict("records")}
 
 
 def _ray_start_stop_s() -> float:
@@ -70,21 +70,21 @@ def _ray_start_stop_s() -> float:
     return time.perf_counter() - start
 
 
-def _config_key(record: TrialRecord) -> tuple:
-    return tuple(record.config[k] for k in KEY)
+def _config_key(row: dict[str, Any]) -> tuple:
+    return tuple(row[PARAM_PREFIX + k] for k in KEY)
 
 
 def _summary(run: dict[str, Any], ray_s: float) -> dict[str, Any]:
-    records: list[TrialRecord] = run["records"]
-    engine = [r.metrics["engine_time_s"] for r in records]
-    best = max(records, key=lambda r: r.metrics["val_accuracy"])
+    records: list[dict[str, Any]] = run["records"]  # the trials' rows, Ray ended each
+    engine = [r["engine_time_s"] for r in records]
+    best = max(records, key=lambda r: r["val_accuracy"])
     return {
         "trials": len(records),
         "wall_s": run["wall_s"],
         "mean_engine_time_s": statistics.fmean(engine),
         "ray_overhead_per_trial_s": (run["wall_s"] - ray_s) / len(records)
         - statistics.fmean(engine),
-        "best_val_accuracy": best.metrics["val_accuracy"],
+        "best_val_accuracy": best["val_accuracy"],
         "best_config": dict(zip(KEY, _config_key(best), strict=True)),
     }
 
@@ -143,7 +143,7 @@ def main() -> None:
     for name, run in runs.items():
         results[name] = _summary(run, ray_s)
     if "grid" in runs:
-        table = {_config_key(r): r.metrics["val_accuracy"] for r in runs["grid"]["records"]}
+        table = {_config_key(r): r["val_accuracy"] for r in runs["grid"]["records"]}
         results["grid_table"] = [
             {**dict(zip(KEY, k, strict=True)), "val_accuracy": v} for k, v in sorted(table.items())
         ]

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.config import TrainConfig
-from tuner.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, EXIT_TERMINATED, TunerError
+from tuner.errors import TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
 from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.search_result import SearchResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tuner.answer import Answer
     from tuner.engine.result import RunResult
-    from tuner.experiment import Experiment
     from tuner.report.audit import Audit
     from tuner.spaces import SearchSpace
 
@@ -55,58 +54,6 @@ __all__ = [
     "train",
     "verify",
 ]
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """A search's results: its experiment folder read back, the answer decided on it, and the
-    report folder (None: no report written)."""
-
-    experiment: Experiment
-    answer: Answer
-    report_dir: Path | None
-    state: str = "finished"  # finished | interrupted (continue with resume=True)
-    terminated: bool = False  # a SIGTERM, not Ctrl-C, stopped it
-
-    @property
-    def exit_code(self) -> int:
-        """What ``tuner search`` exits with: 0 finished with a usable trial, 1 with none, 130
-        interrupted by Ctrl-C, 143 by SIGTERM."""
-        if self.state != "finished":
-            return EXIT_TERMINATED if self.terminated else EXIT_INTERRUPTED
-        return EXIT_OK if self.usable else EXIT_RUNTIME
-
-    @property
-    def experiment_dir(self) -> Path:
-        return Path(self.experiment.path)
-
-    @property
-    def trials(self) -> pd.DataFrame:
-        """One row per trial: the same table (columns and dtypes) as ``trials.csv``, each
-        trial's time to target included."""
-        from tuner.time_to_target import with_time_to_target
-
-        return with_time_to_target(self.experiment.trials, self.answer.trials)
-
-    @property
-    def recommended(self) -> TrainConfig | None:
-        """The recommended run config (None: no usable trial)."""
-        row = self.answer.recommended
-        if row is None:
-            return None
-        from tuner.record import TRIAL_ID
-
-        return self.answer.configs.get(str(row[TRIAL_ID]))
-
-    @property
-    def answer_text(self) -> str:
-        """The answer in one sentence, as the report's first line gives it."""
-        return self.answer.headline()
-
-    @property
-    def usable(self) -> int:
-        """How many trials can be recommended."""
-        return self.answer.candidates
 
 
 def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
@@ -155,10 +102,7 @@ def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) 
     """
     from tuner.tune.driver import SearchDriver
 
-    outcome = SearchDriver(options, given=given).run()
-    return SearchResult(
-        outcome.experiment, outcome.answer, outcome.report_dir, outcome.state, outcome.terminated
-    )
+    return SearchDriver(options, given=given).run()
 
 
 def train(

@@ -30,8 +30,9 @@ from tuner.experiment import load_experiment
 from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
+from tuner.search_result import SearchResult
 from tuner.spaces import get_space
-from tuner.tune import SearchDriver, SearchOptions, SearchOutcome, cluster
+from tuner.tune import SearchDriver, SearchOptions, cluster
 from tuner.tune.phases import read_phases
 from tuner.tune.plan import make_plan
 from tuner.tune.trainable import META_FILE as TRIAL_META
@@ -128,7 +129,7 @@ class ActivityWatcher:
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchOutcome, Any]]:
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchResult, Any]]:
     root = tmp_path_factory.mktemp("ddp")
     options = SearchOptions(
         space=str(SPACE),
@@ -151,7 +152,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchO
     yield outcome, {"killer": killer, **seen}
 
 
-def _watched(options: SearchOptions) -> tuple[SearchOutcome, dict[str, Any]]:
+def _watched(options: SearchOptions) -> tuple[SearchResult, dict[str, Any]]:
     """The search, and what Ray held when it was over, before Ray stopped: the placement
     groups, any placement-group cleaner actor and the class of every actor it ran."""
     tables: list[dict[str, Any]] = []
@@ -227,7 +228,7 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
     assert not {"DatasetManager", "_AutoscalingCoordinatorActor"} & seen["actor_classes"]
 
 
-def _reports(outcome: SearchOutcome) -> dict[str, list[dict[str, Any]]]:
+def _reports(outcome: SearchResult) -> dict[str, list[dict[str, Any]]]:
     by_variant = {}
     for result in outcome.experiment_dir.glob("*/result.json"):
         lines = [json.loads(line) for line in result.read_text().splitlines()]

@@ -25,9 +25,10 @@ import ray
 
 from tuner.commands import main
 from tuner.errors import TunerError
+from tuner.search_result import SearchResult
 from tuner.spaces import get_space
 from tuner.speed.machine_cache import MachineCache, this_machine
-from tuner.tune import SearchDriver, SearchOptions, SearchOutcome, cluster
+from tuner.tune import SearchDriver, SearchOptions, cluster
 from tuner.tune.plan import check_space, make_plan
 from tuner.tune.warm_start import WARM_START_ATTR, load_warm_start
 
@@ -58,34 +59,34 @@ def ray_here(root: Path) -> Iterator[cluster.ClusterInfo]:
     cluster.shutdown()
 
 
-def _search(root: Path, name: str, **options: Any) -> SearchOutcome:
+def _search(root: Path, name: str, **options: Any) -> SearchResult:
     storage = str(root / "experiments")
     options_ = SearchOptions(space=str(SPACE), name=name, storage=storage, **QUIET, **options)
     return SearchDriver(options_).run()
 
 
 @pytest.fixture(scope="module")
-def first(root: Path, ray_here: cluster.ClusterInfo) -> SearchOutcome:
+def first(root: Path, ray_here: cluster.ClusterInfo) -> SearchResult:
     return _search(root, "first", num_samples=2)  # the design's two rows: batch 8 and 16
 
 
 @pytest.fixture(scope="module")
-def second(root: Path, first: SearchOutcome) -> SearchOutcome:
+def second(root: Path, first: SearchResult) -> SearchResult:
     return _search(root, "second", num_samples=1, warm_start="first")
 
 
-def _study(outcome: SearchOutcome) -> optuna.Study:
+def _study(outcome: SearchResult) -> optuna.Study:
     url = f"sqlite:///{outcome.experiment_dir / 'study.db'}"
     return optuna.load_study(study_name=outcome.experiment_dir.name, storage=url)
 
 
-def _metadata(outcome: SearchOutcome) -> dict[str, Any]:
+def _metadata(outcome: SearchResult) -> dict[str, Any]:
     return json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
 
 
-def test_the_first_search_probes_and_the_machine_remembers(first: SearchOutcome) -> None:
-    assert first.state == "finished" and len(first.records) == 2
-    sources = sorted(r.metrics["speed_source"] for r in first.records)
+def test_the_first_search_probes_and_the_machine_remembers(first: SearchResult) -> None:
+    assert first.state == "finished" and len(first.experiment.trials) == 2
+    sources = sorted(first.experiment.trials["speed_source"])
     # batch 8 and 16 share their verdicts: the shared knobs' (per model, data, device and
     # precision) and channels_last's (per norm layer): the second trial probes nothing.
     assert sources == ["cache", "probed"]
@@ -95,7 +96,7 @@ def test_the_first_search_probes_and_the_machine_remembers(first: SearchOutcome)
 
 
 def test_each_search_runs_on_the_ray_already_here_and_leaves_it_running(
-    ray_here: cluster.ClusterInfo, first: SearchOutcome, second: SearchOutcome
+    ray_here: cluster.ClusterInfo, first: SearchResult, second: SearchResult
 ) -> None:
     assert ray.is_initialized() and ray.get_runtime_context().gcs_address == ray_here.address
     for outcome in (first, second):
@@ -103,9 +104,9 @@ def test_each_search_runs_on_the_ray_already_here_and_leaves_it_running(
         assert recorded["address"] == ray_here.address and recorded["is_local"] is False
 
 
-def test_a_second_search_reuses_the_probes_without_probing(second: SearchOutcome) -> None:
-    assert second.state == "finished" and len(second.records) == 1
-    metrics = second.records[0].metrics
+def test_a_second_search_reuses_the_probes_without_probing(second: SearchResult) -> None:
+    assert second.state == "finished" and len(second.experiment.trials) == 1
+    metrics = second.experiment.trials.iloc[0]
     assert metrics["speed_source"] == "machine cache"  # the first search probed both verdicts
     assert metrics["speed_probe_time_s"] == 0.0 and metrics["speed_cache_age_s"] > 0
     machine = _metadata(second)["probe_cache"]["machine_cache"]
@@ -113,7 +114,7 @@ def test_a_second_search_reuses_the_probes_without_probing(second: SearchOutcome
 
 
 def test_warm_start_gives_the_study_the_earlier_trials(
-    first: SearchOutcome, second: SearchOutcome
+    first: SearchResult, second: SearchResult
 ) -> None:
     earlier = {t.number: t for t in _study(first).trials}
     trials = _study(second).trials
@@ -131,7 +132,7 @@ def test_warm_start_gives_the_study_the_earlier_trials(
 
 
 def test_the_covered_design_leaves_the_first_new_trial_to_the_sampler(
-    first: SearchOutcome, second: SearchOutcome
+    first: SearchResult, second: SearchResult
 ) -> None:
     assert len(_metadata(first)["startup_design"]) == 2
     meta = _metadata(second)
@@ -140,10 +141,10 @@ def test_the_covered_design_leaves_the_first_new_trial_to_the_sampler(
     new = [t for t in _study(second).trials if WARM_START_ATTR not in t.user_attrs]
     assert len(new) == 1
     assert "fixed_params" not in new[0].system_attrs  # not enqueued: the sampler chose it
-    assert new[0].user_attrs["ray_trial_id"] == second.records[0].trial_id
+    assert new[0].user_attrs["ray_trial_id"] == second.experiment.trials["trial_id"].iloc[0]
 
 
-def test_fresh_probes_probe_again(root: Path, second: SearchOutcome) -> None:
+def test_fresh_probes_probe_again(root: Path, second: SearchResult) -> None:
     storage = str(root / "experiments")
     argv = [
         "search",
@@ -174,7 +175,7 @@ def test_fresh_probes_probe_again(root: Path, second: SearchOutcome) -> None:
     assert "third" in remembered  # its probe replaced the first search's
 
 
-def test_warm_start_refuses_another_space_in_one_line(first: SearchOutcome) -> None:
+def test_warm_start_refuses_another_space_in_one_line(first: SearchResult) -> None:
     options = SearchOptions(
         space=str(SPACE), storage=str(first.experiment_dir.parent), warm_start="first"
     )

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pandas as pd
 import pytest
 
 from tuner import record
 from tuner.answer import decide, to_remeasure
 from tuner.experiment import load_experiment
+from tuner.search_result import SearchResult
 from tuner.techniques import KNOBS
-from tuner.tune import SearchDriver, SearchOptions, SearchOutcome
+from tuner.tune import SearchDriver, SearchOptions
 from tuner.tune import driver as driver_module
 from tuner.tune import run as run_module
 from tuner.tune.phases import read_phases
@@ -61,7 +63,7 @@ WRITES: list[str] = []  # every write of its metadata file
 
 
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "load_experiment", _counted(run_module.load_experiment, LOADS))
         for module, name in (
@@ -83,7 +85,7 @@ def _counted(function: Any, calls: list[str]) -> Any:
     return counted
 
 
-def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
+def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
     root = tmp_path_factory.mktemp("search")
     options = SearchOptions(
         space=str(SPACE),
@@ -104,11 +106,12 @@ def _search(tmp_path_factory: pytest.TempPathFactory) -> SearchOutcome:
     return SearchDriver(options).run()
 
 
-def _by_variant(outcome: SearchOutcome) -> dict[str, Any]:
-    return {r.config["variant"]: r for r in outcome.records}
+def _by_variant(outcome: SearchResult) -> dict[str, pd.Series]:
+    """Each trial's row of the experiment the search returned (its last report, Ray's status)."""
+    return {row["param_variant"]: row for _, row in outcome.experiment.trials.iterrows()}
 
 
-def _trial_dir(outcome: SearchOutcome, variant: str) -> Path:
+def _trial_dir(outcome: SearchResult, variant: str) -> Path:
     return next(
         p.parent
         for p in outcome.experiment_dir.glob("*/params.json")
@@ -121,9 +124,9 @@ def _result_lines(trial_dir: Path) -> list[dict[str, Any]]:
 
 
 def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
-    assert outcome.state == "finished" and len(outcome.records) == 5
+    assert outcome.state == "finished" and len(outcome.experiment.trials) == 5
     meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
     # The design shuffles the levels with the search's seed (0): this order, known in advance.
     assert [row["variant"] for row in meta["startup_design"]] == [
@@ -140,10 +143,9 @@ def test_every_trial_ran_in_the_design_order_with_a_status_and_metrics(
         assert params["img_size"] == VARIANTS[params["variant"]].get("img_size", 32)
 
 
-def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
-    record = _by_variant(outcome)["strong"]
-    m = record.metrics
-    assert record.ray_status == "TERMINATED"
+def test_a_trial_that_fits_trained_and_measured(outcome: SearchResult) -> None:
+    m = _by_variant(outcome)["strong"]
+    assert m["ray_status"] == "TERMINATED"
     assert m["status"] == "ok" and m["feasible"] and m["final"] and m["phase"] == "train"
     assert m["steps"] == m["step"] == 30
     assert m["images_per_second"] > 0 and 0 <= m["val_accuracy"] <= 1
@@ -154,11 +156,9 @@ def test_a_trial_that_fits_trained_and_measured(outcome: SearchOutcome) -> None:
     assert 0 < m["trial_train_time_s"] <= m["engine_time_s"]
 
 
-def test_a_trial_folder_says_where_its_time_went(outcome: SearchOutcome) -> None:
+def test_a_trial_folder_says_where_its_time_went(outcome: SearchResult) -> None:
     """phases.jsonl: the setup before the probes, each probe run, the verdict, then the run."""
-    probed = next(
-        v for v, r in _by_variant(outcome).items() if r.metrics["speed_source"] == "probed"
-    )
+    probed = next(v for v, r in _by_variant(outcome).items() if r["speed_source"] == "probed")
     phases = read_phases(_trial_dir(outcome, probed))
     parts = [p["part"] for p in phases]
     assert parts[0] == "setup" and phases[0]["seconds"] >= 0
@@ -170,10 +170,10 @@ def test_a_trial_folder_says_where_its_time_went(outcome: SearchOutcome) -> None
     assert [p["since_start_s"] for p in phases] == sorted(p["since_start_s"] for p in phases)
 
 
-def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome) -> None:
+def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchResult) -> None:
     strong, strong2 = _by_variant(outcome)["strong"], _by_variant(outcome)["strong2"]
-    assert strong2.metrics["speed_source"] == "cache"
-    assert strong2.metrics["speed_choice"] == strong.metrics["speed_choice"]
+    assert strong2["speed_source"] == "cache"
+    assert strong2["speed_choice"] == strong["speed_choice"]
     cache = json.loads((outcome.experiment_dir / "probe_cache.json").read_text())
     # Shared verdicts (per model, data, device, precision) and channels_last's (per norm layer).
     assert {json.loads(key)["scope"] for key in cache} == {"shared", "config"}
@@ -184,38 +184,37 @@ def test_the_same_training_config_reuses_the_speed_probes(outcome: SearchOutcome
 
 
 def test_early_stopping_ends_a_dominated_trial_which_is_never_recommended(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
-    weak = _by_variant(outcome)["weak"]
-    m = weak.metrics
+    m = weak = _by_variant(outcome)["weak"]
     # The rule first: at the rung (the first evaluation, step 15) the trials recorded before it
     # (strong alone: one trial at a time, in the design's order) dominate it on both objectives.
     strong = _by_variant(outcome)["strong"]
     rung = next(line for line in _result_lines(_trial_dir(outcome, "strong")) if line["step"] == 15)
-    assert strong.metrics["step"] == 30 and m["step"] == 15
+    assert strong["step"] == 30 and m["step"] == 15
     assert rung["images_per_second"] > m["images_per_second"]
     assert rung["val_accuracy"] > m["val_accuracy"]
-    assert weak.ray_status == "TERMINATED" and m["status"] == "ok" and not m["final"]
+    assert weak["ray_status"] == "TERMINATED" and m["status"] == "ok" and not m["final"]
     experiment = load_experiment(outcome.experiment_dir)
-    row = experiment.trials.set_index("trial_id").loc[weak.trial_id]
+    row = experiment.trials.set_index("trial_id").loc[weak["trial_id"]]
     # It ran ok within the budget (feasible, as every client is told) but not to its end.
     assert row["feasible"] and row["kind"] == "stopped early"
     answer = decide(experiment)
-    assert weak.trial_id not in set(answer.front["trial_id"])
-    assert weak.trial_id not in {str(r["trial_id"]) for r in answer.best.values()}
+    assert weak["trial_id"] not in set(answer.front["trial_id"])
+    assert weak["trial_id"] not in {str(r["trial_id"]) for r in answer.best.values()}
     study = optuna.load_study(study_name="e2e", storage=f"sqlite:///{experiment.path / 'study.db'}")
-    told = {t.user_attrs["ray_trial_id"]: t for t in study.trials}[weak.trial_id]
+    told = {t.user_attrs["ray_trial_id"]: t for t in study.trials}[weak["trial_id"]]
     assert told.state == optuna.trial.TrialState.PRUNED
     assert told.user_attrs["kind"] == "stopped early"
 
 
 def test_what_ran_is_in_the_trials_table_and_a_fallback_counts_as_off(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
     from tuner.report._effects import observed_techniques
 
     trials = load_experiment(outcome.experiment_dir).trials.set_index("trial_id")
-    weak = trials.loc[_by_variant(outcome)["weak"].trial_id]
+    weak = trials.loc[_by_variant(outcome)["weak"]["trial_id"]]
     assert weak["param_prefetch"] == "cuda_stream" and weak["effective_prefetch"] == "off"
     assert "prefetch=cuda_stream needs CUDA" in weak["notes"]
     table = observed_techniques(trials.reset_index())
@@ -224,9 +223,9 @@ def test_what_ran_is_in_the_trials_table_and_a_fallback_counts_as_off(
 
 
 def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
-    m = _by_variant(outcome)["over"].metrics
+    m = _by_variant(outcome)["over"]
     assert not m["feasible"] and m["phase"] == "feasibility" and m["final"]
     assert m["steps"] == 2 + 3  # warm-up and the feasibility check's steps: never trained on
     assert m["peak_memory_bytes"] > BUDGET and "over the budget" in m["infeasible_reason"]
@@ -235,26 +234,26 @@ def test_over_budget_trial_stops_at_its_first_steps_with_its_measurement(
 
 
 def test_an_error_inside_a_trial_is_recorded_once_and_not_trained_again(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
-    record = _by_variant(outcome)["bad"]
-    assert record.ray_status == "ERROR"  # Ray's retries raised at once: one report below
-    assert record.metrics["status"] == "error" and "num_classes=5" in record.metrics["error"]
+    bad = _by_variant(outcome)["bad"]
+    assert bad["ray_status"] == "ERROR"  # Ray's retries raised at once: one report below
+    assert bad["status"] == "error" and "num_classes=5" in bad["error"]
     assert len(_result_lines(_trial_dir(outcome, "bad"))) == 1
     experiment = load_experiment(outcome.experiment_dir)
-    row = experiment.trials.set_index("trial_id").loc[record.trial_id]
+    row = experiment.trials.set_index("trial_id").loc[bad["trial_id"]]
     assert row["status"] == "error" and not row["feasible"] and row["kind"] == "errored"
 
 
 def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
-    outcome: SearchOutcome,
+    outcome: SearchResult,
 ) -> None:
     assert len(LOADS) <= 2  # after the trials; after the re-measurement
     # At the start; as the re-measurement ends and as the seed retraining ends (a kill in the
     # next step keeps each: issue 40); at the end.
     assert WRITES == ["write_metadata", "update_metadata", "update_metadata", "update_metadata"]
     trials = outcome.experiment.trials.set_index("trial_id")
-    kinds = {r.config["variant"]: trials.loc[r.trial_id, "kind"] for r in outcome.records}
+    kinds = {v: trials.loc[r["trial_id"], "kind"] for v, r in _by_variant(outcome).items()}
     assert kinds == KINDS
     again = load_experiment(outcome.experiment_dir)
     assert outcome.experiment.metadata == again.metadata  # the final metadata, not a stale one
@@ -263,22 +262,23 @@ def test_the_search_reads_its_folder_twice_and_hands_on_what_it_read(
     assert outcome.usable == sum(kind == "ok" for kind in KINDS.values())
 
 
-def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
+def test_sqlite_study_holds_the_truth(outcome: SearchResult) -> None:
     study = optuna.load_study(
         study_name="e2e", storage=f"sqlite:///{outcome.experiment_dir / 'study.db'}"
     )
     assert study.metric_names == ["images_per_second", "val_accuracy"]
     assert study.user_attrs["space"] == "e2e_space"
     by_ray_id = {t.user_attrs["ray_trial_id"]: t for t in study.trials}
-    assert set(by_ray_id) == {r.trial_id for r in outcome.records}
-    states = {r.config["variant"]: by_ray_id[r.trial_id].state for r in outcome.records}
+    rows = _by_variant(outcome)
+    assert set(by_ray_id) == {r["trial_id"] for r in rows.values()}
+    states = {v: by_ray_id[r["trial_id"]].state for v, r in rows.items()}
     complete, failed = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL
     assert states["strong"] == complete and states["bad"] == failed
     # Over budget: PRUNED, no value it did not measure to its end (issue 28); what it measured
     # stays in its user attributes.
     assert states["over"] == optuna.trial.TrialState.PRUNED
-    over = by_ray_id[_by_variant(outcome)["over"].trial_id]
-    measured = _by_variant(outcome)["over"].metrics
+    measured = rows["over"]
+    over = by_ray_id[measured["trial_id"]]
     assert over.values is None
     assert over.user_attrs["images_per_second"] == pytest.approx(measured["images_per_second"])
     assert over.system_attrs["constraints"][0] > 0 and all(v > 0 for v in over.constraints.values())
@@ -286,7 +286,7 @@ def test_sqlite_study_holds_the_truth(outcome: SearchOutcome) -> None:
     assert all(t.user_attrs["feasible"] for t in study.best_trials)
 
 
-def test_metadata_and_remeasure_files(outcome: SearchOutcome) -> None:
+def test_metadata_and_remeasure_files(outcome: SearchResult) -> None:
     meta = json.loads((outcome.experiment_dir / "tuner_experiment.json").read_text())
     assert meta["state"] == "finished" and meta["num_trials"] == 5
     assert meta["max_memory_bytes"] == BUDGET and meta["search_only_params"] == ["variant"]

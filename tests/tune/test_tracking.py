@@ -246,12 +246,13 @@ def test_logging_the_report_to_a_failing_mlflow_is_one_warning(
 ) -> None:
     from tuner.answer import decide
     from tuner.experiment import METADATA_FILE, load_experiment
-    from tuner.tune.driver import SearchOutcome, _log_to_mlflow
+    from tuner.search_result import SearchResult
+    from tuner.tune.driver import _log_to_mlflow
 
     metadata = {"name": "e", "space": "smoke_space", "options": {"mlflow": broken_store}}
     (tmp_path / METADATA_FILE).write_text(json.dumps(metadata))
     experiment = load_experiment(tmp_path)
-    outcome = SearchOutcome(tmp_path, "finished", [], experiment, decide(experiment))
+    outcome = SearchResult(experiment, decide(experiment))
     _log_to_mlflow(outcome, None)  # after the search and its report: must not raise
     out = capsys.readouterr().out
     assert out.startswith("warning: logging the report to MLflow failed") and out.count("\n") == 1

@@ -13,19 +13,18 @@ from typing import TYPE_CHECKING, Any
 from tuner.experiment.options import OBJECTIVES, SAMPLERS, SearchOptions
 
 if TYPE_CHECKING:
-    from tuner.tune.driver import SearchDriver, SearchOutcome
+    from tuner.tune.driver import SearchDriver
 
 __all__ = [
     "OBJECTIVES",
     "SAMPLERS",
     "SearchDriver",
     "SearchOptions",
-    "SearchOutcome",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("SearchDriver", "SearchOutcome"):
+    if name == "SearchDriver":
         from tuner.tune import driver
 
         return getattr(driver, name)

@@ -24,35 +24,16 @@ from tuner.experiment.options import SearchOptions
 from tuner.experiment.paths import ExperimentPaths
 from tuner.experiment.start import experiment_paths, start_search
 from tuner.record import ENDED_AT
+from tuner.search_result import SearchResult
 from tuner.tune.context import now
 from tuner.tune.preflight import Prepared, check_search
 
 if TYPE_CHECKING:
-    from tuner.answer import Answer
-    from tuner.experiment import Experiment
     from tuner.tune import cluster
     from tuner.tune.context import SearchContext
-    from tuner.tune.run import TrialRecord, Trials
+    from tuner.tune.run import Trials
 
-__all__ = ["SearchDriver", "SearchOutcome"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchOutcome:
-    """Where a search's results are, what happened, and what it found."""
-
-    experiment_dir: Path
-    state: str  # finished | interrupted
-    records: list[TrialRecord]
-    experiment: Experiment  # the folder as read at the end (after re-measurement and effects)
-    answer: Answer  # decided once, on ``experiment``
-    report_dir: Path | None = None  # None: no report written
-    terminated: bool = False  # a SIGTERM stopped it (exit 143, not Ctrl-C's 130)
-
-    @property
-    def usable(self) -> int:
-        """How many trials can be recommended (kind ok, every objective measured)."""
-        return self.answer.candidates
+__all__ = ["SearchDriver"]
 
 
 # The phases, in their order: what a stop in each says and leaves.
@@ -71,7 +52,7 @@ class SearchDriver:
         self.signals: list[int] = []  # the Ctrl-Cs and SIGTERMs this search took
         self._phase = _CHECKS
 
-    def run(self) -> SearchOutcome:
+    def run(self) -> SearchResult:
         """Run the search; a Ctrl-C or SIGTERM stops it as the console then says.
 
         Raises:
@@ -117,7 +98,7 @@ class SearchDriver:
             return
         raise Terminated
 
-    def _checked(self, prepared: Prepared) -> SearchOutcome:
+    def _checked(self, prepared: Prepared) -> SearchResult:
         """The search, its checks passed and its folder held: Ray, the trials, the report."""
         if prepared.options.mlflow:  # before any trial runs: a search must not start untracked
             from tuner.tune.mlflow_logger import check_tracking_uri
@@ -129,20 +110,20 @@ class SearchDriver:
         with ray_lines_to_file(self.paths.local, verbose=prepared.options.verbose):
             info, existing = run.connect(prepared)
             try:
-                outcome = self._on_ray(prepared, info, existing)
+                result = self._on_ray(prepared, info, existing)
             finally:
                 if info.is_local:
                     cluster.shutdown()
-        if outcome.state != "finished":
-            return outcome
+        if result.state != "finished":
+            return result
         out = Path(prepared.options.reports_dir) / self.paths.name
-        report = None if prepared.options.no_report else _write_report(outcome, out)
-        _log_to_mlflow(outcome, report)
-        return dataclasses.replace(outcome, report_dir=report)
+        report = None if prepared.options.no_report else _write_report(result, out)
+        _log_to_mlflow(result, report)
+        return dataclasses.replace(result, report_dir=report)
 
     def _on_ray(
         self, prepared: Prepared, info: cluster.ClusterInfo, existing: set[int]
-    ) -> SearchOutcome:
+    ) -> SearchResult:
         from tuner.report.console import print_start
         from tuner.tune import run
 
@@ -176,7 +157,7 @@ class SearchDriver:
         metadata: dict[str, Any],  # as the search started (or resumed)
         started: float,  # time.time() when the search began (after Ray started)
         began: float,  # time.perf_counter() when the command began
-    ) -> SearchOutcome:
+    ) -> SearchResult:
         """The steps after the trials (a Ctrl-C there keeps what finished and goes on to the
         end), the metadata's end and the summary."""
         from tuner.report.console import print_summary
@@ -203,16 +184,14 @@ class SearchDriver:
             record["skipped_after_trials"] = "data-parallel trials (both steps measure one process)"
         ended = trials.finished and not record.get("interrupted_during")
         state = "finished" if ended else "interrupted"
-        end = {"state": state, ENDED_AT: now(), "num_trials": len(trials.records), **trials.fit}
+        end = {"state": state, ENDED_AT: now(), "num_trials": len(trials.trial_ids), **trials.fit}
         experiment = experiment.with_effects(update_metadata(self.paths.local, **end, **record))
         self.paths.upload()
         resumed = run.resumed(experiment, started, trials.orphans) if self.options.resume else None
         run.tell_time_to_target_or_warn(experiment, answer, self.paths)
         print_summary(experiment, answer, paths=self.paths, state=state, resumed=resumed)
-        stopped_by_sigterm = signal.SIGTERM in self.signals
-        return SearchOutcome(
-            self.paths.local, state, trials.records, experiment, answer, None, stopped_by_sigterm
-        )
+        terminated = signal.SIGTERM in self.signals
+        return SearchResult(experiment, answer, state=state, terminated=terminated)
 
     def _stopped(self) -> None:
         """A Ctrl-C or SIGTERM before the trials ended. Before the search began (its checks,
@@ -259,37 +238,37 @@ def summary_so_far(paths: ExperimentPaths) -> None:
     print(f"Continue it with:  {paths.resume_command()}", flush=True)
 
 
-def _write_report(outcome: SearchOutcome, out_dir: Path) -> Path | None:
+def _write_report(result: SearchResult, out_dir: Path) -> Path | None:
     from tuner.report import write_report
 
     out_dir = out_dir.resolve()
     try:
-        write_report(outcome.experiment, outcome.answer, out_dir=out_dir)
+        write_report(result.experiment, result.answer, out_dir=out_dir)
     except Exception as exc:  # the search's results stand even when the report fails
         print(
             f"warning: the report failed ({error_line(exc)}); "
-            f"run `python -m tuner report {outcome.experiment_dir}` to retry."
+            f"run `python -m tuner report {result.experiment_dir}` to retry."
         )
         return None
     print(f"Report:            {out_dir / REPORT_HTML_FILE}")
     return out_dir
 
 
-def _log_to_mlflow(outcome: SearchOutcome, report: Path | None) -> None:
+def _log_to_mlflow(result: SearchResult, report: Path | None) -> None:
     """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
     its figures, and the report files, go to the search's parent run. A failing MLflow costs
     nothing but a warning."""
-    uri = (outcome.experiment.metadata.get("options") or {}).get("mlflow")
+    uri = (result.experiment.metadata.get("options") or {}).get("mlflow")
     if not uri:
         return
     from tuner.tune.mlflow_logger import log_report
 
     try:
-        where = log_report(uri, outcome.experiment, outcome.answer, report)
+        where = log_report(uri, result.experiment, result.answer, report)
     except Exception as exc:  # the experiment and report folders hold every result anyway
         print(
             f"warning: logging the report to MLflow failed ({error_line(exc)}); the results are "
-            f"in {outcome.experiment_dir}."
+            f"in {result.experiment_dir}."
         )
         return
     print(f"MLflow:            {where}")

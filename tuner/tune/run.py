@@ -54,7 +54,6 @@ from tuner.usercache import cache_dir
 
 __all__ = [
     "AfterTrials",
-    "TrialRecord",
     "Trials",
     "begin",
     "close_study",
@@ -68,20 +67,10 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True)
-class TrialRecord:
-    """One trial as the driver saw it at the end: Ray's id, config, last metrics and status."""
-
-    trial_id: str
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    ray_status: str  # TERMINATED | ERROR | ...
-
-
-@dataclasses.dataclass(frozen=True)
 class Trials:
-    """What Tune's fit ended with."""
+    """What Tune's fit ended with (the trials themselves: the experiment the folder reads)."""
 
-    records: list[TrialRecord]
+    trial_ids: list[str]  # Ray's id of each trial the fit ran
     finished: bool  # every trial ended, and no Ctrl-C stopped the fit
     fit: dict[str, Any]  # the metadata's record of the fit (its time, the probe cache's)
     orphans: list[int]  # the study's trials no Ray trial reported, closed
@@ -132,17 +121,13 @@ def run_trials(
     except ray.exceptions.RayError as exc:
         what = f"Ray ({error_line(exc, limit=200)})"
         raise TunerRuntimeError(_lost_message(search, what)) from exc
-    records = [
-        TrialRecord(t.trial_id, dict(t.config), dict(t.last_result or {}), str(t.status))
-        for t in trials
-    ]
+    trial_ids = [str(t.trial_id) for t in trials]
     finished = not interrupted and all(t.is_finished() for t in trials)
     if interrupted:
         close_study(paths)
-    ray_ids = {record.trial_id for record in records}
     cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
-    orphans = close_orphans(paths.name, paths.study_url, ray_ids, cut) if finished else []
-    return Trials(records, finished, fit, orphans)
+    orphans = close_orphans(paths.name, paths.study_url, set(trial_ids), cut) if finished else []
+    return Trials(trial_ids, finished, fit, orphans)
 
 
 def tell_time_to_target_or_warn(
