@@ -365,7 +365,7 @@ def _fit(
     finally:
         stop_clock(paths.local)
     fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
-    with contextlib.suppress(Exception):  # statistics only: a dead cache actor costs this line
+    with contextlib.suppress(Exception):  # statistics only: a dead trials' actor costs this line
         fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
     if "probe_cache" in fit:
         print(machine_cache_line(fit["probe_cache"]), flush=True)

@@ -84,7 +84,7 @@ class TrialContext:
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
     speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
-    cache_namespace: str  # where the probe cache actor lives ("": no cache)
+    cache_namespace: str  # where the trials' actor lives ("": none)
     # The notebook objects the run's model/data name (``@name``): carried by value to workers.
     user_objects: dict[str, Any] = field(default_factory=dict)
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try

@@ -105,7 +105,7 @@ class NullStore:
 
 @dataclass(frozen=True)
 class ActorStore:
-    """Trial ``trial_id``'s calls to the cache actor of ``namespace``. Each gives up quietly
+    """Trial ``trial_id``'s calls to the trials' actor of ``namespace``. Each gives up quietly
     (as if nothing were cached; a draw grants the trial's own share): the cache is an
     optimization, never fail a trial over it (no namespace in a unit test, or the actor died)."""
 

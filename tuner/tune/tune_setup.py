@@ -43,7 +43,7 @@ __all__ = [
 
 
 def cache_namespace(paths: ExperimentPaths) -> str:
-    """The Ray namespace of the experiment's speed-probe cache actor."""
+    """The Ray namespace of the experiment's trials' actor (tuner.tune.trials_actor)."""
     return f"tuner-{paths.name}"
 
 
