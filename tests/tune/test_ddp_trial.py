@@ -94,7 +94,7 @@ class WorkerKiller:
 
 
 class ActivityWatcher:
-    """What the trials told the console's running line (the probe cache's ``activity``), each
+    """What the trials told the console's running line (the trials actor's ``activity``), each
     distinct line in the order seen, polled while the search runs in this process."""
 
     def __init__(self, namespace: str) -> None:
@@ -115,7 +115,7 @@ class ActivityWatcher:
                 if ray.is_initialized():
                     asked = connect_actor(self.namespace).activity.remote()
                     doing = ray.get(asked, timeout=5)
-            except Exception:  # no cache actor yet, or Ray going down
+            except Exception:  # no trials actor yet, or Ray going down
                 doing = {}
             for what, _ in doing.values():
                 if not self.seen or self.seen[-1] != what:

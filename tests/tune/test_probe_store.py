@@ -1,4 +1,4 @@
-"""A trial's probe store and counters: the cache actor's store against a real actor (two
+"""A trial's probe store and counters: the trials actor's store against a real actor (two
 trials sharing one pool, one key, one claim), a worker group's store keyed apart and unbounded,
 the null store, and the counters a checkpoint carries to a restart under their record keys."""
 

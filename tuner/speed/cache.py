@@ -1,7 +1,8 @@
 """The experiment's cache of speed probes, shared by every trial on every node: a small Ray
 actor on the driver's node (:mod:`tuner.tune.trials_actor`) holds ``key -> SpeedChoice`` and
 writes it to ``probe_cache.json`` after every change, so a resumed search starts with what was
-already probed. Ray-free: this class is the actor's body.
+already probed. Ray-free: the actor's body (:class:`tuner.tune.trials_actor.TrialsActor`) is
+this class and what each running trial is doing, for the console.
 
 It also keeps the search's probe pool (:mod:`tuner.speed.budget`: every trial's share of probe
 time, less what probes spent) and the claims that keep two trials from probing one key at once.

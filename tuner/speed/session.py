@@ -29,7 +29,8 @@ _WAIT_POLL_S = 1.0
 
 
 class Store(Protocol):
-    """The experiment's probe cache as one trial sees it (tuner.speed.cache.ProbeCache)."""
+    """The experiment's probe cache as one trial sees it (tuner.speed.cache.ProbeCache), and
+    ``tell``: what the trial is doing, for the console's running line."""
 
     def get(self, lookup: Lookup) -> Remembered | None: ...
 

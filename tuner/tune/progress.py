@@ -86,7 +86,9 @@ class ProgressPrinter(Callback):
         self.ended_before: set[str] = set()  # ended before this run (a resumed search)
         self.running: dict[str, dict[str, Any]] = {}  # trial id -> its latest report
         self.since: dict[str, float] = {}  # trial id -> when it started (monotonic)
-        self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (its probes' step, since)
+        # trial id -> (what it does before its reports: a speed probe's step, its worker group's
+        # start; since)
+        self.doing: dict[str, tuple[str, float]] = {}
         self.reported: dict[str, float] = {}  # trial id -> when its latest report came (Unix s)
         self.gaps: dict[str, float] = {}  # trial id -> seconds between its last two reports
         self.last_activity = 0.0

@@ -25,8 +25,10 @@ class TrialsActor(ProbeCache):
     """The actor's body: the speed probes' cache, and what each running trial told it is doing
     (its speed probes, its worker group's start) until its next report."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(
+        self, path: str, machine_dir: str | None = None, fresh: bool = False, experiment: str = ""
+    ) -> None:
+        super().__init__(path, machine_dir, fresh, experiment)
         self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
 
     def tell(self, trial_id: str, what: str) -> None:
