@@ -26,6 +26,7 @@ from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._build_claims import claims_for
 from tuner.report._effects import controlled_effects, plain_loop_gain
+from tuner.report._write import placed_claims
 from tuner.report.claims import (
     CELL_KINDS,
     RENDERERS,
@@ -43,6 +44,7 @@ __all__ = [
     "CLAIM",
     "CONSOLE_KINDS",
     "check_claims",
+    "check_claims_kept",
     "check_console_claims",
     "check_starved_by",
     "check_verdict_words",
@@ -93,6 +95,31 @@ def check_claims(
         problems = [_words(claim, documents), expected.problem(claim) if expected else ""]
         found += [Finding(CLAIM, CLAIMS_FILE, claim.name(), why) for why in problems if why]
     return found
+
+
+def check_claims_kept(claims: list[Claim], experiment: Experiment) -> list[Finding]:
+    """claims.json holds a record of every claim the report makes, and no other: the report's
+    claims made again in memory from the experiment (the same claims and the same sections that
+    place them as :func:`tuner.report._write.write_report`), compared by kind and subjects (a
+    deleted record, or one of a claim the report does not make, is found naming it)."""
+    made = placed_claims(experiment, decide(experiment))
+    recorded = {claim.key for claim in claims}
+    found = [
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), f"the report makes it ({_cut(claim.text)!r}), "
+                f"{CLAIMS_FILE} has no record of it")
+        for key, claim in made.placed.items()
+        if key not in recorded
+    ]  # fmt: skip
+    found += [  # one the data gives no claim of at all: check_claims says so
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), "the data gives it, the report does not make it")
+        for claim in claims
+        if claim.key in made.all and claim.key not in made.placed
+    ]
+    return found
+
+
+def _cut(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 # An interval the interval check (check_intervals) judges by the one rule, e.g. "1.22x [1.09–1.37]"

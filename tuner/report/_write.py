@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
 from tuner.units import MIB, as_number, duration_text, format_bytes
 
-__all__ = ["write_report"]
+__all__ = ["placed_claims", "write_report"]
 
 
 def write_report(
@@ -86,15 +87,10 @@ def write_report(
     table = with_time_to_target(experiment.trials, answer.trials)
     write_trials_csv(table, out_dir / "trials.csv")
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
-    effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
     claims = claims_for(experiment, answer)
     sections = [
-        answer_section(experiment, answer, effects, progress, out_dir, claims),
-        _front(experiment, answer, out_dir, claims),
-        _techniques(experiment, answer, effects, progress, out_dir, claims),
-        *filter(None, [input_section(answer.recommended, effects, claims)]),
-        speed_section(experiment, claims),
+        *_claim_sections(experiment, answer, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer),
@@ -108,6 +104,32 @@ def write_report(
     (out_dir / "report.html").write_text(render_html(title, sections, lead))
     write_claims(claims, out_dir / CLAIMS_FILE)
     return out_dir
+
+
+def _claim_sections(
+    experiment: Experiment, answer: Answer, out_dir: Path, claims: Claims
+) -> list[Section]:
+    """Sections 1-5, the ones that say claims (each ``claims.text`` call places one: what
+    claims.json keeps), in the report's order."""
+    effects = _effects.controlled_effects(experiment.effects)
+    progress = progress_of(experiment)
+    return [
+        answer_section(experiment, answer, effects, progress, out_dir, claims),
+        _front(experiment, answer, out_dir, claims),
+        _techniques(experiment, answer, effects, progress, out_dir, claims),
+        *filter(None, [input_section(answer.recommended, effects, claims)]),
+        speed_section(experiment, claims),
+    ]
+
+
+def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
+    """The claims :func:`write_report` places (what it writes to claims.json), made in memory
+    by the same sections (the auditor's: a record claims.json lacks is found). Their files (the
+    plots, the recommended configs) go to a scratch folder, removed after."""
+    claims = claims_for(experiment, answer)
+    with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
+        _claim_sections(experiment, answer, Path(scratch), claims)
+    return claims
 
 
 # ---- 2. the front ----------------------------------------------------------------------------
