@@ -48,6 +48,7 @@ PROBES = {
         ]
     }
 }  # fmt: skip
+LOAD = "machine load (other processes kept 1.2 of 2 cores busy while it ran)"
 # (trials, re-measured images/s per trial and round): each a case the answer words differently
 CASES = {
     # two picks: f faster beyond noise, s more accurate beyond noise (a real trade-off)
@@ -70,13 +71,24 @@ CASES = {
         ],
         {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
     ),
+    # the same, and an over-budget trial machine load also cut short of its steps (its kind
+    # named after the cause: issue 48, an every-kind search's)
+    "cut short": (
+        [
+            ("a", 130.0, 0.51, 2000),
+            ("b", 100.0, 0.50, 2000),
+            ("d", 30.0, 0.1, 2000, "machine load (other processes kept 1.9 of 2 cores busy)"),
+            ("e", 50.0, 0.3, 2000, LOAD, "over budget"),
+        ],
+        {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
+    ),
 }
 
 
 def _experiment(case: str) -> Experiment:
     rows, runs = CASES[case]
     frame = pd.DataFrame(
-        [(r[0], "starved" if r[4:] else "ok", *r[1:4], *(r[4:] or [None])) for r in rows],
+        [(r[0], _kind(r), *r[1:4], *(r[4:5] or [None])) for r in rows],
         columns=[
             "trial_id", "kind", "images_per_second", "val_accuracy", "val_images", "starved_by"
         ],
@@ -90,6 +102,11 @@ def _experiment(case: str) -> Experiment:
     metadata = {"objective": "pareto", "workload": workload, "search_only_params": ["base_lr"]}
     experiment = Experiment("e", Path("."), metadata, typed_trials(frame), configs, [], [])
     return dataclasses.replace(experiment, remeasure=remeasure, probe_cache=PROBES)
+
+
+def _kind(row: tuple) -> str:
+    """A row's kind: its sixth value, else starved where it names a cause, else ok."""
+    return str(row[5]) if len(row) > 5 else "starved" if row[4:] else "ok"
 
 
 def _records(experiment: Experiment, tmp_path: Path) -> tuple[list[Claim], dict[str, str]]:
@@ -116,10 +133,9 @@ def test_every_record_holds_against_its_data_and_reads_back_as_plain_json(
     records, documents = _records(experiment, tmp_path)
     kinds = {c.kind for c in records}
     assert {"probe", "pick_why", "pick_title"} <= kinds
-    assert ("one_pick" in kinds) == (case == "one pick") and ("picks" in kinds) != (
-        case == "one pick"
-    )
-    assert ("starved" in kinds) == (case == "one pick")
+    one = case in ("one pick", "cut short")
+    assert ("one_pick" in kinds) == one and ("picks" in kinds) != one
+    assert ("starved" in kinds) == one
     assert all(render(c) == c.text for c in records)
     assert json.loads((tmp_path / "claims.json").read_text())  # plain JSON, no pickle
     assert check_claims(records, documents, experiment) == []
@@ -227,6 +243,35 @@ def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) ->
     trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
     [found] = check_starved_by(records, trials, "trials.csv")
     assert found.claim == "starved d" and "'budget' for trial d" in found.why
+
+
+def test_every_trial_cut_short_is_named_by_the_starved_record_and_checked(
+    tmp_path: Path,
+) -> None:
+    """Issue 48: an every-kind search's load-starved trial (an over-budget one) had a
+    starved_by no starved record named, and the auditor compared only the trials the records
+    named. The record names every trial with a starved_by, its kind said where it is not
+    starved; the auditor compares every trial's starved_by with the records."""
+    experiment = _experiment("cut short")
+    records, _ = _records(experiment, tmp_path)
+    [starved] = [c for c in records if c.kind == "starved"]
+    assert starved.subjects == ("d", "e") and starved.words["kinds"] == ["starved", "over budget"]
+    assert starved.text.startswith("1 trial was starved (1 by machine load): ended by")
+    assert starved.text.endswith(
+        "Trial `e` (over budget) also trained fewer steps than its budget holds (1 by machine "
+        "load), counted by its kind."
+    )
+    trials = experiment.trials.copy()
+    assert check_starved_by(records, trials, "trials.csv") == []
+    # the record as it was before: the starved trials only, e unnamed
+    before = dataclasses.replace(
+        starved, subjects=("d",), words={"causes": starved.words["causes"][:1]}
+    ).with_text()
+    [found] = check_starved_by([before], trials, "trials.csv")
+    assert found.claim == "starved e" and "no record names it" in found.why and LOAD in found.why
+    trials.loc[trials["trial_id"] == "b", "starved_by"] = "budget"  # an ok trial said cut short
+    [found] = check_starved_by(records, trials, "trials.csv")
+    assert found.claim == "starved b" and "no record names it" in found.why
 
 
 def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:

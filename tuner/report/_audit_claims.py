@@ -165,25 +165,32 @@ def _checked_regions(markdown: str) -> list[str]:
 
 
 def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
-    """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
+    """Every trial's ``starved_by`` in trials.csv (a run cut short of its steps: a starved
+    trial, or one of another kind, over budget say) is the cause a starved record gives it, and
+    every trial a record names has that cause there."""
     rows = trials.set_index(trials[TRIAL_ID].astype(str))
     causes = rows[STARVED_BY].dropna().astype(str) if STARVED_BY in rows else pd.Series()
-    causes = causes[causes != ""]  # a trial that was not starved: no cause
-    recorded: dict[str, str] = {}
+    causes = causes[causes != ""]  # a trial that was not cut short: no cause
+    recorded: dict[str, str | None] = {}
     for claim in (c for c in claims if c.kind == "starved"):
         said = claim.words.get("causes", [])
         if len(said) != len(claim.subjects):
             why = f"it names {len(claim.subjects)} trial(s) and {len(said)} cause(s)"
             return [Finding(CLAIM, CLAIMS_FILE, claim.name(), why)]
-        recorded |= dict(zip(claim.subjects, map(str, said), strict=True))
+        recorded |= {t: str(c) if c else None for t, c in zip(claim.subjects, said, strict=True)}
     found = []
-    for trial in sorted(recorded):  # a starved trial no record names: see issue 48's note
-        if causes.get(trial) != recorded.get(trial):
+    for trial in sorted(set(causes.index) | set(recorded)):
+        cause = causes.get(trial)
+        if trial not in recorded:
+            why = f"{where} has starved_by {cause!r} for trial {trial}, and no record names it"
+        elif cause != recorded[trial]:
             why = (
-                f"{where} has starved_by {causes.get(trial)!r} for trial {trial}, "
-                f"the records {recorded.get(trial)!r}"
+                f"{where} has starved_by {cause!r} for trial {trial}, "
+                f"the records {recorded[trial]!r}"
             )
-            found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
+        else:
+            continue
+        found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
     return found
 
 
