@@ -118,7 +118,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     result = Audit(path=path)
     is_experiment = (path / METADATA_FILE).is_file() or any(path.glob("*/params.json"))
     if not is_experiment:
-        result.findings += _report_alone(report_dir or path)
+        result.findings += _report_alone(report_dir or path, result)
         return result
     experiment = load_experiment(path)
     trials = experiment.trials
@@ -166,7 +166,7 @@ def _report(
     return found
 
 
-def _report_alone(folder: Path) -> list[Finding]:
+def _report_alone(folder: Path, result: Audit) -> list[Finding]:
     """A report folder without its experiment: its report against its own trials.csv, and the
     intervals of any other report in it (an ablation's, a benchmark's)."""
     if not any(folder.glob("*.md")):
@@ -175,7 +175,7 @@ def _report_alone(folder: Path) -> list[Finding]:
     if (folder / "trials.csv").is_file():
         found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
     if (folder / "report.md").is_file():
-        found += _claims(folder, None, Audit())
+        found += _claims(folder, None, result)
     for other in sorted(set(folder.glob("*.md")) - {folder / "report.md"}):
         found += check_intervals(other.read_text(), other.name)
     return found
