@@ -68,6 +68,7 @@ __all__ = [
     "margin_clause",
     "pairs_text",
     "points_text",
+    "short_of_steps_text",
     "throughput_ratio",
     "to_remeasure",
     "world_size_of",
@@ -385,17 +386,36 @@ def starved_text(trials: pd.DataFrame) -> str | None:
     starved = trials[kinds == "starved"]
     if starved.empty:
         return None
-    causes = starved.get(STARVED_BY, pd.Series("", index=starved.index)).fillna("")
-    counts = causes.replace("", "unknown").str.replace(r" \(.*\)$", "", regex=True).value_counts()
-    by = ", ".join(
-        f"{n} of unknown cause" if cause == "unknown" else f"{n} by {cause}"
-        for cause, n in counts.items()
-    )
     were = "trials were" if len(starved) > 1 else "trial was"
     return (
-        f"{len(starved)} {were} starved ({by}): ended by the time budget before training the "
-        "images of every other trial, so not used in the answer. Raise the workload's time "
-        "budget (--time-budget-s), or run on a quieter machine."
+        f"{len(starved)} {were} starved ({_by_cause(starved)}): ended by the time budget before "
+        "training the images of every other trial, so not used in the answer. Raise the "
+        "workload's time budget (--time-budget-s), or run on a quieter machine."
+    )
+
+
+def short_of_steps_text(trials: pd.DataFrame) -> str | None:
+    """The trials of another kind whose run also trained fewer steps than its budget holds (a
+    ``starved_by``: an over-budget one can be), each with its kind, or None without any."""
+    short = trials[trials.get(KIND, pd.Series(dtype=str)) != "starved"]
+    if short.empty:
+        return None
+    named = ", ".join(f"`{t}` ({k})" for t, k in zip(short[TRIAL_ID], short[KIND], strict=True))
+    one = len(short) == 1
+    return (
+        f"{'Trial' if one else 'Trials'} {named} also trained fewer steps than "
+        f"{'its' if one else 'their'} budget holds ({_by_cause(short)}), counted by "
+        f"{'its kind' if one else 'their kinds'}."
+    )
+
+
+def _by_cause(trials: pd.DataFrame) -> str:
+    """``1 by machine load, 1 by budget``: the trials counted by their ``starved_by``."""
+    causes = trials.get(STARVED_BY, pd.Series("", index=trials.index)).fillna("")
+    counts = causes.replace("", "unknown").str.replace(r" \(.*\)$", "", regex=True).value_counts()
+    return ", ".join(
+        f"{n} of unknown cause" if cause == "unknown" else f"{n} by {cause}"
+        for cause, n in counts.items()
     )
 
 

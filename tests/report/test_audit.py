@@ -7,6 +7,7 @@ tests/tune/test_tracking.py: a tracked search and its report)."""
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,27 @@ def test_the_check_flag_lists_each_failing_claim_and_exits_1(
     assert lines[0].startswith("interval: report.md: '1.01x [0.66–1.56]': it says separated")
     assert any(line.startswith("claim: claims.json: 'rule_pick ") for line in lines), lines
     assert main(["report", "--check", str(EXAMPLES / "input_space-cpu")]) == 0
+
+
+def test_a_report_alone_without_its_starved_record_fails_naming_each_trial(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """Issue 48: a deleted record went unseen. A report folder alone has no experiment to make
+    its claims again from (with one, every kind is: tests/report/test_report.py); its
+    trials.csv still names each trial cut short (starved_by), and each must be in a record."""
+    report = tmp_path / "vit_space-cpu"
+    shutil.copytree(EXAMPLES / "vit_space-cpu", report)
+    assert main(["report", "--check", str(report)]) == 0  # the untouched copy
+    records = json.loads((report / "claims.json").read_text())
+    [starved] = [r for r in records["claims"] if r["kind"] == "starved"]
+    records["claims"].remove(starved)
+    (report / "claims.json").write_text(json.dumps(records))
+    capsys.readouterr()
+    assert main(["report", "--check", str(report)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    for trial in starved["subjects"]:
+        said = f"claim: claims.json: 'starved {trial}': vit_space-cpu/trials.csv has starved_by"
+        assert any(line.startswith(said) and "no record names it" in line for line in lines)
 
 
 def test_a_phase_states_its_duration_on_the_clock() -> None:

@@ -50,6 +50,7 @@ PROBES = {
     }
 }  # fmt: skip
 LOADED = "machine load (other processes kept 1.9 of 2 cores busy)"
+LOAD = "machine load (other processes kept 1.2 of 2 cores busy while it ran)"
 # (trials, re-measured images/s per trial and round): each a case the answer words differently
 CASES = {
     # two picks: f faster beyond noise, s more accurate beyond noise (a real trade-off)
@@ -69,6 +70,17 @@ CASES = {
             ("b", "ok", 100.0, 0.50, 2000),
             ("c", "starved", 40.0, 0.2, 2000, "budget"),
             ("d", "starved", 30.0, 0.1, 2000, LOADED),
+        ],
+        {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
+    ),
+    # the same, and an over-budget trial machine load also cut short of its steps (its kind
+    # named after the cause: issue 48, an every-kind search's)
+    "cut short": (
+        [
+            ("a", "ok", 130.0, 0.51, 2000),
+            ("b", "ok", 100.0, 0.50, 2000),
+            ("d", "starved", 30.0, 0.1, 2000, LOADED),
+            ("e", "over budget", 50.0, 0.3, 2000, LOAD),
         ],
         {"a": [131.0, 129.0, 130.0, 132.0, 128.0, 130.0], "b": [100.0] * 6},
     ),
@@ -103,10 +115,9 @@ def test_every_record_holds_against_its_data_and_reads_back_as_plain_json(
     records, documents = _records(experiment, tmp_path)
     kinds = {c.kind for c in records}
     assert {"probe", "pick_why", "pick_title"} <= kinds
-    assert ("one_pick" in kinds) == (case == "one pick") and ("picks" in kinds) != (
-        case == "one pick"
-    )
-    assert ("starved" in kinds) == (case == "one pick")
+    one = case in ("one pick", "cut short")
+    assert ("one_pick" in kinds) == one and ("picks" in kinds) != one
+    assert ("starved" in kinds) == one
     assert all(render(c) == c.text for c in records)
     assert json.loads((tmp_path / "claims.json").read_text())  # plain JSON, no pickle
     assert check_claims(records, documents, experiment) == []
@@ -214,6 +225,35 @@ def test_trials_csv_starved_by_is_the_cause_its_record_counts(tmp_path: Path) ->
     trials.loc[trials["trial_id"] == "d", "starved_by"] = "budget"  # the load left unsaid
     [found] = check_starved_by(records, trials, "trials.csv")
     assert found.claim == "starved d" and "'budget' for trial d" in found.why
+
+
+def test_every_trial_cut_short_is_named_by_the_starved_record_and_checked(
+    tmp_path: Path,
+) -> None:
+    """Issue 48: an every-kind search's load-starved trial (an over-budget one) had a
+    starved_by no starved record named, and the auditor compared only the trials the records
+    named. The record names every trial with a starved_by, its kind said where it is not
+    starved; the auditor compares every trial's starved_by with the records."""
+    experiment = _experiment("cut short")
+    records, _ = _records(experiment, tmp_path)
+    [starved] = [c for c in records if c.kind == "starved"]
+    assert starved.subjects == ("d", "e") and starved.words["kinds"] == ["starved", "over budget"]
+    assert starved.text.startswith("1 trial was starved (1 by machine load): ended by")
+    assert starved.text.endswith(
+        "Trial `e` (over budget) also trained fewer steps than its budget holds (1 by machine "
+        "load), counted by its kind."
+    )
+    trials = experiment.trials.copy()
+    assert check_starved_by(records, trials, "trials.csv") == []
+    # the record as it was before: the starved trials only, e unnamed
+    before = dataclasses.replace(
+        starved, subjects=("d",), words={"causes": starved.words["causes"][:1]}
+    ).with_text()
+    [found] = check_starved_by([before], trials, "trials.csv")
+    assert found.claim == "starved e" and "no record names it" in found.why and LOAD in found.why
+    trials.loc[trials["trial_id"] == "b", "starved_by"] = "budget"  # an ok trial said cut short
+    [found] = check_starved_by(records, trials, "trials.csv")
+    assert found.claim == "starved b" and "no record names it" in found.why
 
 
 def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:

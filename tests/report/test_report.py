@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -33,8 +34,9 @@ from tuner.report._effects import (
     plain_loop_gain,
     says_nothing,
 )
+from tuner.report._write import placed_claims
 from tuner.report.audit import CHECKS, audit
-from tuner.report.claims import Claim, read_claims
+from tuner.report.claims import Claim, as_json, read_claims
 from tuner.techniques import settings_text, speed_knobs
 
 SECTIONS = [
@@ -449,6 +451,36 @@ def test_each_claim_kind_of_the_smoke_report_fails_report_check_when_tampered(
             kind,
             lines,
         )
+
+
+def test_a_deleted_record_of_each_kind_fails_report_check_naming_it(
+    smoke_experiment: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48: the report writes the records of the claims it places and the auditor checked
+    the records present, so a deleted one went unseen. ``report --check`` makes the report's
+    claims again in memory (the same claims, placed by the same sections) and names each one
+    claims.json lacks, and each record of a claim the report does not make. One record of each
+    kind deleted, and one record added, in one copy (one check: each is its own line)."""
+    experiment = load_experiment(smoke_experiment)
+    made = placed_claims(experiment, decide(experiment))
+    unsaid = next(c for key, c in made.all.items() if key not in made.placed)
+    # (the rule picks: pick_why is made, the rule's sentence says why instead)
+    copy = tmp_path / "tampered"
+    shutil.copytree(report, copy)
+    records = json.loads((copy / CLAIMS_FILE).read_text())
+    deleted = _claim_kinds(report)
+    for kind in deleted:
+        records["claims"].remove(next(r for r in records["claims"] if r["kind"] == kind))
+    records["claims"].append(as_json(dataclasses.asdict(unsaid)))
+    (copy / CLAIMS_FILE).write_text(json.dumps(records))
+    assert main(["report", "--check", str(smoke_experiment), "--out", str(copy)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    for claim, why in [
+        *((c, "has no record of it") for c in deleted.values()),
+        (unsaid, "the report does not make it"),
+    ]:
+        said = f"claim: claims.json: {claim.name()!r}"[:100]  # a long claim is cut in the line
+        assert any(line.startswith(said) and why in line for line in lines), (claim.kind, lines)
 
 
 @pytest.mark.parametrize("check", CHECKS)

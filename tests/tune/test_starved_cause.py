@@ -51,3 +51,14 @@ def test_unprobed_trial_goes_by_the_speed_it_trained() -> None:
     assert cause.startswith("budget (at the speed it trained")
     # Its own steps would have held its 50 steps (slow warm-up ate the budget): no cause claimed.
     assert _trial(None)._starved_by(_ended(40, 0.1)).startswith("unknown")
+
+
+def test_a_run_the_feasibility_check_stopped_names_no_cause() -> None:
+    """Issue 48: an every-kind search's over-budget trial (stopped by the feasibility check
+    after its first steps) had starved_by "machine load (...)" on a busy machine: the memory
+    check cut it, not its time, and its kind (over budget) says so."""
+    run = _trial(2000.0)
+    run.rejected = True
+    assert run._starved_by(_ended(7, 0.3)) == ""
+    run.rejected = False  # the same steps cut by the time: a cause
+    assert run._starved_by(_ended(7, 0.3)) == "machine load"

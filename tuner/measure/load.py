@@ -2,19 +2,24 @@
 something of ours ran (a trial, the re-measurement).
 
 Measured, not guessed: the whole machine's busy CPU seconds (``psutil.cpu_times``: user,
-system, nice, irq...) less those of our own process tree, over the wall time between two
-samples. A CPU hog on one core reads about 1.0; a quiet machine about 0.0-0.1 (Ray's own
-processes count as other work: they are small). The load average (``os.getloadavg``) would
-count our own threads too, and smooth over a minute that may not be ours.
+system, nice, irq...) less those of the search's own process tree, over the wall time between
+two samples. The search's tree (:func:`search_root`) is its driver's, when the driver started
+this node's Ray: the other trials of the same search, its probe cache and Ray's own processes
+are the search's own work, planned beside the trial (each trial has its CPU share), not load
+from elsewhere. A CPU hog on one core reads about 1.0; a quiet machine about 0.0-0.1. The load
+average (``os.getloadavg``) would count our own threads too, and smooth over a minute that may
+not be ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["LOADED_CORES", "LoadMeter", "load_text"]
+__all__ = ["LOADED_CORES", "LoadMeter", "load_text", "search_root"]
 
 # Other work keeping half a core busy on average is load a trial's speed feels (a 2-core CPU
 # trial beside it loses up to a quarter of its cores): below that, "machine load" is not said.
@@ -28,20 +33,56 @@ def _busy_s() -> float:
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
-def _own_s() -> float:
-    """CPU seconds of this process and its live descendants (a data loader's workers)."""
+def _tree_s(root: int) -> float:
+    """CPU seconds of the process ``root`` and its descendants: the live ones', and those of
+    the ended ones each reaped (a data loader's workers, an ended trial's process)."""
     import psutil
 
-    me = psutil.Process()
+    try:
+        top = psutil.Process(root)
+        tree = [top, *top.children(recursive=True)]
+    except psutil.Error:  # ended meanwhile: nothing of it left to count
+        return 0.0
     total = 0.0
-    for process in (me, *me.children(recursive=True)):
+    for process in tree:
         try:
             used = process.cpu_times()
         except psutil.Error:  # ended meanwhile
             continue
-        total += used.user + used.system
-    ended = me.cpu_times()  # children already reaped: counted in the parent's children_* times
-    return total + ended.children_user + ended.children_system
+        total += used.user + used.system + used.children_user + used.children_system
+    return total
+
+
+# Ray's process on each node: every Ray worker's (a trial's) parent.
+RAYLET = "raylet"
+
+
+def search_root() -> int:
+    """The PID whose process tree is this search's own work: under Ray, the driver that started
+    this node's Ray (the raylet's parent: a Python process), else the raylet (a node that
+    ``ray start`` started, its parent gone); outside Ray, this process."""
+    import psutil
+
+    me = psutil.Process()
+    try:
+        parents = me.parents()
+    except psutil.Error:
+        return me.pid
+    for i, process in enumerate(parents):
+        with contextlib.suppress(psutil.Error):
+            if process.name() == RAYLET:
+                above = parents[i + 1] if i + 1 < len(parents) else None
+                return above.pid if above is not None and _is_python(above) else process.pid
+    return me.pid
+
+
+def _is_python(process: Any) -> bool:
+    import psutil
+
+    try:
+        return "python" in os.path.basename(process.exe()).lower()
+    except psutil.Error:  # init, another user's: not a driver of ours
+        return False
 
 
 @dataclass
@@ -51,10 +92,13 @@ class LoadMeter:
     wall: float = 0.0
     busy: float = 0.0
     own: float = 0.0
+    root: int = 0  # the process whose tree is ours (search_root)
 
     @classmethod
-    def start(cls) -> LoadMeter:
-        return cls(time.monotonic(), _busy_s(), _own_s())
+    def start(cls, root: int | None = None) -> LoadMeter:
+        """Start measuring; ``root``: whose process tree is ours (default :func:`search_root`)."""
+        root = search_root() if root is None else root
+        return cls(time.monotonic(), _busy_s(), _tree_s(root), root)
 
     def other_cores(self) -> float | None:
         """Cores other processes kept busy on average since :meth:`start` (None: under a
@@ -62,7 +106,7 @@ class LoadMeter:
         wall = time.monotonic() - self.wall
         if wall < 1.0:
             return None
-        other = (_busy_s() - self.busy) - (_own_s() - self.own)
+        other = (_busy_s() - self.busy) - (_tree_s(self.root) - self.own)
         return max(0.0, other / wall)
 
 

@@ -21,11 +21,12 @@ import pandas as pd
 from tuner.answer import Answer, decide
 from tuner.compare import PLAIN_LOADER
 from tuner.decision import accuracy_test, throughput_ratio
-from tuner.experiment import CLAIMS_FILE, REPORT_FILE, Experiment
+from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._build_claims import claims_for
 from tuner.report._effects import controlled_effects, plain_loop_gain
+from tuner.report._write import placed_claims
 from tuner.report.claims import (
     CELL_KINDS,
     RENDERERS,
@@ -43,6 +44,7 @@ __all__ = [
     "CLAIM",
     "CONSOLE_KINDS",
     "check_claims",
+    "check_claims_kept",
     "check_console_claims",
     "check_starved_by",
     "check_verdict_words",
@@ -95,6 +97,31 @@ def check_claims(
     return found
 
 
+def check_claims_kept(claims: list[Claim], experiment: Experiment) -> list[Finding]:
+    """claims.json holds a record of every claim the report makes, and no other: the report's
+    claims made again in memory from the experiment (the same claims and the same sections that
+    place them as :func:`tuner.report._write.write_report`), compared by kind and subjects (a
+    deleted record, or one of a claim the report does not make, is found naming it)."""
+    made = placed_claims(experiment, decide(experiment))
+    recorded = {claim.key for claim in claims}
+    found = [
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), f"the report makes it ({_cut(claim.text)!r}), "
+                f"{CLAIMS_FILE} has no record of it")
+        for key, claim in made.placed.items()
+        if key not in recorded
+    ]  # fmt: skip
+    found += [  # one the data gives no claim of at all: check_claims says so
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), "the data gives it, the report does not make it")
+        for claim in claims
+        if claim.key in made.all and claim.key not in made.placed
+    ]
+    return found
+
+
+def _cut(text: str, most: int = 80) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 # An interval the interval check (check_intervals) judges by the one rule, e.g. "1.22x [1.09–1.37]"
 # or "5.2 points [-7.4–17.7]", with no sentence end between it and the verdict after it.
 _BESIDE_INTERVAL = re.compile(r"\[[-−]?[\d.,]+–[-−]?[\d.,]+\](?:(?!\. |;)[^\n])*$")
@@ -138,25 +165,32 @@ def _checked_regions(markdown: str) -> list[str]:
 
 
 def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
-    """trials.csv's ``starved_by`` of each starved trial is the cause its record counts."""
+    """Every trial's ``starved_by`` in trials.csv (a run cut short of its steps: a starved
+    trial, or one of another kind, over budget say) is the cause a starved record gives it, and
+    every trial a record names has that cause there."""
     rows = trials.set_index(trials[TRIAL_ID].astype(str))
     causes = rows[STARVED_BY].dropna().astype(str) if STARVED_BY in rows else pd.Series()
-    causes = causes[causes != ""]  # a trial that was not starved: no cause
-    recorded: dict[str, str] = {}
+    causes = causes[causes != ""]  # a trial that was not cut short: no cause
+    recorded: dict[str, str | None] = {}
     for claim in (c for c in claims if c.kind == "starved"):
         said = claim.words.get("causes", [])
         if len(said) != len(claim.subjects):
             why = f"it names {len(claim.subjects)} trial(s) and {len(said)} cause(s)"
             return [Finding(CLAIM, CLAIMS_FILE, claim.name(), why)]
-        recorded |= dict(zip(claim.subjects, map(str, said), strict=True))
+        recorded |= {t: str(c) if c else None for t, c in zip(claim.subjects, said, strict=True)}
     found = []
-    for trial in sorted(recorded):  # a starved trial no record names: see issue 48's note
-        if causes.get(trial) != recorded.get(trial):
+    for trial in sorted(set(causes.index) | set(recorded)):
+        cause = causes.get(trial)
+        if trial not in recorded:
+            why = f"{where} has starved_by {cause!r} for trial {trial}, and no record names it"
+        elif cause != recorded[trial]:
             why = (
-                f"{where} has starved_by {causes.get(trial)!r} for trial {trial}, "
-                f"the records {recorded.get(trial)!r}"
+                f"{where} has starved_by {cause!r} for trial {trial}, "
+                f"the records {recorded[trial]!r}"
             )
-            found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
+        else:
+            continue
+        found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
     return found
 
 
@@ -323,7 +357,7 @@ def _same(built: tuple[Measure, ...], recorded: tuple[Measure, ...]) -> bool:
 def report_documents(report_dir: Path) -> dict[str, str]:
     """The documents the records' words are checked in: report.md (always), report.html."""
     documents = {REPORT_FILE: (report_dir / REPORT_FILE).read_text()}
-    page = report_dir / "report.html"
+    page = report_dir / REPORT_HTML_FILE
     if page.is_file():
-        documents["report.html"] = page.read_text()
+        documents[REPORT_HTML_FILE] = page.read_text()
     return documents

@@ -43,6 +43,7 @@ __all__ = [
     "pick_rows",
     "probe_claim",
     "sentence_text",
+    "short_trials",
     "starved_said",
 ]
 
@@ -52,10 +53,18 @@ __all__ = [
 
 def starved_said(trials: pd.DataFrame, claims: Claims) -> str:
     """The starved trials' line: its claim's words ("" without any)."""
-    if KIND not in trials:
-        return ""
-    ids = trials.loc[trials[KIND] == "starved", TRIAL_ID].astype(str)
+    ids = short_trials(trials)[TRIAL_ID].astype(str)
     return claims.text("starved", *ids) if len(ids) else ""
+
+
+def short_trials(trials: pd.DataFrame | None) -> pd.DataFrame:
+    """The trials the starved claim names: every starved one, and every other whose run also
+    trained fewer steps than its budget holds (a ``starved_by``: machine load can cut an
+    over-budget trial short too), in the table's order."""
+    if trials is None or KIND not in trials:
+        return pd.DataFrame(columns=[TRIAL_ID, KIND, STARVED_BY])
+    cause = trials[STARVED_BY].fillna("").astype(str) if STARVED_BY in trials else ""
+    return trials[(trials[KIND] == "starved") | (cause != "")]
 
 
 def sentence_text(answer: Answer, claims: Claims) -> str:
@@ -160,15 +169,17 @@ def _arm_row(rows: pd.DataFrame, arm: str) -> pd.Series:
 
 
 def _starved(trials: pd.DataFrame | None) -> list[Claim]:
-    """The starved trials and what cut each short (its ``starved_by``, None: unknown)."""
-    if trials is None or KIND not in trials:
+    """The trials cut short of their steps (:func:`short_trials`) and what cut each (its
+    ``starved_by``, None: unknown); each one's kind where one is not starved."""
+    short = short_trials(trials)
+    if short.empty:
         return []
-    starved = trials[trials[KIND] == "starved"]
-    if starved.empty:
-        return []
-    causes = starved.get(STARVED_BY, pd.Series(None, index=starved.index, dtype=object))
-    words = {"causes": [None if pd.isna(c) else str(c) for c in causes]}
-    return [Claim("starved", tuple(starved[TRIAL_ID].astype(str)), (), words)]
+    causes = short.get(STARVED_BY, pd.Series(None, index=short.index, dtype=object))
+    words: dict[str, Any] = {"causes": [None if pd.isna(c) else str(c) for c in causes]}
+    kinds = [str(k) for k in short[KIND]]
+    if any(k != "starved" for k in kinds):  # else absent: records written before it hold
+        words["kinds"] = kinds
+    return [Claim("starved", tuple(short[TRIAL_ID].astype(str)), (), words)]
 
 
 def effect_claim(row: pd.Series) -> Claim:

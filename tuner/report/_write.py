@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
 from tuner.units import MIB, as_number, duration_text, format_bytes
 
-__all__ = ["write_report"]
+__all__ = ["placed_claims", "write_report"]
 
 
 def write_report(
@@ -88,15 +89,10 @@ def write_report(
     table = with_time_to_target(experiment.trials, answer.trials)
     write_trials_csv(table, out_dir / "trials.csv")
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
-    effects = _effects.controlled_effects(experiment.effects)
     progress = progress_of(experiment)
     claims = claims_for(experiment, answer)
     sections = [
-        answer_section(experiment, answer, effects, progress, out_dir, claims),
-        _front(experiment, answer, out_dir, claims),
-        _techniques(experiment, answer, effects, progress, out_dir, claims),
-        *filter(None, [input_section(answer.recommended, effects, claims)]),
-        speed_section(experiment, claims),
+        *_claim_sections(experiment, answer, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer),
@@ -112,10 +108,37 @@ def write_report(
     return out_dir
 
 
+def _claim_sections(
+    experiment: Experiment, answer: Answer, out_dir: Path, claims: Claims, *, plots: bool = True
+) -> list[Section]:
+    """Sections 1-5, the ones that say claims (each ``claims.text`` call places one: what
+    claims.json keeps), in the report's order; ``plots``: draw theirs (no plot places a claim)."""
+    effects = _effects.controlled_effects(experiment.effects)
+    progress = progress_of(experiment)
+    return [
+        answer_section(experiment, answer, effects, progress, out_dir, claims),
+        _front(experiment, answer, out_dir if plots else None, claims),
+        _techniques(experiment, answer, effects, progress, out_dir if plots else None, claims),
+        *filter(None, [input_section(answer.recommended, effects, claims)]),
+        speed_section(experiment, claims),
+    ]
+
+
+def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
+    """The claims :func:`write_report` places (what it writes to claims.json), made in memory
+    by the same sections (the auditor's: a record claims.json lacks is found), with no plot
+    drawn. Their files (the recommended configs) go to a scratch folder, removed after."""
+    claims = claims_for(experiment, answer)
+    with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
+        _claim_sections(experiment, answer, Path(scratch), claims, plots=False)
+    return claims
+
+
 # ---- 2. the front ----------------------------------------------------------------------------
 
 
-def _front(experiment: Experiment, answer: Answer, out: Path, claims: Claims) -> Section:
+def _front(experiment: Experiment, answer: Answer, out: Path | None, claims: Claims) -> Section:
+    """Section 2 (``out`` None: its plot not drawn)."""
     trials, front = answer.trials, answer.front
     blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
     if not front.empty:
@@ -131,7 +154,7 @@ def _front(experiment: Experiment, answer: Answer, out: Path, claims: Claims) ->
             f"throughput vs accuracy, judged on {source}. {sentence_text(answer, claims)}",
             Table(_front_table(experiment, front), "Pareto front"),
         ]
-    if trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
+    if out is not None and trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
         blocks.append(_plots.pareto_plot(trials, front, answer.objectives, out / "pareto.png"))
     return Section("Pareto front", blocks, anchor="front")
 
@@ -166,9 +189,10 @@ def _techniques(
     answer: Answer,
     effects: pd.DataFrame,
     progress: Progress,
-    out: Path,
+    out: Path | None,
     claims: Claims,
 ) -> Section:
+    """Section 3 (``out`` None: its plot not drawn)."""
     title = "What each technique does for the recommended config"
     if effects.empty:
         why = progress.not_run.get(EFFECTS_STEP, f"not run ({EFFECTS_FILE} has no rows)")
@@ -190,7 +214,7 @@ def _techniques(
         "and the norm layers do, and the search's trials show their accuracy.",
         _reference_note(answer),
         Table(_effects.effects_table(effects, _verdicts(effects, claims)), "One change at a time"),
-        _plots.effects_plot(effects, out / "effects.png"),
+        _plots.effects_plot(effects, out / "effects.png") if out is not None else None,
         *_left_out(left),
     ]
     return Section(title, [block for block in blocks if block], anchor="techniques")

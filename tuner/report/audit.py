@@ -17,7 +17,8 @@ folders, the MLflow store the search was told, W&B offline runs), and checks:
 - ``unmeasured``: no value that was not measured;
 - ``claim``: every record of claims.json (:mod:`tuner.report.claims`) against the data it
   rests on (built again from the experiment, each interval recomputed by the one rule), its
-  words its renderer's, said in report.md and report.html;
+  words its renderer's, said in report.md and report.html; a record of every claim the report
+  makes (made again in memory: a deleted record is named) and of every trial cut short;
 - ``target``: every trial's time to target in trials.csv against its own accuracy curve and the
   answer (the target, images to target, the stopwatch's and the estimated seconds).
 
@@ -50,6 +51,7 @@ from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.report._audit_claims import (
     CLAIM,
     check_claims,
+    check_claims_kept,
     check_console_claims,
     check_starved_by,
     check_verdict_words,
@@ -118,7 +120,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     result = Audit(path=path)
     is_experiment = (path / METADATA_FILE).is_file() or any(path.glob("*/params.json"))
     if not is_experiment:
-        result.findings += _report_alone(report_dir or path)
+        result.findings += _report_alone(report_dir or path, result)
         return result
     experiment = load_experiment(path)
     trials = experiment.trials
@@ -166,7 +168,7 @@ def _report(
     return found
 
 
-def _report_alone(folder: Path) -> list[Finding]:
+def _report_alone(folder: Path, result: Audit) -> list[Finding]:
     """A report folder without its experiment: its report against its own trials.csv, and the
     intervals of any other report in it (an ablation's, a benchmark's)."""
     if not any(folder.glob("*.md")):
@@ -175,7 +177,7 @@ def _report_alone(folder: Path) -> list[Finding]:
     if (folder / "trials.csv").is_file():
         found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
     if (folder / REPORT_FILE).is_file():
-        found += _claims(folder, None, Audit())
+        found += _claims(folder, None, result)
     for other in sorted(set(folder.glob("*.md")) - {folder / REPORT_FILE}):
         found += check_intervals(other.read_text(), other.name)
     return found
@@ -188,6 +190,13 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
     if claims is None:
         result.notes.append(f"{report_dir.name}: no {CLAIMS_FILE}: its words checked alone")
         return []
+    if experiment is not None:
+        found += check_claims_kept(claims, experiment)
+    else:  # nothing to make the claims again from: what is missing is found by its words
+        result.notes.append(
+            f"{report_dir.name}: a report alone: its {CLAIMS_FILE} records checked as written "
+            "(a record it lacks is found with its experiment, and by trials.csv's starved_by)"
+        )
     documents = report_documents(report_dir)
     found += check_verdict_words(documents[REPORT_FILE], claims)
     if (report_dir / "trials.csv").is_file():

@@ -29,10 +29,11 @@ from tuner.answer import (
     pairs_text,
     picks_sentence,
     points_text,
+    short_of_steps_text,
     starved_text,
 )
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
-from tuner.record import KIND, STARVED_BY
+from tuner.record import KIND, STARVED_BY, TRIAL_ID
 from tuner.report import _effects
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
@@ -374,10 +375,15 @@ def _effects_say_nothing(claim: Claim) -> str:
 
 
 def _starved(claim: Claim) -> str:
-    """The starved trials counted by what cut them short (each its ``starved_by``)."""
+    """The starved trials counted by what cut them short (each its ``starved_by``), then the
+    trials of another kind whose run also ran short of its steps (``kinds``: each subject's;
+    absent, every one is starved)."""
     causes = list(claim.words["causes"])
-    trials = pd.DataFrame({KIND: ["starved"] * len(causes), STARVED_BY: causes}, dtype=object)
-    return starved_text(trials) or ""
+    kinds = list(claim.words.get("kinds") or ["starved"] * len(causes))
+    trials = pd.DataFrame(
+        {TRIAL_ID: list(claim.subjects), KIND: kinds, STARVED_BY: causes}, dtype=object
+    )
+    return " ".join(filter(None, [starved_text(trials), short_of_steps_text(trials)]))
 
 
 def _loader_gain(claim: Claim) -> str:

@@ -274,9 +274,10 @@ class _TrialRun:
         not): machine load when other processes kept at least :data:`LOADED_CORES` busy while
         it ran (measured: its probes ran under that load too, so they cannot clear it), else
         its time budget holds fewer steps even at its probes' speed (budget), or its steps ran
-        slower than that (machine load)."""
+        slower than that (machine load). A run the feasibility check stopped (over the memory
+        budget) was cut by that, not by its time: no cause here (its kind says why)."""
         planned = result.planned_steps
-        if result.status != "ok" or planned is None or result.steps >= planned:
+        if result.status != "ok" or planned is None or result.steps >= planned or self.rejected:
             return ""
         load = self.machine_load_cores
         if load is not None and load >= LOADED_CORES:
