@@ -14,6 +14,7 @@ throughput interval: "not re-measured", never a tie.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -395,18 +396,30 @@ def starved_text(trials: pd.DataFrame) -> str | None:
 
 
 def short_of_steps_text(trials: pd.DataFrame) -> str | None:
-    """The trials of another kind whose run also trained fewer steps than its budget holds (a
-    ``starved_by``: an over-budget one can be), each with its kind, or None without any."""
+    """The trials of another kind whose run was cut short of its planned steps too (a
+    ``starved_by``: machine load can cut an over-budget one short), each with its kind and what
+    cut it short, or None without any."""
     short = trials[trials.get(KIND, pd.Series(dtype=str)) != "starved"]
     if short.empty:
         return None
-    named = ", ".join(f"`{t}` ({k})" for t, k in zip(short[TRIAL_ID], short[KIND], strict=True))
-    one = len(short) == 1
-    return (
-        f"{'Trial' if one else 'Trials'} {named} also trained fewer steps than "
-        f"{'its' if one else 'their'} budget holds ({_by_cause(short)}), counted by "
-        f"{'its kind' if one else 'their kinds'}."
+    causes = short.get(STARVED_BY, pd.Series("", index=short.index)).fillna("").astype(str)
+    cut = [_cut_by(c) for c in causes]
+    if len(short) == 1:
+        trial, kind = short[TRIAL_ID].iloc[0], short[KIND].iloc[0]
+        return (
+            f"Trial `{trial}` was cut short of its planned steps {cut[0]}; it counts as {kind}, "
+            "not as starved."
+        )
+    named = ", ".join(
+        f"`{t}` ({k}, {c})" for t, k, c in zip(short[TRIAL_ID], short[KIND], cut, strict=True)
     )
+    return f"Trials {named} were cut short of their planned steps; each counts as its kind."
+
+
+def _cut_by(cause: str) -> str:
+    """``by machine load``: a ``starved_by`` without its figures (trials.csv holds them)."""
+    named = re.sub(r" \(.*\)$", "", cause)
+    return f"by {named}" if named else "of unknown cause"
 
 
 def _by_cause(trials: pd.DataFrame) -> str:

@@ -197,7 +197,9 @@ SPEED_PROBE_WAIT_S = _search_key(
 STARVED_BY = _search_key(
     "starved_by",
     TEXT,
-    "what cut a starved trial short of its budget's planned_steps: machine load (other "
+    "what cut a trial's run short of its budget's planned_steps (a starved trial; machine load "
+    "can cut one of another kind short too, but not one the feasibility check stopped): "
+    "machine load (other "
     "processes kept at least half a core busy on average while it ran, measured: "
     "machine_load_cores; or its steps ran slower than its probes'), budget (its time budget "
     "holds fewer steps even at the speed its probes measured, or, unprobed, at the speed it "

@@ -240,8 +240,8 @@ def test_every_trial_cut_short_is_named_by_the_starved_record_and_checked(
     assert starved.subjects == ("d", "e") and starved.words["kinds"] == ["starved", "over budget"]
     assert starved.text.startswith("1 trial was starved (1 by machine load): ended by")
     assert starved.text.endswith(
-        "Trial `e` (over budget) also trained fewer steps than its budget holds (1 by machine "
-        "load), counted by its kind."
+        "Trial `e` was cut short of its planned steps by machine load; it counts as over "
+        "budget, not as starved."
     )
     trials = experiment.trials.copy()
     assert check_starved_by(records, trials, "trials.csv") == []
@@ -254,6 +254,18 @@ def test_every_trial_cut_short_is_named_by_the_starved_record_and_checked(
     trials.loc[trials["trial_id"] == "b", "starved_by"] = "budget"  # an ok trial said cut short
     [found] = check_starved_by(records, trials, "trials.csv")
     assert found.claim == "starved b" and "no record names it" in found.why
+
+
+def test_a_run_the_feasibility_check_stopped_is_not_said_cut_short(tmp_path: Path) -> None:
+    """An experiment written before the feasibility rule gave its over-budget trial (stopped by
+    the memory check after its first steps) a machine-load starved_by: the report does not say
+    it was cut short, and its trials.csv does not fail the check for it."""
+    experiment = _experiment("cut short")
+    experiment.trials["phase"] = ["train", "train", "train", "feasibility"]
+    records, _ = _records(experiment, tmp_path)
+    [starved] = [c for c in records if c.kind == "starved"]
+    assert starved.subjects == ("d",) and "cut short" not in starved.text
+    assert check_starved_by(records, experiment.trials, "trials.csv") == []
 
 
 def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> None:

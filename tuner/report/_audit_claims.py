@@ -24,7 +24,7 @@ from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
-from tuner.report._build_claims import claims_for
+from tuner.report._build_claims import claims_for, short_trials
 from tuner.report._effects import controlled_effects, plain_loop_gain
 from tuner.report._write import placed_claims
 from tuner.report.claims import (
@@ -168,7 +168,8 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
     """Every trial's ``starved_by`` in trials.csv (a run cut short of its steps: a starved
     trial, or one of another kind, over budget say) is the cause a starved record gives it, and
     every trial a record names has that cause there."""
-    rows = trials.set_index(trials[TRIAL_ID].astype(str))
+    short = short_trials(trials)  # a run the feasibility check stopped was not cut short
+    rows = short.set_index(short[TRIAL_ID].astype(str))
     causes = rows[STARVED_BY].dropna().astype(str) if STARVED_BY in rows else pd.Series()
     causes = causes[causes != ""]  # a trial that was not cut short: no cause
     recorded: dict[str, str | None] = {}

@@ -20,6 +20,7 @@ from tuner.measure import measured_text
 from tuner.record import (
     IMAGES_TO_TARGET,
     KIND,
+    PHASE,
     STARVED_BY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
@@ -60,11 +61,15 @@ def starved_said(trials: pd.DataFrame, claims: Claims) -> str:
 def short_trials(trials: pd.DataFrame | None) -> pd.DataFrame:
     """The trials the starved claim names: every starved one, and every other whose run also
     trained fewer steps than its budget holds (a ``starved_by``: machine load can cut an
-    over-budget trial short too), in the table's order."""
+    over-budget trial short too), in the table's order. A run the feasibility check stopped
+    (over the memory budget after its first steps) was not cut short: experiments written
+    before that rule gave one a ``starved_by``, not said here."""
     if trials is None or KIND not in trials:
         return pd.DataFrame(columns=[TRIAL_ID, KIND, STARVED_BY])
     cause = trials[STARVED_BY].fillna("").astype(str) if STARVED_BY in trials else ""
-    return trials[(trials[KIND] == "starved") | (cause != "")]
+    phase = trials[PHASE] if PHASE in trials else pd.Series("", index=trials.index)
+    stopped = phase.astype(str) == "feasibility"
+    return trials[(trials[KIND] == "starved") | ((cause != "") & ~stopped)]
 
 
 def sentence_text(answer: Answer, claims: Claims) -> str:
