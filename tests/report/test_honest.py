@@ -240,6 +240,18 @@ def test_a_value_tried_and_errored_is_not_called_untried() -> None:
     }
 
 
+def test_a_search_with_no_trial_row_names_every_value_not_tried() -> None:
+    """A folder whose trials were not written (a GPU rehearsal's half-kept experiment) has the
+    study's param columns and no row: the report ended in KeyError 'param_norm'."""
+
+    class Choices:
+        choices = ("batch", "group")
+
+    trials = pd.DataFrame({"status": [], "param_norm": [], "kind": []})
+    found = not_tried(trials, ["norm"], {"norm": Choices()})
+    assert found == {"not tried": ["norm=batch", "norm=group"]}
+
+
 def test_values_no_trial_ran_ok_with_are_named_with_their_kinds_not_the_engine_status() -> None:
     """Issue 39: a diverged variant was called errored, and the over-budget and incomplete ones
     (their engine status ok) were left out."""

@@ -151,7 +151,7 @@ def not_tried(
     word: ``variant=blowup (diverged)``), never the engine's status."""
     found: dict[str, list[str]] = {"not tried": [], TRIED_NOT_OK: []}
     kinds = trials[KIND].astype(str)
-    done = trials[kinds.map(is_candidate)]
+    done = trials[kinds.map(is_candidate).astype(bool)]  # bool even with no trial (no row)
     for name, distribution in distributions.items():
         choices = getattr(distribution, "choices", None)
         column = f"param_{name}"
