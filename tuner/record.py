@@ -209,8 +209,9 @@ MACHINE_LOAD_CORES = _search_key(
     "machine_load_cores",
     NUMBER,
     "cores other processes kept busy on average while the trial ran (the machine's busy CPU "
-    "time less the search's own process tree's, its driver's: the other trials of the same "
-    "search are its own work; over its wall time: tuner.measure.load)",
+    "time less the search's own process tree's, its driver's when the driver started Ray, else "
+    "the raylet's (every Ray job on that node): the other trials of the same search are its "
+    "own work; over its wall time: tuner.measure.load)",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",
