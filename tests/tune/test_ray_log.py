@@ -21,7 +21,7 @@ _SCRIPT = textwrap.dedent(
     """
     import logging, os, sys, threading
     from pathlib import Path
-    import ray.tune  # Ray's loggers, with their console handlers
+    import ray.tune  # Ray's loggers, with their console handlers (ray.init keeps them: cluster.py)
     from tuner.tune.ray_log import ray_lines_to_file
 
     def ray_thread():
@@ -38,7 +38,6 @@ _SCRIPT = textwrap.dedent(
             "The `process_trial_result` operation took 0.999 s, which may be a performance "
             "bottleneck."
         )
-        logging.getLogger("ray").handlers.clear()  # as ray.init leaves it
         logging.getLogger("ray._private.authentication.authentication_token_setup").warning(
             "Token authentication is enabled for this Ray cluster."
         )

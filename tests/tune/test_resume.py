@@ -142,17 +142,23 @@ def test_losing_the_raylet_is_one_line_with_the_command_that_resumes(tmp_path: P
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     killed = 0
+    seen: list[str] = []
     try:
         assert driver.stdout is not None
         for line in driver.stdout:  # a trial is running: kill this node's raylet under it
+            seen.append(line)
             match = PROGRESS_LINE.match(line)
             if match and match["event"] == "start":
                 killed = _kill_raylet(driver.pid)
                 break
-        _, stderr = driver.communicate(timeout=TIMEOUT_S)
+        stdout, stderr = driver.communicate(timeout=TIMEOUT_S)
     finally:
         driver.kill()
     assert killed and driver.returncode == 1, stderr[-3000:]
+    # Ray's own lines (the raylet's paragraph, ray.init's token warning) go to ray.log, not here
+    console = "".join(seen) + stdout + stderr
+    assert "(raylet)" not in console and "Token authentication" not in console, console
+    assert console.count(str(exp / "ray.log")) == 1  # named once
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("error: The search lost Ray's raylet on this node (127.0.0.1:")
     assert f"the trials that finished are saved in {exp}." in last

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import ray
 from ray._private import ray_constants, services, worker
@@ -33,6 +34,7 @@ __all__ = [
     "canonical_gcs_address",
     "dashboard_missing",
     "driver_node",
+    "driver_prints_to",
     "experiment_trials",
     "fit_keeping_handlers",
     "init_keeping_sigterm",
@@ -102,9 +104,43 @@ def experiment_trials(results: Any) -> list[Any]:
 # The driver's threads that print what Ray's processes send it (``ray._private.worker.connect``
 # names them): the raylet's error messages ("A worker died ...") and, with ``log_to_driver``,
 # the workers' output. ``log_to_driver=False`` would keep the workers' lines off the driver, but
-# nothing public routes the raylet's error messages, which ``print`` to ``sys.stdout``; and the
-# experiment's ray.log keeps both (tuner.tune.ray_log).
+# also out of the experiment's ray.log; nothing public routes the raylet's error messages,
+# which ``print`` to ``sys.stdout`` (``listen_error_messages``), and no logger carries either.
 DRIVER_PRINT_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"})
+
+
+@contextlib.contextmanager
+def driver_prints_to(log: TextIO) -> Iterator[None]:
+    """Within the block, what Ray's driver threads (:data:`DRIVER_PRINT_THREADS`) print goes to
+    ``log``, every other thread's to the console as before: they print to whatever
+    ``sys.stdout``/``sys.stderr`` is, so both are swapped for the block and put back after."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ByThread(sys.stdout, log), _ByThread(sys.stderr, log)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+class _ByThread:
+    """A console stream whose writes from Ray's printing threads go to ``log`` instead."""
+
+    def __init__(self, console: TextIO, log: TextIO) -> None:
+        self._console = console
+        self._log = log
+
+    def write(self, text: str) -> int:
+        if threading.current_thread().name in DRIVER_PRINT_THREADS:
+            self._log.write(text)
+            self._log.flush()
+            return len(text)
+        return self._console.write(text)
+
+    def flush(self) -> None:
+        self._console.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding: the console's
+        return getattr(self._console, name)
 
 
 # The SIGINT handler Tune installs for a running fit (nested in ``ray.tune.tune``).

@@ -225,7 +225,7 @@ def _start_local(
             num_gpus=num_gpus,
             include_dashboard=dashboard,
             dashboard_host=LOCALHOST,
-            configure_logging=False,
+            configure_logging=True,  # keeps the ray logger's handlers (tuner.tune.ray_log)
             runtime_env=runtime_env,
         )
     info = _cluster_info(is_local=True)
@@ -267,7 +267,7 @@ def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> Cluster
     _check_reachable(gcs_address)
     _check_token(gcs_address)
     try:
-        _init(address=gcs_address, configure_logging=False, runtime_env=runtime_env)
+        _init(address=gcs_address, runtime_env=runtime_env)  # Ray's logging kept: ray_log
     except Exception as exc:  # Ray raises several types for one cause; all mean "not joined".
         raise _unreachable(address, exc) from None
     info = _cluster_info(is_local=False)
