@@ -21,6 +21,7 @@ from tuner.experiment import Experiment
 from tuner.report._audit_claims import (
     check_claims,
     check_console_claims,
+    check_counts_record,
     check_starved_by,
     check_verdict_words,
 )
@@ -142,6 +143,10 @@ def _lie(claim: Claim) -> Claim:
     elif "name" in claim.words:  # a rule: one the report does not have, said reversed
         text = claim.text.replace("faster", "slower")
         return dataclasses.replace(claim, words={"name": "no such rule"}, text=text)
+    elif "counts" in claim.words:  # the counts: one more trial of the first kind, and in all
+        first = claim.subjects[0]
+        counts = {**claim.words["counts"], first: claim.words["counts"][first] + 1}
+        words = {"counts": counts, "total": claim.words["total"] + 1}
     elif "causes" in claim.words:  # the starved: each said cut short by the budget
         words = {"causes": ["budget"] * len(claim.words["causes"])}
     elif "how" in claim.words:  # the target: another accuracy, set another way
@@ -277,6 +282,37 @@ def test_the_console_says_the_answer_s_claims_in_their_words(tmp_path: Path) -> 
     lie = console.replace("says nothing, so no verdict on speed", "is faster beyond noise")
     [found] = check_console_claims(records, lie)
     assert found.where == "console" and found.claim == "picks f,s"
+
+
+def test_the_trials_counted_by_kind_are_a_record_checked_against_the_rows(
+    tmp_path: Path,
+) -> None:
+    """Issue 48: the console's "Search finished: 4 trials (2 ok, 1 starved, 1 over budget)"
+    and the report's trials section say the counts record's words; a count tampered in the
+    record (claims.json) or in the sentence fails naming the claim, against the experiment and
+    against a report's trials.csv alone."""
+    experiment = _experiment("cut short")
+    records, documents = _records(experiment, tmp_path)
+    [counts] = [c for c in records if c.kind == "counts"]
+    assert counts.text == "4 trials (2 ok, 1 starved, 1 over budget)"
+    assert counts.name() == "counts ok,starved,over budget"
+    trials = experiment.trials
+    assert check_counts_record(records, trials, "trials.csv") == []
+    assert check_console_claims([counts], f"Search finished: {counts.text}\n") == []
+    lie = dataclasses.replace(counts, words={**counts.words, "total": 5})  # its words kept
+    tampered = [lie if c is counts else c for c in records]
+    text, data = check_claims(tampered, documents, experiment)
+    assert {text.claim, data.claim} == {counts.name()}
+    assert "its text is not its record's words" in text.why and "the data gives" in data.why
+    [found] = check_claims([lie.with_text()], {"report.md": lie.with_text().text}, experiment)
+    assert found.claim == counts.name() and "the data gives" in found.why
+    [found] = check_counts_record([lie.with_text()], trials, "trials.csv")
+    assert found.why == "trials.csv gives '4 trials (2 ok, 1 starved, 1 over budget)'"
+    said = documents["report.md"].replace(counts.text, "4 trials (3 ok, 1 over budget)")
+    [found] = check_claims(records, {"report.md": said}, experiment)
+    assert found.claim == counts.name() and "report.md does not say it" in found.why
+    [found] = check_console_claims([counts], "Search finished: 4 trials (3 ok, 1 over budget)\n")
+    assert found.where == "console" and found.claim == counts.name()
 
 
 def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
-from tuner.report._build_claims import claims_for, short_trials
+from tuner.report._build_claims import claims_for, counts_claim, short_trials
 from tuner.report._effects import controlled_effects, plain_loop_gain
 from tuner.report._write import placed_claims
 from tuner.report.claims import (
@@ -46,6 +46,7 @@ __all__ = [
     "check_claims",
     "check_claims_kept",
     "check_console_claims",
+    "check_counts_record",
     "check_starved_by",
     "check_verdict_words",
     "claims_of",
@@ -66,8 +67,9 @@ CHECKED_SECTIONS = (
     "Input pipeline",
     "Speed settings chosen",
 )
-# The claims the console summary says too (tuner.report.console: the lead and the sentence).
-CONSOLE_KINDS = frozenset({"picks", "one_pick", "accuracy_against_pick", "starved"})
+# The claims the console summary says too (tuner.report.console: its counts line, the lead
+# and the sentence).
+CONSOLE_KINDS = frozenset({"counts", "picks", "one_pick", "accuracy_against_pick", "starved"})
 
 
 def claims_of(report_dir: Path) -> tuple[list[Claim] | None, list[Finding]]:
@@ -193,6 +195,19 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
             continue
         found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
     return found
+
+
+def check_counts_record(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
+    """The counts record, where the report has one (a report written before it has none),
+    against the record built again from ``trials`` (the report's trials.csv): a report alone
+    has no experiment to build it from."""
+    built = counts_claim(trials)
+    return [
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), f"{where} gives {render(built)!r}")
+        for claim in claims
+        if claim.kind == "counts"
+        and (claim.key != built.key or as_json(dict(claim.words)) != as_json(dict(built.words)))
+    ]
 
 
 def check_console_claims(claims: list[Claim], console: str) -> list[Finding]:

@@ -20,6 +20,7 @@ from tuner.measure import measured_text
 from tuner.record import (
     IMAGES_TO_TARGET,
     KIND,
+    KINDS,
     PHASE,
     STARVED_BY,
     TIME_TO_TARGET_EST_HIGH,
@@ -37,6 +38,8 @@ from tuner.units import as_number, is_finite
 __all__ = [
     "build_claims",
     "claims_for",
+    "counts_claim",
+    "counts_said",
     "effect_claim",
     "input_claims",
     "lead_lines",
@@ -56,6 +59,26 @@ def starved_said(trials: pd.DataFrame, claims: Claims) -> str:
     """The starved trials' line: its claim's words ("" without any)."""
     ids = short_trials(trials)[TRIAL_ID].astype(str)
     return claims.text("starved", *ids) if len(ids) else ""
+
+
+def counts_said(trials: pd.DataFrame, claims: Claims) -> str:
+    """The trials counted by kind: its claim's words."""
+    return claims.text("counts", *_counts_of(trials))
+
+
+def _counts_of(trials: pd.DataFrame | None) -> dict[str, int]:
+    """kind -> how many trials ran as it, for the kinds of :data:`KINDS` present."""
+    if trials is None or KIND not in trials or trials.empty:
+        return {}
+    counts = trials[KIND].astype(str).value_counts()
+    return {kind: int(counts[kind]) for kind in KINDS if kind in counts}
+
+
+def counts_claim(trials: pd.DataFrame) -> Claim:
+    """The search's trials counted by kind (the console summary's first line, the report's
+    trials section): each trial once, as what it was; the total counts every row."""
+    counts = _counts_of(trials)
+    return Claim("counts", tuple(counts), (), {"counts": counts, "total": len(trials)})
 
 
 def short_trials(trials: pd.DataFrame | None) -> pd.DataFrame:
@@ -141,7 +164,8 @@ def build_claims(
         *_answer_claims(answer, effects),
         *(input_claims(pick, effects) if pick is not None else []),
     ]
-    return Claims([*said, *probes, *found, *_starved(trials)])
+    counted = [counts_claim(trials)] if trials is not None else []
+    return Claims([*said, *probes, *found, *_starved(trials), *counted])
 
 
 def input_claims(pick: Mapping[str, Any], effects: pd.DataFrame) -> list[Claim]:

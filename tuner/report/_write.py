@@ -44,7 +44,7 @@ from tuner.record import (
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
 from tuner.report._batch import batch_section
-from tuner.report._build_claims import claims_for, sentence_text
+from tuner.report._build_claims import claims_for, counts_said, sentence_text
 from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
@@ -95,7 +95,7 @@ def write_report(
         *_claim_sections(experiment, answer, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),
-        _trials(experiment, answer),
+        _trials(experiment, answer, claims),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
         _details(experiment, progress),
@@ -131,6 +131,7 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     claims = claims_for(experiment, answer)
     with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
         _claim_sections(experiment, answer, Path(scratch), claims, plots=False)
+    _trials(experiment, answer, claims)  # section 7 says the trials' counts
     return claims
 
 
@@ -246,9 +247,10 @@ def _reference_note(answer: Answer) -> str:
 # ---- 5. trials -------------------------------------------------------------------------------
 
 
-def _trials(experiment: Experiment, answer: Answer) -> Section:
+def _trials(experiment: Experiment, answer: Answer, claims: Claims) -> Section:
     trials = experiment.trials
     section = Section("Trials", anchor="trials")
+    section.blocks.append(f"{counts_said(trials, claims)}.")  # the console's words
     counts = trials[KIND].value_counts()
     table = pd.DataFrame(
         {KIND: kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}

@@ -53,6 +53,7 @@ from tuner.report._audit_claims import (
     check_claims,
     check_claims_kept,
     check_console_claims,
+    check_counts_record,
     check_starved_by,
     check_verdict_words,
     claims_of,
@@ -202,6 +203,7 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
     if (report_dir / "trials.csv").is_file():
         rows = read_trials_csv(report_dir / "trials.csv")
         found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")
+        found += check_counts_record(claims, rows, f"{report_dir.name}/trials.csv")
     return found + check_claims(claims, documents, experiment)
 
 

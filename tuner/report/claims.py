@@ -386,6 +386,14 @@ def _starved(claim: Claim) -> str:
     return " ".join(filter(None, [starved_text(trials), short_of_steps_text(trials)]))
 
 
+def _counts(claim: Claim) -> str:
+    """The trials counted by kind (subjects: the kinds present, in :data:`tuner.record.KINDS`'
+    order): ``8 trials (5 ok, 1 stopped early, 2 starved)``, the console summary's words."""
+    counts, total = claim.words["counts"], int(claim.words["total"])
+    said = ", ".join(f"{int(counts[kind])} {kind}" for kind in claim.subjects)
+    return f"{total} trials ({said or 'none'})"
+
+
 def _loader_gain(claim: Claim) -> str:
     """What the loader settings buy together over the plain input pipeline, measured."""
     change = claim.measures[0].change
@@ -456,6 +464,7 @@ RENDERERS: dict[str, Callable[[Claim], str]] = {
     "rule": _rule,
     "probes_say_nothing": _probes_say_nothing,
     "starved": _starved,
+    "counts": _counts,
     "loader_gain": _loader_gain,
     "input_limit": _input_limit,
     "loader_clear": _loader_clear,

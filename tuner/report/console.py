@@ -13,8 +13,14 @@ import pandas as pd
 
 from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
-from tuner.record import KIND, KINDS, SPEED_SETTINGS, TRIAL_ID
-from tuner.report._build_claims import claims_for, lead_lines, sentence_text, starved_said
+from tuner.record import KIND, SPEED_SETTINGS, TRIAL_ID
+from tuner.report._build_claims import (
+    claims_for,
+    counts_said,
+    lead_lines,
+    sentence_text,
+    starved_said,
+)
 from tuner.report.claims import Claims
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
     from tuner.tune.context import SearchContext
     from tuner.tune.plan import SpaceProfile
 
-__all__ = ["kind_counts", "print_start", "print_summary", "summary_lines"]
+__all__ = ["print_start", "print_summary", "summary_lines"]
 
 SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_images
 
@@ -35,26 +41,17 @@ def summary_lines(
     experiment: Experiment, answer: Answer, *, state: str, resumed: dict[str, Any] | None
 ) -> list[str]:
     """The summary of a search: its trials by kind, what did not run, its answer."""
-    lines = [
-        "",
-        f"Search {state}: {len(experiment.trials)} trials ({kind_counts(experiment.trials)})",
-    ]
+    # the claims the report writes as records (claims.json): said here in their words
+    claims = claims_for(experiment, answer)
+    lines = ["", f"Search {state}: {counts_said(experiment.trials, claims)}"]
     if resumed:
         lines.append(_resume_line(resumed))
     lines += experiment.problem_lines()
     lines += _unfinished_work(experiment)
-    # the claims the report writes as records (claims.json): said here in their words
-    claims = claims_for(experiment, answer)
     starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)
     return lines + _front_lines(answer, experiment, state, claims)
-
-
-def kind_counts(trials: pd.DataFrame) -> str:
-    """``5 ok, 2 over budget, 1 errored``: each trial counted once, as what it was."""
-    counts = trials[KIND].value_counts() if len(trials) else pd.Series(dtype=int)
-    return ", ".join(f"{counts[kind]} {kind}" for kind in KINDS if kind in counts) or "none"
 
 
 def _unfinished_work(experiment: Experiment) -> list[str]:
