@@ -198,12 +198,12 @@ STARVED_BY = _search_key(
     "starved_by",
     TEXT,
     "what cut a trial's run short of its budget's planned_steps (a starved trial; machine load "
-    "can cut one of another kind short too, but not one the feasibility check stopped): "
-    "machine load (other "
-    "processes kept at least half a core busy on average while it ran, measured: "
-    "machine_load_cores; or its steps ran slower than its probes'), budget (its time budget "
-    "holds fewer steps even at the speed its probes measured, or, unprobed, at the speed it "
-    "trained), or unknown",
+    "can cut one of another kind short too, but not one the feasibility check stopped): budget "
+    "(its time budget holds fewer steps even at the speed its probes measured, or, unprobed, at "
+    "the speed it trained), budget or machine load (the same, while other processes kept at "
+    "least half a core busy on average, measured: machine_load_cores; that load slows probes "
+    "too), machine load (its budget holds its steps at its probes' speed, but its steps ran "
+    "slower), or unknown",
 )
 MACHINE_LOAD_CORES = _search_key(
     "machine_load_cores",

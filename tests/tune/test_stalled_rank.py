@@ -18,6 +18,7 @@ import psutil
 import pytest
 from search_cli import search_command
 from test_driver import _kill_tree
+from trial_reports import written_reports
 
 from tuner import record
 from tuner.experiment import STUDY_TRIAL_ID_ATTR, load_experiment
@@ -26,6 +27,7 @@ from tuner.report import write_report
 pytestmark = [pytest.mark.slow, pytest.mark.machine, pytest.mark.timeout(900)]
 
 TIMEOUT_S = 780
+IMAGES = 48000  # a trial's budget: about 20 s on 2 idle CPUs
 RETRY = re.compile(
     r"retry  (\w+)  attempt 2 of \d+ from its checkpoint: RankFailed: rank 1 stalled "
     r"\(node [0-9.]+, pid (\d+)\) at step (\d+): no heartbeat for \d+ s"
@@ -68,28 +70,40 @@ def _listening(proc: psutil.Process) -> set[str]:
         return set()
 
 
-def _stop_rank_mid_trial(driver: subprocess.Popen[str], console: Console) -> dict[str, object]:
-    """Once the first trial has trained a while (its ranks up, a report or two taken): the
+def _early_report(storage: Path) -> bool:
+    """Whether a trial has taken a report (its ranks up and training) with at most half its
+    images seen: a stop now lands mid-trial, before its ranks' last collective."""
+    for trial_results in storage.glob("*/*/result.json"):
+        lines = written_reports(trial_results)
+        if lines and not lines[-1].get("final") and lines[-1][record.IMAGES_SEEN] <= IMAGES / 2:
+            return True
+    return False
+
+
+def _stop_rank_mid_trial(
+    driver: subprocess.Popen[str], console: Console, storage: Path
+) -> dict[str, object]:
+    """At a trial's first report (read from the result.json Tune writes at each one: the
+    console's running line comes every 15 s, by when a trial may be near its end): the
     listeners of its processes, then SIGSTOP of its rank 1."""
     tree = psutil.Process(driver.pid)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert driver.poll() is None, console.text()[-3000:]
-        steps = [int(s) for s in re.findall(r"running \w+ step (\d+)", console.text())]
         workers = _ray_processes(tree, "ray::RankWorker")
-        if steps and max(steps) >= 50 and workers:
+        if workers and _early_report(storage):
             trials = _ray_processes(tree, "ray::ImplicitFunc")
             listening = set().union(*(_listening(p) for p in [*trials, *workers]))
             workers[0].send_signal(signal.SIGSTOP)
             return {"pid": workers[0].pid, "at": time.time(), "listening": listening}
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"no trial trained in time:\n{console.text()[-3000:]}")
 
 
 def test_a_stopped_rank_is_found_and_its_trial_retried(tmp_path: Path) -> None:
     storage = tmp_path / "experiments"
     flags = ["smoke_space", "--world-size", "2", "--cpus-per-trial", "1", "--num-samples", "2",
-             "--set", "images=48000", "--set", "eval_every_images=12000",
+             "--set", f"images={IMAGES}", "--set", f"eval_every_images={IMAGES // 16}",
              "--remeasure-top", "0", "--effects-repeats", "0",
              "--no-report"]  # fmt: skip
     command = search_command(*flags, name="stalled", storage=storage)
@@ -99,7 +113,7 @@ def test_a_stopped_rank_is_found_and_its_trial_retried(tmp_path: Path) -> None:
     console = Console(driver)
     seen: list[psutil.Process] = []
     try:
-        stopped = _stop_rank_mid_trial(driver, console)
+        stopped = _stop_rank_mid_trial(driver, console, storage)
         tree = psutil.Process(driver.pid)
         seen = [*_ray_processes(tree, "ray::RankWorker"), *_ray_processes(tree, "ray::Implicit")]
         driver.wait(timeout=TIMEOUT_S)

@@ -62,3 +62,24 @@ def test_a_run_the_feasibility_check_stopped_names_no_cause() -> None:
     assert run._starved_by(_ended(7, 0.3)) == ""
     run.rejected = False  # the same steps cut by the time: a cause
     assert run._starved_by(_ended(7, 0.3)) == "machine load"
+
+
+def test_under_load_a_budget_short_at_the_probes_speed_is_budget_or_load() -> None:
+    """Issue 48: beside a one-core hog, trials whose budget falls short of their steps at
+    their probes' speed (as it does on a quiet machine) were said cut "by machine load". The
+    load slows the probes too, so either could have: the cause says both, and the load."""
+    run = _trial(900.0)  # 14 s for 50 steps at the probes' speed: over the 12 s budget
+    run.machine_load_cores = 1.2
+    cause = run._starved_by(_ended(40, 0.3))
+    assert cause.startswith("budget or machine load (other processes kept 1.2 of ")
+    assert cause.endswith(" cores busy while it ran)")
+    run.machine_load_cores = 0.2  # under half a core: the load is not said
+    assert run._starved_by(_ended(40, 0.3)) == "budget"
+    # The budget holds its steps at the probes' speed: load slowed its steps.
+    fast = _trial(2000.0)
+    fast.machine_load_cores = 1.2
+    assert fast._starved_by(_ended(40, 0.3)).startswith("machine load (other processes kept 1.2")
+    # Unprobed, its own (loaded) steps fall short of the budget: either, too.
+    unprobed = _trial(None)
+    unprobed.machine_load_cores = 1.2
+    assert unprobed._starved_by(_ended(40, 0.3)).startswith("budget or machine load (")
