@@ -30,7 +30,7 @@ from tuner.report._answer import _pick_line, _train_line
 from tuner.report._build_claims import build_claims, probe_claim
 from tuner.report._configs import describe
 from tuner.report._effects import controlled_effects, not_tried, says_nothing
-from tuner.report.document import plural
+from tuner.units import plural
 
 HOSTILE = "<script>alert(1)</script> **bold** |pipe| _under_ `tick` [link](x)"
 

@@ -95,7 +95,7 @@ def test_a_killed_driver_resumes_its_data_parallel_trial_from_the_checkpoint(
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=TIMEOUT_S)
     out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out[-3000:]
-    assert "Search finished: 1 trials (1 ok)" in out, out[-3000:]
+    assert "Search finished: 1 trial (1 ok)" in out, out[-3000:]
     lines = _lines(experiment)  # Ray's restore rewrites result.json: what came after the kill
     after = [line["step"] for line in lines if line["reported_unix_s"] > killed_at]
     # From a checkpoint, not from step 0, and mid-trial: it trained again after the resume.

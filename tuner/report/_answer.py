@@ -39,9 +39,9 @@ from tuner.report._configs import describe, export_config, num_classes, train_co
 from tuner.report._seeds import seeds_text
 from tuner.report._status import EFFECTS_STEP, Progress
 from tuner.report.claims import Claims
-from tuner.report.document import Section, estimate_text, plural, user
+from tuner.report.document import Section, estimate_text, user
 from tuner.time_to_target import seconds_text
-from tuner.units import as_number, format_bytes, is_finite
+from tuner.units import as_number, format_bytes, is_finite, plural
 
 __all__ = ["answer_section"]
 

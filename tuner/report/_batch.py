@@ -34,9 +34,10 @@ from tuner.record import (
     TIME_TO_TARGET_EST_S,
     TRIAL_ID,
 )
-from tuner.report.document import Image, Section, plural
+from tuner.report.document import Image, Section
 from tuner.stats import Change
 from tuner.time_to_target import change_text, seconds_text, time_ratio
+from tuner.units import plural
 
 __all__ = ["batch_section"]
 

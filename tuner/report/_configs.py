@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from tuner.config import TrainConfig
-from tuner.report.document import plural
 from tuner.techniques import KNOBS
+from tuner.units import plural
 
 __all__ = ["describe", "export_config", "num_classes", "train_command"]
 

@@ -15,10 +15,10 @@ import pandas as pd
 from tuner.compare import PLAIN, REFERENCE
 from tuner.measure import summarize
 from tuner.record import KIND, KINDS, is_candidate
-from tuner.report.document import change_text, estimate_text, plural
+from tuner.report.document import change_text, estimate_text
 from tuner.stats import Change
 from tuner.techniques import KNOBS
-from tuner.units import as_number, is_finite
+from tuner.units import as_number, is_finite, plural
 
 __all__ = [
     "controlled_effects",

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from tuner.experiment import PARAM_PREFIX, STUDY_FILE, study_distributions
-from tuner.report.document import plural
+from tuner.units import plural
 
 __all__ = ["param_importances"]
 

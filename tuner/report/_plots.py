@@ -19,9 +19,9 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from tuner.objectives import Objective
 from tuner.record import KIND, TRIAL_ID
-from tuner.report.document import Image, plural
+from tuner.report.document import Image
 from tuner.stats import Change
-from tuner.units import MIB
+from tuner.units import MIB, plural
 
 __all__ = ["effects_plot", "importance_plot", "memory_plot", "pareto_plot", "throughput_plot"]
 

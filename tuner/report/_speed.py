@@ -12,8 +12,9 @@ from tuner import record
 from tuner.experiment import Experiment
 from tuner.report._status import load_text_of
 from tuner.report.claims import Claims
-from tuner.report.document import Section, Table, plural
+from tuner.report.document import Section, Table
 from tuner.techniques import settings_text
+from tuner.units import plural
 
 __all__ = ["speed_section"]
 

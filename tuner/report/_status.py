@@ -16,7 +16,7 @@ from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.experiment.lock import holder
 from tuner.measure.load import LOADED_CORES
 from tuner.record import ERROR, KIND, MACHINE_LOAD_CORES, STATUS, TRIAL_ID
-from tuner.report.document import plural
+from tuner.units import plural
 
 __all__ = ["Progress", "load_text_of", "progress_of"]
 

@@ -56,14 +56,13 @@ from tuner.report.document import (
     Section,
     Table,
     estimate_text,
-    plural,
     render_html,
     render_markdown,
     user,
 )
 from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
-from tuner.units import MIB, as_number, duration_text, format_bytes
+from tuner.units import MIB, as_number, duration_text, format_bytes, plural
 
 __all__ = ["placed_claims", "write_report"]
 

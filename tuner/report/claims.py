@@ -39,7 +39,7 @@ from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
 from tuner.time_to_target import RulePick, Target, pick_sentence, rule_sentence
-from tuner.units import ratio_text
+from tuner.units import plural, ratio_text
 
 __all__ = [
     "CELL_KINDS",
@@ -391,7 +391,7 @@ def _counts(claim: Claim) -> str:
     order): ``8 trials (5 ok, 1 stopped early, 2 starved)``, the console summary's words."""
     counts, total = claim.words["counts"], int(claim.words["total"])
     said = ", ".join(f"{int(counts[kind])} {kind}" for kind in claim.subjects)
-    return f"{total} trials ({said or 'none'})"
+    return f"{plural(total, 'trial')} ({said or 'none'})"
 
 
 def _loader_gain(claim: Claim) -> str:

@@ -36,7 +36,6 @@ __all__ = [
     "markdown_table",
     "md_escape",
     "md_text",
-    "plural",
     "render_html",
     "render_markdown",
     "user",
@@ -89,11 +88,6 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?
 def user(value: Any) -> str:
     """``value`` marked as user text for a paragraph: rendered escaped, never as markup."""
     return f"{_OPEN}{str(value).replace(_OPEN, '').replace(_CLOSE, '')}{_CLOSE}"
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 group``, ``2 groups``, ``0 trials``: a count with its noun in the right number."""
-    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
 
 
 def md_escape(text: str) -> str:
