@@ -91,7 +91,7 @@ def write_report(
     progress = progress_of(experiment)
     claims = claims_for(experiment, answer)
     sections = [
-        *_claim_sections(experiment, answer, out_dir, claims),
+        *_claim_sections(experiment, answer, progress, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
         *filter(None, [batch_section(experiment, answer, out_dir)]),
         _trials(experiment, answer, claims),
@@ -108,12 +108,17 @@ def write_report(
 
 
 def _claim_sections(
-    experiment: Experiment, answer: Answer, out_dir: Path, claims: Claims, *, plots: bool = True
+    experiment: Experiment,
+    answer: Answer,
+    progress: Progress,
+    out_dir: Path,
+    claims: Claims,
+    *,
+    plots: bool = True,
 ) -> list[Section]:
     """Sections 1-5, the ones that say claims (each ``claims.text`` call places one: what
     claims.json keeps), in the report's order; ``plots``: draw theirs (no plot places a claim)."""
     effects = _effects.controlled_effects(experiment.effects)
-    progress = progress_of(experiment)
     return [
         answer_section(experiment, answer, effects, progress, out_dir, claims),
         _front(experiment, answer, out_dir if plots else None, claims),
@@ -129,7 +134,8 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     drawn. Their files (the recommended configs) go to a scratch folder, removed after."""
     claims = claims_for(experiment, answer)
     with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
-        _claim_sections(experiment, answer, Path(scratch), claims, plots=False)
+        progress = progress_of(experiment)
+        _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
     _trials(experiment, answer, claims)  # section 7 says the trials' counts
     return claims
 
