@@ -8,10 +8,10 @@ search): each batch size one trial whose accuracy curve crosses the target."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from built_experiment import built_experiment
 
@@ -44,7 +44,8 @@ def batch_experiment(trials: dict[str, tuple[int, float | None]]) -> Experiment:
     experiment = built_experiment(rows, {t: _runs(ips) for t, (_, ips) in trials.items() if ips})
     frame = experiment.trials.assign(param_batch_size=[SIZES[t] for t in trials])
     keys = {**TABLE_KEYS, **SEARCH_KEYS, **ENGINE_KEYS}  # the figures the report's tables show
-    missing = {k: math.nan for k, key in keys.items() if key.dtype in (NUMBER, COUNT) and k not in frame}
+    numbers = [k for k, key in keys.items() if key.dtype in (NUMBER, COUNT) and k not in frame]
+    missing = dict.fromkeys(numbers, math.nan)
     frame = typed_trials(frame.assign(**missing))
     curves = [
         {"trial_id": t, "step": k, "images_seen": (images or 1000) * k // 20, "train_time_s": k,
@@ -121,7 +122,7 @@ def test_each_outcome_is_a_record_said_in_the_section_s_words(case: str, tmp_pat
     assert answer.text == WORDS[case] and render(answer) == answer.text
     assert {c.kind for c in records} == {"batch_answer", *(["batch_pair"] if pairs else [])}
     reached = [t for t, (images, _) in CASES[case].items() if images]
-    assert [c.subjects for c in pairs] == list(zip(reached, reached[1:], strict=False))
+    assert [c.subjects for c in pairs] == list(itertools.pairwise(reached))
     for pair in pairs:  # the words: the two sizes, the ratio with its interval and verdict
         sizes = [SIZES[t] for t in pair.subjects]
         assert pair.words == {"sizes": sizes}
@@ -195,9 +196,7 @@ def test_a_tampered_conclusion_record_fails_naming_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["batch_pair", "batch_answer"])
-def test_a_tampered_sentence_in_report_md_fails_naming_its_claim(
-    kind: str, tmp_path: Path
-) -> None:
+def test_a_tampered_sentence_in_report_md_fails_naming_its_claim(kind: str, tmp_path: Path) -> None:
     experiment = batch_experiment(CASES["stops"])
     records, documents = _records(experiment, tmp_path)
     claim = next(c for c in records if c.kind == kind)
@@ -232,3 +231,12 @@ def test_the_conclusion_s_measures_are_the_pairs_it_rests_on() -> None:
     claims = claims_for(experiment, decide(experiment)).all
     [answer] = [c for c in claims.values() if c.kind == "batch_answer"]
     assert answer.subjects == ("a", "b") and math.isnan(answer.measures[0].low)
+
+
+def test_a_verdict_word_of_the_section_outside_its_claims_fails(tmp_path: Path) -> None:
+    """The section is one whose verdict words must lie in a claim's words: one added beside
+    them is a verdict nothing checks."""
+    records, documents = _records(batch_experiment(CASES["stops"]), tmp_path)
+    added = documents["report.md"] + "\nBatch 128 would be faster.\n"
+    [found] = check_verdict_words(added, records)
+    assert found.check == "interval" and "'faster' lies in no claim's words" in found.why
