@@ -24,6 +24,8 @@ from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
+from tuner.report._batch import larger_sooner
+from tuner.report._batch_words import TIME_RATIO as BATCH_TIME_RATIO
 from tuner.report._build_claims import claims_for, counts_claim, short_trials
 from tuner.report._effects import controlled_effects, plain_loop_gain
 from tuner.report._write import placed_claims
@@ -58,14 +60,15 @@ CLAIM = "claim"  # the check's name in a finding
 VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
 _VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
 # The sections whose every verdict word must lie in a claim's words (by the start of their
-# titles, tuner.report._write); the others (batch size, scaling, trials, the details) still say
-# theirs in prose, checked by the regexes of _audit_text.
+# titles, tuner.report._write); the others (scaling, trials, the details) still say theirs in
+# prose, checked by the regexes of _audit_text.
 CHECKED_SECTIONS = (
     "The answer",
     "Pareto front",
     "What each technique does",
     "Input pipeline",
     "Speed settings chosen",
+    "Batch size and time to target",
 )
 # The claims the console summary says too (tuner.report.console: its counts line, the lead
 # and the sentence).
@@ -314,6 +317,13 @@ class _Expected:
             return None
         return rule.change
 
+    def _batch_time(self, subjects: tuple[str, ...]) -> Change:
+        """A smaller batch's time to target over the larger one's, from the two trials' rows
+        and their re-measurements (whether they are the sizes' representatives: the record's
+        key, which the data must give too)."""
+        small, large = (self.answer.row(s) for s in subjects)
+        return larger_sooner(small, large, self.experiment.remeasure)
+
     def _loader_gain(self, subjects: tuple[str, ...]) -> Change | None:
         gain = plain_loop_gain(self.effects, PLAIN_LOADER) if not self.effects.empty else None
         if gain is None:
@@ -350,6 +360,7 @@ _RECOMPUTE: dict[str, Callable[[_Expected, tuple[str, ...]], Any]] = {
     "effect_ratio": _Expected._effect_ratio,
     "effect_memory": _Expected._effect_memory,
     "loader_gain": _Expected._loader_gain,
+    BATCH_TIME_RATIO: _Expected._batch_time,
 }
 
 

@@ -12,6 +12,7 @@ nothing, and too few sizes that reached the target is said as such.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +35,38 @@ from tuner.record import (
     TIME_TO_TARGET_EST_S,
     TRIAL_ID,
 )
+from tuner.report._batch_words import ANSWER, PAIR, TIME_RATIO, pays
+from tuner.report.claims import Claim, Claims, Measure
 from tuner.report.document import Image, Section
 from tuner.stats import Change
-from tuner.time_to_target import change_text, seconds_text, time_ratio
+from tuner.time_to_target import seconds_text, time_ratio
 from tuner.units import plural
 
-__all__ = ["batch_section"]
+__all__ = ["batch_claims", "batch_section", "larger_sooner"]
 
 BATCH = f"{PARAM_PREFIX}batch_size"
 _MEASURED = ("ok", "stopped early", "starved")  # kinds whose curve is a real run's, to its end
 
 
-def batch_section(experiment: Experiment, answer: Answer, out: Path) -> Section | None:
-    """Section "Batch size and time to target", or None without a batch size or a target."""
+def batch_section(
+    experiment: Experiment, answer: Answer, out: Path | None, claims: Claims
+) -> Section | None:
+    """Section "Batch size and time to target", or None without a batch size or a target; its
+    verdicts are the ``batch_pair`` and ``batch_answer`` claims (``out`` None: no plot drawn)."""
+    found = _sizes(answer)
+    if found is None:
+        return None
+    sized, soonest = found
+    blocks: list[Any] = [_per_size(sized, soonest), _verdict(soonest, experiment.remeasure, claims)]
+    reached = sized.dropna(subset=[TIME_TO_TARGET_EST_S])
+    if out is not None and not reached.empty:
+        blocks.append(_plot(reached, out / "batch_size.png"))
+    return Section("Batch size and time to target", blocks, anchor="batch-size")
+
+
+def _sizes(answer: Answer) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The trials with a batch size whose curve ran to its end, and each size's representative
+    (in size order), or None without a batch size searched or a target."""
     trials = answer.trials
     if BATCH not in trials or answer.target is None or IMAGES_TO_TARGET not in trials:
         return None
@@ -60,11 +80,7 @@ def batch_section(experiment: Experiment, answer: Answer, out: Path) -> Section 
     order = reached.assign(_once=reached.get("throughput_source") != "re-measured")
     order = order.sort_values(["_once", TIME_TO_TARGET_EST_S]).drop(columns="_once")
     soonest = order.groupby(BATCH, sort=True).head(1)
-    soonest = soonest.sort_values(BATCH)
-    blocks: list[Any] = [_per_size(sized, soonest), _verdict(soonest, experiment.remeasure)]
-    if not reached.empty:
-        blocks.append(_plot(reached, out / "batch_size.png"))
-    return Section("Batch size and time to target", blocks, anchor="batch-size")
+    return sized, soonest.sort_values(BATCH)
 
 
 def _per_size(sized: pd.DataFrame, soonest: pd.DataFrame) -> str:
@@ -86,57 +102,84 @@ def _per_size(sized: pd.DataFrame, soonest: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _verdict(soonest: pd.DataFrame, remeasure: pd.DataFrame | None) -> str:
-    """Does a larger batch pay, and from which size on does it stop, by the one rule."""
-    sizes = [int(s) for s in soonest[BATCH]]
-    if len(sizes) < 2:
-        named = f"only batch {sizes[0]}" if sizes else "no batch size"
-        return (
-            f"Too few trials to answer: {named} reached the target. Whether a larger batch "
-            "reaches it sooner needs at least two batch sizes that do (more trials, or a lower "
-            "--target-accuracy)."
-        )
-    rows = [row for _, row in soonest.iterrows()]
-    clauses, stop = [], None
-    for small, large in itertools.pairwise(rows):
-        change = _larger_sooner(small, large, remeasure)
-        pays = change.separated and change.value > 1
-        clauses.append(f"batch {int(small[BATCH])} to {int(large[BATCH])}: {change_text(change)}")
-        if not pays and stop is None:
-            stop = (int(small[BATCH]), int(large[BATCH]), change)
-    said = "; ".join(clauses)
+def _verdict(soonest: pd.DataFrame, remeasure: pd.DataFrame | None, claims: Claims) -> str:
+    """Does a larger batch pay, and from which size on does it stop: the claims' words."""
+    pairs = _pairs(soonest, remeasure)
+    conclusion = claims.text(ANSWER, *_subjects(soonest, _rests_on(pairs)))
+    if not pairs:
+        return conclusion  # too few sizes reached the target
+    said = "; ".join(claims.text(PAIR, *pair.ids) for pair in pairs)
     return (
         "Time to target of the smaller batch over the larger one (above 1x: the larger batch is "
-        f"sooner): {said}. {_conclusion(stop, sizes)} {_method()}"
+        f"sooner): {said}. {conclusion} {_method()}"
     )
 
 
-def _larger_sooner(small: pd.Series, large: pd.Series, remeasure: pd.DataFrame | None) -> Change:
-    """The smaller batch's time to target / the larger one's (> 1: the larger is sooner)."""
+@dataclass(frozen=True)
+class _Pair:
+    """Two adjacent sizes' representatives and their time ratio (> 1: the larger is sooner)."""
+
+    small: pd.Series
+    large: pd.Series
+    change: Change
+
+    @property
+    def ids(self) -> tuple[str, str]:
+        return str(self.small[TRIAL_ID]), str(self.large[TRIAL_ID])
+
+    @property
+    def sizes(self) -> list[int]:
+        return [int(self.small[BATCH]), int(self.large[BATCH])]
+
+
+def _pairs(soonest: pd.DataFrame, remeasure: pd.DataFrame | None) -> list[_Pair]:
+    rows = [row for _, row in soonest.iterrows()]
+    return [_Pair(a, b, larger_sooner(a, b, remeasure)) for a, b in itertools.pairwise(rows)]
+
+
+def _rests_on(pairs: list[_Pair]) -> list[_Pair]:
+    """The pairs the conclusion rests on: up to the first whose larger batch does not pay
+    (every pair where each pays)."""
+    stop = next((i for i, p in enumerate(pairs) if not pays(p.change)), len(pairs) - 1)
+    return pairs[: stop + 1]
+
+
+def _subjects(soonest: pd.DataFrame, rests: list[_Pair]) -> list[str]:
+    """The conclusion's trials: those of the pairs it rests on, else the one (or no) size that
+    reached the target."""
+    if not rests:
+        return [str(t) for t in soonest[TRIAL_ID]]
+    return [rests[0].ids[0], *(p.ids[1] for p in rests)]
+
+
+def larger_sooner(small: pd.Series, large: pd.Series, remeasure: pd.DataFrame | None) -> Change:
+    """The smaller batch's time to target / the larger one's (> 1: the larger is sooner), the
+    ``batch_time_ratio`` measure (the auditor computes it again from the two trials' rows)."""
     return time_ratio(small, large, throughput_ratio(large, small, remeasure))
 
 
-def _conclusion(stop: tuple[int, int, Change] | None, sizes: list[int]) -> str:
-    if stop is None:
-        return (
-            f"Every larger batch searched reached the target sooner, beyond noise: the critical "
-            f"batch size is above the largest searched ({sizes[-1]})."
-        )
-    small, large, change = stop
-    if change.separated:
-        return (
-            f"A larger batch stops paying from batch {large}: it reaches the target later, "
-            f"beyond noise. The critical batch size on this hardware is about {small}."
-        )
-    if change.tie:
-        return (
-            f"From batch {small} to {large} the times are a tie: a larger batch stops paying "
-            f"from {large}, so the critical batch size on this hardware is about {small}."
-        )
-    return (
-        f"From batch {small} to {large} the measurements cannot tell ({change_text(change)}): "
-        "no critical batch size can be named from these trials."
-    )
+def batch_claims(answer: Answer, remeasure: pd.DataFrame | None) -> list[Claim]:
+    """The section's claims: each adjacent pair of sizes' time ratio (``batch_pair``), and the
+    conclusion (``batch_answer``) on the pairs it rests on ([] where there is no section)."""
+    found = _sizes(answer)
+    if found is None:
+        return []
+    sized, soonest = found
+    pairs = _pairs(soonest, remeasure)
+    claims = [_pair_claim(pair) for pair in pairs]
+    rests = _rests_on(pairs)
+    reached = [int(s) for s in soonest[BATCH]]
+    sizes = [p.sizes[0] for p in rests[:1]] + [p.sizes[1] for p in rests] or reached
+    searched = sorted({int(s) for s in sized[BATCH]})  # above the largest reached: unreached
+    words = {"sizes": sizes, "unreached": [s for s in searched if s > max(reached, default=0)]}
+    measures = tuple(m for c in claims[: len(rests)] for m in c.measures)
+    claims.append(Claim(ANSWER, tuple(_subjects(soonest, rests)), measures, words))
+    return claims
+
+
+def _pair_claim(pair: _Pair) -> Claim:
+    measure = Measure.of(TIME_RATIO, pair.ids, pair.change)
+    return Claim(PAIR, pair.ids, (measure,), {"sizes": pair.sizes})
 
 
 def _method() -> str:

@@ -29,6 +29,7 @@ from tuner.record import (
     TRIAL_ID,
 )
 from tuner.report import _effects
+from tuner.report._batch import batch_claims
 from tuner.report._input import loader_clear_arms, loader_rows
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
@@ -125,14 +126,18 @@ def lead_lines(answer: Answer, claims: Claims) -> list[str]:
 
 def claims_for(experiment: Experiment, answer: Answer) -> Claims:
     """Every claim of an experiment's report (:func:`build_claims` on its folder's data): the
-    report, the console summary and the auditor each call this, so they build the same."""
-    return build_claims(
+    report, the console summary and the auditor each call this, so they build the same), and
+    the batch-size section's (the trials' times to target and the re-measurements)."""
+    claims = build_claims(
         answer,
         _effects.controlled_effects(experiment.effects),
         experiment.probe_cache,
         experiment.metadata.get("effects"),
         experiment.trials,
     )
+    for claim in batch_claims(answer, experiment.remeasure):
+        claims.add(claim)
+    return claims
 
 
 def build_claims(

@@ -93,7 +93,7 @@ def write_report(
     sections = [
         *_claim_sections(experiment, answer, progress, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
-        *filter(None, [batch_section(experiment, answer, out_dir)]),
+        *filter(None, [batch_section(experiment, answer, out_dir, claims)]),
         _trials(experiment, answer, claims),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
@@ -136,7 +136,8 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
         progress = progress_of(experiment)
         _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
-    _trials(experiment, answer, claims)  # section 7 says the trials' counts
+    batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
+    _trials(experiment, answer, claims)  # the trials section says the trials' counts
     return claims
 
 

@@ -34,7 +34,7 @@ from tuner.answer import (
 )
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
-from tuner.report import _effects
+from tuner.report import _batch_words, _effects
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -74,6 +74,9 @@ QUANTITIES = (
     "effect_ratio",  # one change's images/s over the recommended config's (effects.csv)
     "effect_memory",  # its peak memory minus the recommended config's
     "loader_gain",  # the recommended config over the plain input pipeline (effects.csv)
+    # a smaller batch's time to target over the next larger one's, each size's soonest trial
+    # (its subjects' order fixes the direction; "time_ratio"'s follows the rule's pick)
+    _batch_words.TIME_RATIO,
 )
 
 
@@ -444,6 +447,17 @@ def _loader_clear(claim: Claim) -> str:
     return "Measured beyond noise around this config: " + "; ".join(said) + "."
 
 
+def _batch_pair(claim: Claim) -> str:
+    """Two adjacent batch sizes' time ratio and the one rule's verdict (its words: the sizes)."""
+    return _batch_words.pair_text(claim.words["sizes"], claim.measures[0].change)
+
+
+def _batch_answer(claim: Claim) -> str:
+    """The batch-size conclusion from the pairs it rests on."""
+    words, changes = claim.words, [m.change for m in claim.measures]
+    return _batch_words.answer_text(words["sizes"], changes, words["unreached"])
+
+
 def _rule(claim: Claim) -> str:
     return RULES[claim.words["name"]]
 
@@ -479,6 +493,8 @@ RENDERERS: dict[str, Callable[[Claim], str]] = {
     "pick_title": _pick_title,
     "accuracy_against_pick": _against_pick,
     "probe": _probe,
+    _batch_words.PAIR: _batch_pair,
+    _batch_words.ANSWER: _batch_answer,
 }
 
 
