@@ -392,3 +392,24 @@ def test_a_record_s_unmeasured_figure_reads_back_as_the_data_s(tmp_path: Path) -
     assert record.words["rows"]["a"]["estimated_time_to_target_s_low"] is None
     assert dict(record.words) != dict(built.words)  # as read, NaN is not None ...
     assert as_json(dict(record.words)) == as_json(dict(built.words))  # ... as compared, one
+
+
+def test_an_unbounded_interval_is_strict_json_and_reads_back(tmp_path: Path) -> None:
+    """An interval with no upper end (a time ratio whose slower side never reached the target)
+    was written as Python's bare ``Infinity``, which strict JSON parsers refuse: now "inf",
+    read back as the same float."""
+    change = Change(1.76, 0.0, math.inf, 2, 1.0)
+    measure = Measure.of("time_ratio", ("a", "b"), change)
+    built = Claim("batch_pair", ("a", "b"), (measure,), {"sizes": [16, 64], "top": math.inf})
+    claims = Claims([built])
+    claims.text("batch_pair", "a", "b")
+    path = tmp_path / "claims.json"
+    write_claims(claims, path)
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    json.loads(path.read_text(), parse_constant=refuse)  # no NaN, Infinity or -Infinity
+    (record,) = read_claims(path)
+    assert record.measures[0].high == math.inf and record.measures[0].low == 0.0
+    assert as_json(dict(record.words)) == as_json(dict(built.words))

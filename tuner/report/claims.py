@@ -507,9 +507,10 @@ def render(claim: Claim) -> str:
 
 
 def write_claims(claims: Claims, path: Path) -> None:
-    """The records of the claims the report placed, as plain JSON (NaN written as null)."""
+    """The records of the claims the report placed, as strict JSON (NaN written as null, an
+    unbounded end as the string "inf": JSON has neither, and strict parsers refuse Python's)."""
     rows = [as_json(asdict(claim)) for claim in claims.placed.values()]
-    path.write_text(json.dumps({"claims": rows}, indent=1) + "\n")
+    path.write_text(json.dumps({"claims": rows}, indent=1, allow_nan=False) + "\n")
 
 
 def read_claims(path: Path) -> list[Claim]:
@@ -542,10 +543,13 @@ def _number(value: Any) -> float:
 
 
 def as_json(value: Any) -> Any:
-    """``value`` as claims.json holds it: NaN as None, tuples as lists (what a record read back
-    and one built from the data are compared as)."""
+    """``value`` as claims.json holds it: NaN as None, an infinity as "inf" or "-inf" (which
+    ``float`` reads back), tuples as lists (what a record read back and one built from the data
+    are compared as)."""
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
     if isinstance(value, Mapping):
         return {k: as_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
