@@ -192,9 +192,9 @@ def audit(
     ``tuner report --check`` does; ``experiment`` may also be a report folder alone.
 
     Raises:
-        TunerError: no such experiment.
+        TunerError: no such experiment, or ``out_dir`` given and no report in it.
     """
-    from tuner.experiment import resolve_experiment
+    from tuner.experiment import REPORT_FILE, resolve_experiment
     from tuner.report.audit import audit as audit_report
 
     given = Path(experiment)
@@ -203,9 +203,19 @@ def audit(
     else:
         path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
         report_dir = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / path.name
-    return audit_report(
-        path, report_dir=report_dir if report_dir.is_dir() else None, console=console
-    )
+    written = (report_dir / REPORT_FILE).is_file()
+    if out_dir and not written:  # named, and no report there: nothing of it could be checked
+        raise TunerError(
+            f"no report in {out_dir}: give the folder the report was written to with --out, "
+            f"or write one first (tuner report {experiment} --out {out_dir})"
+        )
+    found = audit_report(path, report_dir=report_dir if written else None, console=console)
+    if not written and path != report_dir:
+        found.notes.append(
+            f"no report in {report_dir}: only the experiment's trials and its trackers' files "
+            "were checked (--out names the report's folder)"
+        )
+    return found
 
 
 def spaces() -> list[SearchSpace]:
