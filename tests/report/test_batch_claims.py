@@ -77,6 +77,8 @@ CASES = {
     "too few": {"a": (1000, 100.0), "b": (None, 180.0), "c": (None, 300.0)},
     # two sizes reached it, each sooner; batch 64 was searched and never did
     "unreached": {"a": (1000, 100.0), "b": (1000, 180.0), "c": (None, 300.0)},
+    # batch 32 between them never did: 16 -> 64 compared, and 32 named as not reached
+    "gap": {"a": (1000, 100.0), "b": (None, 180.0), "c": (1000, 300.0)},
 }
 WORDS = {
     "stops": "A larger batch stops paying from batch 64: it reaches the target later, beyond "
@@ -90,9 +92,11 @@ WORDS = {
     "too few": "Too few trials to answer: only batch 16 reached the target. Whether a larger "
     "batch reaches it sooner needs at least two batch sizes that do (more trials, or a lower "
     "--target-accuracy).",
-    "unreached": "Every larger batch that reached the target reached it sooner, beyond noise: "
-    "the critical batch size is at least 32 (no trial of batch 64 reached the target, so "
-    "nothing is known above it).",
+    "unreached": "Every larger batch that reached the target reached it sooner, beyond noise "
+    "(no trial of batch 64 reached it): the critical batch size is at least 32; nothing is "
+    "known above it.",
+    "gap": "Every larger batch that reached the target reached it sooner, beyond noise (no "
+    "trial of batch 32 reached it): the critical batch size is above the largest searched (64).",
 }
 
 

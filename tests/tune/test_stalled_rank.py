@@ -102,7 +102,9 @@ def _stop_rank_mid_trial(
 
 def test_a_stopped_rank_is_found_and_its_trial_retried(tmp_path: Path) -> None:
     storage = tmp_path / "experiments"
+    # One trial at a time (--concurrency 1): the rank worker stopped is the reported trial's.
     flags = ["smoke_space", "--world-size", "2", "--cpus-per-trial", "1", "--num-samples", "2",
+             "--concurrency", "1",
              "--set", f"images={IMAGES}", "--set", f"eval_every_images={IMAGES // 16}",
              "--remeasure-top", "0", "--effects-repeats", "0",
              "--no-report"]  # fmt: skip

@@ -43,6 +43,8 @@ def test_probed_speed_decides_between_budget_and_load() -> None:
     assert _trial(900.0)._starved_by(_ended(40, 0.3)) == "budget"
     # At 2000 img/s the budget holds its steps: its steps ran slower than its probe's.
     assert _trial(2000.0)._starved_by(_ended(40, 0.3)) == "machine load"
+    # Its steps ran no slower than its probe's (0.1 s against 0.128 s): not its steps' speed.
+    assert _trial(2000.0)._starved_by(_ended(40, 0.1)).startswith("unknown (its steps ran no")
 
 
 def test_unprobed_trial_goes_by_the_speed_it_trained() -> None:
@@ -83,3 +85,5 @@ def test_under_load_a_budget_short_at_the_probes_speed_is_budget_or_load() -> No
     unprobed = _trial(None)
     unprobed.machine_load_cores = 1.2
     assert unprobed._starved_by(_ended(40, 0.3)).startswith("budget or machine load (")
+    # ... but its own loaded steps fit the budget: the load did not cut its steps.
+    assert unprobed._starved_by(_ended(40, 0.1)).startswith("unknown (no probe measured")

@@ -170,8 +170,8 @@ def batch_claims(answer: Answer, remeasure: pd.DataFrame | None) -> list[Claim]:
     rests = _rests_on(pairs)
     reached = [int(s) for s in soonest[BATCH]]
     sizes = [p.sizes[0] for p in rests[:1]] + [p.sizes[1] for p in rests] or reached
-    searched = sorted({int(s) for s in sized[BATCH]})  # above the largest reached: unreached
-    words = {"sizes": sizes, "unreached": [s for s in searched if s > max(reached, default=0)]}
+    searched = sorted({int(s) for s in sized[BATCH]})  # none of their trials reached the target
+    words = {"sizes": sizes, "unreached": [s for s in searched if s not in reached]}
     measures = tuple(m for c in claims[: len(rests)] for m in c.measures)
     claims.append(Claim(ANSWER, tuple(_subjects(soonest, rests)), measures, words))
     return claims

@@ -32,8 +32,8 @@ def pair_text(sizes: Sequence[int], change: Change) -> str:
 def answer_text(sizes: Sequence[int], changes: Sequence[Change], unreached: Sequence[int]) -> str:
     """The conclusion from the adjacent pairs of ``sizes`` (each size's soonest trial), up to
     the first that does not pay: the critical batch size, a tie, "cannot tell", or too few
-    sizes that reached the target. ``unreached``: the searched sizes above the largest that
-    reached the target (none of their trials did)."""
+    sizes that reached the target. ``unreached``: the searched sizes none of whose trials
+    reached the target."""
     if len(sizes) < 2:
         named = f"only batch {int(sizes[0])}" if sizes else "no batch size"
         return (
@@ -55,13 +55,16 @@ def _every_larger_pays(largest: int, unreached: list[int]) -> str:
             "Every larger batch searched reached the target sooner, beyond noise: the critical "
             f"batch size is above the largest searched ({largest})."
         )
-    # Larger sizes were searched but none reached the target: nothing is known above.
-    larger = ", ".join(map(str, unreached))
-    return (
-        "Every larger batch that reached the target reached it sooner, beyond noise: the "
-        f"critical batch size is at least {largest} (no trial of batch {larger} reached the "
-        "target, so nothing is known above it)."
+    # Sizes searched that no trial reached the target with: not compared; above the largest
+    # that did, nothing is known.
+    named = ", ".join(map(str, unreached))
+    head = (
+        "Every larger batch that reached the target reached it sooner, beyond noise (no trial "
+        f"of batch {named} reached it): the critical batch size is"
     )
+    if any(size > largest for size in unreached):
+        return f"{head} at least {largest}; nothing is known above it."
+    return f"{head} above the largest searched ({largest})."
 
 
 def _stops(small: int, large: int, change: Change) -> str:

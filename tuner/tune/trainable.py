@@ -274,35 +274,34 @@ class _TrialRun:
         not). Its time budget first: one that holds fewer steps even at its probes' speed cut
         it (budget), unless other processes kept at least :data:`LOADED_CORES` busy while it
         ran, which slow probes too: then either did (budget or machine load). A budget that
-        holds its steps at its probes' speed: its steps ran slower than that (machine load).
-        A run the feasibility check stopped (over the memory budget) was cut by that, not by
-        its time: no cause here (its kind says why)."""
+        holds its steps at its probes' speed, with steps that ran slower: machine load; not
+        slower: unknown (its warm-up and evaluations took the rest). A run the feasibility
+        check stopped (over the memory budget) was cut by that: no cause here (its kind)."""
         planned = result.planned_steps
         if result.status != "ok" or planned is None or result.steps >= planned or self.rejected:
             return ""
         load = self.machine_load_cores
-        loaded = (
-            f" ({load_text(load)} while it ran)"
-            if load is not None and load >= LOADED_CORES
-            else ""
-        )
+        heavy = load is not None and load >= LOADED_CORES
+        loaded = f" ({load_text(load)} while it ran)" if heavy else ""
         speed = self.counters.speed
         plain_ips = speed.plain_images_per_second if speed else math.nan
         batch = result.global_batch_size or result.config.get("batch_size") or math.nan
         probed_step_s = batch / plain_ips if plain_ips else math.nan
+        own_step_s = result.step_time_s or math.nan
         budget = result.config.get("time_budget_s")
         if math.isfinite(probed_step_s):
             if budget and planned * probed_step_s > budget:
                 return f"budget or machine load{loaded}" if loaded else "budget"
-            return f"machine load{loaded}"
+            if own_step_s > probed_step_s:
+                return f"machine load{loaded}"
+            return "unknown (its steps ran no slower than its probes')"
         # No probe measured it (its knobs came from a verdict shared with other configs, or
         # were not probed): its own steps say whether the budget could hold its steps at all.
-        own_step_s = result.step_time_s or math.nan
         if budget and math.isfinite(own_step_s) and planned * own_step_s > budget:
             if loaded:
                 return f"budget or machine load{loaded}"
             return "budget (at the speed it trained: no probe measured it alone)"
-        return f"machine load{loaded}" if loaded else "unknown (no probe measured its speed)"
+        return "unknown (no probe measured its speed)"
 
     def _keep_traceback(self, text: str) -> None:
         """A failed run's traceback (the user's code in it) as a file of the trial's folder:
