@@ -54,6 +54,17 @@ def _space_with_string_lr(folder: Path) -> Path:
     return path
 
 
+def _space_that_raises(folder: Path) -> Path:
+    path = folder / "raising_space.py"
+    path.write_text(
+        "from tuner.workloads import MICRO_VIT\n"
+        "WORKLOADS = {'cpu': {**MICRO_VIT, 'steps': 2}, 'gpu': {**MICRO_VIT, 'steps': 2}}\n"
+        "def space(trial, *, cuda):\n"
+        "    raise RuntimeError('boom')\n"
+    )
+    return path
+
+
 def _space_with_a_syntax_error(folder: Path) -> Path:
     path = folder / "broken_space.py"
     path.write_text("def space(trial, *, cuda):\n    return {'lr': (}\n")
@@ -67,6 +78,7 @@ def _space_with_a_syntax_error(folder: Path) -> Path:
         ("negative lr", "error: lr=-1.0 must be positive.", []),
         ("space file syntax error", "error: Search space file ", []),
         ("space returns a string lr", "error: Space string_lr_space: lr='", ["optuna"]),
+        ("space raises", "error: Space raising_space: space() raised RuntimeError", ["optuna"]),
         ("locked", "error: Experiment 'held' is being driven by process ", []),
     ],
 )
@@ -81,6 +93,7 @@ def test_a_usage_error_is_one_line_before_torch_and_ray(
         "negative lr": ["search", "smoke_space", "--set", "lr=-1", *storage],
         "space file syntax error": ["search", str(_space_with_a_syntax_error(tmp_path)), *storage],
         "space returns a string lr": ["search", str(_space_with_string_lr(tmp_path)), *storage],
+        "space raises": ["search", str(_space_that_raises(tmp_path)), *storage],
         "locked": ["search", "smoke_space", "--name", "held", *storage],
     }[case]
     with driver_lock(tmp_path / "held", command="tuner search smoke_space (the test)"):
