@@ -170,12 +170,14 @@ def report(
     """
     from tuner.experiment import resolve_experiment
     from tuner.experiment.lock import say_leftovers_ended
+    from tuner.experiment.paths import refuse_unwritable
     from tuner.report import write_report
 
     path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
+    out = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / path.name
+    refuse_unwritable(out, given=f"--out {out}")  # before the reading, not at the writing
     say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
     loaded = load(path, storage=storage)
-    out = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / loaded.experiment_dir.name
     written = write_report(loaded.experiment, loaded.answer, out_dir=out)
     return dataclasses.replace(loaded, report_dir=written)
 

@@ -54,6 +54,14 @@ def _space_with_string_lr(folder: Path) -> Path:
     return path
 
 
+def _a_file(folder: Path) -> Path:
+    """A file where a folder is asked for: the search writes its report there after its trials,
+    so the check must come first."""
+    path = folder / "a_file"
+    path.write_text("not a folder\n")
+    return path
+
+
 def _space_that_raises(folder: Path) -> Path:
     path = folder / "raising_space.py"
     path.write_text(
@@ -80,6 +88,8 @@ def _space_with_a_syntax_error(folder: Path) -> Path:
         ("space returns a string lr", "error: Space string_lr_space: lr='", ["optuna"]),
         ("space raises", "error: Space raising_space: space() raised RuntimeError", ["optuna"]),
         ("locked", "error: Experiment 'held' is being driven by process ", []),
+        ("storage is a file", "error: --storage ", []),
+        ("reports dir is a file", "error: --reports-dir ", []),
     ],
 )
 def test_a_usage_error_is_one_line_before_torch_and_ray(
@@ -87,7 +97,7 @@ def test_a_usage_error_is_one_line_before_torch_and_ray(
 ) -> None:
     """``loaded``: what the check needs (sampling the space needs Optuna); nothing else loads,
     so the answer takes well under a second."""
-    storage = ["--storage", str(tmp_path)]
+    storage, file = ["--storage", str(tmp_path)], str(_a_file(tmp_path))
     argv = {
         "unknown resume": ["search", "--resume", "--name", "no_such_name", *storage],
         "negative lr": ["search", "smoke_space", "--set", "lr=-1", *storage],
@@ -95,6 +105,8 @@ def test_a_usage_error_is_one_line_before_torch_and_ray(
         "space returns a string lr": ["search", str(_space_with_string_lr(tmp_path)), *storage],
         "space raises": ["search", str(_space_that_raises(tmp_path)), *storage],
         "locked": ["search", "smoke_space", "--name", "held", *storage],
+        "storage is a file": ["search", "smoke_space", "--storage", file],
+        "reports dir is a file": ["search", "smoke_space", *storage, "--reports-dir", file],
     }[case]
     with driver_lock(tmp_path / "held", command="tuner search smoke_space (the test)"):
         code, errors, imported = _tuner(*argv)
