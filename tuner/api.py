@@ -194,7 +194,7 @@ def audit(
     ``tuner report --check`` does; ``experiment`` may also be a report folder alone.
 
     Raises:
-        TunerError: no such experiment.
+        TunerError: no such experiment, or no report folder at ``out_dir``.
     """
     from tuner.experiment import resolve_experiment
     from tuner.report.audit import audit as audit_report
@@ -205,6 +205,11 @@ def audit(
     else:
         path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
         report_dir = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / path.name
+        if out_dir and not report_dir.is_dir():  # checking the data alone would pass unasked
+            raise TunerError(
+                f"--out {out_dir}: no report folder there to check; write it first (tuner "
+                f"report {experiment} --out {out_dir}), or leave --out out."
+            )
     return audit_report(
         path, report_dir=report_dir if report_dir.is_dir() else None, console=console
     )

@@ -47,3 +47,50 @@ def test_report_out_that_cannot_be_a_folder_is_one_line(
         f"error: --out {out}: {file} is a file, not a folder; give a folder (it is created if "
         "missing), or move the file."
     )
+
+
+@pytest.mark.parametrize(
+    ("console", "said"),
+    [
+        ("missing", "does not exist"),
+        ("binary", "is not text (UTF-8)"),
+        ("a folder", "cannot be read (Is a directory)"),
+    ],
+)
+def test_check_console_that_cannot_be_read_is_one_line(
+    console: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment = _experiment(tmp_path / "e")
+    assert main(["report", str(experiment), "--out", str(tmp_path / "report")]) == 0
+    capsys.readouterr()
+    file = {"missing": tmp_path / "none.txt", "binary": tmp_path / "kept.txt", "a folder": tmp_path}
+    (tmp_path / "kept.txt").write_bytes(bytes(range(128, 256)))
+    argv = ["report", "--check", str(experiment), "--out", str(tmp_path / "report")]
+    assert main([*argv, "--console", str(file[console])]) == EXIT_USAGE
+    line = _error(capsys)
+    assert line.startswith(f"error: --console {file[console]} {said}; give the search's console")
+
+
+def test_console_without_check_is_refused_before_the_report_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--console is read by --check alone: taken silently, the user believes it was checked."""
+    experiment, kept = _experiment(tmp_path / "e"), tmp_path / "kept.txt"
+    kept.write_text("Search finished: 0 trials\n")
+    argv = ["report", str(experiment), "--out", str(tmp_path / "report"), "--console", str(kept)]
+    assert main(argv) == EXIT_USAGE
+    assert _error(capsys).startswith(f"error: --console {kept} is read by --check alone; add")
+    assert not (tmp_path / "report").exists()
+
+
+def test_check_of_a_report_folder_that_is_not_there_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An --out with no report: checking the data alone would say every claim holds, of a
+    report never read."""
+    experiment, out = _experiment(tmp_path / "e"), tmp_path / "no_report"
+    assert main(["report", "--check", str(experiment), "--out", str(out)]) == EXIT_USAGE
+    assert _error(capsys) == (
+        f"error: --out {out}: no report folder there to check; write it first (tuner report "
+        f"{experiment} --out {out}), or leave --out out."
+    )
