@@ -417,3 +417,48 @@ def test_a_retried_trials_repeated_reports_are_one_row_each(
     lines = result.read_text().splitlines()
     result.write_text("\n".join([*lines, *lines]) + "\n")  # as a retry reports its steps again
     assert load_experiment(copy).curves.equals(load_experiment(smoke_experiment).curves)
+
+
+_REMEASURE = "trial_id,repeat,status,images_per_second\na,0,ok,100.5\na,1,ok,101.5\n"
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "said"),
+    [
+        (
+            "effects.csv",
+            b"\x8d\xff\x00 not text",
+            "effects.csv could not be read (UnicodeDecodeError",
+        ),
+        ("remeasure.csv", b'a,"b\n1,2\n', "remeasure.csv could not be read (ParserError"),
+        ("seeds.csv", b"a,b\n1,2\n", "seeds.csv lacks the column(s) trial_id, arm, status,"),
+        (
+            "remeasure.csv",
+            _REMEASURE.replace("101.5", "fast").encode(),
+            "remeasure.csv holds 'fast' in its column images_per_second, not a number;",
+        ),
+    ],
+    ids=["binary", "unparsable", "other columns", "a word for a number"],
+)
+def test_a_damaged_table_is_listed_and_read_as_absent(
+    file: str, text: bytes, said: str, tmp_path: Path
+) -> None:
+    """All or nothing: a table half read would be half the measurements, told as all."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "damaged"}))
+    (tmp_path / file).write_bytes(text)
+    experiment = load_experiment(tmp_path)
+    assert getattr(experiment, file.removesuffix(".csv")) is None
+    assert [p for p in experiment.problems if p.startswith(said)], experiment.problems
+    assert experiment.problems[0].endswith("the report goes without it (restore the file, or "
+                                           "re-run the search).")  # fmt: skip
+
+
+def test_a_table_cut_short_keeps_its_whole_rows(tmp_path: Path) -> None:
+    """A driver stopped mid-write leaves half a row: its numbers are cut, so it goes, said."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "cut"}))
+    (tmp_path / "remeasure.csv").write_text(_REMEASURE[:-4])  # 101.5 cut to 10
+    experiment = load_experiment(tmp_path)
+    assert experiment.remeasure["images_per_second"].tolist() == [100.5]
+    assert experiment.problems == [
+        "remeasure.csv: its last line is cut short; that row is left out."
+    ]

@@ -88,14 +88,23 @@ class Experiment:
     def with_seeds(self) -> Experiment:
         """This experiment after its picks were retrained with seeds (``seeds.csv``): that file
         read, the rest kept (the search hands on what it read: STYLE 14)."""
-        return dataclasses.replace(self, seeds=_read.read_table(self.path / SEEDS_FILE))
+        problems = list(self.problems)
+        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
+        return dataclasses.replace(self, seeds=seeds, problems=[*dict.fromkeys(problems)])
 
     def with_effects(self, metadata: dict[str, Any]) -> Experiment:
         """This experiment after its technique effects were measured (``effects.csv``) and its
         metadata rewritten: the files that changed, read again; the trials are kept."""
-        effects = _read.read_table(self.path / EFFECTS_FILE)
-        seeds = _read.read_table(self.path / SEEDS_FILE)
-        return dataclasses.replace(self, metadata=metadata, effects=effects, seeds=seeds)
+        problems = list(self.problems)
+        effects = _read.read_table(self.path / EFFECTS_FILE, problems)
+        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
+        return dataclasses.replace(
+            self,
+            metadata=metadata,
+            effects=effects,
+            seeds=seeds,
+            problems=[*dict.fromkeys(problems)],
+        )
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
@@ -155,9 +164,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         configs=configs,
         param_names=params,
         searched_names=searched,
-        remeasure=_read.read_table(path / REMEASURE_FILE),
-        effects=_read.read_table(path / EFFECTS_FILE),
-        seeds=_read.read_table(path / SEEDS_FILE),
+        remeasure=_read.read_table(path / REMEASURE_FILE, problems),
+        effects=_read.read_table(path / EFFECTS_FILE, problems),
+        seeds=_read.read_table(path / SEEDS_FILE, problems),
         probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,
