@@ -92,6 +92,33 @@ def test_corrupt_metadata_is_one_clear_error(tmp_path: Path) -> None:
         load_experiment(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("remeasure", "x", "'remeasure' is a string, the search writes a JSON object;"),
+        (
+            "search_only_params",
+            3,
+            "'search_only_params' is a number, the search writes a JSON list;",
+        ),
+        ("cluster", [1], "'cluster' is a JSON list, the search writes a JSON object;"),
+        ("objective", 5, "'objective' is a number, the search writes a string;"),
+        ("seed", "0", "'seed' is a string, the search writes a number or null;"),
+    ],
+)
+def test_metadata_with_a_value_of_the_wrong_kind_is_one_clear_error(
+    key: str, value: object, said: str, tmp_path: Path
+) -> None:
+    """Refused as it is read, in one line, not where a reader indexes it (a traceback)."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "edited", key: value}))
+    with pytest.raises(TunerError) as info:
+        load_experiment(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'tuner_experiment.json'}: {said} the experiment folder is corrupt, "
+        "restore the file or re-run the search."
+    )
+
+
 def test_an_experiment_without_trials_is_an_empty_table(tmp_path: Path) -> None:
     (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "empty"}))
     trials = load_trials(tmp_path)
