@@ -250,7 +250,8 @@ def space_of(holder: Any, *, name: str | None = None) -> SearchSpace:
     name = name or getattr(holder, "NAME", None) or getattr(holder, "__name__", "notebook")
     if not callable(getattr(holder, "space", None)):
         raise TunerError(
-            f"Search space {name}: the object has no space(trial, *, cuda) function; define one."
+            f"Search space {name}: the {type(holder).__name__} given has no space(trial, *, "
+            "cuda) function; give a space's name, a .py file, or an object that defines one."
         )
     if not hasattr(holder, "WORKLOADS"):
         holder = _WithWorkloads(holder)

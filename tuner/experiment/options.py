@@ -10,6 +10,7 @@ import dataclasses
 import importlib.util
 import math
 import numbers
+import os
 import re
 import sys
 import typing
@@ -273,8 +274,16 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
+        for name in _PATHS:  # the API's pathlib.Path, as the text the CLI gives
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for option in dataclasses.fields(self):
             _check(option, getattr(self, option.name))
+        if not isinstance(self.overrides, Mapping) or not all(map(_is_text, self.overrides)):
+            raise TunerError(
+                f"--set {self.overrides!r} must be a mapping of run settings by name, e.g. "
+                "{'lr': 0.001}."
+            )
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
@@ -338,12 +347,31 @@ _NUMBERS = {
 }
 
 
+# The options that are text, and those that are True or False: the API's keywords arrive
+# unchecked (an int for --storage failed deep in the driver, in a traceback).
+_TEXTS = {
+    name
+    for name, hint in typing.get_type_hints(SearchOptions).items()
+    if (hint is str or set(get_args(hint)) == {str, type(None)}) and name != "trust_budget"
+}  # --trust-budget takes seconds too: its own check reads str(value)
+_FLAGS = {n for n, hint in typing.get_type_hints(SearchOptions).items() if hint is bool}
+_PATHS = ("space", "storage", "reports_dir", "warm_start")
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
 def _check(option: dataclasses.Field[Any], value: Any) -> None:
     """One option's value against its :class:`Flag`: its type, choices and bounds."""
     spec: Flag = option.metadata["flag"]
     flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
     if value is None:
         return
+    if option.name in _TEXTS and not isinstance(value, str):
+        raise TunerError(f"{flag} {value!r} must be text (a str), not a {type(value).__name__}.")
+    if option.name in _FLAGS and not isinstance(value, bool):
+        raise TunerError(f"{flag} {value!r} must be True or False.")
     if kind and (isinstance(value, bool) or not isinstance(value, kind)):
         whole = "a whole" if kind is numbers.Integral else "a"
         raise TunerError(f"{flag} {value!r} must be {whole} number.")
