@@ -489,3 +489,14 @@ def test_a_table_cut_short_keeps_its_whole_rows(tmp_path: Path) -> None:
     assert experiment.problems == [
         "remeasure.csv: its last line is cut short; that row is left out."
     ]
+
+
+def test_a_params_file_that_is_no_object_is_named(tmp_path: Path) -> None:
+    """Valid JSON but not an object: the trial's config is as unknown as for broken JSON."""
+    from tuner.experiment._read import read_params
+
+    (tmp_path / "t_1").mkdir()
+    (tmp_path / "t_1" / "params.json").write_text("[1, 2]")
+    problems: list[str] = []
+    assert read_params(tmp_path / "t_1", problems) == {}
+    assert problems == ["t_1/params.json is damaged (not a JSON object)."]

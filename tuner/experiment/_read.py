@@ -223,7 +223,10 @@ def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged ({reason(exc)}).")
         return {}
-    return config if isinstance(config, dict) else {}
+    if not isinstance(config, dict):  # read as none, said: its config is not known
+        problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged (not a JSON object).")
+        return {}
+    return config
 
 
 def error_text(trial_dir: Path | None) -> str:
