@@ -500,3 +500,21 @@ def test_a_params_file_that_is_no_object_is_named(tmp_path: Path) -> None:
     problems: list[str] = []
     assert read_params(tmp_path / "t_1", problems) == {}
     assert problems == ["t_1/params.json is damaged (not a JSON object)."]
+
+
+def test_a_word_in_result_json_where_a_number_belongs_takes_the_study_s_value() -> None:
+    """An edited or damaged value: the study holds the trial's measurement, so it is not lost."""
+    from tuner.experiment._load import _reconcile
+    from tuner.experiment._read import Results
+
+    last = {"status": "ok", "images_per_second": "fast", "val_accuracy": 0.5}
+    told = {"status": "ok", "images_per_second": 137.5, "val_accuracy": 0.25}
+    problems: list[str] = []
+    result, lost = _reconcile("t1", Results(last, last, 1, lost_tail=False), told, problems)
+    assert not lost and result["images_per_second"] == 137.5 and result["val_accuracy"] == 0.5
+    assert problems == [
+        "trial t1: result.json holds 'fast' for images_per_second, not a number; the report "
+        "uses study.db's 137.5.",
+        "trial t1: result.json and study.db disagree on val_accuracy (0.5 vs 0.25); the report "
+        "uses result.json.",
+    ]

@@ -268,13 +268,36 @@ def _reconcile(
         result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
         return result, True
     elif told and result:
-        for key in _RECONCILED:
-            if key in told and not _same(result.get(key), told[key]):
-                problems.append(
-                    f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
-                    f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
-                )
+        _compare(trial_id, result, told, problems)
     return result, False
+
+
+def _compare(
+    trial_id: str, result: dict[str, Any], told: Mapping[str, Any], problems: list[str]
+) -> None:
+    """List each disagreement of the trial's last report with the study; where the report
+    holds no number where one belongs (an edited or damaged value), the study's is taken."""
+    for key in _RECONCILED:
+        if key not in told or _same(result.get(key), told[key]):
+            continue
+        if _not_a_number(key, result.get(key)) and not _not_a_number(key, told[key]):
+            problems.append(
+                f"trial {trial_id}: {RESULT_FILE} holds {result.get(key)!r} for {key}, not a "
+                f"number; the report uses {STUDY_FILE}'s {told[key]!r}."
+            )
+            result[key] = told[key]
+            continue
+        problems.append(
+            f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
+            f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
+        )
+
+
+def _not_a_number(key: str, value: Any) -> bool:
+    """A value present where the record declares a number, that is none."""
+    numeric = record.declared_dtype(key) in (record.NUMBER, record.COUNT)
+    real = isinstance(value, int | float) and not isinstance(value, bool)
+    return numeric and value is not None and not real
 
 
 def _same(a: Any, b: Any) -> bool:
