@@ -94,3 +94,23 @@ def test_check_of_a_report_folder_that_is_not_there_is_one_line(
         f"error: --out {out}: no report folder there to check; write it first (tuner report "
         f"{experiment} --out {out}), or leave --out out."
     )
+
+
+def test_check_says_what_it_could_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged file is left out of the check: 'every claim checked holds' alone would hide it."""
+    experiment = _experiment(tmp_path / "e")
+    (experiment / "remeasure.csv").write_bytes(b"\x8d\xff not a table")
+    argv = ["report", str(experiment), "--out", str(tmp_path / "report")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["report", "--check", *argv[1:]]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("every claim checked holds")
+    assert err.splitlines()[:2] == [
+        f"warning: could not read everything in {experiment.resolve()}:",
+        "  remeasure.csv could not be read (UnicodeDecodeError: 'utf-8' codec can't decode byte "
+        "0x8d in position 0: invalid start byte); the report goes without it (restore the file, "
+        "or re-run the search).",
+    ]
