@@ -89,6 +89,7 @@ def _space_with_a_syntax_error(folder: Path) -> Path:
         ("space raises", "error: Space raising_space: space() raised RuntimeError", ["optuna"]),
         ("locked", "error: Experiment 'held' is being driven by process ", []),
         ("storage is a file", "error: --storage ", []),
+        ("grid sampler, no GRID", "error: --sampler grid needs a space that declares GRID", []),
         ("reports dir is a file", "error: --reports-dir ", []),
     ],
 )
@@ -106,6 +107,7 @@ def test_a_usage_error_is_one_line_before_torch_and_ray(
         "space raises": ["search", str(_space_that_raises(tmp_path)), *storage],
         "locked": ["search", "smoke_space", "--name", "held", *storage],
         "storage is a file": ["search", "smoke_space", "--storage", file],
+        "grid sampler, no GRID": ["search", "smoke_space", "--sampler", "grid", *storage],
         "reports dir is a file": ["search", "smoke_space", *storage, "--reports-dir", file],
     }[case]
     with driver_lock(tmp_path / "held", command="tuner search smoke_space (the test)"):
