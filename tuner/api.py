@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
-from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.experiment.options import (
+    OBJECTIVES,
+    SAMPLERS,
+    WORKLOAD_CHOICES,
+    SearchOptions,
+    check_name,
+)
+from tuner.experiment.paths import refuse_unwritable
 from tuner.search_result import SearchResult
 
 if TYPE_CHECKING:
@@ -245,6 +252,7 @@ def bench(
     Raises:
         TunerError: a bad setting, or an ``amp`` this device cannot run.
     """
+    _before_runs(out_dir, threads)
     import torch
 
     from tuner.compare.bench import run_benchmark
@@ -264,6 +272,18 @@ def bench(
     if out_dir is not None:
         write_bench(measured, Path(out_dir))
     return measured
+
+
+def _before_runs(out_dir: str | Path | None, threads: int | None) -> None:
+    """What would fail a measurement only once it ran, refused before it runs.
+
+    Raises:
+        TunerError: ``out_dir`` cannot be a folder, or ``threads`` is below 1.
+    """
+    if threads is not None and threads < 1:
+        raise TunerError(f"--threads {threads} must be 1 or more (or left out: torch's choice).")
+    if out_dir is not None:
+        refuse_unwritable(Path(out_dir), given=f"--out {out_dir}")
 
 
 def verify(
@@ -286,6 +306,7 @@ def verify(
         TunerError: a bad setting, an ``amp`` the minimal loop does not run, or fewer than 2
             ``repeats``.
     """
+    _before_runs(out_dir, threads)
     import torch
 
     from tuner.compare.fidelity import run_verify, verify_config
@@ -339,9 +360,12 @@ def ablate(
         **settings: run settings over the device's ablation workload (``model``, ``steps``...).
 
     Raises:
-        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, or an ``amp`` this
-            device cannot run.
+        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, an ``amp`` this
+            device cannot run, a bad ``name`` or a report folder that cannot be one.
     """
+    check_name(name)  # the report's folder, refused before the runs, not after them
+    root = reports_dir or DEFAULT_REPORTS_DIR
+    refuse_unwritable(Path(root) / name, given=f"--reports-dir {root}")
     import sys
 
     import torch

@@ -114,3 +114,23 @@ def test_check_says_what_it_could_not_read(
         "0x8d in position 0: invalid start byte); the report goes without it (restore the file, "
         "or re-run the search).",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["ablate", "--reports-dir", "{file}"], "error: --reports-dir {file}: {file} is a file,"),
+        (["ablate", "--name", "a/b"], "error: --name 'a/b' must be letters, digits,"),
+        (["bench", "--out", "{file}"], "error: --out {file}: {file} is a file, not a folder;"),
+        (["bench", "--verify", "--out", "{file}"], "error: --out {file}: {file} is a file,"),
+        (["bench", "--threads", "0"], "error: --threads 0 must be 1 or more"),
+    ],
+)
+def test_what_would_fail_a_measurement_after_it_ran_is_refused_before(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ablation or a bench takes minutes: a report folder that cannot be written (it
+    failed at the end, every run lost) or a thread count torch refuses is found first."""
+    file = str(_a_file(tmp_path))
+    assert main([arg.format(file=file) for arg in argv]) == EXIT_USAGE
+    assert _error(capsys).startswith(said.format(file=file))

@@ -37,6 +37,7 @@ __all__ = [
     "Flag",
     "SamplerName",
     "SearchOptions",
+    "check_name",
     "options_record",
     "options_to_resume",
 ]
@@ -297,10 +298,8 @@ class SearchOptions:
         check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
-        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
-            raise TunerError(
-                f"--name {self.name!r} must be letters, digits, '_', '.', '-' (no slashes)."
-            )
+        if self.name is not None:
+            check_name(self.name)
 
     @staticmethod
     def flag(name: str) -> str:
@@ -380,6 +379,16 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     bound = spec.broken(value) if kind else ""
     if bound:
         raise TunerError(f"{flag} {value} must be {bound}{spec.why and ': ' + spec.why}.")
+
+
+def check_name(name: str) -> None:
+    """A run's ``--name``, the name of its folders (a search's, an ablation's).
+
+    Raises:
+        TunerError: it is not letters, digits, '_', '.', '-' (a slash would make folders).
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise TunerError(f"--name {name!r} must be letters, digits, '_', '.', '-' (no slashes).")
 
 
 def _check_tracking(mlflow: str | None, wandb: str | None) -> None:
