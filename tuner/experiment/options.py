@@ -466,6 +466,13 @@ def options_to_resume(
             f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
+    file = paths.local / METADATA_FILE
+    if not (metadata.get("options") or {}).get("space"):  # a search's start writes them first
+        raise TunerError(
+            f"{file} holds no options of the search it began: {paths.name!r} cannot be resumed; "
+            f"start a new search (another --name); `tuner report {paths.local}` still reads "
+            "what it holds."
+        )
     saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
     known = {f.name for f in dataclasses.fields(SearchOptions)}
     for name in sorted(set(saved) - known):
@@ -475,7 +482,13 @@ def options_to_resume(
             f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
             file=sys.stderr,
         )
-    own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    try:
+        own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    except TunerError as exc:  # the saved options, not the flags given now: say whose
+        raise TunerError(
+            f"{file} holds an option no search starts with ({str(exc).rstrip('.')}); the "
+            "experiment folder is corrupt, restore the file, or start a new search."
+        ) from None
     if own.num_samples is None and int(metadata.get(NUM_SAMPLES) or -1) > 0:
         # The count it resolved at its start (the space's, the grid's), not resolved again:
         # a new time budget or an edited space would change it.
