@@ -217,9 +217,12 @@ def audit(
                 f"--out {out_dir}: no report folder there to check; write it first (tuner "
                 f"report {experiment} --out {out_dir}), or leave --out out."
             )
-    return audit_report(
+    found = audit_report(
         path, report_dir=report_dir if report_dir.is_dir() else None, console=console
     )
+    if not report_dir.is_dir():  # said: "every claim checked holds" is of the data alone
+        found.notes.append(f"no report at {report_dir}: the experiment's own data checked alone")
+    return found
 
 
 def spaces() -> list[SearchSpace]:

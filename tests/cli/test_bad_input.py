@@ -134,3 +134,14 @@ def test_what_would_fail_a_measurement_after_it_ran_is_refused_before(
     file = str(_a_file(tmp_path))
     assert main([arg.format(file=file) for arg in argv]) == EXIT_USAGE
     assert _error(capsys).startswith(said.format(file=file))
+
+
+def test_check_without_a_report_says_it_checked_the_data_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no reports/e here
+    experiment = _experiment(tmp_path / "e")
+    assert main(["report", "--check", str(experiment)]) == 0
+    out, err = capsys.readouterr()
+    assert err == f"no report at {Path('reports') / 'e'}: the experiment's own data checked alone\n"
+    assert out.startswith("every claim checked holds")
