@@ -368,7 +368,7 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     if value is None:
         return
     if option.name in _TEXTS and not isinstance(value, str):
-        raise TunerError(f"{flag} {value!r} must be text (a str), not a {type(value).__name__}.")
+        raise TunerError(f"{flag} {value!r} must be text (a str), not {type(value).__name__}.")
     if option.name in _FLAGS and not isinstance(value, bool):
         raise TunerError(f"{flag} {value!r} must be True or False.")
     if kind and (isinstance(value, bool) or not isinstance(value, kind)):
