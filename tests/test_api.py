@@ -12,6 +12,7 @@ import pytest
 import tuner
 import tuner.api
 from tuner.experiment import read_trials_csv
+from tuner.experiment.options import SearchOptions
 from tuner.report import write_report
 from tuner.usercode import UserCodeError
 
@@ -74,6 +75,11 @@ def test_train_takes_a_config_and_settings_over_it() -> None:
             r"Unknown search option\(s\) num_sample",
         ),
         (lambda: tuner.search("smoke_space", objective="fast"), r"--objective 'fast'"),
+        (lambda: tuner.search("smoke_space", storage=5), r"^--storage 5 must be text \(a str\)"),
+        (lambda: tuner.search("smoke_space", name=5), r"^--name 5 must be text \(a str\), not"),
+        (lambda: tuner.search("smoke_space", resume="yes"), r"^--resume 'yes' must be True or"),
+        (lambda: tuner.search("smoke_space", overrides=[1]), r"^--set \[1\] must be a mapping"),
+        (lambda: tuner.search(123), r"^Search space notebook: the int given has no space\("),
         (lambda: tuner.load("/nowhere/experiment"), r"experiment"),
         (lambda: tuner.api.report("/nowhere/experiment"), r"experiment"),
         (lambda: tuner.api.ablate(repeats=0), r"--repeats 0 must be at least 1"),
@@ -85,6 +91,12 @@ def test_train_takes_a_config_and_settings_over_it() -> None:
 def test_errors_from_python_are_tuner_errors(call, message: str) -> None:
     with pytest.raises(tuner.TunerError, match=message):
         call()
+
+
+def test_search_options_take_a_path_where_the_cli_takes_a_folder(tmp_path: Path) -> None:
+    options = SearchOptions(space=tmp_path / "s.py", storage=tmp_path, reports_dir=tmp_path)
+    assert (options.space, options.storage) == (str(tmp_path / "s.py"), str(tmp_path))
+    assert options.reports_dir == str(tmp_path)
 
 
 class BrokenNotebookSpace:

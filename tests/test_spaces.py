@@ -138,6 +138,28 @@ def test_returned_value_of_the_wrong_type_is_one_clear_error(tmp_path: Path) -> 
     assert "\n" not in message and "batch_size='" in message and "must be an integer" in message
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('    raise RuntimeError("boom")\n', "space() raised RuntimeError: boom at "),
+        ("    return {'lr': 1 / 0}\n", "space() raised ZeroDivisionError: division by zero at "),
+    ],
+    ids=["raise", "a bug"],
+)
+def test_a_space_that_raises_is_one_line_naming_its_file_and_line(
+    body: str, said: str, tmp_path: Path
+) -> None:
+    """The user's space() is user code: what it raises is a usage error naming where."""
+    path = tmp_path / "raising_space.py"
+    path.write_text('WORKLOADS = {"cpu": {}}\ndef space(trial, *, cuda):\n' + body)
+    space = load_space_file(path)
+    with pytest.raises(TunerError) as info:
+        space.sample(optuna.create_study().ask(), cuda=False)
+    message = str(info.value)
+    assert message.startswith(f"Space raising_space: {said}"), message
+    assert message.endswith(f"{path}:3.") and "\n" not in message
+
+
 def test_duplicate_space_names_are_rejected(tmp_path: Path) -> None:
     body = 'NAME = "twin"\nWORKLOADS = {"cpu": {}}\ndef space(trial, *, cuda):\n    return {}\n'
     (tmp_path / "a.py").write_text(body)

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
-from tuner.experiment.options import OBJECTIVES, SAMPLERS, WORKLOAD_CHOICES, SearchOptions
+from tuner.experiment.options import (
+    OBJECTIVES,
+    SAMPLERS,
+    WORKLOAD_CHOICES,
+    SearchOptions,
+    check_name,
+)
+from tuner.experiment.paths import refuse_unwritable
 from tuner.search_result import SearchResult
 
 if TYPE_CHECKING:
@@ -170,12 +177,14 @@ def report(
     """
     from tuner.experiment import resolve_experiment
     from tuner.experiment.lock import say_leftovers_ended
+    from tuner.experiment.paths import refuse_unwritable
     from tuner.report import write_report
 
     path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
+    out = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / path.name
+    refuse_unwritable(out, given=f"--out {out}")  # before the reading, not at the writing
     say_leftovers_ended(path)  # a killed driver's Ray processes, ended by their recorded PIDs
     loaded = load(path, storage=storage)
-    out = Path(out_dir) if out_dir else Path(DEFAULT_REPORTS_DIR) / loaded.experiment_dir.name
     written = write_report(loaded.experiment, loaded.answer, out_dir=out)
     return dataclasses.replace(loaded, report_dir=written)
 
@@ -206,13 +215,14 @@ def audit(
     written = (report_dir / REPORT_FILE).is_file()
     if out_dir and not written:  # named, and no report there: nothing of it could be checked
         raise TunerError(
-            f"no report in {out_dir}: give the folder the report was written to with --out, "
-            f"or write one first (tuner report {experiment} --out {out_dir})"
+            f"--out {out_dir}: no report there to check (no {REPORT_FILE}); give the folder the "
+            f"report was written to, or write one first (tuner report {experiment} --out "
+            f"{out_dir})."
         )
     found = audit_report(path, report_dir=report_dir if written else None, console=console)
-    if not written and path != report_dir:
+    if not written and path != report_dir:  # "every claim checked holds" is of the data alone
         found.notes.append(
-            f"no report in {report_dir}: only the experiment's trials and its trackers' files "
+            f"no report at {report_dir}: only the experiment's trials and its trackers' files "
             "were checked (--out names the report's folder)"
         )
     return found
@@ -248,6 +258,7 @@ def bench(
     Raises:
         TunerError: a bad setting, or an ``amp`` this device cannot run.
     """
+    _before_runs(out_dir, threads)
     import torch
 
     from tuner.compare.bench import run_benchmark
@@ -267,6 +278,18 @@ def bench(
     if out_dir is not None:
         write_bench(measured, Path(out_dir))
     return measured
+
+
+def _before_runs(out_dir: str | Path | None, threads: int | None) -> None:
+    """What would fail a measurement only once it ran, refused before it runs.
+
+    Raises:
+        TunerError: ``out_dir`` cannot be a folder, or ``threads`` is below 1.
+    """
+    if threads is not None and threads < 1:
+        raise TunerError(f"--threads {threads} must be 1 or more (or left out: torch's choice).")
+    if out_dir is not None:
+        refuse_unwritable(Path(out_dir), given=f"--out {out_dir}")
 
 
 def verify(
@@ -289,6 +312,7 @@ def verify(
         TunerError: a bad setting, an ``amp`` the minimal loop does not run, or fewer than 2
             ``repeats``.
     """
+    _before_runs(out_dir, threads)
     import torch
 
     from tuner.compare.fidelity import run_verify, verify_config
@@ -342,9 +366,12 @@ def ablate(
         **settings: run settings over the device's ablation workload (``model``, ``steps``...).
 
     Raises:
-        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, or an ``amp`` this
-            device cannot run.
+        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, an ``amp`` this
+            device cannot run, a bad ``name`` or a report folder that cannot be one.
     """
+    check_name(name)  # the report's folder, refused before the runs, not after them
+    root = reports_dir or DEFAULT_REPORTS_DIR
+    refuse_unwritable(Path(root) / name, given=f"--reports-dir {root}")
     import sys
 
     import torch

@@ -32,7 +32,7 @@ from typing import Any
 from tuner.config import TrainConfig, check_settings, config_fields
 from tuner.errors import TunerError
 from tuner.techniques import knob, speed_knobs
-from tuner.usercode import load_file_module, register, resolve_holder
+from tuner.usercode import call_user, load_file_module, register, resolve_holder
 
 __all__ = [
     "WORKLOAD_KINDS",
@@ -92,7 +92,9 @@ class SearchSpace:
         ``fixed`` (the user's ``--set``) pins parameters: a ``suggest_*`` of such a name and a
         returned setting of that name are the fixed value (docs/architecture.md says why)."""
         fixed = dict(fixed or {})
-        params = self.define(_Pinned(trial, fixed) if fixed else trial, cuda=cuda)
+        # The user's code: what it raises is one line naming it and where (a usage error).
+        sampled = _Pinned(trial, fixed) if fixed else trial
+        params = call_user(self.define, sampled, cuda=cuda, what=f"Space {self.name}")
         if not isinstance(params, dict):
             raise TunerError(
                 f"Space {self.name}: space() returned {type(params).__name__}; "
@@ -248,7 +250,8 @@ def space_of(holder: Any, *, name: str | None = None) -> SearchSpace:
     name = name or getattr(holder, "NAME", None) or getattr(holder, "__name__", "notebook")
     if not callable(getattr(holder, "space", None)):
         raise TunerError(
-            f"Search space {name}: the object has no space(trial, *, cuda) function; define one."
+            f"Search space {name}: the {type(holder).__name__} given has no space(trial, *, "
+            "cuda) function; give a space's name, a .py file, or an object that defines one."
         )
     if not hasattr(holder, "WORKLOADS"):
         holder = _WithWorkloads(holder)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tuner.commands import build_parser, main
+from tuner.errors import TunerError
 from tuner.experiment.options import SearchOptions
 
 # The flags of `tuner search` before they were generated (2026-11-29): a flag may be added,
@@ -78,6 +79,7 @@ def test_every_option_has_its_flag_and_the_defaults_are_the_fields() -> None:
         (["--max-failures", "-1"], "--max-failures"),
         (["--remeasure-top", "-1"], "--remeasure-top"),
         (["--remeasure-repeats", "0"], "--remeasure-repeats"),
+        (["--remeasure-repeats", "9", "--remeasure-max-repeats", "5"], "max-repeats 5 is below"),
         (["--probe-share", "1.5"], "--probe-share 1.5 must be"),
         (["--probe-share", "half"], "--probe-share"),
         (["--target-accuracy", "1.5"], "--target-accuracy 1.5 must be in (0, 1]"),
@@ -106,6 +108,20 @@ def test_a_bad_search_flag_is_one_line_and_exit_2_before_anything_runs(
     assert code == 2 and len(err) == 1, err
     assert named in err[0] and "Traceback" not in err[0], err
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_a_remeasure_max_below_the_repeats_given_is_refused_not_raised() -> None:
+    """--remeasure-repeats alone lifts the default max to it; both given and contradictory are
+    a usage error (the max was lifted silently: a whole search ran on flags it overruled)."""
+    from tuner.commands.search import options_from_args
+
+    def options(*flags: str) -> SearchOptions:
+        return options_from_args(_search_parser().parse_args(["smoke_space", *flags]))
+
+    assert options("--remeasure-repeats", "30").remeasure_max_repeats == 30
+    assert options("--remeasure-max-repeats", "9").remeasure_max_repeats == 9
+    with pytest.raises(TunerError, match=r"^--remeasure-max-repeats 5 is below --remeasure-rep"):
+        options("--remeasure-repeats", "10", "--remeasure-max-repeats", "5")
 
 
 def test_the_api_checks_its_keywords_as_the_command_checks_its_flags(tmp_path: Path) -> None:

@@ -92,6 +92,33 @@ def test_corrupt_metadata_is_one_clear_error(tmp_path: Path) -> None:
         load_experiment(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("remeasure", "x", "'remeasure' is a string, the search writes a JSON object;"),
+        (
+            "search_only_params",
+            3,
+            "'search_only_params' is a number, the search writes a JSON list;",
+        ),
+        ("cluster", [1], "'cluster' is a JSON list, the search writes a JSON object;"),
+        ("objective", 5, "'objective' is a number, the search writes a string;"),
+        ("seed", "0", "'seed' is a string, the search writes a number or null;"),
+    ],
+)
+def test_metadata_with_a_value_of_the_wrong_kind_is_one_clear_error(
+    key: str, value: object, said: str, tmp_path: Path
+) -> None:
+    """Refused as it is read, in one line, not where a reader indexes it (a traceback)."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "edited", key: value}))
+    with pytest.raises(TunerError) as info:
+        load_experiment(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'tuner_experiment.json'}: {said} the experiment folder is corrupt, "
+        "restore the file or re-run the search."
+    )
+
+
 def test_an_experiment_without_trials_is_an_empty_table(tmp_path: Path) -> None:
     (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "empty"}))
     trials = load_trials(tmp_path)
@@ -417,3 +444,77 @@ def test_a_retried_trials_repeated_reports_are_one_row_each(
     lines = result.read_text().splitlines()
     result.write_text("\n".join([*lines, *lines]) + "\n")  # as a retry reports its steps again
     assert load_experiment(copy).curves.equals(load_experiment(smoke_experiment).curves)
+
+
+_REMEASURE = "trial_id,repeat,status,images_per_second\na,0,ok,100.5\na,1,ok,101.5\n"
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "said"),
+    [
+        (
+            "effects.csv",
+            b"\x8d\xff\x00 not text",
+            "effects.csv could not be read (UnicodeDecodeError",
+        ),
+        ("remeasure.csv", b'a,"b\n1,2\n', "remeasure.csv could not be read (ParserError"),
+        ("seeds.csv", b"a,b\n1,2\n", "seeds.csv lacks the column(s) trial_id, arm, status,"),
+        (
+            "remeasure.csv",
+            _REMEASURE.replace("101.5", "fast").encode(),
+            "remeasure.csv holds 'fast' in its column images_per_second, not a number;",
+        ),
+    ],
+    ids=["binary", "unparsable", "other columns", "a word for a number"],
+)
+def test_a_damaged_table_is_listed_and_read_as_absent(
+    file: str, text: bytes, said: str, tmp_path: Path
+) -> None:
+    """All or nothing: a table half read would be half the measurements, told as all."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "damaged"}))
+    (tmp_path / file).write_bytes(text)
+    experiment = load_experiment(tmp_path)
+    assert getattr(experiment, file.removesuffix(".csv")) is None
+    assert [p for p in experiment.problems if p.startswith(said)], experiment.problems
+    assert experiment.problems[0].endswith("the report goes without it (restore the file, or "
+                                           "re-run the search).")  # fmt: skip
+
+
+def test_a_table_cut_short_keeps_its_whole_rows(tmp_path: Path) -> None:
+    """A driver stopped mid-write leaves half a row: its numbers are cut, so it goes, said."""
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "cut"}))
+    (tmp_path / "remeasure.csv").write_text(_REMEASURE[:-4])  # 101.5 cut to 10
+    experiment = load_experiment(tmp_path)
+    assert experiment.remeasure["images_per_second"].tolist() == [100.5]
+    assert experiment.problems == [
+        "remeasure.csv: its last line is cut short; that row is left out."
+    ]
+
+
+def test_a_params_file_that_is_no_object_is_named(tmp_path: Path) -> None:
+    """Valid JSON but not an object: the trial's config is as unknown as for broken JSON."""
+    from tuner.experiment._read import read_params
+
+    (tmp_path / "t_1").mkdir()
+    (tmp_path / "t_1" / "params.json").write_text("[1, 2]")
+    problems: list[str] = []
+    assert read_params(tmp_path / "t_1", problems) == {}
+    assert problems == ["t_1/params.json is damaged (not a JSON object)."]
+
+
+def test_a_word_in_result_json_where_a_number_belongs_takes_the_study_s_value() -> None:
+    """An edited or damaged value: the study holds the trial's measurement, so it is not lost."""
+    from tuner.experiment._load import _reconcile
+    from tuner.experiment._read import Results
+
+    last = {"status": "ok", "images_per_second": "fast", "val_accuracy": 0.5}
+    told = {"status": "ok", "images_per_second": 137.5, "val_accuracy": 0.25}
+    problems: list[str] = []
+    result, lost = _reconcile("t1", Results(last, last, 1, lost_tail=False), told, problems)
+    assert not lost and result["images_per_second"] == 137.5 and result["val_accuracy"] == 0.5
+    assert problems == [
+        "trial t1: result.json holds 'fast' for images_per_second, not a number; the report "
+        "uses study.db's 137.5.",
+        "trial t1: result.json and study.db disagree on val_accuracy (0.5 vs 0.25); the report "
+        "uses result.json.",
+    ]

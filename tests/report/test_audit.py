@@ -137,24 +137,3 @@ def test_a_resumed_trial_s_time_leaves_out_the_driver_s_down_time() -> None:
     assert found.claim == "trial a: 600.0s" and "less the driver's 300s down" in found.why
     trials.loc[0, "trial_time_s"] = 700.0  # longer than its span, even alone
     assert len(check_durations("", "report.md", trials, {})) == 1
-
-
-def test_check_of_a_folder_with_no_report_says_so(
-    smoke_experiment: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`report EXP --check --out DIR` with no report in DIR said "every claim checked holds"
-    (exit 0), having checked none of the report: a report named and missing is one line, exit
-    2; with no --out and none at the default place, the check says what it did check."""
-    empty = tmp_path / "not-a-report"
-    empty.mkdir()
-    assert main(["report", str(smoke_experiment), "--check", "--out", str(empty)]) == 2
-    err = capsys.readouterr().err
-    assert f"no report in {empty}: give the folder the report was written to with --out" in err
-    assert len(err.strip().splitlines()) == 1
-    monkeypatch.chdir(tmp_path)  # no reports/<name> here
-    assert main(["report", str(smoke_experiment), "--check"]) == 0
-    captured = capsys.readouterr()
-    assert "only the experiment's trials and its trackers' files were checked" in captured.err

@@ -285,3 +285,27 @@ def test_the_trust_budget_is_seconds_or_a_share_of_the_whole_command(
     # After 30 s of trials: 25 % of the whole command leaves them 10 s (10 / 40), 50 % 30 s.
     options = SearchOptions(space="smoke_space", trust_budget=budget)
     assert options.trust_limit_s(30.0) == (None if limit is None else pytest.approx(limit))
+
+
+@pytest.mark.parametrize(
+    ("saved", "said"),
+    [
+        (None, "holds no options of the search it began: 'odd' cannot be resumed; start a new"),
+        ({"space": "vit_space", "num_samples": "x"}, "holds an option no search starts with "
+         "(--num-samples 'x' must be a whole number); the experiment folder is corrupt,"),
+    ],
+    ids=["no options", "an option of the wrong kind"],
+)  # fmt: skip
+def test_a_resume_of_metadata_whose_options_no_search_wrote_names_the_file(
+    saved: dict | None, said: str, tmp_path
+) -> None:
+    """Not the flags given now (the user gave no --num-samples): the file, and what to do."""
+    from tuner.experiment import write_metadata
+    from tuner.experiment.options import options_to_resume
+    from tuner.experiment.paths import ExperimentPaths
+
+    paths = ExperimentPaths.of(str(tmp_path), "odd")
+    write_metadata(paths.local, {"name": "odd", **({"options": saved} if saved else {})})
+    with pytest.raises(TunerError) as info:
+        options_to_resume(paths, SearchOptions(space="", resume=True, name="odd"))
+    assert str(info.value).startswith(f"{paths.local / 'tuner_experiment.json'} {said}")

@@ -54,6 +54,25 @@ def _space_with_string_lr(folder: Path) -> Path:
     return path
 
 
+def _a_file(folder: Path) -> Path:
+    """A file where a folder is asked for: the search writes its report there after its trials,
+    so the check must come first."""
+    path = folder / "a_file"
+    path.write_text("not a folder\n")
+    return path
+
+
+def _space_that_raises(folder: Path) -> Path:
+    path = folder / "raising_space.py"
+    path.write_text(
+        "from tuner.workloads import MICRO_VIT\n"
+        "WORKLOADS = {'cpu': {**MICRO_VIT, 'steps': 2}, 'gpu': {**MICRO_VIT, 'steps': 2}}\n"
+        "def space(trial, *, cuda):\n"
+        "    raise RuntimeError('boom')\n"
+    )
+    return path
+
+
 def _space_with_a_syntax_error(folder: Path) -> Path:
     path = folder / "broken_space.py"
     path.write_text("def space(trial, *, cuda):\n    return {'lr': (}\n")
@@ -67,7 +86,11 @@ def _space_with_a_syntax_error(folder: Path) -> Path:
         ("negative lr", "error: lr=-1.0 must be positive.", []),
         ("space file syntax error", "error: Search space file ", []),
         ("space returns a string lr", "error: Space string_lr_space: lr='", ["optuna"]),
+        ("space raises", "error: Space raising_space: space() raised RuntimeError", ["optuna"]),
         ("locked", "error: Experiment 'held' is being driven by process ", []),
+        ("storage is a file", "error: --storage ", []),
+        ("grid sampler, no GRID", "error: --sampler grid needs a space that declares GRID", []),
+        ("reports dir is a file", "error: --reports-dir ", []),
     ],
 )
 def test_a_usage_error_is_one_line_before_torch_and_ray(
@@ -75,13 +98,17 @@ def test_a_usage_error_is_one_line_before_torch_and_ray(
 ) -> None:
     """``loaded``: what the check needs (sampling the space needs Optuna); nothing else loads,
     so the answer takes well under a second."""
-    storage = ["--storage", str(tmp_path)]
+    storage, file = ["--storage", str(tmp_path)], str(_a_file(tmp_path))
     argv = {
         "unknown resume": ["search", "--resume", "--name", "no_such_name", *storage],
         "negative lr": ["search", "smoke_space", "--set", "lr=-1", *storage],
         "space file syntax error": ["search", str(_space_with_a_syntax_error(tmp_path)), *storage],
         "space returns a string lr": ["search", str(_space_with_string_lr(tmp_path)), *storage],
+        "space raises": ["search", str(_space_that_raises(tmp_path)), *storage],
         "locked": ["search", "smoke_space", "--name", "held", *storage],
+        "storage is a file": ["search", "smoke_space", "--storage", file],
+        "grid sampler, no GRID": ["search", "smoke_space", "--sampler", "grid", *storage],
+        "reports dir is a file": ["search", "smoke_space", *storage, "--reports-dir", file],
     }[case]
     with driver_lock(tmp_path / "held", command="tuner search smoke_space (the test)"):
         code, errors, imported = _tuner(*argv)

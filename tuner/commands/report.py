@@ -43,9 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tuner.api import report
+    from tuner.errors import TunerError
 
     if args.check:
         return check(args)
+    if args.console:
+        raise TunerError(
+            f"--console {args.console} is read by --check alone; add --check to check the "
+            "report's claims against it, or leave --console out."
+        )
     done = report(args.experiment, storage=args.storage, out_dir=args.out)
     experiment, answer, written = done.experiment, done.answer, done.report_dir
     for line in experiment.problem_lines():
@@ -61,7 +67,7 @@ def check(args: argparse.Namespace) -> int:
     from tuner.api import audit
     from tuner.errors import EXIT_OK, EXIT_RUNTIME
 
-    console = Path(args.console).read_text() if args.console else None
+    console = _console(args.console) if args.console else None
     found = audit(args.experiment, storage=args.storage, out_dir=args.out, console=console)
     for note in found.notes:
         print(note, file=sys.stderr)
@@ -70,6 +76,26 @@ def check(args: argparse.Namespace) -> int:
     if found.ok:
         print(f"every claim checked holds ({found.path})")
     return EXIT_OK if found.ok else EXIT_RUNTIME
+
+
+def _console(file: str) -> str:
+    """The kept console output ``--console`` names, read before anything is checked.
+
+    Raises:
+        TunerError: no such file, or not text.
+    """
+    from tuner.errors import TunerError
+
+    kept = "the search's console output, kept (e.g. tuner search ... 2>&1 | tee FILE)"
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TunerError(f"--console {file} does not exist; give {kept}.") from None
+    except OSError as exc:
+        why = exc.strerror
+        raise TunerError(f"--console {file} cannot be read ({why}); give {kept}.") from None
+    except UnicodeDecodeError:
+        raise TunerError(f"--console {file} is not text (UTF-8); give {kept}.") from None
 
 
 def result_json(experiment: Experiment, answer: Answer, report: Path | None) -> dict[str, Any]:

@@ -125,12 +125,10 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
     overrides = {key: getattr(args, key) for key in WORKLOAD_FLAGS if hasattr(args, key)}
     given["space"] = args.space or ""
     given["overrides"] = {**overrides, **_flags.parse_sets(getattr(args, "set", ()))}
-    fields = SearchOptions.__dataclass_fields__  # --remeasure-repeats above the max raises it
-    repeats, most = (
-        given.get(k, fields[k].default) for k in ("remeasure_repeats", "remeasure_max_repeats")
-    )
-    given["remeasure_max_repeats"] = max(most, repeats)
-    return SearchOptions(**given)
+    if "remeasure_max_repeats" not in given:  # --remeasure-repeats above the default max
+        default = SearchOptions.__dataclass_fields__["remeasure_max_repeats"].default  # lifts it
+        given["remeasure_max_repeats"] = max(default, given.get("remeasure_repeats", default))
+    return SearchOptions(**given)  # both given: the options check that they agree
 
 
 def given_fields(args: argparse.Namespace) -> frozenset[str]:

@@ -28,6 +28,13 @@ EFFECTS_FILE = "effects.csv"
 # (tuner.compare.seeds writes and reads it).
 SEEDS_FILE = "seeds.csv"
 PROBE_CACHE_FILE = "probe_cache.json"
+# The columns the readers of each table need (its writer writes more): a table lacking one is
+# damaged, read as absent and said so (tuner.experiment._read.read_table).
+TABLE_COLUMNS = {
+    REMEASURE_FILE: (TRIAL_ID, "repeat", "status", "images_per_second"),
+    EFFECTS_FILE: ("arm", "group", "status", "images_per_second"),
+    SEEDS_FILE: (TRIAL_ID, "arm", "status", "val_accuracy", "final"),
+}
 LOCK_FILE = "driver.lock"
 RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.tune.ray_log)
 # In a trial's folder: Ray stopped the trial when the experiment ended (the search's time

@@ -88,14 +88,23 @@ class Experiment:
     def with_seeds(self) -> Experiment:
         """This experiment after its picks were retrained with seeds (``seeds.csv``): that file
         read, the rest kept (the search hands on what it read: STYLE 14)."""
-        return dataclasses.replace(self, seeds=_read.read_table(self.path / SEEDS_FILE))
+        problems = list(self.problems)
+        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
+        return dataclasses.replace(self, seeds=seeds, problems=[*dict.fromkeys(problems)])
 
     def with_effects(self, metadata: dict[str, Any]) -> Experiment:
         """This experiment after its technique effects were measured (``effects.csv``) and its
         metadata rewritten: the files that changed, read again; the trials are kept."""
-        effects = _read.read_table(self.path / EFFECTS_FILE)
-        seeds = _read.read_table(self.path / SEEDS_FILE)
-        return dataclasses.replace(self, metadata=metadata, effects=effects, seeds=seeds)
+        problems = list(self.problems)
+        effects = _read.read_table(self.path / EFFECTS_FILE, problems)
+        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
+        return dataclasses.replace(
+            self,
+            metadata=metadata,
+            effects=effects,
+            seeds=seeds,
+            problems=[*dict.fromkeys(problems)],
+        )
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
@@ -155,9 +164,9 @@ def load_experiment(experiment_dir: str | Path) -> Experiment:
         configs=configs,
         param_names=params,
         searched_names=searched,
-        remeasure=_read.read_table(path / REMEASURE_FILE),
-        effects=_read.read_table(path / EFFECTS_FILE),
-        seeds=_read.read_table(path / SEEDS_FILE),
+        remeasure=_read.read_table(path / REMEASURE_FILE, problems),
+        effects=_read.read_table(path / EFFECTS_FILE, problems),
+        seeds=_read.read_table(path / SEEDS_FILE, problems),
         probe_cache=_read.json_object(path / PROBE_CACHE_FILE),  # none: speed probes off
         study=study,
         problems=problems,
@@ -259,13 +268,36 @@ def _reconcile(
         result[record.INFEASIBLE_REASON] = f"its last report in {RESULT_FILE} is damaged"
         return result, True
     elif told and result:
-        for key in _RECONCILED:
-            if key in told and not _same(result.get(key), told[key]):
-                problems.append(
-                    f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
-                    f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
-                )
+        _compare(trial_id, result, told, problems)
     return result, False
+
+
+def _compare(
+    trial_id: str, result: dict[str, Any], told: Mapping[str, Any], problems: list[str]
+) -> None:
+    """List each disagreement of the trial's last report with the study; where the report
+    holds no number where one belongs (an edited or damaged value), the study's is taken."""
+    for key in _RECONCILED:
+        if key not in told or _same(result.get(key), told[key]):
+            continue
+        if _not_a_number(key, result.get(key)) and not _not_a_number(key, told[key]):
+            problems.append(
+                f"trial {trial_id}: {RESULT_FILE} holds {result.get(key)!r} for {key}, not a "
+                f"number; the report uses {STUDY_FILE}'s {told[key]!r}."
+            )
+            result[key] = told[key]
+            continue
+        problems.append(
+            f"trial {trial_id}: {RESULT_FILE} and {STUDY_FILE} disagree on {key} "
+            f"({result.get(key)!r} vs {told[key]!r}); the report uses {RESULT_FILE}."
+        )
+
+
+def _not_a_number(key: str, value: Any) -> bool:
+    """A value present where the record declares a number, that is none."""
+    numeric = record.declared_dtype(key) in (record.NUMBER, record.COUNT)
+    real = isinstance(value, int | float) and not isinstance(value, bool)
+    return numeric and value is not None and not real
 
 
 def _same(a: Any, b: Any) -> bool:

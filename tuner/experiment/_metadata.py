@@ -16,7 +16,8 @@ def read_metadata(folder: Path) -> dict[str, Any]:
     """The metadata of the experiment in ``folder`` ({} when it has none).
 
     Raises:
-        TunerError: the file is not a JSON object (damaged).
+        TunerError: the file is not a JSON object, or a key holds what the search never writes
+            there (damaged, or edited by hand).
     """
     file = Path(folder) / METADATA_FILE
     if not file.is_file():
@@ -30,7 +31,56 @@ def read_metadata(folder: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise TunerError(f"{file} must hold a JSON object; re-run the search.")
+    for key, value in data.items():
+        kinds = _KINDS.get(key)
+        if kinds is not None and not _is(value, kinds):
+            raise TunerError(
+                f"{file}: {key!r} is {_json_kind(value)}, the search writes "
+                f"{' or '.join(map(_kind_name, kinds))}; the experiment folder is corrupt, "
+                "restore the file or re-run the search."
+            )
     return data
+
+
+# What the search writes under each key its readers index (a key not listed is read with its
+# own check); an edited or damaged value is refused here, in one line, not where it is used.
+# Numbers may be null: an option given as None through the API is written so.
+_OBJECT, _LIST, _TEXT, _NUMBER, _NULL = dict, list, str, float, type(None)
+_OBJECTS = ("cluster", "effects", "environment", "finished_after_trials", "options")
+_OBJECTS += ("probe_cache", "remeasure", "resources_per_trial", "search_clock", "seeds")
+_OBJECTS += ("speed_probes", "study", "workload")
+_LISTS = ("driver_helpers", "objectives", "pinned_params", "remeasure_failures")
+_LISTS += ("search_only_params", "startup_design")
+_TEXTS = ("early_stopping", "name", "objective", "sampler", "space", "state", "workload_kind")
+_NUMBERS = ("concurrency", "fit_time_s", "num_samples", "num_trials", "seed", MAX_MEMORY_BYTES)
+_NUMBERS += ("search_time_budget_s",)
+_KINDS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(_OBJECTS, (_OBJECT,)),
+    **dict.fromkeys(_LISTS, (_LIST,)),
+    **dict.fromkeys(_TEXTS, (_TEXT,)),
+    **dict.fromkeys(_NUMBERS, (_NUMBER, _NULL)),
+    "interrupted_during": (_TEXT, _NULL),
+}
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int | float):
+        return _NUMBER in kinds
+    return isinstance(value, kinds)
+
+
+def _kind_name(kind: type) -> str:
+    names = {dict: "a JSON object", list: "a JSON list", str: "a string", float: "a number"}
+    return names.get(kind, "null")
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    kind = float if isinstance(value, int | float) else type(value)
+    return _kind_name(kind)
 
 
 def write_metadata(folder: Path, fields: dict[str, Any]) -> None:

@@ -10,12 +10,21 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.experiment._files import ERROR_FILE, PARAMS_FILE, RAY_STATE_GLOB, RESULT_FILE, STUDY_FILE
-from tuner.record import CURVE_KEYS, TRIAL_ID, VAL_ACCURACY
+from tuner.errors import error_line
+from tuner.experiment._files import (
+    ERROR_FILE,
+    PARAMS_FILE,
+    RAY_STATE_GLOB,
+    RESULT_FILE,
+    STUDY_FILE,
+    TABLE_COLUMNS,
+)
+from tuner.record import COUNT, CURVE_KEYS, NUMBER, TRIAL_ID, VAL_ACCURACY, declared_dtype
 from tuner.units import as_number
 
 if TYPE_CHECKING:  # pandas loads on first use: the lock and a usage error need none of it
@@ -66,16 +75,56 @@ def json_object(file: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def read_table(file: Path) -> pd.DataFrame | None:
-    """A CSV the search wrote (re-measurements, effects), or ``None`` when absent or empty."""
+def read_table(file: Path, problems: list[str]) -> pd.DataFrame | None:
+    """A CSV the search wrote (re-measurements, effects, seeds), or ``None`` when absent, empty
+    or damaged: one that does not parse, lacks a column its readers need
+    (:data:`TABLE_COLUMNS`) or holds other than numbers in a column :mod:`tuner.record`
+    declares numeric is listed in ``problems`` and read as absent (all or nothing: a table
+    half read would be half the measurements, told as all)."""
     if not file.is_file() or file.stat().st_size == 0:
         return None
     import pandas as pd
 
-    frame = pd.read_csv(file)
+    try:
+        frame = pd.read_csv(file)
+    except (OSError, ValueError) as exc:  # pandas' parse errors and a decode error: ValueErrors
+        problems.append(f"{file.name} could not be read ({error_line(exc)}); {_WITHOUT}")
+        return None
+    damage = _table_damage(frame, TABLE_COLUMNS.get(file.name, ()))
+    if damage:
+        problems.append(f"{file.name} {damage}; {_WITHOUT}")
+        return None
+    if len(frame) and not _ends_whole(file):  # a writer stopped mid-row: its values are cut
+        problems.append(f"{file.name}: its last line is cut short; that row is left out.")
+        frame = frame.iloc[:-1]
     if TRIAL_ID in frame:
         frame[TRIAL_ID] = frame[TRIAL_ID].astype(str)
     return frame
+
+
+def _ends_whole(file: Path) -> bool:
+    with file.open("rb") as handle:
+        handle.seek(-1, 2)
+        return handle.read(1) == b"\n"
+
+
+_WITHOUT = "the report goes without it (restore the file, or re-run the search)."
+
+
+def _table_damage(frame: pd.DataFrame, columns: Sequence[str]) -> str | None:
+    """What makes a table unreadable to its readers, or ``None``."""
+    import pandas as pd
+
+    missing = [column for column in columns if column not in frame]
+    if missing:
+        return f"lacks the column(s) {', '.join(missing)}"
+    for column in frame.columns:
+        if declared_dtype(str(column)) in (NUMBER, COUNT):
+            given = frame[column].dropna()
+            other = given[pd.to_numeric(given, errors="coerce").isna()]
+            if len(other):
+                return f"holds {other.iloc[0]!r} in its column {column}, not a number"
+    return None
 
 
 def ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
@@ -174,7 +223,10 @@ def read_params(trial_dir: Path, problems: list[str]) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged ({reason(exc)}).")
         return {}
-    return config if isinstance(config, dict) else {}
+    if not isinstance(config, dict):  # read as none, said: its config is not known
+        problems.append(f"{trial_dir.name}/{PARAMS_FILE} is damaged (not a JSON object).")
+        return {}
+    return config
 
 
 def error_text(trial_dir: Path | None) -> str:

@@ -10,6 +10,7 @@ import dataclasses
 import importlib.util
 import math
 import numbers
+import os
 import re
 import sys
 import typing
@@ -36,6 +37,7 @@ __all__ = [
     "Flag",
     "SamplerName",
     "SearchOptions",
+    "check_name",
     "options_record",
     "options_to_resume",
 ]
@@ -273,8 +275,16 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         """Raise :class:`TunerError` naming the first impossible option."""
+        for name in _PATHS:  # the API's pathlib.Path, as the text the CLI gives
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for option in dataclasses.fields(self):
             _check(option, getattr(self, option.name))
+        if not isinstance(self.overrides, Mapping) or not all(map(_is_text, self.overrides)):
+            raise TunerError(
+                f"--set {self.overrides!r} must be a mapping of run settings by name, e.g. "
+                "{'lr': 0.001}."
+            )
         gpus = self.gpus_per_trial
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise TunerError("--gpus-per-trial above 1 must be a whole number of GPUs.")
@@ -288,10 +298,8 @@ class SearchOptions:
         check_settings(self.overrides)  # --set lr=abc fails here, before Ray starts
         if self.resume and not self.name:
             raise TunerError("--resume needs --name of the experiment to continue.")
-        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
-            raise TunerError(
-                f"--name {self.name!r} must be letters, digits, '_', '.', '-' (no slashes)."
-            )
+        if self.name is not None:
+            check_name(self.name)
 
     @staticmethod
     def flag(name: str) -> str:
@@ -338,12 +346,31 @@ _NUMBERS = {
 }
 
 
+# The options that are text, and those that are True or False: the API's keywords arrive
+# unchecked (an int for --storage failed deep in the driver, in a traceback).
+_TEXTS = {
+    name
+    for name, hint in typing.get_type_hints(SearchOptions).items()
+    if (hint is str or set(get_args(hint)) == {str, type(None)}) and name != "trust_budget"
+}  # --trust-budget takes seconds too: its own check reads str(value)
+_FLAGS = {n for n, hint in typing.get_type_hints(SearchOptions).items() if hint is bool}
+_PATHS = ("space", "storage", "reports_dir", "warm_start")
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
 def _check(option: dataclasses.Field[Any], value: Any) -> None:
     """One option's value against its :class:`Flag`: its type, choices and bounds."""
     spec: Flag = option.metadata["flag"]
     flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
     if value is None:
         return
+    if option.name in _TEXTS and not isinstance(value, str):
+        raise TunerError(f"{flag} {value!r} must be text (a str), not {type(value).__name__}.")
+    if option.name in _FLAGS and not isinstance(value, bool):
+        raise TunerError(f"{flag} {value!r} must be True or False.")
     if kind and (isinstance(value, bool) or not isinstance(value, kind)):
         whole = "a whole" if kind is numbers.Integral else "a"
         raise TunerError(f"{flag} {value!r} must be {whole} number.")
@@ -352,6 +379,16 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     bound = spec.broken(value) if kind else ""
     if bound:
         raise TunerError(f"{flag} {value} must be {bound}{spec.why and ': ' + spec.why}.")
+
+
+def check_name(name: str) -> None:
+    """A run's ``--name``, the name of its folders (a search's, an ablation's).
+
+    Raises:
+        TunerError: it is not letters, digits, '_', '.', '-' (a slash would make folders).
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise TunerError(f"--name {name!r} must be letters, digits, '_', '.', '-' (no slashes).")
 
 
 def _check_tracking(mlflow: str | None, wandb: str | None) -> None:
@@ -429,6 +466,13 @@ def options_to_resume(
             f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
+    file = paths.local / METADATA_FILE
+    if not (metadata.get("options") or {}).get("space"):  # a search's start writes them first
+        raise TunerError(
+            f"{file} holds no options of the search it began: {paths.name!r} cannot be resumed; "
+            f"start a new search (another --name); `tuner report {paths.local}` still reads "
+            "what it holds."
+        )
     saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
     known = {f.name for f in dataclasses.fields(SearchOptions)}
     for name in sorted(set(saved) - known):
@@ -438,7 +482,13 @@ def options_to_resume(
             f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
             file=sys.stderr,
         )
-    own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    try:
+        own = SearchOptions(**{k: v for k, v in saved.items() if k in known})
+    except TunerError as exc:  # the saved options, not the flags given now: say whose
+        raise TunerError(
+            f"{file} holds an option no search starts with ({str(exc).rstrip('.')}); the "
+            "experiment folder is corrupt, restore the file, or start a new search."
+        ) from None
     if own.num_samples is None and int(metadata.get(NUM_SAMPLES) or -1) > 0:
         # The count it resolved at its start (the space's, the grid's), not resolved again:
         # a new time budget or an edited space would change it.

@@ -5,15 +5,17 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.errors import TunerError
 from tuner.experiment._files import DEFAULT_STORAGE, STUDY_FILE, TUNER_FILES
 from tuner.experiment._metadata import read_metadata
 from tuner.experiment.options import SHOWN_ON_RESUME, SearchOptions
 
-__all__ = ["ExperimentPaths"]
+__all__ = ["ExperimentPaths", "refuse_unwritable"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,26 @@ class ExperimentPaths:
         for file in TUNER_FILES:
             if (self.local / file).exists():
                 pyarrow.fs.copy_files(str(self.local / file), f"{self.ray_path}/{file}")
+
+
+def refuse_unwritable(folder: Path, *, given: str) -> None:
+    """Refuse, before anything runs, a folder tuner is to write (and create, if missing) that
+    cannot be one: a file in its place or above it, or a nearest existing folder this user may
+    not write. A search writes its report only after its trials: found then, it would cost them.
+
+    Args:
+        folder: the folder to write.
+        given: the flag and value the user gave for it (``--storage DIR``), for the message.
+
+    Raises:
+        TunerError: what is in the way, and the fix.
+    """
+    folder = Path(folder).expanduser()
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise TunerError(
+            f"{given}: {existing} is a file, not a folder; give a folder (it is created if "
+            "missing), or move the file."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TunerError(f"{given}: this user cannot write in {existing}; give a folder it can.")

@@ -22,7 +22,7 @@ from tuner.errors import TunerError
 from tuner.experiment._files import METADATA_FILE, RAY_LOG_FILE, RAY_STATE_GLOB, STUDY_FILE
 from tuner.experiment.lock import driver_lock, refuse_if_held, say_leftovers_ended
 from tuner.experiment.options import SearchOptions, options_to_resume
-from tuner.experiment.paths import ExperimentPaths
+from tuner.experiment.paths import ExperimentPaths, refuse_unwritable
 
 __all__ = ["experiment_paths", "refuse_damaged", "refuse_existing", "start_search"]
 
@@ -45,12 +45,17 @@ def start_search(
     Raises:
         TunerError: the first problem found (usage: exit code 2).
     """
+    refuse_unwritable(paths.local, given=f"--storage {options.storage}")  # no lock there
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
         refuse_damaged(paths)  # before Ray starts: one line, not its traceback
         options = options_to_resume(paths, options, named=given)
+    if not options.no_report:  # written after the trials: a folder it cannot be is found now
+        reports = Path(options.reports_dir) / paths.name
+        refuse_unwritable(reports, given=f"--reports-dir {options.reports_dir}")
     created = [p for p in (paths.local, *paths.local.parents) if not p.exists()]
     try:
+        _make(paths.local, given=f"--storage {options.storage}")
         with driver_lock(paths.local, command=shlex.join(["tuner", *sys.argv[1:]])):
             if options.resume:
                 say_leftovers_ended(paths.local)
@@ -66,6 +71,17 @@ def start_search(
         with contextlib.suppress(OSError):
             for folder in created:
                 folder.rmdir()
+
+
+def _make(folder: Path, *, given: str) -> None:
+    """Create the experiment's folder; what the system refuses is one line (a path under
+    ``/proc``, a full or read-only disk), not the lock's traceback."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TunerError(
+            f"{given}: cannot create {folder} ({exc.strerror}); give a folder this user can write."
+        ) from None
 
 
 def _default_name(space: str) -> str:

@@ -124,6 +124,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         result.findings += _report_alone(report_dir or path, result)
         return result
     experiment = load_experiment(path)
+    result.notes += experiment.problem_lines()  # what it could not read, it did not check
     trials = experiment.trials
     metadata = read_metadata(path) or {}
     if report_dir is not None and (report_dir / "trials.csv").is_file():

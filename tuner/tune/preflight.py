@@ -18,6 +18,7 @@ from tuner.experiment.options import SearchOptions
 from tuner.experiment.paths import ExperimentPaths
 from tuner.spaces import SearchSpace, get_space, train_config_of
 from tuner.tune.plan import SearchPlan, SpaceProfile, check_space, draft_plan
+from tuner.tune.samplers import check_sampler
 from tuner.units import format_bytes
 from tuner.usercode import is_ref
 
@@ -163,6 +164,7 @@ def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
     model exist, each batch size fits, the memory budget holds the model, --warm-start names an
     experiment of this space), for the device the trials will most likely get: a usage error
     ends in seconds, before Ray starts."""
+    check_sampler(options.sampler, space.grid)  # before Ray, not at the sampler's making
     cuda = _expect_cuda(options)
     draft = draft_plan(options, space, cuda=cuda)
     profile = check_space(space, draft)  # no torch yet: a bad sample fails in about a second

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-__all__ = ["make_sampler", "sets_constraints"]
+__all__ = ["check_sampler", "make_sampler", "sets_constraints"]
 
 
 def sets_constraints() -> bool:
@@ -38,6 +38,19 @@ def _memory_constraint(trial: FrozenTrial) -> Sequence[float]:
     without one (it crashed before measuring) counts as feasible so it does not bias the model.
     """
     return (told_violation(trial.user_attrs.get(MEMORY_VIOLATION)),)
+
+
+def check_sampler(name: str, grid: Mapping[str, Sequence[Any]] | None) -> None:
+    """Refuse a sampler the space cannot drive (the checks before Ray call it too).
+
+    Raises:
+        TunerError: ``grid`` was asked for a space that declares no ``GRID``.
+    """
+    if name == "grid" and not grid:
+        raise TunerError(
+            "--sampler grid needs a space that declares GRID (e.g. tiny_grid_space); "
+            "use --sampler tpe or random for this space."
+        )
 
 
 def make_sampler(
@@ -79,10 +92,6 @@ def make_sampler(
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        if not grid:
-            raise TunerError(
-                "--sampler grid needs a space that declares GRID (e.g. tiny_grid_space); "
-                "use --sampler tpe or random for this space."
-            )
-        return optuna.samplers.GridSampler(dict(grid), seed=seed)
+        check_sampler(name, grid)
+        return optuna.samplers.GridSampler(dict(grid or {}), seed=seed)
     raise TunerError(f"Unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}.")
