@@ -4,7 +4,7 @@ report (the reader) both import them (what each file holds: docs/architecture.md
 
 from __future__ import annotations
 
-from tuner.record import TRIAL_ID
+from tuner.record import FINAL, STATUS, TRIAL_ID, VAL_ACCURACY
 
 # Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
 # local copy of an experiment on URI storage, and the reader of a folder named by its name.
@@ -31,9 +31,9 @@ PROBE_CACHE_FILE = "probe_cache.json"
 # The columns the readers of each table need (its writer writes more): a table lacking one is
 # damaged, read as absent and said so (tuner.experiment._read.read_table).
 TABLE_COLUMNS = {
-    REMEASURE_FILE: (TRIAL_ID, "repeat", "status", "images_per_second"),
-    EFFECTS_FILE: ("arm", "group", "status", "images_per_second"),
-    SEEDS_FILE: (TRIAL_ID, "arm", "status", "val_accuracy", "final"),
+    REMEASURE_FILE: (TRIAL_ID, "repeat", STATUS, "images_per_second"),
+    EFFECTS_FILE: ("arm", "group", STATUS, "images_per_second"),
+    SEEDS_FILE: (TRIAL_ID, "arm", STATUS, VAL_ACCURACY, FINAL),
 }
 LOCK_FILE = "driver.lock"
 RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.tune.ray_log)
