@@ -119,6 +119,15 @@ def test_metadata_with_a_value_of_the_wrong_kind_is_one_clear_error(
     )
 
 
+def test_metadata_null_is_read_as_absent(tmp_path: Path) -> None:
+    """The search writes null for what is off (``early_stopping`` under --no-early-stopping):
+    the kind check refused its own experiment on --resume and report ('is null, the search
+    writes a string')."""
+    nulls = {"early_stopping": None, "remeasure": None, "objective": None, "seed": None}
+    (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "off", **nulls}))
+    assert load_experiment(tmp_path).metadata["early_stopping"] is None
+
+
 def test_an_experiment_without_trials_is_an_empty_table(tmp_path: Path) -> None:
     (tmp_path / "tuner_experiment.json").write_text(json.dumps({"name": "empty"}))
     trials = load_trials(tmp_path)

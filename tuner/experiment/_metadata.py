@@ -33,7 +33,7 @@ def read_metadata(folder: Path) -> dict[str, Any]:
         raise TunerError(f"{file} must hold a JSON object; re-run the search.")
     for key, value in data.items():
         kinds = _KINDS.get(key)
-        if kinds is not None and not _is(value, kinds):
+        if kinds is not None and value is not None and not _is(value, kinds):
             raise TunerError(
                 f"{file}: {key!r} is {_json_kind(value)}, the search writes "
                 f"{' or '.join(map(_kind_name, kinds))}; the experiment folder is corrupt, "
@@ -44,7 +44,9 @@ def read_metadata(folder: Path) -> dict[str, Any]:
 
 # What the search writes under each key its readers index (a key not listed is read with its
 # own check); an edited or damaged value is refused here, in one line, not where it is used.
-# Numbers may be null: an option given as None through the API is written so.
+# Any key may be null: the search writes null for what is off or not yet known (early_stopping
+# with --no-early-stopping; an option given as None through the API), and its readers take
+# null as absent.
 _OBJECT, _LIST, _TEXT, _NUMBER, _NULL = dict, list, str, float, type(None)
 _OBJECTS = ("cluster", "effects", "environment", "finished_after_trials", "options")
 _OBJECTS += ("probe_cache", "remeasure", "resources_per_trial", "search_clock", "seeds")
