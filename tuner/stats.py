@@ -1,25 +1,15 @@
-"""The statistics every stated number uses: one estimate for repeats, one for paired changes.
+"""The statistics every stated number uses (the one interval rule: :attr:`Change.verdict`).
 
-- :func:`median_interval`: a distribution-free interval of the median from order statistics
-  (no normality assumed); below 6 values it is [min, max], its coverage ``1 - 2 * 0.5**n``
-  stated with it.
-- :func:`paired_ratio`: a Student-t 95 % interval on the log scale of the per-pair ratios B/A
-  (throughput noise is multiplicative; pairing A and B in one repeat removes their shared
-  drift); :func:`paired_difference`: the same for additive quantities.
-- :func:`accuracy_difference` also covers the validation set's sampling error: repeats of one
-  seed are replicas, their spread zero, yet 359 images cannot tell 0.72 from 0.69.
-- :func:`seed_accuracy`: a config's accuracy over retrainings with several seeds, its interval
-  covering both sources of error: the seeds' spread (a t-interval of the mean) and the
-  validation sample's (Wilson over its images), combined in quadrature
-  (:data:`SEED_ACCURACY_METHOD`); :func:`seed_accuracy_difference` the same for two configs.
-- The one interval rule (:attr:`Change.verdict`, stated in words as :data:`INTERVAL_RULE`):
-  an interval that excludes "no change" (1x for a ratio, 0 for a difference) is **separated**,
-  a verdict however wide it is (22.32x [8.30–59.98] is faster, beyond noise). One that contains
-  "no change" is a **tie** when it is narrow (a ratio's from at least :data:`MIN_PAIRS` pairs
-  and within +-:data:`UNINFORMATIVE_REACH` of its ratio) and **uninformative**, "says
-  nothing", when it is wide (0.69x [0.25–1.92]: it cannot tell a change that helps from one
-  that halves the speed), so it is never shown as a tie. Without an interval a change is none
-  of these: no verdict without evidence.
+- :func:`median_interval`: the median of repeats with a distribution-free order-statistic
+  interval (below 6 values [min, max], its coverage ``1 - 2 * 0.5**n`` stated with it).
+- :func:`paired_ratio` / :func:`paired_difference`: a Student-t 95 % interval over pairs
+  measured together (ratios on the log scale: throughput noise is multiplicative; pairing
+  removes the pair's shared drift). :func:`accuracy_difference` also covers the validation
+  sample (same-seed repeats agree, yet 359 images cannot tell 0.72 from 0.69).
+- :func:`seed_accuracy`: a config's accuracy over seeds, the seeds' t-interval and the
+  validation sample's Wilson interval combined in quadrature (Newcombe's hybrid).
+- A wide interval that holds "no change" is **uninformative**, never a tie (0.69x [0.25–1.92]
+  cannot tell a help from a halving); one that excludes it is **separated** however wide.
 """
 
 from __future__ import annotations
@@ -85,8 +75,7 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Change:
-    """A paired change: ``value`` (a ratio or a difference) with its interval and what it may
-    claim (:attr:`verdict`; ``tie`` and ``separated`` both False without an interval)."""
+    """A paired change (a ratio or a difference), its interval and what it may claim."""
 
     value: float
     low: float
@@ -100,9 +89,8 @@ class Change:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], key: str) -> Change:
-        """The change a table row stores under ``key`` (``key``, ``key_low``, ``key_high``,
-        ``key_n``); a ratio when ``ratio`` is in the key. A row from before the pair count was
-        stored is judged by its interval's width alone."""
+        """The change a row stores as ``key``, ``key_low``, ``key_high``, ``key_n`` (a ratio
+        when ``ratio`` is in the key; a row without ``_n`` is judged by its width alone)."""
         value, low, high, n = (as_number(row.get(f"{key}{s}")) for s in ("", "_low", "_high", "_n"))
         pairs = MIN_PAIRS if math.isnan(n) else int(n)
         return cls(value, low, high, pairs, 1.0 if "ratio" in key else 0.0)
@@ -114,9 +102,7 @@ class Change:
 
     @property
     def narrow(self) -> bool:
-        """Whether the interval is narrow enough for a tie to mean "the same": a ratio's from at
-        least :data:`MIN_PAIRS` pairs and within +-:data:`UNINFORMATIVE_REACH` of its value (a
-        difference's: any interval, its unit says how wide)."""
+        """Narrow enough for a tie to mean "the same" (a difference's always: its unit says)."""
         if not self.has_interval:
             return False
         if self.neutral != 1.0:
@@ -125,9 +111,7 @@ class Change:
 
     @property
     def verdict(self) -> str:
-        """What the change may claim, by the one rule (:data:`INTERVAL_RULE`): ``separated``
-        (excludes no change: beyond noise, however wide), ``tie`` (holds it, narrow),
-        ``uninformative`` (holds it, wide: says nothing) or ``none`` (no interval)."""
+        """``separated``, ``tie``, ``uninformative`` or ``none``: :data:`INTERVAL_RULE`."""
         if not self.has_interval:
             return "none"
         if not self.contains_neutral:
@@ -151,8 +135,8 @@ class Change:
 
     @property
     def half_width(self) -> float:
-        """How far the interval reaches from the value: a ratio's as a fraction (0.03: the
-        interval is within +-3 % of the ratio), a difference's in its unit; NaN without one."""
+        """How far the interval reaches from the value: a ratio's as a fraction (0.03: within
+        +-3 %), a difference's in its unit."""
         if not self.has_interval:
             return math.nan
         if self.neutral == 1.0 and self.value > 0 and self.low > 0:
@@ -211,9 +195,8 @@ def accuracy_difference(
     reference: Sequence[float | None], other: Sequence[float | None], images: Sequence[float | None]
 ) -> Change:
     """``other - reference`` accuracy over pairs, its interval the wider of the pairs' t-interval
-    and Newcombe's hybrid score interval (Wilson intervals of the two median accuracies, each
-    over the median of ``images``, the validation images per run). The second is conservative
-    for two runs on the same images, and it is what the data can say when the repeats agree."""
+    and Newcombe's hybrid of the two medians' Wilson intervals over the median of ``images``
+    (conservative for runs on the same images; what the data say when the repeats agree)."""
     paired = paired_difference(reference, other)
     n = statistics.median(_finite(images) or [0])
     refs, others = _finite(reference), _finite(other)
@@ -240,10 +223,9 @@ def wilson_interval(correct: float, total: int) -> tuple[float, float]:
 
 
 def _t_interval(values: list[float]) -> tuple[float, float, float]:
-    """The mean and its Student-t interval, the one ``scipy.stats.ttest_1samp(values)
-    .confidence_interval()`` gives (tests/test_stats.py compares them), from scipy.special's t
-    quantile: importing scipy.stats costs each process that probes speed 1.7-2 s of CPU,
-    scipy.special 0.3 s. One value or none has no interval; equal values one of zero width."""
+    """The mean and its Student-t interval, as ``scipy.stats.ttest_1samp`` gives it
+    (tests/test_stats.py compares them) from scipy.special's quantile: scipy.stats costs each
+    probing process 1.7-2 s of CPU to import, scipy.special 0.3 s."""
     n = len(values)
     if n == 0:
         return math.nan, math.nan, math.nan
@@ -267,8 +249,7 @@ SEED_ACCURACY_METHOD = (
 
 @dataclass(frozen=True)
 class SeedAccuracy:
-    """A config's accuracy over ``seeds`` retrainings: their mean and an interval covering the
-    seeds' spread and the validation sample's error (NaN bounds: nothing measured)."""
+    """A config's mean accuracy over ``seeds`` retrainings, its interval :func:`seed_accuracy`'s."""
 
     value: float  # the mean accuracy over the seeds
     low: float
@@ -279,8 +260,7 @@ class SeedAccuracy:
 
     @property
     def covers_seeds(self) -> bool:
-        """Whether the seeds' spread is in the interval (2 seeds or more); with one seed it is
-        the validation sample's alone, which the report must say."""
+        """Whether the seeds' spread is in the interval (else the report must say so)."""
         return self.seeds >= 2
 
     def format(self, spec: str = ".3f") -> str:
@@ -291,21 +271,10 @@ class SeedAccuracy:
 
 
 def seed_accuracy(accuracies: Sequence[float | None], val_images: int) -> SeedAccuracy:
-    """One config's accuracy from its retrainings with different seeds, each measured on the
-    same ``val_images`` validation images: the mean, its interval :data:`SEED_ACCURACY_METHOD`.
-
-    The two sources are independent: the seed moves the trained model, the validation sample
-    is one draw of the images the model will meet. The seeds' t-interval half-width and the
-    Wilson interval's (each side of the mean on its own) add in quadrature, as Newcombe's
-    hybrid interval adds two proportions' errors. One seed has no spread to estimate: its
-    interval is the validation sample's alone (:attr:`SeedAccuracy.covers_seeds` is False);
-    seeds that agree exactly leave the validation sample's.
-
-    Args:
-        accuracies: each seed's final validation accuracy (None/NaN: a failed run, left out).
-        val_images: how many validation images each accuracy was measured on (0: unknown,
-            then the interval is the seeds' alone).
-    """
+    """The mean of the seeds' final ``accuracies`` (None/NaN: a failed run, left out), each on
+    ``val_images`` images (0: unknown), its interval :data:`SEED_ACCURACY_METHOD`. The sources
+    are independent (the seed moves the model; the images are one draw), so the half-widths
+    add in quadrature, each side on its own; one seed leaves the validation sample's alone."""
     xs = _finite(accuracies)
     if not xs:
         return SeedAccuracy(math.nan, math.nan, math.nan, 0, int(val_images), math.nan)
@@ -326,9 +295,8 @@ def seed_accuracy(accuracies: Sequence[float | None], val_images: int) -> SeedAc
 def seed_accuracy_difference(
     reference: Sequence[float | None], other: Sequence[float | None], val_images: int
 ) -> Change:
-    """``other - reference`` mean accuracy over seeds (unpaired: each seed trains its own
-    model), its interval the two :func:`seed_accuracy` errors added in quadrature on each side
-    (Newcombe's hybrid, the seeds' spread in each), judged by :attr:`Change.verdict`."""
+    """``other - reference`` mean accuracy over seeds (unpaired), the two :func:`seed_accuracy`
+    errors added in quadrature on each side."""
     a, b = seed_accuracy(reference, val_images), seed_accuracy(other, val_images)
     return hybrid_difference(
         (a.value, a.low, a.high), (b.value, b.low, b.high), min(a.seeds, b.seeds)
@@ -338,8 +306,7 @@ def seed_accuracy_difference(
 def hybrid_difference(
     reference: tuple[float, float, float], other: tuple[float, float, float], n: int
 ) -> Change:
-    """``other - reference`` from two estimates' (value, low, high): each side's errors added in
-    quadrature (Newcombe's hybrid); no interval where either has none."""
+    """``other - reference`` of two (value, low, high), errors in quadrature (Newcombe)."""
     (av, al, ah), (bv, bl, bh) = reference, other
     if any(math.isnan(v) for v in (av, al, ah, bv, bl, bh)):
         return Change(bv - av, math.nan, math.nan, n, 0.0)

@@ -1,11 +1,6 @@
-"""The measurement helpers beside :mod:`tuner.stats`: the one pairing of a comparison's runs
-(:func:`paired`), each arm's medians and paired changes (:func:`summarize`), the resolution that
-ends a measurement, the method's words (:mod:`tuner.compare.trust` writes them into its record)
-and the sentences the report and the console make of a record (:func:`measured_text`,
-:func:`ended_text`, :func:`budget_text`). No torch, no Ray: :mod:`tuner.compare` and
-:mod:`tuner.speed` measure with them; :mod:`tuner.answer` and :mod:`tuner.report` read their
-numbers with them.
-"""
+"""The measurement helpers beside :mod:`tuner.stats` (no torch, no Ray): pairing and
+summarizing runs, the resolution that ends a measurement, its method's words and the sentences
+made of its record (:func:`measured_text`, :func:`ended_text`, :func:`budget_text`)."""
 
 from __future__ import annotations
 
@@ -62,8 +57,7 @@ def measured_text(info: Mapping[str, Any]) -> str:
 
 
 def budget_text(info: Mapping[str, Any]) -> str:
-    """The seconds a comparison took against its time limit: within it, or by how much it ran
-    over (the first rounds are measured even past the limit); empty without a limit."""
+    """The seconds a comparison took against its time limit (empty without one)."""
     limit, seconds = info.get("time_limit_s"), info.get("seconds")
     if not isinstance(limit, int | float) or not isinstance(seconds, int | float):
         return ""
@@ -79,8 +73,7 @@ def budget_text(info: Mapping[str, Any]) -> str:
 
 
 def clock_seconds(info: Mapping[str, Any]) -> float:
-    """A measuring phase's seconds on the clock (its start and end, as the driver saw them),
-    else its own measuring seconds (a record from before the clock was kept)."""
+    """A measuring phase's seconds on the driver's clock, else (an older record) its own."""
     started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
     if isinstance(started, int | float) and isinstance(ended, int | float):
         return float(ended) - float(started)

@@ -1,14 +1,8 @@
-"""The machine's load from other work: how many cores other processes kept busy while
-something of ours ran (a trial, the re-measurement).
-
-Measured, not guessed: the whole machine's busy CPU seconds (``psutil.cpu_times``: user,
-system, nice, irq...) less those of the search's own process tree, over the wall time between
-two samples. The search's tree (:func:`search_root`) is its driver's, when the driver started
-this node's Ray: the other trials of the same search, its probe cache and Ray's own processes
-are the search's own work, planned beside the trial (each trial has its CPU share), not load
-from elsewhere. A CPU hog on one core reads about 1.0; a quiet machine about 0.0-0.1. The load
-average (``os.getloadavg``) would count our own threads too, and smooth over a minute that may
-not be ours.
+"""The machine's load from other work: the cores other processes kept busy while something of
+ours ran, measured as the machine's busy CPU seconds (``psutil.cpu_times``) less those of the
+search's own process tree (:func:`search_root`: its other trials, probe cache and Ray are
+planned work, not load), over the wall time. A hog on one core reads about 1.0. The load
+average would count our own threads too, and smooth over a minute that may not be ours.
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ def _busy_s() -> float:
 
 
 def _tree_s(root: int) -> float:
-    """CPU seconds of the process ``root`` and its descendants: the live ones', and those of
-    the ended ones each reaped (a data loader's workers, an ended trial's process)."""
+    """CPU seconds of ``root`` and its descendants, the reaped ones' included."""
     import psutil
 
     try:
@@ -58,9 +51,8 @@ RAYLET = "raylet"
 
 
 def search_root() -> int:
-    """The PID whose process tree is this search's own work: under Ray, the driver that started
-    this node's Ray (the raylet's parent: a Python process), else the raylet (a node that
-    ``ray start`` started, its parent gone); outside Ray, this process."""
+    """The PID whose tree is this search's work: the driver that started this node's Ray (the
+    raylet's Python parent), else the raylet (``ray start``); outside Ray, this process."""
     import psutil
 
     me = psutil.Process()
@@ -96,13 +88,11 @@ class LoadMeter:
 
     @classmethod
     def start(cls, root: int | None = None) -> LoadMeter:
-        """Start measuring; ``root``: whose process tree is ours (default :func:`search_root`)."""
         root = search_root() if root is None else root
         return cls(time.monotonic(), _busy_s(), _tree_s(root), root)
 
     def other_cores(self) -> float | None:
-        """Cores other processes kept busy on average since :meth:`start` (None: under a
-        second passed, too short to say)."""
+        """Cores other processes kept busy since :meth:`start` (None under a second)."""
         wall = time.monotonic() - self.wall
         if wall < 1.0:
             return None

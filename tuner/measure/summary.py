@@ -1,7 +1,6 @@
-"""The one pairing of a comparison's runs (:func:`paired`: two arms' finished repeats, aligned
-on the round); each arm's medians with intervals, and its paired changes against its reference
-and baseline (:func:`summarize`: images/s, memory, accuracy; :func:`paired_column`: any other
-column)."""
+"""The one pairing of a comparison's runs (:func:`paired`), each arm's medians with intervals
+and its paired changes against its reference and baseline (:func:`summarize`,
+:func:`paired_column`)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ __all__ = ["paired", "paired_column", "summarize"]
 def paired(
     runs: pd.DataFrame, name: str, other: str, *, by: str = "arm"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The finished (``status == "ok"``) repeats of ``name`` and ``other``, aligned on the
-    repeat: row ``i`` of each was measured in the same round. ``by`` names the arm column."""
+    """The ok repeats of arms ``name`` and ``other`` (column ``by``), aligned on the round."""
     if runs.empty:
         return runs, runs
     ok = runs[runs["status"] == "ok"]
@@ -35,11 +33,8 @@ def paired(
 
 
 def summarize(runs: pd.DataFrame, arms: Sequence[Arm] | None = None) -> pd.DataFrame:
-    """Per arm: medians with intervals, and paired changes vs its reference and baseline.
-
-    Without ``arms`` they are read back from the runs' ``arm``/``reference``/``baseline``
-    columns (a runs file written earlier), in order of appearance.
-    """
+    """Per arm: medians with intervals, and paired changes vs its reference and baseline
+    (without ``arms``: read back from the runs' columns, in order of appearance)."""
     if "arm" not in runs:  # nothing ran: a table without columns
         runs = pd.DataFrame(columns=["arm", "status", "memory_kind", "fell_back"])
     if arms is None:
@@ -104,8 +99,8 @@ def _changes(runs: pd.DataFrame, name: str, other: str | None, label: str) -> di
 
 
 def paired_column(runs: pd.DataFrame, column: str, arms: Sequence[Arm]) -> pd.DataFrame:
-    """Median [interval] of ``column`` per arm and its paired ratio against the arm's reference
-    and baseline (as :func:`tuner.compare.summarize` does for images/s): one row per arm."""
+    """Median [interval] of ``column`` per arm and its paired ratio vs its reference and
+    baseline (as :func:`summarize` does for images/s)."""
     rows = []
     for arm in arms:
         mine = runs[(runs["status"] == "ok") & (runs["arm"] == arm.name)] if len(runs) else runs
