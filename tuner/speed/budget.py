@@ -1,27 +1,16 @@
 """The probe budget: speed probes may take at most a share of the search's trial time.
 
-Every trial earns ``share x its length`` of probe time into one pool that the experiment's
-probe cache keeps (:meth:`tuner.speed.cache.ProbeCache.draw`): in advance, its predicted
-length (its ``time_budget_s``, or its steps at the step time its first probe measured); when it
-ends, its measured wall time replaces the prediction (:meth:`~tuner.speed.cache.ProbeCache.earn`).
-A trial that probes draws the whole pool, spends what it needs, and gives back the rest (a run
-that went over leaves a debt that later trials pay); a trial whose speed settings are cached
-spends nothing and leaves its share to later ones. So the probes of a search spend at most
-``share`` of its trials' time (and one probe run over: a run is not stopped half-way), the first
-trial is never held up longer than its own share allows, and a costly knob (compile's first
-build) waits until trials have earned enough.
-
-Before each probe run the budget predicts its cost (the same arm's slowest run so far, else
-the slowest run of any arm; a slow-to-build knob at least :data:`SLOW_BUILD_PRIOR_S`): a run
-that does not fit is not started, and its knob is recorded as *not probed* (it keeps its
-default), never as tried and lost. A later trial of the same settings probes what is left.
-
-A session's first run is predicted from the runs the search has seen (:func:`predicted_run_s`:
-trials' own runs of the same model, data and precision, scaled to the batch size; else the
-slowest probe run so far). With nothing seen yet it is not started, unless the trial's length
-waits for it: a cold search's first trial trains with the defaults and tells the next ones what
-a run costs. Measured: without that rule the first probe run of a cold CPU search (bf16, batch
-256: 2-3 s a step) took 18-29 s of a 2.4 s budget (reports/benchmarks/cold_search.md).
+Every trial earns ``share x its length`` into one pool (the probe cache's): in advance its
+predicted length, replaced by its measured wall time when it ends. A trial that probes draws
+the whole pool and gives back the rest (a run over leaves a debt later trials pay); a cached
+one leaves its share to later ones. So the probes spend at most ``share`` of the trials' time
+(plus one run: none is stopped half-way), and a costly knob (compile) waits until enough is
+earned. Each run's cost is predicted first (the arm's slowest run, else any arm's; a slow build
+at least :data:`SLOW_BUILD_PRIOR_S`); one that does not fit is not started, its knob *not
+probed*. A session's first run is predicted from alike runs the search saw
+(:func:`predicted_run_s`); with none it is not started unless the trial's length waits for it:
+without that rule a cold CPU search's first probe run took 18-29 s of a 2.4 s budget
+(reports/benchmarks/cold_search.md).
 """
 
 from __future__ import annotations
@@ -49,9 +38,8 @@ SLOW_BUILD_PRIOR_S = 30.0
 
 
 def trial_length_s(config: TrainConfig, step_time_s: float | None) -> float | None:
-    """How long the trial trains: its time budget, or its steps (of its step or image budget)
-    at ``step_time_s``, whichever is shorter; ``None`` while that is not known (steps, and no
-    step time yet: a time budget far longer than the steps take would overstate it)."""
+    """How long the trial trains: the shorter of its time budget and its steps at
+    ``step_time_s``; ``None`` while its steps' time is unknown (the budget would overstate)."""
     steps = config.step_limit()
     steps_known = step_time_s is not None and math.isfinite(step_time_s)
     if steps is not None and not steps_known:
@@ -69,8 +57,7 @@ _ALIKE = ("model", "model_kwargs", "data", "img_size", "amp", "device")
 
 
 def run_cost(config: Mapping[str, Any], setup_s: float, step_time_s: float) -> dict[str, Any]:
-    """What one run of ``config`` (a TrainConfig's dict) cost, as plain data for the probe
-    cache: its setup, and one training image's share of a step."""
+    """What one run of ``config`` (a dict) cost: its setup, and one image's share of a step."""
     alike = {name: config[name] for name in _ALIKE}
     return {**alike, "setup_s": setup_s, "image_s": step_time_s / config["batch_size"]}
 
@@ -78,9 +65,8 @@ def run_cost(config: Mapping[str, Any], setup_s: float, step_time_s: float) -> d
 def predicted_run_s(
     costs: list[dict[str, Any]], config: Mapping[str, Any], steps: int, *, alike: bool = True
 ) -> float | None:
-    """A probe run of ``config`` (a TrainConfig's dict: its warm-up and ``steps`` measured
-    steps), predicted from the costs of alike runs (``alike=False``: of any run), the slowest,
-    or ``None`` without one."""
+    """A probe run of ``config`` (a dict: warm-up and ``steps``) predicted from the slowest
+    alike run's cost (``alike=False``: any run's); ``None`` without one."""
     runs = [c for c in costs if not alike or all(c.get(k) == config[k] for k in _ALIKE)]
     done = config["warmup_steps"] + steps
     batch = config["batch_size"]
@@ -89,9 +75,8 @@ def predicted_run_s(
 
 @dataclass
 class ProbeBudget:
-    """The probe seconds one trial may spend: ``granted`` (drawn from the search's pool, this
-    trial's own share included when its length was known), plus ``share x`` its length once a
-    first probe run measured its step time (``earn_later``). ``None`` seconds: unbounded."""
+    """The probe seconds one trial may spend: ``granted`` from the pool (None: unbounded), plus
+    ``share x`` its length once a first run measured its step time (``earn_later``)."""
 
     granted_s: float | None
     share: float = DEFAULT_SHARE
@@ -114,10 +99,8 @@ class ProbeBudget:
 
     @property
     def most_left_s(self) -> float:
-        """The most that may be left to spend: :attr:`left_s`, or, while the trial's length
-        waits for the first run's step time, what its time budget would earn at most (its
-        length is at most that budget); unbounded for a trial of steps alone (its length grows
-        with the step time the run measures)."""
+        """:attr:`left_s`, or, while the trial's length waits for a step time, what its time
+        budget would earn at most (unbounded for a trial of steps alone)."""
         if self.earn_later is None or self.granted_s is None:
             return self.left_s
         budget_s = self.earn_later.time_budget_s
@@ -141,15 +124,14 @@ class ProbeBudget:
         return predicted <= self.left_s
 
     def affords(self, runs: int) -> bool:
-        """Whether ``runs`` more runs, each at the slowest run so far (else the prior), are
-        predicted to fit in what is left (unknown cost or no bound: yes)."""
+        """Whether ``runs`` more runs at the slowest so far (else the prior) fit what is left."""
         per_run = self.slowest_run_s or self.prior_run_s
         if self.granted_s is None or per_run is None:
             return True
         return runs * per_run <= self.left_s
 
     def charge(self, arm: str, seconds: float, step_time_s: float | None) -> None:
-        """Count one probe run; the first one tells a trial without a time budget its length."""
+        """Count one probe run (the first tells a trial of steps its length)."""
         first = not self.runs
         self.spent_s += seconds
         self.runs[arm] = max(self.runs.get(arm, 0.0), seconds)

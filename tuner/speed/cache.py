@@ -1,15 +1,9 @@
-"""The experiment's cache of speed probes, shared by every trial on every node: a small Ray
-actor on the driver's node (:mod:`tuner.tune.trials_actor`) holds ``key -> SpeedChoice`` and
-writes it to ``probe_cache.json`` after every change, so a resumed search starts with what was
-already probed. Ray-free: the actor's body (:class:`tuner.tune.trials_actor.TrialsActor`) is
-this class and what each running trial is doing, for the console.
-
-It also keeps the search's probe pool (:mod:`tuner.speed.budget`: every trial's share of probe
-time, less what probes spent) and the claims that keep two trials from probing one key at once.
-
-It reads and writes through to the machine cache (:mod:`tuner.speed.machine_cache`), under the
-trial's machine fingerprint, unless that verdict had fewer ``--speed-repeats`` than asked for;
-``fresh`` (``--fresh-probes``) skips the reading, not the writing.
+"""The experiment's cache of speed probes (Ray-free; the trials' actor,
+:mod:`tuner.tune.trials_actor`, holds one): ``key -> SpeedChoice``, written to
+``probe_cache.json`` after every change (a resumed search keeps it), the probe pool
+(:mod:`tuner.speed.budget`), the claims that keep two trials from probing one key, and reads and
+writes through to the machine cache (a verdict on fewer ``--speed-repeats`` than asked is not
+reused; ``--fresh-probes`` skips the reading, not the writing).
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ class Lookup:
 
 
 class ProbeCache:
-    """``key -> choice`` (plain dicts), persisted to ``path``, read and written through to the
-    machine cache in ``machine_dir`` (``None``: no machine cache)."""
+    """``key -> choice`` (plain dicts) in ``path``; ``machine_dir`` None: no machine cache."""
 
     def __init__(
         self, path: str, machine_dir: str | None = None, fresh: bool = False, experiment: str = ""
@@ -78,8 +71,8 @@ class ProbeCache:
         self.costs: list[dict[str, Any]] = []  # trials' runs (budget.run_cost): probe priors
 
     def draw(self, trial_id: str, earned_s: float) -> float:
-        """Put the trial's share in the pool (once per trial: a retry does not earn again),
-        and give it the whole pool; what it does not spend comes back with :meth:`settle`."""
+        """Put the trial's share in the pool (once: a retry does not earn again) and give it
+        the whole pool; the unspent rest comes back with :meth:`settle`."""
         if trial_id not in self.earned:
             self.earned[trial_id] = earned_s
             self.pool_s += earned_s
@@ -87,9 +80,8 @@ class ProbeCache:
         return granted
 
     def prior_run_s(self, config: dict[str, Any] | None = None, steps: int = 0) -> float | None:
-        """What a new session's first probe run of ``config`` (a TrainConfig's dict) is
-        expected to cost: predicted from alike runs the trials told (budget.predicted_run_s),
-        else the slowest probe run of any verdict here; None before any."""
+        """A new session's first probe run of ``config`` (a dict), predicted from the trials'
+        runs (alike ones first), else the slowest probe run here; None before any."""
         if config is not None:
             # Alike runs; else any run told, at this batch size (the slowest: a search whose
             # every config differs in an alike field would otherwise never probe).
@@ -113,8 +105,7 @@ class ProbeCache:
     def settle(
         self, trial_id: str, returned_s: float, spent_s: float, earned_late_s: float
     ) -> None:
-        """The unspent rest of a draw (negative: a probe run went over), what was spent, and the
-        share a trial earned once its first probe told its length."""
+        """A draw's unspent rest (negative: a run went over), the spending, the late share."""
         self.pool_s += returned_s
         self.spent_s += spent_s
         self.earned[trial_id] = self.earned.get(trial_id, 0.0) + earned_late_s
@@ -137,9 +128,7 @@ class ProbeCache:
         return Remembered(self.entries[key], "cache")
 
     def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
-        """Keep ``choice``; over an earlier one only when it probed more (a later trial's
-        probes of the knobs the earlier one's budget left): two trials of one key, else, keep
-        the first."""
+        """Keep ``choice``; over an earlier one only when it probed more knobs."""
         self.claims.pop(lookup.key, None)
         earlier = self.entries.get(lookup.key)
         if earlier is not None and len(choice.get("not_probed") or []) >= len(
@@ -194,7 +183,7 @@ class ProbeCache:
 
 
 def machine_cache_line(stats: dict[str, Any]) -> str:
-    """What the machine cache did in a search, in one line (from :meth:`ProbeCache.stats`)."""
+    """What the machine cache did in a search (from :meth:`ProbeCache.stats`)."""
     machine = stats.get("machine_cache") or {}
     if machine.get("folder") is None:
         return "Speed probes: not remembered across searches (no machine cache)."
@@ -207,8 +196,7 @@ def machine_cache_line(stats: dict[str, Any]) -> str:
 
 
 def probe_budget_line(stats: dict[str, Any]) -> str | None:
-    """The search's probe spending against what its trials earned, in one line (none when no
-    trial probed)."""
+    """The probe spending against what the trials earned (None: no trial probed)."""
     pool = stats.get("probe_budget") or {}
     earned, spent = float(pool.get("earned_s") or 0.0), float(pool.get("spent_s") or 0.0)
     if not earned and not spent:

@@ -1,21 +1,15 @@
-"""Speed settings settled by probes: the accuracy-neutral knobs chosen for a training config.
+"""Speed settings settled by probes: the accuracy-neutral knobs chosen for a training config
+(README, "Speed settings").
 
-A speed knob (set_to_none, pinned memory, the prefetcher, channels_last, fused AdamW, compile,
-loader workers) changes speed and memory but not what is learned, so a short probe measures what
-differs instead of a training (README, "Speed settings"). The plain setting and each unpinned
-knob alone are probed interleaved (:mod:`tuner.compare`) and judged by the one rule
-(:mod:`tuner.speed.rule`). Two or more kept knobs are used together only if their combination,
-probed too, is at least as fast as the best one alone (knobs interact). The choice is cached per
-:func:`speed_key`; the trial's own run then measures it for real.
-
-Two scopes (measured: reports/benchmarks/probe_verdicts.md): a knob whose verdict does not
-change with the training config (batch size, norm) is settled once per model, data, device,
-precision and cores (``scope="shared"``), and every trial of those reuses it; a ``per_config``
-knob (channels_last) is probed per training config's norm layer, on top of the shared settings
-(``scope="config"``). A knob with nothing to act on is not probed: the loader's knobs when the
-data already lives on the device, the loader workers on one core. Every probe run fits the
-session's :class:`~tuner.speed.budget.ProbeBudget`, or is not started: its knob is then *not
-probed*, keeps its default, and a later trial of the same settings probes it.
+The plain setting and each unpinned knob alone are probed interleaved and judged by the one
+rule (:mod:`tuner.speed.rule`); kept knobs are used together only if their combination, probed
+too, is at least as fast as the best one alone (knobs interact). Two scopes (measured:
+reports/benchmarks/probe_verdicts.md): knobs whose verdict does not change with the training
+config are settled once per model, data, device, precision and cores (``shared``); a
+``per_config`` knob (channels_last) per norm layer, on the shared settings (``config``). A knob
+with nothing to act on is not probed; a run that does not fit the session's
+:class:`~tuner.speed.budget.ProbeBudget` is not started, its knob *not probed* (a later trial
+probes it).
 """
 
 from __future__ import annotations
@@ -35,12 +29,14 @@ from tuner.compare import Arm
 from tuner.compare._interleave import measurement_row
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
+from tuner.measure import summarize
 from tuner.objectives import judge
 from tuner.speed.budget import ProbeBudget
 from tuner.speed.rule import (
     RULE,
     SpeedChoice,
     ahead,
+    combination,
     decide,
     fits,
     not_probed_row,
@@ -91,9 +87,8 @@ def speed_key(
     scope: Scope = "all",
 ) -> str:
     """The cache key: the fields that decide the fastest setting (of the training config's,
-    only those the scope's verdict depends on), the device's name, the knobs the space pinned
-    (with their values: they are not probed, and a choice made without them must not override
-    them) and the run's ``cores`` (they bound the worker levels tried)."""
+    those the scope's verdict depends on), the device, the pinned knobs with their values (a
+    choice made without them must not override them) and the ``cores`` (they bound workers)."""
     values = config.to_dict()
     keep = _SCOPE_FIELDS[scope]
     names = [f for f in KEY_FIELDS if f not in TRAINING_FIELDS or f in keep]
@@ -110,8 +105,7 @@ def speed_key(
 
 
 def _knobs(*, cuda: bool, files: bool = True) -> tuple[Knob, ...]:
-    """The speed knobs of this run: DDP's too inside a data-parallel worker group, whose probes
-    are short data-parallel runs of the same workers (tuner.tune.ddp_trial)."""
+    """The speed knobs of this run (DDP's too inside a data-parallel worker group)."""
     from tuner.engine.distributed import World
 
     return speed_knobs(cuda=cuda, workers=World.current().size, files=files)
@@ -119,8 +113,7 @@ def _knobs(*, cuda: bool, files: bool = True) -> tuple[Knob, ...]:
 
 @dataclass(frozen=True)
 class _Where:
-    """What decides which knobs a session may probe: the device, the data, the cores, the
-    scope, and (a later trial's session) only the knobs an earlier one left unprobed."""
+    """What decides which knobs a session may probe (``only``: those an earlier one left)."""
 
     cuda: bool
     files: bool = True
@@ -147,9 +140,8 @@ def variants(
     cores: int | None = None,
     where: _Where | None = None,
 ) -> list[tuple[Knob, Any]]:
-    """(knob, value) pairs to probe: every unpinned speed knob's "on" values that this device
-    and the run's ``cores`` (default: this process's) can run (one value for a slow-to-build
-    knob); ``after``: only the knobs that act on top of that one (else those that act alone).
+    """(knob, value) pairs to probe: every unpinned knob's "on" values runnable here (one for a
+    slow-to-build knob); ``after``: the knobs that ride on that one (else those acting alone);
     ``where`` (a session's) stands for ``cuda``, ``files`` and ``cores``."""
     found, where = [], where or _Where(cuda, files, cores=cores or _own_cores())
     for entry in _knobs(cuda=where.cuda, files=where.files):
@@ -180,20 +172,11 @@ def choose_speed(
 ) -> SpeedChoice:
     """Probe the plain setting and each speed knob alone, interleaved; keep the clear wins.
 
-    Args:
-        config: the trial's config with its pinned knobs; unpinned speed knobs start off.
-        cores: the CPUs the run has (default: this process's): they bound the worker levels.
-        scope: which knobs (module doc); ``base``: settings already chosen (the shared ones),
-            on which this session's knobs are probed; ``only``: just these arms (by name: the
-            ``not_probed`` of an earlier session).
-        budget: the probe seconds this session may spend (default: unbounded).
-        on_run: told of each probe run's start and end (the trial's phase log and console).
-        measure: runs one probe (default: the engine's :func:`tuner.engine.short_run`).
-
-    The plain setting is probed once first: over the memory budget (or OOM), each knob is
-    probed once for memory instead (:func:`_fit_first`), and the other knobs are then probed on
-    top of the fastest one that makes it fit. After each round, a knob that was slower than
-    the plain setting in any pair so far is dropped (it can no longer be kept).
+    ``base``: settings already chosen (the shared ones), on which these knobs are probed;
+    ``only``: just these arms (an earlier session's ``not_probed``); ``measure``: one probe
+    run (default: :func:`tuner.engine.short_run`). Over the memory budget the plain setting
+    makes each knob probed once for memory (:func:`_fit_first`), the others then on top of the
+    fastest that fits.
     """
     started = time.perf_counter()
     # Two warm-up steps: the first builds the allocator's pools, the second runs at speed
@@ -225,7 +208,6 @@ def choose_speed(
 def _finished(
     choice: SpeedChoice, settings: dict[str, Any], meter: _Meter, started: float, config: Any
 ) -> SpeedChoice:
-    """The session's choice with what it cost and what it was probed on."""
     return dataclasses.replace(
         choice,
         settings=settings,
@@ -239,7 +221,6 @@ def _finished(
 
 
 def _measured_on(config: TrainConfig) -> dict[str, Any]:
-    """The training config a choice was probed on (GroupNorm's groups only with GroupNorm)."""
     fields = [f for f in (*TRAINING_FIELDS, "amp") if f != "gn_groups" or config.norm == "group"]
     return {f: getattr(config, f) for f in fields}
 
@@ -247,15 +228,14 @@ def _measured_on(config: TrainConfig) -> dict[str, Any]:
 def _parents_on(
     settings: dict[str, Any], plain: TrainConfig, pinned: Collection[str], *, cuda: bool
 ) -> list[str]:
-    """The knobs that others ride on (``Knob.after``) and that are on: kept by the probes, or
-    pinned on by the space."""
+    """The knobs others ride on (``Knob.after``) that are on: kept, or pinned on."""
     parents = {k.after for k in _knobs(cuda=cuda) if k.after}
     pinned_on = {p for p in parents if p in pinned and getattr(plain, p) != knob(p).off}
     return sorted(p for p in parents if p in settings or p in pinned_on)
 
 
 def _own_cores() -> int:
-    """The cores this process may run on (its affinity where the OS has one: macOS has not)."""
+    """This process's cores (its affinity where the OS has one: macOS has not)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
@@ -263,8 +243,7 @@ def _own_cores() -> int:
 def _where(
     config: TrainConfig, cuda: bool, cores: int | None, scope: Scope, only: Collection[str] | None
 ) -> _Where:
-    """Where a session probes: whether the data is image files (the decoder acts on nothing
-    else) or made on the device (synthetic: nothing to load or copy)."""
+    """Where a session probes: image files or not, data made on the device or not."""
     from tuner.engine.data import data_source
 
     source = data_source(config.data)[0]
@@ -278,8 +257,7 @@ class _OverBudget(Exception):
 
 @dataclass(frozen=True)
 class _Probing:
-    """What every round of one choice shares: the plain setting, where it runs (device, data,
-    cores, scope), the pinned knobs, the repeats, the meter and the memory budget."""
+    """What every round of one choice shares."""
 
     plain: TrainConfig
     where: _Where
@@ -291,7 +269,7 @@ class _Probing:
     def arms(
         self, base: TrainConfig, pinned: Collection[str], after: str | None = None, label: str = ""
     ) -> list[Arm]:
-        """The plain setting, then each knob alone on it (named with ``label``)."""
+        """Plain, then each knob alone on it."""
         arms = [Arm("plain", "speed", base)]
         where = self.where
         for entry, value in variants(cuda=where.cuda, pinned=pinned, after=after, where=where):
@@ -301,8 +279,7 @@ class _Probing:
         return arms
 
     def first_rounds(self, arms: list[Arm]) -> SpeedChoice:
-        """The plain setting once (one-time costs land there), then the rounds; over the
-        memory budget, each knob once for memory instead."""
+        """Plain once (one-time costs land there), then the rounds (or :func:`_fit_first`)."""
         try:
             first = self.meter(arms[0])
         except (_OverBudget, TunerError):
@@ -312,8 +289,7 @@ class _Probing:
         return _fit_first(arms, first, self.meter, self.budget)
 
     def on_top(self, choice: SpeedChoice, after: str | None) -> SpeedChoice:
-        """``choice``'s settings become the base, and the knobs that act alone (``after`` None)
-        or on top of ``after`` are probed on it; what they keep is added to the choice."""
+        """The knobs acting alone (or riding on ``after``) probed on ``choice``'s settings."""
         pinned_too = {*self.pinned, *choice.settings}
         base = self.plain.replace(**choice.settings)
         # Named by what it is probed on: the knob it rides on, or (over budget) every setting
@@ -339,7 +315,6 @@ def _arm_name(entry: Knob, value: Any) -> str:
 
 
 def _unprobed(arms: list[Arm], budget: ProbeBudget) -> SpeedChoice:
-    """Not even the plain setting fitted: every knob keeps its default, not probed."""
     rows = [not_probed_row(arm) for arm in arms[1:]]
     return SpeedChoice({}, rows, not_probed=[r["name"] for r in rows], budget_s=budget.allowed_s)
 
@@ -347,10 +322,9 @@ def _unprobed(arms: list[Arm], budget: ProbeBudget) -> SpeedChoice:
 def _probe_rounds(
     arms: list[Arm], repeats: int, meter: _Meter, budget: float | None
 ) -> SpeedChoice:
-    """Interleaved rounds of ``arms`` (``arms[0]`` the plain setting), then the kept knobs
-    together when two or more are kept. Arms the probe budget left unmeasured, or cut before
-    their last pair (README: a knob is kept only if faster in every pair, and a pair not run is
-    not one it won), are not probed: a later trial of these settings probes them again."""
+    """Interleaved rounds of ``arms`` (``arms[0]`` plain), then the kept knobs together. Arms
+    the probe budget left out or cut before their last pair are not probed (a pair not run is
+    not one a knob won): a later trial probes them again."""
     runs, cut = _rounds(arms, repeats, meter)
     if len(runs):
         runs = runs[~runs["arm"].isin(cut)]
@@ -375,11 +349,9 @@ def _probe_rounds(
 
 
 def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> tuple[pd.DataFrame, set[str]]:
-    """Interleaved rounds; after each, only knobs faster than plain in every pair so far stay:
-    a knob is kept only if it was faster in every pair (:func:`tuner.speed.rule.decide`), so
-    a knob behind once can no longer be kept and probing it again would buy nothing. An arm
-    that cannot be built (a ``TunerError``) is left out; the rounds end where the probe budget
-    does, and the knobs still in them that had not run every pair are returned as cut."""
+    """Interleaved rounds; after each only knobs faster than plain in every pair so far stay (a
+    knob behind once can no longer be kept). An arm that cannot be built is left out; the
+    rounds end with the probe budget, the knobs short of their pairs returned as cut."""
     rows: list[dict[str, Any]] = []
     live = list(arms)
     try:
@@ -406,9 +378,8 @@ def _rounds(arms: list[Arm], repeats: int, meter: _Meter) -> tuple[pd.DataFrame,
 
 
 def _finishes(live: list[Arm], arm: Arm, repeats: int, meter: _Meter) -> bool:
-    """Whether the budget is predicted to hold ``arm``'s first run and every later round with
-    it (the plain setting and each knob up to it): a knob is started only when its pairs can
-    all be run, so the budget is not spent on first pairs that a cut would throw away."""
+    """Whether the budget holds ``arm``'s first run and every later round with it: no budget
+    spent on first pairs that a cut would throw away."""
     included = live.index(arm) + 1  # the plain setting, the knobs before it, and it
     return meter.budget.affords(1 + (repeats - 1) * included)
 
@@ -416,11 +387,7 @@ def _finishes(live: list[Arm], arm: Arm, repeats: int, meter: _Meter) -> bool:
 def _combined_ratio(
     plain: TrainConfig, rows: list[dict[str, Any]], meter: _Meter, budget: float | None
 ) -> float | None:
-    """The kept knobs together vs plain: two interleaved pairs (``None`` if it does not fit in
-    memory or in the probe budget)."""
-    from tuner.measure import summarize
-    from tuner.speed.rule import combination
-
+    """The kept knobs together vs plain: two pairs (``None``: over memory or probe budget)."""
     changes = combination(rows)
     combined = Arm("combined", "speed", plain.replace(**changes), changes, "plain")
     arms = [Arm("plain", "speed", plain), combined]
@@ -434,8 +401,7 @@ def _combined_ratio(
 
 @dataclass
 class _Meter:
-    """Runs one probe (a short engine run) inside the probe budget, adding up the probes'
-    training seconds and keeping the first step's time; tells ``on_run`` of each run."""
+    """Runs one probe inside the probe budget, adding up what the probes cost."""
 
     steps: int
     budget: ProbeBudget
@@ -493,7 +459,7 @@ _SLOW_FIELDS = frozenset(k.field for k in speed_knobs(cuda=True) if k.slow_build
 
 
 def _run_record(arm: str, count: int, planned: int, wall: float, result: Any) -> dict[str, Any]:
-    """One probe run's end, for the trial's phase log: where its wall time went."""
+    """One probe run's end, for the trial's phase log."""
     return {
         "event": "end",
         "arm": arm,
@@ -508,9 +474,8 @@ def _run_record(arm: str, count: int, planned: int, wall: float, result: Any) ->
 
 
 def _fit_first(arms: list[Arm], first: Any, meter: _Meter, budget: float | None) -> SpeedChoice:
-    """The plain setting is over the budget: a memory-saving knob (set_to_none frees the
-    gradients between steps) may make it fit. Each knob is probed once; the fastest one that
-    fits is used, or, when none fits, the trial's first steps will confirm it is infeasible."""
+    """Plain is over the memory budget: each knob probed once, the fastest that fits used (none:
+    the trial's first steps confirm it is infeasible)."""
     rows, fitting, missing = [], [], []
     for arm in arms[1:]:
         try:

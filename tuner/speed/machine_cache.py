@@ -1,12 +1,8 @@
-"""Speed probes remembered per machine, across experiments (README, "A search"; the file
-format: docs/architecture.md). A verdict depends on the training config, the hardware and the
-software, not on the experiment: each machine fingerprint (:class:`Machine`) has one JSON file,
-and any change of it reads another file, so it misses and probes again.
-
-Two searches may write one file at once: a writer holds ``filelock``'s lock on a lock file
-beside it (the kernel's ``flock``: released when its process dies), reads, merges its entry
-and replaces the file atomically, so readers (no lock) see the old or the new file, never half
-of one, and no writer drops another's entry. Ray-free.
+"""Speed probes remembered per machine across experiments (the file format:
+docs/architecture.md): one JSON file per machine fingerprint (:class:`Machine`), so a changed
+machine or software misses and probes again. Writers hold ``filelock``'s lock (``flock``: freed
+when the process dies), merge their entry and replace the file atomically: readers see a whole
+file, no writer drops another's entry.
 """
 
 from __future__ import annotations
@@ -102,8 +98,8 @@ def _cpu_model() -> str:
 
 
 def _nvidia_gpus() -> tuple[tuple[str, ...], str]:
-    """Every NVIDIA GPU of the machine and the driver version. nvidia-smi, not torch: a trial
-    sees only its own GPUs (CUDA_VISIBLE_DEVICES), and torch does not tell the driver."""
+    """Every NVIDIA GPU and the driver version: nvidia-smi, as a trial's torch sees only its
+    own GPUs and not the driver."""
     query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
     try:
         out = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout
@@ -114,10 +110,8 @@ def _nvidia_gpus() -> tuple[tuple[str, ...], str]:
 
 
 def entry_key(speed_key: str, *, max_memory_bytes: int | None, threads: int | None = None) -> str:
-    """An entry's key: the experiment's speed key (:func:`tuner.speed.choose.speed_key`: the
-    training config, the device, the pinned knobs), the memory budget, which decides whether
-    a knob is kept, and the trial's CPU threads, which decide what a loader worker costs
-    (both constant within an experiment, not across them)."""
+    """An entry's key: the speed key, the memory budget (it decides what is kept) and the
+    trial's CPU threads (what a loader worker costs): constant in an experiment, not across."""
     key = {"config": json.loads(speed_key), MAX_MEMORY_BYTES: max_memory_bytes}
     if threads is not None:
         key["threads"] = threads
@@ -147,11 +141,9 @@ class MachineCache:
         return self.entries().get(key)
 
     def entries(self) -> dict[str, Entry]:
-        """Every entry (none when the file is missing or damaged: probing again is cheap)."""
         return {key: Entry(**value) for key, value in self._read().items()}
 
     def put(self, key: str, entry: Entry) -> None:
-        """Remember ``entry`` under ``key`` (replacing an older one), safe beside other writers."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(self.path.with_suffix(".lock")):
             entries = {**self._read(), key: dataclasses.asdict(entry)}

@@ -1,9 +1,7 @@
-"""The decision rule of the speed probes: from interleaved probe runs, which knobs to keep.
-
-A knob is kept when it was faster than the plain setting in every pair, its paired ratio is
-above 1x and it fits the memory budget (a speed knob cannot change what is learned, so a wrong
-pick costs at most the noise); ``clear`` records whether the gain is beyond the noise. Used live
-by the probes (:mod:`tuner.speed.choose`) and offline by the replay and verdict benchmarks.
+"""The decision rule of the speed probes: a knob is kept when it was faster than the plain
+setting in every pair, its paired ratio is above 1x and it fits the memory budget (a speed knob
+cannot change what is learned, so a wrong pick costs at most the noise); ``clear`` records
+whether the gain is beyond the noise. Used live and by the replay and verdict benchmarks.
 """
 
 from __future__ import annotations
@@ -72,8 +70,7 @@ class SpeedChoice:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def shared_note(self, config: Any) -> str:
-        """``; shared: measured at batch_size=256, norm=group`` when this choice was probed on
-        another training config than ``config`` (a shared verdict), else nothing."""
+        """``; shared: measured at batch_size=256, norm=group`` when probed on another config."""
         other = {k: v for k, v in self.measured_on.items() if getattr(config, k, v) != v}
         if not other:
             return ""
@@ -102,7 +99,6 @@ class SpeedChoice:
         return f"; not probed (probe budget): {', '.join(self.not_probed)}"
 
     def _kept_text(self, kept: list[dict[str, Any]]) -> list[str]:
-        """``a (1.12x [..]), b (..), together 1.20x`` for the kept knobs (none: no text)."""
         parts = [f"{v['name']} ({probe_text(v)})" for v in kept]
         if len(kept) > 1 and self.combined_ratio is not None:
             # Two pairs, whose interval is not kept: an estimate, so no verdict is claimed.
@@ -111,11 +107,9 @@ class SpeedChoice:
 
 
 def probe_text(row: dict[str, Any]) -> str:
-    """A probed knob's ratio to plain, in the words of the one rule (:attr:`Change.verdict`),
-    the same in ``speed_choice`` and the report's speed table: ``1.12x [1.03–1.22]`` beyond
-    noise, ``1.01x [0.98–1.04], within noise`` (a narrow tie), ``1.31x, interval says nothing
-    (2 pairs)``, ``1.33x, one measurement`` (no interval: probed once to fit the memory budget),
-    ``not measured`` (a failed probe), ``not probed (probe budget)``."""
+    """A probed knob's ratio to plain in the one rule's words (the trial's ``speed_choice`` and
+    the report's speed table): ``1.12x [1.03–1.22]``, ``1.01x [0.98–1.04], within noise``,
+    ``1.31x, interval says nothing (2 pairs)``, ``1.33x, one measurement``, ``not measured``."""
     if row.get("probed") is False:
         return "not probed (probe budget)"
     ratio, low, high = row.get("ratio"), row.get("low"), row.get("high")
@@ -131,16 +125,14 @@ def probe_text(row: dict[str, Any]) -> str:
 
 
 def probe_change(row: dict[str, Any]) -> Change:
-    """A probed knob's ratio to plain as a paired change; a record from before the pair count
-    was stored is judged by its interval's width alone."""
+    """A probed knob's ratio to plain as a paired change (no ``pairs``: judged by width)."""
     values = (as_number(row.get(k)) for k in ("ratio", "low", "high"))
     return Change(*values, int(row.get("pairs", MIN_PAIRS)), 1.0)
 
 
 def settle(rows: list[dict[str, Any]], combined: float | None) -> dict[str, Any]:
-    """The settings to run with: every kept knob when their combination is at least as fast
-    as the best one alone (``combined``: its ratio vs plain), else the best one alone. Rows
-    no longer used are marked not kept."""
+    """Every kept knob when their ``combined`` ratio is at least the best one's alone, else the
+    best alone (the others' rows marked not kept)."""
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: -r["ratio"])
     if len(kept) >= 2 and (combined is None or combined < kept[0]["ratio"]):
         for row in kept[1:]:
@@ -155,17 +147,15 @@ def combination(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def fits(peak: float, budget: float | None) -> bool:
-    """Whether a probe that ran ok with this peak is within the memory budget (the one rule,
-    tuner.objectives.judge's; an unmeasured peak fits)."""
+    """Whether an ok probe's peak fits the memory budget (tuner.objectives.judge's rule)."""
     return judge({"status": "ok", "peak_memory_bytes": peak}, max_memory_bytes=budget)[0]
 
 
 def decide(
     runs: Any, arms: list[Any], *, max_memory_bytes: float | None
 ) -> tuple[list[dict[str, Any]], float]:
-    """From interleaved probe runs (``arms[0]`` the plain setting): one row per probed change
-    (``kept``: a candidate; ``clear``: its gain is beyond the noise) and the plain setting's
-    median images/s. Used live by :func:`choose_speed` and offline by the replay benchmark."""
+    """From interleaved probe runs (``arms[0]`` plain): one row per probed change (``kept``,
+    ``clear``) and plain's median images/s."""
     table = summarize(runs, arms)
     rows = [
         _variant_row(row, arms, runs, budget=max_memory_bytes)
@@ -178,8 +168,7 @@ def decide(
 
 
 def ahead(runs: pd.DataFrame, name: str) -> bool:
-    """Whether arm ``name`` beat the plain setting in every repeat so far (a repeat in which
-    either failed counts against it)."""
+    """Whether arm ``name`` beat plain in every repeat so far (a failed repeat counts against)."""
     mine, plain = paired(runs, name, "plain")
     if len(mine) < runs["repeat"].nunique():
         return False
@@ -203,7 +192,6 @@ def _variant_row(row: Any, arms: list[Any], runs: Any, *, budget: float | None) 
 
 
 def variant(arm: Arm, ratio: Any, low: Any, high: Any, peak: Any, **verdict: Any) -> dict:
-    """One probed change's row: what it changed, its ratio to plain, its peak, the verdict."""
     return {
         "name": arm.name,
         "field": next(iter(arm.changes)),
@@ -217,8 +205,7 @@ def variant(arm: Arm, ratio: Any, low: Any, high: Any, peak: Any, **verdict: Any
 
 
 def not_probed_row(arm: Arm) -> dict[str, Any]:
-    """A knob the probe budget left unmeasured: it keeps its default, with no verdict (not a
-    knob that was tried and lost)."""
+    """A knob the probe budget left unmeasured: its default, no verdict (not tried and lost)."""
     verdict = {"fell_back": "", "clear": False, "kept": False, "probed": False}
     return variant(arm, None, None, None, None, **verdict)
 
@@ -233,9 +220,8 @@ def _best_per_knob(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def merged(first: SpeedChoice, then: SpeedChoice) -> SpeedChoice:
-    """One choice from ``then``, probed on top of ``first``: a training config's knobs on the
-    shared settings, or a later trial's probes of the knobs ``first`` left unprobed (their
-    placeholder rows are replaced by what was measured)."""
+    """One choice from ``then``, probed on top of ``first`` (a config's knobs on the shared
+    ones, or the knobs ``first`` left unprobed: their placeholder rows replaced)."""
     probed = {v["name"] for v in then.variants if v.get("probed", True)}
     replaced = {v["name"] for v in then.variants}  # measured now, or still a placeholder
     # A value of a knob another value of which is kept (num_workers=2 beside a kept

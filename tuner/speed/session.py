@@ -1,11 +1,7 @@
-"""A trial's speed settings: the shared verdict, then the training config's own knobs on it.
-
-:func:`settle_speed` is what a trial calls before it trains. For each scope (shared, then per
-training config: :mod:`tuner.speed.choose`) it looks the verdict up in the experiment's probe
-cache (and through it the machine cache); a verdict another trial is probing right now is
-waited for, not probed twice; a missing one is probed inside the trial's probe budget
-(:mod:`tuner.speed.budget`), and one an earlier budget left incomplete is completed with what
-this trial may spend. Ray-free: the cache is reached through a :class:`Store`.
+"""A trial's speed settings (:func:`settle_speed`, before it trains): per scope (shared, then
+per config) the verdict is looked up, waited for while another trial probes it, probed within
+the trial's probe budget, or completed where an earlier budget left it short. Ray-free: the
+cache is reached through a :class:`Store`.
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ _WAIT_POLL_S = 1.0
 
 
 class Store(Protocol):
-    """The experiment's probe cache as one trial sees it (tuner.speed.cache.ProbeCache), and
-    ``tell``: what the trial is doing, for the console's running line."""
+    """The probe cache as one trial sees it; ``tell``: the console's running line."""
 
     def get(self, lookup: Lookup) -> Remembered | None: ...
 
@@ -83,8 +78,7 @@ def settle_speed(
     on_run: OnRun | None = None,
     measure: Measure | None = None,
 ) -> Settled:
-    """The trial's speed settings: the shared verdict, then the per-config knobs on top
-    (``measure``: one probe run, the engine's by default)."""
+    """The shared verdict, then the per-config knobs on top (``measure``: one probe run)."""
     shared = _session(config, speed, store, "shared", {}, on_run, measure)
     own = _session(config, speed, store, "config", shared.choice.settings, on_run, measure)
     store.tell("")
@@ -159,8 +153,8 @@ def _session(
 def _found_or_claimed(
     store: Store, lookup: Lookup, config: TrainConfig
 ) -> tuple[Remembered | None, float]:
-    """The remembered verdict, after waiting while another trial probes it (its claim lasts
-    twice its trial's length, at least a minute: a trial that died does not block others)."""
+    """The remembered verdict, after waiting while another trial probes it (a claim lasts
+    twice its trial's length, at least a minute: a dead trial does not block others)."""
     started = time.perf_counter()
     found = store.get(lookup)
     claim_s = max(60.0, 2 * (trial_length_s(config, None) or 0.0))
