@@ -1,11 +1,6 @@
-"""The engine: one measured training run of a timm model, with every speed technique a switch.
-
-No Ray here: the search's trainable wraps :func:`train`. Inside an initialized
-``torch.distributed`` process group (torchrun, a search's data-parallel trial) the same call
-trains data-parallel.
-
-The names below load on first use (PEP 562): ``tuner.engine.result`` is read by the trial
-record without torch, so ``tuner --help`` and the usage errors do not pay torch's import.
+"""The engine: one measured training run, every speed technique a switch; no Ray (data-parallel
+inside a process group). Names load on first use (PEP 562): the trial record reads
+``tuner.engine.result`` without torch, so ``tuner --help`` does not pay torch's import.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What a run is built from, once: :class:`RunParts`, which never change while it trains.
-
-Device, data, model (and the compiled, data-parallel forward), precision, optimizer, schedule
-and meters are resolved here. A technique that cannot run here falls back and says so:
-:func:`_decide` settles every setting once, before anything is built from it:
-``RunParts.effective`` (an :class:`Effective`) holds what actually ran, ``RunParts.notes`` one
-line per fallback.
+"""What a run is built from, once (:class:`RunParts`). A technique that cannot run here falls
+back and says so: :func:`_decide` settles every setting before anything is built from it
+(``RunParts.effective``: what ran; ``RunParts.notes``: one line per fallback).
 """
 
 from __future__ import annotations
@@ -67,9 +63,8 @@ class Schedule:
 
 @dataclass(frozen=True)
 class Effective:
-    """What actually ran: each technique setting after its fallbacks, decided once
-    (:func:`_decide`). A result records it as ``asdict`` (``RunResult.effective``), in this
-    order, so its keys are these field names (the trials table reads them per knob)."""
+    """What actually ran, each setting after its fallbacks (``RunResult.effective`` is its
+    ``asdict``: the trials table reads these field names per knob)."""
 
     device: str
     channels_last: bool
@@ -97,7 +92,7 @@ class Effective:
 
 @dataclass(frozen=True)
 class RunParts:
-    """The pieces of one run, built once (their contents train; the fields never change)."""
+    """The pieces of one run, built once."""
 
     config: TrainConfig
     device: torch.device
@@ -141,13 +136,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def prepare(config: TrainConfig) -> None:
-    """Pay the process's one-time costs that a first run's setup pays: the device's start
-    and the data a source keeps for the process. A trial calls it before its speed probes,
-    so these count as its setup, not as its first probe run (training would pay them too).
-
-    Raises:
-        TunerError: bad input (device, data name).
-    """
+    """Pay the process's one-time costs (the device's start, data kept per process) before a
+    trial's speed probes, so they count as setup, not as its first probe run."""
     device = resolve_device(config.device)
     if device.type == "cuda":
         torch.zeros(1, device=device)  # the CUDA context: a second or more on a cold process
@@ -157,13 +147,8 @@ def prepare(config: TrainConfig) -> None:
 def build_parts(
     config: TrainConfig, device: torch.device, memory: MemoryMeter, *, dataparallel: bool = False
 ) -> RunParts:
-    """Build data, model, precision, optimizer, DDP and compile for ``config`` on ``device``,
-    in the process group a launcher initialized (if any); with ``dataparallel``, one process
-    over every visible GPU (``torch.nn.DataParallel``) instead of DDP.
-
-    Raises:
-        TunerError: bad input (data, model, batch size, groups).
-    """
+    """Build data, model, precision, optimizer, DDP (or ``dataparallel``) and compile for
+    ``config`` on ``device`` (TunerError: bad input)."""
     torch.manual_seed(config.seed)
     world = World.current()
     data = build_data(config, device, world)
@@ -207,12 +192,7 @@ def _decide(
     *,
     dataparallel: bool = False,
 ) -> tuple[Effective, list[str]]:
-    """What runs here, decided once: every setting after its fallbacks, and one note per
-    fallback (the data's notes first).
-
-    Raises:
-        TunerError: a batch size that leaves no step; DataParallel where it cannot run.
-    """
+    """Every setting after its fallbacks, and one note per fallback (the data's first)."""
     notes = list(data.notes)
     amp = _amp(config, device, notes)
     _check_steps(config, len(data.train_loader))
@@ -259,7 +239,7 @@ def _check_steps(config: TrainConfig, steps_per_epoch: int) -> None:
 
 
 def _global_batch(config: TrainConfig, world: World, notes: list[str]) -> tuple[float, int]:
-    """Both as the optimizer sees them: the peak lr, and the global batch a step trains on."""
+    """The peak lr and the global batch, as the optimizer sees them."""
     lr, batch_size = config.lr * world.size, config.batch_size * world.size
     if world.size > 1:
         notes.append(
@@ -293,7 +273,7 @@ COMPILE_WARMUP_STEPS = 3  # compile on step 1; max-autotune's CUDA graphs record
 
 
 def warmup_steps_of(config: TrainConfig) -> int:
-    """The steps a run leaves out of its throughput: ``config``'s, enough for compile's."""
+    """The steps left out of throughput: ``config``'s, enough for compile's."""
     return max(config.warmup_steps, COMPILE_WARMUP_STEPS if config.compile != "off" else 0)
 
 
@@ -343,8 +323,7 @@ def _optimizer(model: nn.Module, config: TrainConfig, ran: Effective) -> torch.o
 def _fused_adamw(
     config: TrainConfig, model: nn.Module, device: torch.device, notes: list[str]
 ) -> bool:
-    """Whether fused AdamW runs on these parameters: tried on them (an optimizer's state is made
-    at its first step, so the trial costs nothing), as the one the run trains with will be."""
+    """Whether fused AdamW runs on these parameters: tried on them (free: state comes later)."""
     if not config.fused_adamw:
         return False
     try:
@@ -371,8 +350,7 @@ def _compile(model: nn.Module, mode: str) -> Callable[[torch.Tensor], torch.Tens
 
 
 def _ddp_knobs(config: TrainConfig, world: World, notes: list[str]) -> dict[str, Any]:
-    """The DDP knobs as they run: the config's across workers; on one worker there is no DDP,
-    so they fall back to off (they only matter across workers)."""
+    """The DDP knobs as they run: off on one worker (no DDP)."""
     knobs = [k for k in KNOBS if k.needs_workers]
     if world.size > 1:
         return {k.field: getattr(config, k.field) for k in knobs}
@@ -383,7 +361,6 @@ def _ddp_knobs(config: TrainConfig, world: World, notes: list[str]) -> dict[str,
 
 
 def _data_parallel(model: nn.Module, ran: Effective, world: World) -> nn.Module:
-    """DDP across the workers: gradients averaged in buckets, overlapping backward."""
     cuda = next(model.parameters()).device
     return DistributedDataParallel(
         model,
@@ -407,7 +384,7 @@ def _check_dataparallel(device: torch.device, world: World, notes: list[str]) ->
 def _input_pipeline(
     config: TrainConfig, data: DataBundle, device: torch.device, notes: list[str]
 ) -> str:
-    """The input pipeline's fallbacks, one note each; the prefetch that runs."""
+    """The input pipeline's fallback notes; the prefetch that runs."""
     cuda, on_device = device.type == "cuda", data.on_device
     if cuda and on_device and (config.pin_memory or config.non_blocking):
         notes.append("pin_memory/non_blocking have nothing to copy: synthetic data is on the GPU.")

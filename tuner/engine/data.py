@@ -1,14 +1,9 @@
-"""Datasets and loaders: the :data:`DATASETS` registry (digits, synthetic, synthetic_host,
-imagefolder:PATH, jpeg_digits, cifar10:PATH) and the user's own (``module:function``, a
-``build_data(config) -> (train, val, num_classes[, {"mean": ..., "std": ...}])``).
-
-Every source gives :class:`Splits`, and :func:`build_data` puts the same loaders over any of
-them (the one plug-in point: the loader knobs act on every source alike). The built-in loaders
-yield **uint8** ``[B, 3, H, W]`` images: the host moves bytes, and :func:`normalize` turns them
-into float input on the device (in the loop or the CUDA prefetcher), the same math either way,
-so accuracy compares across the ``prefetch`` switch. A user's images may be uint8 tensors or PIL
-images (served as uint8, scaled to [0, 1]) or float tensors (taken in their own units); either
-is then normalized by the user's mean and std (default: none).
+"""Datasets and loaders: the :data:`DATASETS` registry and the user's own (``module:function``
+-> ``(train, val, num_classes[, {"mean": ..., "std": ...}])``). Every source gives
+:class:`Splits`; :func:`build_data` puts the same loaders over each (the loader knobs act on
+all alike). Loaders yield **uint8** images (the host moves bytes); :func:`normalize` makes the
+float input on the device, the same math in the loop and the prefetcher. A user's PIL images
+are served as uint8; float tensors are taken in their own units.
 """
 
 from __future__ import annotations
@@ -76,8 +71,7 @@ class DataBundle:
 
 
 class Splits(NamedTuple):
-    """What a data source loads: the splits, the classes, notes, and (a user's data) the
-    normalization it asks for, which overrides its source's."""
+    """What a data source loads (``mean``/``std``: a user's, over its source's)."""
 
     train: Dataset
     val: Dataset
@@ -89,9 +83,8 @@ class Splits(NamedTuple):
 
 @dataclass(frozen=True)
 class DataSource:
-    """One kind of data that ``config.data`` names: ``name`` or, with ``takes_path``,
-    ``name:PATH``. ``load(config, path)`` gives the splits (None: generated on the device);
-    ``files``: decoded from image files, so ``skip_unreadable_images`` applies."""
+    """One kind of data: ``name`` or ``name:PATH`` (``takes_path``); ``load`` None: generated
+    on the device; ``files``: image files (the decoder and ``skip_unreadable_images`` act)."""
 
     name: str
     mean: tuple[float, ...]  # per-channel normalization in [0, 1] units (one value: all)
@@ -105,8 +98,7 @@ class DataSource:
 def normalize(
     images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, *, channels_last: bool = False
 ) -> torch.Tensor:
-    """uint8 ``[B, C, H, W]`` (scaled to [0, 1]) or a user's float images -> normalized
-    float32 on the images' device."""
+    """uint8 (scaled to [0, 1]) or float images -> normalized float32, on their device."""
     if images.dtype == torch.uint8:
         x = images.float().div_(255.0).sub_(mean).div_(std)
     else:  # a user's float images: never in place, the batch may be the dataset's own tensor
@@ -115,11 +107,7 @@ def normalize(
 
 
 def data_source(spec: str) -> tuple[DataSource, str]:
-    """The registry entry and path that ``spec`` (``digits``, ``imagefolder:PATH``) names.
-
-    Raises:
-        TunerError: an unknown name, or a path missing or given where none is taken.
-    """
+    """The registry entry and path ``spec`` names (TunerError: unknown, or a path misplaced)."""
     name, _, path = spec.partition(":")
     source = DATASETS.get(name)
     if source is None and is_ref(spec):
@@ -133,8 +121,7 @@ def data_source(spec: str) -> tuple[DataSource, str]:
 
 
 def load_ahead(config: TrainConfig) -> None:
-    """Load ``config``'s data now if its source keeps it for the process (the first run's
-    setup would load it; a source that loads per run is left to the run)."""
+    """Load ``config``'s data now if its source keeps it for the process."""
     source, path = data_source(config.data)
     if source.kept and source.load is not None:
         source.load(config, path)
@@ -146,12 +133,8 @@ def is_user_data(spec: str) -> bool:
 
 
 def build_data(config: TrainConfig, device: torch.device, world: World | None = None) -> DataBundle:
-    """Build this worker's train/val loaders of the data that ``config.data`` names: its shard
-    of each epoch's shuffle and every ``world.size``-th validation batch.
-
-    Raises:
-        TunerError: unknown data name, missing/malformed folder, or an impossible batch size.
-    """
+    """This worker's loaders: its shard of each epoch's shuffle and every ``world.size``-th
+    validation batch (TunerError: bad data or batch size)."""
     source, path, world = *data_source(config.data), world or World()
     if source.load is None:
         return _synthetic(config, device, world)
@@ -193,12 +176,8 @@ def build_data(config: TrainConfig, device: torch.device, world: World | None = 
 
 
 def _val_share(size: int, batch: int, limit: int | None, world: World) -> list[list[int]]:
-    """This worker's validation batches: every ``world.size``-th of the first ``limit``.
-
-    Under a limit the images are a fixed random sample of the split (one permutation, the same
-    for every run): an image folder lists its files class by class, and its first batches
-    alone would score the first classes only.
-    """
+    """This worker's validation batches: every ``world.size``-th of the first ``limit``, then
+    of a fixed permutation (a folder lists files by class: its first batches, few classes)."""
     count = min(-(-size // batch), limit or size)
     order = list(range(size))
     if count * batch < size:
@@ -248,8 +227,7 @@ def _normalization(given: Any, what: str) -> tuple[tuple[float, ...], tuple[floa
 
 
 class _UserItems(Dataset):
-    """A user's dataset as the loaders serve it: a PIL image becomes a uint8 ``[C, H, W]``
-    tensor (bytes cross to the device, as with the built-in data); tensors pass unchanged."""
+    """A user's dataset as served: a PIL image becomes a uint8 tensor; tensors pass unchanged."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -277,8 +255,7 @@ def _digits(config: TrainConfig, path: str) -> Splits:
 
 @functools.lru_cache(maxsize=4)
 def _digits_at(img_size: int) -> tuple[Dataset, Dataset, int]:
-    """Built once per size and process: the speed probes of a search build many runs of it
-    (the datasets are read-only tensors, safe to share between runs)."""
+    """Built once per size and process (read-only tensors: the probes' runs share them)."""
     pixels, target = load_digits()
     gray = (torch.from_numpy(pixels) * (255 / 16)).round().to(torch.uint8)  # 0..16 levels
     images = gray.unsqueeze(1).expand(-1, 3, -1, -1).contiguous()  # [N, 3, 8, 8]
@@ -299,11 +276,8 @@ _PRESIZE_LIMIT_BYTES = 1 << 30  # resize once up front when the result fits; els
 
 
 def _resized(images: torch.Tensor, labels: torch.Tensor, size: int) -> Dataset:
-    """uint8 ``[N, 3, h, w]`` images served at ``size``: resized once if small, else lazily.
-
-    CIFAR-10 at 224 px would be 7.5 GB of uint8 (and 4x that as one float interpolation), so
-    large sets resize each image as the loader asks for it, in its workers.
-    """
+    """uint8 images served at ``size``: resized once if small, else per image in the loader
+    (CIFAR-10 at 224 px would be 7.5 GB of uint8)."""
     if images.shape[-1] == size and images.shape[-2] == size:
         return TensorDataset(images, labels)
     if images.shape[0] * images.shape[1] * size * size > _PRESIZE_LIMIT_BYTES:
@@ -405,14 +379,9 @@ def _synthetic(config: TrainConfig, device: torch.device, world: World) -> DataB
 
 
 def _synthetic_host(config: TrainConfig, path: str) -> Splits:
-    """``synthetic_size`` random uint8 images in host memory, served by a DataLoader.
-
-    Unlike ``synthetic`` (one batch that lives on the device), batches take a real dataset's
-    path: loader (workers, pinned or not), then a host-to-device copy. What the data path's
-    techniques (pinned memory, non_blocking copies, the CUDA prefetcher) act on, without files.
-    The validation split is the first batch of the same images (labels are random: accuracy
-    means nothing here).
-    """
+    """``synthetic_size`` random uint8 images in host memory through a DataLoader: a real
+    dataset's path (loader, then a copy to the device) for the data path's knobs, without files.
+    Validation: the first batch (random labels: accuracy means nothing here)."""
     classes = config.num_classes or 1000
     images, labels = _host_images(config.synthetic_size, config.img_size, classes, config.seed)
     n_val = min(config.batch_size, config.synthetic_size)

@@ -1,10 +1,6 @@
-"""scikit-learn's embedded 8x8 handwritten digits, read from the file scikit-learn ships.
-
-The default workload's data. ``sklearn.datasets.load_digits`` imports scikit-learn and with it
-scipy.stats: 2.5-4.5 s of CPU in every process that loads the digits (the driver's checks, each
-trial's process, each re-measurement's), on 2 cores a tenth of a short trial. The file is one
-gzipped CSV (64 pixel columns of 0..16 levels, then the label); reading it takes milliseconds.
-The numbers are scikit-learn's own: ``tests/engine/test_digits.py`` compares them.
+"""scikit-learn's 8x8 digits (the default workload's data), read from the gzipped CSV it
+ships: ``sklearn.datasets.load_digits`` imports scipy.stats, 2.5-4.5 s of CPU in every process
+that loads them; the CSV takes milliseconds (tests/engine/test_digits.py compares the numbers).
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ _FILE = ("datasets", "data", "digits.csv.gz")  # inside the scikit-learn package
 
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
-    """The 1,797 digits as ``images`` float64 ``[N, 8, 8]`` (0..16) and ``target`` int
-    ``[N]``, as ``sklearn.datasets.load_digits()`` gives them."""
+    """``images`` float64 ``[N, 8, 8]`` (0..16) and ``target``, as scikit-learn gives them."""
     path = _shipped_file()
     if path is None:  # scikit-learn in a zip, or a release that moved the file: its own loader
         return _through_scikit_learn()
@@ -34,8 +29,7 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _shipped_file() -> Path | None:
-    """The CSV's path, found without importing scikit-learn (``find_spec`` of a top-level
-    package runs none of its code); None where it is not a plain file."""
+    """The CSV's path, found without running scikit-learn's code (None: not a plain file)."""
     try:
         spec = importlib.util.find_spec("sklearn")
     except (ImportError, ValueError):  # a module object without a spec, say

@@ -1,7 +1,5 @@
-"""Data-parallel runs: the process group a launcher set up, seen as one small :class:`World`.
-
-Without a group the world is one process and every reduction returns its input, so a single run
-is the world-size-1 case of the same code (the contract: docs/architecture.md).
+"""Data-parallel runs: the process group a launcher set up, as one small :class:`World` (without
+a group, one process whose reductions return their input: a single run is the size-1 case).
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ class World:
         return cls()
 
     def local_cuda(self) -> torch.device:
-        """This worker's GPU, made the current device: ``LOCAL_RANK`` (set by torchrun and Ray
-        Train) among the visible ones. Set before anything touches CUDA, so no worker opens a
-        context on GPU 0, and nccl's collectives run there."""
+        """This worker's GPU (``LOCAL_RANK``), made current before anything touches CUDA (no
+        context on GPU 0; nccl's collectives run there)."""
         local = int(os.environ.get("LOCAL_RANK", 0))
         device = torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
@@ -64,9 +61,8 @@ class World:
 
 @contextlib.contextmanager
 def launched_group(*, cuda: bool) -> Iterator[World]:
-    """For a command started by torchrun (``WORLD_SIZE`` set, no group yet): the process group
-    over its workers (``env://``; nccl on GPUs, gloo on CPUs), closed at the end. Otherwise the
-    world as it is (one process, or a group the caller owns)."""
+    """Under torchrun (``WORLD_SIZE`` set, no group yet) the process group over its workers
+    (nccl on GPUs, gloo on CPUs), closed at the end; otherwise the world as it is."""
     if "WORLD_SIZE" not in os.environ or dist.is_initialized():
         yield World.current()
         return

@@ -32,11 +32,8 @@ Loaded = tuple[Dataset, Dataset, int, list[str]]
 
 
 class UnreadableImage(RuntimeError):
-    """An image file that cannot be decoded (truncated, corrupt, not really an image).
-
-    Raised in a DataLoader worker it reaches the loop re-raised with the worker's traceback in
-    its message; :attr:`line` is the one line ``cannot read image PATH: ...`` either way.
-    """
+    """An image file that cannot be decoded; :attr:`line` is ``cannot read image PATH: ...``
+    even when a DataLoader worker re-raised it with its traceback."""
 
     PREFIX = "cannot read image"
 
@@ -80,9 +77,8 @@ def imagefolder(config: TrainConfig, folder: str) -> Loaded:
 
 
 def train_transforms(img_size: int) -> Callable[[Any], torch.Tensor]:
-    """Random crop (ImageNet's scales), flip, uint8 ``[3, H, W]`` out. Each decoder's image
-    stays in its own library until the end: PIL's crop and resize on a PIL image (faster than
-    converting first, bench/loader_bench.py), torch's on decode_jpeg's tensor."""
+    """Random crop, flip, uint8 out; each decoder's image stays in its library until the end
+    (faster than converting first: bench/loader_bench.py)."""
     from torchvision.transforms import v2
 
     return v2.Compose([v2.RandomResizedCrop(img_size), v2.RandomHorizontalFlip(), _to_tensor()])
@@ -102,20 +98,14 @@ def _to_tensor() -> Any:
 
 
 def jpeg_digits(config: TrainConfig, path: str) -> Loaded:
-    """The shipped data-bound workload (:mod:`tuner.engine.jpeg_digits`), built on first use,
-    read as any image folder is."""
+    """The shipped data-bound workload, read as any image folder is."""
     from tuner.engine.jpeg_digits import jpeg_digits_folder
 
     return imagefolder(config, str(jpeg_digits_folder()))
 
 
 def read_image(path: str) -> Any:
-    """The RGB image at ``path``, decoded now: PIL decodes lazily, so a truncated file would
-    otherwise fail later, inside a transform, without its name.
-
-    Raises:
-        UnreadableImage: ``cannot read image PATH: <why>``.
-    """
+    """The RGB image at ``path``, decoded now (PIL's lazy decode would fail later, nameless)."""
     from PIL import Image
 
     try:
@@ -128,12 +118,7 @@ def read_image(path: str) -> Any:
 
 
 def read_jpeg(path: str) -> Any:
-    """The image at ``path`` as a uint8 ``[3, H, W]`` tensor: a JPEG file decoded by
-    ``torchvision.io.decode_jpeg``; any other file by PIL (:func:`read_image`).
-
-    Raises:
-        UnreadableImage: ``cannot read image PATH: <why>``.
-    """
+    """The image at ``path`` as a uint8 tensor: JPEG by ``decode_jpeg``, others by PIL."""
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
 
     try:
@@ -155,7 +140,7 @@ DECODERS: dict[str, Callable[[str], Any]] = {"pil": read_image, "decode_jpeg": r
 
 
 def _image_files(ignored: list[Path]) -> Callable[[str], bool]:
-    """ImageFolder's own file filter (its image extensions), noting each file it leaves out."""
+    """ImageFolder's own file filter, noting each file it leaves out."""
     from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
 
     def is_image(file: str) -> bool:
@@ -179,8 +164,8 @@ def _ignored_note(root: Path, ignored: list[Path]) -> list[str]:
 
 
 class SkipUnreadable(Dataset):
-    """Serves the next readable image in place of one that cannot be read, and counts each
-    unreadable file once; the marks live in shared memory, so loader workers count too."""
+    """Serves the next readable image for an unreadable one, counting each once (in shared
+    memory: loader workers count too)."""
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset

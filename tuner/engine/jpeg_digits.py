@@ -1,15 +1,10 @@
-"""``jpeg_digits``: the shipped data-bound workload, real JPEG files in an image folder.
-
-Nothing is downloaded: scikit-learn's embedded 8x8 handwritten digits are drawn large, in a
-colour, at a random place and scale, over a random crop of the two photos scikit-learn ships
-(``china.jpg``, ``flower.jpg``), and saved as JPEG files in the layout of ``imagefolder:PATH``
-(``train/<class>/*.jpg``, ``val/<class>/*.jpg``). Built once, on first use, into the user cache
-folder; the data then goes through the same ``imagefolder`` path a user's folder takes.
+"""``jpeg_digits``: the shipped data-bound workload, real JPEG files in an image folder, built
+once into the user cache (nothing downloaded): scikit-learn's 8x8 digits drawn large, coloured,
+at a random place and scale over crops of its two sample photos.
 
 Why these sizes: at ``IMAGE_SIDE`` px a file costs the host about 0.6 ms to decode and crop
-(bench/loader_bench.py), about as much as a small CNN's step per image at 64 px on a CPU, so
-with ``num_workers=0`` the step waits for data about 40 % of its time: a workload on which the
-loader knobs have something to win.
+(bench/loader_bench.py), about a small CNN's step per image at 64 px on a CPU, so with
+``num_workers=0`` the step waits for data about 40 % of its time: the loader knobs can win.
 """
 
 from __future__ import annotations
@@ -35,16 +30,9 @@ _SEED = 1234  # the split and the drawing, the same on every machine (the bytes 
 
 
 def jpeg_digits_folder() -> Path:
-    """The image folder, built on first use (a few seconds) and reused after.
-
-    A folder counts only with its completion mark (written last, so a build killed halfway or
-    a folder damaged by hand is rebuilt, never read). Two processes building it at once each
-    build in a folder of their own and rename it into place; the second finds the first's
-    complete folder there and drops its copy (no lock needed).
-
-    Raises:
-        TunerError: the cache folder cannot be written (naming it and ``TUNER_CACHE_DIR``).
-    """
+    """The image folder, built on first use. It counts only with its completion mark (written
+    last: a half build is rebuilt, never read); two builders each rename their own folder into
+    place, the second dropping its copy (no lock needed)."""
     final = cache_dir() / f"jpeg_digits-v{VERSION}"
     if _complete(final):
         return final

@@ -1,11 +1,7 @@
-"""The training loop: ``train(config) -> RunResult``, and ``short_run``: steps only, no evaluation
-(what the speed probes measure, :mod:`tuner.speed`).
-
-:func:`_train_loop` reads top to bottom. The parts it trains were built once
-(:mod:`tuner.engine.build`); only :class:`~tuner.engine.state.RunState` changes. A failing run
-(OOM, divergence, crash) returns a result. Data-parallel runs take the same path: every
-decision is made from the step count or from a value all workers agreed on, so the workers stay
-in step; what is reported is all-reduced.
+"""The training loop: ``train(config) -> RunResult``, and ``short_run`` (steps only, no
+evaluation: what the speed probes measure). The parts were built once; only
+:class:`~tuner.engine.state.RunState` changes. A failing run returns a result. Data-parallel
+workers stay in step: every decision is made from the step count or a value all agreed on.
 """
 
 from __future__ import annotations
@@ -59,27 +55,17 @@ def train(
     feasibility_steps: int = 5,
     dataparallel: bool = False,
 ) -> RunResult:
-    """Run one measured training run of ``config``.
-
-    Inside an initialized ``torch.distributed`` process group every worker calls it with the
-    same arguments and gets the global result (the contract: docs/architecture.md).
+    """One measured training run of ``config`` (in a process group, every worker calls it and
+    gets the global result); OOM / NaN / crashes come back as its ``status``.
 
     Args:
-        on_eval: called with a :class:`Progress` after each evaluation; returning ``True``
-            stops the run early (status stays ``ok``; rank 0's answer counts).
-        resume_state: a ``Progress.state_dict()`` to continue from (the step count carries on).
-        progress_bar: show a tqdm bar on stderr.
-        on_feasibility: the feasibility check, called once after the warm-up and
-            ``feasibility_steps`` more steps with the result so far (peak memory counted,
-            throughput measured); returning ``True`` stops the run there, before any
-            evaluation. Not called when resuming.
-        feasibility_steps: measured steps before ``on_feasibility``.
-        dataparallel: train in this one process with ``torch.nn.DataParallel`` over every
-            visible GPU, ``batch_size`` being the whole batch split across them (what DDP
-            replaced: ``tuner ablate`` compares the two).
-
-    Returns:
-        The run's :class:`RunResult`; OOM / NaN / crashes come back as its ``status``.
+        on_eval: called with a :class:`Progress` after each evaluation; ``True`` stops the run
+            (rank 0's answer counts).
+        resume_state: a ``Progress.state_dict()`` to continue from.
+        on_feasibility: the feasibility check, called once (not on resume) with the result
+            after the warm-up and ``feasibility_steps`` more steps; ``True`` stops the run.
+        dataparallel: ``torch.nn.DataParallel`` over every visible GPU in this one process
+            (what DDP replaced: ``tuner ablate`` compares the two).
 
     Raises:
         TunerError: bad input, found before training starts.
@@ -92,12 +78,8 @@ def train(
 def short_run(
     config: TrainConfig, *, steps: int = 10, time_limit_s: float | None = None
 ) -> RunResult:
-    """Run ``config.warmup_steps + steps`` training steps, no evaluation: memory and speed.
-    ``time_limit_s``: the run's training time at most (it ends early then, with fewer steps).
-
-    Raises:
-        TunerError: bad input.
-    """
+    """``config.warmup_steps + steps`` training steps, no evaluation, within ``time_limit_s``
+    of training (TunerError: bad input)."""
     if steps < 1:
         raise TunerError(f"a short run's steps={steps} must be at least 1.")
     only_steps = config.replace(
@@ -166,9 +148,7 @@ def _execute(
 
 
 def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> None:
-    """Train until the budget is used or a hook stops the run, then evaluate once more. Read top
-    to bottom: each concern (the step and its meters, the progress bar, the loss window, the
-    feasibility check, the evaluation and its report, the budget) is one line or one ``if``."""
+    """Train until the budget is used or a hook stops the run, then evaluate once more."""
     from tqdm.auto import tqdm
 
     start = state.step
@@ -206,7 +186,6 @@ def _train_loop(parts: RunParts, state: RunState, hooks: _Hooks, bar: bool) -> N
 def _step(
     parts: RunParts, state: RunState, stream: Iterator[Any], start: int, *, count_memory: bool
 ) -> None:
-    """One training step at the schedule's lr, counted by the throughput meter."""
     state.first_step_unix_s = state.first_step_unix_s or time.time()
     lr = parts.schedule.lr_at(_progress(parts, state, ahead=1))
     waited, images = take_step(parts, state, stream, lr, count_memory=count_memory)
@@ -216,18 +195,17 @@ def _step(
 def _check_due(
     parts: RunParts, state: RunState, memory_at: int, check_at: int, eval_due: bool
 ) -> bool:
-    """The feasibility check comes after memory was counted, and before any evaluation (an
-    evaluation must never report an unchecked run) or the run's end."""
+    """After memory was counted, before any evaluation (none reports an unchecked run) or the
+    run's end."""
     if state.step < memory_at:
         return False
     return state.step >= check_at or eval_due or _progress(parts, state) >= 1.0
 
 
 def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -> None:
-    """After the loop: the final evaluation (unless the last step's was just made), then what
-    the loader alone delivers, beside what training took from it (the report's input
-    pipeline): after the run, so no step waits on it."""
-    if state.evaluated_step != state.step:  # unless the last step's evaluation was just made
+    """The final evaluation (unless just made), then the loader alone (after the run: no step
+    waits on it)."""
+    if state.evaluated_step != state.step:
         _score(parts, state)
         planned = parts.schedule.planned_steps
         if on_eval is not None:
@@ -240,25 +218,23 @@ def _last_evaluation(parts: RunParts, state: RunState, on_eval: OnEval | None) -
 
 
 def _progress(parts: RunParts, state: RunState, ahead: int = 0) -> float:
-    """Fraction of the budget used (after ``ahead`` more steps)."""
     return parts.schedule.progress(state.step + ahead, _clock(parts, state))
 
 
 def _clock(parts: RunParts, state: RunState) -> float:
-    """The training clock decisions go by. Data-parallel workers go by their agreed clock, so
-    all take the same lr, evaluate at the same step and stop at the same step."""
+    """The clock decisions go by: data-parallel workers go by their agreed clock."""
     return state.train_time_s if parts.world.size == 1 else state.shared_time_s
 
 
 def _memory_step(parts: RunParts, start: int) -> int:
-    """Which step of this run counts memory: the last warm-up step (never past the run's end)."""
+    """The step that counts memory: the last warm-up step (never past the run's end)."""
     planned = parts.schedule.planned_steps
     left = planned - start if planned else parts.effective.warmup_steps
     return max(1, min(parts.effective.warmup_steps, left))
 
 
 def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Batches forever: at each epoch boundary a new pass over that epoch's shuffle."""
+    """Batches forever, each epoch a new pass over its shuffle."""
     per_epoch = parts.schedule.steps_per_epoch
     while True:
         epoch, done = divmod(state.step, per_epoch)
@@ -273,7 +249,7 @@ def batches(parts: RunParts, state: RunState) -> Iterator[tuple[torch.Tensor, to
 def take_step(
     parts: RunParts, state: RunState, batches: Iterator[Any], lr: float, *, count_memory: bool
 ) -> tuple[float, int]:
-    """One training step on the next batch; the seconds spent waiting for it, and its images."""
+    """One step on the next batch; the seconds waited for it, and its images."""
     cfg, optimizer, scaler = parts.config, parts.optimizer, parts.scaler
     tick = time.perf_counter()
     images, labels = next(batches)
@@ -310,8 +286,8 @@ def _to_input(
 
 
 def _flush(parts: RunParts, state: RunState, progress: Any) -> None:
-    """Move the window's losses to the host (one sync) and average them over the workers;
-    NaN/inf means the run diverged. Workers agree on their clock here."""
+    """The window's losses to the host (one sync), averaged over the workers (NaN/inf:
+    diverged); workers agree on their clock here."""
     if not state.losses:
         return
     world = parts.world
@@ -326,10 +302,9 @@ def _flush(parts: RunParts, state: RunState, progress: Any) -> None:
 
 
 def _eval_due(parts: RunParts, state: RunState) -> bool:
-    """Whether the step just made is followed by an evaluation: the first step at or past each
-    multiple of ``eval_every_images`` images (so the k-th evaluation of any batch size comes
-    after the same images, within one batch) or of ``eval_every_s`` training seconds; every
-    ``eval_every_steps`` steps; else at each epoch's end."""
+    """Whether an evaluation follows: the first step past each multiple of
+    ``eval_every_images`` (the k-th of any batch size after the same images) or of
+    ``eval_every_s``; every ``eval_every_steps``; else at each epoch's end."""
     cfg = parts.config
     if cfg.eval_every_images:
         seen, batch = state.step * parts.effective.batch_size, parts.effective.batch_size
@@ -347,8 +322,7 @@ def _pause(
     *,
     evaluate: bool,
 ) -> bool:
-    """Training pauses for a report: the loss window flushed, then, with neither the clock nor
-    the throughput window running, an evaluation (if ``evaluate``) and the report to ``hook``;
+    """Flush, then, untimed, an evaluation (if ``evaluate``) and the report to ``hook``;
     whether the run stops."""
     _flush(parts, state, progress)
     with _not_training(parts, state):
@@ -359,9 +333,8 @@ def _pause(
 
 @contextmanager
 def _not_training(parts: RunParts, state: RunState) -> Iterator[None]:
-    """Neither the throughput windows nor the training clock run inside. The window closes
-    before the clock stops and reopens after it restarts: the clock covers every timed moment
-    (a window opened first counted time the clock did not, on a busy machine ~0.1 ms)."""
+    """Neither the throughput windows nor the clock run inside. The window closes before the
+    clock stops and reopens after it restarts: the clock covers every timed moment."""
     parts.throughput.pause()
     with state.clock_stopped():
         yield
@@ -369,7 +342,7 @@ def _not_training(parts: RunParts, state: RunState) -> Iterator[None]:
 
 
 def _score(parts: RunParts, state: RunState) -> None:
-    """Evaluate (its time is ``eval_time_s``); the training time to the target, once reached."""
+    """Evaluate (``eval_time_s``); the training time to the target, once reached."""
     started = time.perf_counter()
     state.val_accuracy, state.val_loss, state.val_images = evaluate(parts)
     state.evaluations, state.evaluated_step = state.evaluations + 1, state.step
@@ -382,10 +355,8 @@ def _score(parts: RunParts, state: RunState) -> None:
 def _report(
     parts: RunParts, state: RunState, hook: _Hook, *, evaluated: bool, cut: bool = False
 ) -> bool:
-    """The run so far, shown to one of the caller's hooks: after an evaluation, as a
-    :class:`Progress` to ``on_eval`` (its time is ``report_time_s``: a search's report and
-    checkpoint); before any, as the bare result to ``on_feasibility``. A collective (every
-    worker calls it at the same step): all stop when rank 0's hook says so."""
+    """The run so far, to ``on_eval`` as a :class:`Progress` (``report_time_s``) or to
+    ``on_feasibility`` as a result. A collective: all stop when rank 0's hook says so."""
     result = _result(parts, state, "ok", None, parts.device, parts.memory)
     if not evaluated:
         return parts.world.decide(bool(hook(result)))
@@ -399,12 +370,8 @@ def _report(
 
 @torch.no_grad()
 def evaluate(parts: RunParts) -> tuple[float, float, int]:
-    """Top-1 accuracy, mean cross-entropy (no label smoothing) and the number of images, on the
-    whole validation split (each worker scores its share; the counts are summed).
-
-    Uses the uncompiled, unwrapped model (evaluation speed is not measured; this avoids
-    recompiles and DDP's collectives).
-    """
+    """Top-1 accuracy, mean cross-entropy (no smoothing) and images, on the validation split
+    (summed over the workers), with the uncompiled, unwrapped model (no recompiles, no DDP)."""
     parts.model.eval()
     correct, loss_sum, seen = 0, torch.zeros((), device=parts.device), 0
     for images, labels in parts.data.val_loader:
@@ -420,7 +387,7 @@ def evaluate(parts: RunParts) -> tuple[float, float, int]:
 
 
 def failure(exc: BaseException) -> tuple[str, str]:
-    """A failed run's ``(status, error)``: ``diverged``, ``oom`` or ``error``, and one line."""
+    """A failed run's status (``diverged``, ``oom`` or ``error``) and one line."""
     message = error_line(exc, limit=500)
     if isinstance(exc, Diverged):
         return "diverged", str(exc)
@@ -481,8 +448,7 @@ def _result(
 
 
 def _time_budget_cut(parts: RunParts, state: RunState, status: str) -> list[str]:
-    """The note of a run its time budget ended before its steps or epochs did: its accuracy is
-    a shorter run's, which a bare ``ok`` would hide ([] otherwise)."""
+    """The note of a run its time budget cut short (a bare ``ok`` would hide it)."""
     planned, budget = parts.schedule.planned_steps, parts.schedule.time_budget_s
     if status != "ok" or not planned or not budget or state.step >= planned:
         return []
@@ -492,8 +458,7 @@ def _time_budget_cut(parts: RunParts, state: RunState, status: str) -> list[str]
 
 
 def what_ran(parts: RunParts, notes: Sequence[str] = ()) -> dict[str, Any]:
-    """A result's record of what ran: the effective settings, the fallbacks' notes (then
-    ``notes``), the config."""
+    """A result's record of what ran: the effective settings, the notes, the config."""
     effective = dataclasses.asdict(parts.effective)  # the record's fields as the result's keys
     notes = [*parts.notes, *notes]
     return {"effective": effective, "notes": notes, "config": parts.config.to_dict()}

@@ -1,13 +1,9 @@
 """Meters: steady-state throughput and data wait, peak memory, and the environment.
 
-Throughput is measured over windows of steps whose edges synchronize the device, so the clock
-covers the GPU work that was queued, not just the Python that queued it. The first
-``warmup_steps`` steps of a run (and of a resumed run: compile happens again) are excluded.
-Memory: see :class:`MemoryMeter` (CUDA's reserved peak; on CPU the counted training state).
-
-A run resumed from a checkpoint carries what its earlier segments measured (``earlier``): its
-throughput is over every measured window and its peak the largest, so a run restored at its
-last step (a worker killed after the last evaluation) reports what was measured, not nothing.
+Throughput windows synchronize the device at their edges (the clock covers the queued GPU
+work, not just the Python that queued it); a run's first ``warmup_steps`` (a resumed run's too:
+compile happens again) are left out. A resumed run carries its earlier segments' windows and
+peak (``earlier``), so one restored at its last step reports what was measured, not nothing.
 """
 
 from __future__ import annotations
@@ -37,11 +33,8 @@ def synchronize(device: torch.device) -> None:
 
 
 class ThroughputMeter:
-    """Images/s and data-wait fraction over steady-state steps only.
-
-    The loop calls :meth:`start` before its first step, :meth:`step` after each, and
-    :meth:`pause` / :meth:`resume` around evaluations so they are not timed.
-    """
+    """Images/s and data-wait fraction over steady-state steps (:meth:`pause` /
+    :meth:`resume` around what is not timed)."""
 
     def __init__(self, device: torch.device, warmup_steps: int) -> None:
         self.device, self.warmup_steps = device, warmup_steps
@@ -58,8 +51,7 @@ class ThroughputMeter:
         self.resume()
 
     def step(self, taken: int, images: int, data_wait_s: float) -> None:
-        """Count a finished training step, the ``taken``-th of this process (call after the
-        optimizer step is queued)."""
+        """Count the ``taken``-th step of this process (after its optimizer step is queued)."""
         if self._open is not None:
             self._open[1] += images
             self._open[2] += 1
@@ -74,13 +66,11 @@ class ThroughputMeter:
             self.resume()
 
     def resume(self) -> None:
-        """Open a window now, unless still in warm-up."""
         if self.warm:
             synchronize(self.device)
             self._open = [time.perf_counter(), 0, 0, 0.0]
 
     def pause(self) -> None:
-        """Close the open window (at a window edge, before an evaluation, at the end)."""
         if self._open is None:
             return
         synchronize(self.device)
@@ -90,8 +80,8 @@ class ThroughputMeter:
         self._open = None
 
     def summary(self, world: World) -> dict[str, Any]:
-        """images_per_second (overall and per full window), data_wait_fraction, step time: of
-        every worker together (a collective: every worker calls it at the same step)."""
+        """images/s (median window, and each full one), data wait, step time of every worker
+        together (a collective)."""
         windows = self.earlier + self._global_windows(world)
         self.measured = windows
         (warmup,) = world.max([-1.0 if self.warmup_time_s is None else self.warmup_time_s])
@@ -116,12 +106,8 @@ class ThroughputMeter:
         }
 
     def _global_windows(self, world: World) -> list[tuple[int, int, float, float]]:
-        """Each window over every worker: images summed, seconds of the slowest, mean wait.
-
-        Windows close at the same steps on every worker (steps, evaluations and feasibility
-        checks are decided by the step count alone), so the i-th windows of all workers are one
-        window.
-        """
+        """Each window over every worker (they close at the same steps): images summed, the
+        slowest's seconds, the mean wait."""
         if world.size == 1 or not self.windows:
             return self.windows
         n = len(self.windows)
@@ -135,19 +121,14 @@ class ThroughputMeter:
 class MemoryMeter:
     """Peak memory of one run, a number that does not depend on what ran before it.
 
-    On CUDA: ``max_memory_reserved`` (what the process holds on the device: what a budget must
-    use), after freeing the cache and resetting the peak counters, with ``max_memory_allocated``.
-
-    On CPU, the process's resident size says little about one run (the allocator keeps what an
-    earlier run freed, and Python, torch and the data share it), so the run's **training state**
-    is counted instead, on one step (the last warm-up step): the bytes of the parameters, of the
-    optimizer state, of the activations autograd saves for backward (every distinct storage
-    packed by ``saved_tensors_hooks``, parameters excluded) and of the gradients. The peak is
-    ``parameters + optimizer state + max(activations + kept gradients, gradients)``: with
-    ``zero_grad(set_to_none=False)`` the gradients stay allocated through the next forward, with
-    ``set_to_none=True`` they are freed before it. It is exact for what it counts, the same in a
-    short run and a full run, after a checkpoint restore and in any process; it leaves out
-    transient buffers, the data and DataLoader workers. The breakdown is reported beside it.
+    On CUDA: ``max_memory_reserved`` (what a budget must use) after freeing the cache and
+    resetting the peaks, with ``max_memory_allocated``. On CPU the resident size says little
+    (the allocator keeps what an earlier run freed), so the **training state** is counted on
+    the last warm-up step: parameters, optimizer state, the storages autograd saves for
+    backward (``saved_tensors_hooks``, parameters excluded) and gradients; the peak is
+    ``parameters + optimizer + max(activations + kept gradients, gradients)`` (gradients kept
+    through the next forward unless ``set_to_none``). Exact for what it counts, in any process;
+    transient buffers, the data and loader workers are left out.
     """
 
     def __init__(self, device: torch.device) -> None:
@@ -164,7 +145,7 @@ class MemoryMeter:
 
     @contextlib.contextmanager
     def activations(self, model: torch.nn.Module, *, enabled: bool) -> Iterator[None]:
-        """Count the storages autograd saves for backward inside this block (when enabled)."""
+        """Count the storages autograd saves for backward inside this block."""
         if not enabled:
             yield
             return
@@ -183,7 +164,7 @@ class MemoryMeter:
     def record_state(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *, keeps_grads: bool
     ) -> None:
-        """After the counted step: parameters, gradients and optimizer state, in bytes."""
+        """After the counted step: the training state's bytes."""
         params = list(model.parameters())
         weights = sum(p.nbytes for p in params)
         grads = sum(p.nbytes for p in params if p.requires_grad)
@@ -249,10 +230,9 @@ LOADER_BATCHES = 8  # batches timed when the loader is measured alone (after one
 
 
 def loader_images_per_second(loader: Any, world: World) -> float | None:
-    """The train loader alone, no training: images/s over :data:`LOADER_BATCHES` batches after
-    one untimed (its workers' start-up), summed over the data-parallel workers (each reads its
-    own shard; every worker calls it). ``None`` when a worker's loader has too few batches to
-    time, or failed: a figure measured after training never fails the run it describes."""
+    """The train loader alone: images/s over :data:`LOADER_BATCHES` batches after one untimed,
+    summed over the workers (a collective). ``None`` when too short or failed: a figure taken
+    after training never fails the run it describes."""
     rate = 0.0
     try:
         rate = _rate(loader)

@@ -1,13 +1,8 @@
-"""The model stage: timm's factory or the user's own (``model="module:function"``, a
-``build_model(config, num_classes, **model_kwargs) -> nn.Module``), then the ``norm`` knob that
-swaps convolutional norm layers, the same on either.
-
-``norm=batch | group | layer`` replaces every norm layer that normalizes 2-D feature maps
-(``BatchNorm2d``, ``GroupNorm``, timm's ``LayerNorm2d`` and their ``*Act`` variants, e.g. the
-``GroupNormAct`` of a hybrid ViT's ResNetV2 stem or every ``BatchNorm2d`` of a ResNet). Token
-norms (plain ``nn.LayerNorm`` in transformer blocks) are not convolutional and stay. A norm+act
-layer keeps its own activation module; per-channel affine parameters are copied over, so an
-initialization such as a ResNet's zero-initialized last BN survives the swap.
+"""The model stage: timm's factory or the user's own (``module:function`` ->
+``build_model(config, num_classes, **model_kwargs)``), then the ``norm`` knob: every norm layer
+over 2-D feature maps (``BatchNorm2d``, ``GroupNorm``, ``LayerNorm2d``, their ``*Act`` forms)
+is replaced; token norms stay. A norm+act layer keeps its activation, and the affine parameters
+are copied (a ResNet's zero-initialized last BN survives the swap).
 """
 
 from __future__ import annotations
@@ -45,17 +40,8 @@ _WITH_ACT: dict[str, Callable[[int, int], nn.Module]] = {
 
 
 def build_model(config: TrainConfig, num_classes: int) -> nn.Module:
-    """Build ``config.model`` (timm, no pretrained weights; or the user's factory) and apply
-    the norm knob.
-
-    ``img_size`` is passed to timm models that take it (ViTs); convolutional nets such as
-    ResNets accept any input size and are built without it. ``model_kwargs`` are the factory's
-    keyword arguments, timm's or the user's.
-
-    Raises:
-        TunerError: unknown model name, bad ``model_kwargs``, a user factory that fails or
-            returns no ``nn.Module``, or groups that do not divide.
-    """
+    """``config.model`` (timm without pretrained weights, or the user's factory) with the norm
+    knob applied; ``img_size`` goes to timm models that take it (TunerError: bad input)."""
     kwargs = dict(config.model_kwargs)
     if is_ref(config.model):
         model = _user_model(config, num_classes, kwargs)
@@ -97,8 +83,8 @@ def _timm_model(config: TrainConfig, num_classes: int, kwargs: dict) -> nn.Modul
 
 
 def _size_misfit(config: TrainConfig, exc: AssertionError) -> str:
-    """Why timm refused ``config.img_size``: for a hybrid ViT, the feature map its backbone
-    makes of the image, which the patch size must divide (timm's own assert says nothing)."""
+    """Why timm refused ``config.img_size`` (timm's assert says nothing): for a hybrid ViT,
+    the backbone's feature map, which the patch size must divide."""
     where = exc.__traceback__
     while where is not None and where.tb_next is not None:
         where = where.tb_next
@@ -116,8 +102,7 @@ def _size_misfit(config: TrainConfig, exc: AssertionError) -> str:
 
 
 def _settings_misfit(config: TrainConfig, exc: AssertionError, layer: object) -> str:
-    """A timm assert about how the model's own settings fit together (embed_dim a multiple of
-    num_heads), said first, so that a line cut short still names the cause."""
+    """A timm assert on the model's own settings, the cause first (a cut line still names it)."""
     check = traceback.extract_tb(exc.__traceback__)[-1]
     kwargs = dict(config.model_kwargs)
     cause = f"timm's check `{check.line}` failed in {type(layer).__name__}"
@@ -152,16 +137,8 @@ def check_norm_choices(
     groups: Collection[int],
     chosen_by: str = "",
 ) -> None:
-    """Check that every norm in ``norms`` can be swapped into ``model`` and, with ``group``,
-    that every group count divides every convolutional norm layer's channels.
-
-    The one owner of these checks: :func:`build_model` calls it for one run, the search's
-    preflight for every value a space can choose (``chosen_by`` names that source).
-
-    Raises:
-        TunerError: an unknown norm, a model with no convolutional norm layers, or a group
-            count that does not divide some layer's channels.
-    """
+    """That every norm in ``norms`` swaps into ``model`` and every group count divides every
+    conv norm layer's channels: for one run and for the search's preflight (``chosen_by``)."""
     swapped = sorted(set(norms) - {"native"})
     unknown = [n for n in swapped if n not in _PLAIN]
     if unknown:

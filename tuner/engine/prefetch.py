@@ -1,18 +1,11 @@
-"""The prefetchers. ``prefetch=cuda_stream``: copy the next batch on a side CUDA stream while
-this one computes. ``host_prefetch``: a background thread keeps the next host batches ready
-(:class:`HostPrefetcher`, the CPU form: it overlaps loading with the step when no DataLoader
-worker does).
+"""The prefetchers: ``prefetch=cuda_stream`` copies the next batch (as uint8: 4x fewer bytes)
+and normalizes it on a side CUDA stream while this one computes; ``host_prefetch`` keeps the
+next host batches ready in a thread (overlapping loading where no DataLoader worker does).
 
-Batches cross the bus as uint8 (4x fewer bytes than float32) and are normalized on the GPU,
-on the side stream, so the compute stream only waits for a batch that is already there.
-
-Correctness: the compute stream ``wait_stream``s the side stream before using a batch, and the
-batch's tensors ``record_stream`` the compute stream so the caching allocator does not hand
-their memory to the next copy while kernels still read it.
-
-Memory: the side stream is created **once per prefetcher**, not once per epoch. The caching
-allocator keeps freed blocks in per-stream pools; a fresh stream every epoch (as some popular
-prefetchers do) strands the old stream's blocks, and reserved memory grows epoch after epoch.
+The compute stream ``wait_stream``s the side stream, and each batch ``record_stream``s the
+compute stream, so the allocator does not hand its memory to the next copy while kernels read
+it. The side stream is made **once per prefetcher**: a fresh one per epoch (as some popular
+prefetchers do) strands the old stream's pool, and reserved memory grows epoch after epoch.
 """
 
 from __future__ import annotations
@@ -32,8 +25,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class CudaPrefetcher:
-    """Wrap a loader of host (ideally pinned) uint8 ``(images, labels)`` that has ``len()``;
-    yield normalized batches on ``device`` (``mean``, ``std`` per channel, in [0, 1] units)."""
+    """Normalized batches on ``device`` from a loader of host (ideally pinned) uint8 batches."""
 
     def __init__(
         self,
@@ -83,13 +75,9 @@ _END = object()
 
 
 class HostPrefetcher:
-    """Wrap a loader that has ``len()``: a daemon thread iterates it and keeps up to ``depth``
-    batches ready while the step runs. Loading (decode, augment, collate) releases the GIL for
-    most of its time, so on a second core it overlaps the training step.
-
-    An exception in the thread is raised where the batch would have come; an iteration left
-    early (the run stopped) ends its thread at its next put.
-    """
+    """A daemon thread keeps up to ``depth`` batches of ``loader`` ready (loading releases the
+    GIL most of its time); its exception is raised where the batch would have come, and an
+    iteration left early ends it at its next put."""
 
     def __init__(self, loader: Any, depth: int = HOST_DEPTH) -> None:
         self.loader, self.depth = loader, depth

@@ -28,8 +28,7 @@ DATA_BOUND_WAIT = 0.25
 
 
 def bound_of(data_wait_fraction: float | None) -> Bound | None:
-    """``data`` when the steps waited for data at least :data:`DATA_BOUND_WAIT` of their time,
-    else ``compute``; ``None`` when no wait was measured."""
+    """``data`` from :data:`DATA_BOUND_WAIT` of the step time waiting, else ``compute``."""
     if data_wait_fraction is None:
         return None
     return "data" if data_wait_fraction >= DATA_BOUND_WAIT else "compute"
@@ -40,7 +39,6 @@ TIME_BUDGET_CUT = "cut by its time budget"
 
 
 def time_budget_note(budget_s: float, steps: int, planned_steps: int) -> str:
-    """The note of a run its time budget cut short (:data:`TIME_BUDGET_CUT` first)."""
     return (
         f"{TIME_BUDGET_CUT}: time_budget_s={budget_s:g} ended it after {steps} of "
         f"{planned_steps} planned steps ({steps / planned_steps:.0%}); its accuracy is a shorter "
@@ -135,7 +133,6 @@ class RunResult:
 
     @property
     def cut_by_time_budget(self) -> bool:
-        """Whether its time budget ended the run before its steps or epochs did."""
         return any(note.startswith(TIME_BUDGET_CUT) for note in self.notes)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,10 +1,6 @@
-"""What changes while a run trains (:class:`RunState`), its checkpoints, and the
-:class:`Progress` handed to ``on_eval``.
-
-A checkpoint holds only tensors and plain Python values, so ``torch.load(path,
-weights_only=True)`` reads it: the **uncompiled, unwrapped** model, the optimizer, the schedule
-position, the GradScaler, the step/epoch counters and the RNG states. The training shuffle is a
-function of (seed, epoch), so the loader needs no state of its own.
+"""What changes while a run trains (:class:`RunState`), its checkpoints (tensors and plain
+values only, read with ``weights_only=True``; the uncompiled, unwrapped model; the shuffle is a
+function of (seed, epoch), so the loader has no state), and the :class:`Progress` of ``on_eval``.
 """
 
 from __future__ import annotations
@@ -36,13 +32,11 @@ CHECKPOINT_VERSION = 1
 
 @dataclass
 class RunState:
-    """The few things that change while a run trains: the one step counter, the training clock,
-    the losses and the latest evaluation.
+    """The few things that change while a run trains.
 
-    The clock (``train_time_s``) is the loop's wall time except evaluations and feasibility
-    checks, not the steps' own spans: on a GPU a step only queues work, and the sync that waits
-    for it (a loss flush, a window edge) is training time too; timing steps alone would favour
-    whatever lets the host run further ahead (``non_blocking``, the prefetcher).
+    The clock (``train_time_s``) is the loop's wall time less evaluations and feasibility
+    checks, not the steps' own spans: a GPU step only queues work, and timing steps alone would
+    favour whatever lets the host run further ahead (``non_blocking``, the prefetcher).
     """
 
     step: int = 0  # counted from the start of the first run, across resumes
@@ -70,14 +64,13 @@ class RunState:
         self._lap_start = time.perf_counter()
 
     def lap(self) -> None:
-        """Add the time since the last lap to the training clock."""
         now = time.perf_counter()
         self.train_time_s += now - self._lap_start
         self._lap_start = now
 
     @contextmanager
     def clock_stopped(self) -> Iterator[None]:
-        """Time inside the block is not training (an evaluation, a feasibility check)."""
+        """Time inside the block is not training."""
         self.lap()
         try:
             yield
@@ -87,16 +80,9 @@ class RunState:
 
 @dataclass(frozen=True)
 class Progress:
-    """What ``on_eval`` sees after each evaluation.
-
-    Attributes:
-        step: training steps done (counting from the start of the first run, across resumes).
-        epoch: ``step`` in epochs (fractional with ``eval_every_steps``).
-        result: the run's result so far (``status="ok"``), the same fields as the final one.
-        cut: the evaluation at the end of a run its time budget cut before the steps its budget
-            planned: off the cadence, after fewer images than the others' at that count (a
-            search does not judge a trial by it: its final report follows).
-    """
+    """What ``on_eval`` sees after each evaluation (``step`` counts across resumes). ``cut``:
+    the last evaluation of a run its time budget cut, off the cadence (a search does not judge
+    a trial by it: its final report follows)."""
 
     step: int
     epoch: float
@@ -105,13 +91,11 @@ class Progress:
     cut: bool = False
 
     def state_dict(self) -> dict[str, Any]:
-        """A checkpoint to pass back as ``train(config, resume_state=...)``: a CPU copy. In a
-        data-parallel run every worker holds the same state; rank 0 writes it."""
+        """A CPU copy to pass back as ``train(config, resume_state=...)`` (rank 0 writes it)."""
         return self._state()
 
 
 def make_state(parts: RunParts, state: RunState) -> dict[str, Any]:
-    """A CPU copy of the run's state, made of tensors and plain values only."""
     rng: dict[str, Any] = {"torch": torch.get_rng_state()}
     if parts.device.type == "cuda":
         rng["cuda"] = torch.cuda.get_rng_state(parts.device)
@@ -142,7 +126,7 @@ def make_state(parts: RunParts, state: RunState) -> dict[str, Any]:
 
 
 def load_state(parts: RunParts, saved: dict[str, Any]) -> RunState:
-    """Load ``saved`` (as :func:`make_state` wrote it) into ``parts``; the state to go on from."""
+    """Load ``saved`` into ``parts``; the state to go on from."""
     parts.model.load_state_dict(saved["model"])
     parts.optimizer.load_state_dict(saved["optimizer"])
     if saved.get("scaler"):
@@ -174,16 +158,11 @@ def load_state(parts: RunParts, saved: dict[str, Any]) -> RunState:
 
 
 def write_state_file(state: dict[str, Any], path: Path) -> None:
-    """Save a :meth:`Progress.state_dict` to ``path``."""
     torch.save(state, path)
 
 
 def read_state_file(path: Path) -> dict[str, Any]:
-    """Read a checkpoint without executing code (``weights_only=True``).
-
-    Raises:
-        TunerError: the file is missing, truncated, or holds something other than a state.
-    """
+    """Read a checkpoint without executing code (TunerError: unreadable, or not a state)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:

@@ -1,11 +1,7 @@
-"""The preflight of the user's own model and data: before a run trains (and in the search's
-driver, before any trial starts), take the first items of each split and one batch through the
-model, so bad user code is one line naming what is wrong, not a traceback deep in a trial.
-
-Checked: each item is ``(image, label)`` with an image tensor ``[C, H, W]`` (a PIL image is
-served as one) and an integer label in ``[0, num_classes)``; the model's output for one batch is
-``[batch, num_classes]``. The forward runs in eval mode without gradients and with the RNG state
-restored, so the run that follows starts as it would have without it.
+"""The preflight of the user's own model and data (each run, and the search's driver before any
+trial): the first items of each split are ``(image [C, H, W], int label in [0, classes))`` and
+one batch gives ``[batch, num_classes]`` logits, so bad user code is one line, not a traceback
+deep in a trial. The forward runs in eval mode, without gradients, the RNG state restored.
 """
 
 from __future__ import annotations
@@ -41,14 +37,8 @@ def check_user_code(
     num_classes: int | None = None,
     items: int = LABELS_CHECKED,
 ) -> None:
-    """Raise one line for user data or a user model that no run could train. ``num_classes``:
-    the classes the model was built for (``config.num_classes`` may exceed the data's);
-    ``items``: how many of each split's first items to check.
-
-    Raises:
-        UserCodeError: an item that is not (image, label), a label outside the classes, a
-            model that fails on one batch or whose output does not match the classes.
-    """
+    """Raise one line (UserCodeError) for user data or a model no run could train;
+    ``num_classes``: the model's (may exceed the data's); ``items``: per split."""
     with torch.random.fork_rng(devices=[]):
         train = _dataset(data.train_loader)
         for split, dataset in (("train", train), ("val", _dataset(data.val_loader))):
@@ -102,7 +92,7 @@ def _check_label(what: str, split: str, index: int, label: Any, classes: int) ->
 def _check_forward(
     config: TrainConfig, train: Dataset, data: DataBundle, model: nn.Module, classes: int
 ) -> None:
-    """One small batch through the model on its current device, as the loop feeds it."""
+    """One small batch through the model, as the loop feeds it."""
     items = [train[i] for i in range(min(2, len(train)))]  # type: ignore[arg-type]
     images, _ = default_collate(items)
     device = next(iter(model.parameters()), torch.empty(0)).device

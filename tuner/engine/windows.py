@@ -1,8 +1,5 @@
-"""One run built once and timed in short windows of steps: speed comparisons on a CPU without
-a build per measurement (why, and why not on CUDA: :mod:`tuner.compare.trust`).
-
-Each arm is built and warmed up once (its memory counted on the last warm-up step, as in a
-run), then timed ``steps`` steps at a time, arm after arm (:func:`tuner.compare.interleave`).
+"""One run built and warmed up once (memory counted as in a run), then timed in short windows
+of steps: CPU comparisons without a build per measurement (:mod:`tuner.compare.trust`).
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ __all__ = ["WindowRun", "failed_build"]
 
 
 class WindowRun:
-    """``config`` built once; :meth:`window` times ``steps`` training steps of it.
-
-    Raises:
-        TunerError: bad input (as :func:`tuner.engine.train`), when built.
-    """
+    """``config`` built once (TunerError: bad input); :meth:`window` times steps of it."""
 
     def __init__(self, config: TrainConfig, *, planned_steps: int) -> None:
         device = resolve_device(config.device)
@@ -46,8 +39,7 @@ class WindowRun:
         self.failed: RunResult | None = None
 
     def warm_up(self) -> RunResult | None:
-        """The warm-up steps (compile included), memory counted on the last; a failure's result
-        (the arm is then out), else ``None``."""
+        """The warm-up steps, memory counted on the last; a failure's result, else ``None``."""
         parts = self._live()
         count = max(1, parts.effective.warmup_steps)  # raised for compile's warm-up
         try:
@@ -59,10 +51,8 @@ class WindowRun:
         return None
 
     def window(self, steps: int) -> RunResult:
-        """Time ``steps`` steps (the device synchronized at both ends); a failure's result.
-
-        Loader workers went on filling their queue while other arms ran: the batches they
-        queued are taken first, untimed, so no window is timed on work done outside it."""
+        """Time ``steps`` steps, synchronized at both ends. The batches loader workers queued
+        while other arms ran are taken first, untimed: no window times work done outside it."""
         parts = self._live()
         waited = 0.0
         try:
@@ -88,7 +78,6 @@ class WindowRun:
         )
 
     def close(self) -> None:
-        """Free the arm's model, optimizer and loader (its worker processes too)."""
         self._parts, self._batches = None, iter(())
         gc.collect()
 
@@ -98,8 +87,7 @@ class WindowRun:
         return self._parts
 
     def _one_step(self, *, count_memory: bool) -> float:
-        """One training step at the schedule's lr for its place in the planned steps; the
-        seconds spent waiting for its batch."""
+        """One step at the schedule's lr; the seconds waited for its batch."""
         parts, state = self._live(), self._state
         lr = parts.schedule.lr_at(min(1.0, (state.step + 1) / self._planned))
         return take_step(parts, state, self._batches, lr, count_memory=count_memory)[0]
@@ -123,6 +111,6 @@ class WindowRun:
 
 
 def failed_build(exc: BaseException) -> RunResult:
-    """The result of a build that failed for a reason other than bad input (out of memory)."""
+    """The result of a build that failed other than on bad input (out of memory)."""
     status, error = failure(exc)
     return RunResult(status=status, error=error)
