@@ -1,11 +1,7 @@
-"""Every controlled measurement: arms measured interleaved, paired by repeat, told as ratios.
-
-Arms (:class:`Arm`) say what each changes and which arm it is compared with;
-:func:`interleave` is the one loop (every arm once per round, after discarded warm-ups, so a
-drift of a shared machine hits every arm alike and the arms of one round form a pair);
-:func:`paired` is the one pairing; :func:`summarize` gives medians and paired changes with
-intervals (both :mod:`tuner.measure`'s, re-exported here). Its users, one public module each
-(they pull in torch, this core does not), are mapped in docs/architecture.md ("Measurements").
+"""Every controlled measurement: :class:`Arm` s measured by :func:`interleave`, the one loop
+(every arm once per round after discarded warm-ups, so a shared machine's drift hits all alike
+and a round's arms are a pair), paired and summarized by :mod:`tuner.measure` (re-exported).
+Its users, one module each (they pull in torch, this core does not): docs/architecture.md.
 """
 
 from __future__ import annotations

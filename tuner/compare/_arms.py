@@ -37,8 +37,7 @@ def plan_ladder(
     skip: Sequence[str] = (),
     autotune: bool = False,
 ) -> tuple[list[Arm], list[str]]:
-    """The registry's technique ladder as arms, each compared with the rung before (the first,
-    ``plain``, is the plain loop); and the knobs left out because this device cannot run them."""
+    """The technique ladder as arms, each vs the rung before, and the knobs left out here."""
     rungs, left_out = ladder(cuda=cuda, amp=amp, skip=skip, autotune=autotune)
     arms: list[Arm] = []
     for rung in rungs:
@@ -53,10 +52,9 @@ def plan_ladder(
 def plan_toggles(
     config: TrainConfig, *, cuda: bool, skip: Mapping[str, str] | None = None
 ) -> tuple[list[Arm], list[str]]:
-    """Arms around ``config`` (the arm :data:`REFERENCE`), all compared with it: each applicable
-    knob of the registry switched the other way alone, the other norm choice, the plain loop.
-    Also a line per knob left out: in ``skip`` (field -> the reason shown), or not runnable here.
-    """
+    """Arms around ``config`` (:data:`REFERENCE`), each vs it: every applicable knob toggled
+    alone, the other norm, the plain loop; and a line per knob left out (``skip``: field ->
+    reason)."""
     skip = skip or {}
     arms = [Arm(REFERENCE, "effects", config)]
     left_out: list[str] = []
@@ -92,8 +90,7 @@ def plan_toggles(
 
 
 def _inert(entry: Any, current: Mapping[str, Any]) -> str:
-    """Why toggling ``entry`` cannot change this config ("" when it can): a knob that acts on
-    top of another one left off, or the decoder on data that is not image files."""
+    """Why toggling ``entry`` cannot change this config ("" when it can)."""
     if entry.after and current[entry.after] == knob(entry.after).off:
         return f"acts only with {entry.after}, which is off"
     if entry.files_only:
@@ -105,15 +102,14 @@ def _inert(entry: Any, current: Mapping[str, Any]) -> str:
 
 
 def plain_loop(config: TrainConfig) -> TrainConfig:
-    """``config``'s plain loop: the same model, data and budget, every speed technique off
-    (fp32, no loader workers); the arm the effects and the seed retraining compare with."""
+    """``config`` with every speed technique off (fp32, no workers): what effects and seeds
+    compare with."""
     changes = _plain_loop(config)
     return config.replace(**changes) if changes else config
 
 
 def _plain_loop(config: TrainConfig, knobs: Sequence[Any] = KNOBS) -> dict[str, Any]:
-    """The changes that turn every speed technique of ``config`` (of ``knobs``) off (fp32, no
-    workers)."""
+    """The changes that turn every technique of ``knobs`` off in ``config``."""
     current = config.to_dict()
     changes: dict[str, Any] = {}
     for entry in knobs:

@@ -29,14 +29,10 @@ def interleave(
     warmup: Sequence[T] = (),
     keep_going: Callable[[int, float], bool] | None = None,
 ) -> int:
-    """Measure every arm once per round, in order, for up to ``repeats`` rounds; the rounds run.
-
-    ``measure`` returning ``None`` leaves the arm out of later rounds (it cannot be built);
-    ``on_run(repeat, arm, result)`` follows each measurement. The ``warmup`` arms are measured
-    first and dropped (a process's one-time costs land there); their time is the first estimate
-    of a round's. ``keep_going(repeat, slowest round so far in s)``, asked before each round,
-    ends the loop with False (a time limit, a comparison already resolved).
-    """
+    """Every arm once per round for up to ``repeats`` rounds; the rounds run. ``measure``
+    returning ``None`` drops the arm; ``warmup`` arms are measured first and dropped (one-time
+    costs land there; their time is the first estimate of a round's); ``keep_going(repeat,
+    slowest round s)``, asked before each round, ends the loop with False."""
     started = time.perf_counter()
     for arm in warmup:
         measure(arm)
@@ -65,17 +61,10 @@ def run_interleaved(
     drop_invalid: bool = False,
     time_limit_s: float | None = None,
 ) -> pd.DataFrame:
-    """Measure every arm's config ``repeats`` times with :func:`interleave` (by ``measure``, or
-    the arm's own); one row each, a failing run (OOM, NaN, crash) a row with its status.
-
-    ``warmup``: the first arm is measured once first, unrecorded. ``drop_invalid``: an arm whose
-    config cannot be built (a ``TunerError``) is left out after its first try, listed in
-    ``runs.attrs["dropped"]``. ``time_limit_s``: no repeat after the first starts that would end
-    after it (judged by the slowest so far); ``runs.attrs["repeats_done"]`` says how many ran.
-
-    Raises:
-        TunerError: ``repeats`` < 1, or (without ``drop_invalid``) an impossible arm.
-    """
+    """Every arm ``repeats`` times with :func:`interleave` (``measure``, or the arm's own); a
+    row per run, a failed one with its status. ``drop_invalid``: an arm that cannot be built is
+    left out (``attrs["dropped"]``), else it raises; ``time_limit_s``: no repeat after the first
+    starts that would end after it (``attrs["repeats_done"]``)."""
     check_repeats(repeats)
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -110,7 +99,6 @@ def run_interleaved(
 
 
 def check_repeats(repeats: int) -> None:
-    """Raises ``TunerError`` unless ``repeats`` >= 1 (found before anything runs)."""
     if repeats < 1:
         raise TunerError(f"--repeats {repeats} must be at least 1 (3 or more to see the spread).")
 

@@ -26,8 +26,8 @@ def child_env(threads: int | None = None) -> dict[str, str]:
 def run_json(
     command: list[str], *, env: dict[str, str], timeout: float, limit: int
 ) -> dict[str, Any] | str:
-    """The JSON object a process printed as its last stdout line, or why there is none (one
-    line, at most ``limit`` characters). A process that fails or hangs is never an exception."""
+    """The JSON object a process printed last, or why there is none (one line, ``limit`` chars);
+    a process that fails or hangs is never an exception."""
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=timeout, check=False

@@ -1,12 +1,7 @@
-"""The controlled technique ablation (``tuner ablate``): one workload, one change per step.
-
-Arms of :mod:`tuner.compare` on :data:`tuner.workloads.ABLATION`, run in-process with the engine
-(no Ray): the registry's technique ladder (each step keeps the ones before and is compared with
-the step before and the plain loop), the norm comparison (BatchNorm, then GroupNorm at each group
-count) and, on 2 or more GPUs, DataParallel vs DDP (:mod:`tuner.compare.dp_vs_ddp`). Every
-step trains ``repeats`` times with the same seed, interleaved. A technique this hardware cannot
-run is left out (and listed); one that falls back in the engine is marked with its note. The
-report is :mod:`tuner.report.ablation`'s.
+"""The controlled technique ablation (``tuner ablate``) on :data:`tuner.workloads.ABLATION`, no
+Ray: the technique ladder (each step vs the one before and the plain loop), the norm comparison
+and, on 2 or more GPUs, DataParallel vs DDP, each trained ``repeats`` times, same seed,
+interleaved. What this hardware cannot run is left out and listed.
 """
 
 from __future__ import annotations
@@ -34,8 +29,7 @@ __all__ = [
 
 
 def skippable() -> tuple[str, ...]:
-    """What ``--skip`` takes: every ladder knob of the registry, ``norm`` and the data-parallel
-    pair."""
+    """What ``--skip`` takes: every ladder knob, ``norm`` and the data-parallel pair."""
     return (*(k.field for k in ladder_knobs()), "norm", dp.SKIP)
 
 
@@ -45,8 +39,8 @@ def default_config(*, cuda: bool) -> TrainConfig:
 
 
 def default_norm_model(*, cuda: bool) -> str | None:
-    """The model of the norm comparison (``None``: the ladder's own model, whose hybrid ViT has
-    convolutional norm layers; ViT-B/16 on a GPU has none)."""
+    """The norm comparison's model (``None``: the ladder's hybrid ViT; ViT-B/16 has no conv
+    norms)."""
     return GPU_NORM_MODEL if cuda else None
 
 
@@ -60,14 +54,8 @@ def plan_ablation(
     norm_model: str | None = None,
     gpus: int = 0,
 ) -> tuple[list[Arm], list[str]]:
-    """The ladder, the norm comparison (BatchNorm, then GroupNorm per group count; on
-    ``norm_model`` with its default kwargs if given, for a ladder model without convolutional
-    norm layers such as ViT-B/16), then DataParallel vs DDP over the ``gpus`` visible CUDA
-    devices; and a line per part this machine cannot run.
-
-    Raises:
-        TunerError: an unknown name in ``skip``, or an ``amp`` mode this device cannot run.
-    """
+    """The ladder, the norm comparison (on ``norm_model`` if given), DataParallel vs DDP over
+    ``gpus``; and a line per part this machine cannot run (TunerError: bad ``skip`` or ``amp``)."""
     skip = set(skip)
     unknown = sorted(skip - set(skippable()))
     if unknown:
@@ -104,11 +92,7 @@ def run_ablation(
     repeats: int = 3,
     on_run: Callable[[int, Arm, dict[str, Any]], None] | None = None,
 ) -> pd.DataFrame:
-    """Train every arm ``repeats`` times, round-robin, after one unrecorded warm-up run.
-
-    Raises:
-        TunerError: ``repeats`` < 1, or an arm's config is impossible (found before training).
-    """
+    """Every arm ``repeats`` times, round-robin, after one unrecorded warm-up run."""
     from tuner.engine import train  # torch: imported only when running
 
     return run_interleaved(arms, repeats=repeats, measure=train, on_run=on_run)

@@ -1,11 +1,6 @@
-"""The engine benchmark: the plain loop vs each speed technique added in turn, in ONE run.
-
-The ladder comes from the technique registry (:func:`tuner.compare.plan_ladder`); every rung is
-a :func:`tuner.engine.short_run`, measured ``repeats`` times interleaved, and each rung's
-change is a paired ratio with its interval (:mod:`tuner.compare`). On top, model FLOPs
-utilization: training FLOPs per image (3 x the forward FLOPs counted by
-``torch.utils.flop_counter``) x images/s over the device's dense matmul rate, timed in the same
-run. Used by ``python -m tuner bench`` and ``bench/engine_bench.py``.
+"""The engine benchmark (``tuner bench``): the technique ladder's short runs, interleaved, each
+rung a paired ratio; and model FLOPs utilization (3 x the forward FLOPs that
+``torch.utils.flop_counter`` counts, x images/s, over the dense matmul rate timed in the run).
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ __all__ = ["benchmark_config", "run_benchmark"]
 def benchmark_config(
     workload: dict[str, Any] | None, *, steps: int, warmup_steps: int
 ) -> TrainConfig:
-    """The bench workload of the device ``workload`` names (or ``auto``), ``workload`` over it,
-    as a step-budget run: the benchmark's plain loop. Raises ``TunerError`` on a bad setting."""
+    """The device's bench workload, ``workload`` over it, as a step-budget run (the plain loop)."""
     device = resolve_device((workload or {}).get("device", "auto"))
     params = {**reference("bench", cuda=device.type == "cuda"), **(workload or {})}
     return TrainConfig.from_params(
@@ -45,7 +39,7 @@ def benchmark_config(
 
 
 def _forward_flops(config: TrainConfig, device: torch.device) -> float:
-    """FLOPs of one image's forward pass (a multiply-add counts 2), counted by torch."""
+    """FLOPs of one image's forward pass, counted by torch."""
     from torch.utils.flop_counter import FlopCounterMode
 
     shape, classes = (3, config.img_size, config.img_size), config.num_classes or 1000
@@ -63,7 +57,7 @@ def _forward_flops(config: TrainConfig, device: torch.device) -> float:
 
 
 def _matmul_flops_per_s(device: torch.device, dtype: torch.dtype, n: int) -> float:
-    """The device's dense matmul rate in ``dtype``: the best of several timed ``n x n`` matmuls."""
+    """The device's dense matmul rate: the best of several timed ``n x n`` matmuls."""
     n = n if device.type == "cuda" else min(n, 1024)
     a, b = torch.randn(2, n, n, device=device, dtype=dtype)
     iters = 20 if device.type == "cuda" else 3
@@ -91,14 +85,9 @@ def run_benchmark(
     matmul_size: int = 8192,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """Probe every rung ``repeats`` times (interleaved) and summarize (the report's files:
-    :func:`tuner.report.bench.write_bench`).
-
-    ``amp``: the ``+amp`` rung's mode (default: the registry's first here). ``warmup``: the first
-    rung runs once, unrecorded, first (off where the caller paid the process's one-time costs).
-    ``matmul_size``: the side of the square matmuls that time the device's dense rate.
-    ``time_limit_s``: start no repeat that would end after this many seconds.
-    """
+    """Every rung ``repeats`` times, interleaved, summarized. ``amp``: the ``+amp`` rung's mode;
+    ``warmup``: the first rung once, unrecorded (off where the caller paid the one-time costs);
+    ``time_limit_s``: no repeat starts that would end after it."""
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)
     cuda = device.type == "cuda"
@@ -161,7 +150,7 @@ def _summarize(
 
 
 def _median_allocated(runs: pd.DataFrame) -> dict[str, float]:
-    """Each arm's median CUDA ``max_memory_allocated`` over its finished repeats (NaN on CPU)."""
+    """Each arm's median CUDA ``max_memory_allocated`` (NaN on CPU)."""
     if runs.empty:
         return {}
     ok = runs[runs["status"] == "ok"]

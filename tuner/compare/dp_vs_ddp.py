@@ -1,11 +1,6 @@
-"""DataParallel vs DDP over the GPUs of one machine, as arms of ``tuner ablate``.
-
-Both arms train the same config at the same global batch (N x ``batch_size``) and peak lr
-(N x ``lr``, the per-256 rule at the global batch), each in fresh processes so neither inherits
-the other's CUDA contexts or allocator: ``DataParallel xN`` is one process running the engine's
-``train(config, dataparallel=True)`` over the N visible GPUs; ``DDP xN`` is N processes started
-by torchrun running ``tuner train`` (one GPU each). images/s is global in both. Elsewhere than
-on 2 or more CUDA GPUs the pair is left out with a note.
+"""DataParallel vs DDP over one machine's GPUs, arms of ``tuner ablate``: the same global batch
+(N x ``batch_size``) and peak lr, each in fresh processes (no shared CUDA contexts or allocator):
+one process ``train(config, dataparallel=True)``, or N under torchrun; images/s global in both.
 """
 
 from __future__ import annotations
@@ -75,8 +70,7 @@ def _ddp_run(config: TrainConfig, *, gpus: int) -> RunResult:
 
 
 def _run(command: list[str]) -> RunResult:
-    """One run in fresh processes; its last stdout line is a RunResult's JSON. A process that
-    fails or hangs is a failed run, never an exception (like the engine's own failures)."""
+    """One run in fresh processes (its last line a RunResult's JSON); a failure is a result."""
     from tuner.engine import RunResult
 
     measured = run_json(command, env=child_env(), timeout=_TIMEOUT_S, limit=500)

@@ -1,12 +1,7 @@
-"""The fidelity self-check: does the engine train as fast as a minimal loop would?
-
-``python -m tuner bench --verify`` times one workload with the engine (a
-:func:`tuner.engine.short_run`) and with :mod:`tuner.compare.minimal_loop` (plain PyTorch written
-without the engine), each measurement a fresh process so neither inherits the other's
-allocator, compile caches or threads, interleaved after one discarded pair; the engine/minimal
-ratio is paired (:func:`tuner.stats.paired_ratio`). bench/README.md ("tuner bench --verify")
-tells the method. The engine runs with every speed technique off except ``set_to_none``, as the
-minimal loop's ``optimizer.zero_grad()`` frees the gradients too.
+"""The fidelity self-check (``tuner bench --verify``, bench/README.md): the engine's short run
+against :mod:`tuner.compare.minimal_loop`, each a fresh process (no shared allocator, compile
+caches or threads), interleaved after one discarded pair, the ratio paired. The engine runs
+every technique off but ``set_to_none`` (the minimal loop's ``zero_grad()`` frees them too).
 """
 
 from __future__ import annotations
@@ -40,11 +35,7 @@ def verify_config(
     *, cuda: bool, workload: dict[str, Any] | None = None, amp: str | None = None
 ) -> TrainConfig:
     """The bench workload (``workload`` over it) in ``amp`` (default: bf16 on a GPU, fp32 on a
-    CPU, whose bf16 matmuls are often emulated).
-
-    Raises:
-        TunerError: an unknown setting, or an ``amp`` the minimal loop does not run.
-    """
+    CPU, whose bf16 is often emulated); TunerError: a setting the minimal loop cannot run."""
     amp = amp or ("bf16" if cuda else "off")
     if amp not in ("off", "bf16"):
         raise TunerError(f"--amp {amp!r}: the fidelity check compares fp32 (off) or bf16.")
@@ -62,16 +53,9 @@ def run_verify(
     log: Callable[[str], Any] = print,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """Measure engine and minimal loop ``repeats`` times each, interleaved, in fresh processes
-    with ``threads`` CPU threads (``OMP_NUM_THREADS``); the report (written by
-    :func:`tuner.report.bench.write_verify`).
-
-    Within ``time_limit_s`` no process outlives the limit, none starts with less than
-    ``_MIN_CHILD_S`` left, and no pair starts that the slowest so far says would not end in time.
-
-    Raises:
-        TunerError: ``repeats`` < 2 (a ratio needs pairs to have an interval).
-    """
+    """Engine and minimal loop ``repeats`` times each (at least 2), interleaved, in fresh
+    processes of ``threads`` threads; the report. Within ``time_limit_s`` no process outlives
+    it, none starts with under ``_MIN_CHILD_S`` left, no pair starts that would not end."""
     if repeats < 2:
         raise TunerError(f"--repeats {repeats}: the fidelity check needs at least 2 pairs.")
     config = config.replace(warmup_steps=warmup_steps)
@@ -105,8 +89,6 @@ def run_verify(
 
 
 class _Deadline:
-    """The check's time limit: how long a process may run, whether a pair still fits."""
-
     def __init__(self, limit_s: float | None) -> None:
         self.end = None if limit_s is None else time.perf_counter() + limit_s
 
@@ -114,11 +96,9 @@ class _Deadline:
         return math.inf if self.end is None else self.end - time.perf_counter()
 
     def fits(self, pair_s: float) -> bool:
-        """A pair taking ``pair_s`` (with a fifth to spare) would end in time."""
-        return self.left() >= max(1.2 * pair_s, 2 * _MIN_CHILD_S)
+        return self.left() >= max(1.2 * pair_s, 2 * _MIN_CHILD_S)  # a fifth to spare
 
     def timeout(self) -> float | None:
-        """A process's limit: the time left; None when too little is left to start one."""
         left = self.left()
         return None if left < _MIN_CHILD_S else min(_TIMEOUT_S, left)
 
@@ -126,7 +106,6 @@ class _Deadline:
 def _measure(
     kind: str, config: TrainConfig, steps: int, env: dict[str, str], deadline: _Deadline
 ) -> dict[str, Any]:
-    """One fresh process; its last stdout line is a JSON object."""
     timeout = deadline.timeout()
     if timeout is None:
         return _failed("not started: the time limit was reached")
@@ -178,7 +157,7 @@ def _engine_worker(argv: Sequence[str]) -> None:
 
 
 def rate(run: dict[str, Any]) -> float:
-    """A run's overall mean images/s (an engine run also reports its median window)."""
+    """A run's overall mean images/s (like for like with the minimal loop's)."""
     return run.get("images_per_second_mean", run["images_per_second"])
 
 
@@ -209,7 +188,6 @@ def _summarize(config: TrainConfig, runs: list[dict[str, Any]], steps: int) -> d
 
 
 def verdict(ratio: Change) -> str:
-    """One sentence on the engine/minimal ratio, by the one interval rule."""
     value, low, high = ratio.value, ratio.low, ratio.high
     if math.isnan(value):
         return "No pair of runs finished: no verdict (see the runs' errors)."

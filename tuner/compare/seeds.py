@@ -1,20 +1,9 @@
-"""The picks retrained with several seeds, interleaved, and what their runs say (no Ray here).
-
-After the trials, each of the answer's picks and the recommended pick's plain loop
-(:func:`tuner.compare.plain_loop`: the same model and budget, every speed technique off, fp32)
-is trained again with new seeds (``first_seed + 1``, ``+ 2``, ...: the trial's own run was
-chosen for its result, so it is left out), round-robin: pick A seed 1, pick B seed 1, plain loop
-seed 1, pick A seed 2, ... A drift of a shared machine hits every arm alike, and the arms of one
-round are a pair. Each run is the trial's own config and budget; each of its evaluations is a
-row (its accuracy curve against images and training seconds), its last one marked ``final``.
-
-- :func:`seed_accuracy_of`: a pick's accuracy over its seeds, its interval covering the seeds'
-  spread and the validation sample (:func:`tuner.stats.seed_accuracy`).
-- :func:`plain_loop_speedup`: how much sooner the pick reaches a target accuracy than its plain
-  loop, the ratio of their training seconds to the target per seed pair, with its t-interval
-  (:func:`tuner.stats.paired_ratio`): the speed-up DAWNBench compares.
-
-:mod:`tuner.tune.after_search` runs :func:`retrain` in a Ray task and writes ``seeds.csv``.
+"""The picks and the recommended pick's plain loop retrained with new seeds (``first_seed + 1``,
+...: the trial's own run was chosen for its result), round-robin so a shared machine's drift
+hits every arm alike and a round's runs are a pair (no Ray here). Each evaluation is a row, the
+last one ``final``. From them: a pick's accuracy over seeds (:func:`seed_accuracy_of`) and its
+time-to-target speed-up over the plain loop per seed pair (:func:`plain_loop_speedup`, the
+speed-up DAWNBench compares).
 """
 
 from __future__ import annotations
@@ -78,8 +67,7 @@ class SeedArm:
 
 
 def seed_arms(picks: Mapping[str, TrainConfig], recommended: str) -> list[SeedArm]:
-    """The picks (trial id -> run config), then the recommended pick's plain loop (none when
-    the pick is its own plain loop: nothing to compare)."""
+    """The picks (trial id -> config), then the recommended pick's plain loop (if it differs)."""
     arms = [SeedArm(trial_id, PICK, config) for trial_id, config in picks.items()]
     plain = plain_loop(picks[recommended])
     if plain != picks[recommended]:
@@ -95,12 +83,10 @@ def retrain(
     time_limit_s: float | None = None,
     round_s: float | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Train every arm once per round, with the round's seed, for ``seeds`` rounds. The first
-    :data:`SEEDS` rounds run even past ``time_limit_s``, as the re-measurement's first pairs do
-    (fewer seeds say nothing of the seeds' spread); a later round starts only when it is
-    expected to end within it (``round_s``, an estimate, for the first; the rounds so far for
-    the next). Rows (:data:`SEED_COLUMNS`) and how it ended (``over_s``: the seconds past the
-    limit; ``short``: why fewer than ``seeds`` rounds ran, for the console and the metadata)."""
+    """Every arm once per round with the round's seed, for ``seeds`` rounds: the first
+    :data:`SEEDS` even past ``time_limit_s`` (fewer say nothing of the spread), a later one only
+    when expected to end within it (``round_s`` estimates the first). Rows and how it ended
+    (``over_s``: past the limit; ``short``: why fewer rounds ran)."""
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     rounds, stopped = 0, "max repeats"
@@ -146,7 +132,7 @@ def short_text(seeds: int, rounds: int, per_round: float | None, limit: float | 
 
 
 def _one_run(arm: SeedArm, seed: int, round_: int) -> list[dict[str, Any]]:
-    """One training run of ``arm`` with ``seed``: a row per evaluation, the last one final."""
+    """One run of ``arm`` with ``seed``: a row per evaluation, the last one final."""
     from tuner.engine import train  # here: importing this module must not import torch
 
     curve: list[dict[str, Any]] = []
@@ -184,30 +170,27 @@ def _point(result: Any) -> dict[str, Any]:
 
 
 def _runs(seeds: pd.DataFrame | None, trial_id: str, arm: str) -> pd.DataFrame:
-    """The evaluations of ``trial_id``'s ``arm`` runs (empty without any)."""
     if seeds is None or seeds.empty:
         return pd.DataFrame(columns=SEED_COLUMNS)
     return seeds[(seeds[TRIAL_ID].astype(str) == str(trial_id)) & (seeds["arm"] == arm)]
 
 
 def seed_accuracies(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK) -> list[float]:
-    """The final accuracy of each of ``trial_id``'s ``arm`` runs that ended ok ([]: none)."""
+    """The final accuracy of each of ``trial_id``'s ``arm`` runs that ended ok."""
     final = _finals(seeds, trial_id, arm)
     return [float(v) for v in final["val_accuracy"] if pd.notna(v)]
 
 
 def _finals(seeds: pd.DataFrame | None, trial_id: str, arm: str) -> pd.DataFrame:
-    """The last evaluation of each run that ended ok and trained its whole budget: a run its
-    time budget cut saw fewer images than the trial, so its accuracy is not the config's."""
+    """The last evaluation of each ok run that trained its whole budget (a cut run's accuracy
+    is not the config's)."""
     runs = _runs(seeds, trial_id, arm)
     cut = runs["cut"].astype("boolean").fillna(False).astype(bool)
     return runs[runs[FINAL].astype(bool) & (runs["status"] == "ok") & ~cut]
 
 
 def seed_accuracy_of(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK) -> SeedAccuracy:
-    """``trial_id``'s accuracy over its seed runs (``arm``: its own, or its plain loop's): the
-    final accuracy of each run that ended ok, over the validation images they were measured
-    on (:func:`tuner.stats.seed_accuracy`)."""
+    """``trial_id``'s (``arm``'s) accuracy over its seed runs: :func:`tuner.stats.seed_accuracy`."""
     final = _finals(seeds, trial_id, arm)
     images = [float(v) for v in final["val_images"] if pd.notna(v)]
     n = int(statistics.median(images)) if images else 0
@@ -217,8 +200,7 @@ def seed_accuracy_of(seeds: pd.DataFrame | None, trial_id: str, arm: str = PICK)
 def time_to_target(
     seeds: pd.DataFrame | None, trial_id: str, arm: str, target: float
 ) -> dict[int, float]:
-    """Seed -> the training seconds at the first evaluation that reached ``target`` (NaN: the
-    run never did within its budget). The evaluations' spacing bounds its resolution."""
+    """Seed -> training seconds at the first evaluation reaching ``target`` (NaN: never)."""
     runs = _runs(seeds, trial_id, arm)
     times: dict[int, float] = {}
     for seed, run in runs.groupby("seed"):
@@ -229,9 +211,8 @@ def time_to_target(
 
 @dataclass(frozen=True)
 class SpeedUp:
-    """How much sooner a pick reaches ``target`` than its plain loop: ``change`` is the plain
-    loop's training seconds to the target over the pick's, per seed pair (> 1: the pick is
-    sooner), judged by :attr:`tuner.stats.Change.verdict`."""
+    """``change``: the plain loop's training seconds to ``target`` over the pick's, per seed pair
+    (> 1: the pick is sooner)."""
 
     change: Change
     target: float
@@ -243,7 +224,7 @@ class SpeedUp:
 
     def text(self) -> str:
         """``the plain loop takes 1.31x [1.12–1.53] as long to reach 0.850 accuracy, beyond
-        noise (...)``; the verdict by the one rule (a ratio above 1x: the pick is sooner)."""
+        noise (...)``."""
         value = self.change
         if math.isnan(value.value):
             return (
@@ -276,16 +257,9 @@ _VERDICT_WORDS = {
 def plain_loop_speedup(
     seeds: pd.DataFrame | None, trial_id: str, *, target_accuracy: float | None = None
 ) -> SpeedUp | None:
-    """How much sooner ``trial_id`` reaches ``target_accuracy`` than its plain loop, over the
-    seed pairs of the retraining (a round's two runs: same seed, run one after the other).
-
-    Args:
-        target_accuracy: the accuracy to reach; default the pick's lower accuracy bound over
-            its seeds (:func:`seed_accuracy_of`), what the pick reliably reaches.
-
-    Returns:
-        None when the retraining has no plain-loop run of ``trial_id``.
-    """
+    """How much sooner ``trial_id`` reaches ``target_accuracy`` (default: its lower accuracy
+    bound over seeds, what it reliably reaches) than its plain loop, over the seed pairs; None
+    without a plain-loop run."""
     if _runs(seeds, trial_id, PLAIN).empty:
         return None
     if target_accuracy is None:

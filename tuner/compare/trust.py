@@ -1,13 +1,9 @@
-"""The measurements that make a search's figures trustworthy, run after its trials (no Ray here).
-
-:func:`remeasure`: the top candidates again alone, round-robin, paired by round (side by side
-they measured each other's interference). :func:`effects`: each applicable knob of the
-recommended config switched the other way alone, and the plain loop, each paired with the config
-itself (:func:`tuner.compare.plan_toggles`). On a CPU each arm is built once and timed in windows
-of steps (``WindowRun``): many pairs for the price of a few builds. On CUDA each measurement is
-a fresh build: the reserved-memory peak belongs to a process. The stopping rule looks at the
-intervals' widths only, never at their side of 1x: README ("A search") and
-bench/trust_coverage.py say why. :mod:`tuner.tune.after_search` runs both in a Ray task.
+"""What makes a search's figures trustworthy, after its trials (no Ray here): :func:`remeasure`
+(the top candidates alone, round-robin: side by side they measured each other's interference)
+and :func:`effects` (each knob of the recommended config toggled alone, and the plain loop).
+On a CPU each arm is built once and timed in windows (many pairs for a few builds); on CUDA
+each measurement is a fresh build (the reserved peak belongs to a process). The stopping rule
+looks at the intervals' widths only, never their side of 1x (bench/trust_coverage.py).
 """
 
 from __future__ import annotations
@@ -59,8 +55,8 @@ class Budget:
 def remeasure(
     configs: Sequence[TrainConfig], *, steps: int, budget: Budget, cuda: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Measure ``configs`` round-robin until the candidates adjacent in speed are resolved;
-    one row per measurement (``candidate``: the index into ``configs``), and how it ended."""
+    """``configs`` round-robin until the candidates adjacent in speed are resolved: rows
+    (``candidate``: the index) and how it ended."""
     arms = [Arm(str(i), "remeasure", config) for i, config in enumerate(configs)]
     runs, info = _measure(arms, cuda=cuda, steps=steps, budget=budget, pairs=_adjacent)
     rows = [{"candidate": int(row["arm"]), **row} for row in runs.to_dict(orient="records")]
@@ -70,8 +66,7 @@ def remeasure(
 def effects(
     base: TrainConfig, *, cuda: bool, steps: int, budget: Budget
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Measure the arms around ``base`` (the recommended config), interleaved: one row per
-    measurement, and ``{"arms", "left_out", "dropped", ...}`` (how it ended) for the metadata."""
+    """The arms around ``base`` interleaved: rows, and how it ended (with arms and left out)."""
     skip = {} if cuda or base.compile != "off" else {"compile": _COMPILE_ON_CPU}
     arms, left_out = plan_toggles(base, cuda=cuda, skip=skip)
     pairs = [(a.reference, a.name) for a in arms if a.reference]
@@ -141,14 +136,12 @@ def _measure(
 
 
 def _looks_at(repeat: int, budget: Budget) -> bool:
-    """Whether the rule looks after ``repeat`` rounds: at the minimum, then every
-    ``_LOOK_EVERY`` rounds (fewer looks, closer to the nominal level: bench/trust_coverage.py)."""
+    """At the minimum, then every ``_LOOK_EVERY`` rounds (fewer looks: nearer the nominal level)."""
     extra = repeat - budget.min_repeats
     return extra >= 0 and extra % _LOOK_EVERY == 0
 
 
 def _resolved(runs: pd.DataFrame, pairs: Pairs, budget: Budget) -> bool:
-    """Whether every comparison's 95 % interval is within the budget's resolution."""
     for reference, arm in pairs(runs):
         a, b = paired(runs, reference, arm)
         change = paired_ratio(a["images_per_second"].tolist(), b["images_per_second"].tolist())
@@ -182,8 +175,7 @@ class _Windows:
         return list(arms)  # every arm is built and warmed up before the first round
 
     def prepare(self, arm: Arm) -> None:
-        """Build the arm, run its warm-up steps and one short discarded window (``TunerError``:
-        its config cannot be built)."""
+        """Build the arm, warm it up, and time one short discarded window."""
         from tuner.engine.windows import WindowRun, failed_build
 
         self.runs[arm.name] = None
@@ -201,8 +193,7 @@ class _Windows:
             self.lead_s[arm.name] = self.step_s[arm.name] * run.queued  # untimed, every window
 
     def fit_rounds(self, seconds_left: float | None) -> None:
-        """Steps per window such that ``_TARGET_ROUNDS`` rounds fit in ``seconds_left``
-        (between ``_MIN_WINDOW`` and the given steps): short windows, more pairs."""
+        """Steps per window so ``_TARGET_ROUNDS`` rounds fit: short windows, more pairs."""
         per_step = sum(self.step_s.values())
         if seconds_left is None or per_step <= 0:
             return
