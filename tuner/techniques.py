@@ -1,13 +1,8 @@
-"""The registry of knobs: every speed technique and training knob, declared once.
-
-A knob is **accuracy-neutral** when it changes speed and memory but not the maths of training
-(set_to_none, pinned memory, non_blocking copies, the prefetchers, channels_last, torch.compile,
-fused AdamW, loader workers and prefetch factor, the JPEG decoder); one that is not (AMP, the
-norm layers, batch size, lr) only a training run can judge. A field missing from the registry
-counts as not neutral. Its "off" value is the ``TrainConfig`` default and its help the field's
-metadata. Everything else derives from this table: the ladder of ``tuner bench`` and ``tuner
-ablate``, the report's technique table, the spaces' switch helper and the speed/training split
-of a search.
+"""The registry of knobs: every speed technique and training knob, declared once; the ladders,
+the report's technique table, the spaces' switches and a search's speed/training split derive
+from it. A knob is **accuracy-neutral** when it changes speed and memory but not the maths of
+training (a missing field is not); the others (AMP, norm, batch size, lr) only a training run
+can judge. Its "off" value is the ``TrainConfig`` default.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ _DEFAULTS = TrainConfig()
 
 @dataclass(frozen=True, kw_only=True)
 class Knob:
-    """One searchable setting of the engine: its ``TrainConfig`` field and a label for tables."""
+    """One searchable setting of the engine."""
 
     field: str
     label: str
@@ -63,11 +58,9 @@ class Knob:
 
     @property
     def off(self) -> Any:
-        """The value that leaves it off: the ``TrainConfig`` default."""
         return getattr(_DEFAULTS, self.field)
 
     def values(self, *, cuda: bool) -> tuple[Any, ...]:
-        """The "on" values that can run on this kind of device."""
         return self.cuda if cuda else self.cpu
 
     def choices(self, *, cuda: bool) -> list[Any]:
@@ -75,8 +68,8 @@ class Knob:
         return [self.off, *(v for v in self.values(cuda=cuda) if v != self.off)]
 
     def settings(self, value: Any) -> dict[str, Any]:
-        """The config changes that set this knob to ``value``: with what an "on" value implies,
-        and, for "off", with its companions off too (no persistent workers without workers)."""
+        """The config changes that set this knob to ``value`` (with what "on" implies; "off"
+        with its companions and riders off too)."""
         if value != self.off:
             return {self.field: value, **self.implies}
         companions = {k: _BY_FIELD[k].off for k in self.implies if _BY_FIELD[k].companion}
@@ -84,8 +77,7 @@ class Knob:
         return {self.field: value, **companions, **riders}
 
     def runnable_values(self, *, cuda: bool, cores: int) -> tuple[Any, ...]:
-        """The "on" values a run on this device with ``cores`` cores tries: a per-core knob's
-        levels up to its cores (none when even the first needs more)."""
+        """The "on" values a run with ``cores`` cores tries (a per-core knob's up to them)."""
         values = self.values(cuda=cuda)
         if not self.per_core:
             return values
@@ -204,7 +196,6 @@ assert set(_BY_FIELD) <= config_fields(), "every knob is a TrainConfig field"
 
 
 def knob(name: str) -> Knob:
-    """The registry entry of a field (``KeyError`` if it is not a knob)."""
     return _BY_FIELD[name]
 
 
@@ -213,8 +204,7 @@ def accuracy_neutral_fields() -> tuple[str, ...]:
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
-    """Speed settings in a few words: ``channels_last, num_workers=1`` (knobs left off and
-    companions unsaid), ``plain`` when nothing is on."""
+    """``channels_last, num_workers=1`` (off knobs and companions unsaid), or ``plain``."""
     parts = [
         name if value is True else f"{name}={value}"
         for name, value in settings.items()
@@ -224,9 +214,8 @@ def settings_text(settings: Mapping[str, Any]) -> str:
 
 
 def speed_knobs(*, cuda: bool, workers: int = 1, files: bool = True) -> tuple[Knob, ...]:
-    """The accuracy-neutral knobs worth trying on this kind of device, number of workers and
-    data: runnable there, not a companion, (on a CPU) not slow to build, (one worker) not DDP's,
-    and (data that is not image files) not the decoder."""
+    """The accuracy-neutral knobs worth trying here: runnable, not a companion, not slow to
+    build on a CPU, not DDP's on one worker, not the decoder without image files."""
     return tuple(
         k
         for k in KNOBS
@@ -240,8 +229,6 @@ def speed_knobs(*, cuda: bool, workers: int = 1, files: bool = True) -> tuple[Kn
 
 
 def loader_knobs() -> tuple[Knob, ...]:
-    """The input pipeline's knobs: workers, their prefetch factor, the prefetchers, the decoder,
-    pinned memory and non_blocking copies."""
     return tuple(k for k in KNOBS if k.loader)
 
 
@@ -251,7 +238,7 @@ def ladder_knobs() -> tuple[Knob, ...]:
 
 @dataclass(frozen=True)
 class Rung:
-    """One rung of the ladder: its name, the knob it adds and the cumulative changes."""
+    """One rung of the ladder: the knob it adds and the cumulative changes."""
 
     name: str
     knob: str | None  # None for the plain loop
@@ -261,10 +248,8 @@ class Rung:
 def ladder(
     *, cuda: bool, amp: str | None = None, skip: Sequence[str] = (), autotune: bool = False
 ) -> tuple[list[Rung], list[str]]:
-    """The technique ladder: the plain loop, then each ladder knob added to the ones before;
-    ``amp`` is the ``+amp`` rung's mode (default: the knob's first value), ``autotune`` ends a
-    GPU ladder with ``+max-autotune``. Returns the rungs and a line per knob this device cannot
-    run."""
+    """The plain loop, then each ladder knob added to the ones before (``amp``: the ``+amp``
+    rung's mode; ``autotune``: ``+max-autotune`` last on a GPU); and a line per knob left out."""
     rungs, changes, left_out = [Rung("plain", None, {})], {}, []
     for entry in ladder_knobs():
         if entry.field in skip:
