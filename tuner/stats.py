@@ -172,7 +172,6 @@ def median_interval(values: Sequence[float | None]) -> Estimate:
 def _finite_pairs(
     reference: Sequence[float | None], other: Sequence[float | None]
 ) -> list[tuple[float, float]]:
-    """The pairs whose two values are both finite numbers."""
     pairs = zip(reference, other, strict=True)
     return [(float(a), float(b)) for a, b in pairs if is_finite(a) and is_finite(b)]
 

@@ -257,8 +257,6 @@ class _OverBudget(Exception):
 
 @dataclass(frozen=True)
 class _Probing:
-    """What every round of one choice shares."""
-
     plain: TrainConfig
     where: _Where
     pinned: Collection[str]
@@ -459,7 +457,6 @@ _SLOW_FIELDS = frozenset(k.field for k in speed_knobs(cuda=True) if k.slow_build
 
 
 def _run_record(arm: str, count: int, planned: int, wall: float, result: Any) -> dict[str, Any]:
-    """One probe run's end, for the trial's phase log."""
     return {
         "event": "end",
         "arm": arm,
