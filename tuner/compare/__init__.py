@@ -1,4 +1,4 @@
-"""Every controlled measurement: :class:`Arm` s measured by :func:`interleave`, the one loop
+"""Every controlled measurement: arms (:class:`Arm`) measured by :func:`interleave`, the one loop
 (every arm once per round after discarded warm-ups, so a shared machine's drift hits all alike
 and a round's arms are a pair), paired and summarized by :mod:`tuner.measure` (re-exported).
 Its users, one module each (they pull in torch, this core does not): docs/architecture.md.
