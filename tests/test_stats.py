@@ -85,6 +85,21 @@ def test_median_interval_from_order_statistics() -> None:
     assert median_interval([1.0, float("nan"), 3.0]).n == 2
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_median_interval_is_the_order_statistics_of_scipys_binomial(seed: int) -> None:
+    """scipy.special.bdtr stands for scipy.stats.binom.cdf (a second of import per run)."""
+    from scipy.stats import binom
+
+    values = np.random.default_rng(seed).lognormal(8, 0.2, 3 + 9 * seed).tolist()  # images/s
+    n, xs = len(values), sorted(values)
+    k = max([1, *(j for j in range(2, n // 2 + 1) if 1 - 2 * binom.cdf(j - 1, n, 0.5) >= 0.95)])
+    coverage = 1 - 2 * binom.cdf(k - 1, n, 0.5)
+    est = median_interval(values)
+    assert (est.low, est.high) == (xs[k - 1], xs[n - k])
+    assert est.coverage == pytest.approx(coverage, rel=1e-12)
+    assert f"{est.median:,.0f} [{est.low:,.0f}–{est.high:,.0f}]" in est.format()
+
+
 def test_median_interval_covers_the_true_median() -> None:
     rng = np.random.default_rng(4)
     hits = sum(
