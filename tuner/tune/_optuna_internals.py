@@ -21,7 +21,6 @@ from ray.tune.search.optuna import OptunaSearch
 
 __all__ = [
     "new_running_trial",
-    "optuna_version",
     "search_study",
     "search_told",
     "search_trials",
@@ -32,10 +31,6 @@ __all__ = [
 ]
 
 Trial = optuna.Trial | optuna.trial.FrozenTrial
-
-
-def optuna_version() -> str:
-    return optuna.__version__
 
 
 def _trial_id(trial: Trial) -> int:

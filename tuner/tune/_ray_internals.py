@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO, TypeVar
 
-import ray
 from ray._private import ray_constants, services, worker
 from ray._private.authentication.authentication_utils import get_authentication_mode_name
 from ray._private.utils import get_dashboard_dependency_error
@@ -40,14 +39,9 @@ __all__ = [
     "init_keeping_sigterm",
     "is_tune_stop",
     "rank_mappings",
-    "ray_version",
     "read_gcs_session_name",
     "single_node_init",
 ]
-
-
-def ray_version() -> str:
-    return ray.__version__
 
 
 def driver_node() -> Any | None:

@@ -162,6 +162,7 @@ class SearchDriver:
         end), the metadata's end and the summary."""
         from tuner.report.console import print_summary
         from tuner.tune import run
+        from tuner.tune.target_clients import tell_time_to_target
 
         self._phase = _AFTER
         alone = trials.finished and search.plan.max_world_size == 1  # both measure one process
@@ -188,7 +189,9 @@ class SearchDriver:
         experiment = experiment.with_effects(update_metadata(self.paths.local, **end, **record))
         self.paths.upload()
         resumed = run.resumed(experiment, started, trials.orphans) if self.options.resume else None
-        run.tell_time_to_target_or_warn(experiment, answer, self.paths)
+        tell_time_to_target(
+            experiment, answer, study_name=self.paths.name, study_url=self.paths.study_url
+        )
         print_summary(experiment, answer, paths=self.paths, state=state, resumed=resumed)
         terminated = signal.SIGTERM in self.signals
         return SearchResult(experiment, answer, state=state, terminated=terminated)

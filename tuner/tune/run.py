@@ -46,7 +46,6 @@ from tuner.tune.design import startup_design
 from tuner.tune.plan import SpaceProfile, make_plan
 from tuner.tune.preflight import Checked, Prepared, profile_for
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
-from tuner.tune.target_clients import tell_time_to_target
 from tuner.tune.tracking import cut_results
 from tuner.tune.trials_actor import start_actor
 from tuner.tune.warm_start import warm_start
@@ -62,7 +61,6 @@ __all__ = [
     "plan_search",
     "resumed",
     "run_trials",
-    "tell_time_to_target_or_warn",
 ]
 
 
@@ -128,21 +126,6 @@ def run_trials(
     cut = cut_results(trials)  # the trials its time budget stopped half-way: incomplete
     orphans = close_orphans(paths.name, paths.study_url, set(trial_ids), cut) if finished else []
     return Trials(trial_ids, finished, fit, orphans)
-
-
-def tell_time_to_target_or_warn(
-    experiment: Experiment, answer: Answer, paths: ExperimentPaths
-) -> None:
-    """The study, TensorBoard and the trackers get every trial's time to target; a client that
-    fails costs a warning line."""
-    try:
-        failed = tell_time_to_target(
-            experiment, answer, study_name=paths.name, study_url=paths.study_url
-        )
-    except Exception as exc:  # trials.csv and the report hold the same figures
-        failed = [f"telling the time to target failed ({error_line(exc)})"]
-    for line in failed:
-        print(f"warning: {line}.")
 
 
 def begin(
