@@ -8,8 +8,9 @@ no front (``study.best_trials``, optuna-dashboard's, which ignores constraints) 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             return None  # told before the driver died; Ray's older snapshot re-ran it
         result = result or last or {}
         kind = record.classify(result, ended=True, crashed=error)
-        self._describe(ot_trial, result, kind)
+        _describe(ot_trial.set_user_attr, result, kind)
         state = optuna.trial.TrialState[record.optuna_state(kind)]
         # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
         with contextlib.suppress(RuntimeError):
@@ -167,15 +168,6 @@ class ConstrainedOptunaSearch(OptunaSearch):
             system_attrs=closed.system_attrs,
         )
         trials[trial_id] = optuna_internals.new_running_trial(study, template)
-
-    def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
-        """The trial's user attributes: its measurements, its kind and, failed, why."""
-        for key in _STUDY_ATTR_KEYS:
-            if key in result:
-                ot_trial.set_user_attr(key, json_ready(result[key]))
-        ot_trial.set_user_attr(record.KIND, kind)
-        if kind == "errored" and not result.get(record.ERROR):
-            ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
 
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
         study = optuna_internals.search_study(self)
@@ -226,10 +218,7 @@ def close_orphans(
         optuna_internals.set_user_attr(study, frozen, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         closed.append(frozen.number)
-    waiting = (optuna.trial.TrialState.WAITING,)
-    for frozen in study.get_trials(deepcopy=False, states=waiting):
-        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN)
-        optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
+    _close_waiting(study, _NOT_RUN)
     return closed
 
 
@@ -245,9 +234,13 @@ def close_interrupted(study_name: str, study_url: str) -> None:
         optuna_internals.set_user_attr(study, frozen, record.KIND, "incomplete")
         optuna_internals.set_user_attr(study, frozen, _INTERRUPTED, True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
-    waiting = (optuna.trial.TrialState.WAITING,)
-    for frozen in study.get_trials(deepcopy=False, states=waiting):
-        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN_YET)
+    _close_waiting(study, _NOT_RUN_YET)
+
+
+def _close_waiting(study: optuna.Study, why: str) -> None:
+    """The start-up design's trials never asked (WAITING): FAIL, ``not_run`` saying ``why``."""
+    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        optuna_internals.set_user_attr(study, frozen, "not_run", why)
         optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
 
 
@@ -283,8 +276,15 @@ def _tell_incomplete(
 ) -> None:
     """A trial the search's end cut: what it measured so far, its kind, FAIL."""
     kind = record.classify(result, ended=result.get(record.FINAL) is True)
+    _describe(functools.partial(optuna_internals.set_user_attr, study, frozen), result, kind)
+    study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])
+
+
+def _describe(set_attr: Callable[[str, Any], None], result: Mapping[str, Any], kind: str) -> None:
+    """A trial's user attributes: its measurements, its kind and, failed, why."""
     for key in _STUDY_ATTR_KEYS:
         if key in result:
-            optuna_internals.set_user_attr(study, frozen, key, json_ready(result[key]))
-    optuna_internals.set_user_attr(study, frozen, record.KIND, kind)
-    study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])
+            set_attr(key, json_ready(result[key]))
+    set_attr(record.KIND, kind)
+    if kind == "errored" and not result.get(record.ERROR):
+        set_attr(record.ERROR, _NO_REPORT)
