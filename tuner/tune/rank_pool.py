@@ -222,13 +222,7 @@ def discard_pool() -> None:
     pool, _POOL = _POOL, None
     if pool is not None:
         _kill_workers(pool)
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception as exc:  # a group a dead rank broke: nothing left to end
-            logger.debug("leaving a broken process group: %s", exc)
+    _leave_group()
     if pool is not None:
         pool.store = None  # torch's store ends its server (and its socket) with its last reference
 
@@ -331,7 +325,7 @@ def _beat_problem(pool: RankPool, beats: rank_beat.Beats) -> str | None:
 def _end_ranks(pool: RankPool) -> None:
     _kill_workers(pool)
     if pool.backend == "nccl":
-        _abort_group()
+        _leave_group()
 
 
 def _kill_workers(pool: RankPool) -> None:
@@ -355,16 +349,16 @@ def _kill_rank_process(pid: int) -> None:
             process.send_signal(signal.SIGKILL)
 
 
-def _abort_group() -> None:
-    """nccl, unlike gloo, does not fail rank 0's collective when a peer dies: destroying the
-    group aborts its communicators."""
+def _leave_group() -> None:
+    """Destroy this process's group (on nccl, which unlike gloo does not fail rank 0's
+    collective when a peer dies, this aborts its communicators)."""
     import torch.distributed as dist
 
     try:
         if dist.is_initialized():
             dist.destroy_process_group()
-    except Exception as exc:
-        logger.debug("aborting the process group: %s", exc)
+    except Exception as exc:  # a group a dead rank broke: nothing left to end
+        logger.debug("leaving a broken process group: %s", exc)
 
 
 def _unsettled(runs: list[Any]) -> list[str]:
