@@ -106,8 +106,8 @@ class RankRun(_TrialRun):
         self, context: TrialContext, *, rank: int, world_size: int, checkpoint: Any = None
     ) -> None:
         self.rank, self.world_size, self.checkpoint = rank, world_size, checkpoint
-        cache = ActorStore(context.cache_namespace, _trial_id()) if rank == 0 else NullStore()
-        super().__init__(context, _GroupStore(cache, world_size))
+        store = ActorStore(context.actor_namespace, _trial_id()) if rank == 0 else NullStore()
+        super().__init__(context, _GroupStore(store, world_size))
 
     group_asked_unix_s: float | None = None  # when the trial asked for its ranks
     warm = False  # the ranks were an earlier trial's

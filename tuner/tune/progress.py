@@ -56,7 +56,7 @@ class ProgressPrinter(Callback):
         experiment_dir: Path | None = None,
         probe_share: float | None = None,
         probes_unbounded: bool = False,
-        cache_namespace: str = "",
+        actor_namespace: str = "",
         time_budget_s: float | None = None,
     ) -> None:
         self.total = total
@@ -64,7 +64,7 @@ class ProgressPrinter(Callback):
         self.limits_dir = None if experiment_dir is None else str(experiment_dir)
         self.probe_share = probe_share  # None: no speed probes, or not bounded
         self.probes_unbounded = probes_unbounded
-        self.cache_namespace = cache_namespace  # where the running trials' activity is told
+        self.actor_namespace = actor_namespace  # where the running trials' activity is told
         self.time_budget_s = time_budget_s  # the search's (the ETA never passes its end)
         self.setup()
 
@@ -86,7 +86,7 @@ class ProgressPrinter(Callback):
         self.reported: dict[str, float] = {}  # trial id -> when its latest report came (Unix s)
         self.gaps: dict[str, float] = {}  # trial id -> seconds between its last two reports
         self.last_activity = 0.0
-        self._asked: Any = None  # the pending ask of the probe cache (a Ray object ref)
+        self._asked: Any = None  # the pending ask of the trials' actor (a Ray object ref)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_asked": None}
@@ -212,7 +212,8 @@ class ProgressPrinter(Callback):
     def _ask_activity(self) -> None:
         """Asked of the trials' actor without waiting: Tune's loop must not block."""
         now = time.monotonic()
-        if not self.cache_namespace or now - self.last_activity < _ACTIVITY_S:
+        namespace = getattr(self, "actor_namespace", "")  # "": a printer an older tuner pickled
+        if not namespace or now - self.last_activity < _ACTIVITY_S:
             return
         self.last_activity = now
         try:
@@ -224,7 +225,7 @@ class ProgressPrinter(Callback):
                 self.doing = dict(ray.get(pending))
             from tuner.tune.trials_actor import connect_actor
 
-            self._asked = connect_actor(self.cache_namespace).activity.remote()
+            self._asked = connect_actor(namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line
             self._asked = None
 

@@ -302,9 +302,9 @@ def _fit(
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     options, paths = search.options, search.paths
     # The handle keeps the (non-detached) trials' actor alive for the whole fit.
-    cache = start_actor(
+    actor = start_actor(
         paths.local / PROBE_CACHE_FILE,
-        tune_setup.cache_namespace(paths),
+        tune_setup.actor_namespace(paths),
         machine_dir=cache_dir(),
         fresh=options.fresh_probes,
         experiment=paths.name,
@@ -327,7 +327,7 @@ def _fit(
         stop_clock(paths.local)
     fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
     with contextlib.suppress(Exception):  # statistics only: a dead trials' actor costs this line
-        fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
+        fit["probe_cache"] = ray.get(actor.stats.remote(), timeout=10)
     if "probe_cache" in fit:
         print(machine_cache_line(fit["probe_cache"]), flush=True)
         budget_line = probe_budget_line(fit["probe_cache"])

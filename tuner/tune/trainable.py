@@ -78,7 +78,7 @@ class TrialContext:
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
     speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
-    cache_namespace: str  # where the trials' actor lives ("": none)
+    actor_namespace: str  # where the trials' actor lives ("": none)
     # The notebook objects the run's model/data name (``@name``): carried by value to workers.
     user_objects: dict[str, Any] = field(default_factory=dict)
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
@@ -91,7 +91,7 @@ class TrialContext:
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
     allow_slow_trial_exit()
-    _run(_TrialRun(context, ActorStore(context.cache_namespace, _trial_id())), config)
+    _run(_TrialRun(context, ActorStore(context.actor_namespace, _trial_id())), config)
 
 
 def allow_slow_trial_exit(seconds: int = 60) -> None:

@@ -32,7 +32,7 @@ from tuner.tune.trainable import TrialContext, run_trial
 from tuner.usercode import registered
 
 __all__ = [
-    "cache_namespace",
+    "actor_namespace",
     "logger_callbacks",
     "quiet_ray",
     "run_config",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-def cache_namespace(paths: ExperimentPaths) -> str:
+def actor_namespace(paths: ExperimentPaths) -> str:
     return f"tuner-{paths.name}"
 
 
@@ -55,7 +55,7 @@ def trainable(search: SearchContext) -> Any:
         device=plan.trial_device,
         search_only=search.search_only,
         speed_repeats=options.speed_repeats,
-        cache_namespace=cache_namespace(search.paths),
+        actor_namespace=actor_namespace(search.paths),
         user_objects=registered(),
         checkpoint_every_s=options.checkpoint_every_s,
         feasibility_steps=options.feasibility_steps,
@@ -118,7 +118,7 @@ def run_config(search: SearchContext) -> Any:
                 experiment_dir=paths.local,
                 probe_share=options.probe_share if options.speed_repeats else None,
                 probes_unbounded=bool(options.speed_repeats) and options.probe_share is None,
-                cache_namespace=cache_namespace(paths),
+                actor_namespace=actor_namespace(paths),
                 time_budget_s=options.search_time_budget_s,
             ),
             SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
