@@ -340,7 +340,7 @@ def _kill_workers(pool: RankPool) -> None:
 
 
 def _kill_rank_process(pid: int) -> None:
-    """(only while ``pid`` is still a rank worker: not reused by another process)"""
+    """SIGKILL ``pid`` while it is still a rank worker (not reused by another process)."""
     import psutil
 
     with contextlib.suppress(psutil.Error):

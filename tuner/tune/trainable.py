@@ -485,7 +485,7 @@ def _restore(
 
 
 def _trial_id() -> str:
-    """("" outside a Tune trial: a unit test, a rank of a worker group)"""
+    """This trial's id ("" outside a Tune trial: a unit test, a rank of a worker group)."""
     try:
         return tune.get_context().get_trial_id() or ""
     except Exception:
