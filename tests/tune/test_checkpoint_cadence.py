@@ -31,7 +31,7 @@ class _Kept(_TrialRun):
 def _run(every_s: float, steps: int = 12) -> list[tuple[int, bool, list[str]]]:
     context = TrialContext(
         max_memory_bytes=None, probe_steps=2, threads=1, device="cpu", search_only=(),
-        speed_repeats=0, cache_namespace="", checkpoint_every_s=every_s,
+        speed_repeats=0, actor_namespace="", checkpoint_every_s=every_s,
     )  # fmt: skip
     trial = _Kept(context)
     config = {**MICRO_VIT, "img_size": 16, "batch_size": 16, "epochs": None, "steps": steps,

@@ -19,7 +19,7 @@ def _trial(plain_ips: float | None) -> _TrialRun:
         device="cpu",
         search_only=(),
         speed_repeats=1,
-        cache_namespace="",
+        actor_namespace="",
     )
     run = _TrialRun(context, NullStore())
     if plain_ips is not None:

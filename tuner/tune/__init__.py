@@ -1,9 +1,6 @@
-"""The Ray side of a search: Ray Tune trials driven by Optuna's samplers, under a memory budget
-(``tuner.search``, the Python API's function in :mod:`tuner.api`, runs it).
-
-``SearchDriver(SearchOptions(space="vit_space", ...)).run()`` runs (or resumes) one experiment; its
-options are the experiment's (:mod:`tuner.experiment.options`, named here too). The heavy parts
-(ray, torch) load on first use, so importing this package stays cheap.
+"""The Ray side of a search: Ray Tune trials driven by Optuna's samplers, under a memory budget.
+``SearchDriver(SearchOptions(space="vit_space", ...)).run()`` runs (or resumes) one experiment;
+ray and torch load on first use, so importing this package stays cheap.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Every private Ray use of tuner, in one place: why Ray is pinned to its tested minor release
-(pyproject.toml), and the one file to read again on a Ray upgrade.
-
-Each function says why no public API serves. ``tests/tune/test_ray_internals.py`` calls each
-against the installed Ray and fails with the Ray version named when an upgrade breaks one.
-Ray Tune's ``OptunaSearch``, which :mod:`tuner.tune.searcher` subclasses, is read through its
-protected members there (a subclass's own attributes); the same test checks that they exist.
+"""Every private Ray use of tuner, one function each saying why no public API serves: the one
+file to read again on a Ray upgrade (``tests/tune/test_ray_internals.py`` calls each against
+the installed Ray and names the Ray version that broke one).
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO, TypeVar
 
-import ray
 from ray._private import ray_constants, services, worker
 from ray._private.authentication.authentication_utils import get_authentication_mode_name
 from ray._private.utils import get_dashboard_dependency_error
@@ -40,34 +35,26 @@ __all__ = [
     "init_keeping_sigterm",
     "is_tune_stop",
     "rank_mappings",
-    "ray_version",
     "read_gcs_session_name",
     "single_node_init",
 ]
 
 
-def ray_version() -> str:
-    return ray.__version__
-
-
 def driver_node() -> Any | None:
-    """This driver's node object (raylet address and port, dashboard URL), None before init.
-    Public APIs give the node's id (runtime context) and, per node, its raylet port
-    (``ray.nodes()``), but not the dashboard URL of an already-initialized driver."""
+    """This driver's node (raylet address and port, dashboard URL), None before init: no public
+    API gives the dashboard URL of an already-initialized driver."""
     return worker._global_node
 
 
 def dashboard_missing() -> bool:
-    """Whether the dashboard's optional packages are missing. Ray checks this only inside
-    ``ray.init``, where a missing package is a warning, not an error tuner can say first."""
+    """Whether the dashboard's packages are missing: Ray says it only inside ``ray.init``."""
     return get_dashboard_dependency_error() is not None
 
 
 @contextlib.contextmanager
 def single_node_init() -> Iterator[None]:
-    """Ray's multi-node switch off while a local Ray starts (as on macOS and Windows), which keeps
-    127.0.0.1 as the node address (docs/cluster.md, "Security defaults"). Ray reads it from a
-    module constant set from the environment at import; no ``ray.init`` argument sets it."""
+    """Ray's multi-node switch off while a local Ray starts, which keeps 127.0.0.1 as the node
+    address (docs/cluster.md): a module constant read at import; no ``ray.init`` argument."""
     saved = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
@@ -77,14 +64,14 @@ def single_node_init() -> Iterator[None]:
 
 
 def canonical_gcs_address(address: str) -> str | None:
-    """``host:port`` of the cluster's GCS (``"auto"``: the one started on this machine), as
-    ``ray.init`` resolves it; no public function resolves an address without connecting."""
+    """``host:port`` of the GCS (``"auto"``: this machine's), as ``ray.init`` resolves it; no
+    public function resolves an address without connecting."""
     return services.canonicalize_bootstrap_address(address)
 
 
 def read_gcs_session_name(gcs_address: str, *, timeout_s: float) -> Any:
-    """One authenticated request to the GCS, before ``ray.init`` (which retries for ~40 s and
-    reports a refused token as a timeout): Ray has no public client for it."""
+    """One authenticated request before ``ray.init`` (which retries ~40 s and reports a refused
+    token as a timeout): Ray has no public client for it."""
     return GcsClient(address=gcs_address).internal_kv_get(
         b"session_name", ray_constants.KV_NAMESPACE_SESSION, timeout=timeout_s
     )
@@ -96,8 +83,7 @@ def auth_mode_name() -> str:
 
 
 def experiment_trials(results: Any) -> list[Any]:
-    """The Tune ``Trial`` objects of a ``ResultGrid`` (status, trial id, folder of every
-    trial): the public ``ResultGrid`` gives ``Result`` objects only, without a trial's status."""
+    """A ``ResultGrid``'s Tune ``Trial`` objects: its public ``Result`` objects lack the status."""
     return list(results._experiment_analysis.trials)
 
 
@@ -111,9 +97,8 @@ DRIVER_PRINT_THREADS = frozenset({"ray_listen_error_messages", "ray_print_logs"}
 
 @contextlib.contextmanager
 def driver_prints_to(log: TextIO) -> Iterator[None]:
-    """Within the block, what Ray's driver threads (:data:`DRIVER_PRINT_THREADS`) print goes to
-    ``log``, every other thread's to the console as before: they print to whatever
-    ``sys.stdout``/``sys.stderr`` is, so both are swapped for the block and put back after."""
+    """Within the block, what Ray's driver threads print goes to ``log``, every other thread's to
+    the console: they print to whatever ``sys.stdout``/``sys.stderr`` is, so both are swapped."""
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _ByThread(sys.stdout, log), _ByThread(sys.stderr, log)  # type: ignore[assignment]
     try:
@@ -123,8 +108,6 @@ def driver_prints_to(log: TextIO) -> Iterator[None]:
 
 
 class _ByThread:
-    """A console stream whose writes from Ray's printing threads go to ``log`` instead."""
-
     def __init__(self, console: TextIO, log: TextIO) -> None:
         self._console = console
         self._log = log
@@ -148,10 +131,9 @@ TUNE_SIGINT_HANDLER = "signal_interrupt_tune_run"
 
 
 def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
-    """``fit()`` (``Tuner.fit``) and whether Ctrl-C stopped it; the process's SIGINT and SIGUSR1
-    handlers as they were before. Tune installs its own for the fit
-    (``ray.tune.tune._setup_signal_catching``), puts SIGINT's back only when the signal arrives
-    and leaves both after a normal end; that Ctrl-C stopped the fit it says only in its log."""
+    """``Tuner.fit()`` and whether Ctrl-C stopped it, the SIGINT and SIGUSR1 handlers put back:
+    Tune installs its own for the fit and leaves them after a normal end, and says a Ctrl-C
+    only in its log."""
     if threading.current_thread() is not threading.main_thread():
         return fit(), False  # Tune catches no signals outside the main thread
     watched = [signal.SIGINT, *([signal.SIGUSR1] if hasattr(signal, "SIGUSR1") else [])]
@@ -168,10 +150,8 @@ def fit_keeping_handlers(fit: Callable[[], Fitted]) -> tuple[Fitted, bool]:
 
 @contextlib.contextmanager
 def init_keeping_sigterm() -> Iterator[None]:
-    """Around ``ray.init``, which sets its own SIGTERM handler first thing
-    (``sys.exit(signal.SIGTERM)``) and leaves it (no public API turns it off or says it
-    fired): that exit is raised as :class:`~tuner.errors.Terminated`, and the handler before it
-    is put back after."""
+    """Around ``ray.init``, which sets a SIGTERM handler (``sys.exit``) and leaves it: that exit
+    raised as :class:`~tuner.errors.Terminated`, the handler before it put back."""
     main = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGTERM)
     try:
@@ -188,12 +168,9 @@ def init_keeping_sigterm() -> Iterator[None]:
 def rank_mappings(
     places: list[tuple[str, str, int]],
 ) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
-    """``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``NODE_RANK`` of each world rank (rank ->
-    value, three maps) whose workers run at ``places`` (node id, node IP, pid; rank order),
-    computed by Ray Train's own ``BackendExecutor._create_rank_world_size_mappings`` (which
-    logs them too), so a warm rank pool (:mod:`tuner.tune.rank_layout`) sets what Ray Train
-    would. That method reads only its worker group's workers' metadata; Ray has no public
-    function for it."""
+    """``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and ``NODE_RANK`` maps for workers at ``places``
+    (node id, node IP, pid), by Ray Train's own private method, so that a warm rank pool sets
+    what Ray Train would."""
     from types import SimpleNamespace
 
     from ray.train._internal.backend_executor import BackendExecutor
@@ -207,8 +184,6 @@ def rank_mappings(
 
 
 class _Workers:
-    """The part of Ray Train's worker group that its rank mappings read."""
-
     def __init__(self, workers: list[Any]) -> None:
         self.workers = workers
 
@@ -217,8 +192,6 @@ class _Workers:
 
 
 def is_tune_stop(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by ``tune.report`` in a function trainable, is Tune stopping the
-    trial (a scheduler's early stop, the search's end): Ray 2.60's session ends the training
-    thread with ``sys.exit(0)`` there (``ray.train._internal.session``); no public API says a
-    trial was stopped."""
+    """Whether ``exc``, from ``tune.report``, is Tune stopping the trial: Ray 2.60 ends the
+    training thread with ``sys.exit(0)`` there; no public API says a trial was stopped."""
     return isinstance(exc, SystemExit) and exc.code in (0, None)

@@ -1,9 +1,6 @@
-"""After the trials: re-measure the top candidates and the technique effects, in Ray tasks.
-
-The measuring is :mod:`tuner.compare.trust`; here each runs in one Ray task holding a trial's
-CPUs and a whole GPU, so nothing else shares the device, with a heartbeat on the console, and
-its rows become ``remeasure.csv`` and ``effects.csv``. A failed re-measurement is named in the
-console and in the metadata (``remeasure_failures``).
+"""After the trials: the re-measurement, seed retraining and technique effects, each in one Ray
+task holding a trial's CPUs and a whole GPU (nothing else shares the device), with a heartbeat;
+the measuring is :mod:`tuner.compare`.
 """
 
 from __future__ import annotations
@@ -49,9 +46,8 @@ _RUN_OVERHEAD_S = 3.0  # building a run (data, model) before its measured steps,
 def remeasure_candidates(
     search: SearchContext, experiment: Experiment, time_limit_s: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Re-measure the top candidates within ``time_limit_s``; the failed ones (``[{trial_id,
-    error, failed_runs, runs}]``, for the metadata's ``remeasure_failures``) and how the
-    measurement ended (``None``: nothing was written)."""
+    """Re-measure the top candidates; the failed ones (the metadata's ``remeasure_failures``)
+    and how the measurement ended (``None``: nothing was written)."""
     options = search.options
     if options.objective == "pareto":  # both ends of the front and the rule's pick, always
         top, note = to_remeasure(experiment, top=options.remeasure_top)
@@ -93,8 +89,6 @@ def effects_around(
     answer: Answer,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """The technique effects around the recommended config within ``time_limit_s``, as the
-    metadata records them."""
     pick, repeats = answer.recommended, search.options.effects_repeats
     if repeats < 1 or pick is None:
         return {}
@@ -127,9 +121,8 @@ def seeds_around(
     answer: Answer,
     time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """The answer's picks and the recommended pick's plain loop retrained with new seeds,
-    interleaved, within ``time_limit_s`` (:mod:`tuner.compare.seeds`): ``seeds.csv``, and what
-    the metadata records (``seeds``; its ``short`` says why fewer than 3 seeds ran)."""
+    """The answer's picks and the recommended pick's plain loop retrained with new seeds:
+    ``seeds.csv``, and the metadata's ``seeds`` (its ``short`` says why fewer than 3 ran)."""
     pick = answer.recommended
     if pick is None:
         return {}
@@ -178,8 +171,6 @@ def seeds_around(
 
 
 def _trial_run_s(trials: pd.DataFrame, trial_id: str) -> float:
-    """About how long retraining ``trial_id`` takes: its training and evaluation seconds in
-    the search, and a build."""
     row = trials[trials[TRIAL_ID].astype(str) == trial_id]
     seconds = sum(
         float(row[key].iloc[0])
@@ -190,7 +181,6 @@ def _trial_run_s(trials: pd.DataFrame, trial_id: str) -> float:
 
 
 def _task_error(exc: Exception) -> str:
-    """A failed task in one line: the last line of Ray's error text is the task's exception."""
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]}"
 
 
@@ -203,7 +193,6 @@ def _how(budget: Budget) -> str:
 
 
 def _ended(info: dict[str, Any]) -> str:
-    """How a measurement ended, in one line."""
     rounds = info.get("repeats_done", 0)
     spent = budget_text(info)  # how long on the clock; over its limit: by how much
     ended = f"{rounds} rounds, ended by {ended_text(info)}"
@@ -212,8 +201,6 @@ def _ended(info: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class _Task:
-    """What a measuring task runs with: a trial's CPUs and threads, a whole GPU (no sharing)."""
-
     num_cpus: float
     num_gpus: float
     threads: int
@@ -241,8 +228,6 @@ def _task(search: SearchContext) -> _Task:
 def _in_task(
     measure: Callable[..., Any], task: _Task, *args: Any, what: str, expected_s: float | None
 ) -> Any:
-    """``measure(*args, task)`` in one Ray task holding ``task``'s resources, with a heartbeat
-    line while it runs."""
     remote = ray.remote(num_cpus=task.num_cpus, num_gpus=task.num_gpus, max_retries=0)(_with_load)
     started = time.time()
     pending = remote.remote(measure, *args, task)
@@ -253,24 +238,21 @@ def _in_task(
 
 
 def _with_load(measure: Callable[..., Any], *args: Any) -> Any:
-    """``measure(*args)`` and the load other processes put on the measuring node meanwhile
-    (``load_cores``, in the phase's metadata: the report states it)."""
+    """``measure(*args)`` and the other processes' load meanwhile (the report states it)."""
     load = LoadMeter.start()
     rows, info = measure(*args)
     return rows, {**info, "load_cores": load.other_cores()}
 
 
 def _expected_s(budget: Budget, round_s: float) -> float:
-    """About how long a measurement will take: its rounds (a third of the way between the
-    fewest and the most: most stop early), or its time limit."""
+    """About how long a measurement takes: a third of the way from the fewest rounds to the most
+    (most stop early), or its time limit."""
     rounds = budget.min_repeats + (budget.max_repeats - budget.min_repeats) / 3 + 1
     expected = rounds * round_s
     return expected if budget.time_limit_s is None else min(expected, budget.time_limit_s)
 
 
 def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collection[str]) -> int:
-    """How many arms the effects step measures around ``config`` (0 when unknown): for its
-    estimate of the time left."""
     try:
         base = train_config_of(config, device=plan.trial_device, search_only=search_only)
         return len(plan_toggles(base, cuda=plan.cuda)[0])
@@ -279,7 +261,6 @@ def _effect_arms(config: dict[str, Any], plan: SearchPlan, search_only: Collecti
 
 
 def _run_s(top: Any, steps: int) -> float:
-    """About how long one measurement takes, from the candidates' speed in the search."""
     batch = top.get("param_batch_size", top.get("batch_size"))
     speed = top.get("images_per_second")
     if batch is None or speed is None:
@@ -289,7 +270,6 @@ def _run_s(top: Any, steps: int) -> float:
 
 
 def _failures(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per candidate with a failed re-measuring run: its first error and how many failed."""
     runs = Counter(str(row[TRIAL_ID]) for row in rows)
     failed: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -366,7 +346,6 @@ def _cuda(configs: Sequence[Any]) -> bool:
 
 
 def _train_config(params: dict[str, Any], task: _Task) -> Any:
-    """A trial's config as this task runs it (on its CPU threads; on the CPU where asked)."""
     torch.set_num_threads(max(1, task.threads))
     restore(task.user_objects)
     return train_config_of(params, device=task.device, search_only=task.search_only)

@@ -1,10 +1,8 @@
 """Connecting the search to Ray: a loopback-only local instance, or an existing cluster (the
-security defaults and why: docs/cluster.md). An unreachable address, a refused token or a Ray
-Client address (``ray://``, not supported) is a one-line error.
+security defaults and why: docs/cluster.md); a bad address or a refused token is one line.
 
-While a search runs, :func:`watch` notices when this driver loses its node's raylet or the
-cluster's GCS: Ray's core worker then ends the driver process itself (no Python exception)
-seconds later, so the driver must say what was lost before that happens.
+:func:`watch` notices when the driver loses its raylet or the GCS: Ray's core worker then ends
+the process itself (no Python exception) seconds later, so the driver must say so first.
 """
 
 from __future__ import annotations
@@ -53,8 +51,6 @@ GCS_GRACE_S = 10.0
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterInfo:
-    """What :func:`connect` connected to (the metadata's ``cluster``)."""
-
     address: str  # the cluster's GCS address, host:port
     is_local: bool  # this connect started the Ray instance (and owns its shutdown)
     loopback_only: bool  # the address is 127.0.0.1 or ::1: unreachable from other hosts
@@ -73,19 +69,9 @@ def connect(
     dashboard: bool = False,
     runtime_env: dict[str, Any] | None = None,
 ) -> ClusterInfo:
-    """Start a local loopback-only Ray instance or connect to a cluster. Connected already
-    (a notebook's ``ray.init()``, a caller's shared instance): that connection, as it is, which
-    the caller owns (``is_local`` false: a search neither stops it nor counts its processes as
-    its own).
-
-    Args:
-        address: ``host:port`` of a cluster's head, ``"auto"`` (the cluster started on this
-            machine by ``ray start``), or ``None``: ``RAY_ADDRESS`` if set, else a new local
-            instance.
-        num_cpus, num_gpus: a local instance's (``None``: all); not allowed with an address.
-        dashboard: start the dashboard of a local instance, bound to 127.0.0.1.
-        runtime_env: the job's Ray runtime environment (the user's own modules, shipped to
-            every worker on every node: :func:`user_code_env`).
+    """Start a local loopback-only Ray instance or connect to a cluster (``address``:
+    ``host:port``, ``"auto"``, or ``None``: ``RAY_ADDRESS``, else local). Connected already (a
+    notebook's ``ray.init()``): that connection, which the caller owns (``is_local`` false).
 
     Raises:
         TunerError: the address is malformed or unreachable, the cluster refused this
@@ -107,29 +93,24 @@ def connect(
 
 
 def user_code_env(refs: Iterable[str]) -> dict[str, Any] | None:
-    """The runtime environment that ships the user's modules (``model``/``data`` references)
-    with the job, so a worker on any node imports them: Ray's ``py_modules`` uploads each file
-    or package once and puts it on every worker's path. None: nothing to ship."""
+    """Ray's ``py_modules`` runtime environment shipping the user's ``model``/``data`` modules
+    to every worker on every node (None: nothing to ship)."""
     modules = py_modules(refs)
     return {"py_modules": modules} if modules else None
 
 
 def node_cpus() -> list[float]:
-    """The CPUs of each alive node ([1.0] when none says)."""
     cpus = [node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")]
     return [c for c in cpus if c > 0] or [1.0]
 
 
 def shutdown() -> None:
-    """Disconnect from Ray; a local instance started by :func:`connect` stops with it."""
     if ray.is_initialized():
         ray.shutdown()
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A server the driver cannot do without, watched by whether it accepts connections."""
-
     what: str  # what the user lost when it stops answering, e.g. "Ray's raylet on this node"
     host: str
     port: int
@@ -140,12 +121,8 @@ class Endpoint:
 def watch(
     on_lost: Callable[[str], object], *, endpoints: list[Endpoint] | None = None
 ) -> Iterator[None]:
-    """While the block runs, call ``on_lost(what)`` from a background thread when one of
-    ``endpoints`` (default: Ray's raylet and GCS) stops accepting connections.
-
-    ``on_lost`` runs at most once, outside the main thread; for Ray's endpoints it should
-    report and end the process, which Ray is about to end anyway.
-    """
+    """While the block runs, call ``on_lost(what)`` once, from a background thread, when one of
+    ``endpoints`` (default: Ray's raylet and GCS) stops accepting connections."""
     stop = threading.Event()
     args = (_ray_endpoints() if endpoints is None else endpoints, on_lost, stop)
     threading.Thread(target=_watch, args=args, name="tuner-ray-watch", daemon=True).start()
@@ -156,7 +133,6 @@ def watch(
 
 
 def _ray_endpoints() -> list[Endpoint]:
-    """The raylet this driver is attached to and the cluster's GCS."""
     node = ray_internals.driver_node()
     host, port = node.node_ip_address, node.node_manager_port
     gcs = ray.get_runtime_context().gcs_address
@@ -195,11 +171,8 @@ def _answers(endpoint: Endpoint) -> bool:
 
 
 def is_loopback_address(address: str) -> bool:
-    """Whether Ray at ``host:port`` (or a bare host) listens on loopback only.
-
-    Ray binds its servers to loopback only when the node address is exactly 127.0.0.1 (or
-    ::1); any other address, 127.0.0.2 included, makes it listen on all interfaces.
-    """
+    """Whether Ray at ``host:port`` listens on loopback only: Ray binds to loopback only for
+    exactly 127.0.0.1 or ::1 (127.0.0.2 listens on all interfaces)."""
     return _host_of(address) in LOOPBACK_HOSTS
 
 
@@ -245,9 +218,8 @@ def _start_local(
 
 
 def _init(**options: Any) -> None:
-    """``ray.init``, stopped cleanly: Ctrl-C or SIGTERM during Ray's start (a minute or more on a
-    busy machine) ends what it started so far and goes on up (ray.init's own SIGTERM exit as
-    :class:`~tuner.errors.Terminated`; the driver's handler put back after it)."""
+    """``ray.init``; Ctrl-C or SIGTERM during Ray's start (a minute on a busy machine) ends what
+    it started so far."""
     try:
         with ray_internals.init_keeping_sigterm():
             ray.init(**options)
@@ -282,7 +254,6 @@ def _join(address: str, *, runtime_env: dict[str, Any] | None = None) -> Cluster
 
 
 def _resolve(address: str) -> str:
-    """``host:port`` of the cluster's GCS (``"auto"``: the cluster started on this machine)."""
     try:
         resolved = ray_internals.canonical_gcs_address(address)
     except ConnectionError as exc:  # "auto" found no running cluster
@@ -305,7 +276,6 @@ def _check_reachable(gcs_address: str) -> None:
 
 
 def _check_token(gcs_address: str) -> None:
-    """One authenticated request, so a refused token is reported as such (and in ms)."""
     try:
         ray_internals.read_gcs_session_name(gcs_address, timeout_s=CONNECT_TIMEOUT_S)
     except AuthenticationError:

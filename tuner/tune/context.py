@@ -1,7 +1,5 @@
-"""What every step of one search is handed, :class:`SearchContext`, and the metadata a new
-search starts with (its options, paths and a resume's options are the experiment's:
-:mod:`tuner.experiment.options`, :mod:`tuner.experiment.paths`).
-"""
+"""What every step of one search is handed (:class:`SearchContext`), and the metadata a new
+search starts with."""
 
 from __future__ import annotations
 
@@ -28,8 +26,6 @@ __all__ = ["SearchContext", "now", "start_metadata", "study_attrs"]
 
 @dataclass(frozen=True)
 class SearchContext:
-    """One search as its steps see it, built once by :func:`tuner.tune.run.plan_search`."""
-
     options: SearchOptions
     space: SearchSpace
     plan: SearchPlan
@@ -78,8 +74,7 @@ def start_metadata(
 
 
 def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:
-    """What optuna-dashboard shows about the study (the question and the machine), taken from
-    the search's metadata."""
+    """What optuna-dashboard shows about the study: the question and the machine."""
     env, resources = metadata["environment"], metadata["resources_per_trial"]
     return {
         **{key: metadata[key] for key in ("space", "workload_kind", "workload", "objective")},
@@ -95,7 +90,6 @@ def study_attrs(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _environment() -> dict[str, Any]:
-    """Hardware and library versions of the driver (trials report their own device)."""
     import optuna
     import ray
     import timm

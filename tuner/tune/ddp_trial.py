@@ -1,25 +1,12 @@
 """Data-parallel trials: one Tune trial trains on N ranks (``tuner search --world-size``).
 
-A trial of world size N asks Tune for N bundles (one per rank; PACK, or SPREAD with
-``--spread-workers``). Its trainable's own process is rank 0: it runs the one-process trial
-(:class:`tuner.tune.trainable._TrialRun`) and reports to Tune, checkpoints and restores as a
-one-process trial does. Ranks 1..N-1 run the same trial on warm workers
-(:mod:`tuner.tune.rank_pool`) in the trial's other bundles, over a torch process group (nccl
-on GPUs, gloo on CPUs); the engine sees the group and trains data-parallel. Rank 0 alone reads
-and writes the probe cache and broadcasts what it read, so every rank runs the same probes.
-
-Tune reuses a trainable's process for the next trial of the same world size, and its workers
-with it: their processes, imports and process group are a first trial's fixed cost only
-(bench/data_parallel_overhead.py). Ray Train started a new worker group for every trial: it
-cannot hand a running group to a new trainer.
-
-Every rank reports at the same points; at each, rank 0's ``tune.report`` answers whether Tune
-stopped the trial (early stopping), and rank 0 broadcasts that answer: a stopped trial ends on
-every rank at the same report, and its workers serve the next trial. A rank that fails or dies
-ends its pool (the others are killed: none waits in a collective), and the trial's attempt
-with it; Tune retries it from its latest checkpoint, on a new pool. A deterministic error (bad
-input, or a run the engine ended with an error) is reported as final with its checkpoint and
-raised on every rank; each retry raises it from the checkpoint before any worker starts.
+A trial asks Tune for N bundles (PACK, or SPREAD with ``--spread-workers``). Its own process is
+rank 0 and reports, checkpoints and restores as a one-process trial does; ranks 1..N-1 run the
+same trial on warm workers (:mod:`tuner.tune.rank_pool`), which Tune's reuse of rank 0's
+process keeps for the next trial (Ray Train cannot hand a running group to a new trainer).
+Rank 0 alone reads the probe cache and broadcasts what it read, so every rank runs the same
+probes. At each report rank 0 broadcasts whether Tune stopped the trial, so every rank ends at
+the same report. A deterministic error is reported as final and raised on every rank.
 """
 
 from __future__ import annotations
@@ -55,9 +42,7 @@ __all__ = ["RankStopped", "run_rank", "run_ranked_trial", "trainable"]
 
 
 def trainable(context: TrialContext, plan: SearchPlan) -> Any:
-    """The search's trainable when trials span ranks: N bundles of one rank's resources each
-    (N: the trial's ``world_size`` parameter, else the plan's), so the plan's concurrency
-    counts whole groups."""
+    """The search's trainable when trials span ranks: N bundles of one rank's resources each."""
     resources = {"CPU": plan.cpus_per_trial, "GPU": plan.gpus_per_trial}
     bundle = {k: v for k, v in resources.items() if v > 0}
     driver = tune.with_parameters(
@@ -69,7 +54,7 @@ def trainable(context: TrialContext, plan: SearchPlan) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class _Bundles:
-    """A trial's resources from its config: one bundle per rank."""
+    """One bundle per rank (N: the trial's ``world_size`` parameter, else the plan's)."""
 
     bundle: dict[str, float]
     world_size: int  # unless the trial's ``world_size`` parameter says
@@ -81,7 +66,6 @@ class _Bundles:
 
 
 def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: str) -> None:
-    """Ray Tune function trainable: rank 0 of the trial, here, and the others on the pool."""
     allow_slow_trial_exit()  # a stopped trial's ranks unwind before Tune reuses the process
     asked = time.time()
     resources = tune.get_context().get_trial_resources()
@@ -102,7 +86,6 @@ def run_ranked_trial(config: dict[str, Any], *, context: TrialContext, backend: 
 
 
 def run_rank(rank: int, world_size: int, trial: dict[str, Any], checkpoint: Any) -> str:
-    """Rank ``rank`` (> 0) of one trial, on a pool's worker: how it ended."""
     run = RankRun(trial["context"], rank=rank, world_size=world_size, checkpoint=checkpoint)
     try:
         _run(run, trial["config"])
@@ -114,26 +97,23 @@ def run_rank(rank: int, world_size: int, trial: dict[str, Any], checkpoint: Any)
 
 
 class RankStopped(BaseException):
-    """Raised on a rank > 0 at the report where Tune stopped rank 0's trial. A BaseException,
-    as Tune's own stop is: the engine's error handling must not take it for a failed run."""
+    """Tune stopped rank 0's trial at this report. A BaseException, as Tune's own stop is: the
+    engine must not take it for a failed run."""
 
 
 class RankRun(_TrialRun):
-    """A trial's run on one rank: rank 0 reports through Tune, every rank follows its stop."""
-
     def __init__(
         self, context: TrialContext, *, rank: int, world_size: int, checkpoint: Any = None
     ) -> None:
         self.rank, self.world_size, self.checkpoint = rank, world_size, checkpoint
-        cache = ActorStore(context.cache_namespace, _trial_id()) if rank == 0 else NullStore()
-        super().__init__(context, _GroupStore(cache, world_size))
+        store = ActorStore(context.actor_namespace, _trial_id()) if rank == 0 else NullStore()
+        super().__init__(context, _GroupStore(store, world_size))
 
     group_asked_unix_s: float | None = None  # when the trial asked for its ranks
     warm = False  # the ranks were an earlier trial's
     rank_envs: list[dict[str, str]] | None = None  # each rank's layout variables (rank_layout)
 
     def _begun(self) -> None:
-        """Rank 0: how long the group took to start, into the phase log and the console."""
         if self.rank != 0 or self.group_asked_unix_s is None or self.world_size == 1:
             return
         took = time.time() - self.group_asked_unix_s
@@ -151,9 +131,8 @@ class RankRun(_TrialRun):
         return super()._trial_dir() if self.rank == 0 else None  # one copy: every rank fails alike
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
-        """A deterministic error is reported on every rank (all raise it). Any other is not: a
-        rank that died leaves the group unable to take the report, and the attempt's error
-        (Tune's error.txt) names the rank; Tune retries from the checkpoint, as Ray Train did."""
+        """A deterministic error is reported on every rank. Any other is not: a dead rank leaves
+        the group unable to take the report, and Tune's error.txt names it."""
         if final or self.world_size == 1:
             super().report_error(exc, final=final)
 
@@ -161,7 +140,6 @@ class RankRun(_TrialRun):
         return self.rank == 0 and super()._checkpoint_due()  # the others' would go unused
 
     def _emit(self, report: dict[str, Any], checkpoint: Any) -> None:
-        """Rank 0 reports; every rank then learns whether Tune stopped the trial there."""
         rank_beat.note_step(int(report.get(record.STEP) or 0))  # the next heartbeat's step
         if self.rank > 0:
             if self._decide(stop=False):
@@ -184,11 +162,9 @@ class RankRun(_TrialRun):
 
 @dataclasses.dataclass(frozen=True)
 class _GroupStore(NullStore):
-    """The probe cache as a rank sees it: keyed per world size, read and written by rank 0
-    alone (``cache``; the others' is a :class:`NullStore`), which broadcasts what it read. Every
-    rank must run the same probe runs, but a budget decides from each rank's own clock: the
-    rest is :class:`NullStore`'s, a group's probes unbounded and unclaimed (README), and its
-    step time, the whole group's, no prior of a one-process run."""
+    """The probe cache as a rank sees it: keyed per world size, read by rank 0 alone (``cache``),
+    which broadcasts what it read. The rest is :class:`NullStore`'s: a budget would decide from
+    each rank's own clock, and every rank must run the same probe runs (README)."""
 
     cache: TrialStore
     world_size: int

@@ -1,12 +1,9 @@
 """The start-up design: the first trials cover every level of each unconditional categorical knob.
 
-Left to TPE, 8 trials with 2 random start-up ones sampled ``norm=group`` 8 times of 8, so
-BatchNorm vs GroupNorm, the comparison people run this tool for, was never made. So the search
-first enqueues ``m`` trials (the most levels any categorical knob has), in a mixed-radix
-arrangement that keeps two-level knobs orthogonal where ``m`` rows allow; a conditional knob
-(``gn_groups``) cycles through its levels where it applies; numeric ones are the sampler's.
-Each factor's level order is shuffled with the search's seed, so which levels meet in a row is
-not fixed by how the space lists its choices.
+Left to TPE, 8 trials sampled ``norm=group`` 8 times of 8: BatchNorm vs GroupNorm was never
+compared. So the search first enqueues ``m`` trials (the most levels any knob has), mixed-radix
+(two-level knobs orthogonal where ``m`` rows allow), each factor's levels shuffled by the seed;
+a conditional knob cycles through its levels; numeric ones are the sampler's.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ __all__ = ["startup_design"]
 def startup_design(
     profile: SpaceProfile, *, budget: int | None, seed: int = 0
 ) -> list[dict[str, Any]]:
-    """Partial parameter dicts to enqueue first (at most ``budget`` of them)."""
     rng = random.Random(seed)
     factors = sorted(
         (

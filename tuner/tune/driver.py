@@ -1,8 +1,7 @@
-"""One search's start and stop, owned in one place: :class:`SearchDriver` takes the folder (the
-driver lock), runs the checks before Ray, calls the steps on Ray (:mod:`tuner.tune.run`) in
-order, writes the metadata's end, holds the one handler of Ctrl-C and SIGTERM and says the
-console's lines around the steps, the report's included. ``tuner.search()`` and ``tuner search``
-run it (:func:`tuner.api.run_options`). Ray, torch and pandas load after the checks.
+"""One search's start and stop, owned in one place (:class:`SearchDriver`): the driver lock,
+the checks before Ray, the steps on Ray (:mod:`tuner.tune.run`) in order, the metadata's end,
+the one handler of Ctrl-C and SIGTERM, and the console. Ray, torch and pandas load after the
+checks.
 """
 
 from __future__ import annotations
@@ -73,8 +72,8 @@ class SearchDriver:
 
     @contextlib.contextmanager
     def _handler(self) -> Iterator[None]:
-        """The one handler of Ctrl-C and SIGTERM, the process's own put back after the search
-        (signal handlers belong to the main thread: elsewhere the caller's stay)."""
+        """The one handler of Ctrl-C and SIGTERM, the process's own put back after (in the main
+        thread only, where signal handlers belong)."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -86,9 +85,8 @@ class SearchDriver:
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """SIGTERM (SLURM, Kubernetes, systemd) does what Ctrl-C does now: inside ``Tuner.fit``
-        Tune's own SIGINT handler (the trials stopped and saved), elsewhere
-        :class:`~tuner.errors.Terminated`, a ``KeyboardInterrupt`` (exit 143)."""
+        """SIGTERM (SLURM, Kubernetes) does what Ctrl-C does: Tune's SIGINT handler inside the fit,
+        elsewhere :class:`~tuner.errors.Terminated`, a ``KeyboardInterrupt`` (exit 143)."""
         self.signals.append(signum)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
@@ -99,7 +97,6 @@ class SearchDriver:
         raise Terminated
 
     def _checked(self, prepared: Prepared) -> SearchResult:
-        """The search, its checks passed and its folder held: Ray, the trials, the report."""
         if prepared.options.mlflow:  # before any trial runs: a search must not start untracked
             from tuner.tune.mlflow_logger import check_tracking_uri
 
@@ -158,10 +155,10 @@ class SearchDriver:
         started: float,  # time.time() when the search began (after Ray started)
         began: float,  # time.perf_counter() when the command began
     ) -> SearchResult:
-        """The steps after the trials (a Ctrl-C there keeps what finished and goes on to the
-        end), the metadata's end and the summary."""
+        """The steps after the trials (a Ctrl-C there keeps what finished), the end, the summary."""
         from tuner.report.console import print_summary
         from tuner.tune import run
+        from tuner.tune.target_clients import tell_time_to_target
 
         self._phase = _AFTER
         alone = trials.finished and search.plan.max_world_size == 1  # both measure one process
@@ -188,15 +185,16 @@ class SearchDriver:
         experiment = experiment.with_effects(update_metadata(self.paths.local, **end, **record))
         self.paths.upload()
         resumed = run.resumed(experiment, started, trials.orphans) if self.options.resume else None
-        run.tell_time_to_target_or_warn(experiment, answer, self.paths)
+        tell_time_to_target(
+            experiment, answer, study_name=self.paths.name, study_url=self.paths.study_url
+        )
         print_summary(experiment, answer, paths=self.paths, state=state, resumed=resumed)
         terminated = signal.SIGTERM in self.signals
         return SearchResult(experiment, answer, state=state, terminated=terminated)
 
     def _stopped(self) -> None:
-        """A Ctrl-C or SIGTERM before the trials ended. Before the search began (its checks,
-        Ray's start): nothing kept or changed, said. After: the experiment marked interrupted,
-        the summary so far (once Tune's start began), and the command that goes on."""
+        """A stop before the trials ended: before the search began nothing is kept; after, the
+        experiment is marked interrupted, with the summary so far and the command that goes on."""
         paths = self.paths
         if self._phase != _CHECKS and (paths.local / METADATA_FILE).is_file():
             from tuner.tune.run import mark_interrupted
@@ -224,7 +222,6 @@ class SearchDriver:
 
 
 def summary_so_far(paths: ExperimentPaths) -> None:
-    """Ctrl-C before the trials ended: what finished, and the exact command to go on."""
     from tuner.answer import decide
     from tuner.experiment import load_experiment  # pandas: not before the checks
     from tuner.report.console import print_summary
@@ -255,9 +252,7 @@ def _write_report(result: SearchResult, out_dir: Path) -> Path | None:
 
 
 def _log_to_mlflow(result: SearchResult, report: Path | None) -> None:
-    """With --mlflow (this run's or, on --resume, the experiment's): the recommended config and
-    its figures, and the report files, go to the search's parent run. A failing MLflow costs
-    nothing but a warning."""
+    """With --mlflow: the pick and the report to the search's parent run (a failure: a warning)."""
     uri = (result.experiment.metadata.get("options") or {}).get("mlflow")
     if not uri:
         return

@@ -1,25 +1,20 @@
 """Multi-objective asynchronous successive halving under a constraint (Ray-free core).
 
-Ray's schedulers stop trials on one metric and Optuna's pruners are single-objective; a search
-for the best throughput/accuracy trade-off under a memory budget needs both objectives and the
-constraint at once. This is ASHA where the rank at a rung is the **non-dominated rank** (as in
-MOASHA, Schmucker et al. 2021), infeasible trials behind every feasible one:
+Ray's schedulers stop trials on one metric and Optuna's pruners are single-objective; the
+throughput/accuracy trade-off under a memory budget needs both objectives and the constraint.
+This is ASHA ranked by **non-dominated rank** (MOASHA, Schmucker et al. 2021), infeasible last:
 
-- rungs are report indices ``grace * eta**k``; by default ``grace`` is a third of a trial's
-  evaluations, rounded up (the 2nd of 5), and ``eta = 3``;
-- a trial reaching a rung joins the rung's record. It goes on if no trial recorded there
-  dominates it (a point of the current front is never stopped), or if it sits in the best
-  ``ceil(n / eta)`` of the ``n`` recorded there, ordered by feasibility, then non-dominated
-  front, then crowding distance inside a front (spread-out points first);
-- decisions are asynchronous: a trial is judged against those that reached the rung before it,
-  never waits, and is never resumed once stopped;
-- Hyperband's hedge (Ray's ``AsyncHyperBandScheduler(brackets=)``): with ``brackets=2`` every
-  4th trial to report (not drawn at random, so a replay and a search stay in step) runs in a
-  second bracket whose rungs start ``eta`` times later, judged only against that bracket's
-  trials; why, measured: bench/README.md.
+- rungs are report indices ``grace * eta**k`` (by default the first after a third of a
+  trial's evaluations, ``eta = 3``);
+- a trial at a rung goes on if no trial recorded there dominates it, or if it sits in the best
+  ``ceil(n / eta)`` of the ``n`` there (feasibility, front, then crowding distance), judged
+  against those before it, never resumed once stopped;
+- Hyperband's hedge: with ``brackets=2`` every 4th trial to report (not random, so a replay and
+  a search stay in step) runs in a second bracket whose rungs start ``eta`` times later
+  (why, measured: bench/README.md).
 
-:class:`ParetoHalving` only records and decides; the Ray adapter is
-:class:`tuner.tune.scheduler.ParetoASHA`, and ``bench/search_replay.py`` replays it offline.
+The Ray adapter is :class:`tuner.tune.scheduler.ParetoASHA`; ``bench/search_replay.py``
+replays it offline.
 """
 
 from __future__ import annotations
@@ -37,16 +32,9 @@ __all__ = ["ParetoHalving", "crowding_distance"]
 
 @dataclass
 class ParetoHalving:
-    """Successive halving by non-dominated rank.
-
-    Args:
-        directions: per objective, ``"max"`` or ``"min"``.
-        grace: the first rung (report index).
-        eta: the reduction factor: about 1 in ``eta`` trials goes on past each rung.
-        max_reports: no rung at or beyond this report index (the trial's end).
-        brackets: bracket ``b`` starts its rungs at ``grace * eta**b`` and takes every
-            ``4**b``-th trial to report (the largest ``b`` that divides).
-    """
+    """Successive halving by non-dominated rank: about 1 in ``eta`` trials goes on past each
+    rung, none at or beyond ``max_reports``; bracket ``b`` starts at ``grace * eta**b`` and
+    takes every ``4**b``-th trial to report."""
 
     directions: Sequence[str]
     grace: int = 1
@@ -61,14 +49,12 @@ class ParetoHalving:
 
     @classmethod
     def for_trials_of(cls, directions: Sequence[str], evaluations: int | None) -> ParetoHalving:
-        """The default for trials of ``evaluations`` reports: the first rung after a third of
-        them (accuracy after the first fifth of a run says little about where it ends; measured
-        in bench/search_replay.py), then every ``eta`` times further; ``eta = 3``."""
+        """The first rung after a third of ``evaluations`` (accuracy after a fifth says little of
+        the end: bench/search_replay.py), ``eta = 3``."""
         grace = max(1, math.ceil(evaluations / 3)) if evaluations else 1
         return cls(list(directions), grace=grace, eta=3, max_reports=evaluations, brackets=2)
 
     def bracket(self, trial_id: str) -> int:
-        """The trial's bracket, fixed when it first reports."""
         if trial_id not in self.bracket_of_trial:
             n = len(self.bracket_of_trial) + 1
             self.bracket_of_trial[trial_id] = max(b for b in range(self.brackets) if n % 4**b == 0)
@@ -81,7 +67,6 @@ class ParetoHalving:
     def continues(
         self, trial_id: str, report: int, values: Sequence[float], feasible: bool
     ) -> bool:
-        """Whether the trial goes on after its ``report``-th report (``True``: continue)."""
         bracket = self.bracket(trial_id)
         if report not in self.rungs(bracket):
             return True

@@ -1,9 +1,6 @@
-"""``--mlflow URI``: Ray's MLflow logger by training step, every trial run nested under the
-search's parent run, which gets the recommendation and the report at the end (what is logged:
-README, "MLflow"). Imported only when a search is tracked: it imports ``mlflow``.
-
-MLflow never stops a search: the URI is tried before any trial runs (:func:`check_tracking_uri`),
-and a store that fails later costs one warning line, after which the search goes on untracked.
+"""``--mlflow URI``: Ray's MLflow logger by training step, each trial's run nested under the
+search's parent run, which gets the recommendation and the report at the end (README, "MLflow").
+The URI is tried before any trial runs; a store that fails later costs one warning line.
 """
 
 from __future__ import annotations
@@ -42,9 +39,6 @@ _TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
 class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
-    """Ray's MLflow logger with the training step as MLflow's step (once per step) and every
-    trial run nested under the search's parent run."""
-
     _client, _failed = "MLflow", False  # for tracking.guarded
 
     def __init__(self, tracking_uri: str, *, experiment_name: str, tags: dict[str, str]) -> None:
@@ -52,8 +46,7 @@ class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
         self._run_ids: dict[str, str] = {}  # trial id -> MLflow run id, across --resume
 
     def get_state(self) -> dict[str, Any] | None:
-        """What Ray keeps in its experiment checkpoint: a resumed search goes on in the same
-        MLflow runs, without writing a step twice."""
+        """Kept in Ray's experiment checkpoint: a resumed search goes on in the same runs."""
         runs = {
             trial.trial_id: run_id for trial, run_id in getattr(self, "_trial_runs", {}).items()
         }
@@ -104,7 +97,7 @@ class StepMLflowLoggerCallback(tracking.StepLogger, MLflowLoggerCallback):
 
 
 def check_tracking_uri(tracking_uri: str) -> None:
-    """Reach the tracking store once, with no retries (a search must not start untracked).
+    """Reach the tracking store once, with no retries: a search must not start untracked.
 
     Raises:
         TunerError: the store cannot be reached or opened.
@@ -128,7 +121,6 @@ def check_tracking_uri(tracking_uri: str) -> None:
 
 
 def _parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str:
-    """The id of the search's parent run, made on first use (a resumed search finds it)."""
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found else client.create_experiment(experiment)
@@ -144,14 +136,9 @@ def _parent_run(tracking_uri: str, experiment: str, tags: dict[str, str]) -> str
 def log_report(
     tracking_uri: str, experiment: Experiment, answer: Answer, report_dir: Path | None
 ) -> str:
-    """Close the search's parent run with what the search decided: the recommended trial's id
-    (the tag ``recommended.trial_id``), its finite numbers (the metrics ``recommended.<name>``),
-    what it ran (``Experiment.configs``: the params ``recommended.<name>``), and the files of
-    ``report_dir`` (the run's artifacts).
-
-    Returns:
-        ``"<tracking URI>, experiment <name>, run <id>"``.
-    """
+    """Close the search's parent run with the recommended trial (its id as a tag, its numbers
+    as metrics, its config as params, ``recommended.<name>``) and the report's files; return
+    where, for the console."""
     pick = answer.recommended
     space = Path(str(experiment.metadata.get("space"))).stem
     run_id = _parent_run(
@@ -173,10 +160,8 @@ def log_report(
 def log_time_to_target(
     tracking_uri: str, experiment_name: str, trials: Mapping[str, Mapping[str, Any]]
 ) -> int:
-    """Every trial's time to target (``trials``: trial id -> the figures, None where missing),
-    known only once the search's answer is, into the trial's own run, which has ended: its
-    numbers as metrics at step 0, a text (where the estimate's images/s came from) as a tag,
-    under the same names W&B's summary and trials.csv use. Returns how many runs got them."""
+    """Every trial's time to target into its own (ended) run: numbers as metrics at step 0,
+    texts as tags; how many runs got them."""
     client = MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment_name)
     if found is None:
@@ -201,7 +186,6 @@ def log_time_to_target(
 
 
 def _figures(row: Mapping[str, Any]) -> list[Metric]:
-    """The finite numbers of the pick's row (flags and text are no figures)."""
     numbers = {name: finite_or_none(value) for name, value in row.items()}
     return [
         Metric(f"{_RECOMMENDED}.{name}", value, 0, 0)

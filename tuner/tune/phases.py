@@ -1,7 +1,5 @@
-"""A trial's phase log: one JSON line per phase in its folder (``phases.jsonl``), so a trial's
-folder says where its time went: a worker group's start-up (``group_start``), the setup before
-its speed probes (the process's one-time costs), each speed-probe run (build, warm-up, steps),
-the feasibility check, training, each evaluation, and the end of the run with its parts."""
+"""A trial's phase log: one JSON line per phase in its folder (``phases.jsonl``), saying where
+its time went."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ _log = logging.getLogger(__name__)
 
 
 class PhaseLog:
-    """Appends ``{"t": unix time, "since_start_s": ..., "part": ..., ...}`` lines; a folder
-    that cannot be written (none: a unit test; a full disk) costs the log, never the trial."""
+    """A folder that cannot be written costs the log, never the trial."""
 
     def __init__(self, folder: str | None, started_unix_s: float) -> None:
         self.path = None if folder is None else Path(folder) / PHASES_FILE
@@ -41,7 +38,6 @@ class PhaseLog:
 
 
 def read_phases(folder: Path) -> list[dict[str, Any]]:
-    """The phase log of a trial folder (empty when it has none, or a line is damaged)."""
     try:
         return [json.loads(line) for line in (folder / PHASES_FILE).read_text().splitlines()]
     except (OSError, ValueError):

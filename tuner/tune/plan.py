@@ -56,7 +56,7 @@ class SearchPlan:
 def make_plan(
     options: SearchOptions, space: SearchSpace, *, node_cpus: list[float], total_gpus: float
 ) -> SearchPlan:
-    """Decide resources (one whole GPU per trial by default) and the workload.
+    """Resources (one whole GPU per trial by default) and the workload.
 
     Raises:
         TunerError: resources that no node can give, or a workload override that is invalid.
@@ -86,8 +86,7 @@ def make_plan(
 
 
 def draft_plan(options: SearchOptions, space: SearchSpace, *, cuda: bool) -> SearchPlan:
-    """The plan's deterministic part (workload, budget) for a kind of device, with placeholder
-    resources (one trial, one CPU): enough for the checks that need no cluster.
+    """The plan's part that needs no cluster, with placeholder resources.
 
     Raises:
         TunerError: a workload override that is invalid, a workload the space lacks.
@@ -129,10 +128,8 @@ class SpaceProfile:
 
 
 def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
-    """Sample the space (random sampler, throwaway study), build every config, and profile it.
-
-    Sampling does no work (spaces only call ``trial.suggest_*``), so 64 samples cost
-    milliseconds and show every categorical choice and which parameters are conditional.
+    """Sample the space 64 times (milliseconds: spaces only call ``trial.suggest_*``), build
+    every config, and profile it.
 
     Raises:
         TunerError: the space returns something the engine cannot build.
@@ -177,7 +174,6 @@ def check_space(space: SearchSpace, plan: SearchPlan) -> SpaceProfile:
 
 
 def _pinned(space: SearchSpace, plan: SearchPlan, study: optuna.Study) -> list[str]:
-    """The ``--set`` names the space would sample or return: those the pins took out of it."""
     names: set[str] = set()
     for _ in range(16):
         trial = study.ask()
@@ -196,7 +192,6 @@ def _num_samples(options: SearchOptions, space: SearchSpace, kind: str) -> int:
 
 
 def _space_max_world_size(space: SearchSpace, *, cuda: bool) -> int:
-    """The largest value of the space's ``world_size`` parameter (1 without one)."""
     import optuna
 
     study = _random_study()
@@ -215,10 +210,8 @@ def _space_max_world_size(space: SearchSpace, *, cuda: bool) -> int:
 def _worker_groups(
     options: SearchOptions, workers: int, gpus: float, total_gpus: float, node_cpus: list[float]
 ) -> tuple[int, float]:
-    """Concurrency and CPUs per worker of data-parallel trials: as many trials at a time as
-    whole worker groups fit, so no trial starts and then waits for half its workers (Tune
-    reserves a trial's bundles, one per rank, all at once; the trial's own process is rank 0).
-    Packed groups must fit on one node each; spread groups anywhere."""
+    """Concurrency and CPUs per worker: as many trials at a time as whole worker groups fit
+    (packed on one node each, or spread), so no trial waits for half its workers."""
     cpus = options.cpus_per_trial or max(1.0, float(min(node_cpus) // workers))
     if options.spread_workers:
         fit_cpus = int(sum(node_cpus) // (cpus * workers))
@@ -244,8 +237,8 @@ def _worker_groups(
 def _one_process_trials(
     options: SearchOptions, gpus: float, total_gpus: float, node_cpus: list[float]
 ) -> tuple[int, float]:
-    """Concurrency and CPUs per trial: on CPUs one trial per node, so trials do not share
-    cores; on GPUs as many as they hold. The smallest node's CPUs split between its trials."""
+    """Concurrency and CPUs per trial: on CPUs one trial per node (no shared cores), on GPUs as
+    many as they hold."""
     if gpus > 0:
         concurrency = options.concurrency or max(1, int(total_gpus // gpus))
         per_node = math.ceil(total_gpus / len(node_cpus) / gpus)
@@ -257,7 +250,6 @@ def _one_process_trials(
 
 
 def _random_study() -> optuna.Study:
-    """A throwaway in-memory study that samples a space at random (seeded): sampling is free."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,8 +1,6 @@
-"""Deterministic errors found in the driver, before any trial starts: a bad workload fails
-every trial the same way, so retrying it wastes the whole budget and buries the one line that
-matters under Ray's tracebacks. :func:`check_search` runs every check that needs no cluster,
-inside the driver lock (:class:`tuner.tune.driver.SearchDriver`), those that need only the
-space before torch and Ray are imported: a usage error answers in about a second.
+"""Deterministic errors found in the driver before any trial: a bad workload fails every trial
+alike, wasting the budget and burying the one line under Ray's tracebacks. :func:`check_search`
+runs every check that needs no cluster, the space's before torch and Ray are imported.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ __all__ = [
 def check_workload(
     plan: SearchPlan, profile: SpaceProfile, *, max_memory_bytes: int | None = None
 ) -> None:
-    """Raise ``TunerError`` (one line) for a workload no trial could run.
+    """Raise for a workload no trial could run.
 
     Raises:
         TunerError: missing/malformed data, unknown model, a batch size larger than the
@@ -84,9 +82,8 @@ _MODEL_FIELDS = frozenset({"model", "model_kwargs", "num_classes"})
 
 
 def _check_memory_floor(model: torch.nn.Module, name: str, budget: int) -> None:
-    """Refuse a ``--max-memory`` below the training state every trial holds, whatever it
-    samples: the weights, as many bytes of gradients and AdamW's two moments (4 x the weights;
-    both meters count them, tuner.engine.meters). Every trial would train only to be rejected."""
+    """Refuse a ``--max-memory`` below what every trial holds: weights, gradients and AdamW's
+    two moments (4 x the weights, as both meters count them)."""
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     floor = 4 * weights
     if budget < floor:
@@ -99,10 +96,9 @@ def _check_memory_floor(model: torch.nn.Module, name: str, budget: int) -> None:
 
 
 def check_equal_budget(profile: SpaceProfile, space_name: str) -> None:
-    """Refuse a budget or an evaluation cadence in steps over trials of different batch sizes:
-    they would be compared (at the rungs, on the front, in the answer) after different numbers
-    of images, and accuracy would rank how much data a trial saw (issue 47). Refused rather
-    than converted: which batch a step count was meant for is not known.
+    """Refuse a budget or evaluation cadence in steps over several batch sizes: trials would be
+    compared after different numbers of images (issue 47). Not converted: which batch a step
+    count was meant for is not known.
 
     Raises:
         TunerError: naming the setting, the batch sizes and the fix.
@@ -120,14 +116,11 @@ def check_equal_budget(profile: SpaceProfile, space_name: str) -> None:
 
 
 def _choices(profile: SpaceProfile, plan: SearchPlan, name: str) -> list[Any]:
-    """Every value the search can give ``name``: what the space returned, else the workload's."""
     return profile.values.get(name) or [plan.workload.get(name, getattr(TrainConfig(), name))]
 
 
 @dataclass(frozen=True)
 class Checked:
-    """What the checks before Ray found, for the device the driver expects."""
-
     cuda: bool
     profile: SpaceProfile
     earlier: Experiment | None  # --warm-start's experiment
@@ -135,9 +128,7 @@ class Checked:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A search that passed every check before Ray, its driver lock held: its options (on
-    --resume, the experiment's own), space, folder, what the checks found (None on --resume:
-    the metadata has it), and when the command began."""
+    """A search that passed every check before Ray (``checked``: None on --resume)."""
 
     options: SearchOptions
     space: SearchSpace
@@ -147,8 +138,7 @@ class Prepared:
 
 
 def check_search(options: SearchOptions, paths: ExperimentPaths, began: float) -> Prepared:
-    """The checks of a search whose folder its driver holds: its space, and on a new search
-    every check before Ray (:func:`check_before_ray`).
+    """The space, and on a new search every check before Ray.
 
     Raises:
         TunerError: the first problem found (usage: exit code 2).
@@ -160,10 +150,8 @@ def check_search(options: SearchOptions, paths: ExperimentPaths, began: float) -
 
 
 def check_before_ray(options: SearchOptions, space: SearchSpace) -> Checked:
-    """Every check of a new search that needs no cluster (the space builds, the data and the
-    model exist, each batch size fits, the memory budget holds the model, --warm-start names an
-    experiment of this space), for the device the trials will most likely get: a usage error
-    ends in seconds, before Ray starts."""
+    """Every check of a new search that needs no cluster, for the device the trials will most
+    likely get: a usage error ends in seconds, before Ray starts."""
     check_sampler(options.sampler, space.grid)  # before Ray, not at the sampler's making
     cuda = _expect_cuda(options)
     draft = draft_plan(options, space, cuda=cuda)
@@ -195,7 +183,6 @@ def _expect_cuda(options: SearchOptions) -> bool:
 def profile_for(
     space: SearchSpace, plan: SearchPlan, checked: Checked | None
 ) -> SpaceProfile | None:
-    """The space's profile for the planned device (None on resume: the metadata has it)."""
     if checked is None:
         return None
     if checked.cuda == plan.cuda:

@@ -1,8 +1,5 @@
-"""Console progress for the whole search: trials done/total with an ETA, the running trials'
-step and images/s as they report, a heartbeat in long trials, and the waits after the trials.
-
-Plain lines (``[  done/total  elapsed, eta ...] <event> <trial_id>  ...``) go to logs and CI;
-on a terminal the running trials' state is one live line, rewritten in place, below them.
+"""Console progress: trials done/total with an ETA, the running trials' step and images/s, a
+heartbeat, and the waits after the trials. On a terminal the running trials are one live line.
 """
 
 from __future__ import annotations
@@ -47,11 +44,9 @@ _KIND_WIDTH = max(len(kind) for kind in record.KINDS)
 
 
 class ProgressPrinter(Callback):
-    """Prints ``[done/total elapsed, eta] kind trial  img/s  acc  peak`` as trials finish, the
-    kind in the record's words (:func:`tuner.record.classify`). ``done`` counts the trials a
-    resumed search had finished before too; the ETA is from the trials finished in this run.
-    ``total``: the trial count, read again from the metadata of ``experiment_dir`` at each run
-    (a resume may have raised it: tuner.experiment.limits)."""
+    """Prints ``[done/total elapsed, eta] kind trial  img/s  acc  peak`` as trials finish.
+    ``done`` counts a resumed search's earlier trials too; ``total`` is read again from the
+    metadata at each run (a resume may have raised it)."""
 
     def __init__(
         self,
@@ -61,7 +56,7 @@ class ProgressPrinter(Callback):
         experiment_dir: Path | None = None,
         probe_share: float | None = None,
         probes_unbounded: bool = False,
-        cache_namespace: str = "",
+        actor_namespace: str = "",
         time_budget_s: float | None = None,
     ) -> None:
         self.total = total
@@ -69,12 +64,11 @@ class ProgressPrinter(Callback):
         self.limits_dir = None if experiment_dir is None else str(experiment_dir)
         self.probe_share = probe_share  # None: no speed probes, or not bounded
         self.probes_unbounded = probes_unbounded
-        self.cache_namespace = cache_namespace  # where the running trials' activity is told
+        self.actor_namespace = actor_namespace  # where the running trials' activity is told
         self.time_budget_s = time_budget_s  # the search's (the ETA never passes its end)
         self.setup()
 
     def setup(self, **info: Any) -> None:
-        """Each run (also a resumed one, which unpickles this callback) counts from now."""
         limits = read_limits(self.limits_dir) if getattr(self, "limits_dir", None) else None
         if limits is not None:
             self.total = limits.sample_budget
@@ -92,10 +86,9 @@ class ProgressPrinter(Callback):
         self.reported: dict[str, float] = {}  # trial id -> when its latest report came (Unix s)
         self.gaps: dict[str, float] = {}  # trial id -> seconds between its last two reports
         self.last_activity = 0.0
-        self._asked: Any = None  # the pending ask of the probe cache (a Ray object ref)
+        self._asked: Any = None  # the pending ask of the trials' actor (a Ray object ref)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Ray pickles this callback with the experiment: a pending ask is not kept."""
         return {**self.__dict__, "_asked": None}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -136,15 +129,12 @@ class ProgressPrinter(Callback):
         self._finished(trials, trial, crashed=True)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        """A failed attempt Tune retries from the trial's checkpoint: one line, what failed
-        and which attempt starts now."""
         self.running[trial.trial_id] = {}  # its last report is not a live speed any more
         what = failure_line(trial)
         self._print(f"retry  {trial.trial_id}  {attempt_text(trial)} from its checkpoint: {what}")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        """The trials the search's end (its time budget) stopped half-way: Ray ends them with
-        no ``on_trial_complete``, so they are told here, as incomplete."""
+        """The trials the search's end cut: Ray ends them with no ``on_trial_complete``."""
         ended = self.ended | self.ended_before
         for trial in cut_at_end(trials, started=self.started, ended=ended):
             self._finished(trials, trial, crashed=False, cut=True)
@@ -154,7 +144,6 @@ class ProgressPrinter(Callback):
         return len(self.ended | self.ended_before)
 
     def _count_before(self, trials: list) -> None:
-        """Trials that had ended before this run (restored as ended) count as done."""
         if not self.ended and not self.ended_before:
             self.ended_before = {t.trial_id for t in trials if t.is_finished()}
 
@@ -182,8 +171,8 @@ class ProgressPrinter(Callback):
         self._print(line)
 
     def _eta(self, elapsed: float) -> str:
-        """From the trials ended in this run (their probes included), and never shorter than
-        a running trial has already run (one stuck in probes), nor past the search's end."""
+        """From the trials ended in this run, never shorter than a running trial has run, nor
+        past the search's end."""
         left = None if self.total is None else self.total - self.done
         if not self.ended or left is None or left <= 0:
             return ""
@@ -209,9 +198,8 @@ class ProgressPrinter(Callback):
     def _trial_text(
         self, trial_id: str, result: dict[str, Any], doing: tuple[str, float] | None
     ) -> str:
-        """A reporting trial's step and images/s; a trial silent well past its usual gap
-        between reports (a rank stalled, a slow evaluation) says how long, not a live speed,
-        and what it told it is doing since its last report (waiting on a rank)."""
+        """A reporting trial's step and images/s; one silent well past its usual gap says how
+        long instead, or what it told it is doing since (waiting on a rank)."""
         step = result.get(record.STEP)
         text = f"step {step if step is not None else '-'}"
         now, last = time.time(), self.reported.get(trial_id)
@@ -222,10 +210,10 @@ class ProgressPrinter(Callback):
         return f"{text} {_num(result.get('images_per_second'), '.1f')} img/s"
 
     def _ask_activity(self) -> None:
-        """What the running trials are doing (told to the trials' actor): asked
-        without waiting, the answer read at a later step (Tune's loop must not block)."""
+        """Asked of the trials' actor without waiting: Tune's loop must not block."""
         now = time.monotonic()
-        if not self.cache_namespace or now - self.last_activity < _ACTIVITY_S:
+        namespace = getattr(self, "actor_namespace", "")  # "": a printer an older tuner pickled
+        if not namespace or now - self.last_activity < _ACTIVITY_S:
             return
         self.last_activity = now
         try:
@@ -237,12 +225,11 @@ class ProgressPrinter(Callback):
                 self.doing = dict(ray.get(pending))
             from tuner.tune.trials_actor import connect_actor
 
-            self._asked = connect_actor(self.cache_namespace).activity.remote()
+            self._asked = connect_actor(namespace).activity.remote()
         except Exception:  # the console's detail only: an unanswered ask costs this line
             self._asked = None
 
     def _live(self) -> None:
-        """On a terminal: the running trials on one line, rewritten in place."""
         now = time.monotonic()
         if not _is_terminal(self._out) or now - self.last_live < _LIVE_S or not self.running:
             return
@@ -267,8 +254,7 @@ class ProgressPrinter(Callback):
 
 
 def wait_with_heartbeat(ref: Any, *, what: str, expected_s: float | None) -> Any:
-    """``ray.get(ref)``, with a line every ``HEARTBEAT_S`` saying how long ``what`` has run and,
-    from ``expected_s``, about how long it has left."""
+    """``ray.get(ref)``, with a line every ``HEARTBEAT_S``: how long, and about how long left."""
     start = time.monotonic()
     while True:
         ready, _ = ray.wait([ref], timeout=HEARTBEAT_S)
@@ -283,7 +269,6 @@ def wait_with_heartbeat(ref: Any, *, what: str, expected_s: float | None) -> Any
 
 
 def describe_params(config: dict[str, Any]) -> str:
-    """The searched part of a trial config, compactly: ``norm=group gn_groups=4 lr=3.1e-04``."""
     return " ".join(
         f"{key}={value:.2e}" if isinstance(value, float) else f"{key}={value}"
         for key, value in config.items()
@@ -292,8 +277,7 @@ def describe_params(config: dict[str, Any]) -> str:
 
 
 def _probe_text(result: dict[str, Any]) -> str:
-    """``  probes 3.1 s of 4.0 s`` (this trial's own speed probes against what it was
-    allowed), ``  probes: cached`` or nothing without probes."""
+    """``  probes 3.1 s of 4.0 s`` (spent of allowed), ``  probes: cache`` or nothing."""
     spent = result.get(record.SPEED_PROBE_TIME_S)
     if not isinstance(spent, int | float) or math.isnan(spent):
         return ""

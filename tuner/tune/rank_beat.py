@@ -1,12 +1,7 @@
-"""Heartbeats of a warm rank pool's ranks, through the group's own TCP store (rank 0 hosts it).
-
-Each rank 1..N-1 runs a thread that writes ``<count> <step>`` under its key every
-``BEAT_EVERY_S``; rank 0's watcher (:func:`tuner.tune.rank_pool.run_on_pool`) reads them. A
-rank whose count has not moved for ``STALL_S`` is stalled: its process is stopped (SIGSTOP),
-frozen, or cut off, and a collective would wait for it up to the group's timeout (30 minutes).
-A rank busy in a slow step, a loader or a collective still beats: its thread runs beside it.
-Through the store, not through Ray: Ray notices a stopped actor only when its gRPC keepalive
-times out (412 s in issue 49's trial), and the store reaches every node the group spans.
+"""Heartbeats of a warm rank pool's ranks through the group's own TCP store: each rank 1..N-1's
+thread writes ``<count> <step>`` every ``BEAT_EVERY_S``; one silent for ``STALL_S`` is stopped,
+frozen or cut off (a busy rank still beats). Not through Ray: Ray notices a stopped actor only
+when its gRPC keepalive times out (412 s in issue 49's trial).
 """
 
 from __future__ import annotations
@@ -30,13 +25,12 @@ _STEP = [0]  # this process's last reported step (RankRun._emit), sent with each
 
 
 def note_step(step: int) -> None:
-    """This rank reached ``step`` (its latest report): the next beat carries it."""
     _STEP[0] = int(step)
 
 
 def start_beating(store: Any, rank: int) -> threading.Event:
-    """Rank ``rank``'s heartbeat thread on ``store`` (its first beat written before this
-    returns, so a reader never waits for the key); set the returned event to end it."""
+    """Rank ``rank``'s heartbeat thread (its first beat written before this returns, so a reader
+    never waits for the key); set the returned event to end it."""
     done = threading.Event()
     store.set(_KEY.format(rank=rank), f"0 {_STEP[0]}")
     thread = threading.Thread(target=_beat, args=(store, rank, done), daemon=True)
@@ -57,8 +51,6 @@ def _beat(store: Any, rank: int, done: threading.Event) -> None:
 
 @dataclasses.dataclass
 class Beats:
-    """Rank 0's view of ranks 1..N-1's beats: when each last changed, and its last step."""
-
     store: Any
     ranks: list[int]
     stall_s: float = STALL_S
@@ -66,7 +58,6 @@ class Beats:
     changed: dict[int, float] = dataclasses.field(default_factory=dict)
 
     def read(self) -> None:
-        """Read every rank's beat (a store read of rank 0's own store: it does not block)."""
         now = time.monotonic()
         for rank in self.ranks:
             value = self.store.get(_KEY.format(rank=rank)).decode()
@@ -81,10 +72,8 @@ class Beats:
         return int(self.seen.get(rank, "0 0").split()[1])
 
     def stalled(self) -> list[int]:
-        """The ranks whose beat has not changed for ``stall_s``."""
         return [rank for rank in self.ranks if self.silent_s(rank) >= self.stall_s]
 
     def quietest(self) -> tuple[int, float]:
-        """The rank silent the longest, and for how long."""
         rank = max(self.ranks, key=self.silent_s)
         return rank, self.silent_s(rank)

@@ -1,22 +1,13 @@
-"""Warm ranks for data-parallel trials: N-1 rank processes and their torch process group, kept
-by the trial's own process (rank 0) from one trial to the next.
+"""Warm ranks for data-parallel trials: ranks 1..N-1 (:class:`RankWorker` actors in the trial's
+other bundles) and their torch process group, kept by the trial's own process (rank 0), which
+Tune reuses for the next trial of the same resources (``reuse_actors``): a later trial starts
+no process and joins no group (bench/data_parallel_overhead.py). The workers are rank 0's own
+actors: they die with it, and Tune removes their placement group.
 
-A trial of world size N is a plain Tune trial whose resources are N bundles (one per rank):
-its trainable's process is rank 0 and reports to Tune as a one-process trial does; ranks 1..N-1
-are :class:`RankWorker` actors in the trial's other bundles. Tune reuses the trainable's process
-for the next trial of the same resources (``reuse_actors``), and the pool with it: a later
-trial starts no process, imports nothing and joins no group (bench/data_parallel_overhead.py).
-The workers are the trainable's own actors: they die with it (an early stop that leaves no
-trial to reuse it, a killed driver), and Tune removes the placement group they ran in.
-
-Each rank gets the environment Ray Train's ``TorchConfig`` would set (:mod:`tuner.tune.rank_layout`:
-rank variables, a node's ranks sharing ``CUDA_VISIBLE_DEVICES``, nccl's async error handling),
-and the group's rendezvous listens on loopback when every rank is on one node.
-
-A rank that fails, dies or stalls ends the pool: the others are killed, so that none waits in a
-collective for it, and the trial's next attempt starts a new pool from its checkpoint. A stall
-is a rank whose heartbeat (:mod:`tuner.tune.rank_beat`, through the group's own store) stopped
-for ``STALL_S``: a stopped or frozen process. A pool is checked before a trial reuses it.
+A rank that fails, dies or stalls (its heartbeat, :mod:`tuner.tune.rank_beat`, silent for
+``STALL_S``) ends the pool: the others are killed, so that none waits in a collective for it,
+and the trial's next attempt starts a new pool from its checkpoint. A pool is checked before a
+trial reuses it.
 """
 
 from __future__ import annotations
@@ -59,9 +50,8 @@ _SILENT_TELL_S = 5.0  # a rank silent this long is told on the console's running
 
 @ray.remote
 class RankWorker:
-    """Rank ``rank`` (> 0) of a pool: imports the trial's code once, joins the group once, and
-    runs each trial's rank ``rank`` (the trial's ``run_rank``: rank 0's module passes it, so
-    this module imports none that imports it)."""
+    """Rank ``rank`` (> 0) of a pool: imports the trial's code and joins the group once, then
+    runs each trial's ``run_rank`` (passed in, so that this module imports no trial module)."""
 
     def __init__(self, rank: int, world_size: int) -> None:
         # The trial's code (torch, timm, the engine) loads here, once for every trial after.
@@ -83,11 +73,9 @@ class RankWorker:
         rank_beat.start_beating(store, self.rank)
 
     def environment(self) -> dict[str, str]:
-        """The variables this rank saw (the GPU plan records them: bench/gpu_suite)."""
         return {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
 
     def run(self, trial: dict[str, Any], checkpoint: Any) -> str:
-        """This rank's part of one trial: "done", or "stopped" (rank 0 was stopped)."""
         return str(trial["run_rank"](self.rank, self.world_size, trial, checkpoint))
 
 
@@ -116,12 +104,10 @@ class RankPool:
         return [int(p) for p in ray.get([w.pid.remote() for w in self.workers])]
 
     def where(self, rank: int) -> str:
-        """A rank's process, for a person: its node's address and its pid."""
         place = self.places[rank] if rank < len(self.places) else None
         return f"node {place.node_ip}, pid {place.pid}" if place else "node unknown"
 
     def environments(self) -> list[dict[str, str]]:
-        """What each rank saw (rank 0 first): the variables the layout set."""
         here = {k: v for k, v in os.environ.items() if k in LAYOUT_VARIABLES}
         return [here, *ray.get([w.environment.remote() for w in self.workers])]
 
@@ -132,8 +118,7 @@ _POOL: RankPool | None = None  # this process's pool (the trainable's: rank 0)
 def warm_pool(
     world_size: int, *, backend: str, bundle: dict[str, float], tell: Callable[[str], None]
 ) -> tuple[RankPool, bool]:
-    """This process's pool for ``world_size`` ranks: the one an earlier trial left, checked
-    (and ``True``), or a new one, its steps told to the console's line."""
+    """This process's pool: the one an earlier trial left, checked (and ``True``), or a new one."""
     group = ray.util.get_current_placement_group()
     group_id = group.id if group is not None else None
     wanted = (world_size, backend, bundle, group_id)
@@ -183,9 +168,8 @@ def _start_worker(rank: int, world_size: int, bundle: dict[str, float], group: A
 
 
 def _is_up(pool: RankPool, tell: Callable[[str], None]) -> bool:
-    """Whether the pool can run a trial: its group still joined, and every worker answering
-    within ``_HEALTH_S`` (one that died or stalled between trials costs a new pool now, not
-    the next trial's attempt)."""
+    """Its group still joined and every worker answering within ``_HEALTH_S``: a rank that died
+    between trials costs a new pool now, not the next trial's attempt."""
     import torch.distributed as dist
 
     if not (dist.is_initialized() and dist.get_world_size() == pool.world_size):
@@ -214,8 +198,7 @@ def join_group(
     size: int,
     listener: socket.socket | None = None,
 ) -> Any:
-    """Join the pool's torch process group; rank 0 (``listener``: its bound socket) hosts the
-    group's TCP store at ``host:port``. Returns this rank's store (its beats go there)."""
+    """Join the pool's process group; rank 0 (``listener``: its bound socket) hosts its store."""
     import torch.distributed as dist
 
     if backend == "nccl":
@@ -235,18 +218,11 @@ def join_group(
 
 
 def discard_pool() -> None:
-    """End this process's pool: its workers killed, its group left (a new one starts next)."""
     global _POOL
     pool, _POOL = _POOL, None
     if pool is not None:
         _kill_workers(pool)
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception as exc:  # a group a dead rank broke: nothing left to end
-            logger.debug("leaving a broken process group: %s", exc)
+    _leave_group()
     if pool is not None:
         pool.store = None  # torch's store ends its server (and its socket) with its last reference
 
@@ -258,14 +234,9 @@ def run_on_pool(
     rank0: Callable[[], None],
     tell: Callable[[str], None] = lambda what: None,
 ) -> None:
-    """Run one trial: ranks 1..N-1 on the pool's workers, rank 0 (``rank0``) here.
-
-    A worker that fails, dies or stalls (no heartbeat for ``rank_beat.STALL_S``) ends the pool
-    at once (the others would wait for it in a collective): rank 0's collective then fails,
-    and the trial's attempt with it, raised as :class:`RankFailed` naming that rank, its node
-    and its step. Rank 0 stopped (by Tune, in ``tune.report``) tells the others at that
-    report; they unwind and the pool stays for the next trial.
-    """
+    """Run one trial: ranks 1..N-1 on the pool's workers, rank 0 (``rank0``) here. A worker
+    that fails, dies or stalls ends the pool at once, and the attempt with it
+    (:class:`RankFailed`, naming the rank, its node and its step); a stopped trial keeps it."""
     runs = [worker.run.remote(trial, checkpoint) for worker in pool.workers]
     failed: list[str] = []
     watching = threading.Event()
@@ -285,14 +256,12 @@ def run_on_pool(
 
 
 class RankFailed(RuntimeError):
-    """A rank of a data-parallel trial failed, died or stalled: Tune retries the trial from its
-    latest checkpoint, on a new pool."""
+    """A rank failed, died or stalled: Tune retries the trial from its checkpoint, on a new pool."""
 
 
 def _end_watch(
     watcher: threading.Thread, watching: threading.Event, runs: list[Any], failed: list[str]
 ) -> None:
-    """Stop watching; a worker whose run failed, died or did not end ends the pool."""
     watching.set()
     watcher.join()
     if not failed:
@@ -308,10 +277,8 @@ def _watch(
     done: threading.Event,
     tell: Callable[[str], None],
 ) -> None:
-    """Until ``done``: a worker's run that raised (or whose process died), or a worker that
-    stopped beating, ends the others, so that rank 0's collective fails now, not after the
-    group's timeout (rank 0's thread then leaves the group: not this one, while a collective
-    may be using it; on nccl, this one aborts it, which frees rank 0)."""
+    """Until ``done``: a worker that raised, died or stopped beating ends the others, so that
+    rank 0's collective fails now, not after the group's timeout (on nccl by an abort here)."""
     pending = list(runs)
     beats = rank_beat.Beats(pool.store, list(range(1, pool.world_size)))
     told = False
@@ -356,15 +323,14 @@ def _beat_problem(pool: RankPool, beats: rank_beat.Beats) -> str | None:
 
 
 def _end_ranks(pool: RankPool) -> None:
-    """Kill every worker, and on nccl abort rank 0's side of the group."""
     _kill_workers(pool)
     if pool.backend == "nccl":
-        _abort_group()
+        _leave_group()
 
 
 def _kill_workers(pool: RankPool) -> None:
-    """Kill every worker, a stopped process too: Ray's kill is a request such a process does
-    not answer, so each one on this node also gets SIGKILL (one on another node is Ray's)."""
+    """Kill every worker; one on this node gets SIGKILL too: a stopped process does not answer
+    Ray's kill."""
     here = pool.places[0].node_id if pool.places else None
     for rank, worker in enumerate(pool.workers, start=1):
         ray.kill(worker)
@@ -374,7 +340,7 @@ def _kill_workers(pool: RankPool) -> None:
 
 
 def _kill_rank_process(pid: int) -> None:
-    """SIGKILL ``pid`` if it is still a rank worker (its id not reused by another process)."""
+    """SIGKILL ``pid`` while it is still a rank worker (not reused by another process)."""
     import psutil
 
     with contextlib.suppress(psutil.Error):
@@ -383,21 +349,20 @@ def _kill_rank_process(pid: int) -> None:
             process.send_signal(signal.SIGKILL)
 
 
-def _abort_group() -> None:
-    """Abort the nccl group under rank 0's collective (nccl, unlike gloo, does not fail it when
-    a peer's process dies): ``destroy_process_group`` aborts its communicators."""
+def _leave_group() -> None:
+    """Destroy this process's group (on nccl, which unlike gloo does not fail rank 0's
+    collective when a peer dies, this aborts its communicators)."""
     import torch.distributed as dist
 
     try:
         if dist.is_initialized():
             dist.destroy_process_group()
-    except Exception as exc:
-        logger.debug("aborting the process group: %s", exc)
+    except Exception as exc:  # a group a dead rank broke: nothing left to end
+        logger.debug("leaving a broken process group: %s", exc)
 
 
 def _unsettled(runs: list[Any]) -> list[str]:
-    """What went wrong with the workers' runs: each one that failed, died or did not end
-    within ``_SETTLE_S`` (a stopped trial's ranks unwind in that time)."""
+    """Each worker's run that failed, died or did not end within ``_SETTLE_S``."""
     ready, pending = ray.wait(runs, num_returns=len(runs), timeout=_SETTLE_S)
     problems = [f"rank {runs.index(run) + 1} did not end in {_SETTLE_S:.0f} s" for run in pending]
     for run in ready:

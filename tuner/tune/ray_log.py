@@ -1,17 +1,9 @@
-"""Ray's own lines off the console: what its Python loggers say in the driver (Tune's "may be a
-performance bottleneck" after each slow tracker callback, the token-authentication warning),
-what its driver threads print (the raylet's "worker died" paragraphs, the workers' forwarded
-output) and what its C++ core writes to the process's stderr (``[mutex.cc : 452] RAW: Lock
-blocking``) go to :data:`RAY_LOG_FILE` in the experiment folder, named once on the console;
-``--verbose`` leaves them on the console.
-
-Ray's settings do the first: its loggers are standard ``logging`` loggers under ``ray``, which
-does not propagate, and ``ray.init(configure_logging=True)`` (tuner.tune.cluster) keeps the
-handlers set on it before (``configure_logging=False`` would clear them). No public setting
-does the other two (``ray.LoggingConfig`` adds a console handler on the driver's root logger;
-``log_to_driver=False`` would drop the workers' lines from ray.log and still print the
-raylet's): the driver threads' prints are routed by thread name
-(:func:`tuner.tune._ray_internals.driver_prints_to`), the C++ lines by moving descriptor 2.
+"""Ray's own lines off the console, into :data:`RAY_LOG_FILE` (not with ``--verbose``):
+its Python loggers' (through standard ``logging``: a handler on the ``ray`` logger, which
+``ray.init(configure_logging=True)`` keeps), its driver threads' prints (the raylet's "worker
+died", the workers' output: no public setting routes them, so by thread name,
+:func:`tuner.tune._ray_internals.driver_prints_to`) and its C++ core's raw lines on descriptor 2.
+Why no public setting serves: docs/architecture.md, after the glossary.
 """
 
 from __future__ import annotations
@@ -32,8 +24,6 @@ __all__ = ["RAY_LOG_FILE", "ray_lines_to_file"]
 
 @contextlib.contextmanager
 def ray_lines_to_file(folder: Path, *, verbose: bool) -> Iterator[None]:
-    """Within the block, Ray's own lines go to ``folder/ray.log`` (said in one line), unless
-    ``verbose``; the console streams and Ray's loggers are put back after."""
     if verbose:
         yield
         return
@@ -50,10 +40,8 @@ def ray_lines_to_file(folder: Path, *, verbose: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _ray_loggers_to(log: TextIO) -> Iterator[None]:
-    """Within the block, Ray's loggers write to ``log`` instead of the console: a handler on
-    ``ray`` (every ``ray.*`` record that propagates ends there) in place of its console
-    handler, and in place of those of the loggers that do not propagate (``ray.data``). Their
-    file handlers stay; every other logger's record goes where it went."""
+    """A handler on ``ray`` (where every ``ray.*`` record that propagates ends) in place of its
+    console handler, and of those of the loggers that do not propagate; file handlers stay."""
     to_log = logging.StreamHandler(log)
     to_log.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     ray = logging.getLogger("ray")
@@ -70,7 +58,7 @@ def _ray_loggers_to(log: TextIO) -> Iterator[None]:
 
 
 def _ray_loggers() -> list[logging.Logger]:
-    """Ray's loggers that have handlers (a copy of the registry: Ray's threads add loggers)."""
+    # A copy of the registry: Ray's threads add loggers.
     known = list(logging.root.manager.loggerDict.items())
     return [
         logger
@@ -89,12 +77,9 @@ def _to_console(handler: logging.Handler) -> bool:
 
 @contextlib.contextmanager
 def _stderr_fd_to(log: TextIO) -> Iterator[None]:
-    """File descriptor 2 into ``log`` for the block, while ``sys.stderr`` writes to the console
-    through a copy of the descriptor. Ray's C++ core writes abseil's raw lines (``RAW:``)
-    to descriptor 2 itself: no ``RAY_*`` setting sends them elsewhere
-    (``RAY_BACKEND_LOG_LEVEL`` and ``RAY_LOG_TO_STDERR`` govern its ``RAY_LOG`` lines only,
-    which go to Ray's session files by default). Where ``sys.stderr`` is not that descriptor
-    (a test's captured stream, a notebook's), it is left as it is."""
+    """Descriptor 2 into ``log``, ``sys.stderr`` to the console through a copy of it: Ray's C++
+    core writes abseil's raw lines to descriptor 2 itself (no ``RAY_*`` setting moves them).
+    A ``sys.stderr`` on another descriptor (a notebook's) is left as it is."""
     try:
         own = sys.stderr.fileno() == 2
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError

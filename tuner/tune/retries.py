@@ -1,8 +1,6 @@
-"""A trial Tune retries (``--max-failures``), said and kept: one console line naming what
-failed and the attempt (:class:`tuner.tune.progress.ProgressPrinter`), and its failed attempts
-in the trial's folder (:data:`~tuner.experiment.RETRIES_FILE`), which the retry's trainable
-reads and reports (:data:`tuner.record.RETRIES`, :data:`tuner.record.LAST_ERROR`): trials.csv,
-the report, the study and the trackers read them from its reports, as every other key.
+"""A trial Tune retries (``--max-failures``), said and kept: one console line, and its failed
+attempts in the trial's folder, which the retry's trainable reads and reports
+(:data:`tuner.record.RETRIES`, :data:`tuner.record.LAST_ERROR`).
 """
 
 from __future__ import annotations
@@ -26,10 +24,9 @@ _CHARS = 300
 
 
 def failure_line(trial: Any) -> str:
-    """The failed attempt's error in one line: the trainable's own exception (Ray wraps it in
-    a ``RayTaskError``: its ``cause``), or Ray's word for a process lost. Read from the files
-    Tune has just written in the driver's copy of the trial's folder (``pickled_error_file``,
-    ``error_file``): ``get_pickled_error`` reads the storage's, not synced yet at a retry."""
+    """The failed attempt's error in one line, from the files Tune has just written in the
+    driver's copy of the trial's folder (``get_pickled_error`` reads the storage's, not synced
+    yet at a retry)."""
     error: Any = None
     # An error Ray could not pickle (or none written): its text below.
     with contextlib.suppress(Exception), open(trial.pickled_error_file, "rb") as pickled:
@@ -46,15 +43,12 @@ def failure_line(trial: Any) -> str:
 
 
 def attempt_text(trial: Any) -> str:
-    """``attempt 2 of 4`` for the attempt Tune starts after ``trial``'s latest failure."""
     attempt = int(trial.num_failures) + 1
     most = int(trial.max_failures)
     return f"attempt {attempt} of {most + 1}" if most >= 0 else f"attempt {attempt}"
 
 
 class RetryRecord(Callback):
-    """Writes a retried trial's failed attempts into its folder, before its retry starts."""
-
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         kept = {record.RETRIES: int(trial.num_failures), record.LAST_ERROR: failure_line(trial)}
         try:
@@ -66,7 +60,6 @@ class RetryRecord(Callback):
 
 
 def read_retries(folder: str | None) -> tuple[int, str]:
-    """A trial's failed attempts so far, and the latest one's error (0 and "" when none)."""
     if folder is None:
         return 0, ""
     try:

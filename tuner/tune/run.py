@@ -1,8 +1,6 @@
-"""A search's steps on Ray, in the order :class:`tuner.tune.driver.SearchDriver` calls them
-(docs/architecture.md, ``tune/run.py``): :func:`connect` and :func:`plan_search`, :func:`begin`
-(the metadata the search runs under), :func:`run_trials` (Tune's fit), then
-:class:`AfterTrials` (re-measurement, seed retraining, technique effects). The driver owns the
-start and stop around them: the lock, Ctrl-C and SIGTERM, the console and the end.
+"""A search's steps on Ray, in the order :class:`tuner.tune.driver.SearchDriver` calls them:
+:func:`connect`, :func:`plan_search`, :func:`begin`, :func:`run_trials` (Tune's fit), then
+:class:`AfterTrials`. The driver owns the start and stop around them.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ from tuner.tune.design import startup_design
 from tuner.tune.plan import SpaceProfile, make_plan
 from tuner.tune.preflight import Checked, Prepared, profile_for
 from tuner.tune.searcher import close_interrupted, close_orphans, requeue_not_run
-from tuner.tune.target_clients import tell_time_to_target
 from tuner.tune.tracking import cut_results
 from tuner.tune.trials_actor import start_actor
 from tuner.tune.warm_start import warm_start
@@ -62,14 +59,11 @@ __all__ = [
     "plan_search",
     "resumed",
     "run_trials",
-    "tell_time_to_target_or_warn",
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class Trials:
-    """What Tune's fit ended with (the trials themselves: the experiment the folder reads)."""
-
     trial_ids: list[str]  # Ray's id of each trial the fit ran
     finished: bool  # every trial ended, and no Ctrl-C stopped the fit
     fit: dict[str, Any]  # the metadata's record of the fit (its time, the probe cache's)
@@ -77,8 +71,8 @@ class Trials:
 
 
 def connect(prepared: Prepared) -> tuple[cluster.ClusterInfo, set[int]]:
-    """Ray, started or joined for ``prepared``'s search (Ray's console quieted first), and the
-    processes this driver had started before it (those after it are the search's)."""
+    """Ray, started or joined, and the processes this driver had started before it (those after
+    it are the search's)."""
     options, space = prepared.options, prepared.space
     tune_setup.quiet_ray(verbose=options.verbose)
     existing = child_pids()
@@ -89,7 +83,6 @@ def connect(prepared: Prepared) -> tuple[cluster.ClusterInfo, set[int]]:
 def plan_search(
     prepared: Prepared, info: cluster.ClusterInfo
 ) -> tuple[SearchContext, SpaceProfile | None]:
-    """The search's plan on the cluster it got, and the space's profile (None on a resume)."""
     options, space = prepared.options, prepared.space
     plan = make_plan(options, space, node_cpus=cluster.node_cpus(), total_gpus=info.total_gpus)
     search = SearchContext(options, space, plan, prepared.paths)
@@ -97,8 +90,6 @@ def plan_search(
 
 
 def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any] | None:
-    """Ray's runtime environment shipping the user's own model and data modules, which every
-    workload of the space and the overrides can name."""
     workloads = [*space.workloads.values(), options.overrides]
     return cluster.user_code_env(
         str(w[key]) for w in workloads for key in ("model", "data") if key in w
@@ -108,8 +99,8 @@ def _user_code_env(options: SearchOptions, space: SearchSpace) -> dict[str, Any]
 def run_trials(
     search: SearchContext, design: list[dict[str, Any]], metadata: dict[str, Any]
 ) -> Trials:
-    """Tune's fit of the search's trials (Ctrl-C inside it stops the trials and saves them); the
-    study closed as trials.csv reads it after a Ctrl-C, its orphans after a finished fit.
+    """Tune's fit; the study closed as trials.csv reads it after a Ctrl-C, its orphans after a
+    finished fit.
 
     Raises:
         TunerRuntimeError: Ray's own processes failed under the driver.
@@ -130,29 +121,13 @@ def run_trials(
     return Trials(trial_ids, finished, fit, orphans)
 
 
-def tell_time_to_target_or_warn(
-    experiment: Experiment, answer: Answer, paths: ExperimentPaths
-) -> None:
-    """The study, TensorBoard and the trackers get every trial's time to target; a client that
-    fails costs a warning line."""
-    try:
-        failed = tell_time_to_target(
-            experiment, answer, study_name=paths.name, study_url=paths.study_url
-        )
-    except Exception as exc:  # trials.csv and the report hold the same figures
-        failed = [f"telling the time to target failed ({error_line(exc)})"]
-    for line in failed:
-        print(f"warning: {line}.")
-
-
 def begin(
     search: SearchContext,
     info: cluster.ClusterInfo,
     profile: SpaceProfile | None,
     checked: Checked | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Write the metadata the search runs under (a resumed search only marks it running); return
-    it and the start-up design of a new search (after what --warm-start covers)."""
+    """The metadata the search runs under (written), and a new search's start-up design."""
     design: list[dict[str, Any]] = []
     if profile is None:
         metadata = _resume_metadata(search)
@@ -169,10 +144,8 @@ def begin(
 
 
 def _resume_metadata(search: SearchContext) -> dict[str, Any]:
-    """Mark a resumed search running, with the options a resume applied
-    (tuner.tune.context.CHANGEABLE_ON_RESUME) and its limits (tuner.experiment.limits) kept
-    for the runs after it. When a limit moved, the start-up design's trials an earlier end
-    closed as not run are queued again: the search goes on past that end."""
+    """A resumed search marked running, with its options and limits; when a limit moved, the
+    start-up design's trials an earlier end closed as not run are queued again."""
     paths = search.paths
     settle_clock(paths.local)  # a killed run's time, before this run writes into the folder
     before = read_metadata(paths.local)
@@ -199,11 +172,9 @@ def _resume_metadata(search: SearchContext) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class AfterTrials:
-    """Re-measurement, seed retraining and the technique effects (when the trials finished, each
-    run alone in one process; a data-parallel search skips them) within ``trust_s`` seconds
-    together, the answer, and what the metadata records of them. A step an earlier run
-    finished on the same trials is kept, never measured again; a Ctrl-C (:meth:`stopped`)
-    keeps what finished before it."""
+    """Re-measurement, seed retraining and the technique effects within ``trust_s`` seconds
+    together (``alone``: each measures one process), the answer, and the metadata's record. A
+    step an earlier run finished on the same trials is kept; a Ctrl-C keeps what finished."""
 
     search: SearchContext
     alone: bool
@@ -222,7 +193,6 @@ class AfterTrials:
     def of(
         cls, search: SearchContext, alone: bool, trust_s: float | None, metadata: dict[str, Any]
     ) -> AfterTrials:
-        """``metadata``: as this run began."""
         experiment = load_experiment(search.paths.local)
         trials = _ended_trials(experiment)
         kept = _kept_steps(metadata, trials)
@@ -252,20 +222,17 @@ class AfterTrials:
             self.record.update(effects_around(search, self.experiment, self.answer, left))
 
     def stopped(self) -> None:
-        """Ctrl-C in :attr:`step`: what finished before it is kept, the step is not."""
         self.record["interrupted_during"] = self.step
         if self.step in self.done and self.step not in self.kept:  # begun here, not skipped
             self.done.remove(self.step)
 
     def result(self) -> tuple[Experiment, Answer, dict[str, Any]]:
-        """The experiment as read after the steps, its answer, the metadata's record."""
         self.record[_FINISHED_AFTER_TRIALS] = {"steps": self.done, "trials": self.trials}
         answer = decide(self.experiment) if self.answer is None else self.answer
         return self.experiment, answer, self.record
 
     def _runs(self, step: str) -> bool:
-        """Whether ``step`` runs now (counted as done from here: Ctrl-C takes it back); a kept
-        one is said instead."""
+        """Whether ``step`` runs now (counted as done from here: Ctrl-C takes it back)."""
         self.step = step
         if not self.alone:
             return False
@@ -276,8 +243,7 @@ class AfterTrials:
         return True
 
     def _finished(self) -> None:
-        """Record a step as it ends, with what it found: a kill -9 during the next one, then
-        ``--resume``, keeps it instead of measuring it again (shorter)."""
+        """Record a step as it ends: a kill -9 during the next, then ``--resume``, keeps it."""
         finished = {k: v for k, v in self.record.items() if k != "interrupted_during"}
         finished[_FINISHED_AFTER_TRIALS] = {"steps": list(self.done), "trials": self.trials}
         update_metadata(self.search.paths.local, **finished)
@@ -289,14 +255,13 @@ _FINISHED_AFTER_TRIALS = "finished_after_trials"
 
 
 def _kept_steps(metadata: dict[str, Any], trials: str) -> set[str]:
-    """The steps after the trials an earlier run finished on the same ended trials: their
-    files stand (a resume must not replace a finished measurement with a shorter one)."""
+    """The steps an earlier run finished on the same ended trials: a resume must not replace a
+    finished measurement with a shorter one."""
     record = metadata.get(_FINISHED_AFTER_TRIALS) or {}
     return set(record.get("steps", ())) if record.get("trials") == trials else set()
 
 
 def _ended_trials(experiment: Experiment) -> str:
-    """A digest of the trials that ended (id and kind): another set, other measurements."""
     ended = experiment.trials[experiment.trials[KIND] != "incomplete"]
     pairs = sorted(zip(ended[TRIAL_ID].astype(str), ended[KIND].astype(str), strict=True))
     return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16]
@@ -309,15 +274,12 @@ _EFFECTS_SHARE = 0.25
 
 
 def _time_left(trust_s: float | None, started: float, keep: float = 0.0) -> float | None:
-    """Seconds of the trust budget left since ``started`` (None: no limit), less the share
-    ``keep`` of it that a later step keeps."""
     if trust_s is None:
         return None
     return max(0.0, trust_s * (1.0 - keep) - time.perf_counter() + started)
 
 
 def close_study(paths: ExperimentPaths) -> None:
-    """The study as trials.csv reads an interrupted search (searcher.close_interrupted)."""
     with contextlib.suppress(Exception):  # no study yet (stopped in Tune's start): nothing open
         close_interrupted(paths.name, paths.study_url)
 
@@ -328,7 +290,6 @@ def mark_interrupted(paths: ExperimentPaths) -> None:
 
 
 def resumed(experiment: Experiment, started: float, orphans: list[int]) -> dict[str, Any]:
-    """How many trials had ended before this driver started, and how many ended since."""
     trials = experiment.trials
     ended = trials[KIND] != "incomplete"
     reported = trials.get(REPORTED_UNIX_S, pd.Series(float("nan"), index=trials.index))
@@ -341,9 +302,9 @@ def _fit(
 ) -> tuple[list[Any], bool, dict[str, Any]]:
     options, paths = search.options, search.paths
     # The handle keeps the (non-detached) trials' actor alive for the whole fit.
-    cache = start_actor(
+    actor = start_actor(
         paths.local / PROBE_CACHE_FILE,
-        tune_setup.cache_namespace(paths),
+        tune_setup.actor_namespace(paths),
         machine_dir=cache_dir(),
         fresh=options.fresh_probes,
         experiment=paths.name,
@@ -366,7 +327,7 @@ def _fit(
         stop_clock(paths.local)
     fit: dict[str, Any] = {"fit_time_s": time.perf_counter() - started}
     with contextlib.suppress(Exception):  # statistics only: a dead trials' actor costs this line
-        fit["probe_cache"] = ray.get(cache.stats.remote(), timeout=10)
+        fit["probe_cache"] = ray.get(actor.stats.remote(), timeout=10)
     if "probe_cache" in fit:
         print(machine_cache_line(fit["probe_cache"]), flush=True)
         budget_line = probe_budget_line(fit["probe_cache"])
@@ -376,8 +337,7 @@ def _fit(
 
 
 def _lost_cluster(search: SearchContext, what: str) -> NoReturn:
-    """Ray is about to end this driver (its raylet or cluster is gone; from the watch thread):
-    say so in one line, mark the experiment resumable, and exit as a runtime error."""
+    """Ray is about to end this driver (from the watch thread): say so, mark it resumable, exit."""
     print(f"error: {_lost_message(search, what)}", file=sys.stderr, flush=True)
     with contextlib.suppress(Exception):  # best effort: the files Ray wrote already resume
         stop_clock(search.paths.local)

@@ -1,8 +1,5 @@
-"""Optuna samplers by name, seeded, each learning the memory constraint where it can.
-
-The one list of sampler names is the options' (:data:`tuner.experiment.options.SAMPLERS`,
-``--sampler``'s choices); this module makes each. Optuna loads on first use, so ``tuner --help``
-does not import it.
+"""Optuna samplers by name (:data:`tuner.experiment.options.SAMPLERS`), seeded, each learning
+the memory constraint where it can.
 """
 
 from __future__ import annotations
@@ -32,16 +29,13 @@ def sets_constraints() -> bool:
 
 
 def _memory_constraint(trial: FrozenTrial) -> Sequence[float]:
-    """Optuna ``constraints_func``: the trial's measured memory violation (> 0: infeasible).
-
-    The searcher attaches it as a user attribute before telling the trial; a trial told
-    without one (it crashed before measuring) counts as feasible so it does not bias the model.
-    """
+    """Optuna < 5's ``constraints_func``: the measured memory violation; a trial that crashed
+    before measuring counts as feasible, so that it does not bias the model."""
     return (told_violation(trial.user_attrs.get(MEMORY_VIOLATION)),)
 
 
 def check_sampler(name: str, grid: Mapping[str, Sequence[Any]] | None) -> None:
-    """Refuse a sampler the space cannot drive (the checks before Ray call it too).
+    """Refuse a sampler the space cannot drive.
 
     Raises:
         TunerError: ``grid`` was asked for a space that declares no ``GRID``.
@@ -61,7 +55,7 @@ def make_sampler(
     concurrency: int,
     grid: Mapping[str, Sequence[Any]] | None,
 ) -> optuna.samplers.BaseSampler:
-    """A seeded sampler. ``budget`` (trials, if known) sizes the random start-up phase.
+    """A seeded sampler; ``budget`` (trials, if known) sizes the random start-up phase.
 
     Raises:
         TunerError: ``grid`` was asked for a space that declares no ``GRID``.

@@ -1,6 +1,5 @@
-"""The Ray Tune scheduler for multi-objective searches: :class:`tuner.tune.halving.ParetoHalving`
-judges each intermediate report. A stopped trial's last report has ``final=False``: it is never
-a candidate, and Optuna is told it as PRUNED."""
+"""The Ray Tune scheduler for multi-objective searches (:class:`tuner.tune.halving.ParetoHalving`
+judges each report)."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ __all__ = ["ParetoASHA", "early_stopping_name"]
 
 
 class ParetoASHA(FIFOScheduler):
-    """Asynchronous successive halving by non-dominated rank, infeasible trials last.
-    ``max_reports``: the evaluations a full trial makes, from which the rungs follow
-    (:meth:`tuner.tune.halving.ParetoHalving.for_trials_of`)."""
+    """``max_reports``: the evaluations a full trial makes, from which the rungs follow."""
 
     def __init__(
         self, *, metrics: Sequence[str], directions: Sequence[str], max_reports: int | None = None
@@ -47,7 +44,6 @@ class ParetoASHA(FIFOScheduler):
 
 
 def early_stopping_name(options: SearchOptions) -> str | None:
-    """The scheduler in words, for the metadata."""
     if not options.early_stopping:
         return None
     if options.multi_objective:

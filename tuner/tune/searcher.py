@@ -1,15 +1,14 @@
-"""Ray's ``OptunaSearch``, telling Optuna the truth in a form Optuna's own tools read
-(docs/architecture.md, "The trial record"): named objectives; each trial's measurements and kind
-as user attributes, in the state the record gives that kind (only an ok trial is COMPLETE, with
-values it measured); the memory constraint of every trial that measured it (COMPLETE and
-PRUNED) where every Optuna client reads it, so TPE ranks an over-budget trial infeasible, and
-no front (``study.best_trials``, optuna-dashboard's, which ignores constraints) holds it."""
+"""Ray's ``OptunaSearch``, telling Optuna the truth in a form its own tools read: named
+objectives; each trial's measurements and kind as user attributes, in the state the record gives
+that kind (only an ok trial is COMPLETE); the memory constraint where every Optuna client reads
+it, so TPE ranks an over-budget trial infeasible and no front holds it."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +66,8 @@ _RESUMES = "resumes_trial"  # the new trial's: the number of the interrupted one
 
 
 class ConstrainedOptunaSearch(OptunaSearch):
-    """``OptunaSearch`` whose Optuna trials carry their measurements and memory constraint;
-    ``study_attrs`` are the study's user attributes (space, workload, hardware). It ends the
-    search (``FINISHED``) at the limits in the metadata of ``experiment_dir``
-    (:mod:`tuner.experiment.limits`)."""
+    """``OptunaSearch`` whose trials carry their measurements and memory constraint, ending the
+    search (``FINISHED``) at the limits in the metadata of ``experiment_dir``."""
 
     def __init__(
         self,
@@ -106,9 +103,8 @@ class ConstrainedOptunaSearch(OptunaSearch):
         return config
 
     def _limits_reached(self) -> bool:
-        """Whether the search has started all the trials its limits allow, read from the
-        metadata at each ask: Ray restores this searcher as it pickled it, and a resume may
-        have moved them (``search_trials``: every trial this searcher asked for, restored too)."""
+        """Read from the metadata at each ask: Ray restores this searcher as it pickled it, and
+        a resume may have moved the limits."""
         folder = getattr(self, "_limits_dir", None)  # None: an older tuner's, Tune counts
         limits = read_limits(folder) if folder else None
         started = len(optuna_internals.search_trials(self))
@@ -134,7 +130,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
             return None  # told before the driver died; Ray's older snapshot re-ran it
         result = result or last or {}
         kind = record.classify(result, ended=True, crashed=error)
-        self._describe(ot_trial, result, kind)
+        _describe(ot_trial.set_user_attr, result, kind)
         state = optuna.trial.TrialState[record.optuna_state(kind)]
         # GridSampler calls Study.stop() at the grid's end (RuntimeError); the state is set.
         with contextlib.suppress(RuntimeError):
@@ -148,10 +144,9 @@ class ConstrainedOptunaSearch(OptunaSearch):
         return None
 
     def _reopen_if_interrupted(self, trial_id: str) -> None:
-        """A Ray trial that goes on after a resume whose Optuna trial an interrupt closed
-        (:func:`close_interrupted`): a new RUNNING Optuna trial of the same parameters takes its
-        place, which its reports and end are told to. Optuna's storage API (``create_new_trial``
-        with a template) is the one way: a finished trial is never updated again."""
+        """A Ray trial going on after a resume whose Optuna trial an interrupt closed: a new
+        RUNNING Optuna trial of the same parameters takes its place (a finished one is never
+        updated again)."""
         trials, study = optuna_internals.search_trials(self), optuna_internals.search_study(self)
         ot_trial = trials.get(trial_id)
         if ot_trial is None:
@@ -168,15 +163,6 @@ class ConstrainedOptunaSearch(OptunaSearch):
         )
         trials[trial_id] = optuna_internals.new_running_trial(study, template)
 
-    def _describe(self, ot_trial: optuna.Trial, result: Mapping[str, Any], kind: str) -> None:
-        """The trial's user attributes: its measurements, its kind and, failed, why."""
-        for key in _STUDY_ATTR_KEYS:
-            if key in result:
-                ot_trial.set_user_attr(key, json_ready(result[key]))
-        ot_trial.set_user_attr(record.KIND, kind)
-        if kind == "errored" and not result.get(record.ERROR):
-            ot_trial.set_user_attr(record.ERROR, _NO_REPORT)
-
     def _constrain(self, ot_trial: optuna.Trial, violation: float) -> None:
         study = optuna_internals.search_study(self)
         optuna_internals.set_system_attr(study, ot_trial, _LEGACY_CONSTRAINTS_KEY, [violation])
@@ -185,8 +171,7 @@ class ConstrainedOptunaSearch(OptunaSearch):
 
 
 def constraint_arguments(violation: float) -> dict[str, Any]:
-    """``optuna.trial.create_trial`` keywords that give a trial its memory constraint where a
-    live trial has it (:meth:`ConstrainedOptunaSearch._constrain`): for warm-started trials."""
+    """``create_trial`` keywords giving a warm-started trial its constraint as a live one has it."""
     arguments: dict[str, Any] = {"system_attrs": {_LEGACY_CONSTRAINTS_KEY: [violation]}}
     if sets_constraints():
         arguments["constraints"] = {_CONSTRAINT: violation}
@@ -194,7 +179,6 @@ def constraint_arguments(violation: float) -> dict[str, Any]:
 
 
 def measured_violation(trial: optuna.trial.FrozenTrial) -> float | None:
-    """The memory constraint a trial was told with (``None``: told without one)."""
     told = trial.system_attrs.get(_LEGACY_CONSTRAINTS_KEY)
     return float(told[0]) if told else None
 
@@ -205,13 +189,9 @@ def close_orphans(
     ray_ids: set[str],
     cut: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[int]:
-    """Close the Optuna trials no Ray trial will ever finish; return the orphans' numbers.
-
-    Orphans: asked just before a crash, no Ray trial ran them (FAIL). ``cut``: the last report
-    of each Ray trial the search's end stopped half-way (its time budget ran out): Ray tells
-    the searcher nothing of them, so each is told here as incomplete (FAIL). WAITING trials (the
-    start-up design's, never asked before the search ended) are closed as FAIL, ``not_run``.
-    """
+    """Close the Optuna trials no Ray trial will finish (FAIL); return the orphans' numbers.
+    ``cut``: the last report of each Ray trial the search's end stopped, which Ray tells the
+    searcher nothing of: told here as incomplete. WAITING trials: FAIL, ``not_run``."""
     study = optuna.load_study(study_name=study_name, storage=study_url)
     cut = cut or {}
     closed = []
@@ -226,37 +206,34 @@ def close_orphans(
         optuna_internals.set_user_attr(study, frozen, "orphaned", True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
         closed.append(frozen.number)
-    waiting = (optuna.trial.TrialState.WAITING,)
-    for frozen in study.get_trials(deepcopy=False, states=waiting):
-        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN)
-        optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
+    _close_waiting(study, _NOT_RUN)
     return closed
 
 
 def close_interrupted(study_name: str, study_url: str) -> None:
-    """After Ctrl-C or SIGTERM: the study says what trials.csv says. A RUNNING trial (its Ray
-    trial stopped and saved) is FAIL, kind incomplete, until a resume goes on with it
-    (:meth:`ConstrainedOptunaSearch._reopen_if_interrupted`); a WAITING one (the start-up
-    design's, never asked) is FAIL, not run, queued again by the resume
-    (:func:`requeue_not_run`). Nothing stays RUNNING or WAITING."""
+    """After Ctrl-C or SIGTERM the study says what trials.csv says: a RUNNING trial is FAIL,
+    incomplete, until a resume goes on with it; a WAITING one FAIL, not run, queued again by
+    the resume."""
     study = optuna.load_study(study_name=study_name, storage=study_url)
     running = (optuna.trial.TrialState.RUNNING,)
     for frozen in study.get_trials(deepcopy=False, states=running):
         optuna_internals.set_user_attr(study, frozen, record.KIND, "incomplete")
         optuna_internals.set_user_attr(study, frozen, _INTERRUPTED, True)
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)
-    waiting = (optuna.trial.TrialState.WAITING,)
-    for frozen in study.get_trials(deepcopy=False, states=waiting):
-        optuna_internals.set_user_attr(study, frozen, "not_run", _NOT_RUN_YET)
+    _close_waiting(study, _NOT_RUN_YET)
+
+
+def _close_waiting(study: optuna.Study, why: str) -> None:
+    """The start-up design's trials never asked (WAITING): FAIL, ``not_run`` saying ``why``."""
+    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        optuna_internals.set_user_attr(study, frozen, "not_run", why)
         optuna_internals.set_state(study, frozen, optuna.trial.TrialState.FAIL)
 
 
 def requeue_not_run(study_name: str, study_url: str, *, interrupted_only: bool = False) -> int:
-    """Queue again the start-up design's trials that an earlier end closed as not run, for a
-    resume that may run more trials; return how many. The closed ones stay as they were told
-    (a finished Optuna trial keeps its state), so a design row counts as not run only while no
-    trial of it was ever asked or is queued. ``interrupted_only``: only those an interrupt
-    closed (:func:`close_interrupted`; a resume whose limits did not move)."""
+    """Queue again the start-up design's rows an earlier end closed as not run (and no trial of
+    which was asked or queued since); return how many. ``interrupted_only``: only those an
+    interrupt closed (a resume whose limits did not move)."""
     study = optuna.load_study(study_name=study_name, storage=study_url)
     not_run: list[dict[str, Any]] = []
     taken: list[dict[str, Any]] = []
@@ -281,10 +258,16 @@ _FIXED_PARAMS = "fixed_params"  # Optuna's system attribute of an enqueued trial
 def _tell_incomplete(
     study: optuna.Study, frozen: optuna.trial.FrozenTrial, result: Mapping[str, Any]
 ) -> None:
-    """A trial the search's end cut: what it measured so far, its kind, FAIL."""
     kind = record.classify(result, ended=result.get(record.FINAL) is True)
+    _describe(functools.partial(optuna_internals.set_user_attr, study, frozen), result, kind)
+    study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])
+
+
+def _describe(set_attr: Callable[[str, Any], None], result: Mapping[str, Any], kind: str) -> None:
+    """A trial's user attributes: its measurements, its kind and, failed, why."""
     for key in _STUDY_ATTR_KEYS:
         if key in result:
-            optuna_internals.set_user_attr(study, frozen, key, json_ready(result[key]))
-    optuna_internals.set_user_attr(study, frozen, record.KIND, kind)
-    study.tell(frozen.number, state=optuna.trial.TrialState[record.optuna_state(kind)])
+            set_attr(key, json_ready(result[key]))
+    set_attr(record.KIND, kind)
+    if kind == "errored" and not result.get(record.ERROR):
+        set_attr(record.ERROR, _NO_REPORT)

@@ -1,11 +1,7 @@
-"""Every trial's time to target, told to the clients that ran during the search, once the
-answer knows the target: the Optuna study (its user attribute :data:`STUDY_ATTR`), TensorBoard
-(a ``time_to_target`` run beside each trial's own), and, when the search was tracked by them,
-each trial's own MLflow run (metrics, and a tag for the text) and W&B run (its summary), under
-the same names: the trials table's (:data:`tuner.time_to_target.TARGET_COLUMNS`, declared in
-:mod:`tuner.record`). Their figures are the answer's rows, the same numbers trials.csv holds;
-MLflow's parent run gets them with the recommended trial's figures too
-(:func:`tuner.tune.mlflow_logger.log_report`)."""
+"""Every trial's time to target, told once the answer knows the target to the clients that ran
+during the search, under the trials table's names (:data:`tuner.time_to_target.TARGET_COLUMNS`):
+the Optuna study (a user attribute), TensorBoard (a ``time_to_target`` run beside each trial's
+own) and each trial's own MLflow and W&B run when the search was tracked by them."""
 
 from __future__ import annotations
 
@@ -21,21 +17,25 @@ from tuner.record import KIND, TARGET_ACCURACY, TIME_TO_TARGET_SOURCE, TRIAL_DIR
 from tuner.time_to_target import TARGET_COLUMNS, rule_sentence
 from tuner.units import as_number
 
-__all__ = ["STUDY_ATTR", "TENSORBOARD_RUN", "tell_time_to_target"]
+__all__ = ["TENSORBOARD_RUN", "tell_time_to_target"]
 
-STUDY_ATTR = STUDY_TIME_TO_TARGET_ATTR
 TENSORBOARD_RUN = "time_to_target"  # the folder in each trial's folder
 
 
 def tell_time_to_target(
     experiment: Experiment, answer: Answer, *, study_name: str, study_url: str
-) -> list[str]:
+) -> None:
     """Write the time to target of every trial to the study, TensorBoard, and the MLflow and
     W&B runs of a search they tracked; each client on its own, so one that fails keeps none of
-    the others from theirs. Returns a line per client that failed (the caller warns)."""
+    the others from theirs, and costs a warning line (trials.csv and the report hold the same
+    figures)."""
     if answer.target is None:
-        return []
-    figures = figures_of(answer)
+        return
+    try:
+        figures = figures_of(answer)
+    except Exception as exc:
+        print(f"warning: telling the time to target failed ({error_line(exc)}).")
+        return
     options = experiment.metadata.get("options") or {}
     tells: dict[str, Callable[[], None]] = {
         "the study": lambda: _study(study_name, study_url, figures),
@@ -45,20 +45,18 @@ def tell_time_to_target(
         tells["MLflow"] = lambda: _mlflow(str(options["mlflow"]), experiment.name, figures)
     if options.get("wandb"):
         tells["W&B"] = lambda: _wandb(experiment, str(options["wandb"]), figures["trials"])
-    failed = []
     for client, tell in tells.items():
         try:
             tell()
-        except Exception as exc:  # trials.csv and the report hold the same figures
-            failed.append(f"telling the time to target to {client} failed ({error_line(exc)})")
-    return failed
+        except Exception as exc:
+            print(f"warning: telling the time to target to {client} failed ({error_line(exc)}).")
 
 
 def _study(study_name: str, study_url: str, figures: dict[str, Any]) -> None:
     import optuna
 
     study = optuna.load_study(study_name=study_name, storage=study_url)
-    study.set_user_attr(STUDY_ATTR, figures)
+    study.set_user_attr(STUDY_TIME_TO_TARGET_ATTR, figures)
 
 
 def _mlflow(uri: str, name: str, figures: dict[str, Any]) -> None:

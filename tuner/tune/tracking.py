@@ -1,8 +1,6 @@
 """What TensorBoard sees of a search, and what every logger shares: trial folders, steps, kinds.
-
-Every scalar is plotted against the training step (:data:`tuner.record.STEP`), each step once,
-and a trial's kind and error text are written at its end: a scalar cannot say "stopped early".
-The MLflow and W&B loggers import what they share from here, never the other way round.
+Every scalar is plotted against the training step, each step once, and a trial's kind is
+written at its end (a scalar cannot say "stopped early").
 """
 
 from __future__ import annotations
@@ -50,9 +48,8 @@ _log = logging.getLogger(__name__)
 
 
 def guarded(method: Callable[..., None]) -> Callable[..., None]:
-    """A logger hook that never stops a search: the logger's first failure is one warning line
-    on stderr naming its ``_client``, after which it logs nothing more (until its ``_failed``
-    is set back to False)."""
+    """A logger hook that never stops a search: the first failure is one warning line naming
+    ``_client``, after which the logger logs nothing (until ``_failed`` is reset)."""
 
     @functools.wraps(method)
     def hook(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -71,9 +68,8 @@ def guarded(method: Callable[..., None]) -> Callable[..., None]:
 
 
 def trial_outcome(trial: Any, *, failed: bool, cut: bool = False) -> tuple[str, str]:
-    """A trial that ended: its kind (:func:`tuner.record.classify` over its last report; Ray's
-    ``failed`` is a crash; ``cut``: the search's end stopped it, so it ended only if its last
-    report was final) and its error text ("" when none)."""
+    """An ended trial's kind and error text (``cut``: the search's end stopped it, so it ended
+    only if its last report was final)."""
     result = trial.last_result or {}
     ended = not cut or result.get(record.FINAL) is True
     kind = record.classify(result, ended=ended, crashed=failed)
@@ -81,10 +77,9 @@ def trial_outcome(trial: Any, *, failed: bool, cut: bool = False) -> tuple[str, 
 
 
 class SearchEndCut(Callback):
-    """Marks each trial the search's end stopped (its time budget ran out) with
-    :data:`~tuner.experiment.CUT_FILE` in its folder, so that the experiment reader calls it
-    incomplete: Ray ends such a trial TERMINATED, as if a scheduler had stopped it, and tells
-    neither the searcher nor the loggers. A trial that starts again (``--resume``) loses it."""
+    """Marks each trial the search's end stopped with :data:`~tuner.experiment.CUT_FILE`, so
+    that the reader calls it incomplete: Ray ends it TERMINATED, as if a scheduler had, and
+    tells neither the searcher nor the loggers."""
 
     def __init__(self) -> None:
         self._started: dict[str, float] = {}  # trial id -> when it started (Unix seconds)
@@ -114,8 +109,7 @@ class SearchEndCut(Callback):
 
 
 def cut_at_end(trials: list, *, started: Collection[str], ended: Collection[str]) -> list[Any]:
-    """The trials that started but did not end by themselves when the experiment ended: the
-    search's end (its time budget, Ctrl-C) stopped them half-way."""
+    """The trials that started but had not ended when the experiment did."""
     return [
         trial
         for trial in trials
@@ -126,7 +120,6 @@ def cut_at_end(trials: list, *, started: Collection[str], ended: Collection[str]
 
 
 def cut_results(trials: list) -> dict[str, dict[str, Any]]:
-    """The last report of each trial :class:`SearchEndCut` marked (after the search)."""
     return {
         trial.trial_id: dict(trial.last_result or {})
         for trial in trials
@@ -135,15 +128,13 @@ def cut_results(trials: list) -> dict[str, dict[str, Any]]:
 
 
 def trial_dirname(trial: Any) -> str:
-    """``t_<trial id>_<number>_bs64_group4_bf16``: the trial's folder name (Ray's
-    ``trial_dirname_creator``; module-level so Ray can pickle it)."""
+    """``t_<trial id>_<number>_bs64_group4_bf16`` (Ray's ``trial_dirname_creator``)."""
     number = str(trial.experiment_tag or "").split("_", 1)[0]
     parts = ["t", str(trial.trial_id), *([number] if number.isdigit() else [])]
     return _UNSAFE.sub("-", "_".join([*parts, *_main_settings(trial.config)]))
 
 
 def _main_settings(config: Mapping[str, Any]) -> list[str]:
-    """The settings that change what a trial learns, short: batch size, norm, mixed precision."""
     settings = [f"bs{config['batch_size']}"] if "batch_size" in config else []
     norm, amp = config.get("norm"), config.get("amp")
     if norm == "group":
@@ -156,9 +147,8 @@ def _main_settings(config: Mapping[str, Any]) -> list[str]:
 
 
 class StepLogger:
-    """A logger that writes each trial's training step once: a report at the step it last wrote
-    is skipped. The steps live in Ray's experiment checkpoint, so a resumed search does not
-    write one twice either."""
+    """A logger that writes each trial's training step once, a resumed search's too (the steps
+    live in Ray's experiment checkpoint)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -167,8 +157,7 @@ class StepLogger:
         self._cut: set[str] = set()  # trials the search's end stopped half-way
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        """Open from its start: a trial the search's end cuts before its first report is
-        ended too (:meth:`end_cut`), never left running in a client."""
+        """Open from its start: a trial cut before its first report is ended too."""
         self._open.add(trial.trial_id)
         super().on_trial_start(iteration, trials, trial, **info)  # type: ignore[misc]
 
@@ -181,13 +170,11 @@ class StepLogger:
         return step
 
     def _outcome(self, trial: Any, *, failed: bool) -> tuple[str, str]:
-        """The ending trial's kind and error text (:func:`trial_outcome`)."""
         self._open.discard(trial.trial_id)
         return trial_outcome(trial, failed=failed, cut=trial.trial_id in self._cut)
 
     def end_cut(self, trials: list) -> None:
-        """End each trial still open when the experiment ends: the search's end (its time
-        budget) stopped it, and Ray calls no ``log_trial_end`` for it."""
+        """End each trial still open: Ray calls no ``log_trial_end`` for a cut one."""
         for trial in trials:
             if trial.trial_id in self._open:
                 self._cut.add(trial.trial_id)
@@ -205,8 +192,7 @@ class StepLogger:
 
 
 def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A report without Ray's bookkeeping (iteration counters, timestamps, pid, config), and
-    without the numbers it did not measure (NaN): no client shows a value nobody measured."""
+    """A report without Ray's bookkeeping and without NaN: no client shows an unmeasured value."""
     return {
         key: value
         for key, value in result.items()
@@ -215,8 +201,6 @@ def metrics_only(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
-    """Ray's TensorBoard logger, plotting every scalar against the training step, once."""
-
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
         step = self._new_step(trial, result)
         if step is None:
@@ -253,8 +237,7 @@ class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
                 _persist_events(trial)
 
     def _try_log_hparams(self, trial: Any, result: dict[str, Any]) -> None:
-        """Ray's HParams summary, with the trial's status from its kind: tensorboardX marks
-        every session STATUS_SUCCESS, an errored trial too."""
+        """Ray's HParams summary with the status from the kind (tensorboardX marks all SUCCESS)."""
         from ray.tune.utils import flatten_dict
         from tensorboardX.summary import hparams
 
@@ -275,8 +258,7 @@ class StepTBXLoggerCallback(StepLogger, TBXLoggerCallback):
 
 
 def _persist_events(trial: Any) -> None:
-    """Copy a trial's TensorBoard files from the driver's staging folder into its folder in
-    the storage: Ray's last sync of the trial ran before the experiment's end wrote them."""
+    """A cut trial's TensorBoard files into its stored folder: Ray's last sync ran before them."""
     staging, stored = trial.local_path, trial.path
     if not staging or not stored or Path(staging) == Path(stored):
         return
@@ -288,7 +270,6 @@ def _persist_events(trial: Any) -> None:
 
 
 def _numbers(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A report's scalars as the HParams tab takes its metrics (numbers, flags as 0/1)."""
     return {
         key: value
         for key, value in metrics_only(result).items()
@@ -297,7 +278,6 @@ def _numbers(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _set_status(session_end: Any, status: str) -> None:
-    """Set the status of tensorboardX's session-end summary (an HParams plugin message)."""
     from tensorboardX.proto.api_pb2 import Status
     from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData
 

@@ -1,23 +1,17 @@
 """The function trainable: one Ray Tune trial = a speed choice, then one engine run.
 
-1. Speed: the accuracy-neutral knobs the space did not pin are settled by short probes
-   (:func:`tuner.speed.choose.choose_speed`), looked up first in the experiment's probe cache
-   (per training config key), then in the machine cache (:mod:`tuner.speed.machine_cache`).
-2. The run: :func:`tuner.engine.train`; its first steps are the feasibility check: over the
-   memory budget, the run stops there and the trial reports ``phase="feasibility"``, infeasible.
-3. Every evaluation reports; the first, then one at least ``--checkpoint-every-s`` after the
-   last checkpoint, checkpoints ``Progress.state_dict()`` too, so a trial Ray restarts continues
-   from there: it trains again at most that long plus one evaluation interval, and makes those
-   reports again. A checkpoint at every evaluation cost a model of millisecond steps 6-9 points
-   of its time (bench/data_parallel_overhead.py). The final report is checkpointed too, so a
-   finished trial is never trained again.
+1. Speed: the knobs the space did not pin, settled by speed probes (the probe cache first).
+2. The run (:func:`tuner.engine.train`); its first steps are the feasibility check
+   (over the memory budget: ``phase="feasibility"``, infeasible).
+3. Every evaluation reports; the first, then one every ``--checkpoint-every-s`` at most,
+   checkpoints too (a checkpoint at every evaluation cost millisecond steps 6-9 points of
+   their time: bench/data_parallel_overhead.py); the final report too, so a finished trial is
+   never trained again.
 
-Ray Tune retries every exception alike (up to ``--max-failures``), so a ``TunerError`` (bad
-input: deterministic) is reported with a checkpoint that marks it final, and each retry raises
-at once from it without training; anything else is retried from the last evaluation's
-checkpoint. A run the engine itself ended with ``status="error"`` (it caught the exception: a
-model that fails to build) is reported as final too, then raised, so that Ray ends the trial
-as ``ERROR`` like any other errored trial (README: an errored trial is an error everywhere).
+Tune retries every exception alike, so a ``TunerError`` (deterministic) is reported with a
+checkpoint that marks it final, from which each retry raises at once; anything else is retried
+from the last checkpoint. A run the engine ended with ``status="error"`` is reported as final,
+then raised, so that Ray ends the trial as ``ERROR`` too.
 """
 
 from __future__ import annotations
@@ -84,7 +78,7 @@ class TrialContext:
     device: str  # "cpu" for a trial without a GPU, else "auto"
     search_only: tuple[str, ...]  # suggested names that are no run setting (base_lr)
     speed_repeats: int  # interleaved repeats of the speed probes (0: no probes)
-    cache_namespace: str  # where the trials' actor lives ("": none)
+    actor_namespace: str  # where the trials' actor lives ("": none)
     # The notebook objects the run's model/data name (``@name``): carried by value to workers.
     user_objects: dict[str, Any] = field(default_factory=dict)
     cores: int = 1  # the trial's CPUs: the loader worker levels its speed probes try
@@ -97,18 +91,14 @@ class TrialContext:
 def run_trial(config: dict[str, Any], *, context: TrialContext) -> None:
     """Ray Tune function trainable (use with ``tune.with_parameters(run_trial, context=...)``)."""
     allow_slow_trial_exit()
-    _run(_TrialRun(context, ActorStore(context.cache_namespace, _trial_id())), config)
+    _run(_TrialRun(context, ActorStore(context.actor_namespace, _trial_id())), config)
 
 
 def allow_slow_trial_exit(seconds: int = 60) -> None:
-    """Give a stopped trial's thread ``seconds`` to end before Ray reuses its process.
-
-    Ray reuses a trial's process for the next trial (``reuse_actors``) only if the stopped
-    trial's thread ends within ``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s by default; read in this
-    process at each reuse). Past that, Ray 2.60 ends the next trial as ERROR without telling the
-    searcher, whose concurrency limit then never frees the slot: the search waits forever. A
-    stopped trial unwinds through gc and its loader's shutdown, seconds on a busy machine.
-    """
+    """Give a stopped trial's thread ``seconds`` to end before Ray reuses its process: past
+    ``TUNE_FUNCTION_THREAD_TIMEOUT_S`` (2 s by default) Ray 2.60 ends the next trial as ERROR
+    without telling the searcher, whose concurrency limit then never frees the slot, and a
+    stopped trial's gc and loader shutdown take seconds on a busy machine."""
     os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(seconds))
 
 
@@ -133,31 +123,27 @@ def _run(trial: _TrialRun, config: dict[str, Any]) -> None:
 
 
 class EndedBefore(TunerError):
-    """An earlier attempt of this trial reported this error as final (its checkpoint says so):
-    raised at once, before any training, by every attempt after it."""
+    """An earlier attempt reported this error as final: every later attempt raises it at once."""
 
 
 def raise_if_ended(checkpoint: Any) -> None:
-    """Raise :class:`EndedBefore` if the trial's checkpoint holds a final error report."""
     final = _restore(checkpoint, state=False)[1].get("final_report") or {}
     if final.get(record.STATUS) == "error":
         raise EndedBefore(str(final.get(record.ERROR) or "the trial failed before"))
 
 
 class _ReportedError(TunerError):
-    """The engine ended the run with an error, and the trial reported it as final: raised so
-    that Ray ends the trial as ``ERROR`` (each retry raises at once from the checkpoint)."""
+    """The engine's error, reported as final: raised so that Ray ends the trial as ``ERROR``."""
 
 
 def _kept(key: str, default: Any = None) -> Any:
-    """A counter reported, and carried over a restart, under its record key."""
     return field(default=default, metadata={"key": key})
 
 
 @dataclass
 class TrialCounters:
-    """What a trial counts across its attempts: each report carries the counters under their
-    record keys, each checkpoint carries them (and the speed choice) to a restart."""
+    """What a trial counts across its attempts: reported under their record keys, carried over
+    a restart (with the speed choice) by each checkpoint."""
 
     started_unix_s: float = field(metadata={"key": record.TRIAL_STARTED_UNIX_S})  # the first's
     engine_time_s: float = _kept(record.ENGINE_TIME_S, 0.0)  # probes, builds, training, eval
@@ -171,16 +157,13 @@ class TrialCounters:
     speed: SpeedChoice | None = None  # a checkpoint holds it as a dict, under "speed"
 
     def reported(self) -> dict[str, Any]:
-        """The counters under their record keys (the speed choice apart)."""
         return {f.metadata["key"]: getattr(self, f.name) for f in fields(self) if f.metadata}
 
     def meta(self) -> dict[str, Any]:
-        """What a checkpoint carries of them."""
         return {**self.reported(), "speed": None if self.speed is None else self.speed.to_dict()}
 
     def carried_over(self, meta: dict[str, Any]) -> TrialCounters:
-        """These counters, with what a checkpoint's ``meta`` carried (a missing key keeps its
-        value: until a trial has its speed choice, its speed counters are their defaults)."""
+        """With what a checkpoint's ``meta`` carried (a missing key keeps its value)."""
         keys = {f.name: f.metadata["key"] for f in fields(self) if f.metadata}
         kept = {name: meta[key] for name, key in keys.items() if meta.get(key) is not None}
         speed = meta.get("speed")
@@ -190,9 +173,8 @@ class TrialCounters:
 
 
 class _TrialRun:
-    """One trial's state between reports: its counters (carried over a restart) and speed.
-    Its Ray I/O is its probe store and two methods (``_emit``, ``_latest_checkpoint``) that a
-    data-parallel worker replaces."""
+    """One trial's state between reports. Its Ray I/O is its store and two methods (``_emit``,
+    ``_latest_checkpoint``) that a data-parallel rank replaces."""
 
     def __init__(self, context: TrialContext, store: TrialStore) -> None:
         restore(context.user_objects)
@@ -256,9 +238,8 @@ class _TrialRun:
             raise _ReportedError(result.error or "the run failed")
 
     def _tell_cost(self, result: RunResult) -> None:
-        """Once, what a run of this trial's config costs (its setup, its step time): the prior
-        of later trials' probe runs (tuner.speed.budget). Not from a restored run, whose setup
-        paid the process's one-time costs and the restore besides."""
+        """Once, what a run of this config costs: the prior of later trials' probe runs. Not
+        from a restored run, whose setup paid the restore besides."""
         if self.cost_told or self.restored or not result.step_time_s or self.config is None:
             return
         self.cost_told = True
@@ -270,13 +251,10 @@ class _TrialRun:
         """The run's process is up (a worker group's rank 0 says what its start took)."""
 
     def _starved_by(self, result: RunResult) -> str:
-        """Why a run that ended ok trained fewer steps than its budget holds ("" if it did
-        not). Its time budget first: one that holds fewer steps even at its probes' speed cut
-        it (budget), unless other processes kept at least :data:`LOADED_CORES` busy while it
-        ran, which slow probes too: then either did (budget or machine load). A budget that
-        holds its steps at its probes' speed, with steps that ran slower: machine load; not
-        slower: unknown (its warm-up and evaluations took the rest). A run the feasibility
-        check stopped (over the memory budget) was cut by that: no cause here (its kind)."""
+        """Why a run that ended ok trained fewer steps than planned ("" if it did not): a
+        budget too short even at its probes' speed (or machine load too, when other processes
+        kept :data:`LOADED_CORES` busy, which slows probes as well); else steps slower than its
+        probes': machine load; else unknown. A run the feasibility check stopped: its kind."""
         planned = result.planned_steps
         if result.status != "ok" or planned is None or result.steps >= planned or self.rejected:
             return ""
@@ -304,8 +282,8 @@ class _TrialRun:
         return "unknown (no probe measured its speed)"
 
     def _keep_traceback(self, text: str) -> None:
-        """A failed run's traceback (the user's code in it) as a file of the trial's folder:
-        the run is a result (kind errored), so Ray writes no error.txt for it."""
+        """A failed run's traceback in the trial's folder: Ray writes no error.txt for a run
+        that ended as a result (kind errored)."""
         try:
             folder = self._trial_dir()
             if folder is not None:
@@ -314,12 +292,9 @@ class _TrialRun:
             logger.warning("could not keep the run's traceback: %s", error_line(exc))
 
     def _trial_dir(self) -> str | None:
-        """The trial's folder, where this process writes the trial's own files: the experiment's
-        own where storage is local. Ray's ``get_trial_dir`` is a staging folder, and Ray 2.60
-        gives a reused process one that is never copied to the experiment (a trial's first
-        process gets the driver's staging folder, which Tune copies; a reused one its working
-        folder, copied only with ``sync_artifacts``): the phase log of every trial after the
-        first in a process was lost."""
+        """The trial's folder for its own files: the experiment's own where storage is local.
+        Ray 2.60's ``get_trial_dir`` gives a reused process a staging folder never copied to
+        the experiment: the phase log of every later trial in a process was lost."""
         context = tune.get_context()
         storage = context.get_storage()  # None outside a trial (a unit test)
         if storage is None or not isinstance(
@@ -330,7 +305,7 @@ class _TrialRun:
         return str(storage.trial_fs_path)
 
     def report_error(self, exc: Exception, *, final: bool) -> None:
-        """Report the error; ``final`` (deterministic): with a checkpoint that ends retries."""
+        """``final`` (deterministic): with a checkpoint that ends retries."""
         error = str(exc) if isinstance(exc, TunerError) else f"{type(exc).__name__}: {exc}"
         failed = {
             record.STATUS: "error",
@@ -372,7 +347,6 @@ class _TrialRun:
         return settled.choice, settled.source
 
     def _count_probes(self, settled: Settled) -> None:
-        """What the probes cost this trial (its own probes: a cached verdict costs nothing)."""
         counters = self.counters
         counters.probe_time_s, counters.probe_wait_s = settled.probe_s, settled.wait_s
         counters.probe_budget_s = settled.budget_s
@@ -389,7 +363,6 @@ class _TrialRun:
         )
 
     def _on_probe_run(self, event: dict[str, Any]) -> None:
-        """Each probe run: its end into the phase log, its start to the console's line."""
         if event["event"] == "end":
             self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
             self.probe_steps_s += event["steps_s"]
@@ -401,7 +374,7 @@ class _TrialRun:
     # ---- the run -------------------------------------------------------------------------
 
     def _rejects(self, partial: RunResult) -> bool:
-        """The feasibility check: the run's first steps; over budget stops the run there."""
+        """The feasibility check: over the memory budget stops the run after its first steps."""
         feasible, reason = judge(partial.to_dict(), max_memory_bytes=self.context.max_memory_bytes)
         self.rejected = not feasible
         self.phases.write("feasibility", steps=partial.steps, feasible=feasible, reason=reason)
@@ -426,7 +399,6 @@ class _TrialRun:
             self._emit(report, None)
 
     def _checkpoint_due(self) -> bool:
-        """The first evaluation's checkpoint, then one every ``checkpoint_every_s`` at most."""
         last = self.last_checkpoint
         return last is None or time.perf_counter() - last >= self.context.checkpoint_every_s
 
@@ -492,7 +464,6 @@ class _TrialRun:
 
 
 def _run_parts(result: RunResult) -> dict[str, Any]:
-    """Where an engine run's wall time went (its phase log line)."""
     parts = ("wall_time_s", "setup_time_s", "warmup_time_s", "train_time_s", "eval_time_s")
     return {
         "status": result.status,
@@ -504,7 +475,6 @@ def _run_parts(result: RunResult) -> dict[str, Any]:
 def _restore(
     checkpoint: Any, *, state: bool = True
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The engine state (when asked) and metadata of the trial's checkpoint (None, {} if none)."""
     if checkpoint is None:
         return None, {}
     with checkpoint.as_directory() as folder:
@@ -515,7 +485,7 @@ def _restore(
 
 
 def _trial_id() -> str:
-    """This trial's id ("" outside a Tune trial: a unit test, a worker of a worker group)."""
+    """This trial's id ("" outside a Tune trial: a unit test, a rank of a worker group)."""
     try:
         return tune.get_context().get_trial_id() or ""
     except Exception:

@@ -1,8 +1,6 @@
-"""The one Ray actor a search's trials share (:class:`TrialsActor`), on the driver's node (where
-the experiment folder is): the speed probes' cache (:class:`tuner.speed.cache.ProbeCache`) and
-what each running trial is doing before its reports (the console's running line). Every trial
-reaches it by name through a :class:`TrialStore`: the actor's (:class:`ActorStore`), or none
-(:class:`NullStore`)."""
+"""The one Ray actor a search's trials share, on the driver's node: the speed probes' cache and
+what each running trial is doing (the console's running line). A trial reaches it through a
+:class:`TrialStore`: :class:`ActorStore`, or :class:`NullStore`."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ _ACTOR_NAME = "tuner_trials"
 
 
 class TrialsActor(ProbeCache):
-    """The actor's body: the speed probes' cache, and what each running trial told it is doing
-    (its speed probes, its worker group's start) until its next report."""
+    """The speed probes' cache, and what each running trial told it is doing."""
 
     def __init__(
         self, path: str, machine_dir: str | None = None, fresh: bool = False, experiment: str = ""
@@ -32,7 +29,6 @@ class TrialsActor(ProbeCache):
         self.doing: dict[str, tuple[str, float]] = {}  # trial id -> (what, since: unix time)
 
     def tell(self, trial_id: str, what: str) -> None:
-        """What a trial is doing now (empty: done)."""
         if what:
             self.doing[trial_id] = (what, time.time())
         else:
@@ -45,8 +41,7 @@ class TrialsActor(ProbeCache):
 def start_actor(
     path: Path, namespace: str, *, machine_dir: Path, fresh: bool, experiment: str
 ) -> Any:
-    """Start the trials' actor on this (the driver's) node, where the experiment folder is.
-    ``machine_dir`` is resolved in the driver: the actor's environment is the node's."""
+    """On the driver's node, where the experiment folder is."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
@@ -60,13 +55,11 @@ def start_actor(
 
 
 def connect_actor(namespace: str) -> Any:
-    """The running trials' actor (from inside a trial, or the console)."""
     return ray.get_actor(_ACTOR_NAME, namespace=namespace)
 
 
 class TrialStore(Store, Protocol):
-    """The probe cache as one trial sees it: the speed session's calls, and the trial's own
-    two (its earned share of probe time at its end, its run's cost as a prior)."""
+    """The speed session's calls, and the trial's own two (its earned probe time, its cost)."""
 
     def earn(self, earned_s: float) -> None: ...
 
@@ -74,8 +67,7 @@ class TrialStore(Store, Protocol):
 
 
 class NullStore:
-    """No cache, no pool: nothing remembered, every probe run unbounded and unclaimed, nothing
-    told (a data-parallel group's ranks: tuner.tune.ddp_trial)."""
+    """Nothing remembered, every probe run unbounded and unclaimed, nothing told (the ranks)."""
 
     def get(self, lookup: Lookup) -> Remembered | None:
         return None
@@ -107,9 +99,8 @@ class NullStore:
 
 @dataclass(frozen=True)
 class ActorStore:
-    """Trial ``trial_id``'s calls to the trials' actor of ``namespace``. Each gives up quietly
-    (as if nothing were cached; a draw grants the trial's own share): the cache is an
-    optimization, never fail a trial over it (no namespace in a unit test, or the actor died)."""
+    """Trial ``trial_id``'s calls to the actor. Each gives up quietly (as if nothing were
+    cached; a draw grants the trial's own share): never fail a trial over an optimization."""
 
     namespace: str
     trial_id: str
@@ -140,8 +131,6 @@ class ActorStore:
         self._call("observe", cost)
 
     def tell(self, what: str) -> None:
-        """What the trial does before its first report, for the console's running line:
-        fire and forget, never worth a wait."""
         if self.namespace and self.trial_id:
             try:
                 connect_actor(self.namespace).tell.remote(self.trial_id, what)

@@ -1,7 +1,6 @@
-"""The Ray Tune objects :mod:`tuner.tune.run` hands to ``tune.Tuner``: the trainable with its
-resources, the tune config (Optuna searcher, concurrency, scheduler) and the run config
-(storage, failures, callbacks: progress and the loggers, TensorBoard always, MLflow and W&B on
-request, so nothing leaves the machine by default).
+"""The Ray Tune objects :mod:`tuner.tune.run` hands to ``tune.Tuner``: the trainable, the tune
+config and the run config (MLflow and W&B on request only: nothing leaves the machine by
+default).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from tuner.tune.trainable import TrialContext, run_trial
 from tuner.usercode import registered
 
 __all__ = [
-    "cache_namespace",
+    "actor_namespace",
     "logger_callbacks",
     "quiet_ray",
     "run_config",
@@ -42,13 +41,11 @@ __all__ = [
 ]
 
 
-def cache_namespace(paths: ExperimentPaths) -> str:
-    """The Ray namespace of the experiment's trials' actor (tuner.tune.trials_actor)."""
+def actor_namespace(paths: ExperimentPaths) -> str:
     return f"tuner-{paths.name}"
 
 
 def trainable(search: SearchContext) -> Any:
-    """``run_trial`` with the search's context and one trial's resources."""
     options, plan = search.options, search.plan
     context = TrialContext(
         max_memory_bytes=options.max_memory_bytes,
@@ -58,7 +55,7 @@ def trainable(search: SearchContext) -> Any:
         device=plan.trial_device,
         search_only=search.search_only,
         speed_repeats=options.speed_repeats,
-        cache_namespace=cache_namespace(search.paths),
+        actor_namespace=actor_namespace(search.paths),
         user_objects=registered(),
         checkpoint_every_s=options.checkpoint_every_s,
         feasibility_steps=options.feasibility_steps,
@@ -73,10 +70,8 @@ def trainable(search: SearchContext) -> Any:
 def tune_config(
     search: SearchContext, design: list[dict[str, Any]], study_attrs: dict[str, Any]
 ) -> tune.TuneConfig:
-    """The Optuna searcher (its study in the experiment folder, ``study_attrs`` its user
-    attributes), concurrency and scheduler. The searcher ends the search at the trial count
-    in the experiment's metadata, which a resume can raise (tuner.experiment.limits), so Tune's
-    own count is unlimited."""
+    """The searcher, concurrency and scheduler. The searcher ends the search at the metadata's
+    trial count, which a resume can raise, so Tune's own count is unlimited."""
     options, space, plan = search.options, search.space, search.plan
     searcher = ConstrainedOptunaSearch(
         study_attrs=study_attrs,
@@ -110,8 +105,6 @@ def tune_config(
 
 
 def run_config(search: SearchContext) -> Any:
-    """Storage, failure policy, checkpoints kept, the time budget (over every run of the
-    search, tuner.experiment.limits) and the callbacks (progress, loggers)."""
     options, plan, paths = search.options, search.plan, search.paths
     return tune.RunConfig(
         name=paths.name,
@@ -125,7 +118,7 @@ def run_config(search: SearchContext) -> Any:
                 experiment_dir=paths.local,
                 probe_share=options.probe_share if options.speed_repeats else None,
                 probes_unbounded=bool(options.speed_repeats) and options.probe_share is None,
-                cache_namespace=cache_namespace(paths),
+                actor_namespace=actor_namespace(paths),
                 time_budget_s=options.search_time_budget_s,
             ),
             SearchEndCut(),  # a trial the time budget cut: incomplete, for the folder's reader
@@ -150,9 +143,7 @@ def logger_callbacks(
     space: str,
     experiment_dir: Path,
 ) -> list[tune.Callback]:
-    """TensorBoard by training step (in place of Ray's default), MLflow when a tracking URI is
-    given, W&B (offline files in ``experiment_dir``) when a project is. The optional loggers
-    are imported only when asked for: each imports its client (~1 s)."""
+    """TensorBoard always, MLflow and W&B when asked for (only then imported: ~1 s each)."""
     callbacks: list[tune.Callback] = [StepTBXLoggerCallback()]
     tags = {"space": Path(space).stem, "experiment": experiment}
     if mlflow_uri:
@@ -171,8 +162,6 @@ def logger_callbacks(
 
 
 def _scheduler(search: SearchContext) -> TrialScheduler:
-    """Early stopping: ParetoASHA (non-dominated rank, infeasible last) for the Pareto search,
-    ASHA for a single objective; every trial to its end with --no-early-stopping."""
     options = search.options
     if not options.early_stopping:
         return FIFOScheduler()
@@ -187,10 +176,8 @@ def _scheduler(search: SearchContext) -> TrialScheduler:
 
 
 def _evaluations(workload: dict[str, Any]) -> int | None:
-    """How many evaluations a full trial makes, when the workload fixes it: a budget of images,
-    steps or training seconds, evaluated every so many of the same unit (the k-th report of
-    every trial then comes after the same images, steps or seconds: the rungs compare trials
-    at equal cost)."""
+    """How many evaluations a full trial makes, when its budget and cadence share a unit (the
+    k-th report of every trial then comes at equal cost)."""
     if workload.get("epochs"):
         return None
     for budget, every in (
@@ -204,8 +191,8 @@ def _evaluations(workload: dict[str, Any]) -> int | None:
 
 
 def quiet_ray(*, verbose: bool) -> None:
-    """Our one line per trial replaces Ray's tables and its checkpoint-frequency warnings, and
-    its traceback per failed attempt (the trial's line names the error; error.txt keeps it)."""
+    """Our one line per trial replaces Ray's tables, warnings and tracebacks (error.txt keeps
+    them)."""
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Ray's "Resume experiment with: Tuner.restore(...)" after Ctrl-C: the summary says how
     # to continue a search (tuner search --resume), which Ray's line would contradict.

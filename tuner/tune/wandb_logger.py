@@ -1,11 +1,9 @@
 """``--wandb PROJECT``: one offline W&B run per trial, logged from the driver by training step
-into ``<experiment>/wandb/`` (what is logged: README, "Weights & Biases"). Imported only when
-asked for (importing ``wandb`` takes ~1 s).
+into ``<experiment>/wandb/`` (README, "Weights & Biases").
 
-Not Ray's ``WandbLoggerCallback``: that one reads ``WANDB_PROJECT_NAME`` (not W&B's
-``WANDB_PROJECT``), logs a trial's final report at its last evaluation's step again, writes each
-trial's files into Ray's session folder before they are complete, and lets W&B print between the
-trial lines. Here W&B prints nothing, and a W&B that fails costs one warning line.
+Not Ray's ``WandbLoggerCallback``: that one reads ``WANDB_PROJECT_NAME`` (not ``WANDB_PROJECT``),
+logs a final report at its last evaluation's step again, writes each trial's files into Ray's
+session folder before they are complete, and lets W&B print between the trial lines.
 """
 
 from __future__ import annotations
@@ -27,9 +25,6 @@ _KIND_TAG = "kind: "  # the tag that says a run's kind: "kind: stopped early"
 
 
 class WandbOfflineCallback(tracking.StepLogger, LoggerCallback):
-    """One W&B run per trial, logged from the driver by training step into ``folder/wandb/``;
-    ``tags``: ``space`` and ``experiment``, as every logger's runs carry them."""
-
     _client, _failed = "W&B", False  # for tracking.guarded
 
     def __init__(self, *, project: str, folder: Path, tags: Mapping[str, str]) -> None:
@@ -105,14 +100,10 @@ def log_time_to_target(
     trials: Mapping[str, Mapping[str, Any]],
     runs: Mapping[str, tuple[str, str]],
 ) -> int:
-    """Every trial's time to target (``trials``: trial id -> the figures, None where missing),
-    known only once the search's answer is, into the summary of the trial's own W&B run.
-
-    The trial's run ended with its trial, so it is opened again by its id (offline, a new file
-    of the same run beside the first: ``wandb sync`` syncs a run's files in the order they
-    started, as it does a resumed run's); the new file
-    repeats the run's tags, its kind and its exit code (``runs``: trial id -> its folder name
-    and kind), so the run's last word is still its kind. Returns how many runs got them."""
+    """Every trial's time to target into its own run's summary; how many runs got them. The
+    ended run is opened again by its id (a new file of the same run, which ``wandb sync``
+    syncs in order), repeating its tags, kind and exit code (``runs``: trial id -> folder name
+    and kind), so that its last word is still its kind."""
     told = 0
     for trial_id, values in trials.items():
         if trial_id not in runs:

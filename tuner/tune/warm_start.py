@@ -1,8 +1,6 @@
-"""``--warm-start``: an earlier experiment's finished trials, given to a new study of the same
-space and workload (README, "A search") as Optuna's ``Study.add_trials`` takes them: parameters
-in this space's distributions, objectives by name, the memory constraint where the samplers read
-it, and the user attributes, marked with :data:`WARM_START_ATTR`. The start-up design skips the
-rows they cover. The warm-started trials live only in the new study, never in its report.
+"""``--warm-start``: an earlier experiment's finished trials given to a new study of the same
+space and workload through Optuna's ``Study.add_trials`` (marked with :data:`WARM_START_ATTR`);
+the start-up design skips the rows they cover. They live only in the study, never in the report.
 """
 
 from __future__ import annotations
@@ -32,24 +30,18 @@ WARM_START_ATTR = "warm_start_from"  # user attribute: the experiment that measu
 
 @dataclass(frozen=True)
 class WarmStart:
-    """The earlier trials a new study starts with."""
-
     source: str  # the earlier experiment's name
     path: Path
     trials: list[FrozenTrial]  # ready for Study.add_trials
     left_out: dict[str, int] = field(default_factory=dict)  # why -> how many
 
     def uncovered(self, design: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """The start-up design's rows that no warm-started trial covers (a row's parameter a
-        trial does not have is conditional and does not apply to it)."""
         return [dict(row) for row in design if not any(_covers(t, row) for t in self.trials)]
 
     def origins(self) -> dict[str, int]:
-        """Experiment -> how many of the trials it measured."""
         return dict(Counter(str(t.user_attrs[WARM_START_ATTR]) for t in self.trials))
 
     def summary(self) -> str:
-        """One line for the console and the report."""
         origins = ", ".join(f"{n} from {name}" for name, n in self.origins().items()) or "none"
         left = "; ".join(f"{n} left out: {why}" for why, n in self.left_out.items())
         return f"warm start: {len(self.trials)} earlier trials ({origins})" + (
@@ -75,10 +67,8 @@ def warm_start(
     design: Sequence[Mapping[str, Any]],
     earlier: Experiment | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """With ``--warm-start``: create the new study with the earlier trials and return the design
-    rows left to run and what to record in the metadata; without it, the design and ``None``.
-    ``earlier``: the experiment :func:`~tuner.experiment.earlier.read_warm_start` read before
-    Ray started.
+    """With ``--warm-start``: the new study made with the earlier trials; the design rows left
+    to run and the metadata's record (without it, the design and ``None``).
 
     Raises:
         TunerError: as :func:`load_warm_start`, before anything is written.
@@ -116,8 +106,7 @@ def load_warm_start(
     space_name: str,
     earlier: Experiment | None = None,
 ) -> WarmStart | None:
-    """The trials ``--warm-start`` names, re-expressed for this search (``None`` without it);
-    ``earlier``: that experiment, already read (:func:`read_warm_start`).
+    """The trials ``--warm-start`` names, re-expressed for this search (``None`` without it).
 
     Raises:
         TunerError: no such experiment, another space or workload, or no readable study.
@@ -150,7 +139,6 @@ def _retell(
     names: Sequence[str],
     budget: int | None,
 ) -> FrozenTrial | str:
-    """The trial as this study (memory ``budget``) takes it, or why it is left out."""
     # PRUNED: stopped early or over budget, as in the study they came from; COMPLETE: ok (an
     # older study's over-budget trials too: told PRUNED below, as the record tells them now).
     if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
@@ -189,8 +177,8 @@ def _retell(
 
 
 def _values(trial: FrozenTrial, metrics: Sequence[str], names: Sequence[str]) -> list[float] | None:
-    """This search's objectives, by name: the earlier study's values, else its user attributes
-    (a single-objective study recorded the other measurement there)."""
+    """This search's objectives by name: the values, else the user attributes (a
+    single-objective study recorded the other measurement there)."""
     told = dict(zip(names, trial.values or [], strict=False))
     values = [told.get(metric, trial.user_attrs.get(metric)) for metric in metrics]
     if any(v is None for v in values):
