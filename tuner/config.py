@@ -174,9 +174,7 @@ class TrainConfig:
         "per core). A search's recommended config carries the threads its trials measured with",
     )
 
-    def __post_init__(self) -> None:
-        """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
-        combination."""
+    def __post_init__(self) -> None:  # the first wrongly typed or impossible setting, named
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _checked_type(f.name, getattr(self, f.name)))
         for name in ("model", "data"):  # a file of the user's: the same file from any folder
@@ -223,11 +221,7 @@ class TrainConfig:
     @classmethod
     def from_params(cls, params: Mapping[str, Any], *, ignore: Collection[str] = ()) -> TrainConfig:
         """Build a config from a mapping; the keys in ``ignore`` are dropped on purpose
-        (search-only parameters such as ``base_lr``), any other unknown key is an error.
-
-        Raises:
-            TunerError: an unknown key, a value of the wrong type, or an impossible value.
-        """
+        (search-only parameters such as ``base_lr``), any other unknown key is an error."""
         kept = {k: v for k, v in params.items() if k not in ignore or k in config_fields()}
         _check_known(kept)
         return cls(**kept)
@@ -262,11 +256,7 @@ def config_fields() -> frozenset[str]:
 
 def check_settings(params: Mapping[str, Any]) -> None:
     """Check each setting's name and type on its own, before the rest of its config is known
-    (a search checks its ``--set`` overrides so, before it starts Ray).
-
-    Raises:
-        TunerError: an unknown setting, or a value of the wrong type.
-    """
+    (a search checks its ``--set`` overrides so, before it starts Ray)."""
     _check_known(params)
     for name, value in params.items():
         _checked_type(name, value)
@@ -300,10 +290,9 @@ def trial_threads(cpus_per_trial: float, gpus_per_trial: float) -> int:
 
 
 def load_config_file(path: str | Path) -> TrainConfig:
-    """Read a JSON config (as written by ``tuner report``) into a :class:`TrainConfig`.
+    """Read a JSON config (as written by ``tuner report``, or a ``tuner train --json`` result:
+    its ``"config"`` key) into a :class:`TrainConfig`."""
 
-    A top-level ``"config"`` key is unwrapped, so a ``tuner train --json`` result also loads.
-    """
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -335,11 +324,7 @@ _EXPECTED = {bool: "true or false", int: "an integer", float: "a finite number",
 
 
 def _checked_type(name: str, value: Any) -> Any:
-    """``value`` if it fits the field's type (an int is taken where a float is expected).
-
-    Raises:
-        TunerError: naming the setting, the value and the type it needs.
-    """
+    """``value`` if it fits the field's type (an int is taken where a float is expected)."""
     base, optional = field_type(name)
     if value is None and optional:
         return None

@@ -83,15 +83,7 @@ def restore(objects: dict[str, Any]) -> None:
 
 
 def resolve(ref: str, *, what: str) -> Callable[..., Any]:
-    """The callable that ``ref`` names.
-
-    Args:
-        ref: ``module:function``, ``file.py:function`` or ``@name:function``.
-        what: the setting that holds ``ref`` (``model``), for the error line.
-
-    Raises:
-        UserCodeError: the module does not import, or has no such callable.
-    """
+    """The callable that ``ref`` names; ``what``: the setting that holds it (``model``)."""
     module_part, _, attr = ref.rpartition(":")
     holder = _holder(module_part, ref=ref, what=what)
     found = getattr(holder, attr, None)
@@ -103,11 +95,7 @@ def resolve(ref: str, *, what: str) -> Callable[..., Any]:
 
 
 def resolve_holder(module_part: str) -> Any:
-    """The module or registered object that ``module_part`` (before the colon) names.
-
-    Raises:
-        UserCodeError: it does not import, or is not registered here.
-    """
+    """The module or registered object that ``module_part`` (before the colon) names."""
     return _holder(module_part, ref=module_part, what="space")
 
 
@@ -138,11 +126,7 @@ def _holder(module_part: str, *, ref: str, what: str) -> Any:
 
 
 def load_file_module(path: str | Path, *, what: str) -> ModuleType:
-    """Import a ``.py`` file once per process (spaces and user factories share the import).
-
-    Raises:
-        UserCodeError: the file is missing or raises while importing.
-    """
+    """Import a ``.py`` file once per process (spaces and user factories share the import)."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
         raise UserCodeError(f"{what} file {path} does not exist; check the path.")
@@ -165,11 +149,7 @@ def load_file_module(path: str | Path, *, what: str) -> ModuleType:
 
 
 def call_user(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; what it raises becomes one line with its message and where.
-
-    Raises:
-        UserCodeError: arguments that do not fit ``fn``'s signature, or ``fn`` raised.
-    """
+    """``fn(*args, **kwargs)``; what it raises becomes one line with its message and where."""
     name = getattr(fn, "__qualname__", None) or f"{type(fn).__name__}.forward"
     try:
         inspect.signature(fn).bind(*args, **kwargs)
@@ -204,10 +184,7 @@ def _where(exc: BaseException, source: str | Path | None) -> str:
 
 
 def _ours(filename: str) -> bool:
-    return Path(filename).resolve().is_relative_to(_PACKAGE_DIR)
-
-
-_PACKAGE_DIR = Path(__file__).resolve().parent
+    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 def _library(filename: str) -> bool:

@@ -48,11 +48,7 @@ class ExperimentLocked(TunerError):
 @contextlib.contextmanager
 def driver_lock(folder: Path, *, command: str) -> Iterator[None]:
     """Hold the experiment's driver lock for the ``with`` block; its file goes with it, however
-    the block ends (a kill -9 leaves the file, but no lock: the kernel releases it).
-
-    Raises:
-        ExperimentLocked: a live process holds it; the message names it and what to do.
-    """
+    the block ends (a kill -9 leaves the file, but no lock: the kernel releases it)."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = _locked_fd(folder)
     try:
@@ -118,11 +114,7 @@ def holder(folder: Path) -> dict[str, Any] | None:
 
 
 def refuse_if_held(folder: Path) -> None:
-    """Refuse early, before any other check, when a live driver holds ``folder``.
-
-    Raises:
-        ExperimentLocked: a live process holds it; the message names it and what to do.
-    """
+    """Refuse early, before any other check, when a live driver holds ``folder``."""
     if holder(folder) is not None:
         raise ExperimentLocked(_refusal(folder))
 
@@ -165,14 +157,8 @@ def record_helpers(folder: Path, *, existing: set[int]) -> None:
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # ended meanwhile: nothing to record
             if child.pid not in existing:
-                helpers.append(
-                    {
-                        "pid": child.pid,
-                        "started": child.create_time(),
-                        "name": child.name(),
-                        "driver": me,
-                    }
-                )
+                started, name = child.create_time(), child.name()
+                helpers.append({"pid": child.pid, "started": started, "name": name, "driver": me})
     update_metadata(folder, **{HELPERS_KEY: [*kept, *helpers]})
 
 

@@ -1,8 +1,6 @@
-"""What one search is asked to do, :class:`SearchOptions`, and the options as its experiment
-keeps them: the metadata's record (:func:`options_record`) and what a resume reads back and may
-change (:func:`options_to_resume`). Ray-free and torch-free: a bad option, or a resume that
-changes what it may not, answers before anything slow loads.
-"""
+"""What one search is asked to do (:class:`SearchOptions`, whose fields are its flags), as its
+metadata keeps them and as a resume reads them back (:func:`options_to_resume`). Ray-free and
+torch-free: a bad option answers before anything slow loads."""
 
 from __future__ import annotations
 
@@ -51,13 +49,10 @@ SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 
 @dataclass(frozen=True)
 class Flag:
-    """A :class:`SearchOptions` field as a ``tuner search`` flag (the field's metadata): what
-    its ``--help`` says and which values it takes. ``tuner search`` generates its flags from
-    these; the options check every value against them, the API's keywords as the flags'.
-
-    A flag another owner defines (a shared flag of ``commands/_flags.py``, the run setting
-    ``--target-accuracy``) keeps its own help; ``help`` is what this command adds to it.
-    """
+    """A :class:`SearchOptions` field as a ``tuner search`` flag (the field's metadata): its
+    help and the values it takes, checked for the API's keywords as for the flags. A flag
+    another owner defines (``commands/_flags.py``, ``--target-accuracy``) keeps its own help;
+    ``help`` is what this command adds to it."""
 
     help: str
     section: str = ""  # the --help section this flag opens (the next ones follow it)
@@ -273,8 +268,7 @@ class SearchOptions:
     )
     verbose: bool = _option(False, "also Ray Tune's own progress")
 
-    def __post_init__(self) -> None:
-        """Raise :class:`TunerError` naming the first impossible option."""
+    def __post_init__(self) -> None:  # the first impossible option, named
         for name in _PATHS:  # the API's pathlib.Path, as the text the CLI gives
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
@@ -314,11 +308,7 @@ class SearchOptions:
 
     def trust_limit_s(self, so_far_s: float) -> float | None:
         """Seconds re-measurement and effects may take after a command that ran ``so_far_s``
-        (start-up and trials): a share ``s`` of the whole leaves them ``so_far_s * s / (1 - s)``.
-
-        Raises:
-            TunerError: ``--trust-budget`` is not seconds, a percentage or ``off``.
-        """
+        (start-up and trials): a share ``s`` of the whole leaves them ``so_far_s * s / (1 - s)``."""
         text = str(self.trust_budget).strip()
         if text.lower() == "off":
             return None
@@ -336,24 +326,21 @@ class SearchOptions:
         )
 
 
-# The numeric options, each with the numbers it takes (numpy's too): the options check them, as
-# the API's keywords arrive unparsed.
+# The options' kinds, checked here: the API's keywords arrive unparsed (an int for --storage
+# failed deep in the driver, in a traceback). Numbers take numpy's too.
+_HINTS = typing.get_type_hints(SearchOptions)
 _NUMBERS = {
     name: kind
-    for name, hint in typing.get_type_hints(SearchOptions).items()
+    for name, hint in _HINTS.items()
     for number, kind in ((int, numbers.Integral), (float, numbers.Real))
     if number in (get_args(hint) or (hint,))
 }
-
-
-# The options that are text, and those that are True or False: the API's keywords arrive
-# unchecked (an int for --storage failed deep in the driver, in a traceback).
 _TEXTS = {
     name
-    for name, hint in typing.get_type_hints(SearchOptions).items()
+    for name, hint in _HINTS.items()
     if (hint is str or set(get_args(hint)) == {str, type(None)}) and name != "trust_budget"
 }  # --trust-budget takes seconds too: its own check reads str(value)
-_FLAGS = {n for n, hint in typing.get_type_hints(SearchOptions).items() if hint is bool}
+_FLAGS = {n for n, hint in _HINTS.items() if hint is bool}
 _PATHS = ("space", "storage", "reports_dir", "warm_start")
 
 
@@ -382,11 +369,7 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
 
 
 def check_name(name: str) -> None:
-    """A run's ``--name``, the name of its folders (a search's, an ablation's).
-
-    Raises:
-        TunerError: it is not letters, digits, '_', '.', '-' (a slash would make folders).
-    """
+    """A run's ``--name``, the name of its folders: a slash would make more of them."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise TunerError(f"--name {name!r} must be letters, digits, '_', '.', '-' (no slashes).")
 
@@ -454,12 +437,7 @@ def options_to_resume(
 ) -> SearchOptions:
     """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
     fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
-    and said, any other refused. Named, a field can be set back to its default.
-
-    Raises:
-        TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
-            changes an option a resumed search cannot change.
-    """
+    and said, any other refused. Named, a field can be set back to its default."""
     metadata = read_metadata(paths.local)
     if not metadata:
         raise TunerError(
@@ -500,13 +478,9 @@ def options_to_resume(
 def _changes_on_resume(
     own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
 ) -> dict[str, Any]:
-    """The options ``given`` sets (``named``: options_to_resume) to another value than the
-    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
-    (what the printed command to continue keeps).
+    """The options ``given`` sets to another value than the experiment's ``own``: the
+    changeable ones, each said in a note; the first other one is refused."""
 
-    Raises:
-        TunerError: the first one a resumed search cannot apply.
-    """
     default = SearchOptions(space="")
     changes: dict[str, Any] = {}
     for option in dataclasses.fields(SearchOptions):
