@@ -86,33 +86,23 @@ class Experiment:
         return lines
 
     def with_seeds(self) -> Experiment:
-        """This experiment after its picks were retrained with seeds (``seeds.csv``): that file
-        read, the rest kept (the search hands on what it read: STYLE 14)."""
-        problems = list(self.problems)
-        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
-        return dataclasses.replace(self, seeds=seeds, problems=[*dict.fromkeys(problems)])
+        """After its picks were retrained with seeds: ``seeds.csv`` read, the rest kept (the
+        search hands on what it read: STYLE 14)."""
+        return self._reread(seeds=SEEDS_FILE)
 
     def with_effects(self, metadata: dict[str, Any]) -> Experiment:
-        """This experiment after its technique effects were measured (``effects.csv``) and its
-        metadata rewritten: the files that changed, read again; the trials are kept."""
+        """After its technique effects were measured and its metadata rewritten."""
+        reread = self._reread(effects=EFFECTS_FILE, seeds=SEEDS_FILE)
+        return dataclasses.replace(reread, metadata=metadata)
+
+    def _reread(self, **tables: str) -> Experiment:
         problems = list(self.problems)
-        effects = _read.read_table(self.path / EFFECTS_FILE, problems)
-        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
-        return dataclasses.replace(
-            self,
-            metadata=metadata,
-            effects=effects,
-            seeds=seeds,
-            problems=[*dict.fromkeys(problems)],
-        )
+        read = {name: _read.read_table(self.path / file, problems) for name, file in tables.items()}
+        return dataclasses.replace(self, **read, problems=[*dict.fromkeys(problems)])
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
-    """The experiment folder for a path, or for a name under ``storage``.
-
-    Raises:
-        TunerError: neither exists or the folder holds no experiment.
-    """
+    """The experiment folder for a path, or for a name under ``storage``."""
     candidates = [Path(name_or_path), Path(storage) / str(name_or_path)]
     for path in candidates:
         if path.is_dir():
@@ -138,11 +128,7 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
 
 
 def load_experiment(experiment_dir: str | Path) -> Experiment:
-    """Read an experiment folder, finished, interrupted or still running.
-
-    Raises:
-        TunerError: the folder is missing or its metadata is not valid JSON.
-    """
+    """Read an experiment folder, finished, interrupted or still running."""
     path = resolve_experiment(experiment_dir)
     metadata = read_metadata(path)
     name = str(metadata.get("name") or path.name)

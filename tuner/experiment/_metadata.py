@@ -13,12 +13,8 @@ from tuner.record import MAX_MEMORY_BYTES
 
 
 def read_metadata(folder: Path) -> dict[str, Any]:
-    """The metadata of the experiment in ``folder`` ({} when it has none).
-
-    Raises:
-        TunerError: the file is not a JSON object, or a key holds what the search never writes
-            there (damaged, or edited by hand).
-    """
+    """The metadata of the experiment in ``folder`` ({} when it has none); a key that holds
+    what the search never writes there (damaged, or edited by hand) is refused."""
     file = Path(folder) / METADATA_FILE
     if not file.is_file():
         return {}

@@ -102,13 +102,10 @@ def new_clock() -> dict[str, Any]:
 def settle_clock(folder: Path) -> None:
     """Before a resume writes into the folder: a run that never stopped the clock (its driver
     was killed) is counted until the last file it wrote."""
-    metadata = read_metadata(folder)
-    clock = metadata.get(CLOCK)
+    clock = read_metadata(folder).get(CLOCK)
     if isinstance(clock, dict) and clock.get("since_unix_s") is not None:
         stopped = _last_written(folder, clock["since_unix_s"])
-        used = float(clock.get("used_s") or 0.0) + max(0.0, stopped - clock["since_unix_s"])
-        stopped_clock = {"used_s": used, "since_unix_s": None, "stopped_unix_s": stopped}
-        update_metadata(folder, **{CLOCK: {**clock, **stopped_clock}})
+        update_metadata(folder, **{CLOCK: _stopped(clock, stopped)})
 
 
 def start_clock(folder: Path) -> None:
@@ -130,14 +127,15 @@ def start_clock(folder: Path) -> None:
 
 def stop_clock(folder: Path) -> None:
     """This run's trials ended (or stopped): their time is added to the clock."""
-    metadata = read_metadata(folder)
-    clock = metadata.get(CLOCK)
-    if not isinstance(clock, dict) or clock.get("since_unix_s") is None:
-        return
-    now = time.time()
-    used = float(clock.get("used_s") or 0.0) + max(0.0, now - clock["since_unix_s"])
-    stopped = {"used_s": used, "since_unix_s": None, "stopped_unix_s": now}
-    update_metadata(folder, **{CLOCK: {**clock, **stopped}})
+    clock = read_metadata(folder).get(CLOCK)
+    if isinstance(clock, dict) and clock.get("since_unix_s") is not None:
+        update_metadata(folder, **{CLOCK: _stopped(clock, time.time())})
+
+
+def _stopped(clock: dict[str, Any], at_unix_s: float) -> dict[str, Any]:
+    """``clock`` stopped at ``at_unix_s``: the running run's time added to what was used."""
+    used = float(clock.get("used_s") or 0.0) + max(0.0, at_unix_s - clock["since_unix_s"])
+    return {**clock, "used_s": used, "since_unix_s": None, "stopped_unix_s": at_unix_s}
 
 
 def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> float:
@@ -172,12 +170,7 @@ def _last_written(folder: Path, since: float) -> float:
 
 def limit_note(name: str, value: Any, *, folder: Path, own: Any) -> str:
     """The note that says what a new ``--num-samples`` or ``--search-time-budget-s`` does on
-    this resume of the experiment at ``folder`` (``own``: its options, SearchOptions).
-
-    Raises:
-        TunerError: the experiment cannot take it (an older tuner's, fewer trials than it
-            started, more than a grid has, a budget it has used up already).
-    """
+    this resume of the experiment at ``folder`` (``own``: its options), or why it cannot."""
     metadata = read_metadata(folder)
     experiment = str(metadata.get("name") or folder.name)
     flag = "--" + name.replace("_", "-")
@@ -233,15 +226,9 @@ def trials_started(folder: Path, study_name: str) -> int:
     study = load_study(folder / STUDY_FILE, study_name)
     if study is None:
         return 0
-    trials = study.get_trials(deepcopy=False)
     # A trial an interrupt closed and a resume went on with has two Optuna trials: one Ray id.
-    return len(
-        {
-            trial.user_attrs[STUDY_TRIAL_ID_ATTR]
-            for trial in trials
-            if STUDY_TRIAL_ID_ATTR in trial.user_attrs
-        }
-    )
+    attrs = [trial.user_attrs for trial in study.get_trials(deepcopy=False)]
+    return len({a[STUDY_TRIAL_ID_ATTR] for a in attrs if STUDY_TRIAL_ID_ATTR in a})
 
 
 def _grid_size(own: Any) -> int | None:

@@ -36,15 +36,9 @@ def experiment_paths(options: SearchOptions) -> ExperimentPaths:
 def start_search(
     options: SearchOptions, paths: ExperimentPaths, *, given: frozenset[str] | None = None
 ) -> Iterator[SearchOptions]:
-    """Take the experiment's folder ``paths`` for this driver and yield the options the search
-    runs with: the lock is taken before anything slow and held for the ``with`` block (the
-    checks and the search run inside it); on a resume, the experiment's own options with what
-    ``given`` may change applied (``given``: the fields the caller set; None: those unlike the
-    defaults).
-
-    Raises:
-        TunerError: the first problem found (usage: exit code 2).
-    """
+    """Take the folder ``paths`` for this driver (the lock, held for the ``with`` block) and
+    yield the options the search runs with: on a resume, the experiment's own, with what
+    ``given`` may change applied."""
     refuse_unwritable(paths.local, given=f"--storage {options.storage}")  # no lock there
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
@@ -101,13 +95,7 @@ def refuse_existing(paths: ExperimentPaths) -> None:
 
 def refuse_damaged(paths: ExperimentPaths) -> None:
     """Refuse a resume whose study or Ray state cannot be read, before Ray starts (a study.db
-    cut short failed 13 s later, after Ray's start, in a 107-line traceback). A usage problem
-    (exit 2), as an unknown name or damaged metadata is: nothing ran, the command cannot go on
-    as given.
-
-    Raises:
-        TunerError: the damaged file, and what to do.
-    """
+    cut short failed 13 s later, after Ray's start, in a 107-line traceback): exit 2."""
     folder = paths.local
     study = folder / STUDY_FILE
     what = _damaged_study(study) if study.is_file() else None
