@@ -49,25 +49,10 @@ class TunerRuntimeError(TunerError):
 
 # The module each runtime dependency in pyproject.toml is imported as -> its distribution
 # (tests/test_dependencies.py keeps the two alike): a missing one is named with its fix.
-RUNTIME_PACKAGES = {
-    "torch": "torch",
-    "torchvision": "torchvision",
-    "timm": "timm",
-    "ray": "ray[tune]",
-    "optuna": "optuna",
-    "pandas": "pandas",
-    "numpy": "numpy",
-    "scipy": "scipy",
-    "PIL": "pillow",
-    "tensorboardX": "tensorboardX",
-    "sklearn": "scikit-learn",
-    "pyarrow": "pyarrow",
-    "matplotlib": "matplotlib",
-    "tqdm": "tqdm",
-    "platformdirs": "platformdirs",
-    "psutil": "psutil",
-    "filelock": "filelock",
-}
+_SAME_NAME = "torch torchvision timm optuna pandas numpy scipy tensorboardX pyarrow matplotlib"
+_SAME_NAME += " tqdm platformdirs psutil filelock"
+RUNTIME_PACKAGES = {module: module for module in _SAME_NAME.split()}
+RUNTIME_PACKAGES |= {"ray": "ray[tune]", "PIL": "pillow", "sklearn": "scikit-learn"}
 
 
 class MissingPackage(TunerRuntimeError):

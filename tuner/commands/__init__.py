@@ -138,27 +138,21 @@ def _main(arguments: list[str]) -> int:
             raise
         return _failed(args, exc)
     except Terminated:
-        print("terminated (SIGTERM)", file=sys.stderr)
-        return _interrupted(args, EXIT_TERMINATED)
+        return _ended(args, "terminated (SIGTERM)", status="interrupted", code=EXIT_TERMINATED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return _interrupted(args, EXIT_INTERRUPTED)
+        return _ended(args, "interrupted", status="interrupted", code=EXIT_INTERRUPTED)
 
 
 def _failed(args: argparse.Namespace, exc: TunerError) -> int:
-    """Print ``exc`` as its one line (and as JSON with ``--json``); its exit code."""
-    print(f"error: {exc}", file=sys.stderr)
-    if getattr(args, "json", False):  # --json promises a JSON document: the error's
-        from tuner.commands._flags import print_json
-
-        print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
-    return exc.exit_code
+    error = {"error": str(exc)}
+    return _ended(args, f"error: {exc}", status="error", code=exc.exit_code, **error)
 
 
-def _interrupted(args: argparse.Namespace, code: int) -> int:
-    """A command stopped before it had a result: with ``--json``, the JSON says so."""
+def _ended(args: argparse.Namespace, line: str, *, status: str, code: int, **more: str) -> int:
+    """Print ``line``; with ``--json`` (which promises a JSON document), say the end as one."""
+    print(line, file=sys.stderr)
     if getattr(args, "json", False):
         from tuner.commands._flags import print_json
 
-        print_json({"status": "interrupted", "exit_code": code})
+        print_json({"status": status, **more, "exit_code": code})
     return code
