@@ -1,13 +1,7 @@
-"""The answer of a search: the front on re-measured numbers, the picks, and what is a tie.
-
-``tuner search`` decides once and hands the :class:`Answer` to its summary and its report;
-``tuner report`` decides on the folder it reads: both state the same front and the same picks.
-Candidates are the trials of kind ok that measured every objective. A re-measured trial's
-throughput is the median of its re-measurements, and when there are some only re-measured
-candidates can be picked (the others' single figure was not taken side by side); accuracy
-carries its Wilson interval over the validation images. Two picks tie on throughput when the
-paired ratio of their re-measurements holds 1x, and on accuracy when
-:func:`tuner.stats.accuracy_difference` holds 0; picks not re-measured together have no
+"""The answer of a search (decided once, by the search or by ``tuner report`` on the folder): the
+front on re-measured numbers, the picks, and what is a tie. When some candidates were
+re-measured only they can be picked (the others' single figure was not taken side by side). Two
+picks tie when their interval holds no change; picks not re-measured together have no
 throughput interval: "not re-measured", never a tie.
 """
 

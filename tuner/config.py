@@ -1,9 +1,6 @@
-"""The one frozen, typed run config. Every stage builds it with ``TrainConfig.from_params``.
-
-A misspelled key, a wrong type or an impossible combination fails at construction with one
-:class:`TunerError` line. Each field's help lives in its metadata (the CLI flags are generated
-from it); every speed technique defaults to off, so ``TrainConfig()`` is the plain loop. What a
-technique *is* is declared in :mod:`tuner.techniques`.
+"""The one frozen, typed run config, built by every stage with ``TrainConfig.from_params``: a
+misspelled key, a wrong type or an impossible combination is one :class:`TunerError` line. Each
+field's help is its metadata (the CLI's flags); ``TrainConfig()`` is the plain loop.
 """
 
 from __future__ import annotations
@@ -231,9 +228,8 @@ class TrainConfig:
         return dataclasses.asdict(self)  # model_kwargs is a plain dict (_checked_type)
 
     def step_limit(self, *, world_size: int = 1) -> int | None:
-        """The steps the ``steps`` and ``images`` limits allow (``None``: neither is given): the
-        images at the global batch (``world_size`` x ``batch_size``), rounded up to a whole step,
-        so every batch size trains the same images within one batch."""
+        """The steps the ``steps`` and ``images`` limits allow (``None``: neither): the images
+        at the global batch, rounded up, so every batch size trains the same images."""
         limits = [self.steps] if self.steps is not None else []
         if self.images is not None:
             limits.append(math.ceil(self.images / (self.batch_size * world_size)))
@@ -280,11 +276,9 @@ def field_help(name: str) -> str:
 
 
 def trial_threads(cpus_per_trial: float, gpus_per_trial: float) -> int:
-    """The torch threads a search's trial computes with, given its CPU and GPU share (one
-    owner: the trials, the measurements after them and the recommended config all take it).
-    A CPU trial leaves one of its cores to its data loader and Ray's own processes: on a small
-    machine, OpenMP threads fighting for oversubscribed cores run several times slower than
-    one fewer thread."""
+    """The torch threads a search's trial computes with, given its CPU and GPU share. A CPU
+    trial leaves one core to its data loader and Ray: on a small machine, OpenMP threads on
+    oversubscribed cores run several times slower than one fewer thread."""
     cores = max(1, int(cpus_per_trial))
     return cores if gpus_per_trial > 0 else max(1, cores - 1)
 

@@ -68,8 +68,7 @@ class SearchSpace:
 
     @property
     def ref(self) -> str:
-        """What :func:`get_space` takes to load this space again: its name, its file, its
-        module or its registered object (``@name``)."""
+        """What :func:`get_space` takes to load this space again."""
         if self.source.endswith(".py") or self.source.startswith("@"):
             return self.source
         return self.name if self.source.startswith(f"{_PACKAGE}.") else self.source
@@ -132,17 +131,15 @@ def train_config_of(
     search_only: Collection[str] = (),
     device: str = "auto",
 ) -> TrainConfig:
-    """The ``TrainConfig`` a trial runs (the one step from trial parameters to a run config):
-    ``workload``, then ``params`` (a trial's sample or ``params.json``, speed settings merged),
-    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run."""
+    """The ``TrainConfig`` a trial runs: ``workload``, then ``params`` (its sample, or
+    ``params.json`` with speed settings), ``search_only`` names (``base_lr``) dropped."""
     merged = {**(workload or {}), **params, **({"device": "cpu"} if device == "cpu" else {})}
     return TrainConfig.from_params(merged, ignore=search_only)
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     """Let Optuna search AMP and the speed knobs worth trying on this device too (a helper for
-    space files), each with what its value implies. By default the search settles the
-    accuracy-neutral knobs with short probes instead; a space that suggests one pins it."""
+    space files), instead of the search's speed probes; a space that suggests one pins it."""
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
         if entry.after and params.get(entry.after, knob(entry.after).off) == knob(entry.after).off:
@@ -283,8 +280,7 @@ def _with_user_factories(
     workloads: Mapping[str, Mapping[str, Any]], module: Any, source: str
 ) -> dict[str, dict[str, Any]]:
     """A space's ``build_model`` / ``build_data`` become its workloads' ``model`` / ``data``
-    (a reference to the space's own function, :mod:`tuner.usercode`); a workload that names
-    its own keeps it, and ``--model`` / ``--data`` override either."""
+    unless a workload names its own (``--model`` / ``--data`` override either)."""
     factories = {
         setting: f"{source}:{function}"
         for setting, function in (("model", "build_model"), ("data", "build_data"))

@@ -1,11 +1,7 @@
-"""The user's own code, named by a reference: ``module:function`` (an importable module),
-``path/to/file.py:function`` (a file), or ``@name:function`` (an object registered in this
-process from a notebook, :func:`register`).
-
-A run config names the user's model and data by such a reference (``model``, ``data``), so a
-config stays plain text that travels to Ray workers and into ``params.json``. This module is the
-one place that turns a reference into a callable, calls it, and tells a failure in one line
-naming the user's own message and where it was raised (``file:line``). No torch here.
+"""The user's own code, named by a reference (``module:function``, ``path/to/file.py:function``,
+or ``@name:function`` for an object a notebook registered), so a run config stays plain text
+that travels to Ray workers. The one place that turns a reference into a callable, calls it,
+and tells a failure in one line with the user's message and ``file:line``. No torch here.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
 
 __all__ = [
     "UserCodeError",
@@ -64,9 +60,8 @@ def _is_file(module_part: str) -> bool:
 
 
 def register(name: str, holder: Any) -> str:
-    """Make ``holder`` (a notebook's object or module with ``build_model`` / ``build_data``)
-    nameable as ``@name``; returns that module part. Lives in this process (and in the Ray
-    trainables, which carry :func:`registered` with them)."""
+    """Make ``holder`` (a notebook's object with ``build_model`` / ``build_data``) nameable as
+    ``@name`` in this process (Ray trainables carry :func:`registered`); returns ``@name``."""
     key = f"@{name}"
     _REGISTERED[key] = holder
     return key
@@ -170,12 +165,11 @@ def call_user(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> A
 
 
 def _line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300].rstrip(".")
+    return error_line(exc).rstrip(".")
 
 
 def _where(exc: BaseException, source: str | Path | None) -> str:
-    """`` at file:line``: the deepest frame in the user's file, else the deepest outside
-    ``tuner`` and the installed libraries (torch, site-packages); none of those: nothing."""
+    """`` at file:line``: the deepest frame in the user's file, else outside tuner and libraries."""
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if source and Path(f.filename) == Path(source)]
     outside = [f for f in frames if not _library(f.filename) and not _ours(f.filename)]
@@ -194,8 +188,7 @@ def _library(filename: str) -> bool:
 
 def py_modules(refs: Iterable[str]) -> list[str]:
     """What Ray's ``runtime_env["py_modules"]`` must ship so that workers on any node import
-    ``refs``: each file, or each importable module's top-level package (or file). Installed
-    packages, ``tuner`` itself and registered objects travel otherwise (nothing listed)."""
+    ``refs``: each file or module's top-level package (installed ones travel otherwise)."""
     shipped: list[str] = []
     for ref in refs:
         if not is_ref(ref):

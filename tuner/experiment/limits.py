@@ -1,13 +1,8 @@
-"""The two limits of a search that a resume can move: how many trials it runs in all
-(``--num-samples``) and how long its trials may run in all (``--search-time-budget-s``, over
-every run of the search, on the clock kept here).
-
-Ray Tune keeps its own copy of both in the state it pickles (the search generator saves its
-sample count and that it had finished, the runner its timeout stopper with the time left), and
-``Tuner.restore`` takes neither anew. So tuner owns them: the experiment's metadata holds the
-limits and the clock, and the objects Ray pickles read them from there each time they are built
-or restored (:mod:`tuner.tune.search_end`, the searcher, the progress printer). Neither Ray
-nor torch is imported here: a resume's new limit is checked before they load.
+"""The two limits of a search that a resume can move: its trials in all (``--num-samples``) and
+their time in all (``--search-time-budget-s``, every run together, on the clock kept here).
+Ray Tune pickles its own copy of both and ``Tuner.restore`` takes neither anew, so the metadata
+holds them and the objects Ray pickles read them from there when built or restored. Ray-free:
+a resume's new limit is checked before Ray loads.
 """
 
 from __future__ import annotations
@@ -79,8 +74,7 @@ class SearchLimits:
 
 
 def read_limits(folder: Path | str) -> SearchLimits | None:
-    """The limits in the metadata of the experiment at ``folder``; None: an older tuner's
-    experiment (no clock: Ray Tune keeps its limits) or no metadata."""
+    """The limits in the metadata at ``folder``; None: an older tuner's (no clock) or none."""
     metadata = read_metadata(Path(folder))
     clock = metadata.get(CLOCK)
     if not isinstance(clock, dict) or NUM_SAMPLES not in metadata:
@@ -109,8 +103,7 @@ def settle_clock(folder: Path) -> None:
 
 
 def start_clock(folder: Path) -> None:
-    """This run's trials begin now (an older tuner's experiment keeps no clock); the time since
-    the last run stopped is kept as time the search was down."""
+    """This run's trials begin now; the time since the last run stopped was down time."""
     metadata = read_metadata(folder)
     clock = metadata.get(CLOCK)
     if not isinstance(clock, dict):
@@ -139,8 +132,7 @@ def _stopped(clock: dict[str, Any], at_unix_s: float) -> dict[str, Any]:
 
 
 def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> float:
-    """Seconds between ``started`` and ``ended`` (Unix) in which no run of the search was on
-    (a driver stopped, then resumed): what a trial's wall time leaves out."""
+    """Seconds between ``started`` and ``ended`` (Unix) with no run of the search on."""
     clock = metadata.get(CLOCK)
     down = clock.get("down_unix_s") if isinstance(clock, dict) else None
     overlap = 0.0
@@ -150,9 +142,8 @@ def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> fl
 
 
 def _used_s(folder: Path, metadata: dict[str, Any]) -> float:
-    """Seconds the trials ran in every run before now, when no run is on: a run whose clock
-    is still on was killed, and its time is counted up to the last file its trials, Ray or the
-    study wrote (the metadata itself is left out: a resume writes it before its trials)."""
+    """Seconds the trials ran in every run before now: a run whose clock is still on was
+    killed, and counts up to the last file its trials, Ray or the study wrote."""
     clock = metadata.get(CLOCK) or {}
     used = float(clock.get("used_s") or 0.0)
     since = clock.get("since_unix_s")
@@ -221,8 +212,7 @@ def _budget_note(value: float, *, folder: Path, metadata: dict[str, Any], experi
 
 
 def trials_started(folder: Path, study_name: str) -> int:
-    """How many trials the search has asked the sampler for (its study's trials that name a
-    Ray trial; warm-started ones name none). Read from a copy: the experiment is not written."""
+    """How many trials the search has asked the sampler for (warm-started ones not counted)."""
     study = load_study(folder / STUDY_FILE, study_name)
     if study is None:
         return 0
