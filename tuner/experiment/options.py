@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
@@ -424,40 +424,32 @@ SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
-class _Located(Protocol):
-    """Where an experiment lives, as :func:`options_to_resume` reads it: an
-    :class:`~tuner.experiment.paths.ExperimentPaths`, which imports this module."""
-
-    name: str
-    local: Path
-
-
 def options_to_resume(
-    paths: _Located, given: SearchOptions, *, named: frozenset[str] | None = None
+    folder: Path, given: SearchOptions, *, named: frozenset[str] | None = None
 ) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
+    """The options the experiment in ``folder`` was started with; of those ``given`` sets (the
     fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
     and said, any other refused. Named, a field can be set back to its default."""
-    metadata = read_metadata(paths.local)
+    metadata, name = read_metadata(folder), folder.name
     if not metadata:
         raise TunerError(
-            f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
+            f"No experiment {name!r} in {folder.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
-    file = paths.local / METADATA_FILE
+    file = folder / METADATA_FILE
     if not (metadata.get("options") or {}).get("space"):  # a search's start writes them first
         raise TunerError(
-            f"{file} holds no options of the search it began: {paths.name!r} cannot be resumed; "
-            f"start a new search (another --name); `tuner report {paths.local}` still reads "
+            f"{file} holds no options of the search it began: {name!r} cannot be resumed; "
+            f"start a new search (another --name); `tuner report {folder}` still reads "
             "what it holds."
         )
     saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
     known = {f.name for f in dataclasses.fields(SearchOptions)}
-    for name in sorted(set(saved) - known):
+    for option in sorted(set(saved) - known):
         # Kept in the metadata by an older tuner: said, so a resumed search is not silently
         # another search.
         print(
-            f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
+            f"note: option {option!r} saved by an older tuner is unknown here; ignored.",
             file=sys.stderr,
         )
     try:
@@ -471,8 +463,8 @@ def options_to_resume(
         # The count it resolved at its start (the space's, the grid's), not resolved again:
         # a new time budget or an edited space would change it.
         own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
-    changes = _changes_on_resume(own, given, paths.local, named)
-    return dataclasses.replace(own, **changes, name=paths.name, resume=True)
+    changes = _changes_on_resume(own, given, folder, named)
+    return dataclasses.replace(own, **changes, name=name, resume=True)
 
 
 def _changes_on_resume(

@@ -43,7 +43,7 @@ def start_search(
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
         refuse_damaged(paths)  # before Ray starts: one line, not its traceback
-        options = options_to_resume(paths, options, named=given)
+        options = options_to_resume(paths.local, options, named=given)
     if not options.no_report:  # written after the trials: a folder it cannot be is found now
         reports = Path(options.reports_dir) / paths.name
         refuse_unwritable(reports, given=f"--reports-dir {options.reports_dir}")
