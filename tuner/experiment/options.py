@@ -274,7 +274,9 @@ class SearchOptions:
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for option in dataclasses.fields(self):
             _check(option, getattr(self, option.name))
-        if not isinstance(self.overrides, Mapping) or not all(map(_is_text, self.overrides)):
+        if not isinstance(self.overrides, Mapping) or not all(
+            isinstance(key, str) for key in self.overrides
+        ):
             raise TunerError(
                 f"--set {self.overrides!r} must be a mapping of run settings by name, e.g. "
                 "{'lr': 0.001}."
@@ -342,10 +344,6 @@ _TEXTS = {
 }  # --trust-budget takes seconds too: its own check reads str(value)
 _FLAGS = {n for n, hint in _HINTS.items() if hint is bool}
 _PATHS = ("space", "storage", "reports_dir", "warm_start")
-
-
-def _is_text(value: Any) -> bool:
-    return isinstance(value, str)
 
 
 def _check(option: dataclasses.Field[Any], value: Any) -> None:
