@@ -193,21 +193,15 @@ SPEED_PROBE_WAIT_S = _search_key(
 STARVED_BY = _search_key(
     "starved_by",
     TEXT,
-    "what cut a trial's run short of its budget's planned_steps (a starved trial; machine load "
-    "can cut one of another kind short too, but not one the feasibility check stopped): budget "
-    "(its time budget holds fewer steps even at the speed its probes measured, or, unprobed, at "
-    "the speed it trained), budget or machine load (the same, while other processes kept at "
-    "least half a core busy on average, measured: machine_load_cores; that load slows probes "
-    "too), machine load (its budget holds its steps at its probes' speed, but its steps ran "
-    "slower), or unknown",
+    "what cut a trial's run short of its planned_steps: budget (its time budget holds fewer "
+    "steps even at its probed speed), budget or machine load (the same, beside at least half a "
+    "busy core: machine_load_cores), machine load (its steps ran slower than probed), or unknown",
 )
 MACHINE_LOAD_CORES = _search_key(
     "machine_load_cores",
     NUMBER,
-    "cores other processes kept busy on average while the trial ran (the machine's busy CPU "
-    "time less the search's own process tree's, its driver's when the driver started Ray, else "
-    "the raylet's (every Ray job on that node): the other trials of the same search are its "
-    "own work; over its wall time: tuner.measure.load)",
+    "cores other processes kept busy on average while the trial ran: the machine's busy CPU "
+    "less the search's own process tree's (tuner.measure.load)",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",
