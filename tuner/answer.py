@@ -64,7 +64,6 @@ __all__ = [
     "pairs_text",
     "points_text",
     "short_of_steps_text",
-    "throughput_ratio",
     "to_remeasure",
     "world_size_of",
 ]

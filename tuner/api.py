@@ -14,13 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
-from tuner.experiment.options import (
-    OBJECTIVES,
-    SAMPLERS,
-    WORKLOAD_CHOICES,
-    SearchOptions,
-    check_name,
-)
+from tuner.experiment.options import SearchOptions, check_name
 from tuner.experiment.paths import refuse_unwritable
 from tuner.search_result import SearchResult
 
@@ -36,9 +30,6 @@ BENCHMARKS_DIR = "reports/benchmarks"  # where bench and verify write their repo
 __all__ = [
     "DEFAULT_REPORTS_DIR",
     "DEFAULT_STORAGE",
-    "OBJECTIVES",
-    "SAMPLERS",
-    "WORKLOAD_CHOICES",
     "AblationResult",
     "SearchOptions",
     "SearchResult",
