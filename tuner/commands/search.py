@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from tuner.api import SearchOptions
 from tuner.commands import _flags
 from tuner.errors import TunerError
+from tuner.experiment.options import NUMBERS
 from tuner.record import TARGET_ACCURACY
 
 if TYPE_CHECKING:
@@ -95,9 +95,7 @@ def _kind(option: dataclasses.Field[Any], spec: Any) -> dict[str, Any]:
     if spec.choices:
         return {"choices": spec.choices}
     parse = spec.parse and _argument_type(spec.parse)
-    hint = _HINTS[option.name]
-    kind = next((t for t in (int, float) if t in (get_args(hint) or (hint,))), None)
-    return {"type": parse or kind, "metavar": spec.metavar}
+    return {"type": parse or NUMBERS.get(option.name), "metavar": spec.metavar}
 
 
 def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -112,8 +110,7 @@ def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-_HINTS = typing.get_type_hints(SearchOptions)
-_FIELDS = frozenset(_HINTS)
+_FIELDS = frozenset(SearchOptions.__dataclass_fields__)
 
 
 def options_from_args(args: argparse.Namespace) -> SearchOptions:

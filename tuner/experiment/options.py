@@ -28,6 +28,7 @@ from tuner.units import parse_memory_size
 
 __all__ = [
     "CHANGEABLE_ON_RESUME",
+    "NUMBERS",
     "OBJECTIVES",
     "SAMPLERS",
     "SHOWN_ON_RESUME",
@@ -329,12 +330,12 @@ class SearchOptions:
 
 
 # The options' kinds, checked here: the API's keywords arrive unparsed (an int for --storage
-# failed deep in the driver, in a traceback). Numbers take numpy's too.
+# failed deep in the driver, in a traceback). NUMBERS: each numeric option's type (the flag's).
 _HINTS = typing.get_type_hints(SearchOptions)
-_NUMBERS = {
-    name: kind
+NUMBERS = {
+    name: number
     for name, hint in _HINTS.items()
-    for number, kind in ((int, numbers.Integral), (float, numbers.Real))
+    for number in (int, float)
     if number in (get_args(hint) or (hint,))
 }
 _TEXTS = {
@@ -349,7 +350,8 @@ _PATHS = ("space", "storage", "reports_dir", "warm_start")
 def _check(option: dataclasses.Field[Any], value: Any) -> None:
     """One option's value against its :class:`Flag`: its type, choices and bounds."""
     spec: Flag = option.metadata["flag"]
-    flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
+    flag, number = SearchOptions.flag(option.name), NUMBERS.get(option.name)
+    kind = {int: numbers.Integral, float: numbers.Real}.get(number)  # numpy's numbers too
     if value is None:
         return
     if option.name in _TEXTS and not isinstance(value, str):
@@ -357,7 +359,7 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     if option.name in _FLAGS and not isinstance(value, bool):
         raise TunerError(f"{flag} {value!r} must be True or False.")
     if kind and (isinstance(value, bool) or not isinstance(value, kind)):
-        whole = "a whole" if kind is numbers.Integral else "a"
+        whole = "a whole" if number is int else "a"
         raise TunerError(f"{flag} {value!r} must be {whole} number.")
     if spec.choices and value not in spec.choices:
         raise TunerError(f"{flag} {value!r} is not one of {', '.join(spec.choices)}.")
