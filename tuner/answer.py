@@ -411,12 +411,8 @@ def _cut_by(cause: str) -> str:
 
 def _by_cause(trials: pd.DataFrame) -> str:
     """``1 by machine load, 1 by budget``: the trials counted by their ``starved_by``."""
-    causes = trials.get(STARVED_BY, pd.Series("", index=trials.index)).fillna("")
-    counts = causes.replace("", "unknown").str.replace(r" \(.*\)$", "", regex=True).value_counts()
-    return ", ".join(
-        f"{n} of unknown cause" if cause == "unknown" else f"{n} by {cause}"
-        for cause, n in counts.items()
-    )
+    causes = trials.get(STARVED_BY, pd.Series("", index=trials.index)).fillna("").astype(str)
+    return ", ".join(f"{n} {cut}" for cut, n in causes.map(_cut_by).value_counts().items())
 
 
 def world_size_of(row: Mapping[str, Any]) -> int:
