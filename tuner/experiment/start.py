@@ -1,7 +1,5 @@
-"""A search's start on its folder, before anything slow: the experiment's name, its paths, the
-driver lock (one driver per folder), and on ``--resume`` the experiment's own options, read from
-its metadata. The caller (:class:`tuner.tune.driver.SearchDriver`) runs its checks and the
-search inside the lock. Nothing here imports torch, pandas or Ray, so a usage error of these
+"""A search's start on its folder, before anything slow: its name and paths, the driver lock,
+and on ``--resume`` the experiment's own options. No torch, pandas or Ray: a usage error here
 answers in about a second.
 """
 
@@ -68,8 +66,7 @@ def start_search(
 
 
 def _make(folder: Path, *, given: str) -> None:
-    """Create the experiment's folder; what the system refuses is one line (a path under
-    ``/proc``, a full or read-only disk), not the lock's traceback."""
+    """Create the experiment's folder; what the system refuses is one line, not a traceback."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -79,8 +76,7 @@ def _make(folder: Path, *, given: str) -> None:
 
 
 def _default_name(space: str) -> str:
-    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
-    fault of a --name the user did not give)."""
+    """``<space file stem>-<time>``, the stem cut to what --name allows."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
     return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
