@@ -272,11 +272,12 @@ def test_a_command_stopped_before_its_result_says_so_in_its_json(
 ) -> None:
     import argparse
 
-    from tuner.commands import _interrupted
+    from tuner.commands import _ended
 
-    assert _interrupted(argparse.Namespace(json=True), code) == code
+    said = {"status": "interrupted", "code": code}
+    assert _ended(argparse.Namespace(json=True), "interrupted", **said) == code
     assert json.loads(capsys.readouterr().out) == {"status": "interrupted", "exit_code": code}
-    assert _interrupted(argparse.Namespace(), code) == code  # no --json: nothing on stdout
+    assert _ended(argparse.Namespace(), "interrupted", **said) == code  # no --json: no stdout
     assert capsys.readouterr().out == ""
 
 

@@ -15,6 +15,7 @@ import pytest
 from tuner.answer import decide, points_text
 from tuner.experiment import load_experiment, read_trials_csv
 from tuner.record import (
+    CURVE_KEYS,
     IMAGES_TO_TARGET,
     IMAGES_TO_TARGET_LOW,
     TIME_TO_TARGET_EST_HIGH,
@@ -27,7 +28,6 @@ from tuner.report import write_report
 from tuner.report.audit import audit
 from tuner.stats import Change
 from tuner.time_to_target import (
-    CURVE_COLUMNS,
     choose_by_time,
     derive_target,
     time_ratio,
@@ -43,7 +43,7 @@ def curves(smoke_experiment: Path) -> pd.DataFrame:
 
 
 def test_the_curves_are_every_trials_evaluations(curves: pd.DataFrame) -> None:
-    assert list(curves.columns) == list(CURVE_COLUMNS)
+    assert list(curves.columns) == list(CURVE_KEYS)
     assert curves[TRIAL_ID].nunique() >= 2
     for _, curve in curves.groupby(TRIAL_ID):
         assert curve["images_seen"].is_monotonic_increasing

@@ -1,13 +1,7 @@
-"""The answer of a search: the front on re-measured numbers, the picks, and what is a tie.
-
-``tuner search`` decides once and hands the :class:`Answer` to its summary and its report;
-``tuner report`` decides on the folder it reads: both state the same front and the same picks.
-Candidates are the trials of kind ok that measured every objective. A re-measured trial's
-throughput is the median of its re-measurements, and when there are some only re-measured
-candidates can be picked (the others' single figure was not taken side by side); accuracy
-carries its Wilson interval over the validation images. Two picks tie on throughput when the
-paired ratio of their re-measurements holds 1x, and on accuracy when
-:func:`tuner.stats.accuracy_difference` holds 0; picks not re-measured together have no
+"""The answer of a search (decided once, by the search or by ``tuner report`` on the folder): the
+front on re-measured numbers, the picks, and what is a tie. When some candidates were
+re-measured only they can be picked (the others' single figure was not taken side by side). Two
+picks tie when their interval holds no change; picks not re-measured together have no
 throughput interval: "not re-measured", never a tie.
 """
 
@@ -70,7 +64,6 @@ __all__ = [
     "pairs_text",
     "points_text",
     "short_of_steps_text",
-    "throughput_ratio",
     "to_remeasure",
     "world_size_of",
 ]
@@ -123,10 +116,8 @@ class Answer:
 
     @property
     def recommended(self) -> pd.Series | None:
-        """The one config the answer recommends: by default the rule's (the soonest to the
-        target, :mod:`tuner.time_to_target`); for one objective, or when no candidate reached
-        the target, the more accurate pick when the two run at the same speed within noise,
-        else the fastest (also for a real trade-off)."""
+        """The one config the answer recommends: the rule's (soonest to the target); for one
+        objective, or with none at the target, :attr:`front_pick`."""
         if not self.best:
             return None
         if self.by_time and self.rule is not None:
@@ -135,7 +126,8 @@ class Answer:
 
     @property
     def front_pick(self) -> pd.Series | None:
-        """The pick the trade-off sentence names (:meth:`sentence`)."""
+        """The pick the trade-off sentence names: the more accurate when the two run at the
+        same speed within noise, else the fastest (also for a real trade-off)."""
         if not self.best:
             return None
         p = self.picks
@@ -154,10 +146,8 @@ class Answer:
         return self.trials[self.trials[TRIAL_ID].astype(str) == trial_id].iloc[0]
 
     def lead(self) -> list[str]:
-        """What the answer says first: the rule's pick and why, then the rule in one sentence
-        ([] for one objective, or with nothing to pick; with no candidate at the target, the
-        rule and that); a pick less accurate beyond noise than the most accurate is said, with
-        why the rule chose it."""
+        """What the answer says first: the rule's pick and why, the rule, and the most accurate
+        candidate against the pick ([] for one objective, or with nothing to pick)."""
         if self.objective != "pareto" or self.target is None or self.front.empty:
             return []
         if self.rule is None:
@@ -202,7 +192,7 @@ class Answer:
 
     def noise_note(self) -> str:
         """Said before the pick when the re-measurement could not decide on speed: its interval
-        says nothing, or it is a tie wider than the width it aimed at (empty otherwise)."""
+        says nothing, or is a tie wider than it aimed at ("" otherwise)."""
         margin = self.margins.get("images_per_second")
         change = self.picks.throughput if self.picks else margin.change if margin else None
         if change is None or change.verdict in ("none", "separated"):
@@ -380,9 +370,7 @@ def margin_clause(metric: str, margin: Margin) -> str:
 
 
 def starved_text(trials: pd.DataFrame) -> str | None:
-    """``2 trials were starved (1 by machine load, 1 by budget): ...``, or None without any. A
-    starved trial ended by its time budget before its budget's steps (it did not train the
-    images the others did): it is not in the front and never the pick."""
+    """``2 trials were starved (1 by machine load, 1 by budget): ...``, or None without any."""
     kinds = trials.get(KIND, pd.Series(dtype=str))
     starved = trials[kinds == "starved"]
     if starved.empty:
@@ -396,9 +384,8 @@ def starved_text(trials: pd.DataFrame) -> str | None:
 
 
 def short_of_steps_text(trials: pd.DataFrame) -> str | None:
-    """The trials of another kind whose run was cut short of its planned steps too (a
-    ``starved_by``: machine load can cut an over-budget one short), each with its kind and what
-    cut it short, or None without any."""
+    """The trials of another kind cut short of their planned steps too (a ``starved_by``), each
+    with its kind and cause, or None without any."""
     short = trials[trials.get(KIND, pd.Series(dtype=str)) != "starved"]
     if short.empty:
         return None
@@ -424,12 +411,8 @@ def _cut_by(cause: str) -> str:
 
 def _by_cause(trials: pd.DataFrame) -> str:
     """``1 by machine load, 1 by budget``: the trials counted by their ``starved_by``."""
-    causes = trials.get(STARVED_BY, pd.Series("", index=trials.index)).fillna("")
-    counts = causes.replace("", "unknown").str.replace(r" \(.*\)$", "", regex=True).value_counts()
-    return ", ".join(
-        f"{n} of unknown cause" if cause == "unknown" else f"{n} by {cause}"
-        for cause, n in counts.items()
-    )
+    causes = trials.get(STARVED_BY, pd.Series("", index=trials.index)).fillna("").astype(str)
+    return ", ".join(f"{n} {cut}" for cut, n in causes.map(_cut_by).value_counts().items())
 
 
 def world_size_of(row: Mapping[str, Any]) -> int:
@@ -453,11 +436,7 @@ def _accuracy_clause(accuracy: Change, slow: str) -> str:
 
 
 def decide(experiment: Experiment) -> Answer:
-    """The answer for a loaded experiment: its front, its picks, and the picks' run configs.
-
-    Raises:
-        TunerError: a pick's stored settings no longer make a valid run config.
-    """
+    """The answer for a loaded experiment: its front, its picks, and the picks' run configs."""
     objs = report_objectives(experiment.metadata)
     trials, remeasured = decision_values(experiment.trials, experiment.remeasure, experiment.seeds)
     pool = _pool(trials, remeasured)
@@ -494,10 +473,8 @@ def _rule(pool: pd.DataFrame, remeasure: pd.DataFrame | None) -> RulePick | None
 
 def to_remeasure(experiment: Experiment, *, top: int) -> tuple[pd.DataFrame, str]:
     """The candidates to re-measure, and a line when they are more than ``top``: both ends of
-    the front (the fastest, the most accurate), the soonest to the target and the one of least
-    memory among those that reached it (the rule's pick when times tie), as the search measured
-    them; then by non-dominated rank and time to target up to ``top``. Never by truncating one
-    objective."""
+    the front, the soonest to the target and the least memory of those that reached it (the
+    rule's pick when times tie), then by non-dominated rank and time to target up to ``top``."""
     objs = report_objectives(experiment.metadata)
     trials, _ = decision_values(experiment.trials, None)
     pool = _pool(trials, False)
@@ -532,8 +509,8 @@ def candidates(trials: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
 
 
 def pick_config(experiment: Experiment, trial_id: str) -> TrainConfig:
-    """The full run config of a trial: what ``tuner train --config`` re-runs, on the torch
-    threads the trial measured with (its CPU share's, unless its config sets them)."""
+    """A trial's full run config (``tuner train --config``), on the torch threads it measured
+    with (its CPU share's, unless its config sets them)."""
     workload = experiment.metadata.get("workload")
     config = train_config_of(
         experiment.configs.get(trial_id, {}),

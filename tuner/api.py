@@ -1,19 +1,11 @@
-"""The Python API: :func:`search`, :func:`train` and :func:`load`, and what each other CLI command
-runs (:func:`report`, :func:`bench`, :func:`verify`, :func:`ablate`, :func:`spaces`).
-
-Every ``tuner`` command parses its flags and calls a function here (one path, not two); from
-Python the same options are keyword arguments, and every error is a
-:class:`~tuner.errors.TunerError`, never ``SystemExit``. A space is a registry name, a
-``.py`` file, an importable module, or an object defined in Python (a notebook's class or
-namespace) with ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``build_data``.
-A search's options (:class:`SearchOptions`, the choices of its flags) and the default folders
-are the experiment's (:mod:`tuner.experiment`), named here too, so a command reads nothing of
-the packages below the API.
+"""The Python API: one function per ``tuner`` command (the command parses its flags and calls
+it: one path, not two). Every error is a :class:`~tuner.errors.TunerError`, never ``SystemExit``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.config import TrainConfig
 from tuner.errors import TunerError
 from tuner.experiment import DEFAULT_REPORTS_DIR, DEFAULT_STORAGE
-from tuner.experiment.options import (
-    OBJECTIVES,
-    SAMPLERS,
-    WORKLOAD_CHOICES,
-    SearchOptions,
-    check_name,
-)
+from tuner.experiment.options import SearchOptions, check_name
 from tuner.experiment.paths import refuse_unwritable
 from tuner.search_result import SearchResult
 
@@ -44,9 +30,6 @@ BENCHMARKS_DIR = "reports/benchmarks"  # where bench and verify write their repo
 __all__ = [
     "DEFAULT_REPORTS_DIR",
     "DEFAULT_STORAGE",
-    "OBJECTIVES",
-    "SAMPLERS",
-    "WORKLOAD_CHOICES",
     "AblationResult",
     "SearchOptions",
     "SearchResult",
@@ -64,20 +47,9 @@ __all__ = [
 
 
 def search(space: Any, *, report: bool = True, **options: Any) -> SearchResult:
-    """Run a search, the report included (``report=False``: none), as ``tuner search`` does.
-
-    Args:
-        space: a space name, a ``.py`` file, an importable module's name, or an object with
-            ``space()`` (and optionally ``WORKLOADS``, ``build_model``, ``build_data``).
-        report: write the report folder (``reports_dir/name``).
-        **options: the CLI's options by their field names (:class:`SearchOptions`):
-            ``num_samples``, ``name``, ``storage``, ``world_size``, ``overrides`` (``--model``,
-            ``--set``...), ...
-
-    Raises:
-        TunerError: a bad space, option, workload or user code (before any trial), or a
-            runtime error (``TunerRuntimeError``).
-    """
+    """Run a search and write its report, as ``tuner search`` does. ``space``: a name, a ``.py``
+    file, a module, or an object with ``space()`` (and optionally ``WORKLOADS``,
+    ``build_model``, ``build_data``); ``options``: :class:`SearchOptions`' fields."""
     valid = {f.name for f in dataclasses.fields(SearchOptions)} - {"space", "no_report"}
     unknown = sorted(set(options) - valid)
     if unknown:
@@ -99,14 +71,8 @@ def _space_ref(space: Any) -> str:
 
 
 def run_options(options: SearchOptions, *, given: frozenset[str] | None = None) -> SearchResult:
-    """Run the search ``options`` describe (what :func:`search` and ``tuner search`` call);
-    ``given``: the fields the caller set (None: those that differ from the defaults), which a
-    resume compares with the experiment's own. One :class:`~tuner.tune.driver.SearchDriver`
-    owns it from the lock to the report.
-
-    Raises:
-        TunerError: as :func:`search`.
-    """
+    """Run the search ``options`` describe; ``given``: the fields the caller set (None: those
+    unlike the defaults), which a resume compares with the experiment's own."""
     from tuner.tune.driver import SearchDriver
 
     return SearchDriver(options, given=given).run()
@@ -119,17 +85,8 @@ def train(
     **settings: Any,
 ) -> RunResult:
     """One measured training run, as ``tuner train`` does (under torchrun: data-parallel, rank
-    0's result the global one).
-
-    Args:
-        config: a :class:`TrainConfig` or a mapping of its fields (None: the defaults).
-        progress_bar: a tqdm bar on stderr.
-        **settings: fields over ``config`` (``model="my_module:build_model"``, ``steps=50``).
-
-    Raises:
-        TunerError: a bad setting, data, model or user code (nothing trained). A run that fails
-            while training returns its result with ``status`` ``oom | diverged | error``.
-    """
+    0's result the global one); ``settings`` go over ``config``. A run that fails while
+    training returns its result with ``status`` ``oom | diverged | error``."""
     import torch
 
     from tuner.engine import launched_group
@@ -145,16 +102,8 @@ def train(
 def load(
     experiment: str | Path, *, storage: str | None = None, report_dir: str | Path | None = None
 ) -> SearchResult:
-    """Read a finished (or interrupted) experiment: no Ray, files only.
-
-    Args:
-        experiment: its folder, or its name under ``storage``.
-        storage: where experiments live (default ``experiments``).
-        report_dir: its report folder, if one was written there.
-
-    Raises:
-        TunerError: no such experiment.
-    """
+    """Read a finished (or interrupted) experiment, its folder or its name under ``storage``:
+    no Ray, files only."""
     from tuner.answer import decide
     from tuner.experiment import load_experiment, resolve_experiment
 
@@ -168,16 +117,10 @@ def load(
 def report(
     experiment: str | Path, *, storage: str | None = None, out_dir: str | Path | None = None
 ) -> SearchResult:
-    """Read an experiment (as :func:`load`) and write its report folder (default
-    ``reports/<name>``), as ``tuner report`` does; a killed driver's leftover Ray processes
-    are ended first.
-
-    Raises:
-        TunerError: no such experiment.
-    """
+    """Write an experiment's report folder (default ``reports/<name>``), as ``tuner report``
+    does; a killed driver's leftover Ray processes are ended first."""
     from tuner.experiment import resolve_experiment
     from tuner.experiment.lock import say_leftovers_ended
-    from tuner.experiment.paths import refuse_unwritable
     from tuner.report import write_report
 
     path = resolve_experiment(str(experiment), storage=storage or DEFAULT_STORAGE)
@@ -198,11 +141,7 @@ def audit(
 ) -> Audit:
     """Check every claim of an experiment's report (``out_dir``, default ``reports/<name>``),
     of its ``console`` output and of every tracker's files against the trial data, as
-    ``tuner report --check`` does; ``experiment`` may also be a report folder alone.
-
-    Raises:
-        TunerError: no such experiment, or ``out_dir`` given and no report in it.
-    """
+    ``tuner report --check`` does; ``experiment`` may also be a report folder alone."""
     from tuner.experiment import REPORT_FILE, resolve_experiment
     from tuner.report.audit import audit as audit_report
 
@@ -247,17 +186,8 @@ def bench(
     out_dir: str | Path | None = BENCHMARKS_DIR,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """The plain loop vs each speed technique added in turn, interleaved (``tuner bench``):
-    images/s with intervals, paired ratios, peak memory, MFU; written to ``out_dir``
-    (``engine_{cpu,cuda}.{json,md}``; None: not written).
-
-    Args:
-        workload: run settings over the device's bench workload.
-        threads: CPU threads of this process (default: torch's choice).
-
-    Raises:
-        TunerError: a bad setting, or an ``amp`` this device cannot run.
-    """
+    """The plain loop vs each speed technique added in turn, interleaved (``tuner bench``),
+    written to ``out_dir`` (None: not written); ``workload``: settings over the device's."""
     _before_runs(out_dir, threads)
     import torch
 
@@ -281,11 +211,7 @@ def bench(
 
 
 def _before_runs(out_dir: str | Path | None, threads: int | None) -> None:
-    """What would fail a measurement only once it ran, refused before it runs.
-
-    Raises:
-        TunerError: ``out_dir`` cannot be a folder, or ``threads`` is below 1.
-    """
+    """What would fail a measurement only once it ran, refused before it runs."""
     if threads is not None and threads < 1:
         raise TunerError(f"--threads {threads} must be 1 or more (or left out: torch's choice).")
     if out_dir is not None:
@@ -303,15 +229,8 @@ def verify(
     out_dir: str | Path | None = BENCHMARKS_DIR,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """The fidelity self-check (``tuner bench --verify``): the bench workload timed with the
-    engine and with a minimal loop, each run a fresh process with ``threads`` CPU threads,
-    interleaved; their ratio with its interval. Written to ``out_dir``
-    (``fidelity_{cpu,cuda}.{json,md}``; None: not written).
-
-    Raises:
-        TunerError: a bad setting, an ``amp`` the minimal loop does not run, or fewer than 2
-            ``repeats``.
-    """
+    """The fidelity self-check (``tuner bench --verify``): the engine vs a minimal loop, each
+    run a fresh process, interleaved; written to ``out_dir`` (None: not written)."""
     _before_runs(out_dir, threads)
     import torch
 
@@ -355,25 +274,11 @@ def ablate(
 ) -> AblationResult:
     """The controlled ablation (``tuner ablate``): the technique ladder, the norm comparison and
     (on 2 or more GPUs) DataParallel vs DDP, each step ``repeats`` times, interleaved; the
-    report in ``reports_dir/name`` (``ablation.{csv,md,html,png}``, ``runs.csv``).
-
-    Args:
-        amp: the +amp step's mode (default: fp16 on CUDA, else bf16).
-        norm_model: the norm comparison's model (default: the ladder's; on a GPU without a
-            ``model`` setting, one with convolutional norm layers).
-        on_plan: called with the arms once planned, before any run.
-        on_run: called after each run with (repeat, arm, its row).
-        **settings: run settings over the device's ablation workload (``model``, ``steps``...).
-
-    Raises:
-        TunerError: ``repeats`` < 1, an unknown ``skip``, a bad setting, an ``amp`` this
-            device cannot run, a bad ``name`` or a report folder that cannot be one.
-    """
+    report in ``reports_dir/name``. ``on_plan(arms)`` is called before any run, ``on_run(repeat,
+    arm, row)`` after each; ``settings`` go over the device's ablation workload."""
     check_name(name)  # the report's folder, refused before the runs, not after them
     root = reports_dir or DEFAULT_REPORTS_DIR
     refuse_unwritable(Path(root) / name, given=f"--reports-dir {root}")
-    import sys
-
     import torch
 
     from tuner.compare import ablation as plan
@@ -402,7 +307,7 @@ def ablate(
     out = write_ablation(
         summary,
         runs,
-        out_dir=Path(reports_dir or DEFAULT_REPORTS_DIR) / name,
+        out_dir=Path(root) / name,
         title=f"Technique ablation: {name}",
         about=about_lines(base, runs, repeats)
         + [f"left out on this device: {x}" for x in left_out],

@@ -1,9 +1,6 @@
-"""The one frozen, typed run config. Every stage builds it with ``TrainConfig.from_params``.
-
-A misspelled key, a wrong type or an impossible combination fails at construction with one
-:class:`TunerError` line. Each field's help lives in its metadata (the CLI flags are generated
-from it); every speed technique defaults to off, so ``TrainConfig()`` is the plain loop. What a
-technique *is* is declared in :mod:`tuner.techniques`.
+"""The one frozen, typed run config, built by every stage with ``TrainConfig.from_params``: a
+misspelled key, a wrong type or an impossible combination is one :class:`TunerError` line. Each
+field's help is its metadata (the CLI's flags); ``TrainConfig()`` is the plain loop.
 """
 
 from __future__ import annotations
@@ -174,9 +171,7 @@ class TrainConfig:
         "per core). A search's recommended config carries the threads its trials measured with",
     )
 
-    def __post_init__(self) -> None:
-        """Raise :class:`TunerError` naming the first wrongly typed or impossible setting, or
-        combination."""
+    def __post_init__(self) -> None:  # the first wrongly typed or impossible setting, named
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _checked_type(f.name, getattr(self, f.name)))
         for name in ("model", "data"):  # a file of the user's: the same file from any folder
@@ -223,11 +218,7 @@ class TrainConfig:
     @classmethod
     def from_params(cls, params: Mapping[str, Any], *, ignore: Collection[str] = ()) -> TrainConfig:
         """Build a config from a mapping; the keys in ``ignore`` are dropped on purpose
-        (search-only parameters such as ``base_lr``), any other unknown key is an error.
-
-        Raises:
-            TunerError: an unknown key, a value of the wrong type, or an impossible value.
-        """
+        (search-only parameters such as ``base_lr``), any other unknown key is an error."""
         kept = {k: v for k, v in params.items() if k not in ignore or k in config_fields()}
         _check_known(kept)
         return cls(**kept)
@@ -237,9 +228,8 @@ class TrainConfig:
         return dataclasses.asdict(self)  # model_kwargs is a plain dict (_checked_type)
 
     def step_limit(self, *, world_size: int = 1) -> int | None:
-        """The steps the ``steps`` and ``images`` limits allow (``None``: neither is given): the
-        images at the global batch (``world_size`` x ``batch_size``), rounded up to a whole step,
-        so every batch size trains the same images within one batch."""
+        """The steps the ``steps`` and ``images`` limits allow (``None``: neither): the images
+        at the global batch, rounded up, so every batch size trains the same images."""
         limits = [self.steps] if self.steps is not None else []
         if self.images is not None:
             limits.append(math.ceil(self.images / (self.batch_size * world_size)))
@@ -262,11 +252,7 @@ def config_fields() -> frozenset[str]:
 
 def check_settings(params: Mapping[str, Any]) -> None:
     """Check each setting's name and type on its own, before the rest of its config is known
-    (a search checks its ``--set`` overrides so, before it starts Ray).
-
-    Raises:
-        TunerError: an unknown setting, or a value of the wrong type.
-    """
+    (a search checks its ``--set`` overrides so, before it starts Ray)."""
     _check_known(params)
     for name, value in params.items():
         _checked_type(name, value)
@@ -290,20 +276,17 @@ def field_help(name: str) -> str:
 
 
 def trial_threads(cpus_per_trial: float, gpus_per_trial: float) -> int:
-    """The torch threads a search's trial computes with, given its CPU and GPU share (one
-    owner: the trials, the measurements after them and the recommended config all take it).
-    A CPU trial leaves one of its cores to its data loader and Ray's own processes: on a small
-    machine, OpenMP threads fighting for oversubscribed cores run several times slower than
-    one fewer thread."""
+    """The torch threads a search's trial computes with, given its CPU and GPU share. A CPU
+    trial leaves one core to its data loader and Ray: on a small machine, OpenMP threads on
+    oversubscribed cores run several times slower than one fewer thread."""
     cores = max(1, int(cpus_per_trial))
     return cores if gpus_per_trial > 0 else max(1, cores - 1)
 
 
 def load_config_file(path: str | Path) -> TrainConfig:
-    """Read a JSON config (as written by ``tuner report``) into a :class:`TrainConfig`.
+    """Read a JSON config (as written by ``tuner report``, or a ``tuner train --json`` result:
+    its ``"config"`` key) into a :class:`TrainConfig`."""
 
-    A top-level ``"config"`` key is unwrapped, so a ``tuner train --json`` result also loads.
-    """
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -335,11 +318,7 @@ _EXPECTED = {bool: "true or false", int: "an integer", float: "a finite number",
 
 
 def _checked_type(name: str, value: Any) -> Any:
-    """``value`` if it fits the field's type (an int is taken where a float is expected).
-
-    Raises:
-        TunerError: naming the setting, the value and the type it needs.
-    """
+    """``value`` if it fits the field's type (an int is taken where a float is expected)."""
     base, optional = field_type(name)
     if value is None and optional:
         return None

@@ -1,8 +1,6 @@
-"""The figures the answer decides on, per trial: throughput re-measured side by side where it
-was (the in-search figure kept beside it), accuracy over every seed it was trained with (its
-own and the retraining's, :mod:`tuner.compare.seeds`) with an interval covering the seeds and
-the validation sample, and the two tests between two trials (a throughput ratio, an accuracy
-difference). :mod:`tuner.answer` decides from them; the report renders them.
+"""The figures the answer decides on, per trial (throughput re-measured side by side where it
+was, accuracy over every seed it was trained with, each with its interval), and the two tests
+between two trials (a throughput ratio, an accuracy difference).
 """
 
 from __future__ import annotations
@@ -42,10 +40,9 @@ ACCURACY_SEEDS = "accuracy_seeds"  # how many seeds a trial's accuracy (and inte
 def decision_values(
     trials: pd.DataFrame, remeasure: pd.DataFrame | None, seeds: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, bool]:
-    """``trials`` with re-measured medians as ``images_per_second`` where there are some (the
-    in-search figure kept as ``search_images_per_second``), the mean over seeds as
-    ``val_accuracy`` where the trial was retrained with other seeds (its own figure kept as
-    ``search_val_accuracy``), and intervals for both objectives."""
+    """``trials`` with re-measured medians as ``images_per_second`` and the mean over seeds as
+    ``val_accuracy`` where there are some (the search's kept as ``search_<name>``), each with
+    its interval; True when any trial was re-measured."""
     frame = trials.copy()
     frame["search_images_per_second"] = frame["images_per_second"]
     frame["throughput_source"] = "search"
@@ -121,10 +118,8 @@ def throughput_ratio(fast: pd.Series, slow: pd.Series, remeasure: pd.DataFrame |
 
 
 def accuracy_test(a: Mapping[str, Any], b: Mapping[str, Any]) -> Change:
-    """``a - b`` in accuracy with its interval. Two single runs: :func:`accuracy_difference`
-    over the smaller validation set. Where either accuracy rests on several seeds: each side's
-    interval (:func:`decision_values`) added in quadrature (Newcombe's hybrid, as
-    :func:`tuner.stats.hybrid_difference`)."""
+    """``a - b`` in accuracy with its interval: two single runs over the smaller validation set;
+    where either rests on several seeds, Newcombe's hybrid of the two intervals."""
     if max(_seeds_of(a), _seeds_of(b)) < 2:
         images = min(as_number(a.get("val_images")), as_number(b.get("val_images")))
         accuracy = [as_number(row.get("val_accuracy")) for row in (b, a)]

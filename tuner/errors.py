@@ -1,7 +1,5 @@
 """The project's errors: one line for people, a traceback only with ``--debug``; the exit code
-says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them). A
-search's driver takes SIGTERM as Ctrl-C (:class:`tuner.tune.driver.SearchDriver`), raising
-:class:`Terminated` where Ctrl-C raises ``KeyboardInterrupt``."""
+says what kind of problem stopped ``tuner`` (``python -m tuner --help`` lists them)."""
 
 from __future__ import annotations
 
@@ -49,25 +47,10 @@ class TunerRuntimeError(TunerError):
 
 # The module each runtime dependency in pyproject.toml is imported as -> its distribution
 # (tests/test_dependencies.py keeps the two alike): a missing one is named with its fix.
-RUNTIME_PACKAGES = {
-    "torch": "torch",
-    "torchvision": "torchvision",
-    "timm": "timm",
-    "ray": "ray[tune]",
-    "optuna": "optuna",
-    "pandas": "pandas",
-    "numpy": "numpy",
-    "scipy": "scipy",
-    "PIL": "pillow",
-    "tensorboardX": "tensorboardX",
-    "sklearn": "scikit-learn",
-    "pyarrow": "pyarrow",
-    "matplotlib": "matplotlib",
-    "tqdm": "tqdm",
-    "platformdirs": "platformdirs",
-    "psutil": "psutil",
-    "filelock": "filelock",
-}
+_SAME_NAME = "torch torchvision timm optuna pandas numpy scipy tensorboardX pyarrow matplotlib"
+_SAME_NAME += " tqdm platformdirs psutil filelock"
+RUNTIME_PACKAGES = {module: module for module in _SAME_NAME.split()}
+RUNTIME_PACKAGES |= {"ray": "ray[tune]", "PIL": "pillow", "sklearn": "scikit-learn"}
 
 
 class MissingPackage(TunerRuntimeError):
@@ -76,8 +59,7 @@ class MissingPackage(TunerRuntimeError):
 
     @classmethod
     def of(cls, exc: ModuleNotFoundError) -> MissingPackage | None:
-        """The error for ``exc``, when it is a declared dependency's top-level module missing;
-        else None (a missing first-party module is a bug: its traceback says where)."""
+        """The error for ``exc`` when a declared dependency is missing; else None (a bug)."""
         module = (exc.name or "").split(".")[0]
         if module not in RUNTIME_PACKAGES:
             return None
@@ -92,6 +74,5 @@ class MissingPackage(TunerRuntimeError):
 
 
 def error_line(exc: BaseException, *, limit: int = 300) -> str:
-    """``Type: message``, its first line cut to ``limit`` characters: a foreign error told in
-    a warning line or a record."""
+    """``Type: message``, its first line cut to ``limit`` characters."""
     return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:limit]

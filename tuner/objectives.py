@@ -1,10 +1,7 @@
-"""Objectives, feasibility and the Pareto front: one owner for search, summary and report.
-
-An objective is a metric and its direction; ``--objective`` names which ones Optuna optimises.
-A measurement is feasible when its run finished ok within the memory budget (:func:`judge`;
-Optuna's constraint: :func:`memory_violation`). Which trials can be recommended is the trial
-record's word (:func:`tuner.record.is_candidate`); the functions over a table here take those
-candidates and keep the ones that measured every objective. Ray-free and Optuna-free.
+"""Objectives (a metric and its direction; ``--objective`` names which Optuna optimises),
+feasibility (a run that finished ok within the memory budget) and the Pareto front: one owner
+for search, summary and report. The functions over a table take the candidates
+(:func:`tuner.record.is_candidate`) and keep those that measured every objective. Ray-free.
 """
 
 from __future__ import annotations
@@ -69,11 +66,8 @@ def objective_directions(name: str) -> list[str]:
 
 
 def report_objectives(metadata: Mapping[str, Any]) -> list[Objective]:
-    """The objectives an experiment's metadata names, completed to throughput and accuracy.
-
-    The report always shows both: a single-objective search gets the other one added
-    (second), so the Pareto front and the recommendations stay comparable.
-    """
+    """The objectives an experiment's metadata names, completed to throughput and accuracy (the
+    report shows both, so the front and the recommendations stay comparable)."""
     raw = metadata.get("objectives", metadata.get("objective"))
     parsed: list[Objective] = []
     if isinstance(raw, str):
@@ -106,12 +100,9 @@ def judge(metrics: Mapping[str, Any], *, max_memory_bytes: float | None) -> tupl
 
 
 def memory_violation(metrics: Mapping[str, Any], *, max_memory_bytes: float | None) -> float:
-    """Optuna's constraint value: (peak - budget) / budget; > 0 is infeasible.
-
-    An OOM is infeasible even when its peak was not measured; without a budget only OOMs
-    violate (-1 otherwise). A peak that was never measured (a trial that errored first) gives
-    NaN, never a number: no client may show a value nobody measured.
-    """
+    """Optuna's constraint value: (peak - budget) / budget; > 0 is infeasible. An OOM always
+    violates; without a budget nothing else does (-1); an unmeasured peak is NaN, never a
+    number: no client may show a value nobody measured."""
     peak = as_number(metrics.get("peak_memory_bytes"))
     oom = metrics.get("status") == "oom"
     if oom and (max_memory_bytes is None or math.isnan(peak)):
@@ -218,8 +209,7 @@ def best_per_objective(pool: pd.DataFrame, objs: Sequence[Objective]) -> dict[st
 
 
 def told_violation(value: Any) -> float:
-    """The constraint Optuna is told: the measured violation, or -1 (feasible) for a trial that
-    measured none (it errored first), so that it does not bias the model; the trial's record
-    keeps NaN."""
+    """The constraint Optuna is told: -1 (feasible) for a trial that measured none, so it does
+    not bias the model (its record keeps NaN)."""
     violation = as_number(value)
     return -1.0 if math.isnan(violation) else violation

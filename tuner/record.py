@@ -1,13 +1,9 @@
-"""The trial record: every key a trial reports, declared once, and the one classifier of a trial.
-
-Every client of a search (the trainable's ``tune.report``, Ray's loggers, the Optuna study, the
-console, ``trials.csv``, the report) reads a trial from these declarations, so no two can
-disagree. Three families of keys: the engine's (:data:`ENGINE_KEYS`: ``RunResult``'s scalar
-fields, its type the column's dtype; ``effective_<field>`` per knob; ``notes``), the search's
-(:data:`SEARCH_KEYS`, added by the trainable) and the trials table's (:data:`TABLE_KEYS`, added
-by the experiment reader); docs/architecture.md ("The trial record") lists them. Times: a
-duration is ``<what>_time_s``, a stamp ``<what>_unix_s``, a date ``<what>_at`` (UTC).
-Ray-free and Optuna-free.
+"""The trial record: every key a trial reports, declared once (so no two clients of a search
+can disagree), and the one classifier of a trial. Three families: the engine's
+(:data:`ENGINE_KEYS`, from ``RunResult``'s fields), the search's (:data:`SEARCH_KEYS`, added by
+the trainable) and the trials table's (:data:`TABLE_KEYS`, added by the experiment reader);
+docs/architecture.md ("The trial record") lists them. Times: a duration is ``<what>_time_s``, a
+stamp ``<what>_unix_s``, a date ``<what>_at`` (UTC). Ray-free and Optuna-free.
 """
 
 from __future__ import annotations
@@ -197,21 +193,15 @@ SPEED_PROBE_WAIT_S = _search_key(
 STARVED_BY = _search_key(
     "starved_by",
     TEXT,
-    "what cut a trial's run short of its budget's planned_steps (a starved trial; machine load "
-    "can cut one of another kind short too, but not one the feasibility check stopped): budget "
-    "(its time budget holds fewer steps even at the speed its probes measured, or, unprobed, at "
-    "the speed it trained), budget or machine load (the same, while other processes kept at "
-    "least half a core busy on average, measured: machine_load_cores; that load slows probes "
-    "too), machine load (its budget holds its steps at its probes' speed, but its steps ran "
-    "slower), or unknown",
+    "what cut a trial's run short of its planned_steps: budget (its time budget holds fewer "
+    "steps even at its probed speed), budget or machine load (the same, beside at least half a "
+    "busy core: machine_load_cores), machine load (its steps ran slower than probed), or unknown",
 )
 MACHINE_LOAD_CORES = _search_key(
     "machine_load_cores",
     NUMBER,
-    "cores other processes kept busy on average while the trial ran (the machine's busy CPU "
-    "time less the search's own process tree's, its driver's when the driver started Ray, else "
-    "the raylet's (every Ray job on that node): the other trials of the same search are its "
-    "own work; over its wall time: tuner.measure.load)",
+    "cores other processes kept busy on average while the trial ran: the machine's busy CPU "
+    "less the search's own process tree's (tuner.measure.load)",
 )
 SPEED_SOURCE = _search_key(
     "speed_source",
@@ -363,13 +353,8 @@ _OPTUNA_STATES: dict[str, str] = {
 
 
 def classify(report: Mapping[str, Any] | None, *, ended: bool, crashed: bool = False) -> Kind:
-    """What a trial was, from its last report.
-
-    Args:
-        report: the trial's last report (empty or ``None``: it never reported).
-        ended: the trial will report no more (Ray finished it, stopped it, or it errored).
-        crashed: the trial's process raised after (or before) its last report.
-    """
+    """What a trial was, from its last report (None: it never reported); ``ended``: it will
+    report no more; ``crashed``: its process raised after (or before) its last report."""
     report = report or {}
     status = str(report.get(STATUS) or "")
     if status == "error" or (crashed and status in ("", "ok")):
@@ -387,9 +372,8 @@ def classify(report: Mapping[str, Any] | None, *, ended: bool, crashed: bool = F
 
 def is_starved(report: Mapping[str, Any]) -> bool:
     """Whether a trial that ran to its end trained fewer steps than its budget holds: its time
-    budget (a safety cap) cut it, so it did not train the images (or steps) every other trial
-    did, and is not compared with them as if it had. A budget of training time has no planned
-    steps: such a trial is never starved."""
+    budget (a safety cap) cut it, so it is not compared with the others as if it had not. A
+    budget of training time has no planned steps: such a trial is never starved."""
     planned, steps = as_number(report.get(PLANNED_STEPS)), as_number(report.get(STEP))
     if not math.isfinite(planned):  # a folder from before planned_steps: its first rung's steps
         planned = as_number(report.get(_LEGACY_FIRST_RUNG_STEPS))
@@ -410,18 +394,15 @@ def optuna_state(kind: str) -> str:
 
 
 def hparams_status(kind: str) -> str:
-    """The TensorBoard HParams status a trial of this kind is told as (its only words:
-    success, failure, unknown, running): a trial that failed (Optuna FAIL) is a failure, one
-    the search's time budget cut is unknown (it did not fail, nor finish); the other kinds ran
-    as they were meant to (stopped early and over budget are told by the kind text beside)."""
+    """The TensorBoard HParams status of a trial of this kind: failed (Optuna FAIL) is a
+    failure, cut by the search's end unknown, any other kind ran as meant: a success."""
     if kind == "incomplete":
         return "STATUS_UNKNOWN"
     return "STATUS_FAILURE" if optuna_state(kind) == "FAIL" else "STATUS_SUCCESS"
 
 
 def mlflow_status(kind: str) -> str:
-    """The MLflow run status a trial of this kind ends with: KILLED when the search's end cut
-    it, FAILED when it failed (Optuna FAIL), else FINISHED."""
+    """The MLflow run status of a trial of this kind (as :func:`hparams_status`)."""
     if kind == "incomplete":
         return "KILLED"
     return "FAILED" if optuna_state(kind) == "FAIL" else "FINISHED"
@@ -460,8 +441,7 @@ def trial_report(
     last_error: str = "",
 ) -> dict[str, Any]:
     """Everything one ``tune.report`` carries, every key of :data:`SEARCH_KEYS` included;
-    ``counters`` holds the trial's timings and speed keys under their record keys (NaN / ""
-    when missing), ``retries`` and ``last_error`` its failed attempts before this one."""
+    ``counters``: the trial's timings and speed keys by their record keys."""
     report = engine_values(result)
     feasible, reason = judge(report, max_memory_bytes=max_memory_bytes)
     steps = as_number(report.get("steps"))
@@ -478,20 +458,10 @@ def trial_report(
         RETRIES: retries,
         LAST_ERROR: last_error,
     }
-    timed = (
-        TRIAL_STARTED_UNIX_S,
-        ENGINE_TIME_S,
-        TRIAL_TRAIN_TIME_S,
-        SPEED_PROBE_TIME_S,
-        SPEED_CACHE_AGE_S,
-        TRIAL_FIRST_STEP_UNIX_S,
-    )
-    for name in timed:
-        report[name] = as_number(counters.get(name))
-    for name in (SPEED_CHOICE, SPEED_SOURCE, SPEED_SETTINGS, SPEED_NOT_PROBED, STARVED_BY):
-        report[name] = str(counters.get(name) or "")
-    for name in (SPEED_PROBE_BUDGET_S, SPEED_PROBE_WAIT_S, MACHINE_LOAD_CORES):
-        report[name] = as_number(counters.get(name))
+    for name, key in SEARCH_KEYS.items():  # the counters, NaN / "" when missing
+        if name not in report:
+            value = counters.get(name)
+            report[name] = str(value or "") if key.dtype == TEXT else as_number(value)
     return report
 
 

@@ -1,6 +1,5 @@
-"""What a search returns, and what :func:`tuner.load` reads back: :class:`SearchResult`, the one
-record of a search's results, made by the driver (:class:`tuner.tune.driver.SearchDriver`) and
-by the API's readers alike. Light: pandas and the answer load when a field is read."""
+"""What a search returns and :func:`tuner.load` reads back (pandas and the answer load when a
+field is read)."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ class SearchResult:
 
     @property
     def exit_code(self) -> int:
-        """What ``tuner search`` exits with: 0 finished with a usable trial, 1 with none, 130
-        interrupted by Ctrl-C, 143 by SIGTERM."""
+        """``tuner search``'s exit code: 0 a usable trial, 1 none, 130 Ctrl-C, 143 SIGTERM."""
         if self.state != "finished":
             return EXIT_TERMINATED if self.terminated else EXIT_INTERRUPTED
         return EXIT_OK if self.usable else EXIT_RUNTIME
@@ -45,8 +43,7 @@ class SearchResult:
 
     @property
     def trials(self) -> pd.DataFrame:
-        """One row per trial: the same table (columns and dtypes) as ``trials.csv``, each
-        trial's time to target included."""
+        """One row per trial: the same table (columns and dtypes) as ``trials.csv``."""
         from tuner.time_to_target import with_time_to_target
 
         return with_time_to_target(self.experiment.trials, self.answer.trials)

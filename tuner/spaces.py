@@ -68,8 +68,7 @@ class SearchSpace:
 
     @property
     def ref(self) -> str:
-        """What :func:`get_space` takes to load this space again: its name, its file, its
-        module or its registered object (``@name``)."""
+        """What :func:`get_space` takes to load this space again."""
         if self.source.endswith(".py") or self.source.startswith("@"):
             return self.source
         return self.name if self.source.startswith(f"{_PACKAGE}.") else self.source
@@ -88,11 +87,10 @@ class SearchSpace:
     def sample(
         self, trial: Any, *, cuda: bool, fixed: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Call the define-by-run function and check that it returned a dict of settings.
-        ``fixed`` (the user's ``--set``) pins parameters: a ``suggest_*`` of such a name and a
-        returned setting of that name are the fixed value (docs/architecture.md says why)."""
+        """Call the define-by-run function (the user's code: what it raises is one usage-error
+        line) and check its dict. ``fixed`` (``--set``) pins parameters: a ``suggest_*`` of such a
+        name and a returned setting of that name are the fixed value (docs/architecture.md)."""
         fixed = dict(fixed or {})
-        # The user's code: what it raises is one line naming it and where (a usage error).
         sampled = _Pinned(trial, fixed) if fixed else trial
         params = call_user(self.define, sampled, cuda=cuda, what=f"Space {self.name}")
         if not isinstance(params, dict):
@@ -133,17 +131,15 @@ def train_config_of(
     search_only: Collection[str] = (),
     device: str = "auto",
 ) -> TrainConfig:
-    """The ``TrainConfig`` a trial runs (the one step from trial parameters to a run config):
-    ``workload``, then ``params`` (a trial's sample or ``params.json``, speed settings merged),
-    the ``search_only`` names (``base_lr``) dropped; ``device="cpu"`` forces a CPU run."""
+    """The ``TrainConfig`` a trial runs: ``workload``, then ``params`` (its sample, or
+    ``params.json`` with speed settings), ``search_only`` names (``base_lr``) dropped."""
     merged = {**(workload or {}), **params, **({"device": "cpu"} if device == "cpu" else {})}
     return TrainConfig.from_params(merged, ignore=search_only)
 
 
 def suggest_loader_and_techniques(trial: Any, *, cuda: bool) -> dict[str, Any]:
     """Let Optuna search AMP and the speed knobs worth trying on this device too (a helper for
-    space files), each with what its value implies. By default the search settles the
-    accuracy-neutral knobs with short probes instead; a space that suggests one pins it."""
+    space files), instead of the search's speed probes; a space that suggests one pins it."""
     params: dict[str, Any] = {}
     for entry in (knob("amp"), *speed_knobs(cuda=cuda)):
         if entry.after and params.get(entry.after, knob(entry.after).off) == knob(entry.after).off:
@@ -169,11 +165,7 @@ class SpaceSampler:
 
 
 def list_spaces() -> list[SearchSpace]:
-    """Every space in the ``tuner.search_spaces`` package, sorted by name.
-
-    Raises:
-        TunerError: two space files declare the same name.
-    """
+    """Every space in the ``tuner.search_spaces`` package, sorted by name."""
     package = importlib.import_module(_PACKAGE)
     modules = [
         importlib.import_module(f"{_PACKAGE}.{info.name}")
@@ -185,11 +177,7 @@ def list_spaces() -> list[SearchSpace]:
 
 
 def register_spaces(spaces: Iterable[SearchSpace]) -> dict[str, SearchSpace]:
-    """Index spaces by name.
-
-    Raises:
-        TunerError: two spaces share a name.
-    """
+    """Index spaces by name; two of one name are refused."""
     registry: dict[str, SearchSpace] = {}
     for space in spaces:
         if space.name in registry:
@@ -202,11 +190,7 @@ def register_spaces(spaces: Iterable[SearchSpace]) -> dict[str, SearchSpace]:
 
 
 def get_space(name_or_path: str) -> SearchSpace:
-    """A space by registry name (``vit_space``) or by path to a ``.py`` file.
-
-    Raises:
-        TunerError: the name is unknown, the file is missing, or it does not define a space.
-    """
+    """A space by registry name (``vit_space``), ``.py`` file, module or ``@name``."""
     if name_or_path.endswith(".py") or "/" in name_or_path or "\\" in name_or_path:
         return load_space_file(name_or_path)
     if name_or_path.startswith("@"):
@@ -230,11 +214,7 @@ def _importable(name: str) -> bool:
 
 
 def load_space_file(path: str | Path) -> SearchSpace:
-    """Load a space from a user's ``.py`` file.
-
-    Raises:
-        TunerError: the file does not exist or does not define ``WORKLOADS`` and ``space``.
-    """
+    """Load a space from a user's ``.py`` file."""
     path = Path(path).expanduser().resolve()
     return _from_module(load_file_module(path, what="Search space"), source=str(path))
 
@@ -242,11 +222,7 @@ def load_space_file(path: str | Path) -> SearchSpace:
 def space_of(holder: Any, *, name: str | None = None) -> SearchSpace:
     """A space from an object defined in Python (a notebook's class or namespace) with
     ``space()`` and optionally ``WORKLOADS``, ``build_model`` and ``build_data``; its
-    factories are registered in this process as ``@name`` (:mod:`tuner.usercode`).
-
-    Raises:
-        TunerError: the object defines no ``space`` function.
-    """
+    factories are registered in this process as ``@name`` (:mod:`tuner.usercode`)."""
     name = name or getattr(holder, "NAME", None) or getattr(holder, "__name__", "notebook")
     if not callable(getattr(holder, "space", None)):
         raise TunerError(
@@ -304,8 +280,7 @@ def _with_user_factories(
     workloads: Mapping[str, Mapping[str, Any]], module: Any, source: str
 ) -> dict[str, dict[str, Any]]:
     """A space's ``build_model`` / ``build_data`` become its workloads' ``model`` / ``data``
-    (a reference to the space's own function, :mod:`tuner.usercode`); a workload that names
-    its own keeps it, and ``--model`` / ``--data`` override either."""
+    unless a workload names its own (``--model`` / ``--data`` override either)."""
     factories = {
         setting: f"{source}:{function}"
         for setting, function in (("model", "build_model"), ("data", "build_data"))

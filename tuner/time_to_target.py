@@ -1,22 +1,9 @@
-"""Time to a target accuracy for every trial, from its own accuracy curve (DAWNBench's and
-MLPerf's figure), and the target when none is given.
-
-- **The curve** (:data:`CURVE_COLUMNS`): one row per evaluation report of a trial, as its
-  ``result.json`` lines hold them, read once by the experiment reader (``Experiment.curves``).
-- **Images to target**: the images seen at the trial's first evaluation at or above the target.
-  The true crossing lies between the evaluation before it and that one: both are kept
-  (``images_to_target_low`` is the one before; 0 when the first evaluation already reached it),
-  and every comparison of two trials carries that range.
-- **Two times to target.** The stopwatch's (``train_time_to_target_s``: the training loop's
-  seconds at the crossing, load and all: trials that ran side by side, or beside other work,
-  are slowed by it) and the load-independent estimate (``time_to_target_s_est``: images to
-  target / the trial's images/s, re-measured side by side where it was). The answer uses the
-  estimate: images to target do not depend on load, and the re-measurement is interleaved.
-- **The derived target** (:func:`derive_target`), when none is given: the lower of the most
-  accurate candidate's lower 95 % bound and the candidates' median final accuracy, so that at
-  least half of them reach it and no candidate is asked for more than the best can claim.
-
-Ray-free and Optuna-free; the answer (:mod:`tuner.answer`) decides with it.
+"""Time to a target accuracy for every trial, from its own accuracy curve (``Experiment.curves``;
+DAWNBench's and MLPerf's figure), and the target when none is given. The true crossing lies
+between the first evaluation at or above the target and the one before: every comparison
+carries that range. The answer decides on the load-independent estimate (images to target /
+images per second, re-measured side by side), not the stopwatch's time (slowed by whatever ran
+beside the trial); tuner.record declares each column. Ray-free and Optuna-free.
 """
 
 from __future__ import annotations
@@ -30,7 +17,6 @@ import pandas as pd
 
 from tuner.decision import accuracy_test
 from tuner.record import (
-    CURVE_KEYS,
     IMAGES_TO_TARGET,
     IMAGES_TO_TARGET_LOW,
     TARGET_ACCURACY,
@@ -46,7 +32,6 @@ from tuner.stats import Change
 from tuner.units import DASH, as_number, format_bytes, interval_text
 
 __all__ = [
-    "CURVE_COLUMNS",
     "RULE",
     "TARGET_COLUMNS",
     "RulePick",
@@ -66,7 +51,6 @@ __all__ = [
     "with_time_to_target",
 ]
 
-CURVE_COLUMNS = CURVE_KEYS  # the reader's columns (tuner.record declares them)
 # The trials-table columns this module adds, in order (tuner.record declares each).
 TARGET_COLUMNS = (
     TARGET_ACCURACY,
@@ -91,9 +75,8 @@ class Target:
 
 
 def time_to_target(curves: pd.DataFrame, target: float) -> pd.DataFrame:
-    """Per trial of ``curves``: images to target (first evaluation at or above ``target``), the
-    images at the evaluation before it, and the stopwatch's training seconds at the crossing
-    (NaN where the curve never reached it), indexed by trial id."""
+    """Per trial of ``curves`` (indexed by trial id): images at its first evaluation at or above
+    ``target`` and at the one before, and the stopwatch's seconds at it (NaN: never reached)."""
     out: dict[str, dict[str, float]] = {}
     for trial_id, curve in curves.groupby(TRIAL_ID, sort=False):
         curve = curve.drop_duplicates("images_seen").sort_values("images_seen")
@@ -115,10 +98,8 @@ _CURVE_FIGURES = (IMAGES_TO_TARGET, IMAGES_TO_TARGET_LOW, TRAIN_TIME_TO_TARGET_S
 
 
 def estimated_times(trials: pd.DataFrame, curves: pd.DataFrame, target: Target) -> pd.DataFrame:
-    """``trials`` (the decision values: ``images_per_second`` re-measured where it was, with
-    its interval) with :data:`TARGET_COLUMNS` added: the estimate is images to target / images
-    per second, its interval from the evaluation before the crossing and the throughput's
-    interval (none for a throughput measured once)."""
+    """``trials`` (the decision values) with :data:`TARGET_COLUMNS` added: the estimate's
+    interval is from the evaluation before the crossing and the throughput's interval."""
     figures = time_to_target(curves, target.accuracy)
     frame = trials.copy()
     frame[TARGET_ACCURACY] = target.accuracy
@@ -137,11 +118,9 @@ def estimated_times(trials: pd.DataFrame, curves: pd.DataFrame, target: Target) 
 
 
 def time_ratio(slower: Mapping[str, Any], sooner: Mapping[str, Any], throughput: Change) -> Change:
-    """How many times longer ``slower`` takes to the target than ``sooner`` on the estimate:
-    (its images / the other's) x (the other's images/s / its own), where ``throughput`` is
-    ``sooner`` / ``slower`` in images/s (paired, from the re-measurement). The interval is the
-    crossings' ranges between evaluations (a hard bound) times the throughput's interval; none
-    without a throughput interval."""
+    """How many times longer ``slower`` takes to the target than ``sooner`` on the estimate
+    (``throughput``: ``sooner`` / ``slower`` in images/s, paired). The interval is the
+    crossings' ranges (a hard bound) times the throughput's; none without the latter."""
     images = [as_number(row.get(IMAGES_TO_TARGET)) for row in (slower, sooner)]
     before = [as_number(row.get(IMAGES_TO_TARGET_LOW)) for row in (slower, sooner)]
     value = images[0] / images[1] * throughput.value
@@ -164,9 +143,7 @@ def given_target(metadata: Mapping[str, Any]) -> float | None:
 
 
 def derive_target(pool: pd.DataFrame, given: float | None) -> Target:
-    """The target: ``given``, or derived from the candidates ``pool`` (decision values, with
-    ``val_accuracy_low``) as the lower of the most accurate's lower 95 % bound and the median
-    final accuracy."""
+    """The target: ``given``, or derived from the candidates ``pool`` (``how`` says the rule)."""
     if given is not None:
         return Target(float(given), True, f"the target accuracy {given:.3f} was given.")
     accuracy = pd.to_numeric(pool.get("val_accuracy"), errors="coerce").dropna()
@@ -210,9 +187,8 @@ class RulePick:
 def choose_by_time(
     pool: pd.DataFrame, throughput_ratio: Callable[[str, str], Change]
 ) -> RulePick | None:
-    """The rule (:data:`RULE`) over ``pool`` (candidates with :data:`TARGET_COLUMNS`);
-    ``throughput_ratio(a, b)`` is a's images/s over b's, paired where both were re-measured.
-    ``None`` when no candidate reached the target."""
+    """The rule (:data:`RULE`) over ``pool`` (candidates with :data:`TARGET_COLUMNS`); None when
+    none reached the target. ``throughput_ratio(a, b)``: a's images/s over b's, paired."""
     reached = pool[pool[TIME_TO_TARGET_EST_S].notna()].sort_values(TIME_TO_TARGET_EST_S)
     if reached.empty:
         return None
@@ -341,8 +317,7 @@ def pick_sentence(rule: RulePick, rows: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFrame:
-    """The trials table with :data:`TARGET_COLUMNS` from the answer's ``decided`` rows (what
-    ``trials.csv`` and ``trials.parquet`` hold), typed as :mod:`tuner.record` declares them."""
+    """The trials table with :data:`TARGET_COLUMNS` from the answer's ``decided`` rows, typed."""
     if TIME_TO_TARGET_EST_S not in decided:
         return trials
     figures = decided.set_index(decided[TRIAL_ID].astype(str))[list(TARGET_COLUMNS)]
@@ -353,8 +328,7 @@ def with_time_to_target(trials: pd.DataFrame, decided: pd.DataFrame) -> pd.DataF
 
 
 def points_text(change: Change) -> str:
-    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, always with its interval
-    (``with no interval`` where none could be had)."""
+    """``7.5 accuracy points [2.1–12.9]``: an accuracy difference, with its interval or none."""
     value = 100 * abs(change.value)
     if not change.has_interval:
         return f"{value:.1f} accuracy points (no interval)"

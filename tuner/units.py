@@ -34,18 +34,9 @@ __all__ = [
 MIB = 2**20
 GIB = 2**30
 DASH = "–"  # between an interval's bounds, everywhere
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": MIB,
-    "gib": GIB,
-    "tib": 2**40,
-}
+_UNITS = {"": 1, "b": 1}  # then kb..tb (powers of 10) and kib..tib (of 2)
+_UNITS |= {f"{p}b": 10 ** (3 * i) for i, p in enumerate("kmgt", 1)}
+_UNITS |= {f"{p}ib": 2 ** (10 * i) for i, p in enumerate("kmgt", 1)}
 
 
 def as_number(value: Any) -> float:
@@ -122,11 +113,7 @@ def format_bytes(size: Any, *, digits: int = 1) -> str:
 
 
 def parse_memory_size(text: str) -> int:
-    """``"20GiB"`` -> bytes. Accepts B, KB/MB/GB/TB (powers of 10) and KiB/MiB/GiB/TiB.
-
-    Raises:
-        TunerError: the text is not a positive number with a known unit.
-    """
+    """``"20GiB"`` -> bytes. Accepts B, KB/MB/GB/TB (powers of 10) and KiB/MiB/GiB/TiB."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS:

@@ -1,11 +1,7 @@
-"""The user's own code, named by a reference: ``module:function`` (an importable module),
-``path/to/file.py:function`` (a file), or ``@name:function`` (an object registered in this
-process from a notebook, :func:`register`).
-
-A run config names the user's model and data by such a reference (``model``, ``data``), so a
-config stays plain text that travels to Ray workers and into ``params.json``. This module is the
-one place that turns a reference into a callable, calls it, and tells a failure in one line
-naming the user's own message and where it was raised (``file:line``). No torch here.
+"""The user's own code, named by a reference (``module:function``, ``path/to/file.py:function``,
+or ``@name:function`` for an object a notebook registered), so a run config stays plain text
+that travels to Ray workers. The one place that turns a reference into a callable, calls it,
+and tells a failure in one line with the user's message and ``file:line``. No torch here.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tuner.errors import TunerError
+from tuner.errors import TunerError, error_line
 
 __all__ = [
     "UserCodeError",
@@ -64,9 +60,8 @@ def _is_file(module_part: str) -> bool:
 
 
 def register(name: str, holder: Any) -> str:
-    """Make ``holder`` (a notebook's object or module with ``build_model`` / ``build_data``)
-    nameable as ``@name``; returns that module part. Lives in this process (and in the Ray
-    trainables, which carry :func:`registered` with them)."""
+    """Make ``holder`` (a notebook's object with ``build_model`` / ``build_data``) nameable as
+    ``@name`` in this process (Ray trainables carry :func:`registered`); returns ``@name``."""
     key = f"@{name}"
     _REGISTERED[key] = holder
     return key
@@ -83,15 +78,7 @@ def restore(objects: dict[str, Any]) -> None:
 
 
 def resolve(ref: str, *, what: str) -> Callable[..., Any]:
-    """The callable that ``ref`` names.
-
-    Args:
-        ref: ``module:function``, ``file.py:function`` or ``@name:function``.
-        what: the setting that holds ``ref`` (``model``), for the error line.
-
-    Raises:
-        UserCodeError: the module does not import, or has no such callable.
-    """
+    """The callable that ``ref`` names; ``what``: the setting that holds it (``model``)."""
     module_part, _, attr = ref.rpartition(":")
     holder = _holder(module_part, ref=ref, what=what)
     found = getattr(holder, attr, None)
@@ -103,11 +90,7 @@ def resolve(ref: str, *, what: str) -> Callable[..., Any]:
 
 
 def resolve_holder(module_part: str) -> Any:
-    """The module or registered object that ``module_part`` (before the colon) names.
-
-    Raises:
-        UserCodeError: it does not import, or is not registered here.
-    """
+    """The module or registered object that ``module_part`` (before the colon) names."""
     return _holder(module_part, ref=module_part, what="space")
 
 
@@ -138,11 +121,7 @@ def _holder(module_part: str, *, ref: str, what: str) -> Any:
 
 
 def load_file_module(path: str | Path, *, what: str) -> ModuleType:
-    """Import a ``.py`` file once per process (spaces and user factories share the import).
-
-    Raises:
-        UserCodeError: the file is missing or raises while importing.
-    """
+    """Import a ``.py`` file once per process (spaces and user factories share the import)."""
     path = Path(path).expanduser().resolve()
     if not path.is_file():
         raise UserCodeError(f"{what} file {path} does not exist; check the path.")
@@ -165,11 +144,7 @@ def load_file_module(path: str | Path, *, what: str) -> ModuleType:
 
 
 def call_user(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; what it raises becomes one line with its message and where.
-
-    Raises:
-        UserCodeError: arguments that do not fit ``fn``'s signature, or ``fn`` raised.
-    """
+    """``fn(*args, **kwargs)``; what it raises becomes one line with its message and where."""
     name = getattr(fn, "__qualname__", None) or f"{type(fn).__name__}.forward"
     try:
         inspect.signature(fn).bind(*args, **kwargs)
@@ -190,12 +165,11 @@ def call_user(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> A
 
 
 def _line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300].rstrip(".")
+    return error_line(exc).rstrip(".")
 
 
 def _where(exc: BaseException, source: str | Path | None) -> str:
-    """`` at file:line``: the deepest frame in the user's file, else the deepest outside
-    ``tuner`` and the installed libraries (torch, site-packages); none of those: nothing."""
+    """`` at file:line``: the deepest frame in the user's file, else outside tuner and libraries."""
     frames = traceback.extract_tb(exc.__traceback__)
     own = [f for f in frames if source and Path(f.filename) == Path(source)]
     outside = [f for f in frames if not _library(f.filename) and not _ours(f.filename)]
@@ -204,10 +178,7 @@ def _where(exc: BaseException, source: str | Path | None) -> str:
 
 
 def _ours(filename: str) -> bool:
-    return Path(filename).resolve().is_relative_to(_PACKAGE_DIR)
-
-
-_PACKAGE_DIR = Path(__file__).resolve().parent
+    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 def _library(filename: str) -> bool:
@@ -217,8 +188,7 @@ def _library(filename: str) -> bool:
 
 def py_modules(refs: Iterable[str]) -> list[str]:
     """What Ray's ``runtime_env["py_modules"]`` must ship so that workers on any node import
-    ``refs``: each file, or each importable module's top-level package (or file). Installed
-    packages, ``tuner`` itself and registered objects travel otherwise (nothing listed)."""
+    ``refs``: each file or module's top-level package (installed ones travel otherwise)."""
     shipped: list[str] = []
     for ref in refs:
         if not is_ref(ref):

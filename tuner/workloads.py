@@ -1,7 +1,6 @@
-"""Named reference workloads, each defined once: "the CPU tiny ViT" is one model for ``tuner
-bench``, ``tuner ablate``, the GPU suite, the search spaces and ``bench/``. The constants are for
-spreading into a larger dict (``{**MICRO_VIT, ...}``) and must not be changed in place;
-:func:`workload` hands out a fresh copy.
+"""Named reference workloads, each defined once (for ``tuner bench``, ``tuner ablate``, the GPU
+suite, the search spaces and ``bench/``): spread them (``{**MICRO_VIT, ...}``), never change
+them in place; :func:`workload` hands out a fresh copy.
 """
 
 from __future__ import annotations
@@ -123,11 +122,7 @@ MICRO_BENCH: dict[str, Any] = {
 
 
 def workload(name: str, *, cuda: bool) -> dict[str, Any]:
-    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU.
-
-    Raises:
-        TunerError: no such workload.
-    """
+    """A fresh copy of the named workload (``ablation``, ``bench``) for a GPU or a CPU."""
     families = {"ablation": ABLATION, "bench": BENCH}
     if name not in families:
         raise TunerError(f"unknown workload {name!r}; choose from {', '.join(families)}.")

@@ -182,7 +182,7 @@ def test_a_resume_reads_an_older_tuner_s_options_and_says_what_it_ignores(tmp_pa
     del saved["search_time_budget_s"]
     saved.update(time_budget_s=600.0, gone_flag=3)  # an earlier name, and a removed option
     write_metadata(paths.local, {"options": saved})
-    options = options_to_resume(paths, SearchOptions(space="", resume=True, name="old"))
+    options = options_to_resume(paths.local, SearchOptions(space="", resume=True, name="old"))
     assert options.search_time_budget_s == 600.0 and options.resume
     assert "'gone_flag'" in capsys.readouterr().err
 
@@ -195,20 +195,20 @@ def test_a_resume_keeps_the_experiment_s_options_and_says_what_it_changes(tmp_pa
     paths = ExperimentPaths.of(str(tmp_path), "kept")
     started = SearchOptions(space="vit_space", name="kept", reports_dir="mine", no_report=True)
     write_metadata(paths.local, {"options": options_record(started)})
-    plain = options_to_resume(paths, SearchOptions(space="", resume=True, name="kept"))
+    plain = options_to_resume(paths.local, SearchOptions(space="", resume=True, name="kept"))
     assert (plain.reports_dir, plain.no_report, plain.resume) == ("mine", True, True)
     assert capsys.readouterr().err == ""  # nothing changed, nothing said
     command = paths.resume_command()
     assert command.endswith("--reports-dir mine --no-report"), command
 
     given = SearchOptions(space="", resume=True, name="kept", reports_dir="other")
-    assert options_to_resume(paths, given).reports_dir == "other"
+    assert options_to_resume(paths.local, given).reports_dir == "other"
     assert "note: --reports-dir other applies from this resume on." in capsys.readouterr().err
     with pytest.raises(TunerError, match=r"^--max-memory 1000 cannot change on --resume"):
-        options_to_resume(paths, dataclasses.replace(given, max_memory_bytes=1000))
+        options_to_resume(paths.local, dataclasses.replace(given, max_memory_bytes=1000))
     # How often trials checkpoint is no part of what is searched: it can change, and is shown.
     every = dataclasses.replace(given, reports_dir="mine", checkpoint_every_s=0.0)
-    assert options_to_resume(paths, every).checkpoint_every_s == 0.0
+    assert options_to_resume(paths.local, every).checkpoint_every_s == 0.0
     assert "note: --checkpoint-every-s 0.0 applies from this resume on." in capsys.readouterr().err
 
 
@@ -229,7 +229,7 @@ def test_a_resume_sets_a_changeable_option_back_to_its_default_and_refuses_a_nam
 
     def resumed(*flags: str) -> SearchOptions:
         args = build_parser().parse_args([*resume, *flags])
-        return options_to_resume(paths, options_from_args(args), named=given_fields(args))
+        return options_to_resume(paths.local, options_from_args(args), named=given_fields(args))
 
     plain = resumed()
     assert (plain.reports_dir, plain.trust_budget, plain.objective) == ("mine", "90", "accuracy")
@@ -307,5 +307,5 @@ def test_a_resume_of_metadata_whose_options_no_search_wrote_names_the_file(
     paths = ExperimentPaths.of(str(tmp_path), "odd")
     write_metadata(paths.local, {"name": "odd", **({"options": saved} if saved else {})})
     with pytest.raises(TunerError) as info:
-        options_to_resume(paths, SearchOptions(space="", resume=True, name="odd"))
+        options_to_resume(paths.local, SearchOptions(space="", resume=True, name="odd"))
     assert str(info.value).startswith(f"{paths.local / 'tuner_experiment.json'} {said}")

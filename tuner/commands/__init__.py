@@ -1,8 +1,6 @@
-"""``python -m tuner``: the command line, one subcommand per stage of the flow, each a module of
-this package with ``register(subparsers)`` and ``run(args) -> int`` (which import torch and ray
-inside ``run``, so ``--help`` stays fast); the flags several commands take are defined once in
-``_flags``. Every command runs through the Python API (:mod:`tuner.api`). A :class:`TunerError`
-or an argparse usage mistake is one line; ``--debug`` shows the traceback.
+"""``python -m tuner``: one module per subcommand, with ``register(subparsers)`` and ``run(args)``
+(which imports torch and ray, so ``--help`` stays fast), each calling :mod:`tuner.api`. A
+:class:`TunerError` or a usage mistake is one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -80,11 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (see :data:`EXIT_CODES`). No command: the help.
-
-    A declared dependency this Python lacks (met while building the parser, which imports
-    numpy, or at a command's lazy import) is one line naming it and its fix, exit 1.
-    """
+    """Run one command; return its exit code (:data:`EXIT_CODES`). A declared dependency this
+    Python lacks is one line naming it and its fix, exit 1."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         code = _main(arguments)
@@ -102,8 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _reader_gone() -> bool:
-    """Whether whoever read stdout went away (``tuner spaces | head``). If so, stdout goes to
-    nowhere from now on: Python's last flush at exit would raise again, a traceback."""
+    """Whether whoever read stdout went away (``tuner spaces | head``); if so, stdout goes to
+    nowhere (Python's last flush at exit would raise again)."""
     try:
         sys.stdout.flush()
         return False
@@ -138,27 +133,21 @@ def _main(arguments: list[str]) -> int:
             raise
         return _failed(args, exc)
     except Terminated:
-        print("terminated (SIGTERM)", file=sys.stderr)
-        return _interrupted(args, EXIT_TERMINATED)
+        return _ended(args, "terminated (SIGTERM)", status="interrupted", code=EXIT_TERMINATED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return _interrupted(args, EXIT_INTERRUPTED)
+        return _ended(args, "interrupted", status="interrupted", code=EXIT_INTERRUPTED)
 
 
 def _failed(args: argparse.Namespace, exc: TunerError) -> int:
-    """Print ``exc`` as its one line (and as JSON with ``--json``); its exit code."""
-    print(f"error: {exc}", file=sys.stderr)
-    if getattr(args, "json", False):  # --json promises a JSON document: the error's
-        from tuner.commands._flags import print_json
-
-        print_json({"status": "error", "error": str(exc), "exit_code": exc.exit_code})
-    return exc.exit_code
+    error = {"error": str(exc)}
+    return _ended(args, f"error: {exc}", status="error", code=exc.exit_code, **error)
 
 
-def _interrupted(args: argparse.Namespace, code: int) -> int:
-    """A command stopped before it had a result: with ``--json``, the JSON says so."""
+def _ended(args: argparse.Namespace, line: str, *, status: str, code: int, **more: str) -> int:
+    """Print ``line``; with ``--json`` (which promises a JSON document), say the end as one."""
+    print(line, file=sys.stderr)
     if getattr(args, "json", False):
         from tuner.commands._flags import print_json
 
-        print_json({"status": "interrupted", "exit_code": code})
+        print_json({"status": status, **more, "exit_code": code})
     return code

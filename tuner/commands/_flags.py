@@ -61,8 +61,7 @@ SHARED: dict[str, dict[str, Any]] = {
 def add(
     parser: argparse._ActionsContainer, flag: str, *, detail: str | None = None, **spec: Any
 ) -> None:
-    """Add the shared ``flag``; ``detail`` (this command's default, what it covers) goes in
-    parentheses after the shared meaning, ``spec`` (a default value) over the shared one."""
+    """Add the shared ``flag``; ``detail`` goes in parentheses after its meaning."""
     spec = {**SHARED[flag], **spec}
     if detail is not None:
         spec["help"] += f" ({detail})"
@@ -72,12 +71,8 @@ def add(
 def add_config_flag(
     group: argparse._ActionsContainer, name: str, *, default: str | None = None
 ) -> None:
-    """The flag of one ``TrainConfig`` field, spelled, typed and explained from the field.
-
-    An unset flag is left out of the parsed namespace (``hasattr(args, name)`` is false), so a
-    command's own workload keeps its values. ``default`` is the text that says what applies
-    when the flag is not given.
-    """
+    """The flag of one ``TrainConfig`` field, from the field; left out of the namespace unless
+    given, so a command's own workload keeps its values. ``default``: what applies unset."""
     kwargs = dict(dest=name, default=argparse.SUPPRESS, **_flag_kwargs(name))
     help_text = field_help(name) + ("" if default is None else f" (default: {default})")
     group.add_argument(config_flag(name), help=help_text, **kwargs)
@@ -94,11 +89,7 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_sets(items: Iterable[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` items as settings; a value that is not JSON is a string (amp=bf16).
-
-    Raises:
-        TunerError: an item that is not KEY=VALUE.
-    """
+    """``--set KEY=VALUE`` items as settings; a value that is not JSON is a string (amp=bf16)."""
     settings: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -122,11 +113,8 @@ def _null_or_text(value: Any) -> Any:
 
 
 def skip_list(text: str, *, valid: Sequence[str]) -> list[str]:
-    """The ``--skip`` list, every entry checked against ``valid``.
+    """The ``--skip`` list, every entry checked against ``valid``."""
 
-    Raises:
-        TunerError: an unknown entry (named, with the valid ones).
-    """
     entries = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in entries if s not in valid]
     if unknown:

@@ -106,8 +106,7 @@ def _groups(text: str) -> list[int]:
 
 
 def _progress(repeats: int) -> tuple[Callable[[Sequence[Any]], None], Any]:
-    """The progress lines, ``[done/total] repeat r step: status, images/s``: the total is
-    known once the arms are planned."""
+    """The progress lines, ``[done/total] repeat r step: status, images/s``."""
     done, total = itertools.count(1), [0]
 
     def plan(arms: Sequence[Any]) -> None:

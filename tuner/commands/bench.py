@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 from functools import partial
+from inspect import signature
 from pathlib import Path
 
-from tuner.api import BENCHMARKS_DIR
+from tuner import api
 from tuner.commands import _flags
 from tuner.errors import TunerError
 from tuner.techniques import ladder_knobs
 
-_REPEATS = {"ladder": 3, "verify": 6}
 _LADDER = tuple(k.field for k in ladder_knobs())
 # Settings the bench takes from its own flags: a --set of one would be silently overridden.
 _OWN_FLAGS = {
@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each run a fresh process, interleaved, and print their ratio with its interval.",
     )
     group = parser.add_argument_group("run settings (default: the bench workload per device)")
-    _flags.add_config_flag(group, "steps", default="20; --verify: 50")
-    _flags.add_config_flag(group, "warmup_steps", default="5; --verify: 10")
+    _flags.add_config_flag(group, "steps", default=_defaults("steps"))
+    _flags.add_config_flag(group, "warmup_steps", default=_defaults("warmup_steps"))
     _flags.add_config_flag(
         group,
         "amp",
@@ -47,8 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a CPU",
     )
     _flags.add(group, "--set")
-    repeats = f"default: {_REPEATS['ladder']}; --verify: {_REPEATS['verify']} pairs"
-    _flags.add(parser, "--repeats", detail=repeats)
+    _flags.add(parser, "--repeats", detail=f"default: {_defaults('repeats')} pairs")
     _flags.add(parser, "--skip", detail="of: " + ", ".join(_LADDER))
     parser.add_argument(
         "--verify",
@@ -67,6 +66,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def _defaults(name: str) -> str:
+    """The API's default of ``name`` for the ladder, then for --verify (tuner.api owns them)."""
+    ladder, verify = (signature(f).parameters[name].default for f in (api.bench, api.verify))
+    return f"{ladder}; --verify: {verify}"
+
+
 def run(args: argparse.Namespace) -> int:
     workload = _flags.parse_sets(args.set) or None
     clash = sorted(set(workload or ()) & set(_OWN_FLAGS))
@@ -77,36 +82,21 @@ def run(args: argparse.Namespace) -> int:
     amp = getattr(args, "amp", None)
     if amp == "off" and not args.verify:
         raise TunerError("--amp off has no +amp step to measure; leave the step out: --skip amp.")
-    from tuner import api
     from tuner.report.bench import bench_markdown, verify_markdown
 
+    sizes = {"steps": getattr(args, "steps", None), "repeats": args.repeats}
+    sizes = {key: value for key, value in sizes.items() if value}  # unset: the API's default
+    if getattr(args, "warmup_steps", None) is not None:
+        sizes["warmup_steps"] = args.warmup_steps
     # Progress lines go to stderr under --json, so stdout's last line is the result.
     log = partial(print, file=sys.stderr) if args.json else print
-    out_dir = Path(args.out or BENCHMARKS_DIR)
+    out_dir = Path(args.out or api.BENCHMARKS_DIR)
+    given = dict(workload=workload, amp=amp, threads=args.threads, out_dir=out_dir, log=log)
     if args.verify:
-        report = api.verify(
-            workload=workload,
-            amp=amp,
-            steps=getattr(args, "steps", None) or 50,
-            warmup_steps=getattr(args, "warmup_steps", 10),
-            repeats=args.repeats or _REPEATS["verify"],
-            threads=args.threads,
-            out_dir=out_dir,
-            log=log,
-        )
+        report = api.verify(**given, **sizes)
         markdown = verify_markdown(report)
     else:
-        report = api.bench(
-            workload=workload,
-            steps=getattr(args, "steps", None) or 20,
-            warmup_steps=getattr(args, "warmup_steps", 5),
-            repeats=args.repeats or _REPEATS["ladder"],
-            skip=skip,
-            amp=amp,
-            threads=args.threads,
-            out_dir=out_dir,
-            log=log,
-        )
+        report = api.bench(**given, **sizes, skip=skip)
         markdown = bench_markdown(report)
     if args.json:
         _flags.print_json(report)

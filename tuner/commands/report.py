@@ -79,11 +79,8 @@ def check(args: argparse.Namespace) -> int:
 
 
 def _console(file: str) -> str:
-    """The kept console output ``--console`` names, read before anything is checked.
+    """The kept console output ``--console`` names, read before anything is checked."""
 
-    Raises:
-        TunerError: no such file, or not text.
-    """
     from tuner.errors import TunerError
 
     kept = "the search's console output, kept (e.g. tuner search ... 2>&1 | tee FILE)"

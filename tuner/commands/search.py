@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from tuner.api import SearchOptions
 from tuner.commands import _flags
 from tuner.errors import TunerError
+from tuner.experiment.options import NUMBERS
 from tuner.record import TARGET_ACCURACY
 
 if TYPE_CHECKING:
@@ -56,9 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_flag(group: argparse._ActionsContainer, option: dataclasses.Field[Any]) -> None:
-    """The flag of one :class:`SearchOptions` field, from its metadata (``Flag``). Every flag
-    is left out of the parsed namespace unless given, so that a resume tells "given, even at
-    the default" (applied, or refused) from "not given" (the experiment's own kept)."""
+    """The flag of one :class:`SearchOptions` field, from its ``Flag``. Left out of the
+    namespace unless given: a resume tells "given, even at the default" from "not given"."""
     spec, flag = option.metadata["flag"], SearchOptions.flag(option.name)
     help_text = spec.help.replace("%", "%%")  # argparse formats the help with %
     if option.name == "space":
@@ -96,9 +95,7 @@ def _kind(option: dataclasses.Field[Any], spec: Any) -> dict[str, Any]:
     if spec.choices:
         return {"choices": spec.choices}
     parse = spec.parse and _argument_type(spec.parse)
-    hint = _HINTS[option.name]
-    kind = next((t for t in (int, float) if t in (get_args(hint) or (hint,))), None)
-    return {"type": parse or kind, "metavar": spec.metavar}
+    return {"type": parse or NUMBERS.get(option.name), "metavar": spec.metavar}
 
 
 def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -113,8 +110,7 @@ def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
-_HINTS = typing.get_type_hints(SearchOptions)
-_FIELDS = frozenset(_HINTS)
+_FIELDS = frozenset(SearchOptions.__dataclass_fields__)
 
 
 def options_from_args(args: argparse.Namespace) -> SearchOptions:
@@ -132,8 +128,7 @@ def options_from_args(args: argparse.Namespace) -> SearchOptions:
 
 
 def given_fields(args: argparse.Namespace) -> frozenset[str]:
-    """The :class:`SearchOptions` fields the command line set (what a resume compares with
-    the experiment's own; a field left out keeps the experiment's)."""
+    """The :class:`SearchOptions` fields the command line set (what a resume compares)."""
     fields = {key for key in vars(args) if key in _FIELDS} - {"space"}
     if args.space:
         fields.add("space")
@@ -155,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _result_json(result: SearchResult, code: int, *, storage: str) -> dict[str, Any]:
-    """The search's ``--json``: its state first; interrupted, the exit code and the command
-    that continues it (the summary's)."""
+    """The search's ``--json``: its state first; interrupted, its exit code and how to resume."""
     from tuner.commands.report import result_json
     from tuner.experiment.paths import ExperimentPaths
 

@@ -35,11 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """``--config FILE`` (if given) overridden by every flag that was set.
+    """``--config FILE`` (if given) overridden by every flag that was set."""
 
-    Raises:
-        TunerError: unreadable file, unknown setting or impossible value.
-    """
     base = load_config_file(args.config).to_dict() if args.config else {}
     return TrainConfig.from_params({**base, **_flags.run_settings(args)})
 

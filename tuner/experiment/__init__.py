@@ -23,11 +23,9 @@ from tuner.experiment._files import (
     PHASES_FILE,
     PROBE_CACHE_FILE,
     RAY_LOG_FILE,
-    RAY_STATE_GLOB,
     REMEASURE_FILE,
     REPORT_FILE,
     REPORT_HTML_FILE,
-    RESULT_FILE,
     RETRIES_FILE,
     RUN_TRACEBACK_FILE,
     SEEDS_FILE,
@@ -37,7 +35,7 @@ from tuner.experiment._files import (
     TUNER_FILES,
 )
 from tuner.experiment._metadata import memory_limit, read_metadata, update_metadata, write_metadata
-from tuner.experiment._read import load_study, study_distributions
+from tuner.experiment._read import study_distributions
 
 if TYPE_CHECKING:
     from tuner.experiment._load import (
@@ -95,11 +93,9 @@ __all__ = [
     "PHASES_FILE",
     "PROBE_CACHE_FILE",
     "RAY_LOG_FILE",
-    "RAY_STATE_GLOB",
     "REMEASURE_FILE",
     "REPORT_FILE",
     "REPORT_HTML_FILE",
-    "RESULT_FILE",
     "RETRIES_FILE",
     "RUN_TRACEBACK_FILE",
     "SEEDS_FILE",
@@ -110,7 +106,6 @@ __all__ = [
     "Experiment",
     "column_meanings",
     "load_experiment",
-    "load_study",
     "memory_limit",
     "read_metadata",
     "read_trials_csv",

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 from tuner.record import FINAL, STATUS, TRIAL_ID, VAL_ACCURACY
 
-# Where experiments and reports go by default: the CLI's --storage and --reports-dir, the
-# local copy of an experiment on URI storage, and the reader of a folder named by its name.
+# Where experiments and reports go by default (--storage, --reports-dir; URI storage's local copy).
 DEFAULT_STORAGE = "experiments"
 DEFAULT_REPORTS_DIR = "reports"
-# A report's folder: the report (Markdown, and the same sections as HTML) and beside it every
-# claim the report makes, as records (plain JSON; tuner.report.claims writes it, the auditor
-# reads it).
+# A report's folder: the report (Markdown and HTML) and every claim it makes, as records.
 REPORT_FILE = "report.md"
 REPORT_HTML_FILE = "report.html"
 CLAIMS_FILE = "claims.json"
@@ -23,10 +20,7 @@ STUDY_TIME_TO_TARGET_ATTR = "time_to_target"  # the study's user attribute: ever
 STUDY_TRIAL_ID_ATTR = "ray_trial_id"  # the Optuna trial's user attribute naming its Ray trial
 REMEASURE_FILE = "remeasure.csv"
 EFFECTS_FILE = "effects.csv"
-# The picks and the plain loop retrained with several seeds after the trials, interleaved: one
-# row per evaluation of each run (its accuracy curve), the run's last one marked final
-# (tuner.compare.seeds writes and reads it).
-SEEDS_FILE = "seeds.csv"
+SEEDS_FILE = "seeds.csv"  # the picks retrained with seeds, each run's curve (tuner.compare.seeds)
 PROBE_CACHE_FILE = "probe_cache.json"
 # The columns the readers of each table need (its writer writes more): a table lacking one is
 # damaged, read as absent and said so (tuner.experiment._read.read_table).
@@ -37,14 +31,11 @@ TABLE_COLUMNS = {
 }
 LOCK_FILE = "driver.lock"
 RAY_LOG_FILE = "ray.log"  # Ray's own lines, off the console (tuner.tune.ray_log)
-# In a trial's folder: Ray stopped the trial when the experiment ended (the search's time
-# budget ran out), before it ended by itself; its kind is incomplete (tuner.tune.tracking).
+# In a trial's folder: the search's end cut the trial (kind incomplete), and when it had started
+# and was cut (Unix seconds: a trial cut before its first report has no other record of them).
 CUT_FILE = "cut_by_search_end.json"
-# Its keys beside the trial id: when the trial started and when the search's end cut it (Unix
-# seconds): a trial cut before its first report has no other record of when it ran.
 CUT_STARTED_UNIX_S, CUT_UNIX_S = "started_unix_s", "cut_unix_s"
-# In a trial's folder: its failed attempts so far (tuner.record's retries and last_error keys),
-# written by the driver when Tune retries it; the retry's trainable reads it and reports them.
+# In a trial's folder: its failed attempts so far, for the retry's trainable to report.
 RETRIES_FILE = "retries.json"
 
 # Ray Tune's own files (names Ray chooses; listed so the reader does not restate them).
@@ -52,12 +43,9 @@ RAY_STATE_GLOB = "experiment_state-*.json"
 PARAMS_FILE = "params.json"
 RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
-# A run that failed while training is a result (kind errored), so Ray writes no error.txt: the
-# trainable keeps its traceback (the user's code in it) here.
+# A run that failed while training is a result, so Ray writes no error.txt: its traceback.
 RUN_TRACEBACK_FILE = "error_traceback.txt"
-# In a trial's folder: one JSON line per phase of the trial, with its wall time (each speed-probe
-# run's build, warm-up and steps; the feasibility check; training; each evaluation): where the
-# trial's time went (tuner.tune.phases).
+# In a trial's folder: one JSON line per phase of the trial with its wall time (tuner.tune.phases).
 PHASES_FILE = "phases.jsonl"
 
 # The files tuner itself writes next to Ray's (copied beside Ray's folder on URI storage).

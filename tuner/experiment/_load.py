@@ -1,11 +1,8 @@
-"""An experiment folder -> :class:`Experiment`: one row per trial, reconciled, from files only.
-
-A trial's row is its last valid report, what it was (``kind``, :func:`tuner.record.classify`)
-and Ray's view of it. Nothing is guessed silently; what could not be read is listed in
-:attr:`Experiment.problems`. A trial whose last report is final has ended, whatever Ray's
-(possibly stale) state says. A damaged ``result.json`` line is skipped; when it was the final
-report, the final values the Optuna study holds are taken instead, and a disagreement between
-the study and ``result.json`` is listed.
+"""An experiment folder -> :class:`Experiment`: one row per trial (its last valid report, its
+kind, Ray's view of it), from files only. Nothing is guessed silently: what could not be read is
+listed in :attr:`Experiment.problems`. A trial whose last report is final has ended, whatever
+Ray's (possibly stale) state says; a damaged final report is taken from the Optuna study, and a
+disagreement between the two is listed.
 """
 
 from __future__ import annotations
@@ -86,33 +83,23 @@ class Experiment:
         return lines
 
     def with_seeds(self) -> Experiment:
-        """This experiment after its picks were retrained with seeds (``seeds.csv``): that file
-        read, the rest kept (the search hands on what it read: STYLE 14)."""
-        problems = list(self.problems)
-        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
-        return dataclasses.replace(self, seeds=seeds, problems=[*dict.fromkeys(problems)])
+        """After its picks were retrained with seeds: ``seeds.csv`` read, the rest kept (the
+        search hands on what it read: STYLE 14)."""
+        return self._reread(seeds=SEEDS_FILE)
 
     def with_effects(self, metadata: dict[str, Any]) -> Experiment:
-        """This experiment after its technique effects were measured (``effects.csv``) and its
-        metadata rewritten: the files that changed, read again; the trials are kept."""
+        """After its technique effects were measured and its metadata rewritten."""
+        reread = self._reread(effects=EFFECTS_FILE, seeds=SEEDS_FILE)
+        return dataclasses.replace(reread, metadata=metadata)
+
+    def _reread(self, **tables: str) -> Experiment:
         problems = list(self.problems)
-        effects = _read.read_table(self.path / EFFECTS_FILE, problems)
-        seeds = _read.read_table(self.path / SEEDS_FILE, problems)
-        return dataclasses.replace(
-            self,
-            metadata=metadata,
-            effects=effects,
-            seeds=seeds,
-            problems=[*dict.fromkeys(problems)],
-        )
+        read = {name: _read.read_table(self.path / file, problems) for name, file in tables.items()}
+        return dataclasses.replace(self, **read, problems=[*dict.fromkeys(problems)])
 
 
 def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_STORAGE) -> Path:
-    """The experiment folder for a path, or for a name under ``storage``.
-
-    Raises:
-        TunerError: neither exists or the folder holds no experiment.
-    """
+    """The experiment folder for a path, or for a name under ``storage``."""
     candidates = [Path(name_or_path), Path(storage) / str(name_or_path)]
     for path in candidates:
         if path.is_dir():
@@ -138,11 +125,7 @@ def resolve_experiment(name_or_path: str | Path, storage: str | Path = DEFAULT_S
 
 
 def load_experiment(experiment_dir: str | Path) -> Experiment:
-    """Read an experiment folder, finished, interrupted or still running.
-
-    Raises:
-        TunerError: the folder is missing or its metadata is not valid JSON.
-    """
+    """Read an experiment folder, finished, interrupted or still running."""
     path = resolve_experiment(experiment_dir)
     metadata = read_metadata(path)
     name = str(metadata.get("name") or path.name)
@@ -208,8 +191,7 @@ def _read_trials(
     problems: list[str],
     metadata: Mapping[str, Any],
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], set[str], list[dict[str, Any]]]:
-    """Each trial's run config and row, the names in any trial's ``params.json`` (a setting
-    only speed probes chose is in none), and every trial's curve points."""
+    """Each trial's run config and row, the names in any ``params.json``, and its curve."""
     states = _read.ray_states(path, problems)
     by_dir = {s["relative_logdir"]: tid for tid, s in states.items()}
     configs: dict[str, dict[str, Any]] = {}
@@ -236,8 +218,7 @@ def _read_trials(
 
 
 def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
-    """Ray trial id -> the user attributes of its finished Optuna trial (the measurements the
-    searcher told the study when the trial completed)."""
+    """Ray trial id -> the user attributes of its finished Optuna trial (what it was told)."""
     trials = study.get_trials(deepcopy=False) if study is not None else ()
     return {
         str(trial.user_attrs[STUDY_TRIAL_ID_ATTR]): dict(trial.user_attrs)
@@ -250,9 +231,8 @@ def _study_finals(study: Any) -> dict[str, dict[str, Any]]:
 def _reconcile(
     trial_id: str, results: _read.Results, told: Mapping[str, Any] | None, problems: list[str]
 ) -> tuple[dict[str, Any], bool]:
-    """The trial's result: its last valid line, or what the study was told at the trial's end
-    when its final line is damaged; a disagreement between the two is listed. True: its last
-    report is lost and nothing else holds it (whether it ended is not known)."""
+    """The trial's result: its last valid line, or the study's when its final line is damaged
+    (a disagreement is listed); True: its last report is lost (whether it ended is unknown)."""
     result = dict(results.last)
     final_lost = results.lost_tail and not result.get(record.FINAL)
     if final_lost and told and told.get(record.FINAL):
@@ -275,8 +255,7 @@ def _reconcile(
 def _compare(
     trial_id: str, result: dict[str, Any], told: Mapping[str, Any], problems: list[str]
 ) -> None:
-    """List each disagreement of the trial's last report with the study; where the report
-    holds no number where one belongs (an edited or damaged value), the study's is taken."""
+    """List each disagreement with the study; the study's number replaces a non-number."""
     for key in _RECONCILED:
         if key not in told or _same(result.get(key), told[key]):
             continue
@@ -319,8 +298,7 @@ def _trial_row(
     *,
     lost: bool,
 ) -> dict[str, Any]:
-    """``result``: the reconciled last report; ``lost``: it is damaged, so whether the trial
-    ended is not known."""
+    """``lost``: the reconciled last report ``result`` is damaged (ended: unknown)."""
     ray_status = str(state.get("status", ""))
     report = {k: v for k, v in result.items() if k not in RAY_KEYS and _is_scalar(v)}
     ended = not lost and (report.get(record.FINAL) is True or ray_status in _ENDED_BY_RAY)
@@ -368,8 +346,7 @@ def _wall_clock(
     report: dict[str, Any], first: dict[str, Any], last: dict[str, Any]
 ) -> tuple[float, float]:
     """When the trial began and last reported (Unix seconds; NaN when unknown): the trainable's
-    own stamps, else Ray's (a folder from before them: Ray stamps each line in whole seconds,
-    and its time_total_s of a function trainable counts only part of the trial's time)."""
+    own stamps, else Ray's (an older folder; whole seconds, part of the trial's time)."""
     started = as_number(report.get(record.TRIAL_STARTED_UNIX_S))
     ended = as_number(report.get(record.REPORTED_UNIX_S))
     if math.isfinite(started) and math.isfinite(ended):
@@ -379,12 +356,9 @@ def _wall_clock(
 
 
 def _cut_clock(trial_dir: Path | None) -> tuple[float, float]:
-    """When a trial the search's end cut started and was cut (:data:`CUT_FILE`; NaN when it
-    holds none: not cut, or cut by a search from before the stamps)."""
-    try:
-        stamps = json.loads((trial_dir / CUT_FILE).read_text()) if trial_dir else {}
-    except (OSError, ValueError):
-        stamps = {}
+    """When a trial the search's end cut started and was cut (:data:`CUT_FILE`; NaN: not cut,
+    or cut by a search from before the stamps)."""
+    stamps = _read.json_object(trial_dir / CUT_FILE) if trial_dir else {}
     return as_number(stamps.get(CUT_STARTED_UNIX_S)), as_number(stamps.get(CUT_UNIX_S))
 
 

@@ -13,12 +13,8 @@ from tuner.record import MAX_MEMORY_BYTES
 
 
 def read_metadata(folder: Path) -> dict[str, Any]:
-    """The metadata of the experiment in ``folder`` ({} when it has none).
-
-    Raises:
-        TunerError: the file is not a JSON object, or a key holds what the search never writes
-            there (damaged, or edited by hand).
-    """
+    """The metadata of the experiment in ``folder`` ({} when it has none); a key that holds
+    what the search never writes there (damaged, or edited by hand) is refused."""
     file = Path(folder) / METADATA_FILE
     if not file.is_file():
         return {}
@@ -33,11 +29,11 @@ def read_metadata(folder: Path) -> dict[str, Any]:
         raise TunerError(f"{file} must hold a JSON object; re-run the search.")
     for key, value in data.items():
         kinds = _KINDS.get(key)
-        if kinds is not None and value is not None and not _is(value, kinds):
+        if kinds is not None and value is not None and _json_type(value) not in kinds:
             raise TunerError(
-                f"{file}: {key!r} is {_json_kind(value)}, the search writes "
-                f"{' or '.join(map(_kind_name, kinds))}; the experiment folder is corrupt, "
-                "restore the file or re-run the search."
+                f"{file}: {key!r} is {_NAMES[_json_type(value)]}, the search writes "
+                f"{' or '.join(_NAMES[kind] for kind in kinds)}; the experiment folder is "
+                "corrupt, restore the file or re-run the search."
             )
     return data
 
@@ -65,24 +61,13 @@ _KINDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def _is(value: Any, kinds: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in kinds
-    if isinstance(value, int | float):
-        return _NUMBER in kinds
-    return isinstance(value, kinds)
+_NAMES = {dict: "a JSON object", list: "a JSON list", str: "a string", float: "a number"}
+_NAMES |= {bool: "true or false", _NULL: "null"}
 
 
-def _kind_name(kind: type) -> str:
-    names = {dict: "a JSON object", list: "a JSON list", str: "a string", float: "a number"}
-    return names.get(kind, "null")
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true or false"
-    kind = float if isinstance(value, int | float) else type(value)
-    return _kind_name(kind)
+def _json_type(value: Any) -> type:
+    """The JSON type of a parsed value: an int is a number, True is not."""
+    return float if isinstance(value, int | float) and not isinstance(value, bool) else type(value)
 
 
 def write_metadata(folder: Path, fields: dict[str, Any]) -> None:

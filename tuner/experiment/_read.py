@@ -32,10 +32,8 @@ if TYPE_CHECKING:  # pandas loads on first use: the lock and a usage error need 
 
 
 def load_study(study_db: Path, study_name: str) -> Any:
-    """The stored Optuna study, loaded from a temporary copy (the experiment is never written).
-
-    Returns ``None`` when there is no readable study (no file, or another study name).
-    """
+    """The stored Optuna study, loaded from a temporary copy (the experiment is never written);
+    None when there is no readable study (no file, or another study name)."""
     if not study_db.is_file():
         return None
     import optuna  # here, so reading a trials table needs no optuna import
@@ -76,11 +74,9 @@ def json_object(file: Path) -> dict[str, Any]:
 
 
 def read_table(file: Path, problems: list[str]) -> pd.DataFrame | None:
-    """A CSV the search wrote (re-measurements, effects, seeds), or ``None`` when absent, empty
-    or damaged: one that does not parse, lacks a column its readers need
-    (:data:`TABLE_COLUMNS`) or holds other than numbers in a column :mod:`tuner.record`
-    declares numeric is listed in ``problems`` and read as absent (all or nothing: a table
-    half read would be half the measurements, told as all)."""
+    """A CSV the search wrote, or None when absent, empty or damaged (unparsable, lacking a
+    column of :data:`TABLE_COLUMNS`, text in a numeric column): listed in ``problems``, read as
+    absent (a table half read would be half the measurements, told as all)."""
     if not file.is_file() or file.stat().st_size == 0:
         return None
     import pandas as pd
@@ -128,14 +124,9 @@ def _table_damage(frame: pd.DataFrame, columns: Sequence[str]) -> str | None:
 
 
 def ray_states(path: Path, problems: list[str]) -> dict[str, dict[str, Any]]:
-    """trial_id -> {status, relative_logdir} from Ray's latest experiment state.
-
-    Latest as Ray orders them when it resumes: the greatest file name (``experiment_state-``
-    and the session's start time), not the modification time (after a resume the old and the
-    new file are written within a millisecond of each other). A file that is not valid JSON
-    (being written) is listed as a problem and the one before it is read instead. The state
-    file is JSON; its pickled fields are hex strings that are never unpickled.
-    """
+    """trial_id -> {status, relative_logdir} from Ray's latest experiment state: the greatest
+    file name, as Ray orders them on resume (a resume writes old and new within a millisecond);
+    one being written is listed and the one before read. Its pickled fields are never read."""
     data: Any = {}
     for file in sorted(path.glob(RAY_STATE_GLOB), reverse=True):
         try:

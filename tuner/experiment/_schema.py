@@ -1,9 +1,6 @@
-"""The trials table's schema and its CSV round trip (the dtypes: docs/architecture.md,
-"Report folder").
-
-A column's dtype comes from :mod:`tuner.record` or, for ``param_<name>``, from the
-``TrainConfig`` field's type; a column neither declares (a metric of a newer engine, a space's
-own parameter) is inferred from its values as CSV writes them, so a round trip infers the same.
+"""The trials table's schema and its CSV round trip. A column's dtype is :mod:`tuner.record`'s
+(``param_<name>``: the ``TrainConfig`` field's); one neither declares is inferred from its
+values as CSV writes them, so a round trip infers the same.
 """
 
 from __future__ import annotations

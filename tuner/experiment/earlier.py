@@ -23,11 +23,7 @@ def read_warm_start(
     options: SearchOptions, *, space_name: str, workload: Mapping[str, Any] | None = None
 ) -> Experiment | None:
     """The experiment ``--warm-start`` names, checked against this search's space (and
-    ``workload``, when already known): what a new search checks before Ray starts.
-
-    Raises:
-        TunerError: no such experiment, another space or workload, or no readable study.
-    """
+    ``workload``, when already known) before Ray starts."""
     reference = options.warm_start
     if not reference:
         return None

@@ -1,13 +1,8 @@
-"""The two limits of a search that a resume can move: how many trials it runs in all
-(``--num-samples``) and how long its trials may run in all (``--search-time-budget-s``, over
-every run of the search, on the clock kept here).
-
-Ray Tune keeps its own copy of both in the state it pickles (the search generator saves its
-sample count and that it had finished, the runner its timeout stopper with the time left), and
-``Tuner.restore`` takes neither anew. So tuner owns them: the experiment's metadata holds the
-limits and the clock, and the objects Ray pickles read them from there each time they are built
-or restored (:mod:`tuner.tune.search_end`, the searcher, the progress printer). Neither Ray
-nor torch is imported here: a resume's new limit is checked before they load.
+"""The two limits of a search that a resume can move: its trials in all (``--num-samples``) and
+their time in all (``--search-time-budget-s``, every run together, on the clock kept here).
+Ray Tune pickles its own copy of both and ``Tuner.restore`` takes neither anew, so the metadata
+holds them and the objects Ray pickles read them from there when built or restored. Ray-free:
+a resume's new limit is checked before Ray loads.
 """
 
 from __future__ import annotations
@@ -79,8 +74,7 @@ class SearchLimits:
 
 
 def read_limits(folder: Path | str) -> SearchLimits | None:
-    """The limits in the metadata of the experiment at ``folder``; None: an older tuner's
-    experiment (no clock: Ray Tune keeps its limits) or no metadata."""
+    """The limits in the metadata at ``folder``; None: an older tuner's (no clock) or none."""
     metadata = read_metadata(Path(folder))
     clock = metadata.get(CLOCK)
     if not isinstance(clock, dict) or NUM_SAMPLES not in metadata:
@@ -102,18 +96,14 @@ def new_clock() -> dict[str, Any]:
 def settle_clock(folder: Path) -> None:
     """Before a resume writes into the folder: a run that never stopped the clock (its driver
     was killed) is counted until the last file it wrote."""
-    metadata = read_metadata(folder)
-    clock = metadata.get(CLOCK)
+    clock = read_metadata(folder).get(CLOCK)
     if isinstance(clock, dict) and clock.get("since_unix_s") is not None:
         stopped = _last_written(folder, clock["since_unix_s"])
-        used = float(clock.get("used_s") or 0.0) + max(0.0, stopped - clock["since_unix_s"])
-        stopped_clock = {"used_s": used, "since_unix_s": None, "stopped_unix_s": stopped}
-        update_metadata(folder, **{CLOCK: {**clock, **stopped_clock}})
+        update_metadata(folder, **{CLOCK: _stopped(clock, stopped)})
 
 
 def start_clock(folder: Path) -> None:
-    """This run's trials begin now (an older tuner's experiment keeps no clock); the time since
-    the last run stopped is kept as time the search was down."""
+    """This run's trials begin now; the time since the last run stopped was down time."""
     metadata = read_metadata(folder)
     clock = metadata.get(CLOCK)
     if not isinstance(clock, dict):
@@ -130,19 +120,19 @@ def start_clock(folder: Path) -> None:
 
 def stop_clock(folder: Path) -> None:
     """This run's trials ended (or stopped): their time is added to the clock."""
-    metadata = read_metadata(folder)
-    clock = metadata.get(CLOCK)
-    if not isinstance(clock, dict) or clock.get("since_unix_s") is None:
-        return
-    now = time.time()
-    used = float(clock.get("used_s") or 0.0) + max(0.0, now - clock["since_unix_s"])
-    stopped = {"used_s": used, "since_unix_s": None, "stopped_unix_s": now}
-    update_metadata(folder, **{CLOCK: {**clock, **stopped}})
+    clock = read_metadata(folder).get(CLOCK)
+    if isinstance(clock, dict) and clock.get("since_unix_s") is not None:
+        update_metadata(folder, **{CLOCK: _stopped(clock, time.time())})
+
+
+def _stopped(clock: dict[str, Any], at_unix_s: float) -> dict[str, Any]:
+    """``clock`` stopped at ``at_unix_s``: the running run's time added to what was used."""
+    used = float(clock.get("used_s") or 0.0) + max(0.0, at_unix_s - clock["since_unix_s"])
+    return {**clock, "used_s": used, "since_unix_s": None, "stopped_unix_s": at_unix_s}
 
 
 def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> float:
-    """Seconds between ``started`` and ``ended`` (Unix) in which no run of the search was on
-    (a driver stopped, then resumed): what a trial's wall time leaves out."""
+    """Seconds between ``started`` and ``ended`` (Unix) with no run of the search on."""
     clock = metadata.get(CLOCK)
     down = clock.get("down_unix_s") if isinstance(clock, dict) else None
     overlap = 0.0
@@ -152,9 +142,8 @@ def down_time_s(metadata: Mapping[str, Any], started: float, ended: float) -> fl
 
 
 def _used_s(folder: Path, metadata: dict[str, Any]) -> float:
-    """Seconds the trials ran in every run before now, when no run is on: a run whose clock
-    is still on was killed, and its time is counted up to the last file its trials, Ray or the
-    study wrote (the metadata itself is left out: a resume writes it before its trials)."""
+    """Seconds the trials ran in every run before now: a run whose clock is still on was
+    killed, and counts up to the last file its trials, Ray or the study wrote."""
     clock = metadata.get(CLOCK) or {}
     used = float(clock.get("used_s") or 0.0)
     since = clock.get("since_unix_s")
@@ -172,12 +161,7 @@ def _last_written(folder: Path, since: float) -> float:
 
 def limit_note(name: str, value: Any, *, folder: Path, own: Any) -> str:
     """The note that says what a new ``--num-samples`` or ``--search-time-budget-s`` does on
-    this resume of the experiment at ``folder`` (``own``: its options, SearchOptions).
-
-    Raises:
-        TunerError: the experiment cannot take it (an older tuner's, fewer trials than it
-            started, more than a grid has, a budget it has used up already).
-    """
+    this resume of the experiment at ``folder`` (``own``: its options), or why it cannot."""
     metadata = read_metadata(folder)
     experiment = str(metadata.get("name") or folder.name)
     flag = "--" + name.replace("_", "-")
@@ -228,20 +212,13 @@ def _budget_note(value: float, *, folder: Path, metadata: dict[str, Any], experi
 
 
 def trials_started(folder: Path, study_name: str) -> int:
-    """How many trials the search has asked the sampler for (its study's trials that name a
-    Ray trial; warm-started ones name none). Read from a copy: the experiment is not written."""
+    """How many trials the search has asked the sampler for (warm-started ones not counted)."""
     study = load_study(folder / STUDY_FILE, study_name)
     if study is None:
         return 0
-    trials = study.get_trials(deepcopy=False)
     # A trial an interrupt closed and a resume went on with has two Optuna trials: one Ray id.
-    return len(
-        {
-            trial.user_attrs[STUDY_TRIAL_ID_ATTR]
-            for trial in trials
-            if STUDY_TRIAL_ID_ATTR in trial.user_attrs
-        }
-    )
+    attrs = [trial.user_attrs for trial in study.get_trials(deepcopy=False)]
+    return len({a[STUDY_TRIAL_ID_ATTR] for a in attrs if STUDY_TRIAL_ID_ATTR in a})
 
 
 def _grid_size(own: Any) -> int | None:

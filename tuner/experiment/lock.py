@@ -1,13 +1,8 @@
-"""One driver per experiment folder: a lock held by a live process, refused to a second one.
-
-Two drivers on one folder corrupt it (both add trials to the study, both re-measure on the same
-cores). The lock is the kernel's ``flock`` on :data:`LOCK_FILE`, not the file's existence: it
-is released when its process ends in any way (kill -9 and a reboot included), so a dead
-driver's lock is taken over safely, without a race between two that try at once. The file
-keeps who holds it, for the line that refuses a second driver, and goes when its holder lets go
-(a driver that ended leaves no lock file; a killed one's stays, held by no one). Readers
-(``tuner report``) never take it. On a network filesystem ``flock`` is as good as its locking
-(NFSv4 supports it).
+"""One driver per experiment folder (two corrupt it: both add trials to the study, both
+re-measure on the same cores). The lock is the kernel's ``flock`` on :data:`LOCK_FILE`, released
+when its process ends in any way (kill -9 included), so a dead driver's lock is taken over
+without a race; the file keeps who holds it, for the refusal line, and goes with its holder.
+Readers (``tuner report``) never take it. Why not ``filelock``: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -48,11 +43,7 @@ class ExperimentLocked(TunerError):
 @contextlib.contextmanager
 def driver_lock(folder: Path, *, command: str) -> Iterator[None]:
     """Hold the experiment's driver lock for the ``with`` block; its file goes with it, however
-    the block ends (a kill -9 leaves the file, but no lock: the kernel releases it).
-
-    Raises:
-        ExperimentLocked: a live process holds it; the message names it and what to do.
-    """
+    the block ends (a kill -9 leaves the file, but no lock: the kernel releases it)."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = _locked_fd(folder)
     try:
@@ -69,9 +60,8 @@ def driver_lock(folder: Path, *, command: str) -> Iterator[None]:
 
 
 def _locked_fd(folder: Path) -> int:
-    """The lock file, opened and locked. A holder removes the file as it lets go, so the file
-    this process locked may be gone by then: it is opened again until the locked file is the
-    one the folder has."""
+    """The lock file, opened and locked; again while the locked file is not the folder's (a
+    holder removes it as it lets go)."""
     while True:
         fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         if not _try_lock(fd):
@@ -90,8 +80,7 @@ def _is_file_of(fd: int, path: Path) -> bool:
 
 
 def _try_lock(fd: int) -> bool:
-    """Whether the exclusive lock was had; retried briefly, since a reader's look (``holder``)
-    holds a shared lock for an instant."""
+    """Whether the exclusive lock was had; retried briefly (``holder`` holds it an instant)."""
     for attempt in range(5):
         if attempt:
             time.sleep(0.2)
@@ -118,11 +107,7 @@ def holder(folder: Path) -> dict[str, Any] | None:
 
 
 def refuse_if_held(folder: Path) -> None:
-    """Refuse early, before any other check, when a live driver holds ``folder``.
-
-    Raises:
-        ExperimentLocked: a live process holds it; the message names it and what to do.
-    """
+    """Refuse early, before any other check, when a live driver holds ``folder``."""
     if holder(folder) is not None:
         raise ExperimentLocked(_refusal(folder))
 
@@ -152,11 +137,9 @@ def child_pids() -> set[int]:
 
 
 def record_helpers(folder: Path, *, existing: set[int]) -> None:
-    """Record the processes this driver started (its local Ray): its descendants but those in
-    ``existing`` (:func:`child_pids` before Ray started: an embedding program's, a test
-    session's), for :func:`end_leftovers` after a kill -9. A killed driver's entries that
-    :func:`end_leftovers` could not end stay recorded beside them (never overwritten: nothing
-    could end those later)."""
+    """Record the processes this driver started (its local Ray: its descendants but
+    ``existing``), for :func:`end_leftovers` after a kill -9; a killed driver's entries that
+    could not be ended stay (never overwritten: nothing could end them later)."""
     import psutil
 
     me = os.getpid()
@@ -165,14 +148,8 @@ def record_helpers(folder: Path, *, existing: set[int]) -> None:
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):  # ended meanwhile: nothing to record
             if child.pid not in existing:
-                helpers.append(
-                    {
-                        "pid": child.pid,
-                        "started": child.create_time(),
-                        "name": child.name(),
-                        "driver": me,
-                    }
-                )
+                started, name = child.create_time(), child.name()
+                helpers.append({"pid": child.pid, "started": started, "name": name, "driver": me})
     update_metadata(folder, **{HELPERS_KEY: [*kept, *helpers]})
 
 
@@ -182,9 +159,8 @@ def _recorded(folder: Path) -> list[dict[str, Any]]:
 
 
 def _alive(entry: dict[str, Any]) -> Any:
-    """The recorded process, when it still runs (its PID and start time the recorded ones: a
-    reused PID is another process; a zombie has ended, only its exit status waits for a parent
-    that may never reap it), else ``None``."""
+    """The recorded process, when it still runs (same PID and start time: a reused PID is
+    another process; a zombie has ended), else ``None``."""
     import psutil
 
     with contextlib.suppress(psutil.Error, KeyError, TypeError, ValueError):
@@ -196,11 +172,9 @@ def _alive(entry: dict[str, Any]) -> Any:
 
 
 def end_leftovers(folder: Path) -> list[str]:
-    """End the processes a dead driver of ``folder`` recorded that still run: each by its PID,
-    only when its start time is the recorded one (a reused PID is another process), and never
-    a live driver's (its helpers are its own). The driver that holds the lock may call it, as
-    a resume does before its own Ray starts: what it ends is the killed driver's. Entries
-    ended leave the record; one that outlived SIGKILL too stays. Returns what was ended."""
+    """End the processes a dead driver of ``folder`` recorded that still run (never a live
+    driver's; the lock's holder may call it, as a resume does: what it ends is the killed
+    driver's). Ended entries leave the record. Returns what was ended."""
     recorded = _recorded(folder)
     live = holder(folder)
     if live is not None and not _is_me(live):
@@ -222,8 +196,7 @@ def _is_me(info: dict[str, Any]) -> bool:
 
 
 def _end(processes: list[Any]) -> list[Any]:
-    """SIGTERM, 5 s, then SIGKILL for those that ignored it (their driver is gone, nothing of
-    them is needed); the processes still alive after that."""
+    """SIGTERM, 5 s, then SIGKILL (their driver is gone); the processes still alive after."""
     import psutil
 
     for process in processes:

@@ -1,8 +1,6 @@
-"""What one search is asked to do, :class:`SearchOptions`, and the options as its experiment
-keeps them: the metadata's record (:func:`options_record`) and what a resume reads back and may
-change (:func:`options_to_resume`). Ray-free and torch-free: a bad option, or a resume that
-changes what it may not, answers before anything slow loads.
-"""
+"""What one search is asked to do (:class:`SearchOptions`, whose fields are its flags), as its
+metadata keeps them and as a resume reads them back (:func:`options_to_resume`). Ray-free and
+torch-free: a bad option answers before anything slow loads."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 from tuner.config import check_settings
 from tuner.errors import TunerError
@@ -30,6 +28,7 @@ from tuner.units import parse_memory_size
 
 __all__ = [
     "CHANGEABLE_ON_RESUME",
+    "NUMBERS",
     "OBJECTIVES",
     "SAMPLERS",
     "SHOWN_ON_RESUME",
@@ -51,13 +50,10 @@ SAMPLERS: tuple[str, ...] = get_args(SamplerName)
 
 @dataclass(frozen=True)
 class Flag:
-    """A :class:`SearchOptions` field as a ``tuner search`` flag (the field's metadata): what
-    its ``--help`` says and which values it takes. ``tuner search`` generates its flags from
-    these; the options check every value against them, the API's keywords as the flags'.
-
-    A flag another owner defines (a shared flag of ``commands/_flags.py``, the run setting
-    ``--target-accuracy``) keeps its own help; ``help`` is what this command adds to it.
-    """
+    """A :class:`SearchOptions` field as a ``tuner search`` flag (the field's metadata): its
+    help and the values it takes, checked for the API's keywords as for the flags. A flag
+    another owner defines (``commands/_flags.py``, ``--target-accuracy``) keeps its own help;
+    ``help`` is what this command adds to it."""
 
     help: str
     section: str = ""  # the --help section this flag opens (the next ones follow it)
@@ -273,14 +269,15 @@ class SearchOptions:
     )
     verbose: bool = _option(False, "also Ray Tune's own progress")
 
-    def __post_init__(self) -> None:
-        """Raise :class:`TunerError` naming the first impossible option."""
+    def __post_init__(self) -> None:  # the first impossible option, named
         for name in _PATHS:  # the API's pathlib.Path, as the text the CLI gives
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
         for option in dataclasses.fields(self):
             _check(option, getattr(self, option.name))
-        if not isinstance(self.overrides, Mapping) or not all(map(_is_text, self.overrides)):
+        if not isinstance(self.overrides, Mapping) or not all(
+            isinstance(key, str) for key in self.overrides
+        ):
             raise TunerError(
                 f"--set {self.overrides!r} must be a mapping of run settings by name, e.g. "
                 "{'lr': 0.001}."
@@ -314,11 +311,7 @@ class SearchOptions:
 
     def trust_limit_s(self, so_far_s: float) -> float | None:
         """Seconds re-measurement and effects may take after a command that ran ``so_far_s``
-        (start-up and trials): a share ``s`` of the whole leaves them ``so_far_s * s / (1 - s)``.
-
-        Raises:
-            TunerError: ``--trust-budget`` is not seconds, a percentage or ``off``.
-        """
+        (start-up and trials): a share ``s`` of the whole leaves them ``so_far_s * s / (1 - s)``."""
         text = str(self.trust_budget).strip()
         if text.lower() == "off":
             return None
@@ -336,35 +329,29 @@ class SearchOptions:
         )
 
 
-# The numeric options, each with the numbers it takes (numpy's too): the options check them, as
-# the API's keywords arrive unparsed.
-_NUMBERS = {
-    name: kind
-    for name, hint in typing.get_type_hints(SearchOptions).items()
-    for number, kind in ((int, numbers.Integral), (float, numbers.Real))
+# The options' kinds, checked here: the API's keywords arrive unparsed (an int for --storage
+# failed deep in the driver, in a traceback). NUMBERS: each numeric option's type (the flag's).
+_HINTS = typing.get_type_hints(SearchOptions)
+NUMBERS = {
+    name: number
+    for name, hint in _HINTS.items()
+    for number in (int, float)
     if number in (get_args(hint) or (hint,))
 }
-
-
-# The options that are text, and those that are True or False: the API's keywords arrive
-# unchecked (an int for --storage failed deep in the driver, in a traceback).
 _TEXTS = {
     name
-    for name, hint in typing.get_type_hints(SearchOptions).items()
+    for name, hint in _HINTS.items()
     if (hint is str or set(get_args(hint)) == {str, type(None)}) and name != "trust_budget"
 }  # --trust-budget takes seconds too: its own check reads str(value)
-_FLAGS = {n for n, hint in typing.get_type_hints(SearchOptions).items() if hint is bool}
+_FLAGS = {n for n, hint in _HINTS.items() if hint is bool}
 _PATHS = ("space", "storage", "reports_dir", "warm_start")
-
-
-def _is_text(value: Any) -> bool:
-    return isinstance(value, str)
 
 
 def _check(option: dataclasses.Field[Any], value: Any) -> None:
     """One option's value against its :class:`Flag`: its type, choices and bounds."""
     spec: Flag = option.metadata["flag"]
-    flag, kind = SearchOptions.flag(option.name), _NUMBERS.get(option.name)
+    flag, number = SearchOptions.flag(option.name), NUMBERS.get(option.name)
+    kind = {int: numbers.Integral, float: numbers.Real}.get(number)  # numpy's numbers too
     if value is None:
         return
     if option.name in _TEXTS and not isinstance(value, str):
@@ -372,7 +359,7 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
     if option.name in _FLAGS and not isinstance(value, bool):
         raise TunerError(f"{flag} {value!r} must be True or False.")
     if kind and (isinstance(value, bool) or not isinstance(value, kind)):
-        whole = "a whole" if kind is numbers.Integral else "a"
+        whole = "a whole" if number is int else "a"
         raise TunerError(f"{flag} {value!r} must be {whole} number.")
     if spec.choices and value not in spec.choices:
         raise TunerError(f"{flag} {value!r} is not one of {', '.join(spec.choices)}.")
@@ -382,11 +369,7 @@ def _check(option: dataclasses.Field[Any], value: Any) -> None:
 
 
 def check_name(name: str) -> None:
-    """A run's ``--name``, the name of its folders (a search's, an ablation's).
-
-    Raises:
-        TunerError: it is not letters, digits, '_', '.', '-' (a slash would make folders).
-    """
+    """A run's ``--name``, the name of its folders: a slash would make more of them."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise TunerError(f"--name {name!r} must be letters, digits, '_', '.', '-' (no slashes).")
 
@@ -441,45 +424,32 @@ SHOWN_ON_RESUME = ("reports_dir", "no_report", "trust_budget", "checkpoint_every
 _IDENTITY = ("name", "storage", "resume")  # how the experiment was found, not what it runs
 
 
-class _Located(Protocol):
-    """Where an experiment lives, as :func:`options_to_resume` reads it: an
-    :class:`~tuner.experiment.paths.ExperimentPaths`, which imports this module."""
-
-    name: str
-    local: Path
-
-
 def options_to_resume(
-    paths: _Located, given: SearchOptions, *, named: frozenset[str] | None = None
+    folder: Path, given: SearchOptions, *, named: frozenset[str] | None = None
 ) -> SearchOptions:
-    """The options the experiment at ``paths`` was started with; of those ``given`` sets (the
+    """The options the experiment in ``folder`` was started with; of those ``given`` sets (the
     fields ``named``, or, without it, those unlike the defaults) the changeable ones are applied
-    and said, any other refused. Named, a field can be set back to its default.
-
-    Raises:
-        TunerError: the experiment folder has no metadata (nothing to resume), or ``given``
-            changes an option a resumed search cannot change.
-    """
-    metadata = read_metadata(paths.local)
+    and said, any other refused. Named, a field can be set back to its default."""
+    metadata, name = read_metadata(folder), folder.name
     if not metadata:
         raise TunerError(
-            f"No experiment {paths.name!r} in {paths.local.parent} ({METADATA_FILE} missing); "
+            f"No experiment {name!r} in {folder.parent} ({METADATA_FILE} missing); "
             "check --name and --storage, or start it without --resume."
         )
-    file = paths.local / METADATA_FILE
+    file = folder / METADATA_FILE
     if not (metadata.get("options") or {}).get("space"):  # a search's start writes them first
         raise TunerError(
-            f"{file} holds no options of the search it began: {paths.name!r} cannot be resumed; "
-            f"start a new search (another --name); `tuner report {paths.local}` still reads "
+            f"{file} holds no options of the search it began: {name!r} cannot be resumed; "
+            f"start a new search (another --name); `tuner report {folder}` still reads "
             "what it holds."
         )
     saved = {_RENAMED.get(k, k): v for k, v in metadata["options"].items()}
     known = {f.name for f in dataclasses.fields(SearchOptions)}
-    for name in sorted(set(saved) - known):
+    for option in sorted(set(saved) - known):
         # Kept in the metadata by an older tuner: said, so a resumed search is not silently
         # another search.
         print(
-            f"note: option {name!r} saved by an older tuner is unknown here; ignored.",
+            f"note: option {option!r} saved by an older tuner is unknown here; ignored.",
             file=sys.stderr,
         )
     try:
@@ -493,20 +463,16 @@ def options_to_resume(
         # The count it resolved at its start (the space's, the grid's), not resolved again:
         # a new time budget or an edited space would change it.
         own = dataclasses.replace(own, num_samples=int(metadata[NUM_SAMPLES]))
-    changes = _changes_on_resume(own, given, paths.local, named)
-    return dataclasses.replace(own, **changes, name=paths.name, resume=True)
+    changes = _changes_on_resume(own, given, folder, named)
+    return dataclasses.replace(own, **changes, name=name, resume=True)
 
 
 def _changes_on_resume(
     own: SearchOptions, given: SearchOptions, folder: Path, named: frozenset[str] | None
 ) -> dict[str, Any]:
-    """The options ``given`` sets (``named``: options_to_resume) to another value than the
-    experiment's ``own`` (whose folder is ``folder``): the changeable ones, each said in a note
-    (what the printed command to continue keeps).
+    """The options ``given`` sets to another value than the experiment's ``own``: the
+    changeable ones, each said in a note; the first other one is refused."""
 
-    Raises:
-        TunerError: the first one a resumed search cannot apply.
-    """
     default = SearchOptions(space="")
     changes: dict[str, Any] = {}
     for option in dataclasses.fields(SearchOptions):

@@ -69,17 +69,9 @@ class ExperimentPaths:
 
 
 def refuse_unwritable(folder: Path, *, given: str) -> None:
-    """Refuse, before anything runs, a folder tuner is to write (and create, if missing) that
-    cannot be one: a file in its place or above it, or a nearest existing folder this user may
-    not write. A search writes its report only after its trials: found then, it would cost them.
-
-    Args:
-        folder: the folder to write.
-        given: the flag and value the user gave for it (``--storage DIR``), for the message.
-
-    Raises:
-        TunerError: what is in the way, and the fix.
-    """
+    """Refuse, before anything runs, a folder tuner is to write (and create) that cannot be one:
+    a file in its place or above it, or a nearest existing folder this user may not write (a
+    search's report, found only after its trials, would cost them). ``given``: the flag."""
     folder = Path(folder).expanduser()
     existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
     if not existing.is_dir():

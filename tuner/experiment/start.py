@@ -1,7 +1,5 @@
-"""A search's start on its folder, before anything slow: the experiment's name, its paths, the
-driver lock (one driver per folder), and on ``--resume`` the experiment's own options, read from
-its metadata. The caller (:class:`tuner.tune.driver.SearchDriver`) runs its checks and the
-search inside the lock. Nothing here imports torch, pandas or Ray, so a usage error of these
+"""A search's start on its folder, before anything slow: its name and paths, the driver lock,
+and on ``--resume`` the experiment's own options. No torch, pandas or Ray: a usage error here
 answers in about a second.
 """
 
@@ -36,20 +34,14 @@ def experiment_paths(options: SearchOptions) -> ExperimentPaths:
 def start_search(
     options: SearchOptions, paths: ExperimentPaths, *, given: frozenset[str] | None = None
 ) -> Iterator[SearchOptions]:
-    """Take the experiment's folder ``paths`` for this driver and yield the options the search
-    runs with: the lock is taken before anything slow and held for the ``with`` block (the
-    checks and the search run inside it); on a resume, the experiment's own options with what
-    ``given`` may change applied (``given``: the fields the caller set; None: those unlike the
-    defaults).
-
-    Raises:
-        TunerError: the first problem found (usage: exit code 2).
-    """
+    """Take the folder ``paths`` for this driver (the lock, held for the ``with`` block) and
+    yield the options the search runs with: on a resume, the experiment's own, with what
+    ``given`` may change applied."""
     refuse_unwritable(paths.local, given=f"--storage {options.storage}")  # no lock there
     refuse_if_held(paths.local)  # before anything else: the one line that says who drives it
     if options.resume:  # the metadata alone: an unknown name creates no folder
         refuse_damaged(paths)  # before Ray starts: one line, not its traceback
-        options = options_to_resume(paths, options, named=given)
+        options = options_to_resume(paths.local, options, named=given)
     if not options.no_report:  # written after the trials: a folder it cannot be is found now
         reports = Path(options.reports_dir) / paths.name
         refuse_unwritable(reports, given=f"--reports-dir {options.reports_dir}")
@@ -74,8 +66,7 @@ def start_search(
 
 
 def _make(folder: Path, *, given: str) -> None:
-    """Create the experiment's folder; what the system refuses is one line (a path under
-    ``/proc``, a full or read-only disk), not the lock's traceback."""
+    """Create the experiment's folder; what the system refuses is one line, not a traceback."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -85,8 +76,7 @@ def _make(folder: Path, *, given: str) -> None:
 
 
 def _default_name(space: str) -> str:
-    """``<space file stem>-<time>``, the stem cut to what --name allows (an odd file name is no
-    fault of a --name the user did not give)."""
+    """``<space file stem>-<time>``, the stem cut to what --name allows."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(space).stem).lstrip("_.-") or "search"
     return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -101,13 +91,7 @@ def refuse_existing(paths: ExperimentPaths) -> None:
 
 def refuse_damaged(paths: ExperimentPaths) -> None:
     """Refuse a resume whose study or Ray state cannot be read, before Ray starts (a study.db
-    cut short failed 13 s later, after Ray's start, in a 107-line traceback). A usage problem
-    (exit 2), as an unknown name or damaged metadata is: nothing ran, the command cannot go on
-    as given.
-
-    Raises:
-        TunerError: the damaged file, and what to do.
-    """
+    cut short failed 13 s later, after Ray's start, in a 107-line traceback): exit 2."""
     folder = paths.local
     study = folder / STUDY_FILE
     what = _damaged_study(study) if study.is_file() else None
