@@ -211,6 +211,20 @@ def test_the_derived_target_is_the_lower_of_the_best_bound_and_the_median() -> N
     assert math.isnan(derive_target(pool.iloc[:0], None).accuracy)
 
 
+def test_a_bound_that_bounds_nothing_does_not_lower_the_derived_target() -> None:
+    """Two seed runs of the best gave [0.000-1.000] under load: the target became 0.000, which
+    every trial meets at its first evaluation. A bound at 0 (or none) leaves the median."""
+    pool = pd.DataFrame({TRIAL_ID: ["a", "b", "c"], "val_accuracy": [0.73, 0.6, 0.5]})
+    for low, said in (
+        (0.0, "(a: 0.000) bounds nothing"),
+        (math.nan, "no bound of the most accurate was measured"),
+    ):
+        target = derive_target(pool.assign(val_accuracy_low=low), None)
+        assert target.accuracy == 0.6 and not target.given
+        assert said in target.how and "0.600 is derived" in target.how
+        assert "nan" not in target.how
+
+
 def test_every_accuracy_difference_is_printed_with_its_interval() -> None:
     assert points_text(Change(0.075, 0.021, 0.129, 1, 0.0)) == "7.5 accuracy points [2.1–12.9]"
     assert points_text(Change(-0.05, -0.08, -0.02, 1, 0.0)) == "5.0 accuracy points [2.0–8.0]"

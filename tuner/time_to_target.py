@@ -151,13 +151,25 @@ def derive_target(pool: pd.DataFrame, given: float | None) -> Target:
         return Target(math.nan, False, "no target: no candidate measured an accuracy.")
     best = pool.loc[accuracy.idxmax()]
     bound, median = as_number(best.get("val_accuracy_low")), float(accuracy.median())
-    target = median if math.isnan(bound) else min(bound, median)
-    how = (
-        f"the target accuracy {target:.3f} is derived (no --target-accuracy): the lower of the "
-        f"most accurate candidate's lower 95% bound ({best[TRIAL_ID]}: {bound:.3f}) and the "
-        f"median final accuracy of the {len(accuracy)} candidates ({median:.3f}), so that at "
-        "least half of them reach it and none is held to more than the best can claim."
-    )
+    best_bound = f"the most accurate candidate's lower 95% bound ({best[TRIAL_ID]}: {bound:.3f})"
+    median_text = f"median final accuracy of the {len(accuracy)} candidates ({median:.3f})"
+    derived = "is derived (no --target-accuracy):"
+    if bound > 0:
+        target = min(bound, median)
+        how = (
+            f"the lower of {best_bound} and the {median_text}, so that at least half of them "
+            "reach it and none is held to more than the best can claim."
+        )
+    else:  # an interval clipped at 0 (few runs) or none bounds nothing: a target of 0 asks
+        # nothing, every trial "reaches" it at its first evaluation
+        target = median
+        said = (
+            "no bound of the most accurate was measured"
+            if math.isnan(bound)
+            else f"{best_bound} bounds nothing"
+        )
+        how = f"the {median_text}, so that at least half of them reach it ({said})."
+    how = f"the target accuracy {target:.3f} {derived} {how}"
     return Target(target, False, how)
 
 
