@@ -102,7 +102,11 @@ def test_a_budget_s_leftovers_are_probed_by_the_next_trial_and_the_pool_adds_up(
         if not later.choice.not_probed:
             break
     assert later is not None and not later.choice.not_probed
-    assert all(v.get("probed", True) for v in later.choice.variants)
+    # Every knob measured, or decided by another value of it kept (rule.merged: num_workers=2
+    # left unprobed beside a kept num_workers=1 is not probed on top of it; under load the
+    # sessions can split the values so).
+    settings = later.choice.settings
+    assert all(v.get("probed", True) or v["field"] in settings for v in later.choice.variants)
     totals = cache.stats()["probe_budget"]
     assert totals["spent_s"] <= totals["earned_s"] + later.choice.slowest_run_s * 2
 
