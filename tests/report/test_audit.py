@@ -17,7 +17,7 @@ import pytest
 from tuner.commands import main
 from tuner.experiment.limits import CLOCK, down_time_s
 from tuner.measure import budget_text
-from tuner.report._audit_text import check_durations, check_intervals
+from tuner.report._audit_text import check_intervals, check_trial_times
 from tuner.report.audit import audit, check_console
 
 EXAMPLES = Path(__file__).parents[2] / "reports" / "examples"
@@ -130,10 +130,10 @@ def test_a_resumed_trial_s_time_leaves_out_the_driver_s_down_time() -> None:
             "trial_time_s": [300.0, 60.0],  # a: 600 s on the clock, 300 of them down
         }
     )
-    assert check_durations("", "report.md", trials, {}, down_s=down) == []
-    assert check_durations("", "report.md", trials, {}) == []  # alone: at most its span
+    assert check_trial_times(trials, "trials.csv", down) == []
+    assert check_trial_times(trials, "trials.csv") == []  # alone: at most its span
     trials.loc[0, "trial_time_s"] = 600.0  # the down time counted as the trial's
-    [found] = check_durations("", "report.md", trials, {}, down_s=down)
+    [found] = check_trial_times(trials, "trials.csv", down)
     assert found.claim == "trial a: 600.0s" and "less the driver's 300s down" in found.why
     trials.loc[0, "trial_time_s"] = 700.0  # longer than its span, even alone
-    assert len(check_durations("", "report.md", trials, {})) == 1
+    assert len(check_trial_times(trials, "trials.csv")) == 1

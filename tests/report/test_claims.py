@@ -18,6 +18,7 @@ from built_experiment import built_experiment
 from tuner.answer import decide
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.experiment import Experiment
+from tuner.experiment.limits import CLOCK
 from tuner.report._audit_claims import (
     check_claims,
     check_console_claims,
@@ -25,7 +26,7 @@ from tuner.report._audit_claims import (
     check_starved_by,
     check_verdict_words,
 )
-from tuner.report._build_claims import build_claims
+from tuner.report._build_claims import build_claims, wall_time_words
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
@@ -413,3 +414,25 @@ def test_an_unbounded_interval_is_strict_json_and_reads_back(tmp_path: Path) -> 
     (record,) = read_claims(path)
     assert record.measures[0].high == math.inf and record.measures[0].low == 0.0
     assert as_json(dict(record.words)) == as_json(dict(built.words))
+
+
+def test_the_wall_time_record_is_its_trials_clocks_less_the_driver_s_down_time() -> None:
+    """Issue 48: a resumed trial's wall time leaves out the time no driver was on, and the
+    wall-time record carries the clock it rests on: each trial's end minus its start, less the
+    down time the metadata records (tuner.experiment.limits.down_time_s). A sum that counts
+    the down time (or is any other than the clocks') is no record's words."""
+    trials = pd.DataFrame(
+        {
+            "trial_id": ["a", "b"],
+            "started_at": pd.to_datetime([1000.0, 1500.0], unit="s", utc=True),
+            "ended_at": pd.to_datetime([1600.0, 1560.0], unit="s", utc=True),
+            "trial_time_s": [300.0, 60.0],  # a: 600 s on the clock, 300 of them down
+        }
+    )
+    metadata = {CLOCK: {"down_unix_s": [[1100.0, 1400.0]]}}
+    words = wall_time_words(trials, metadata)
+    assert words == {"seconds": 360.0, "clock_s": 360.0, "trials": 2}
+    assert render(Claim("wall_time", (), (), words)) == "summed trial wall time: 6m00s"
+    counted = wall_time_words(trials.assign(trial_time_s=[600.0, 60.0]), metadata)
+    with pytest.raises(ValueError, match="sum to 660s, their clocks to 360s"):
+        render(Claim("wall_time", (), (), counted))

@@ -36,7 +36,7 @@ from tuner.report._effects import (
 )
 from tuner.report._write import placed_claims
 from tuner.report.audit import CHECKS, audit
-from tuner.report.claims import Claim, as_json, read_claims
+from tuner.report.claims import Claim, as_json, read_claims, render
 from tuner.techniques import settings_text, speed_knobs
 
 SECTIONS = [
@@ -378,11 +378,8 @@ def _tamper(check: str, experiment: Path, report: Path) -> None:
         markdown.write_text(
             markdown.read_text() + "\nIt is faster beyond noise: 1.01x [0.90–1.12].\n"
         )
-    elif check == "duration":
-        text = re.sub(
-            r"summed trial wall time: \S+", "summed trial wall time: 9h59m", markdown.read_text()
-        )
-        markdown.write_text(text)
+    elif check == "duration":  # a duration no clock record states
+        markdown.write_text(markdown.read_text() + "\nThe search took 9h59m.\n")
     elif check == "kind":
         other = next(k for k in KINDS if k != kind)
         markdown.write_text(
@@ -494,3 +491,54 @@ def test_each_check_of_the_auditor_fails_on_a_report_tampered_that_one_way(
     found = audit(experiment, report_dir=copy)
     assert found.findings, check
     assert {f.check for f in found.findings} == {check}, found.lines()
+
+
+def test_each_stated_duration_is_a_clock_record_and_a_tampered_one_fails(
+    smoke_experiment: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48: every duration the report states is a record carrying the clock it rests on
+    (a phase's two ends; the trials' starts and ends less the driver's down time), its words
+    rendered from it and checked against the data. A tampered record, a tampered sentence, a
+    deleted record, a wall time that is not its clocks', and a duration no record states each
+    fail ``report --check`` (the regexes that re-read "took 8s" are gone)."""
+    records = {(c.kind, c.subjects): c for c in read_claims(report / CLAIMS_FILE)}
+    phase, wall = records["phase_time", ("remeasure",)], records["wall_time", ()]
+    markdown = (report / "report.md").read_text()
+    assert f"measured {phase.text}" in markdown and f"- {wall.text}\n" in markdown
+    assert "took" in phase.text and wall.words["clock_s"] is not None
+
+    def rewritten(copy: Path, kind: str, **words: float) -> None:  # a record's words, re-said
+        rows = json.loads((copy / CLAIMS_FILE).read_text())
+        row = next(r for r in rows["claims"] if r["kind"] == kind)
+        row["words"] = {**row["words"], **words}
+        if kind != "wall_time":  # a wall time unlike its clocks cannot be rendered
+            row["text"] = render(Claim(kind, tuple(row["subjects"]), (), row["words"]))
+        (copy / CLAIMS_FILE).write_text(json.dumps(rows))
+
+    def said(copy: Path) -> None:
+        took = re.sub(r"took \d+", "took 99", phase.text)
+        (copy / "report.md").write_text(markdown.replace(phase.text, took))
+
+    def deleted(copy: Path) -> None:
+        rows = json.loads((copy / CLAIMS_FILE).read_text())
+        rows["claims"] = [r for r in rows["claims"] if r["kind"] != "wall_time"]
+        (copy / CLAIMS_FILE).write_text(json.dumps(rows))
+
+    ended = phase.words["ended_unix_s"] + 60
+    cases = {
+        "record": (lambda c: rewritten(c, "phase_time", ended_unix_s=ended), ["the data gives"]),
+        "sentence": (said, ["report.md does not say it", "duration: report.md: "]),
+        "deleted": (deleted, ["has no record of it", "duration: report.md: "]),
+        "unlike its clocks": (
+            lambda c: rewritten(c, "wall_time", seconds=wall.words["seconds"] + 600),
+            ["cannot be rendered", "their clocks to"],
+        ),
+    }
+    for name, (tamper, why) in cases.items():
+        copy = tmp_path / name
+        shutil.copytree(report, copy)
+        tamper(copy)
+        assert main(["report", "--check", str(smoke_experiment), "--out", str(copy)]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        for words in why:
+            assert any(words in line for line in lines), (name, words, lines)

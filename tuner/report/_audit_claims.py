@@ -26,7 +26,7 @@ from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._batch import larger_sooner
 from tuner.report._batch_words import TIME_RATIO as BATCH_TIME_RATIO
-from tuner.report._build_claims import claims_for, counts_claim, short_trials
+from tuner.report._build_claims import claims_for, counts_claim, short_trials, wall_time_words
 from tuner.report._effects import controlled_effects, plain_loop_gain
 from tuner.report._write import placed_claims
 from tuner.report.claims import (
@@ -60,8 +60,8 @@ CLAIM = "claim"  # the check's name in a finding
 VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
 _VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
 # The sections whose every verdict word must lie in a claim's words (by the start of their
-# titles, tuner.report._write); the others (scaling, trials, the details) still say theirs in
-# prose, checked by the regexes of _audit_text.
+# titles, tuner.report._write) in a report from before the clock's records (CLOCK_KINDS); since
+# them, every section.
 CHECKED_SECTIONS = (
     "The answer",
     "Pareto front",
@@ -70,6 +70,10 @@ CHECKED_SECTIONS = (
     "Speed settings chosen",
     "Batch size and time to target",
 )
+# The records of the report's clock (tuner.report._clock_words): a report that has them has
+# every section checked, and every duration it states (as duration_text writes one) too.
+CLOCK_KINDS = frozenset({"phase_time", "wall_time", "probe_budget", "machine_load"})
+_DURATION = re.compile(r"\b(?:\d+h\d\dm|\d+m\d\ds|\d+s)\b")
 # The claims the console summary says too (tuner.report.console: its counts line, the lead
 # and the sentence).
 CONSOLE_KINDS = frozenset({"counts", "picks", "one_pick", "accuracy_against_pick", "starved"})
@@ -135,9 +139,12 @@ _BESIDE_INTERVAL = re.compile(r"\[[-−]?[\d.,]+–[-−]?[\d.,]+\](?:(?!\. |;)[
 def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
     :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
-    word said outside every claim is a verdict nothing checks."""
+    word said outside every claim is a verdict nothing checks. A report whose records hold the
+    clock's (:data:`CLOCK_KINDS`) has every section checked so, and every duration it states
+    must lie in a claim's words too (an older report's durations were its prose)."""
+    clocked = any(claim.kind in CLOCK_KINDS for claim in claims)
     found = []
-    for region in _checked_regions(markdown):
+    for region in _checked_regions(markdown, every=clocked):
         spans = [
             (m.start(), m.end())
             for claim in claims
@@ -145,26 +152,31 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
             if form
             for m in re.finditer(re.escape(form), region)
         ]
-        for word in _VERDICT.finditer(region):
-            if _BESIDE_INTERVAL.search(region[max(0, word.start() - 90) : word.start()]):
+        said = [(w, "interval", "a verdict") for w in _VERDICT.finditer(region)]
+        said += [(w, "duration", "a duration") for w in _DURATION.finditer(region) if clocked]
+        for word, check, what in said:
+            if check == "interval" and _BESIDE_INTERVAL.search(
+                region[max(0, word.start() - 90) : word.start()]
+            ):
                 continue  # said after its own interval: the interval check reads it
             if not any(a <= word.start() and word.end() <= b for a, b in spans):
-                said = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
-                why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): a verdict unchecked"
-                found.append(Finding("interval", REPORT_FILE, said, why))
+                text = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
+                why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): {what} unchecked"
+                found.append(Finding(check, REPORT_FILE, text, why))
     return found
 
 
-def _checked_regions(markdown: str) -> list[str]:
+def _checked_regions(markdown: str, *, every: bool = False) -> list[str]:
     """The lead (before the first section, less the title: the experiment's name is the
-    user's) and each section whose title is checked."""
+    user's) and each section whose title is checked (``every``: each section)."""
     markdown = re.sub(r"\A# .*\n", "", markdown)
     parts = re.split(r"^(?=## \d+\. )", markdown, flags=re.MULTILINE)
     title = re.compile(r"## \d+\. (.*)")
     return [
         part
         for part in parts
-        if not part.startswith("## ")
+        if every
+        or not part.startswith("## ")
         or any((m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS)
     ]
 
@@ -201,15 +213,21 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
 
 
 def check_counts_record(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
-    """The counts record, where the report has one (a report written before it has none),
-    against the record built again from ``trials`` (the report's trials.csv): a report alone
-    has no experiment to build it from."""
+    """The counts and wall-time records, where the report has them (a report written before
+    them has none), against what ``trials`` (the report's trials.csv) gives: a report alone has
+    no experiment to build them from (its down time unknown: the wall time's sum alone)."""
     built = counts_claim(trials)
-    return [
+    seconds = wall_time_words(trials, {})["seconds"]
+    found = [
         Finding(CLAIM, CLAIMS_FILE, claim.name(), f"{where} gives {render(built)!r}")
         for claim in claims
         if claim.kind == "counts"
         and (claim.key != built.key or as_json(dict(claim.words)) != as_json(dict(built.words)))
+    ]
+    return found + [
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), f"{where}'s trial_time_s sum to {seconds:.0f}s")
+        for claim in claims
+        if claim.kind == "wall_time" and abs(float(claim.words["seconds"]) - seconds) > 1.0
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
@@ -15,7 +15,7 @@ from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID
 from tuner.stats import MIN_PAIRS, Change
 from tuner.units import DASH
 
-__all__ = ["Finding", "check_counts", "check_durations", "check_intervals", "check_kinds"]
+__all__ = ["Finding", "check_counts", "check_intervals", "check_kinds", "check_trial_times"]
 
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
 # A ratio with its interval as ratio_text writes it: 1.07x [1.01–1.13].
@@ -42,7 +42,6 @@ _WORDS = {
     "uninformative": ("says nothing", "say nothing", "no verdict"),
 }
 _DURATION = re.compile(r"\b(?:(\d+)h(\d\d)m|(\d+)m(\d\d)s|(\d+)s)\b")
-_TOOK = re.compile(r"took (\S+?)(?=[,:;) ]|$)")
 
 
 class Finding:
@@ -170,37 +169,12 @@ def seconds_of(text: str) -> float:
 DownTime = Callable[[float, float], float]
 
 
-def check_durations(
-    text: str,
-    where: str,
-    trials: pd.DataFrame,
-    phases: Mapping[str, float],
-    *,
-    down_s: DownTime | None = None,
+def check_trial_times(
+    trials: pd.DataFrame, where: str, down_s: DownTime | None = None
 ) -> list[Finding]:
-    """Each "took X" against the clock of a phase that recorded its start and end (``phases``:
-    phase -> clock seconds); the summed trial wall time against the rows; each row's time
-    against its start and end, less the driver's down time (``down_s``; None: a report without
-    its experiment, whose down time is unknown: a row's time is then at most its span)."""
-    found: list[Finding] = []
-    for match in _TOOK.finditer(text):
-        said = seconds_of(match.group(1))
-        if phases and not any(abs(said - clock) <= 1.0 for clock in phases.values()):
-            clocks = ", ".join(f"{p} {c:.0f}s" for p, c in phases.items())
-            why = f"no phase took that long on the clock ({clocks})"
-            found.append(Finding("duration", where, match.group(0), why))
-    summed = re.search(r"summed trial wall time: (\S+)", text)
-    if summed and TRIAL_TIME_S in trials:
-        total = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce").sum()
-        if abs(seconds_of(summed.group(1)) - total) > 1.0:
-            why = f"the rows' trial_time_s sum to {total:.0f}s"
-            found.append(Finding("duration", where, summed.group(0), why))
-    return found + _row_times(trials, where, down_s)
-
-
-def _row_times(trials: pd.DataFrame, where: str, down_s: DownTime | None) -> list[Finding]:
     """Each trial that ran has its wall time: its end minus its start, less the time the
-    driver was down in between (README: "The trials table")."""
+    driver was down in between (``down_s``; None: a report without its experiment, whose down
+    time is unknown: a row's time is then at most its span; README: "The trials table")."""
     if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
         return []
     found = []

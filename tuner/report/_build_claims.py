@@ -16,20 +16,29 @@ from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.decision import accuracy_test
 from tuner.engine.result import bound_of
 from tuner.experiment import Experiment
+from tuner.experiment.limits import down_time_s
 from tuner.measure import measured_text
 from tuner.record import (
+    ENDED_AT,
     IMAGES_TO_TARGET,
     KIND,
     KINDS,
+    MACHINE_LOAD_CORES,
     PHASE,
+    SPEED_NOT_PROBED,
+    SPEED_PROBE_TIME_S,
+    SPEED_PROBE_WAIT_S,
+    STARTED_AT,
     STARVED_BY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
     TIME_TO_TARGET_EST_S,
     TRIAL_ID,
+    TRIAL_TIME_S,
 )
 from tuner.report import _effects
 from tuner.report._batch import batch_claims
+from tuner.report._clock_words import PHASE_KEYS
 from tuner.report._input import loader_clear_arms, loader_rows
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
@@ -39,6 +48,7 @@ from tuner.units import as_number, is_finite
 __all__ = [
     "build_claims",
     "claims_for",
+    "clock_claims",
     "counts_claim",
     "counts_said",
     "effect_claim",
@@ -50,6 +60,7 @@ __all__ = [
     "sentence_text",
     "short_trials",
     "starved_said",
+    "wall_time_words",
 ]
 
 
@@ -135,9 +146,83 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
         experiment.metadata.get("effects"),
         experiment.trials,
     )
-    for claim in batch_claims(answer, experiment.remeasure):
+    for claim in [*batch_claims(answer, experiment.remeasure), *clock_claims(experiment)]:
         claims.add(claim)
     return claims
+
+
+# The measuring phases whose time the report states (sections 2 and 3).
+CLOCKED_PHASES = ("remeasure", "effects")
+
+
+def clock_claims(experiment: Experiment) -> list[Claim]:
+    """The report's durations and load, each with the clock it rests on: each measuring
+    phase's record (its clock's two ends), the trials' summed wall time with their clocks' sum
+    (less the driver's down time), the speed probes' cost, the machine's load."""
+    meta, trials = experiment.metadata, experiment.trials
+    claims = [
+        Claim("phase_time", (phase,), (), {k: info[k] for k in PHASE_KEYS if k in info})
+        for phase in CLOCKED_PHASES
+        if isinstance(info := meta.get(phase), dict)
+    ]
+    claims.append(Claim("wall_time", (), (), wall_time_words(trials, meta)))
+    claims.append(Claim("machine_load", (), (), _load_words(trials, meta)))
+    if experiment.probe_cache:
+        claims.append(Claim("probe_budget", (), (), _probe_budget_words(trials, meta)))
+    return claims
+
+
+def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The trials' summed ``trial_time_s``, and the sum of what their clocks give: each
+    trial that ran, its end minus its start less the time no driver was on in between."""
+    seconds = pd.to_numeric(trials.get(TRIAL_TIME_S, pd.Series(dtype=float)), errors="coerce")
+    words: dict[str, Any] = {"seconds": float(seconds.sum()), "clock_s": None, "trials": 0}
+    if STARTED_AT not in trials or ENDED_AT not in trials:
+        return words  # an experiment from before the trials' clocks were kept
+    ran = trials[seconds.notna()]
+    started = pd.to_datetime(ran[STARTED_AT], utc=True, errors="coerce")
+    ended = pd.to_datetime(ran[ENDED_AT], utc=True, errors="coerce")
+    words["clock_s"] = float(
+        sum(
+            (b - a).total_seconds() - down_time_s(metadata, a.timestamp(), b.timestamp())
+            for a, b in zip(started, ended, strict=True)
+            if not (pd.isna(a) or pd.isna(b))
+        )
+    )
+    return {**words, "trials": len(ran)}
+
+
+def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The load measured during the trials (each one's ``machine_load_cores``) and during the
+    re-measurement (its phase's ``load_cores``), and the cores Ray counted."""
+    cores = pd.to_numeric(
+        trials.get(MACHINE_LOAD_CORES, pd.Series(dtype=float)), errors="coerce"
+    ).dropna()
+    said = [float(cores.median()), float(cores.min()), float(cores.max()), len(cores)]
+    total = (metadata.get("cluster") or {}).get("total_cpus")
+    again = (metadata.get("remeasure") or {}).get("load_cores")
+    return {
+        "cores": said if len(cores) else None,
+        "total_cpus": total if isinstance(total, int | float) else None,
+        "remeasure": again if isinstance(again, int | float) else None,
+    }
+
+
+def _probe_budget_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The probes' seconds (their own and their waits for another trial's), the trials' wall
+    time, the share allowed, how many trials ran with knobs unprobed (from trials.csv)."""
+
+    def column(key: str) -> pd.Series:
+        return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce").fillna(0)
+
+    share = (metadata.get("options") or {}).get("probe_share")
+    unprobed = trials.get(SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("").astype(str)
+    return {
+        "share": share if isinstance(share, int | float) else None,
+        "probe_s": float(column(SPEED_PROBE_TIME_S).sum() + column(SPEED_PROBE_WAIT_S).sum()),
+        "trials_s": float(column(TRIAL_TIME_S).sum()),
+        "unprobed": int((unprobed != "").sum()),
+    }
 
 
 def build_claims(

@@ -65,9 +65,9 @@ from tuner.report._audit_text import (
     DownTime,
     Finding,
     check_counts,
-    check_durations,
     check_intervals,
     check_kinds,
+    check_trial_times,
     seconds_of,
 )
 from tuner.units import duration_text
@@ -85,8 +85,6 @@ CHECKS = (
     "target",
     CLAIM,
 )
-# The measurement phases whose clock the metadata records (after_search: started, ended).
-_PHASES = ("remeasure", "seeds", "effects")
 
 
 @dataclass
@@ -131,7 +129,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
         result.findings += _same_rows(experiment.trials, trials, report_dir)
         down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
-        result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata), down_s=down)
+        result.findings += _report(report_dir, trials, down_s=down)
         result.findings += _claims(report_dir, experiment, result)
         where = f"{report_dir.name}/trials.csv"
         result.findings += check_time_to_target(experiment, trials, where)
@@ -152,7 +150,6 @@ def _report(
     report_dir: Path,
     trials: pd.DataFrame,
     *,
-    phases: dict[str, float],
     down_s: DownTime | None = None,
 ) -> list[Finding]:
     found: list[Finding] = []
@@ -160,9 +157,9 @@ def _report(
     if markdown.is_file():
         text, where = markdown.read_text(), REPORT_FILE
         found += check_intervals(text, where)
-        found += check_durations(text, where, trials, phases, down_s=down_s)
         found += check_kinds(text, where, trials)
         found += check_counts(text, where, trials)
+    found += check_trial_times(trials, f"{report_dir.name}/trials.csv", down_s)
     page = report_dir / REPORT_HTML_FILE
     if page.is_file():
         found += check_plots(page.read_text(), REPORT_HTML_FILE, trials)
@@ -177,7 +174,7 @@ def _report_alone(folder: Path, result: Audit) -> list[Finding]:
         raise TunerError(f"{folder}: no report (*.md) and no experiment to check.")
     found: list[Finding] = []
     if (folder / "trials.csv").is_file():
-        found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
+        found += _report(folder, read_trials_csv(folder / "trials.csv"))
     if (folder / REPORT_FILE).is_file():
         found += _claims(folder, None, result)
     for other in sorted(set(folder.glob("*.md")) - {folder / REPORT_FILE}):
@@ -206,17 +203,6 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
         found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")
         found += check_counts_record(claims, rows, f"{report_dir.name}/trials.csv")
     return found + check_claims(claims, documents, experiment)
-
-
-def _phase_clocks(metadata: dict) -> dict[str, float]:
-    """phase -> its seconds on the clock, for the measurement phases that recorded both ends."""
-    clocks = {}
-    for phase in _PHASES:
-        info = metadata.get(phase) or {}
-        started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
-        if isinstance(started, int | float) and isinstance(ended, int | float):
-            clocks[phase] = float(ended) - float(started)
-    return clocks
 
 
 def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path) -> list[Finding]:

@@ -34,7 +34,7 @@ from tuner.answer import (
 )
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
-from tuner.report import _batch_words, _effects
+from tuner.report import _batch_words, _clock_words, _effects
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -475,6 +475,11 @@ def _probes_say_nothing(claim: Claim) -> str:
 
 
 RENDERERS: dict[str, Callable[[Claim], str]] = {
+    # the clock's: what each stated duration rests on (their words: _clock_words)
+    "phase_time": lambda claim: _clock_words.phase_text(claim.words),
+    "wall_time": lambda claim: _clock_words.wall_time_text(claim.words),
+    "probe_budget": lambda claim: _clock_words.probe_budget_text(claim.words),
+    "machine_load": lambda claim: _clock_words.load_text(claim.words),
     "rule": _rule,
     "probes_say_nothing": _probes_say_nothing,
     "starved": _starved,

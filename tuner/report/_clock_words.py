@@ -1,0 +1,92 @@
+"""The words of the report's clock claims (:mod:`tuner.report.claims` renders each record with
+these): a measuring phase's time, the trials' summed wall time, what the speed probes cost, the
+machine's load. Each takes the record's ``words`` alone (plain JSON values)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.measure import measured_text
+from tuner.measure.load import LOADED_CORES
+from tuner.units import duration_text, plural
+
+__all__ = ["PHASE_KEYS", "load_text", "phase_text", "probe_budget_text", "wall_time_text"]
+
+# What a measuring phase's record in the metadata holds that its words read (measured_text):
+# its rounds, method and what ended it, its measuring seconds and limit, its clock's two ends.
+PHASE_KEYS = (
+    "repeats_done", "method", "stopped", "resolution", "time_limit_s", "seconds",
+    "started_unix_s", "ended_unix_s",
+)  # fmt: skip
+# A trial's wall time is kept in whole seconds beside its start and end: the rows' sum may
+# differ from their clocks' by this much per trial.
+ROW_SLACK_S = 1.5
+
+
+def phase_text(words: Mapping[str, Any]) -> str:
+    """How a measuring phase ran and ended, and how long it took on the clock."""
+    return measured_text(words)
+
+
+def wall_time_text(words: Mapping[str, Any]) -> str:
+    """The trials' summed wall time, which must be their clocks' (each trial's end minus its
+    start, less the time the driver was down in between: tuner.experiment.limits.down_time_s)."""
+    seconds, clock_s = float(words["seconds"]), words["clock_s"]
+    if clock_s is not None and abs(seconds - clock_s) > ROW_SLACK_S * max(1, words["trials"]):
+        raise ValueError(f"the trials' times sum to {seconds:.0f}s, their clocks to {clock_s:.0f}s")
+    return f"summed trial wall time: {duration_text(seconds)}"
+
+
+def probe_budget_text(words: Mapping[str, Any]) -> str:
+    """What the speed probes cost the trials, and the budget they had."""
+    share, spent, whole = words["share"], float(words["probe_s"]), float(words["trials_s"])
+    limit = (
+        f"may take at most {share:.0%} of the trials' time"
+        if isinstance(share, int | float)
+        else "had no bound"
+    )
+    measured = (
+        f"{spent / whole:.0%} ({duration_text(spent)} of {duration_text(whole)})"
+        if whole
+        else "not timed"
+    )
+    short = int(words["unprobed"])
+    left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
+    return (
+        f"**Probe budget**: the speed probes {limit} "
+        f"(--probe-share); here their share was {measured} of the trials' wall time, waiting "
+        f"for another trial's probes included{left}. A knob left unprobed keeps its default: not "
+        "probed is not tried and lost."
+    )
+
+
+def load_text(words: Mapping[str, Any]) -> str:
+    """The machine's load from other work as measured (tuner.measure.load): during the trials
+    (``cores``: the trials' median, lowest, highest, and how many; None: not measured) and
+    during the re-measurement (``remeasure``)."""
+    cores, total, again = words["cores"], words["total_cpus"], words["remeasure"]
+    of = f" of the {total:g}" if isinstance(total, int | float) else ""  # Ray's count: the search's
+    if not cores:
+        trials = "was not measured during the trials (recorded since issue 48)"
+    else:
+        median, low, high, n = cores
+        spread = f", {low:.1f}-{high:.1f}" if n > 1 else ""
+        trials = (
+            f"kept {median:.1f}{of} cores busy during the trials (median over "
+            f"{plural(int(n), 'trial')}{spread})"
+        )
+    remeasure = (
+        f" and {again:.1f} during the re-measurement"
+        if isinstance(again, int | float)
+        else ", not measured during a re-measurement"
+    )
+    busy = bool(cores) and cores[0] >= LOADED_CORES
+    busy = busy or (isinstance(again, int | float) and again >= LOADED_CORES)
+    caveat = (
+        ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier "
+        "than a quiet one's"
+        if busy
+        else ""
+    )
+    return f"**Machine load**: other processes {trials}{remeasure}{caveat}."
