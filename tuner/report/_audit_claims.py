@@ -52,6 +52,7 @@ __all__ = [
     "check_starved_by",
     "check_verdict_words",
     "claims_of",
+    "covers_every_section",
     "report_documents",
 ]
 
@@ -70,7 +71,7 @@ CHECKED_SECTIONS = (
     "Speed settings chosen",
     "Batch size and time to target",
 )
-# The records of the report's clock (tuner.report._clock_words): a report that has them has
+# The records of the report's clock (tuner.report._trial_words): a report that has them has
 # every section checked, and every duration it states (as duration_text writes one) too.
 CLOCK_KINDS = frozenset({"phase_time", "wall_time", "probe_budget", "machine_load"})
 _DURATION = re.compile(r"\b(?:\d+h\d\dm|\d+m\d\ds|\d+s)\b")
@@ -142,7 +143,7 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     word said outside every claim is a verdict nothing checks. A report whose records hold the
     clock's (:data:`CLOCK_KINDS`) has every section checked so, and every duration it states
     must lie in a claim's words too (an older report's durations were its prose)."""
-    clocked = any(claim.kind in CLOCK_KINDS for claim in claims)
+    clocked = covers_every_section(claims)
     found = []
     for region in _checked_regions(markdown, every=clocked):
         spans = [
@@ -164,6 +165,13 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
                 why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): {what} unchecked"
                 found.append(Finding(check, REPORT_FILE, text, why))
     return found
+
+
+def covers_every_section(claims: list[Claim]) -> bool:
+    """Whether the records cover every section of their report (a report written since the
+    clock's records, :data:`CLOCK_KINDS`): then a verdict or a duration said outside them is
+    unchecked, and no regex re-reads the words."""
+    return any(claim.kind in CLOCK_KINDS for claim in claims)
 
 
 def _checked_regions(markdown: str, *, every: bool = False) -> list[str]:

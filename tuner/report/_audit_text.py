@@ -1,6 +1,7 @@
-"""The auditor's checks of a report's words (:mod:`tuner.report.audit`): every verdict word
-against its interval by the one rule (:attr:`tuner.stats.Change.verdict`), every stated duration
-against the clock, every kind word and every count against the trials table."""
+"""The auditor's checks of a report's words where no record holds them (:mod:`tuner.report.audit`):
+every verdict word against its interval by the one rule (:attr:`tuner.stats.Change.verdict`),
+in a report from before its every section's records (an ablation's, a benchmark's, an old one);
+each trials table row's kind against trials.csv; each trial's wall time against its clock."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID
 from tuner.stats import MIN_PAIRS, Change
 from tuner.units import DASH
 
-__all__ = ["Finding", "check_counts", "check_intervals", "check_kinds", "check_trial_times"]
+__all__ = ["Finding", "check_intervals", "check_kinds", "check_trial_times"]
 
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
 # A ratio with its interval as ratio_text writes it: 1.07x [1.01–1.13].
@@ -204,13 +205,13 @@ def check_trial_times(
     return found
 
 
-# ---- kinds and counts ------------------------------------------------------------------------
+# ---- kinds -----------------------------------------------------------------------------------
 
 
 def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """Each table row naming a trial and a kind; each "name=value (kind, ...)" of the values
-    no trial ran ok with; each "tried, errored" list."""
-    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    """Each table row naming a trial and a kind (the trials tables of the report, which show
+    every trial's row as trials.csv holds it) names the kind trials.csv has."""
+    kinds = kinds_of(trials)
     found = []
     for line in text.splitlines():
         cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
@@ -220,75 +221,7 @@ def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
             if tid and said and said[0] != kinds[tid]:
                 why = f"trials.csv says {kinds[tid]!r}"
                 found.append(Finding(KIND, where, f"{tid} {said[0]}", why))
-        found += _value_kinds(line, where, trials)
     return found
-
-
-def _value_kinds(line: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """``variant=blowup (diverged)``, or every value after "tried, errored": the kinds of the
-    trials that ran with that value."""
-    found = []
-    errored_list = re.search(r"[Tt]ried, errored[^:]*: (.*)", line)
-    claims = [(m[1], m[2], m[3]) for m in re.finditer(r"(\w+)=([\w.+-]+) \(([a-z ,]+)\)", line)]
-    if errored_list:
-        claims += [
-            (*v.split("=", 1), "errored") for v in re.findall(r"\w+=[\w.+-]+", errored_list[1])
-        ]
-    for name, value, said in claims:
-        column = f"param_{name}"
-        if column not in trials or not all(k.strip() in KINDS for k in said.split(",")):
-            continue
-        ran = trials[trials[column].astype(str) == value]
-        actual = sorted(set(ran[KIND].astype(str)))
-        if not ran.empty and sorted(k.strip() for k in said.split(",")) != actual:
-            why = f"the trials with {name}={value} were {', '.join(actual)}"
-            found.append(Finding(KIND, where, f"{name}={value}: {said}", why))
-    return found
-
-
-_KIND_COUNTS: dict[str, str | None] = {
-    r"none of the (\d+) trials?\b": None,
-    r"(\d+) trials? failed with an error": "errored",
-    r"(\d+) trials? measured more than the budget": "over budget",
-    r"(\d+) trials? did not end before the search did": "incomplete",
-}
-
-
-def check_counts(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """Every count the report states of trials against the rows of the trials table."""
-    counts = trials[KIND].astype(str).value_counts().to_dict()
-    total = len(trials)
-    found = []
-    stated: list[tuple[str, int, int]] = []  # claim, said, rows
-    for m in re.finditer(r"All (\d+) trials?\b", text):
-        stated.append((m[0], int(m[1]), total))
-    for pattern, kind in _KIND_COUNTS.items():  # the answer's sentences when nothing ran ok
-        for m in re.finditer(pattern, text):
-            stated.append((m[0], int(m[1]), total if kind is None else counts.get(kind, 0)))
-    for m in re.finditer(r"- trials: (\d+), ok: (\d+)", text):
-        stated += [(m[0], int(m[1]), total), (m[0], int(m[2]), counts.get("ok", 0))]
-    kinds = "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
-    for m in re.finditer(rf"\((\d+ (?:{kinds})(?:, \d+ (?:{kinds}))*)\)", text):
-        for part in m[1].split(", "):
-            n, kind = part.split(" ", 1)
-            stated.append((m[0], int(n), counts.get(kind, 0)))
-    for m in re.finditer(rf"^\| ({kinds}) \| (\d+) \|", text, flags=re.MULTILINE):
-        stated.append((m[0], int(m[2]), counts.get(m[1], 0)))
-    for claim, said, rows in stated:
-        if said != rows:
-            found.append(Finding("count", where, claim, f"the trials table has {rows}"))
-    return found + _front_count(text, where)
-
-
-def _front_count(text: str, where: str) -> list[Finding]:
-    said = re.search(r"(\d+) trials? (?:is|are) Pareto-optimal", text)
-    table = re.search(r"\*Pareto front\*\n\n(\|.*\n)(\|.*\n)((?:\|.*\n)*)", text)
-    if not said or not table:
-        return []
-    rows = len(table.group(3).splitlines())
-    if int(said.group(1)) != rows:
-        return [Finding("count", where, said.group(0), f"the front table has {rows} rows")]
-    return []
 
 
 def kinds_of(rows: Any) -> dict[str, str]:

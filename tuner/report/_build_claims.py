@@ -15,7 +15,7 @@ from tuner.answer import Answer, Margin, PairVerdict
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.decision import accuracy_test
 from tuner.engine.result import bound_of
-from tuner.experiment import Experiment
+from tuner.experiment import Experiment, memory_limit, study_distributions
 from tuner.experiment.limits import down_time_s
 from tuner.measure import measured_text
 from tuner.record import (
@@ -38,8 +38,8 @@ from tuner.record import (
 )
 from tuner.report import _effects
 from tuner.report._batch import batch_claims
-from tuner.report._clock_words import PHASE_KEYS
 from tuner.report._input import loader_clear_arms, loader_rows
+from tuner.report._trial_words import PHASE_KEYS
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
 from tuner.stats import Change
@@ -60,6 +60,7 @@ __all__ = [
     "sentence_text",
     "short_trials",
     "starved_said",
+    "trial_claims",
     "wall_time_words",
 ]
 
@@ -146,9 +147,28 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
         experiment.metadata.get("effects"),
         experiment.trials,
     )
-    for claim in [*batch_claims(answer, experiment.remeasure), *clock_claims(experiment)]:
+    made = [*batch_claims(answer, experiment.remeasure), *clock_claims(experiment)]
+    for claim in [*made, *trial_claims(experiment, answer)]:
         claims.add(claim)
     return claims
+
+
+def trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
+    """What the report says of the trials' rows beside their counts: the front's size, why
+    nothing can be recommended, which may be, the searched values no trial ran ok with (each
+    with the kinds its trials were)."""
+    trials, meta = experiment.trials, experiment.metadata
+    counts = {"counts": _counts_of(trials), "total": len(trials)}
+    claims = [
+        Claim("no_pick", (), (), {**counts, "limit_bytes": memory_limit(meta)}),
+        Claim("rule", ("candidates",), (), {"name": "candidates"}),
+    ]
+    if not answer.front.empty:
+        front = tuple(answer.front[TRIAL_ID].astype(str))
+        claims.append(Claim("front", front, (), {"remeasured": bool(answer.remeasured)}))
+    searched = study_distributions(experiment.study)
+    found = _effects.not_tried(trials, experiment.searched_names, searched)
+    return claims + [Claim("not_tried", (what,), (), {"values": v}) for what, v in found.items()]
 
 
 # The measuring phases whose time the report states (sections 2 and 3).

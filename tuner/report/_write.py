@@ -24,21 +24,18 @@ from tuner.experiment import (
     load_experiment,
     memory_limit,
     speed_settings_of,
-    study_distributions,
     write_trials_csv,
 )
 from tuner.record import (
     ERROR,
     INFEASIBLE_REASON,
     KIND,
-    KINDS,
     LAST_ERROR,
     RETRIES,
     SPEED_SETTINGS,
     STATUS,
     TRIAL_ID,
     TRIAL_TIME_S,
-    is_candidate,
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
@@ -149,16 +146,11 @@ def _front(experiment: Experiment, answer: Answer, out: Path | None, claims: Cla
     trials, front = answer.trials, answer.front
     blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
     if not front.empty:
-        how = claims.text("phase_time", "remeasure")  # its clock, a record
-        how = f", measured {how}" if how else ""
-        source = (
-            f"re-measured medians (only re-measured candidates can be picked{how})"
-            if answer.remeasured
-            else "the search's own measurements"
-        )
+        phase = claims.text("phase_time", "remeasure")  # its clock, a record
+        how = f" Re-measured {phase}." if answer.remeasured and phase else ""
+        front_ids = front[TRIAL_ID].astype(str)
         blocks = [
-            f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for "
-            f"throughput vs accuracy, judged on {source}. {sentence_text(answer, claims)}",
+            f"{claims.text('front', *front_ids)}.{how} {sentence_text(answer, claims)}",
             Table(_front_table(experiment, front), "Pareto front"),
         ]
     if out is not None and trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
@@ -257,14 +249,8 @@ def _reference_note(answer: Answer) -> str:
 def _trials(experiment: Experiment, answer: Answer, claims: Claims) -> Section:
     trials = experiment.trials
     section = Section("Trials", anchor="trials")
-    section.blocks.append(f"{counts_said(trials, claims)}.")  # the console's words
-    counts = trials[KIND].value_counts()
-    table = pd.DataFrame(
-        {KIND: kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}
-        for kind in KINDS
-        if kind in counts
-    )
-    section.blocks.append(Table(table, "Trials by kind"))
+    counted = f"{counts_said(trials, claims)}. {claims.text('rule', 'candidates')}"
+    section.blocks.append(counted)  # the console's words, then the rule
     failed = trials[trials[KIND] != "ok"]
     if not failed.empty:
         shown = failed[[TRIAL_ID, KIND, STATUS, INFEASIBLE_REASON, ERROR]].assign(
@@ -276,13 +262,11 @@ def _trials(experiment: Experiment, answer: Answer, claims: Claims) -> Section:
         if not retried.empty:
             shown = retried[[TRIAL_ID, KIND, RETRIES, LAST_ERROR]]
             section.blocks.append(Table(shown, "Trials retried from a checkpoint after a failure"))
-    searched = study_distributions(experiment.study)
-    for what, values in _effects.not_tried(trials, experiment.searched_names, searched).items():
-        listed = ", ".join(user(v) for v in values)
-        section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
+    untried = [claims.text("not_tried", what) for what in ("not tried", _effects.TRIED_NOT_OK)]
+    section.blocks += filter(None, untried)
     section.blocks.append(
         Details(
-            f"All {plural(len(trials), 'trial')} (click a column header to sort)",
+            "All trials (click a column header to sort)",
             [Table(_all_trials(experiment, answer), "All trials", sortable=True)],
         )
     )

@@ -7,11 +7,15 @@ It reads the experiment folder (its trials, its metadata's measurement clocks), 
 when one is given, and every tracker's files present (TensorBoard event files in the trial
 folders, the MLflow store the search was told, W&B offline runs), and checks:
 
-- ``interval``: every "beyond noise", "faster", "tie", "says nothing" against its interval, by
-  the one rule (:attr:`tuner.stats.Change.verdict`);
-- ``duration``: every stated duration against the clock;
-- ``kind``: every kind word against trials.csv's kind (the kinds are :data:`tuner.record.KINDS`);
-- ``count``: every count of trials against the rows;
+- ``interval``: every verdict word ("beyond noise", "faster", "best", ...) inside a record's
+  words (:mod:`tuner.report._audit_claims`); in a report whose records do not cover every
+  section (written before them, or an ablation's), every "beyond noise", "faster", "tie", "says
+  nothing" against its interval as the words show it, by the one rule
+  (:attr:`tuner.stats.Change.verdict`);
+- ``duration``: every duration stated inside a clock record's words; each trial's wall time
+  against its start and end, less the driver's down time;
+- ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's
+  (the kinds are :data:`tuner.record.KINDS`);
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
 - ``unmeasured``: no value that was not measured;
@@ -57,6 +61,7 @@ from tuner.report._audit_claims import (
     check_starved_by,
     check_verdict_words,
     claims_of,
+    covers_every_section,
     report_documents,
 )
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
@@ -64,7 +69,6 @@ from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
     DownTime,
     Finding,
-    check_counts,
     check_intervals,
     check_kinds,
     check_trial_times,
@@ -78,7 +82,6 @@ CHECKS = (
     "interval",
     "duration",
     KIND,
-    "count",
     "plot",
     "tracker",
     "unmeasured",
@@ -156,9 +159,9 @@ def _report(
     markdown = report_dir / REPORT_FILE
     if markdown.is_file():
         text, where = markdown.read_text(), REPORT_FILE
-        found += check_intervals(text, where)
+        if not covers_every_section(claims_of(report_dir)[0] or []):  # words without records
+            found += check_intervals(text, where)
         found += check_kinds(text, where, trials)
-        found += check_counts(text, where, trials)
     found += check_trial_times(trials, f"{report_dir.name}/trials.csv", down_s)
     page = report_dir / REPORT_HTML_FILE
     if page.is_file():
@@ -212,7 +215,7 @@ def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path)
     if mine == theirs:
         return []
     why = f"the experiment folder has {len(mine)} trials ({_kinds(mine)})"
-    return [Finding("count", f"{report_dir.name}/trials.csv", _kinds(theirs), why)]
+    return [Finding(KIND, f"{report_dir.name}/trials.csv", _kinds(theirs), why)]
 
 
 def _kinds(kinds: dict[str, str]) -> str:

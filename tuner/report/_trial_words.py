@@ -1,6 +1,7 @@
-"""The words of the report's clock claims (:mod:`tuner.report.claims` renders each record with
-these): a measuring phase's time, the trials' summed wall time, what the speed probes cost, the
-machine's load. Each takes the record's ``words`` alone (plain JSON values)."""
+"""The words of the report's claims on the trials' rows and the clock (:mod:`tuner.report.claims`
+renders each record with these): a measuring phase's time, the trials' summed wall time, what
+the speed probes cost, the machine's load; the front's size, why nothing can be recommended, the
+values no trial ran ok. Each takes the record's subjects and ``words`` alone (plain JSON)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,19 @@ from typing import Any
 
 from tuner.measure import measured_text
 from tuner.measure.load import LOADED_CORES
-from tuner.units import duration_text, plural
+from tuner.report.document import user
+from tuner.units import duration_text, format_bytes, plural
 
-__all__ = ["PHASE_KEYS", "load_text", "phase_text", "probe_budget_text", "wall_time_text"]
+__all__ = [
+    "PHASE_KEYS",
+    "front_text",
+    "load_text",
+    "no_pick_text",
+    "not_tried_text",
+    "phase_text",
+    "probe_budget_text",
+    "wall_time_text",
+]
 
 # What a measuring phase's record in the metadata holds that its words read (measured_text):
 # its rounds, method and what ended it, its measuring seconds and limit, its clock's two ends.
@@ -90,3 +101,49 @@ def load_text(words: Mapping[str, Any]) -> str:
         else ""
     )
     return f"**Machine load**: other processes {trials}{remeasure}{caveat}."
+
+
+def front_text(front: tuple[str, ...], words: Mapping[str, Any]) -> str:
+    """How many trials the front holds (``front``: their ids), and on which measurements."""
+    source = (
+        "re-measured medians (only re-measured candidates can be picked)"
+        if words["remeasured"]
+        else "the search's own measurements"
+    )
+    return (
+        f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for throughput vs "
+        f"accuracy, judged on {source}"
+    )
+
+
+def no_pick_text(words: Mapping[str, Any]) -> str:
+    """Why no configuration can be recommended, from the trials counted by kind (``counts``:
+    the counts record's) and the memory limit."""
+    counts, total = words["counts"], int(words["total"])
+    over, errors, cut = (int(counts.get(k, 0)) for k in ("over budget", "errored", "incomplete"))
+    lines = [
+        f"**No configuration can be recommended**: none of the {plural(total, 'trial')} "
+        "finished ok within the memory budget."
+    ]
+    if over:
+        lines.append(
+            f"{plural(over, 'trial')} measured more than the budget of "
+            f"{format_bytes(words['limit_bytes'])}: raise --max-memory or search smaller batch "
+            "sizes."
+        )
+    if errors:
+        lines.append(
+            f"{plural(errors, 'trial')} failed with an error: the Trials section has each."
+        )
+    if cut:
+        lines.append(
+            f"{plural(cut, 'trial')} did not end before the search did (incomplete): give the "
+            "search more time (--search-time-budget-s) or resume it."
+        )
+    return " ".join(lines)
+
+
+def not_tried_text(what: str, words: Mapping[str, Any]) -> str:
+    """Searched values no trial ran ok with (``what``: "not tried", or tried and not ok, each
+    value with the kinds its trials were)."""
+    return f"{what.capitalize()}, so not compared: {', '.join(map(user, words['values']))}."
