@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -417,22 +418,29 @@ def test_an_unbounded_interval_is_strict_json_and_reads_back(tmp_path: Path) -> 
 
 
 def test_the_wall_time_record_is_its_trials_clocks_less_the_driver_s_down_time() -> None:
-    """Issue 48: a resumed trial's wall time leaves out the time no driver was on, and the
-    wall-time record carries the clock it rests on: each trial's end minus its start, less the
-    down time the metadata records (tuner.experiment.limits.down_time_s). A sum that counts
-    the down time (or is any other than the clocks') is no record's words."""
+    """Issue 48: `report --check` failed every resumed experiment ("its trial_time_s is not its
+    ended_at - started_at"): a trial that ran across a kill -9 and its --resume counts only the
+    time a driver was on. The wall-time record carries each trial's time and what its clock
+    gives: its end minus its start, less the down time the metadata records
+    (tuner.experiment.limits.down_time_s). A time that counts the down time (or leaves out
+    more), or a trial that ran with no clock, is no record's words."""
     trials = pd.DataFrame(
         {
-            "trial_id": ["a", "b"],
-            "started_at": pd.to_datetime([1000.0, 1500.0], unit="s", utc=True),
-            "ended_at": pd.to_datetime([1600.0, 1560.0], unit="s", utc=True),
-            "trial_time_s": [300.0, 60.0],  # a: 600 s on the clock, 300 of them down
+            "trial_id": ["a", "b", "c"],
+            "started_at": pd.to_datetime([1000.0, 1500.0, None], unit="s", utc=True),
+            "ended_at": pd.to_datetime([1600.0, 1560.0, None], unit="s", utc=True),
+            "trial_time_s": [300.0, 60.0, None],  # a: 600 s on the clock, 300 of them down
+            "ray_status": ["TERMINATED", "TERMINATED", "PENDING"],  # c never started
         }
     )
     metadata = {CLOCK: {"down_unix_s": [[1100.0, 1400.0]]}}
     words = wall_time_words(trials, metadata)
-    assert words == {"seconds": 360.0, "clock_s": 360.0, "trials": 2}
+    assert words == {"seconds": 360.0, "trials": {"a": [300.0, 300.0], "b": [60.0, 60.0]}}
     assert render(Claim("wall_time", (), (), words)) == "summed trial wall time: 6m00s"
-    counted = wall_time_words(trials.assign(trial_time_s=[600.0, 60.0]), metadata)
-    with pytest.raises(ValueError, match="sum to 660s, their clocks to 360s"):
-        render(Claim("wall_time", (), (), counted))
+    for times, why in [
+        ([600.0, 60.0, None], "trial a's trial_time_s is 600.0s, its clock's 300.0s"),
+        ([300.0, None, None], "trial b ran, and the trials table has no start, end or time"),
+    ]:
+        counted = wall_time_words(trials.assign(trial_time_s=times), metadata)
+        with pytest.raises(ValueError, match=re.escape(why)):
+            render(Claim("wall_time", (), (), counted))

@@ -503,7 +503,9 @@ def test_each_stated_duration_is_a_clock_record_and_a_tampered_one_fails(
     phase, wall = records["phase_time", ("remeasure",)], records["wall_time", ()]
     markdown = (report / "report.md").read_text()
     assert f"measured {phase.text}" in markdown and f"- {wall.text}\n" in markdown
-    assert "took" in phase.text and wall.words["clock_s"] is not None
+    assert "took" in phase.text and wall.words["trials"]
+    t, (s, clock) = next(iter(wall.words["trials"].items()))  # a trial's time and its clock's
+    assert s == pytest.approx(clock, abs=1.5)
 
     def rewritten(copy: Path, kind: str, **words: float) -> None:  # a record's words, re-said
         rows = json.loads((copy / CLAIMS_FILE).read_text())
@@ -527,9 +529,9 @@ def test_each_stated_duration_is_a_clock_record_and_a_tampered_one_fails(
         "record": (lambda c: rewritten(c, "phase_time", ended_unix_s=ended), ["the data gives"]),
         "sentence": (said, ["report.md does not say it", "duration: report.md: "]),
         "deleted": (deleted, ["has no record of it", "duration: report.md: "]),
-        "unlike its clocks": (
-            lambda c: rewritten(c, "wall_time", seconds=wall.words["seconds"] + 600),
-            ["cannot be rendered", "their clocks to"],
+        "unlike its clock": (
+            lambda c: rewritten(c, "wall_time", trials={t: [s + 600, clock]}),
+            ["cannot be rendered", f"trial {t}'s trial_time_s is"],
         ),
     }
     for name, (tamper, why) in cases.items():

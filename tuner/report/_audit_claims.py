@@ -223,7 +223,7 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
 def check_counts_record(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
     """The counts and wall-time records, where the report has them (a report written before
     them has none), against what ``trials`` (the report's trials.csv) gives: a report alone has
-    no experiment to build them from (its down time unknown: the wall time's sum alone)."""
+    no experiment to build them from (the wall time: its sum)."""
     built = counts_claim(trials)
     seconds = wall_time_words(trials, {})["seconds"]
     found = [

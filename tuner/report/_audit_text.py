@@ -1,22 +1,22 @@
 """The auditor's checks of a report's words where no record holds them (:mod:`tuner.report.audit`):
 every verdict word against its interval by the one rule (:attr:`tuner.stats.Change.verdict`),
 in a report from before its every section's records (an ablation's, a benchmark's, an old one);
-each trials table row's kind against trials.csv; each trial's wall time against its clock."""
+each trials table row's kind against trials.csv."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
-from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID, TRIAL_TIME_S
+from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.stats import MIN_PAIRS, Change
 from tuner.units import DASH
 
-__all__ = ["Finding", "check_intervals", "check_kinds", "check_trial_times"]
+__all__ = ["Finding", "check_intervals", "check_kinds"]
 
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
 # A ratio with its interval as ratio_text writes it: 1.07x [1.01–1.13].
@@ -163,46 +163,6 @@ def seconds_of(text: str) -> float:
         return math.nan
     h, hm, m, ms, s = (int(g) if g else 0 for g in match.groups())
     return h * 3600 + hm * 60 + m * 60 + ms + s
-
-
-# Seconds no run of the search was on between a trial's start and end (Unix seconds): the
-# driver was down between an interruption and its --resume (tuner.experiment.limits.down_time_s).
-DownTime = Callable[[float, float], float]
-
-
-def check_trial_times(
-    trials: pd.DataFrame, where: str, down_s: DownTime | None = None
-) -> list[Finding]:
-    """Each trial that ran has its wall time: its end minus its start, less the time the
-    driver was down in between (``down_s``; None: a report without its experiment, whose down
-    time is unknown: a row's time is then at most its span; README: "The trials table")."""
-    if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
-        return []
-    found = []
-    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
-    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
-    seconds = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce")
-    for i, row in trials.iterrows():
-        if str(row.get(RAY_STATUS) or "") == "PENDING":
-            continue  # never started
-        tid = row[TRIAL_ID]
-        if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
-            why = "a trial that ran has no start, end or wall time in the trials table"
-            found.append(Finding("duration", where, f"trial {tid} ({row[KIND]})", why))
-            continue
-        span = (ended[i] - started[i]).total_seconds()
-        if down_s is None:
-            wrong = seconds[i] > span + 1.5  # whole seconds in the CSV
-            why = "its trial_time_s is longer than its ended_at - started_at"
-        else:
-            down = down_s(started[i].timestamp(), ended[i].timestamp())
-            wrong = abs(span - down - seconds[i]) > 1.5
-            why = "its trial_time_s is not its ended_at - started_at" + (
-                f" less the driver's {down:.0f}s down" if down > 0.5 else ""
-            )
-        if wrong:
-            found.append(Finding("duration", where, f"trial {tid}: {seconds[i]:.1f}s", why))
-    return found
 
 
 # ---- kinds -----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from tuner.record import (
     KINDS,
     MACHINE_LOAD_CORES,
     PHASE,
+    RAY_STATUS,
     SPEED_NOT_PROBED,
     SPEED_PROBE_TIME_S,
     SPEED_PROBE_WAIT_S,
@@ -193,23 +194,24 @@ def clock_claims(experiment: Experiment) -> list[Claim]:
 
 
 def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The trials' summed ``trial_time_s``, and the sum of what their clocks give: each
-    trial that ran, its end minus its start less the time no driver was on in between."""
+    """The trials' summed ``trial_time_s``, and each trial that ran (trial id -> its time,
+    its clock's; None: not recorded): its clock's is its end minus its start, less the time no
+    driver was on in between (a resume's down time). An experiment from before the trials'
+    clocks were kept has none."""
     seconds = pd.to_numeric(trials.get(TRIAL_TIME_S, pd.Series(dtype=float)), errors="coerce")
-    words: dict[str, Any] = {"seconds": float(seconds.sum()), "clock_s": None, "trials": 0}
+    words: dict[str, Any] = {"seconds": float(seconds.sum()), "trials": {}}
     if STARTED_AT not in trials or ENDED_AT not in trials:
-        return words  # an experiment from before the trials' clocks were kept
-    ran = trials[seconds.notna()]
-    started = pd.to_datetime(ran[STARTED_AT], utc=True, errors="coerce")
-    ended = pd.to_datetime(ran[ENDED_AT], utc=True, errors="coerce")
-    words["clock_s"] = float(
-        sum(
-            (b - a).total_seconds() - down_time_s(metadata, a.timestamp(), b.timestamp())
-            for a, b in zip(started, ended, strict=True)
-            if not (pd.isna(a) or pd.isna(b))
-        )
-    )
-    return {**words, "trials": len(ran)}
+        return words
+    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
+    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
+    status = trials.get(RAY_STATUS, pd.Series("", index=trials.index)).astype(str)
+    for i in trials.index[status != "PENDING"]:  # a pending trial never started
+        a, b, clock = started[i], ended[i], None
+        if not (pd.isna(a) or pd.isna(b)):
+            clock = (b - a).total_seconds() - down_time_s(metadata, a.timestamp(), b.timestamp())
+        time = None if pd.isna(seconds[i]) else float(seconds[i])
+        words["trials"][str(trials.at[i, TRIAL_ID])] = [time, clock]
+    return words
 
 
 def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,8 +30,8 @@ PHASE_KEYS = (
     "repeats_done", "method", "stopped", "resolution", "time_limit_s", "seconds",
     "started_unix_s", "ended_unix_s",
 )  # fmt: skip
-# A trial's wall time is kept in whole seconds beside its start and end: the rows' sum may
-# differ from their clocks' by this much per trial.
+# A trial's wall time is kept beside its start and end in whole seconds: it may differ from
+# what they give by this much.
 ROW_SLACK_S = 1.5
 
 
@@ -41,12 +41,17 @@ def phase_text(words: Mapping[str, Any]) -> str:
 
 
 def wall_time_text(words: Mapping[str, Any]) -> str:
-    """The trials' summed wall time, which must be their clocks' (each trial's end minus its
-    start, less the time the driver was down in between: tuner.experiment.limits.down_time_s)."""
-    seconds, clock_s = float(words["seconds"]), words["clock_s"]
-    if clock_s is not None and abs(seconds - clock_s) > ROW_SLACK_S * max(1, words["trials"]):
-        raise ValueError(f"the trials' times sum to {seconds:.0f}s, their clocks to {clock_s:.0f}s")
-    return f"summed trial wall time: {duration_text(seconds)}"
+    """The trials' summed wall time, each trial's time its clock's: its end minus its start,
+    less the time the driver was down in between (tuner.experiment.limits.down_time_s)."""
+    for trial, (seconds, clock_s) in words["trials"].items():
+        if seconds is None or clock_s is None:
+            raise ValueError(f"trial {trial} ran, and the trials table has no start, end or time")
+        if abs(seconds - clock_s) > ROW_SLACK_S:
+            raise ValueError(
+                f"trial {trial}'s trial_time_s is {seconds:.1f}s, its clock's {clock_s:.1f}s "
+                "(its end less its start, less the driver's down time)"
+            )
+    return f"summed trial wall time: {duration_text(float(words['seconds']))}"
 
 
 def probe_budget_text(words: Mapping[str, Any]) -> str:

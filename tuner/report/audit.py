@@ -12,8 +12,9 @@ folders, the MLflow store the search was told, W&B offline runs), and checks:
   section (written before them, or an ablation's), every "beyond noise", "faster", "tie", "says
   nothing" against its interval as the words show it, by the one rule
   (:attr:`tuner.stats.Change.verdict`);
-- ``duration``: every duration stated inside a clock record's words; each trial's wall time
-  against its start and end, less the driver's down time;
+- ``duration``: every duration stated inside a clock record's words (each record, the wall
+  time's with each trial's time and clock, its start to its end less the driver's down time,
+  is a ``claim``);
 - ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's
   (the kinds are :data:`tuner.record.KINDS`);
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
@@ -32,7 +33,6 @@ trials.csv (no trackers, no clocks).
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,6 @@ from tuner.experiment import (
     read_metadata,
     read_trials_csv,
 )
-from tuner.experiment.limits import down_time_s
 from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.report._audit_claims import (
     CLAIM,
@@ -67,11 +66,9 @@ from tuner.report._audit_claims import (
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
 from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
-    DownTime,
     Finding,
     check_intervals,
     check_kinds,
-    check_trial_times,
     seconds_of,
 )
 from tuner.units import duration_text
@@ -131,8 +128,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     if report_dir is not None and (report_dir / "trials.csv").is_file():
         trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
         result.findings += _same_rows(experiment.trials, trials, report_dir)
-        down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
-        result.findings += _report(report_dir, trials, down_s=down)
+        result.findings += _report(report_dir, trials)
         result.findings += _claims(report_dir, experiment, result)
         where = f"{report_dir.name}/trials.csv"
         result.findings += check_time_to_target(experiment, trials, where)
@@ -149,12 +145,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     return result
 
 
-def _report(
-    report_dir: Path,
-    trials: pd.DataFrame,
-    *,
-    down_s: DownTime | None = None,
-) -> list[Finding]:
+def _report(report_dir: Path, trials: pd.DataFrame) -> list[Finding]:
     found: list[Finding] = []
     markdown = report_dir / REPORT_FILE
     if markdown.is_file():
@@ -162,7 +153,6 @@ def _report(
         if not covers_every_section(claims_of(report_dir)[0] or []):  # words without records
             found += check_intervals(text, where)
         found += check_kinds(text, where, trials)
-    found += check_trial_times(trials, f"{report_dir.name}/trials.csv", down_s)
     page = report_dir / REPORT_HTML_FILE
     if page.is_file():
         found += check_plots(page.read_text(), REPORT_HTML_FILE, trials)
