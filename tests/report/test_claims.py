@@ -444,3 +444,21 @@ def test_the_wall_time_record_is_its_trials_clocks_less_the_driver_s_down_time()
         counted = wall_time_words(trials.assign(trial_time_s=times), metadata)
         with pytest.raises(ValueError, match=re.escape(why)):
             render(Claim("wall_time", (), (), counted))
+
+
+def test_a_report_whose_records_cover_it_has_every_verdict_and_duration_in_a_record() -> None:
+    """Issue 48: with the clock's records (a report written since them), every section's
+    verdict words and every duration stated lie in a record's words, with no regex left to
+    re-read them: a "faster" beside a bare interval and a duration no record states each fail.
+    A report from before them is read as before (its prose sections by the interval check)."""
+    markdown = (
+        "# Tuning report: e\n\n## 7. Trials\n\nIt ran 1.01x [0.90–1.12] faster.\n\n"
+        "## 10. Details\n\n- summed trial wall time: 4s\n- the search took 9s\n"
+    )
+    clock = Claim("wall_time", (), (), {"seconds": 4.0, "trials": {}}).with_text()
+    found = check_verdict_words(markdown, [clock])
+    assert [(f.check, f.why.split(" lies")[0]) for f in found] == [
+        ("interval", "'faster'"),
+        ("duration", "'9s'"),
+    ]
+    assert check_verdict_words(markdown, []) == []  # an older report: not its records' to say

@@ -50,7 +50,7 @@ from tuner.experiment import (
     read_metadata,
     read_trials_csv,
 )
-from tuner.record import KIND, KINDS, TRIAL_ID
+from tuner.record import KIND, KINDS
 from tuner.report._audit_claims import (
     CLAIM,
     check_claims,
@@ -69,6 +69,7 @@ from tuner.report._audit_text import (
     Finding,
     check_intervals,
     check_kinds,
+    kinds_of,
     seconds_of,
 )
 from tuner.units import duration_text
@@ -200,8 +201,7 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
 
 def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path) -> list[Finding]:
     """The report's trials.csv holds the experiment's trials, each with its kind."""
-    mine = dict(zip(experiment[TRIAL_ID].astype(str), experiment[KIND].astype(str), strict=True))
-    theirs = dict(zip(report[TRIAL_ID].astype(str), report[KIND].astype(str), strict=True))
+    mine, theirs = kinds_of(experiment), kinds_of(report)
     if mine == theirs:
         return []
     why = f"the experiment folder has {len(mine)} trials ({_kinds(mine)})"
@@ -219,7 +219,7 @@ _LINE = re.compile(rf"^\[[^\]]*\] ({'|'.join(map(re.escape, KINDS))})\s+(\w+)  "
 def check_console(console: str, trials: pd.DataFrame) -> list[Finding]:
     """Each console line that ends a trial names the kind trials.csv has; each phase's "took X"
     is no shorter than the clock its own heartbeat lines showed."""
-    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    kinds = kinds_of(trials)
     found = []
     for match in _LINE.finditer(console):
         said, trial_id = match.group(1), match.group(2)
