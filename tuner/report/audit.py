@@ -72,6 +72,8 @@ from tuner.report._audit_text import (
     kinds_of,
     seconds_of,
 )
+from tuner.report._build_claims import counts_claim
+from tuner.report.claims import render
 from tuner.units import duration_text
 
 __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
@@ -204,13 +206,8 @@ def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path)
     mine, theirs = kinds_of(experiment), kinds_of(report)
     if mine == theirs:
         return []
-    why = f"the experiment folder has {len(mine)} trials ({_kinds(mine)})"
-    return [Finding(KIND, f"{report_dir.name}/trials.csv", _kinds(theirs), why)]
-
-
-def _kinds(kinds: dict[str, str]) -> str:
-    counts = pd.Series(list(kinds.values()), dtype=str).value_counts()
-    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    why = f"the experiment folder has {render(counts_claim(experiment))}"
+    return [Finding(KIND, f"{report_dir.name}/trials.csv", render(counts_claim(report)), why)]
 
 
 _LINE = re.compile(rf"^\[[^\]]*\] ({'|'.join(map(re.escape, KINDS))})\s+(\w+)  ", re.MULTILINE)
