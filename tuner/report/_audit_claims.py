@@ -60,9 +60,8 @@ CLAIM = "claim"  # the check's name in a finding
 # The words that claim a verdict: each must lie in a claim's words on the first screen.
 VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
 _VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
-# The sections whose every verdict word must lie in a claim's words (by the start of their
-# titles, tuner.report._write) in a report from before the clock's records (CLOCK_KINDS); since
-# them, every section.
+# The sections whose every verdict word must lie in a claim's words (by their titles' start) in
+# a report from before the clock's records (CLOCK_KINDS); in one since, every section.
 CHECKED_SECTIONS = (
     "The answer",
     "Pareto front",
@@ -71,8 +70,7 @@ CHECKED_SECTIONS = (
     "Speed settings chosen",
     "Batch size and time to target",
 )
-# The records of the report's clock (tuner.report._trial_words): a report that has them has
-# every section checked, and every duration it states (as duration_text writes one) too.
+# The records of the report's clock; a duration as duration_text writes it.
 CLOCK_KINDS = frozenset({"phase_time", "wall_time", "probe_budget", "machine_load"})
 _DURATION = re.compile(r"\b(?:\d+h\d\dm|\d+m\d\ds|\d+s)\b")
 # The claims the console summary says too (tuner.report.console: its counts line, the lead
@@ -140,9 +138,8 @@ _BESIDE_INTERVAL = re.compile(r"\[[-−]?[\d.,]+–[-−]?[\d.,]+\](?:(?!\. |;)[
 def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
     :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
-    word said outside every claim is a verdict nothing checks. A report whose records hold the
-    clock's (:data:`CLOCK_KINDS`) has every section checked so, and every duration it states
-    must lie in a claim's words too (an older report's durations were its prose)."""
+    word said outside every claim is a verdict nothing checks. In a report its records cover
+    (:func:`covers_every_section`), every section's, and every duration it states."""
     clocked = covers_every_section(claims)
     found = []
     for region in _checked_regions(markdown, every=clocked):
@@ -167,9 +164,8 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
 
 
 def covers_every_section(claims: list[Claim]) -> bool:
-    """Whether the records cover every section of their report (a report written since the
-    clock's records, :data:`CLOCK_KINDS`): then a verdict or a duration said outside them is
-    unchecked, and no regex re-reads the words."""
+    """Whether the records cover every section of their report (written since the clock's
+    records): then no regex re-reads its words."""
     return any(claim.kind in CLOCK_KINDS for claim in claims)
 
 

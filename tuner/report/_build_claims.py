@@ -49,7 +49,6 @@ from tuner.units import as_number, is_finite
 __all__ = [
     "build_claims",
     "claims_for",
-    "clock_claims",
     "counts_claim",
     "counts_said",
     "effect_claim",
@@ -61,7 +60,6 @@ __all__ = [
     "sentence_text",
     "short_trials",
     "starved_said",
-    "trial_claims",
     "wall_time_words",
 ]
 
@@ -148,16 +146,15 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
         experiment.metadata.get("effects"),
         experiment.trials,
     )
-    made = [*batch_claims(answer, experiment.remeasure), *clock_claims(experiment)]
-    for claim in [*made, *trial_claims(experiment, answer)]:
+    made = [*batch_claims(answer, experiment.remeasure), *_clock_claims(experiment)]
+    for claim in [*made, *_trial_claims(experiment, answer)]:
         claims.add(claim)
     return claims
 
 
-def trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
-    """What the report says of the trials' rows beside their counts: the front's size, why
-    nothing can be recommended, which may be, the searched values no trial ran ok with (each
-    with the kinds its trials were)."""
+def _trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
+    """The front's size, why nothing can be recommended, which may be, and the searched values
+    no trial ran ok with (each with the kinds its trials were)."""
     trials, meta = experiment.trials, experiment.metadata
     counts = {"counts": _counts_of(trials), "total": len(trials)}
     claims = [
@@ -176,10 +173,9 @@ def trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
 CLOCKED_PHASES = ("remeasure", "effects")
 
 
-def clock_claims(experiment: Experiment) -> list[Claim]:
+def _clock_claims(experiment: Experiment) -> list[Claim]:
     """The report's durations and load, each with the clock it rests on: each measuring
-    phase's record (its clock's two ends), the trials' summed wall time with their clocks' sum
-    (less the driver's down time), the speed probes' cost, the machine's load."""
+    phase's record (its clock's two ends), the trials' times, the probes' cost, the load."""
     meta, trials = experiment.metadata, experiment.trials
     claims = [
         Claim("phase_time", (phase,), (), {k: info[k] for k in PHASE_KEYS if k in info})
@@ -194,10 +190,9 @@ def clock_claims(experiment: Experiment) -> list[Claim]:
 
 
 def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The trials' summed ``trial_time_s``, and each trial that ran (trial id -> its time,
-    its clock's; None: not recorded): its clock's is its end minus its start, less the time no
-    driver was on in between (a resume's down time). An experiment from before the trials'
-    clocks were kept has none."""
+    """The trials' summed ``trial_time_s``, and each trial that ran (id -> its time, its
+    clock's; None: not recorded): its end minus its start, less the time no driver was on in
+    between (a resume's down time)."""
     seconds = pd.to_numeric(trials.get(TRIAL_TIME_S, pd.Series(dtype=float)), errors="coerce")
     words: dict[str, Any] = {"seconds": float(seconds.sum()), "trials": {}}
     if STARTED_AT not in trials or ENDED_AT not in trials:
@@ -232,10 +227,10 @@ def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, 
 
 def _probe_budget_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The probes' seconds (their own and their waits for another trial's), the trials' wall
-    time, the share allowed, how many trials ran with knobs unprobed (from trials.csv)."""
+    time, the share allowed, how many trials ran with knobs unprobed."""
 
-    def column(key: str) -> pd.Series:
-        return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce").fillna(0)
+    def column(key: str) -> pd.Series:  # NaN (no time) sums as 0
+        return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce")
 
     share = (metadata.get("options") or {}).get("probe_share")
     unprobed = trials.get(SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("").astype(str)

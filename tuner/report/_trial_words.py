@@ -1,14 +1,11 @@
-"""The words of the report's claims on the trials' rows and the clock (:mod:`tuner.report.claims`
-renders each record with these): a measuring phase's time, the trials' summed wall time, what
-the speed probes cost, the machine's load; the front's size, why nothing can be recommended, the
-values no trial ran ok. Each takes the record's subjects and ``words`` alone (plain JSON)."""
+"""The words of the report's claims on the trials' rows and the clock (a measuring phase's time
+is tuner.measure.measured_text's), each from a record's subjects and ``words`` alone."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.measure import measured_text
 from tuner.measure.load import LOADED_CORES
 from tuner.report.document import user
 from tuner.units import duration_text, format_bytes, plural
@@ -19,7 +16,6 @@ __all__ = [
     "load_text",
     "no_pick_text",
     "not_tried_text",
-    "phase_text",
     "probe_budget_text",
     "wall_time_text",
 ]
@@ -33,11 +29,6 @@ PHASE_KEYS = (
 # A trial's wall time is kept beside its start and end in whole seconds: it may differ from
 # what they give by this much.
 ROW_SLACK_S = 1.5
-
-
-def phase_text(words: Mapping[str, Any]) -> str:
-    """How a measuring phase ran and ended, and how long it took on the clock."""
-    return measured_text(words)
 
 
 def wall_time_text(words: Mapping[str, Any]) -> str:
@@ -97,14 +88,9 @@ def load_text(words: Mapping[str, Any]) -> str:
         if isinstance(again, int | float)
         else ", not measured during a re-measurement"
     )
-    busy = bool(cores) and cores[0] >= LOADED_CORES
-    busy = busy or (isinstance(again, int | float) and again >= LOADED_CORES)
-    caveat = (
-        ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier "
-        "than a quiet one's"
-        if busy
-        else ""
-    )
+    busy = max(cores[0] if cores else 0, again if isinstance(again, int | float) else 0)
+    caveat = ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier"
+    caveat = f"{caveat} than a quiet one's" if busy >= LOADED_CORES else ""
     return f"**Machine load**: other processes {trials}{remeasure}{caveat}."
 
 
@@ -125,26 +111,19 @@ def no_pick_text(words: Mapping[str, Any]) -> str:
     """Why no configuration can be recommended, from the trials counted by kind (``counts``:
     the counts record's) and the memory limit."""
     counts, total = words["counts"], int(words["total"])
-    over, errors, cut = (int(counts.get(k, 0)) for k in ("over budget", "errored", "incomplete"))
+    limit = format_bytes(words["limit_bytes"])
+    why = {  # by the kind of the trials
+        "over budget": f"measured more than the budget of {limit}: raise --max-memory or search "
+        "smaller batch sizes.",
+        "errored": "failed with an error: the Trials section has each.",
+        "incomplete": "did not end before the search did (incomplete): give the search more "
+        "time (--search-time-budget-s) or resume it.",
+    }
     lines = [
         f"**No configuration can be recommended**: none of the {plural(total, 'trial')} "
-        "finished ok within the memory budget."
+        "finished ok within the memory budget.",
+        *(f"{plural(int(counts[k]), 'trial')} {said}" for k, said in why.items() if counts.get(k)),
     ]
-    if over:
-        lines.append(
-            f"{plural(over, 'trial')} measured more than the budget of "
-            f"{format_bytes(words['limit_bytes'])}: raise --max-memory or search smaller batch "
-            "sizes."
-        )
-    if errors:
-        lines.append(
-            f"{plural(errors, 'trial')} failed with an error: the Trials section has each."
-        )
-    if cut:
-        lines.append(
-            f"{plural(cut, 'trial')} did not end before the search did (incomplete): give the "
-            "search more time (--search-time-budget-s) or resume it."
-        )
     return " ".join(lines)
 
 

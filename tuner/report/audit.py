@@ -7,16 +7,11 @@ It reads the experiment folder (its trials, its metadata's measurement clocks), 
 when one is given, and every tracker's files present (TensorBoard event files in the trial
 folders, the MLflow store the search was told, W&B offline runs), and checks:
 
-- ``interval``: every verdict word ("beyond noise", "faster", "best", ...) inside a record's
-  words (:mod:`tuner.report._audit_claims`); in a report whose records do not cover every
-  section (written before them, or an ablation's), every "beyond noise", "faster", "tie", "says
-  nothing" against its interval as the words show it, by the one rule
-  (:attr:`tuner.stats.Change.verdict`);
-- ``duration``: every duration stated inside a clock record's words (each record, the wall
-  time's with each trial's time and clock, its start to its end less the driver's down time,
-  is a ``claim``);
-- ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's
-  (the kinds are :data:`tuner.record.KINDS`);
+- ``interval``: every verdict word inside a record's words; in a report its records do not
+  cover (older, an ablation's), each against its interval by the one rule
+  (:attr:`tuner.stats.Change.verdict`), read from the words;
+- ``duration``: every stated duration inside a clock record's words (each record a ``claim``);
+- ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's;
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
 - ``unmeasured``: no value that was not measured;

@@ -33,6 +33,7 @@ from tuner.answer import (
     starved_text,
 )
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
+from tuner.measure import measured_text
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
 from tuner.report import _batch_words, _effects, _trial_words
 from tuner.report.document import change_text
@@ -477,7 +478,7 @@ def _probes_say_nothing(claim: Claim) -> str:
 
 RENDERERS: dict[str, Callable[[Claim], str]] = {
     # the clock's: what each stated duration rests on (their words: _trial_words)
-    "phase_time": lambda claim: _trial_words.phase_text(claim.words),
+    "phase_time": lambda claim: measured_text(claim.words),  # a phase's record: its clock
     "wall_time": lambda claim: _trial_words.wall_time_text(claim.words),
     "probe_budget": lambda claim: _trial_words.probe_budget_text(claim.words),
     "machine_load": lambda claim: _trial_words.load_text(claim.words),
