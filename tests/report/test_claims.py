@@ -462,3 +462,16 @@ def test_a_report_whose_records_cover_it_has_every_verdict_and_duration_in_a_rec
         ("duration", "'9s'"),
     ]
     assert check_verdict_words(markdown, []) == []  # an older report: not its records' to say
+
+
+def test_a_value_shown_is_no_claim_in_a_report_its_records_cover() -> None:
+    """A name, path or error message the report shows (a code span; a table row of the
+    trials and details sections, whose cells are the data) is checked as no claim: an
+    experiment named `fastest-30s` and an error that says "took 30s, best effort" are values."""
+    markdown = (
+        "# Tuning report: fastest\n\n## 7. Trials\n\n| a | errored | timed out after 30s, best |"
+        "\n\n## 10. Details\n\n- experiment: `fastest-30s` (`/tmp/best`)\n- summed trial wall "
+        "time: 4s\n"
+    )
+    clock = Claim("wall_time", (), (), {"seconds": 4.0, "trials": {}}).with_text()
+    assert check_verdict_words(markdown, [clock]) == []

@@ -139,10 +139,11 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
     :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
     word said outside every claim is a verdict nothing checks. In a report its records cover
-    (:func:`covers_every_section`), every section's, and every duration it states."""
+    (:func:`covers_every_section`), every section's, and every duration it states. A value
+    shown is no claim: a code span (a trial id, a name), a later section's table row."""
     clocked = covers_every_section(claims)
     found = []
-    for region in _checked_regions(markdown, every=clocked):
+    for region, values in _checked_regions(markdown, every=clocked):
         spans = [
             (m.start(), m.end())
             for claim in claims
@@ -156,7 +157,7 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
             before = region[max(0, word.start() - 90) : word.start()]
             if check == "interval" and not clocked and _BESIDE_INTERVAL.search(before):
                 continue  # said after its own interval: the interval check reads it (old)
-            if not any(a <= word.start() and word.end() <= b for a, b in spans):
+            if not any(a <= word.start() and word.end() <= b for a, b in [*spans, *values]):
                 text = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
                 why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): {what} unchecked"
                 found.append(Finding(check, REPORT_FILE, text, why))
@@ -169,19 +170,24 @@ def covers_every_section(claims: list[Claim]) -> bool:
     return any(claim.kind in CLOCK_KINDS for claim in claims)
 
 
-def _checked_regions(markdown: str, *, every: bool = False) -> list[str]:
+def _checked_regions(markdown: str, *, every: bool) -> list[tuple[str, list[tuple[int, int]]]]:
     """The lead (before the first section, less the title: the experiment's name is the
-    user's) and each section whose title is checked (``every``: each section)."""
+    user's) and each section whose title is checked (``every``: each section), each with the
+    spans that show values: code spans, and a later section's table rows (its errors, settings,
+    metadata: the data, not the report's words)."""
     markdown = re.sub(r"\A# .*\n", "", markdown)
     parts = re.split(r"^(?=## \d+\. )", markdown, flags=re.MULTILINE)
     title = re.compile(r"## \d+\. (.*)")
-    return [
-        part
-        for part in parts
-        if every
-        or not part.startswith("## ")
-        or any((m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS)
-    ]
+    regions = []
+    for part in parts:
+        early = not part.startswith("## ") or any(
+            (m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS
+        )
+        values = [m.span() for m in re.finditer(r"`[^`\n]*`", part)]
+        values += [] if early else [m.span() for m in re.finditer(r"^\|.*$", part, re.MULTILINE)]
+        if early or every:
+            regions.append((part, values))
+    return regions
 
 
 def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:

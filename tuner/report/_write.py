@@ -51,6 +51,7 @@ from tuner.report.document import (
     Details,
     Section,
     Table,
+    code,
     estimate_text,
     render_html,
     render_markdown,
@@ -350,16 +351,16 @@ def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
     remeasured = 0 if experiment.remeasure is None else len(experiment.remeasure)
     return "\n".join(
         [
-            f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
+            f"- experiment: {code(experiment.name)} ({code(experiment.path)})",
             f"- state: {progress.state}",
             *(f"- {step}: {why}" for step, why in progress.not_run.items()),
-            f"- space: {user(meta.get('space', 'unknown'))}, sampler "
-            f"{user(meta.get('sampler', '?'))}, seed {user(meta.get('seed', '?'))}",
+            f"- space: {code(meta.get('space', 'unknown'))}, sampler "
+            f"{code(meta.get('sampler', '?'))}, seed {code(meta.get('seed', '?'))}",
             f"- memory limit: {format_bytes(limit) if limit else 'none'}",
             f"- trials: {counts_said(experiment.trials, claims)}",
             f"- {claims.text('wall_time')}",
             f"- {claims.text('machine_load')}",
-            f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
+            f"- searched parameters: {code(', '.join(experiment.searched_names) or 'unknown')}",
             f"- re-measurements: {REMEASURE_FILE} ({plural(remeasured, 'row')}, "
             f"{plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
             # --warm-start: how many of the study's trials came from which experiment
