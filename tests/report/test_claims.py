@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +27,7 @@ from tuner.report._audit_claims import (
     check_verdict_words,
 )
 from tuner.report._build_claims import build_claims, wall_time_words
+from tuner.report._trial_words import wall_time_problem
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
@@ -437,13 +437,16 @@ def test_the_wall_time_record_is_its_trials_clocks_less_the_driver_s_down_time()
     words = wall_time_words(trials, metadata)
     assert words == {"seconds": 360.0, "trials": {"a": [300.0, 300.0], "b": [60.0, 60.0]}}
     assert render(Claim("wall_time", (), (), words)) == "summed trial wall time: 6m00s"
+    assert wall_time_problem(words) == ""
     for times, why in [
         ([600.0, 60.0, None], "trial a's trial_time_s is 600.0s, its clock's 300.0s"),
         ([300.0, None, None], "trial b ran, and the trials table has no start, end or time"),
     ]:
-        counted = wall_time_words(trials.assign(trial_time_s=times), metadata)
-        with pytest.raises(ValueError, match=re.escape(why)):
-            render(Claim("wall_time", (), (), counted))
+        counted = Claim(
+            "wall_time", (), (), wall_time_words(trials.assign(trial_time_s=times), metadata)
+        )
+        [found] = check_claims([counted.with_text()], {"report.md": counted.with_text().text}, None)
+        assert found.why.startswith(why), found.why
 
 
 def test_a_report_whose_records_cover_it_has_every_verdict_and_duration_in_a_record() -> None:

@@ -28,6 +28,7 @@ from tuner.report._batch import larger_sooner
 from tuner.report._batch_words import TIME_RATIO as BATCH_TIME_RATIO
 from tuner.report._build_claims import claims_for, counts_claim, short_trials, wall_time_words
 from tuner.report._effects import controlled_effects, plain_loop_gain
+from tuner.report._trial_words import wall_time_problem
 from tuner.report._write import placed_claims
 from tuner.report.claims import (
     CELL_KINDS,
@@ -253,6 +254,8 @@ def _words(claim: Claim, documents: Mapping[str, str]) -> str:
                 f"its {measure.quantity} {_interval(measure)} is {rule!r} by the one rule, "
                 f"the record says {measure.verdict!r}"
             )
+    if claim.kind == "wall_time" and (why := wall_time_problem(claim.words)):
+        return why  # the clock it rests on gives another time
     try:
         words = render(claim)
     except (KeyError, ValueError, TypeError, IndexError) as error:

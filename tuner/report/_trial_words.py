@@ -17,6 +17,7 @@ __all__ = [
     "no_pick_text",
     "not_tried_text",
     "probe_budget_text",
+    "wall_time_problem",
     "wall_time_text",
 ]
 
@@ -32,17 +33,22 @@ ROW_SLACK_S = 1.5
 
 
 def wall_time_text(words: Mapping[str, Any]) -> str:
-    """The trials' summed wall time, each trial's time its clock's: its end minus its start,
-    less the time the driver was down in between (tuner.experiment.limits.down_time_s)."""
+    """The trials' summed wall time."""
+    return f"summed trial wall time: {duration_text(float(words['seconds']))}"
+
+
+def wall_time_problem(words: Mapping[str, Any]) -> str:
+    """Why a trial's time is not its clock's (its end minus its start, less the time the
+    driver was down in between: tuner.experiment.limits.down_time_s); "" when each is."""
     for trial, (seconds, clock_s) in words["trials"].items():
         if seconds is None or clock_s is None:
-            raise ValueError(f"trial {trial} ran, and the trials table has no start, end or time")
+            return f"trial {trial} ran, and the trials table has no start, end or time"
         if abs(seconds - clock_s) > ROW_SLACK_S:
-            raise ValueError(
+            return (
                 f"trial {trial}'s trial_time_s is {seconds:.1f}s, its clock's {clock_s:.1f}s "
                 "(its end less its start, less the driver's down time)"
             )
-    return f"summed trial wall time: {duration_text(float(words['seconds']))}"
+    return ""
 
 
 def probe_budget_text(words: Mapping[str, Any]) -> str:
