@@ -193,7 +193,7 @@ def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[s
     """The trials' summed ``trial_time_s``, and each trial that ran (id -> its time, its
     clock's; None: not recorded): its end minus its start, less the time no driver was on in
     between (a resume's down time)."""
-    seconds = pd.to_numeric(trials.get(TRIAL_TIME_S, pd.Series(dtype=float)), errors="coerce")
+    seconds = _numbers(trials, TRIAL_TIME_S)
     words: dict[str, Any] = {"seconds": float(seconds.sum()), "trials": {}}
     if STARTED_AT not in trials or ENDED_AT not in trials:
         return words
@@ -209,12 +209,15 @@ def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[s
     return words
 
 
+def _numbers(trials: pd.DataFrame, key: str) -> pd.Series:
+    """A column as numbers (NaN: none; a sum skips it), empty where the table has none."""
+    return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce")
+
+
 def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The load measured during the trials (each one's ``machine_load_cores``) and during the
     re-measurement (its phase's ``load_cores``), and the cores Ray counted."""
-    cores = pd.to_numeric(
-        trials.get(MACHINE_LOAD_CORES, pd.Series(dtype=float)), errors="coerce"
-    ).dropna()
+    cores = _numbers(trials, MACHINE_LOAD_CORES).dropna()
     said = [float(cores.median()), float(cores.min()), float(cores.max()), len(cores)]
     total = (metadata.get("cluster") or {}).get("total_cpus")
     again = (metadata.get("remeasure") or {}).get("load_cores")
@@ -228,16 +231,14 @@ def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, 
 def _probe_budget_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The probes' seconds (their own and their waits for another trial's), the trials' wall
     time, the share allowed, how many trials ran with knobs unprobed."""
-
-    def column(key: str) -> pd.Series:  # NaN (no time) sums as 0
-        return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce")
-
     share = (metadata.get("options") or {}).get("probe_share")
     unprobed = trials.get(SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("").astype(str)
     return {
         "share": share if isinstance(share, int | float) else None,
-        "probe_s": float(column(SPEED_PROBE_TIME_S).sum() + column(SPEED_PROBE_WAIT_S).sum()),
-        "trials_s": float(column(TRIAL_TIME_S).sum()),
+        "probe_s": float(
+            _numbers(trials, SPEED_PROBE_TIME_S).sum() + _numbers(trials, SPEED_PROBE_WAIT_S).sum()
+        ),
+        "trials_s": float(_numbers(trials, TRIAL_TIME_S).sum()),
         "unprobed": int((unprobed != "").sum()),
     }
 
