@@ -6,7 +6,6 @@ tests/tune/test_tracking.py: a tracked search and its report)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 from pathlib import Path
@@ -15,9 +14,8 @@ import pandas as pd
 import pytest
 
 from tuner.commands import main
-from tuner.experiment.limits import CLOCK, down_time_s
 from tuner.measure import budget_text
-from tuner.report._audit_text import check_durations, check_intervals
+from tuner.report._audit_text import check_intervals
 from tuner.report.audit import audit, check_console
 
 EXAMPLES = Path(__file__).parents[2] / "reports" / "examples"
@@ -112,28 +110,3 @@ def test_a_stated_duration_shorter_than_the_consoles_own_clock_fails() -> None:
 )
 def test_verdict_words_are_checked_by_the_one_rule(text: str, fails: bool) -> None:
     assert bool(check_intervals(text, "report.md")) == fails
-
-
-def test_a_resumed_trial_s_time_leaves_out_the_driver_s_down_time() -> None:
-    """Issue 48: `report --check` failed every resumed experiment ("its trial_time_s is not its
-    ended_at - started_at"): a trial that ran across a kill -9 and its --resume counts only the
-    time a driver was on. The rule now subtracts the down time the metadata records; a time
-    that leaves out more (or less) than that still fails."""
-    metadata = {CLOCK: {"down_unix_s": [[1100.0, 1400.0]]}}
-    down = functools.partial(down_time_s, metadata)
-    trials = pd.DataFrame(
-        {
-            "trial_id": ["a", "b"],
-            "kind": ["ok", "ok"],
-            "started_at": pd.to_datetime([1000.0, 1500.0], unit="s", utc=True),
-            "ended_at": pd.to_datetime([1600.0, 1560.0], unit="s", utc=True),
-            "trial_time_s": [300.0, 60.0],  # a: 600 s on the clock, 300 of them down
-        }
-    )
-    assert check_durations("", "report.md", trials, {}, down_s=down) == []
-    assert check_durations("", "report.md", trials, {}) == []  # alone: at most its span
-    trials.loc[0, "trial_time_s"] = 600.0  # the down time counted as the trial's
-    [found] = check_durations("", "report.md", trials, {}, down_s=down)
-    assert found.claim == "trial a: 600.0s" and "less the driver's 300s down" in found.why
-    trials.loc[0, "trial_time_s"] = 700.0  # longer than its span, even alone
-    assert len(check_durations("", "report.md", trials, {})) == 1

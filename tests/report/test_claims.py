@@ -18,6 +18,7 @@ from built_experiment import built_experiment
 from tuner.answer import decide
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.experiment import Experiment
+from tuner.experiment.limits import CLOCK
 from tuner.report._audit_claims import (
     check_claims,
     check_console_claims,
@@ -25,7 +26,8 @@ from tuner.report._audit_claims import (
     check_starved_by,
     check_verdict_words,
 )
-from tuner.report._build_claims import build_claims
+from tuner.report._build_claims import build_claims, wall_time_words
+from tuner.report._trial_words import wall_time_problem
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
@@ -413,3 +415,66 @@ def test_an_unbounded_interval_is_strict_json_and_reads_back(tmp_path: Path) -> 
     (record,) = read_claims(path)
     assert record.measures[0].high == math.inf and record.measures[0].low == 0.0
     assert as_json(dict(record.words)) == as_json(dict(built.words))
+
+
+def test_the_wall_time_record_is_its_trials_clocks_less_the_driver_s_down_time() -> None:
+    """Issue 48: `report --check` failed every resumed experiment ("its trial_time_s is not its
+    ended_at - started_at"): a trial that ran across a kill -9 and its --resume counts only the
+    time a driver was on. The wall-time record carries each trial's time and what its clock
+    gives: its end minus its start, less the down time the metadata records
+    (tuner.experiment.limits.down_time_s). A time that counts the down time (or leaves out
+    more), or a trial that ran with no clock, is no record's words."""
+    trials = pd.DataFrame(
+        {
+            "trial_id": ["a", "b", "c"],
+            "started_at": pd.to_datetime([1000.0, 1500.0, None], unit="s", utc=True),
+            "ended_at": pd.to_datetime([1600.0, 1560.0, None], unit="s", utc=True),
+            "trial_time_s": [300.0, 60.0, None],  # a: 600 s on the clock, 300 of them down
+            "ray_status": ["TERMINATED", "TERMINATED", "PENDING"],  # c never started
+        }
+    )
+    metadata = {CLOCK: {"down_unix_s": [[1100.0, 1400.0]]}}
+    words = wall_time_words(trials, metadata)
+    assert words == {"seconds": 360.0, "trials": {"a": [300.0, 300.0], "b": [60.0, 60.0]}}
+    assert render(Claim("wall_time", (), (), words)) == "summed trial wall time: 6m00s"
+    assert wall_time_problem(words) == ""
+    for times, why in [
+        ([600.0, 60.0, None], "trial a's trial_time_s is 600.0s, its clock's 300.0s"),
+        ([300.0, None, None], "trial b ran, and the trials table has no start, end or time"),
+    ]:
+        counted = Claim(
+            "wall_time", (), (), wall_time_words(trials.assign(trial_time_s=times), metadata)
+        )
+        [found] = check_claims([counted.with_text()], {"report.md": counted.with_text().text}, None)
+        assert found.why.startswith(why), found.why
+
+
+def test_a_report_whose_records_cover_it_has_every_verdict_and_duration_in_a_record() -> None:
+    """Issue 48: with the clock's records (a report written since them), every section's
+    verdict words and every duration stated lie in a record's words, with no regex left to
+    re-read them: a "faster" beside a bare interval and a duration no record states each fail.
+    A report from before them is read as before (its prose sections by the interval check)."""
+    markdown = (
+        "# Tuning report: e\n\n## 7. Trials\n\nIt ran 1.01x [0.90–1.12] faster.\n\n"
+        "## 10. Details\n\n- summed trial wall time: 4s\n- the search took 9s\n"
+    )
+    clock = Claim("wall_time", (), (), {"seconds": 4.0, "trials": {}}).with_text()
+    found = check_verdict_words(markdown, [clock])
+    assert [(f.check, f.why.split(" lies")[0]) for f in found] == [
+        ("interval", "'faster'"),
+        ("duration", "'9s'"),
+    ]
+    assert check_verdict_words(markdown, []) == []  # an older report: not its records' to say
+
+
+def test_a_value_shown_is_no_claim_in_a_report_its_records_cover() -> None:
+    """A name, path or error message the report shows (a code span; a table row of the
+    trials and details sections, whose cells are the data) is checked as no claim: an
+    experiment named `fastest-30s` and an error that says "took 30s, best effort" are values."""
+    markdown = (
+        "# Tuning report: fastest\n\n## 7. Trials\n\n| a | errored | timed out after 30s, best |"
+        "\n\n## 10. Details\n\n- experiment: `fastest-30s` (`/tmp/best`)\n- summed trial wall "
+        "time: 4s\n"
+    )
+    clock = Claim("wall_time", (), (), {"seconds": 4.0, "trials": {}}).with_text()
+    assert check_verdict_words(markdown, [clock]) == []

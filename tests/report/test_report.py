@@ -36,7 +36,8 @@ from tuner.report._effects import (
 )
 from tuner.report._write import placed_claims
 from tuner.report.audit import CHECKS, audit
-from tuner.report.claims import Claim, as_json, read_claims
+from tuner.report.claims import Claim, as_json, read_claims, render
+from tuner.report.document import md_text
 from tuner.techniques import settings_text, speed_knobs
 
 SECTIONS = [
@@ -137,11 +138,12 @@ def test_report_front_is_the_decision_on_re_measured_numbers(
         assert row["search_images_per_second"] == pytest.approx(
             experiment.trials.set_index("trial_id").loc[row["trial_id"], "images_per_second"]
         )
-    counts = md_table((report / "report.md").read_text(), "Trials by kind").set_index("kind")
-    assert (
-        counts["trials"].astype(int).to_dict() == experiment.trials["kind"].value_counts().to_dict()
+    [counts] = [c for c in read_claims(report / CLAIMS_FILE) if c.kind == "counts"]
+    assert counts.words["counts"] == experiment.trials["kind"].value_counts().to_dict()
+    assert set(counts.subjects) <= set(KINDS)  # the trial record's words, none of its own
+    assert f"{counts.text}. Only a trial that ran ok" in section(
+        (report / "report.md").read_text(), 7
     )
-    assert set(counts.index) <= set(KINDS)  # the trial record's words, none of its own
 
 
 def test_technique_section_is_the_controlled_comparison(
@@ -378,21 +380,12 @@ def _tamper(check: str, experiment: Path, report: Path) -> None:
         markdown.write_text(
             markdown.read_text() + "\nIt is faster beyond noise: 1.01x [0.90–1.12].\n"
         )
-    elif check == "duration":
-        text = re.sub(
-            r"summed trial wall time: \S+", "summed trial wall time: 9h59m", markdown.read_text()
-        )
-        markdown.write_text(text)
+    elif check == "duration":  # a duration no clock record states
+        markdown.write_text(markdown.read_text() + "\nThe search took 9h59m.\n")
     elif check == "kind":
         other = next(k for k in KINDS if k != kind)
         markdown.write_text(
             markdown.read_text().replace(f"| {tid} | {kind} |", f"| {tid} | {other} |")
-        )
-    elif check == "count":
-        markdown.write_text(
-            re.sub(
-                r"All (\d+) trials", lambda m: f"All {int(m[1]) + 5} trials", markdown.read_text()
-            )
         )
     elif check == "plot":  # a title promising more trials than it draws
         page.write_text(re.sub(r"Every trial \((\d+)\)", "Every trial (99)", page.read_text()))
@@ -442,7 +435,9 @@ def test_each_claim_kind_of_the_smoke_report_fails_report_check_when_tampered(
             changed = re.sub(r"\d", lambda m: str((int(m[0]) + 1) % 10), claim.text, count=1)
             if changed == claim.text:  # no figure: a word of it changed
                 changed = re.sub(r"\w{4,}", lambda m: m[0].upper(), claim.text, count=1)
-            (copy / "report.md").write_text(markdown.replace(claim.text, changed))
+            tampered = markdown.replace(md_text(claim.text), md_text(changed))
+            assert tampered != markdown, kind  # (a value of the user's: said escaped)
+            (copy / "report.md").write_text(tampered)
             name = claim.name()
         assert main(["report", "--check", str(smoke_experiment), "--out", str(copy)]) == 1
         lines = capsys.readouterr().out.splitlines()
@@ -494,3 +489,55 @@ def test_each_check_of_the_auditor_fails_on_a_report_tampered_that_one_way(
     found = audit(experiment, report_dir=copy)
     assert found.findings, check
     assert {f.check for f in found.findings} == {check}, found.lines()
+
+
+def test_each_stated_duration_is_a_clock_record_and_a_tampered_one_fails(
+    smoke_experiment: Path, report: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48: every duration the report states is a record carrying the clock it rests on
+    (a phase's two ends; the trials' starts and ends less the driver's down time), its words
+    rendered from it and checked against the data. A tampered record, a tampered sentence, a
+    deleted record, a wall time that is not its clocks', and a duration no record states each
+    fail ``report --check`` (the regexes that re-read "took 8s" are gone)."""
+    records = {(c.kind, c.subjects): c for c in read_claims(report / CLAIMS_FILE)}
+    phase, wall = records["phase_time", ("remeasure",)], records["wall_time", ()]
+    markdown = (report / "report.md").read_text()
+    assert f"measured {phase.text}" in markdown and f"- {wall.text}\n" in markdown
+    assert "took" in phase.text and wall.words["trials"]
+    t, (s, clock) = next(iter(wall.words["trials"].items()))  # a trial's time and its clock's
+    assert s == pytest.approx(clock, abs=1.5)
+
+    def rewritten(copy: Path, kind: str, **words: float) -> None:  # a record's words, re-said
+        rows = json.loads((copy / CLAIMS_FILE).read_text())
+        row = next(r for r in rows["claims"] if r["kind"] == kind)
+        row["words"] = {**row["words"], **words}
+        row["text"] = render(Claim(kind, tuple(row["subjects"]), (), row["words"]))
+        (copy / CLAIMS_FILE).write_text(json.dumps(rows))
+
+    def said(copy: Path) -> None:
+        took = re.sub(r"took \d+", "took 99", phase.text)
+        (copy / "report.md").write_text(markdown.replace(phase.text, took))
+
+    def deleted(copy: Path) -> None:
+        rows = json.loads((copy / CLAIMS_FILE).read_text())
+        rows["claims"] = [r for r in rows["claims"] if r["kind"] != "wall_time"]
+        (copy / CLAIMS_FILE).write_text(json.dumps(rows))
+
+    ended = phase.words["ended_unix_s"] + 60
+    cases = {
+        "record": (lambda c: rewritten(c, "phase_time", ended_unix_s=ended), ["the data gives"]),
+        "sentence": (said, ["report.md does not say it", "duration: report.md: "]),
+        "deleted": (deleted, ["has no record of it", "duration: report.md: "]),
+        "unlike its clock": (
+            lambda c: rewritten(c, "wall_time", trials={t: [s + 600, clock]}),
+            [f"'wall_time': trial {t}'s trial_time_s is"],
+        ),
+    }
+    for name, (tamper, why) in cases.items():
+        copy = tmp_path / name
+        shutil.copytree(report, copy)
+        tamper(copy)
+        assert main(["report", "--check", str(smoke_experiment), "--out", str(copy)]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        for words in why:
+            assert any(words in line for line in lines), (name, words, lines)

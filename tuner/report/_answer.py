@@ -17,10 +17,9 @@ from tuner.answer import (
     world_size_of,
 )
 from tuner.decision import ACCURACY_SEEDS
-from tuner.experiment import Experiment, memory_limit
+from tuner.experiment import Experiment
 from tuner.record import (
     ERROR,
-    KIND,
     TARGET_ACCURACY,
     TIME_TO_TARGET_EST_S,
     TIME_TO_TARGET_SOURCE,
@@ -242,33 +241,9 @@ def _gain_missing(effects: pd.DataFrame, progress: Progress) -> str:
 
 
 def _no_pick(experiment: Experiment, claims: Claims) -> str:
-    trials = experiment.trials
-    over = int((trials[KIND] == "over budget").sum())
-    errors = int((trials[KIND] == "errored").sum())
-    lines = [
-        f"**No configuration can be recommended**: none of the {plural(len(trials), 'trial')} "
-        "finished ok within the memory budget."
-    ]
-    if over:
-        lines.append(
-            f"{plural(over, 'trial')} measured more than the budget of "
-            f"{format_bytes(memory_limit(experiment.metadata))}: raise --max-memory or search "
-            "smaller batch sizes."
-        )
-    if errors:
-        lines.append(
-            f"{plural(errors, 'trial')} failed with an error: see section 5 for each message."
-        )
-    starved = starved_said(trials, claims)
-    if starved:
-        lines.append(starved)
-    cut = int((trials[KIND] == "incomplete").sum())
-    if cut:
-        lines.append(
-            f"{plural(cut, 'trial')} did not end before the search did (incomplete): give the "
-            "search more time (--search-time-budget-s) or resume it."
-        )
-    return " ".join(lines)
+    """Why nothing can be recommended (the trials counted by kind), and the trials cut short."""
+    starved = starved_said(experiment.trials, claims)
+    return " ".join(filter(None, [claims.text("no_pick"), starved]))
 
 
 def _shown_path(path: Path) -> Path:

@@ -19,15 +19,16 @@ from typing import Any
 import pandas as pd
 
 from tuner.answer import Answer, decide
-from tuner.compare import PLAIN_LOADER
+from tuner.compare import PLAIN, PLAIN_LOADER
 from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
 from tuner.report._audit_text import Finding
 from tuner.report._batch import larger_sooner
 from tuner.report._batch_words import TIME_RATIO as BATCH_TIME_RATIO
-from tuner.report._build_claims import claims_for, counts_claim, short_trials
+from tuner.report._build_claims import claims_for, counts_claim, short_trials, wall_time_words
 from tuner.report._effects import controlled_effects, plain_loop_gain
+from tuner.report._trial_words import wall_time_problem
 from tuner.report._write import placed_claims
 from tuner.report.claims import (
     CELL_KINDS,
@@ -52,6 +53,7 @@ __all__ = [
     "check_starved_by",
     "check_verdict_words",
     "claims_of",
+    "covers_every_section",
     "report_documents",
 ]
 
@@ -59,9 +61,8 @@ CLAIM = "claim"  # the check's name in a finding
 # The words that claim a verdict: each must lie in a claim's words on the first screen.
 VERDICT_WORDS = ("faster", "slower", "beyond noise", "best", "most accurate", "fastest")
 _VERDICT = re.compile(r"\b(?:" + "|".join(map(re.escape, VERDICT_WORDS)) + r")\b", re.IGNORECASE)
-# The sections whose every verdict word must lie in a claim's words (by the start of their
-# titles, tuner.report._write); the others (scaling, trials, the details) still say theirs in
-# prose, checked by the regexes of _audit_text.
+# The sections whose every verdict word must lie in a claim's words (by their titles' start) in
+# a report from before the clock's records (CLOCK_KINDS); in one since, every section.
 CHECKED_SECTIONS = (
     "The answer",
     "Pareto front",
@@ -70,6 +71,9 @@ CHECKED_SECTIONS = (
     "Speed settings chosen",
     "Batch size and time to target",
 )
+# The records of the report's clock; a duration as duration_text writes it.
+CLOCK_KINDS = frozenset({"phase_time", "wall_time", "probe_budget", "machine_load"})
+_DURATION = re.compile(r"\b(?:\d+h\d\dm|\d+m\d\ds|\d+s)\b")
 # The claims the console summary says too (tuner.report.console: its counts line, the lead
 # and the sentence).
 CONSOLE_KINDS = frozenset({"counts", "picks", "one_pick", "accuracy_against_pick", "starved"})
@@ -135,9 +139,12 @@ _BESIDE_INTERVAL = re.compile(r"\[[-−]?[\d.,]+–[-−]?[\d.,]+\](?:(?!\. |;)[
 def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
     :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
-    word said outside every claim is a verdict nothing checks."""
+    word said outside every claim is a verdict nothing checks. In a report its records cover
+    (:func:`covers_every_section`), every section's, and every duration it states. A value
+    shown is no claim: a code span (a trial id, a name), a later section's table row."""
+    clocked = covers_every_section(claims)
     found = []
-    for region in _checked_regions(markdown):
+    for region, values in _checked_regions(markdown, every=clocked):
         spans = [
             (m.start(), m.end())
             for claim in claims
@@ -145,28 +152,43 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
             if form
             for m in re.finditer(re.escape(form), region)
         ]
-        for word in _VERDICT.finditer(region):
-            if _BESIDE_INTERVAL.search(region[max(0, word.start() - 90) : word.start()]):
-                continue  # said after its own interval: the interval check reads it
-            if not any(a <= word.start() and word.end() <= b for a, b in spans):
-                said = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
-                why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): a verdict unchecked"
-                found.append(Finding("interval", REPORT_FILE, said, why))
+        said = [(w, "interval", "a verdict") for w in _VERDICT.finditer(region)]
+        said += [(w, "duration", "a duration") for w in _DURATION.finditer(region) if clocked]
+        for word, check, what in said:
+            before = region[max(0, word.start() - 90) : word.start()]
+            if check == "interval" and not clocked and _BESIDE_INTERVAL.search(before):
+                continue  # said after its own interval: the interval check reads it (old)
+            if not any(a <= word.start() and word.end() <= b for a, b in [*spans, *values]):
+                text = region[max(0, word.start() - 70) : word.end() + 50].replace("\n", " ")
+                why = f"{word[0]!r} lies in no claim's words ({CLAIMS_FILE}): {what} unchecked"
+                found.append(Finding(check, REPORT_FILE, text, why))
     return found
 
 
-def _checked_regions(markdown: str) -> list[str]:
+def covers_every_section(claims: list[Claim]) -> bool:
+    """Whether the records cover every section of their report (written since the clock's
+    records): then no regex re-reads its words."""
+    return any(claim.kind in CLOCK_KINDS for claim in claims)
+
+
+def _checked_regions(markdown: str, *, every: bool) -> list[tuple[str, list[tuple[int, int]]]]:
     """The lead (before the first section, less the title: the experiment's name is the
-    user's) and each section whose title is checked."""
+    user's) and each section whose title is checked (``every``: each section), each with the
+    spans that show values: code spans, and a later section's table rows (its errors, settings,
+    metadata: the data, not the report's words)."""
     markdown = re.sub(r"\A# .*\n", "", markdown)
     parts = re.split(r"^(?=## \d+\. )", markdown, flags=re.MULTILINE)
     title = re.compile(r"## \d+\. (.*)")
-    return [
-        part
-        for part in parts
-        if not part.startswith("## ")
-        or any((m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS)
-    ]
+    regions = []
+    for part in parts:
+        early = not part.startswith("## ") or any(
+            (m := title.match(part)) and m[1].startswith(t) for t in CHECKED_SECTIONS
+        )
+        values = [m.span() for m in re.finditer(r"`[^`\n]*`", part)]
+        values += [] if early else [m.span() for m in re.finditer(r"^\|.*$", part, re.MULTILINE)]
+        if early or every:
+            regions.append((part, values))
+    return regions
 
 
 def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
@@ -184,32 +206,31 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
             why = f"it names {len(claim.subjects)} trial(s) and {len(said)} cause(s)"
             return [Finding(CLAIM, CLAIMS_FILE, claim.name(), why)]
         recorded |= {t: str(c) if c else None for t, c in zip(claim.subjects, said, strict=True)}
-    found = []
-    for trial in sorted(set(causes.index) | set(recorded)):
-        cause = causes.get(trial)
-        if trial not in recorded:
-            why = f"{where} has starved_by {cause!r} for trial {trial}, and no record names it"
-        elif cause != recorded[trial]:
-            why = (
-                f"{where} has starved_by {cause!r} for trial {trial}, "
-                f"the records {recorded[trial]!r}"
-            )
-        else:
-            continue
-        found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
-    return found
+    return [
+        Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", f"{where} has starved_by "
+                f"{causes.get(trial)!r} for trial {trial}, " + (f"the records {recorded[trial]!r}"
+                if trial in recorded else "and no record names it"))
+        for trial in sorted(set(causes.index) | set(recorded))
+        if trial not in recorded or causes.get(trial) != recorded[trial]
+    ]  # fmt: skip
 
 
 def check_counts_record(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
-    """The counts record, where the report has one (a report written before it has none),
-    against the record built again from ``trials`` (the report's trials.csv): a report alone
-    has no experiment to build it from."""
+    """The counts and wall-time records, where the report has them (a report written before
+    them has none), against what ``trials`` (the report's trials.csv) gives: a report alone has
+    no experiment to build them from (the wall time: its sum)."""
     built = counts_claim(trials)
-    return [
+    seconds = wall_time_words(trials, {})["seconds"]
+    found = [
         Finding(CLAIM, CLAIMS_FILE, claim.name(), f"{where} gives {render(built)!r}")
         for claim in claims
         if claim.kind == "counts"
         and (claim.key != built.key or as_json(dict(claim.words)) != as_json(dict(built.words)))
+    ]
+    return found + [
+        Finding(CLAIM, CLAIMS_FILE, claim.name(), f"{where}'s trial_time_s sum to {seconds:.0f}s")
+        for claim in claims
+        if claim.kind == "wall_time" and abs(float(claim.words["seconds"]) - seconds) > 1.0
     ]
 
 
@@ -233,6 +254,8 @@ def _words(claim: Claim, documents: Mapping[str, str]) -> str:
                 f"its {measure.quantity} {_interval(measure)} is {rule!r} by the one rule, "
                 f"the record says {measure.verdict!r}"
             )
+    if claim.kind == "wall_time" and (why := wall_time_problem(claim.words)):
+        return why  # the clock it rests on gives another time
     try:
         words = render(claim)
     except (KeyError, ValueError, TypeError, IndexError) as error:
@@ -305,8 +328,9 @@ class _Expected:
         a, b = (self.answer.row(s) for s in subjects)
         return accuracy_test(a, b)
 
-    def _gain(self, subjects: tuple[str, ...]) -> Change | None:
-        gain = plain_loop_gain(self.effects)
+    def _gain(self, subjects: tuple[str, ...], arm: str = PLAIN) -> Change | None:
+        """Over the plain loop, or over the plain input pipeline (``arm``)."""
+        gain = plain_loop_gain(self.effects, arm)
         if gain is None:
             return None
         return Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
@@ -323,12 +347,6 @@ class _Expected:
         key, which the data must give too)."""
         small, large = (self.answer.row(s) for s in subjects)
         return larger_sooner(small, large, self.experiment.remeasure)
-
-    def _loader_gain(self, subjects: tuple[str, ...]) -> Change | None:
-        gain = plain_loop_gain(self.effects, PLAIN_LOADER) if not self.effects.empty else None
-        if gain is None:
-            return None
-        return Change(gain["ratio"], gain["low"], gain["high"], int(gain.get("n") or 0), 1.0)
 
     def _effect(self, subjects: tuple[str, ...], key: str) -> Change | None:
         rows = (
@@ -359,7 +377,7 @@ _RECOMPUTE: dict[str, Callable[[_Expected, tuple[str, ...]], Any]] = {
     "time_ratio": _Expected._time,
     "effect_ratio": _Expected._effect_ratio,
     "effect_memory": _Expected._effect_memory,
-    "loader_gain": _Expected._loader_gain,
+    "loader_gain": lambda expected, subjects: expected._gain(subjects, PLAIN_LOADER),
     BATCH_TIME_RATIO: _Expected._batch_time,
 }
 

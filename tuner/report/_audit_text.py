@@ -1,21 +1,22 @@
-"""The auditor's checks of a report's words (:mod:`tuner.report.audit`): every verdict word
-against its interval by the one rule (:attr:`tuner.stats.Change.verdict`), every stated duration
-against the clock, every kind word and every count against the trials table."""
+"""The auditor's checks of a report's words where no record holds them (:mod:`tuner.report.audit`):
+every verdict word against its interval by the one rule (:attr:`tuner.stats.Change.verdict`),
+in a report from before its every section's records (an ablation's, a benchmark's, an old one);
+each trials table row's kind against trials.csv."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
-from tuner.record import ENDED_AT, KIND, KINDS, RAY_STATUS, STARTED_AT, TRIAL_ID, TRIAL_TIME_S
+from tuner.record import KIND, KINDS, TRIAL_ID
 from tuner.stats import MIN_PAIRS, Change
 from tuner.units import DASH
 
-__all__ = ["Finding", "check_counts", "check_durations", "check_intervals", "check_kinds"]
+__all__ = ["Finding", "check_intervals", "check_kinds"]
 
 _NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?"
 # A ratio with its interval as ratio_text writes it: 1.07x [1.01–1.13].
@@ -42,7 +43,6 @@ _WORDS = {
     "uninformative": ("says nothing", "say nothing", "no verdict"),
 }
 _DURATION = re.compile(r"\b(?:(\d+)h(\d\d)m|(\d+)m(\d\d)s|(\d+)s)\b")
-_TOOK = re.compile(r"took (\S+?)(?=[,:;) ]|$)")
 
 
 class Finding:
@@ -165,78 +165,13 @@ def seconds_of(text: str) -> float:
     return h * 3600 + hm * 60 + m * 60 + ms + s
 
 
-# Seconds no run of the search was on between a trial's start and end (Unix seconds): the
-# driver was down between an interruption and its --resume (tuner.experiment.limits.down_time_s).
-DownTime = Callable[[float, float], float]
-
-
-def check_durations(
-    text: str,
-    where: str,
-    trials: pd.DataFrame,
-    phases: Mapping[str, float],
-    *,
-    down_s: DownTime | None = None,
-) -> list[Finding]:
-    """Each "took X" against the clock of a phase that recorded its start and end (``phases``:
-    phase -> clock seconds); the summed trial wall time against the rows; each row's time
-    against its start and end, less the driver's down time (``down_s``; None: a report without
-    its experiment, whose down time is unknown: a row's time is then at most its span)."""
-    found: list[Finding] = []
-    for match in _TOOK.finditer(text):
-        said = seconds_of(match.group(1))
-        if phases and not any(abs(said - clock) <= 1.0 for clock in phases.values()):
-            clocks = ", ".join(f"{p} {c:.0f}s" for p, c in phases.items())
-            why = f"no phase took that long on the clock ({clocks})"
-            found.append(Finding("duration", where, match.group(0), why))
-    summed = re.search(r"summed trial wall time: (\S+)", text)
-    if summed and TRIAL_TIME_S in trials:
-        total = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce").sum()
-        if abs(seconds_of(summed.group(1)) - total) > 1.0:
-            why = f"the rows' trial_time_s sum to {total:.0f}s"
-            found.append(Finding("duration", where, summed.group(0), why))
-    return found + _row_times(trials, where, down_s)
-
-
-def _row_times(trials: pd.DataFrame, where: str, down_s: DownTime | None) -> list[Finding]:
-    """Each trial that ran has its wall time: its end minus its start, less the time the
-    driver was down in between (README: "The trials table")."""
-    if STARTED_AT not in trials or TRIAL_TIME_S not in trials:
-        return []
-    found = []
-    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
-    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
-    seconds = pd.to_numeric(trials[TRIAL_TIME_S], errors="coerce")
-    for i, row in trials.iterrows():
-        if str(row.get(RAY_STATUS) or "") == "PENDING":
-            continue  # never started
-        tid = row[TRIAL_ID]
-        if pd.isna(started[i]) or pd.isna(ended[i]) or pd.isna(seconds[i]):
-            why = "a trial that ran has no start, end or wall time in the trials table"
-            found.append(Finding("duration", where, f"trial {tid} ({row[KIND]})", why))
-            continue
-        span = (ended[i] - started[i]).total_seconds()
-        if down_s is None:
-            wrong = seconds[i] > span + 1.5  # whole seconds in the CSV
-            why = "its trial_time_s is longer than its ended_at - started_at"
-        else:
-            down = down_s(started[i].timestamp(), ended[i].timestamp())
-            wrong = abs(span - down - seconds[i]) > 1.5
-            why = "its trial_time_s is not its ended_at - started_at" + (
-                f" less the driver's {down:.0f}s down" if down > 0.5 else ""
-            )
-        if wrong:
-            found.append(Finding("duration", where, f"trial {tid}: {seconds[i]:.1f}s", why))
-    return found
-
-
-# ---- kinds and counts ------------------------------------------------------------------------
+# ---- kinds -----------------------------------------------------------------------------------
 
 
 def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """Each table row naming a trial and a kind; each "name=value (kind, ...)" of the values
-    no trial ran ok with; each "tried, errored" list."""
-    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    """Each table row naming a trial and a kind (the trials tables of the report, which show
+    every trial's row as trials.csv holds it) names the kind trials.csv has."""
+    kinds = kinds_of(trials)
     found = []
     for line in text.splitlines():
         cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
@@ -246,75 +181,7 @@ def check_kinds(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
             if tid and said and said[0] != kinds[tid]:
                 why = f"trials.csv says {kinds[tid]!r}"
                 found.append(Finding(KIND, where, f"{tid} {said[0]}", why))
-        found += _value_kinds(line, where, trials)
     return found
-
-
-def _value_kinds(line: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """``variant=blowup (diverged)``, or every value after "tried, errored": the kinds of the
-    trials that ran with that value."""
-    found = []
-    errored_list = re.search(r"[Tt]ried, errored[^:]*: (.*)", line)
-    claims = [(m[1], m[2], m[3]) for m in re.finditer(r"(\w+)=([\w.+-]+) \(([a-z ,]+)\)", line)]
-    if errored_list:
-        claims += [
-            (*v.split("=", 1), "errored") for v in re.findall(r"\w+=[\w.+-]+", errored_list[1])
-        ]
-    for name, value, said in claims:
-        column = f"param_{name}"
-        if column not in trials or not all(k.strip() in KINDS for k in said.split(",")):
-            continue
-        ran = trials[trials[column].astype(str) == value]
-        actual = sorted(set(ran[KIND].astype(str)))
-        if not ran.empty and sorted(k.strip() for k in said.split(",")) != actual:
-            why = f"the trials with {name}={value} were {', '.join(actual)}"
-            found.append(Finding(KIND, where, f"{name}={value}: {said}", why))
-    return found
-
-
-_KIND_COUNTS: dict[str, str | None] = {
-    r"none of the (\d+) trials?\b": None,
-    r"(\d+) trials? failed with an error": "errored",
-    r"(\d+) trials? measured more than the budget": "over budget",
-    r"(\d+) trials? did not end before the search did": "incomplete",
-}
-
-
-def check_counts(text: str, where: str, trials: pd.DataFrame) -> list[Finding]:
-    """Every count the report states of trials against the rows of the trials table."""
-    counts = trials[KIND].astype(str).value_counts().to_dict()
-    total = len(trials)
-    found = []
-    stated: list[tuple[str, int, int]] = []  # claim, said, rows
-    for m in re.finditer(r"All (\d+) trials?\b", text):
-        stated.append((m[0], int(m[1]), total))
-    for pattern, kind in _KIND_COUNTS.items():  # the answer's sentences when nothing ran ok
-        for m in re.finditer(pattern, text):
-            stated.append((m[0], int(m[1]), total if kind is None else counts.get(kind, 0)))
-    for m in re.finditer(r"- trials: (\d+), ok: (\d+)", text):
-        stated += [(m[0], int(m[1]), total), (m[0], int(m[2]), counts.get("ok", 0))]
-    kinds = "|".join(re.escape(k) for k in sorted(KINDS, key=len, reverse=True))
-    for m in re.finditer(rf"\((\d+ (?:{kinds})(?:, \d+ (?:{kinds}))*)\)", text):
-        for part in m[1].split(", "):
-            n, kind = part.split(" ", 1)
-            stated.append((m[0], int(n), counts.get(kind, 0)))
-    for m in re.finditer(rf"^\| ({kinds}) \| (\d+) \|", text, flags=re.MULTILINE):
-        stated.append((m[0], int(m[2]), counts.get(m[1], 0)))
-    for claim, said, rows in stated:
-        if said != rows:
-            found.append(Finding("count", where, claim, f"the trials table has {rows}"))
-    return found + _front_count(text, where)
-
-
-def _front_count(text: str, where: str) -> list[Finding]:
-    said = re.search(r"(\d+) trials? (?:is|are) Pareto-optimal", text)
-    table = re.search(r"\*Pareto front\*\n\n(\|.*\n)(\|.*\n)((?:\|.*\n)*)", text)
-    if not said or not table:
-        return []
-    rows = len(table.group(3).splitlines())
-    if int(said.group(1)) != rows:
-        return [Finding("count", where, said.group(0), f"the front table has {rows} rows")]
-    return []
 
 
 def kinds_of(rows: Any) -> dict[str, str]:

@@ -15,22 +15,32 @@ from tuner.answer import Answer, Margin, PairVerdict
 from tuner.compare import PLAIN_LOADER, REFERENCE
 from tuner.decision import accuracy_test
 from tuner.engine.result import bound_of
-from tuner.experiment import Experiment
+from tuner.experiment import Experiment, memory_limit, study_distributions
+from tuner.experiment.limits import down_time_s
 from tuner.measure import measured_text
 from tuner.record import (
+    ENDED_AT,
     IMAGES_TO_TARGET,
     KIND,
     KINDS,
+    MACHINE_LOAD_CORES,
     PHASE,
+    RAY_STATUS,
+    SPEED_NOT_PROBED,
+    SPEED_PROBE_TIME_S,
+    SPEED_PROBE_WAIT_S,
+    STARTED_AT,
     STARVED_BY,
     TIME_TO_TARGET_EST_HIGH,
     TIME_TO_TARGET_EST_LOW,
     TIME_TO_TARGET_EST_S,
     TRIAL_ID,
+    TRIAL_TIME_S,
 )
 from tuner.report import _effects
 from tuner.report._batch import batch_claims
 from tuner.report._input import loader_clear_arms, loader_rows
+from tuner.report._trial_words import PHASE_KEYS
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
 from tuner.stats import Change
@@ -50,6 +60,7 @@ __all__ = [
     "sentence_text",
     "short_trials",
     "starved_said",
+    "wall_time_words",
 ]
 
 
@@ -135,9 +146,101 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
         experiment.metadata.get("effects"),
         experiment.trials,
     )
-    for claim in batch_claims(answer, experiment.remeasure):
+    made = [*batch_claims(answer, experiment.remeasure), *_clock_claims(experiment)]
+    for claim in [*made, *_trial_claims(experiment, answer)]:
         claims.add(claim)
     return claims
+
+
+def _trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
+    """The front's size, why nothing can be recommended, which may be, and the searched values
+    no trial ran ok with (each with the kinds its trials were)."""
+    trials, meta = experiment.trials, experiment.metadata
+    counts = {"counts": _counts_of(trials), "total": len(trials)}
+    claims = [
+        Claim("no_pick", (), (), {**counts, "limit_bytes": memory_limit(meta)}),
+        Claim("rule", ("candidates",), (), {"name": "candidates"}),
+    ]
+    if not answer.front.empty:
+        front = tuple(answer.front[TRIAL_ID].astype(str))
+        claims.append(Claim("front", front, (), {"remeasured": bool(answer.remeasured)}))
+    searched = study_distributions(experiment.study)
+    found = _effects.not_tried(trials, experiment.searched_names, searched)
+    return claims + [Claim("not_tried", (what,), (), {"values": v}) for what, v in found.items()]
+
+
+# The measuring phases whose time the report states (sections 2 and 3).
+CLOCKED_PHASES = ("remeasure", "effects")
+
+
+def _clock_claims(experiment: Experiment) -> list[Claim]:
+    """The report's durations and load, each with the clock it rests on: each measuring
+    phase's record (its clock's two ends), the trials' times, the probes' cost, the load."""
+    meta, trials = experiment.metadata, experiment.trials
+    claims = [
+        Claim("phase_time", (phase,), (), {k: info[k] for k in PHASE_KEYS if k in info})
+        for phase in CLOCKED_PHASES
+        if isinstance(info := meta.get(phase), dict)
+    ]
+    claims.append(Claim("wall_time", (), (), wall_time_words(trials, meta)))
+    claims.append(Claim("machine_load", (), (), _load_words(trials, meta)))
+    if experiment.probe_cache:
+        claims.append(Claim("probe_budget", (), (), _probe_budget_words(trials, meta)))
+    return claims
+
+
+def wall_time_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The trials' summed ``trial_time_s``, and each trial that ran (id -> its time, its
+    clock's; None: not recorded): its end minus its start, less the time no driver was on in
+    between (a resume's down time)."""
+    seconds = _numbers(trials, TRIAL_TIME_S)
+    words: dict[str, Any] = {"seconds": float(seconds.sum()), "trials": {}}
+    if STARTED_AT not in trials or ENDED_AT not in trials:
+        return words
+    started = pd.to_datetime(trials[STARTED_AT], utc=True, errors="coerce")
+    ended = pd.to_datetime(trials[ENDED_AT], utc=True, errors="coerce")
+    status = trials.get(RAY_STATUS, pd.Series("", index=trials.index)).astype(str)
+    for i in trials.index[status != "PENDING"]:  # a pending trial never started
+        a, b, clock = started[i], ended[i], None
+        if not (pd.isna(a) or pd.isna(b)):
+            clock = (b - a).total_seconds() - down_time_s(metadata, a.timestamp(), b.timestamp())
+        time = None if pd.isna(seconds[i]) else float(seconds[i])
+        words["trials"][str(trials.at[i, TRIAL_ID])] = [time, clock]
+    return words
+
+
+def _numbers(trials: pd.DataFrame, key: str) -> pd.Series:
+    """A column as numbers (NaN: none; a sum skips it), empty where the table has none."""
+    return pd.to_numeric(trials.get(key, pd.Series(dtype=float)), errors="coerce")
+
+
+def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The load measured during the trials (each one's ``machine_load_cores``) and during the
+    re-measurement (its phase's ``load_cores``), and the cores Ray counted."""
+    cores = _numbers(trials, MACHINE_LOAD_CORES).dropna()
+    said = [float(cores.median()), float(cores.min()), float(cores.max()), len(cores)]
+    total = (metadata.get("cluster") or {}).get("total_cpus")
+    again = (metadata.get("remeasure") or {}).get("load_cores")
+    return {
+        "cores": said if len(cores) else None,
+        "total_cpus": total if isinstance(total, int | float) else None,
+        "remeasure": again if isinstance(again, int | float) else None,
+    }
+
+
+def _probe_budget_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The probes' seconds (their own and their waits for another trial's), the trials' wall
+    time, the share allowed, how many trials ran with knobs unprobed."""
+    share = (metadata.get("options") or {}).get("probe_share")
+    unprobed = trials.get(SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("").astype(str)
+    return {
+        "share": share if isinstance(share, int | float) else None,
+        "probe_s": float(
+            _numbers(trials, SPEED_PROBE_TIME_S).sum() + _numbers(trials, SPEED_PROBE_WAIT_S).sum()
+        ),
+        "trials_s": float(_numbers(trials, TRIAL_TIME_S).sum()),
+        "unprobed": int((unprobed != "").sum()),
+    }
 
 
 def build_claims(

@@ -8,9 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner import record
 from tuner.experiment import Experiment
-from tuner.report._status import load_text_of
 from tuner.report.claims import Claims
 from tuner.report.document import Section, Table
 from tuner.techniques import settings_text
@@ -26,8 +24,8 @@ def speed_section(experiment: Experiment, claims: Claims) -> Section:
             "No speed probes ran (--speed-repeats 0): the speed knobs stayed as the space set them."
         )
         return section
-    section.blocks.append(_budget_text(experiment))
-    section.blocks.append(load_text_of(experiment))
+    section.blocks.append(claims.text("probe_budget"))  # the clock's, records
+    section.blocks.append(claims.text("machine_load"))
     section.blocks.append(claims.text("rule", "probe_rule"))
     variants = [v for choice in experiment.probe_cache.values() for v in choice.get("variants", [])]
     probed = [v for v in variants if v.get("probed") is not False]
@@ -43,31 +41,6 @@ def speed_section(experiment: Experiment, claims: Claims) -> Section:
         Table(_speed_table(experiment.probe_cache, claims), "Speed probes per key")
     )
     return section
-
-
-def _budget_text(experiment: Experiment) -> str:
-    """What the speed probes cost the trials, and the budget they had (from trials.csv)."""
-    trials = experiment.trials
-    share = (experiment.metadata.get("options") or {}).get("probe_share")
-    limit = (
-        f"may take at most {share:.0%} of the trials' time"
-        if isinstance(share, int | float)
-        else "had no bound"
-    )
-    probe = trials.get(record.SPEED_PROBE_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
-    wait = trials.get(record.SPEED_PROBE_WAIT_S, pd.Series(dtype=float)).astype(float).fillna(0)
-    total = trials.get(record.TRIAL_TIME_S, pd.Series(dtype=float)).astype(float).fillna(0)
-    spent, whole = float(probe.sum() + wait.sum()), float(total.sum())
-    measured = f"{spent / whole:.0%} ({spent:.0f} s of {whole:.0f} s)" if whole else "not timed"
-    unprobed = trials.get(record.SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("")
-    short = int((unprobed.astype(str) != "").sum())
-    left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
-    return (
-        f"**Probe budget**: the speed probes {limit} "
-        f"(--probe-share); here their share was {measured} of the trials' wall time, waiting "
-        f"for another trial's probes included{left}. A knob left unprobed keeps its default: not "
-        "probed is not tried and lost."
-    )
 
 
 def _speed_table(cache: Mapping[str, Any], claims: Claims) -> pd.DataFrame:

@@ -14,11 +14,10 @@ import pandas as pd
 
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE, Experiment
 from tuner.experiment.lock import holder
-from tuner.measure.load import LOADED_CORES
-from tuner.record import ERROR, KIND, MACHINE_LOAD_CORES, STATUS, TRIAL_ID
+from tuner.record import ERROR, KIND, STATUS, TRIAL_ID
 from tuner.units import plural
 
-__all__ = ["Progress", "load_text_of", "progress_of"]
+__all__ = ["Progress", "progress_of"]
 
 REMEASURE_STEP, EFFECTS_STEP = "re-measurement", "technique effects"
 
@@ -127,36 +126,3 @@ def _remeasure_failures(experiment: Experiment) -> list[dict[str, Any]]:
 
 def _empty(table: pd.DataFrame | None) -> bool:
     return table is None or table.empty
-
-
-def load_text_of(experiment: Experiment) -> str:
-    """The machine's load from other work as measured (tuner.measure.load): during the trials
-    (each trial's ``machine_load_cores``: median and range) and during the re-measurement (its
-    phase's ``load_cores``)."""
-    cores = pd.to_numeric(
-        experiment.trials.get(MACHINE_LOAD_CORES, pd.Series(dtype=float)), errors="coerce"
-    ).dropna()
-    total = (experiment.metadata.get("cluster") or {}).get("total_cpus")
-    of = f" of the {total:g}" if isinstance(total, int | float) else ""  # Ray's count: the search's
-    if cores.empty:
-        trials = "was not measured during the trials (recorded since issue 48)"
-    else:
-        spread = f", {cores.min():.1f}-{cores.max():.1f}" if len(cores) > 1 else ""
-        trials = (
-            f"kept {cores.median():.1f}{of} cores busy during the trials (median over "
-            f"{plural(len(cores), 'trial')}{spread})"
-        )
-    again = (experiment.metadata.get("remeasure") or {}).get("load_cores")
-    remeasure = (
-        f" and {again:.1f} during the re-measurement"
-        if isinstance(again, int | float)
-        else ", not measured during a re-measurement"
-    )
-    busy = not cores.empty and cores.median() >= LOADED_CORES
-    caveat = (
-        ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier "
-        "than a quiet one's"
-        if busy or (isinstance(again, int | float) and again >= LOADED_CORES)
-        else ""
-    )
-    return f"**Machine load**: other processes {trials}{remeasure}{caveat}."

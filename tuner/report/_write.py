@@ -24,22 +24,18 @@ from tuner.experiment import (
     load_experiment,
     memory_limit,
     speed_settings_of,
-    study_distributions,
     write_trials_csv,
 )
-from tuner.measure import measured_text
 from tuner.record import (
     ERROR,
     INFEASIBLE_REASON,
     KIND,
-    KINDS,
     LAST_ERROR,
     RETRIES,
     SPEED_SETTINGS,
     STATUS,
     TRIAL_ID,
     TRIAL_TIME_S,
-    is_candidate,
 )
 from tuner.report import _effects, _plots
 from tuner.report._answer import answer_section
@@ -49,12 +45,13 @@ from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
-from tuner.report._status import EFFECTS_STEP, Progress, load_text_of, progress_of
+from tuner.report._status import EFFECTS_STEP, Progress, progress_of
 from tuner.report.claims import Claims, write_claims
 from tuner.report.document import (
     Details,
     Section,
     Table,
+    code,
     estimate_text,
     render_html,
     render_markdown,
@@ -62,7 +59,7 @@ from tuner.report.document import (
 )
 from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
-from tuner.units import MIB, as_number, duration_text, format_bytes, plural
+from tuner.units import MIB, as_number, format_bytes, plural
 
 __all__ = ["placed_claims", "write_report"]
 
@@ -97,7 +94,7 @@ def write_report(
         _trials(experiment, answer, claims),
         _importance(experiment, answer, out_dir),
         _more_plots(experiment, out_dir),
-        _details(experiment, progress),
+        _details(experiment, progress, claims),
     ]
     title = f"Tuning report: {user(experiment.name)}"
     lead = progress.lead  # unfinished: said before anything else
@@ -138,6 +135,7 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
         _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
     batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
     _trials(experiment, answer, claims)  # the trials section says the trials' counts
+    _summary(experiment, progress_of(experiment), claims)  # the details': the clock's, counts
     return claims
 
 
@@ -149,16 +147,11 @@ def _front(experiment: Experiment, answer: Answer, out: Path | None, claims: Cla
     trials, front = answer.trials, answer.front
     blocks: list[Any] = ["No trial ran ok to its end within the budget: there is no front."]
     if not front.empty:
-        how = experiment.metadata.get("remeasure")
-        how = f", measured {measured_text(how)}" if isinstance(how, dict) else ""
-        source = (
-            f"re-measured medians (only re-measured candidates can be picked{how})"
-            if answer.remeasured
-            else "the search's own measurements"
-        )
+        phase = claims.text("phase_time", "remeasure")  # its clock, a record
+        how = f" Re-measured {phase}." if answer.remeasured and phase else ""
+        front_ids = front[TRIAL_ID].astype(str)
         blocks = [
-            f"{plural(len(front), 'trial is', 'trials are')} Pareto-optimal for "
-            f"throughput vs accuracy, judged on {source}. {sentence_text(answer, claims)}",
+            f"{claims.text('front', *front_ids)}.{how} {sentence_text(answer, claims)}",
             Table(_front_table(experiment, front), "Pareto front"),
         ]
     if out is not None and trials[[m for m, _ in answer.objectives[:2]]].notna().any().any():
@@ -207,12 +200,13 @@ def _techniques(
         return Section(title, blocks, anchor="techniques")
     info = experiment.metadata.get("effects") or {}
     left = [*info.get("left_out", []), *info.get("dropped", [])]
-    if _effects.says_nothing(effects):  # no table: its claim says why
+    measured = claims.text("phase_time", "effects")  # its clock, a record
+    if _effects.says_nothing(effects):  # no table: its claim says why (measured, within)
         said = claims.text("effects_say_nothing")
         return Section(title, [said, *_left_out(left)], anchor="techniques")
     blocks = [
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
-        f"change, measured interleaved with the recommended config itself, {measured_text(info)}; "
+        f"change, measured interleaved with the recommended config itself, {measured}; "
         "changes are paired by round, with 95% intervals. **No measurable effect** means the "
         "interval contains no change: on this machine the difference is inside the noise, and "
         "+-X % says how large an effect could still hide in it. "
@@ -256,14 +250,8 @@ def _reference_note(answer: Answer) -> str:
 def _trials(experiment: Experiment, answer: Answer, claims: Claims) -> Section:
     trials = experiment.trials
     section = Section("Trials", anchor="trials")
-    section.blocks.append(f"{counts_said(trials, claims)}.")  # the console's words
-    counts = trials[KIND].value_counts()
-    table = pd.DataFrame(
-        {KIND: kind, "trials": int(counts[kind]), "can be recommended": is_candidate(kind)}
-        for kind in KINDS
-        if kind in counts
-    )
-    section.blocks.append(Table(table, "Trials by kind"))
+    counted = f"{counts_said(trials, claims)}. {claims.text('rule', 'candidates')}"
+    section.blocks.append(counted)  # the console's words, then the rule
     failed = trials[trials[KIND] != "ok"]
     if not failed.empty:
         shown = failed[[TRIAL_ID, KIND, STATUS, INFEASIBLE_REASON, ERROR]].assign(
@@ -275,13 +263,11 @@ def _trials(experiment: Experiment, answer: Answer, claims: Claims) -> Section:
         if not retried.empty:
             shown = retried[[TRIAL_ID, KIND, RETRIES, LAST_ERROR]]
             section.blocks.append(Table(shown, "Trials retried from a checkpoint after a failure"))
-    searched = study_distributions(experiment.study)
-    for what, values in _effects.not_tried(trials, experiment.searched_names, searched).items():
-        listed = ", ".join(user(v) for v in values)
-        section.blocks.append(f"{what.capitalize()}, so not compared: {listed}.")
+    untried = [claims.text("not_tried", what) for what in ("not tried", _effects.TRIED_NOT_OK)]
+    section.blocks += filter(None, untried)
     section.blocks.append(
         Details(
-            f"All {plural(len(trials), 'trial')} (click a column header to sort)",
+            "All trials (click a column header to sort)",
             [Table(_all_trials(experiment, answer), "All trials", sortable=True)],
         )
     )
@@ -341,42 +327,46 @@ def _more_plots(experiment: Experiment, out: Path) -> Section:
 # ---- 8. details ------------------------------------------------------------------------------
 
 
-def _details(experiment: Experiment, progress: Progress) -> Section:
+def _details(experiment: Experiment, progress: Progress, claims: Claims) -> Section:
     meta = experiment.metadata
-    trials = experiment.trials
-    limit = memory_limit(meta)
-    summary = "\n".join(
-        [
-            f"- experiment: {user(experiment.name)} ({user(experiment.path)})",
-            f"- state: {progress.state}",
-            *(f"- {step}: {why}" for step, why in progress.not_run.items()),
-            f"- space: {user(meta.get('space', 'unknown'))}, sampler "
-            f"{user(meta.get('sampler', '?'))}, seed {user(meta.get('seed', '?'))}",
-            f"- memory limit: {format_bytes(limit) if limit else 'none'}",
-            f"- trials: {len(trials)}, ok: {int((trials[KIND] == 'ok').sum())}",
-            f"- summed trial wall time: {duration_text(trials[TRIAL_TIME_S].sum())}",
-            f"- {load_text_of(experiment).replace('**', '')}",
-            f"- searched parameters: {user(', '.join(experiment.searched_names) or 'unknown')}",
-            f"- re-measurements: {REMEASURE_FILE} "
-            f"({plural(0 if experiment.remeasure is None else len(experiment.remeasure), 'row')}"
-            f", {plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
-            # --warm-start: how many of the study's trials came from which experiment
-            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
-        ]
-    )
     columns = pd.DataFrame(list(column_meanings().items()), columns=["column", "meaning"])
     keys = pd.DataFrame(_metadata_rows(meta), columns=["key", "value"])
     metadata = Details(f"Run metadata ({METADATA_FILE})", [Table(keys)])
     observed = Details(
         "Techniques across trials (observational)",
-        [_OBSERVED, Table(_effects.observed_techniques(trials))],
+        [_OBSERVED, Table(_effects.observed_techniques(experiment.trials))],
     )
     column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
-    blocks = [summary, metadata, observed, column_list]
+    blocks = [_summary(experiment, progress, claims), metadata, observed, column_list]
     if experiment.problems:  # what could not be read, shown first
         unread = "\n".join(f"- {user(problem)}" for problem in experiment.problems)
         blocks.insert(0, f"**Could not read everything** in the experiment folder:\n\n{unread}")
     return Section("Details", blocks, anchor="details")
+
+
+def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
+    """The details' list: what ran, and its counts, wall time and load (their records')."""
+    meta = experiment.metadata
+    limit = memory_limit(meta)
+    remeasured = 0 if experiment.remeasure is None else len(experiment.remeasure)
+    return "\n".join(
+        [
+            f"- experiment: {code(experiment.name)} ({code(experiment.path)})",
+            f"- state: {progress.state}",
+            *(f"- {step}: {why}" for step, why in progress.not_run.items()),
+            f"- space: {code(meta.get('space', 'unknown'))}, sampler "
+            f"{code(meta.get('sampler', '?'))}, seed {code(meta.get('seed', '?'))}",
+            f"- memory limit: {format_bytes(limit) if limit else 'none'}",
+            f"- trials: {counts_said(experiment.trials, claims)}",
+            f"- {claims.text('wall_time')}",
+            f"- {claims.text('machine_load')}",
+            f"- searched parameters: {code(', '.join(experiment.searched_names) or 'unknown')}",
+            f"- re-measurements: {REMEASURE_FILE} ({plural(remeasured, 'row')}, "
+            f"{plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
+            # --warm-start: how many of the study's trials came from which experiment
+            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
+        ]
+    )
 
 
 _OBSERVED = (

@@ -7,11 +7,11 @@ It reads the experiment folder (its trials, its metadata's measurement clocks), 
 when one is given, and every tracker's files present (TensorBoard event files in the trial
 folders, the MLflow store the search was told, W&B offline runs), and checks:
 
-- ``interval``: every "beyond noise", "faster", "tie", "says nothing" against its interval, by
-  the one rule (:attr:`tuner.stats.Change.verdict`);
-- ``duration``: every stated duration against the clock;
-- ``kind``: every kind word against trials.csv's kind (the kinds are :data:`tuner.record.KINDS`);
-- ``count``: every count of trials against the rows;
+- ``interval``: every verdict word inside a record's words; in a report its records do not
+  cover (older, an ablation's), each against its interval by the one rule
+  (:attr:`tuner.stats.Change.verdict`), read from the words;
+- ``duration``: every stated duration inside a clock record's words (each record a ``claim``);
+- ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's;
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
 - ``unmeasured``: no value that was not measured;
@@ -28,7 +28,6 @@ trials.csv (no trackers, no clocks).
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +45,7 @@ from tuner.experiment import (
     read_metadata,
     read_trials_csv,
 )
-from tuner.experiment.limits import down_time_s
-from tuner.record import KIND, KINDS, TRIAL_ID
+from tuner.record import KIND, KINDS
 from tuner.report._audit_claims import (
     CLAIM,
     check_claims,
@@ -57,19 +55,20 @@ from tuner.report._audit_claims import (
     check_starved_by,
     check_verdict_words,
     claims_of,
+    covers_every_section,
     report_documents,
 )
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
 from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
-    DownTime,
     Finding,
-    check_counts,
-    check_durations,
     check_intervals,
     check_kinds,
+    kinds_of,
     seconds_of,
 )
+from tuner.report._build_claims import counts_claim
+from tuner.report.claims import render
 from tuner.units import duration_text
 
 __all__ = ["CHECKS", "Audit", "Finding", "audit", "check_console"]
@@ -78,15 +77,12 @@ CHECKS = (
     "interval",
     "duration",
     KIND,
-    "count",
     "plot",
     "tracker",
     "unmeasured",
     "target",
     CLAIM,
 )
-# The measurement phases whose clock the metadata records (after_search: started, ended).
-_PHASES = ("remeasure", "seeds", "effects")
 
 
 @dataclass
@@ -130,8 +126,7 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     if report_dir is not None and (report_dir / "trials.csv").is_file():
         trials = read_trials_csv(report_dir / "trials.csv")  # what the report was made from
         result.findings += _same_rows(experiment.trials, trials, report_dir)
-        down = functools.partial(down_time_s, metadata)  # a resume's trials did not run meanwhile
-        result.findings += _report(report_dir, trials, phases=_phase_clocks(metadata), down_s=down)
+        result.findings += _report(report_dir, trials)
         result.findings += _claims(report_dir, experiment, result)
         where = f"{report_dir.name}/trials.csv"
         result.findings += check_time_to_target(experiment, trials, where)
@@ -148,21 +143,14 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
     return result
 
 
-def _report(
-    report_dir: Path,
-    trials: pd.DataFrame,
-    *,
-    phases: dict[str, float],
-    down_s: DownTime | None = None,
-) -> list[Finding]:
+def _report(report_dir: Path, trials: pd.DataFrame) -> list[Finding]:
     found: list[Finding] = []
     markdown = report_dir / REPORT_FILE
     if markdown.is_file():
         text, where = markdown.read_text(), REPORT_FILE
-        found += check_intervals(text, where)
-        found += check_durations(text, where, trials, phases, down_s=down_s)
+        if not covers_every_section(claims_of(report_dir)[0] or []):  # words without records
+            found += check_intervals(text, where)
         found += check_kinds(text, where, trials)
-        found += check_counts(text, where, trials)
     page = report_dir / REPORT_HTML_FILE
     if page.is_file():
         found += check_plots(page.read_text(), REPORT_HTML_FILE, trials)
@@ -177,7 +165,7 @@ def _report_alone(folder: Path, result: Audit) -> list[Finding]:
         raise TunerError(f"{folder}: no report (*.md) and no experiment to check.")
     found: list[Finding] = []
     if (folder / "trials.csv").is_file():
-        found += _report(folder, read_trials_csv(folder / "trials.csv"), phases={})
+        found += _report(folder, read_trials_csv(folder / "trials.csv"))
     if (folder / REPORT_FILE).is_file():
         found += _claims(folder, None, result)
     for other in sorted(set(folder.glob("*.md")) - {folder / REPORT_FILE}):
@@ -208,30 +196,13 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
     return found + check_claims(claims, documents, experiment)
 
 
-def _phase_clocks(metadata: dict) -> dict[str, float]:
-    """phase -> its seconds on the clock, for the measurement phases that recorded both ends."""
-    clocks = {}
-    for phase in _PHASES:
-        info = metadata.get(phase) or {}
-        started, ended = info.get("started_unix_s"), info.get("ended_unix_s")
-        if isinstance(started, int | float) and isinstance(ended, int | float):
-            clocks[phase] = float(ended) - float(started)
-    return clocks
-
-
 def _same_rows(experiment: pd.DataFrame, report: pd.DataFrame, report_dir: Path) -> list[Finding]:
     """The report's trials.csv holds the experiment's trials, each with its kind."""
-    mine = dict(zip(experiment[TRIAL_ID].astype(str), experiment[KIND].astype(str), strict=True))
-    theirs = dict(zip(report[TRIAL_ID].astype(str), report[KIND].astype(str), strict=True))
+    mine, theirs = kinds_of(experiment), kinds_of(report)
     if mine == theirs:
         return []
-    why = f"the experiment folder has {len(mine)} trials ({_kinds(mine)})"
-    return [Finding("count", f"{report_dir.name}/trials.csv", _kinds(theirs), why)]
-
-
-def _kinds(kinds: dict[str, str]) -> str:
-    counts = pd.Series(list(kinds.values()), dtype=str).value_counts()
-    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    why = f"the experiment folder has {render(counts_claim(experiment))}"
+    return [Finding(KIND, f"{report_dir.name}/trials.csv", render(counts_claim(report)), why)]
 
 
 _LINE = re.compile(rf"^\[[^\]]*\] ({'|'.join(map(re.escape, KINDS))})\s+(\w+)  ", re.MULTILINE)
@@ -240,7 +211,7 @@ _LINE = re.compile(rf"^\[[^\]]*\] ({'|'.join(map(re.escape, KINDS))})\s+(\w+)  "
 def check_console(console: str, trials: pd.DataFrame) -> list[Finding]:
     """Each console line that ends a trial names the kind trials.csv has; each phase's "took X"
     is no shorter than the clock its own heartbeat lines showed."""
-    kinds = dict(zip(trials[TRIAL_ID].astype(str), trials[KIND].astype(str), strict=True))
+    kinds = kinds_of(trials)
     found = []
     for match in _LINE.finditer(console):
         said, trial_id = match.group(1), match.group(2)

@@ -33,8 +33,9 @@ from tuner.answer import (
     starved_text,
 )
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
+from tuner.measure import measured_text
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
-from tuner.report import _batch_words, _effects
+from tuner.report import _batch_words, _effects, _trial_words
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -344,6 +345,7 @@ RULES = {
         f"(data-bound from {DATA_BOUND_WAIT:.0%}: a wait that large, removed, would make it at "
         f"least {1 / (1 - DATA_BOUND_WAIT):.2f}x faster)"
     ),
+    "candidates": "Only a trial that ran ok (to its end, within the budget) can be recommended.",
     "probe_rule": (
         "Before a training config first trains, short probes measure the plain setting and each "
         "accuracy-neutral speed knob switched on alone, interleaved and repeated: once per "
@@ -475,6 +477,15 @@ def _probes_say_nothing(claim: Claim) -> str:
 
 
 RENDERERS: dict[str, Callable[[Claim], str]] = {
+    # the clock's: what each stated duration rests on (their words: _trial_words)
+    "phase_time": lambda claim: measured_text(claim.words),  # a phase's record: its clock
+    "wall_time": lambda claim: _trial_words.wall_time_text(claim.words),
+    "probe_budget": lambda claim: _trial_words.probe_budget_text(claim.words),
+    "machine_load": lambda claim: _trial_words.load_text(claim.words),
+    # the trials' rows: counted, their kinds (their words: _trial_words too)
+    "front": lambda claim: _trial_words.front_text(claim.subjects, claim.words),
+    "no_pick": lambda claim: _trial_words.no_pick_text(claim.words),
+    "not_tried": lambda claim: _trial_words.not_tried_text(claim.subjects[0], claim.words),
     "rule": _rule,
     "probes_say_nothing": _probes_say_nothing,
     "starved": _starved,

@@ -31,6 +31,7 @@ __all__ = [
     "Section",
     "Table",
     "change_text",
+    "code",
     "estimate_text",
     "inline_html",
     "markdown_table",
@@ -88,6 +89,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?
 def user(value: Any) -> str:
     """``value`` marked as user text for a paragraph: rendered escaped, never as markup."""
     return f"{_OPEN}{str(value).replace(_OPEN, '').replace(_CLOSE, '')}{_CLOSE}"
+
+
+def code(value: Any) -> str:
+    """``value`` as a code span: a value shown as it is (a name, a path), never a claim."""
+    text = str(value).replace("`", "'")
+    return f"`{text}`"
 
 
 def md_escape(text: str) -> str:
