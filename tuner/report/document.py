@@ -91,10 +91,15 @@ def user(value: Any) -> str:
     return f"{_OPEN}{str(value).replace(_OPEN, '').replace(_CLOSE, '')}{_CLOSE}"
 
 
+_PLAIN_CODE = re.compile(r"[\w .,:;/@+=~-]*")  # nothing a Markdown or HTML reader acts on
+
+
 def code(value: Any) -> str:
-    """``value`` as a code span: a value shown as it is (a name, a path), never a claim."""
-    text = str(value).replace("`", "'")
-    return f"`{text}`"
+    """``value`` as a code span: a value shown as it is (a name, a path), never a claim. A value
+    with markup in it (a hostile space name) is user text instead: a code span would keep its
+    ``<script>`` raw in report.md."""
+    text = str(value)
+    return f"`{text}`" if _PLAIN_CODE.fullmatch(text) else user(text)
 
 
 def md_escape(text: str) -> str:
