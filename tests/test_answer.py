@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tuner.answer import candidates, decide, world_size_of
+from tuner.answer import candidates, decide, starved_text, world_size_of
 from tuner.experiment import Experiment, typed_trials
 from tuner.objectives import objectives_of
 from tuner.record import KINDS
@@ -192,3 +192,16 @@ def test_a_data_parallel_pick_is_never_told_to_re_measure() -> None:
     assert [world_size_of(answer.best[m]) for m in ("images_per_second", "val_accuracy")] == [2, 4]
     one = decide(_experiment(rows))
     assert not one.data_parallel and "--remeasure-top 2" in one.sentence()
+
+
+def test_starved_trials_of_unknown_cause_are_counted_so() -> None:
+    """A cause "unknown (...)" reads "of unknown cause", as an empty one does (a one-line
+    rewrite of the counting printed "3 by unknown")."""
+    trials = pd.DataFrame(
+        {
+            "kind": ["starved"] * 3,
+            "starved_by": ["unknown (no probe measured its speed)", "", "budget (at 1 img/s)"],
+        }
+    )
+    text = starved_text(trials) or ""
+    assert text.startswith("3 trials were starved (2 of unknown cause, 1 by budget): ")

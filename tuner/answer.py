@@ -406,7 +406,7 @@ def short_of_steps_text(trials: pd.DataFrame) -> str | None:
 def _cut_by(cause: str) -> str:
     """``by machine load``: a ``starved_by`` without its figures (trials.csv holds them)."""
     named = re.sub(r" \(.*\)$", "", cause)
-    return f"by {named}" if named else "of unknown cause"
+    return f"by {named}" if named and named != "unknown" else "of unknown cause"
 
 
 def _by_cause(trials: pd.DataFrame) -> str:

@@ -87,3 +87,17 @@ def test_under_load_a_budget_short_at_the_probes_speed_is_budget_or_load() -> No
     assert unprobed._starved_by(_ended(40, 0.3)).startswith("budget or machine load (")
     # ... but its own loaded steps fit the budget: the load did not cut its steps.
     assert unprobed._starved_by(_ended(40, 0.1)).startswith("unknown (no probe measured")
+
+
+def test_an_untimed_trial_under_load_names_the_load() -> None:
+    """Beside a one-core hog (and more), a trial that trained 1 of its 25 steps, all warm-up
+    (no step timed, no probe of its own), said only "unknown (no probe measured its speed)"
+    though 1.9 of the 2 cores were busy while it ran: the cause stays unknown, the load is
+    named with its figure."""
+    run = _trial(None)
+    run.machine_load_cores = 1.9
+    cause = run._starved_by(_ended(1, None))
+    assert cause.startswith("unknown (no probe measured its speed; other processes kept 1.9 of ")
+    assert cause.endswith(" cores busy while it ran)")
+    run.machine_load_cores = 0.2  # under half a core: not said
+    assert run._starved_by(_ended(1, None)) == "unknown (no probe measured its speed)"

@@ -279,7 +279,9 @@ class _TrialRun:
             if loaded:
                 return f"budget or machine load{loaded}"
             return "budget (at the speed it trained: no probe measured it alone)"
-        return "unknown (no probe measured its speed)"
+        # Nothing timed its steps, but a heavy load measured beside it is a fact worth its figure.
+        load_said = f"; {load_text(load)} while it ran" if heavy else ""
+        return f"unknown (no probe measured its speed{load_said})"
 
     def _keep_traceback(self, text: str) -> None:
         """A failed run's traceback in the trial's folder: Ray writes no error.txt for a run
