@@ -175,6 +175,21 @@ def test_the_soonest_stays_when_it_also_needs_less_memory() -> None:
     assert rule is not None and rule.pick == "a" and rule.within_noise == ("b",)
 
 
+def test_a_few_kib_of_peak_memory_are_the_same_memory() -> None:
+    """A sooner and more accurate config lost to one 4 KiB lighter at 14.8 MiB (verification,
+    2026-11-29): memories within 1 % are the same, and accuracy beyond noise decides."""
+    mib = 14.8 * 2**20
+    pool = _pool([("a", 1000, 100.0, mib), ("b", 1000, 98.0, mib - 4096)])
+    pool["val_images"] = 1000
+    rule = choose_by_time(pool.assign(val_accuracy=[0.70, 0.60]), _ratios(pool, 0.05))
+    assert rule is not None and rule.pick == "a" and rule.reason == "soonest"
+    lighter = pool.assign(peak_memory_bytes=[mib, mib * 0.9])  # 10 % less: less memory
+    rule = choose_by_time(lighter.assign(val_accuracy=[0.70, 0.60]), _ratios(pool, 0.05))
+    assert rule is not None and rule.pick == "b" and rule.reason == "memory"
+    ahead = choose_by_time(pool.assign(val_accuracy=[0.60, 0.70]), _ratios(pool, 0.05))
+    assert ahead is not None and ahead.pick == "b" and ahead.reason == "accuracy"
+
+
 def test_without_a_paired_interval_no_time_is_beyond_noise() -> None:
     pool = _pool([("a", 1000, 100.0, 9e6), ("b", 1000, 20.0, 1e6)])  # 5x apart, measured once
     rule = choose_by_time(pool, _ratios(pool, None))
