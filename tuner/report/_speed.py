@@ -64,6 +64,7 @@ def _speed_table(cache: Mapping[str, Any], claims: Claims) -> pd.DataFrame:
         chosen = settings_text(choice.get("settings", {}))
         row["chosen"] = "over budget: not probed" if choice.get("over_budget") else chosen
         row["not probed (probe budget)"] = ", ".join(choice.get("not_probed") or []) or "-"
-        row["probe seconds"] = choice.get("probe_seconds")
+        seconds = choice.get("probe_seconds")  # the clock's tenths: 0.0009685 read as noise
+        row["probe seconds"] = round(seconds, 1) if isinstance(seconds, int | float) else None
         rows.append(row)
     return pd.DataFrame(rows)
