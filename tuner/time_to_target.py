@@ -176,8 +176,8 @@ def derive_target(pool: pd.DataFrame, given: float | None) -> Target:
 RULE = (
     "recommend the configuration that reaches the target accuracy in the fewest seconds (images "
     "to target / images per second, re-measured side by side); where two times cannot be told "
-    "apart, the one with less peak memory (by 1 % or more), and with the same memory the more "
-    "accurate beyond noise"
+    "apart, the one with less peak memory, and with the same memory the more accurate beyond "
+    "noise"
 )
 
 
@@ -222,7 +222,9 @@ def choose_by_time(
 
 # Peak memories closer than this share are the same memory: two configs of one batch size and
 # norm differ by a few KiB of allocator state (14.8 MiB against 14.8 MiB picked one over a
-# sooner, more accurate config); a sentence cannot claim "less" for what it prints alike.
+# sooner, more accurate config); a sentence cannot claim "less" for what it prints alike. README
+# states it; RULE's sentence stays as older reports' records wrote it (`report --check` reads
+# them).
 MEMORY_RESOLUTION = 0.01
 
 
