@@ -206,13 +206,15 @@ def check_starved_by(claims: list[Claim], trials: pd.DataFrame, where: str) -> l
             why = f"it names {len(claim.subjects)} trial(s) and {len(said)} cause(s)"
             return [Finding(CLAIM, CLAIMS_FILE, claim.name(), why)]
         recorded |= {t: str(c) if c else None for t, c in zip(claim.subjects, said, strict=True)}
-    return [
-        Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", f"{where} has starved_by "
-                f"{causes.get(trial)!r} for trial {trial}, " + (f"the records {recorded[trial]!r}"
-                if trial in recorded else "and no record names it"))
-        for trial in sorted(set(causes.index) | set(recorded))
-        if trial not in recorded or causes.get(trial) != recorded[trial]
-    ]  # fmt: skip
+    found = []
+    for trial in sorted(set(causes.index) | set(recorded)):
+        cause = causes.get(trial)
+        if trial in recorded and cause == recorded[trial]:
+            continue
+        said = f"the records {recorded[trial]!r}" if trial in recorded else "and no record names it"
+        why = f"{where} has starved_by {cause!r} for trial {trial}, {said}"
+        found.append(Finding(CLAIM, CLAIMS_FILE, f"starved {trial}", why))
+    return found
 
 
 def check_counts_record(claims: list[Claim], trials: pd.DataFrame, where: str) -> list[Finding]:
