@@ -99,9 +99,10 @@ PLANS: dict[int, tuple[PlanStep, ...]] = {
         PlanStep("ladder", 270, {"quick": True, "trace": True}),
     ),
     2: (
+        # data-parallel first: a minute, never yet run on a GPU, and the search takes what is left
+        PlanStep("data-parallel", 60, {}),
         PlanStep("search", 330, {"trials": SEARCH_TRIALS, "min_trials": SEARCH_MIN_TRIALS,
                                  "search_budget_s": SEARCH_BUDGET_S, "remeasure_top": 1}),
-        PlanStep("data-parallel", 60, {}),
         PlanStep("recipe", 45, {"repeats": 2}),
         PlanStep("norms", 45, {"repeats": 2}),
     ),

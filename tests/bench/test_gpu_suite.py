@@ -134,13 +134,18 @@ def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_re
         ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=limit_s)
         return _search._time_budget(ctx, 300)
 
-    assert budget(480) == ["--search-time-budget-s", "300"]  # room for all of it
-    assert 225 <= int(budget(400)[1]) <= 230  # 170 s kept for re-measuring and the report
+    assert budget(600) == ["--search-time-budget-s", "300"]  # room for all of it
+    # 260 s kept: Ray's start and the report (50 s), re-measuring 2 (120 s), 6 seed runs of
+    # the trials' 15 s (90 s)
+    assert 138 <= int(budget(400)[1]) <= 140
     assert budget(100) == ["--search-time-budget-s", "60"]  # never below a minute
     row = {"arm": "plain", "images_per_second": 100.0}
     report = {"rows": [row], "best_mfu": 0.2, "best_rung": "plain", "mfu_reference": "bf16"}
     assert not _ladder._result({**report, "repeats": 1}).ok  # one repeat: no interval
     assert _ladder._result({**report, "repeats": 2}).ok
+    unbuilt = "+max-autotune: its first build did not fit the stage's time"
+    said = _ladder._result({**report, "repeats": 2, "left_out": [unbuilt]}).summary
+    assert said.startswith("1/1 rungs measured (+max-autotune left out: no time to build)")
 
 
 def test_fidelity_compares_the_engines_overall_mean_with_the_minimal_loops() -> None:
@@ -227,7 +232,7 @@ def test_a_search_whose_one_trial_was_cut_is_incomplete_and_fails_the_stage(
 def test_each_plan_command_fits_nine_minutes_and_passes_its_settings_on(tmp_path: Path) -> None:
     """The GPU plan (bench/README.md): two commands of at most 9 minutes, by value."""
     assert [[s.stage for s in gpu_suite.PLANS[n]] for n in (1, 2)] == [
-        ["cuda-tests", "ladder"], ["search", "data-parallel", "recipe", "norms"]]  # fmt: skip
+        ["cuda-tests", "ladder"], ["data-parallel", "search", "recipe", "norms"]]  # fmt: skip
     for steps in gpu_suite.PLANS.values():
         total = sum(s.time_limit_s for s in steps) + gpu_suite.PLAN_OVERHEAD_S
         assert total <= gpu_suite.PLAN_COMMAND_S <= 9 * 60

@@ -72,6 +72,14 @@ def test_a_retry_is_one_console_line_and_a_file_the_retry_reports(tmp_path: Path
     assert report[record.RETRIES] == 1 and "stalled" in report[record.LAST_ERROR]
 
 
+def test_a_retry_is_kept_when_the_first_attempt_left_no_folder(tmp_path: Path) -> None:
+    # An H200 search's actor died one second after its trial started: no folder yet.
+    trial = _failed_trial(tmp_path, RayTaskError("train", "tb", RuntimeError("died")))
+    trial.path = str(tmp_path / "t_abc_1" / "not-yet")
+    RetryRecord().on_trial_recover(0, [], trial)
+    assert read_retries(trial.path) == (1, "RuntimeError: died")
+
+
 def test_a_silent_trial_claims_no_live_speed(monkeypatch: pytest.MonkeyPatch) -> None:
     printer = ProgressPrinter(total=1, stream=io.StringIO())
     trial = SimpleNamespace(trial_id="abc")

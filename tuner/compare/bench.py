@@ -84,14 +84,17 @@ def run_benchmark(
     warmup: bool = True,
     matmul_size: int = 8192,
     log: Callable[[str], Any] = print,
+    autotune: bool | None = None,
 ) -> dict[str, Any]:
     """Every rung ``repeats`` times, interleaved, summarized. ``amp``: the ``+amp`` rung's mode;
     ``warmup``: the first rung once, unrecorded (off where the caller paid the one-time costs);
-    ``time_limit_s``: no repeat starts that would end after it."""
+    ``time_limit_s``: no repeat starts that would end after it; ``autotune``: the max-autotune
+    rung (default: on a GPU)."""
     base = benchmark_config(workload, steps=steps, warmup_steps=warmup_steps)
     device = resolve_device(base.device)
     cuda = device.type == "cuda"
-    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=skip, autotune=cuda)
+    autotune = cuda if autotune is None else autotune
+    arms, left_out = plan_ladder(base, cuda=cuda, amp=amp, skip=skip, autotune=autotune)
     for line in left_out:
         log(f"left out on {device.type}: {line}")
 

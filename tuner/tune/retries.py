@@ -53,6 +53,8 @@ class RetryRecord(Callback):
         kept = {record.RETRIES: int(trial.num_failures), record.LAST_ERROR: failure_line(trial)}
         try:
             filesystem = trial.storage.storage_filesystem
+            # An attempt that died before its first report left no folder (seen on an H200).
+            filesystem.create_dir(trial.path, recursive=True)
             with filesystem.open_output_stream(f"{trial.path}/{RETRIES_FILE}") as out:
                 out.write(json.dumps(kept).encode())
         except Exception as exc:  # the console line and error.txt still say it
