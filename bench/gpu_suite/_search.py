@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import TrainConfig
-from tuner.experiment import REPORT_FILE, TUNER_FILES
+from tuner.experiment import RAY_LOG_FILE, REPORT_FILE, TUNER_FILES
 from tuner.techniques import knob
 from tuner.units import format_bytes
 
@@ -136,9 +136,11 @@ def _keep_experiment_files(ctx: StageContext, experiment: Path) -> Any:
     """Copy the tuner's small experiment files here; the trials as a table (None if absent)."""
     kept = ctx.path("experiment")
     kept.mkdir(exist_ok=True)
-    for name in TUNER_FILES:
+    for name in (*TUNER_FILES, RAY_LOG_FILE):  # Ray's log: why an actor died (an H200 run's two)
         if (experiment / name).is_file():
             shutil.copy2(experiment / name, kept / name)
+    for error in experiment.glob("*/error.txt"):  # each failed attempt's traceback
+        shutil.copy2(error, kept / f"error-{error.parent.name}.txt")
     try:
         from tuner.experiment import load_experiment
 
