@@ -323,8 +323,12 @@ class _TrialRun:
 
     def _choose_speed(self, base: TrainConfig, config: dict[str, Any]) -> tuple[SpeedChoice, str]:
         context = self.context
-        if context.speed_repeats < 1:
-            return SpeedChoice(settings={}), "not probed"
+        if context.speed_repeats < 1:  # probes off: the plain setting, resting on no key
+            choice = SpeedChoice(settings={})
+            self.phases.write(
+                "speed", source="not probed", keys=[], choice=choice.said(), config={}
+            )
+            return choice, "not probed"
         start = time.perf_counter()
         prepare(base)  # the process's one-time costs: the trial's setup, not its first probe
         self.counters.engine_time_s += time.perf_counter() - start
