@@ -125,7 +125,7 @@ def _unchecked(records: Mapping[str, Claim], rows: pd.DataFrame, where: str) -> 
     )
     return [
         f"{where}: the speed_choice of {plural(len(left), 'trial')} not checked ({named}): its "
-        "phase log keeps no speed choice (written before issue 48's records, or probes off)"
+        "phase log keeps no speed choice (a trial written before issue 48's records)"
     ]
 
 
