@@ -87,7 +87,8 @@ READERS: dict[str, tuple[str, ...]] = {
     "smoke_experiment": (
         "tests/cli/test_flags.py", "tests/experiment/test_load.py",
         "tests/report/test_browser.py", "tests/report/test_honest.py",
-        "tests/report/test_report.py", "tests/test_api.py", "tests/test_time_to_target.py",
+        "tests/report/test_report.py", "tests/report/test_speed_claims.py", "tests/test_api.py",
+        "tests/test_time_to_target.py",
         "tests/tune/test_driver.py",
         "tests/tune/test_usage_errors.py",
     ),

@@ -36,7 +36,7 @@ from tuner.report._effects import (
 )
 from tuner.report._write import placed_claims
 from tuner.report.audit import CHECKS, audit
-from tuner.report.claims import Claim, as_json, read_claims, render
+from tuner.report.claims import CSV_KINDS, Claim, as_json, read_claims, render
 from tuner.report.document import md_text
 from tuner.techniques import settings_text, speed_knobs
 
@@ -422,6 +422,8 @@ def test_each_claim_kind_of_the_smoke_report_fails_report_check_when_tampered(
         kinds
     ), kinds
     for kind, claim in kinds.items():
+        if how == "sentence" and kind in CSV_KINDS:
+            continue  # said in trials.csv, not report.md: tests/report/test_speed_claims.py
         copy = tmp_path / f"{how}-{kind}"
         shutil.copytree(report, copy)
         if how == "record":  # its words said of another trial (or key)

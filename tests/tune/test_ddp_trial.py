@@ -26,7 +26,7 @@ import pytest
 
 from tuner.answer import decide
 from tuner.errors import TunerError
-from tuner.experiment import load_experiment
+from tuner.experiment import PROBE_CACHE_FILE, load_experiment
 from tuner.report import write_report
 from tuner.report._scaling import scaling_section
 from tuner.report.document import Table
@@ -219,6 +219,11 @@ def test_one_worker_group_trains_its_trial_and_leaves_nothing_behind(tmp_path: P
     assert phases[0]["part"] == "group_start" and phases[0]["workers"] == 2
     assert phases[0]["warm"] is False  # the search's first trial started its ranks
     assert 0 < phases[0]["seconds"] < lines[-1]["time_total_s"]  # the trial's driver's time
+    # Its speed_choice rests on the probe cache's keys of a 2-worker group (issue 48's record).
+    [speed] = [p for p in phases if p["part"] == "speed"]
+    cache = json.loads((outcome.experiment_dir / PROBE_CACHE_FILE).read_text())
+    assert speed["keys"] and all(k in cache for k in speed["keys"]), (speed["keys"], list(cache))
+    assert all(json.loads(k)["workers"] == 2 for k in speed["keys"])
     assert {g["state"] for g in seen["placement_groups"].values()} == {"REMOVED"}
     assert not seen["cleaners"]
     # One machine: no preemption watcher (its start printed a core_worker error line).

@@ -35,7 +35,7 @@ from tuner.experiment._files import (
     TUNER_FILES,
 )
 from tuner.experiment._metadata import memory_limit, read_metadata, update_metadata, write_metadata
-from tuner.experiment._read import study_distributions
+from tuner.experiment._read import read_phases, study_distributions
 
 if TYPE_CHECKING:
     from tuner.experiment._load import (
@@ -108,6 +108,7 @@ __all__ = [
     "load_experiment",
     "memory_limit",
     "read_metadata",
+    "read_phases",
     "read_trials_csv",
     "resolve_experiment",
     "speed_settings_of",

@@ -19,6 +19,7 @@ from tuner.errors import error_line
 from tuner.experiment._files import (
     ERROR_FILE,
     PARAMS_FILE,
+    PHASES_FILE,
     RAY_STATE_GLOB,
     RESULT_FILE,
     STUDY_FILE,
@@ -62,6 +63,14 @@ def study_distributions(study: Any) -> dict[str, Any]:
     for trial in study.get_trials(deepcopy=False) if study is not None else ():
         found.update(trial.distributions)
     return found
+
+
+def read_phases(folder: Path) -> list[dict[str, Any]]:
+    """A trial folder's phase log (tuner.tune.phases), one dict per line ([]: none, damaged)."""
+    try:
+        return [json.loads(line) for line in (folder / PHASES_FILE).read_text().splitlines()]
+    except (OSError, ValueError):
+        return []
 
 
 def json_object(file: Path) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from tuner.record import (
 from tuner.report import _effects
 from tuner.report._batch import batch_claims
 from tuner.report._input import loader_clear_arms, loader_rows
+from tuner.report._speed_claims import speed_choice_claims
 from tuner.report._trial_words import PHASE_KEYS
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
@@ -147,6 +148,7 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
         experiment.trials,
     )
     made = [*batch_claims(answer, experiment.remeasure), *_clock_claims(experiment)]
+    made += speed_choice_claims(experiment)  # trials.csv's speed_choice (_speed_claims)
     for claim in [*made, *_trial_claims(experiment, answer)]:
         claims.add(claim)
     return claims

@@ -45,6 +45,7 @@ from tuner.report._importance import param_importances
 from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
+from tuner.report._speed_claims import with_speed_choices
 from tuner.report._status import EFFECTS_STEP, Progress, progress_of
 from tuner.report.claims import Claims, write_claims
 from tuner.report.document import (
@@ -82,11 +83,12 @@ def write_report(
     answer = answer or decide(experiment)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = with_time_to_target(experiment.trials, answer.trials)
+    claims = claims_for(experiment, answer)
+    # Its speed_choice column: each recorded trial's record's words (placing the record).
+    table = with_speed_choices(with_time_to_target(experiment.trials, answer.trials), claims)
     write_trials_csv(table, out_dir / "trials.csv")
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     progress = progress_of(experiment)
-    claims = claims_for(experiment, answer)
     sections = [
         *_claim_sections(experiment, answer, progress, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
@@ -135,6 +137,7 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
         _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
     batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
     _trials(experiment, answer, claims)  # the trials section says the trials' counts
+    with_speed_choices(experiment.trials, claims)  # trials.csv's speed_choice column
     _summary(experiment, progress_of(experiment), claims)  # the details': the clock's, counts
     return claims
 

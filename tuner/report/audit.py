@@ -68,6 +68,7 @@ from tuner.report._audit_text import (
     seconds_of,
 )
 from tuner.report._build_claims import counts_claim
+from tuner.report._speed_claims import check_speed_choices
 from tuner.report.claims import render
 from tuner.units import duration_text
 
@@ -193,6 +194,11 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
         rows = read_trials_csv(report_dir / "trials.csv")
         found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")
         found += check_counts_record(claims, rows, f"{report_dir.name}/trials.csv")
+        speed, notes = check_speed_choices(
+            claims, rows, f"{report_dir.name}/trials.csv", experiment
+        )
+        found += speed
+        result.notes += notes
     return found + check_claims(claims, documents, experiment)
 
 

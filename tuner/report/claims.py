@@ -35,7 +35,7 @@ from tuner.answer import (
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.measure import measured_text
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
-from tuner.report import _batch_words, _effects, _trial_words
+from tuner.report import _batch_words, _effects, _speed_words, _trial_words
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -44,6 +44,7 @@ from tuner.units import plural, ratio_text
 
 __all__ = [
     "CELL_KINDS",
+    "CSV_KINDS",
     "EFFECT_KEYS",
     "RENDERERS",
     "Claim",
@@ -60,6 +61,9 @@ __all__ = [
 # config over the plain loop (effects.csv), a speed knob over plain (the probe cache).
 # The kinds said as a table cell of their own (the check looks for the whole cell).
 CELL_KINDS = frozenset({"probe", "effect"})
+# The kinds said in the report's trials.csv alone, one cell per trial (the auditor checks them
+# there: tuner.report._speed_claims), not in report.md.
+CSV_KINDS = frozenset({_speed_words.KIND})
 # An effect's two measures, by the effects table's column (tuner.compare.summarize).
 EFFECT_KEYS = {
     "effect_ratio": "throughput_ratio_vs_reference",
@@ -505,6 +509,8 @@ RENDERERS: dict[str, Callable[[Claim], str]] = {
     "accuracy_against_pick": _against_pick,
     "probe": _probe,
     _batch_words.PAIR: _batch_pair,
+    # a trial's speed_choice in trials.csv, in the words the trial wrote (speed/rule.py's)
+    _speed_words.KIND: lambda claim: _speed_words.choice_text(claim.words),
     _batch_words.ANSWER: _batch_answer,
 }
 

@@ -21,6 +21,7 @@ from tuner.units import as_number, finite_or_none, plural, ratio_text, sum_or_no
 
 __all__ = [
     "RULE",
+    "SAID_FIELDS",
     "SpeedChoice",
     "ahead",
     "combination",
@@ -41,6 +42,11 @@ __all__ = [
 # 4: two scopes (shared and per training config), and a probe budget (knobs not probed).
 # 5: a knob the probe budget cut before its last pair is not probed (was: kept on one pair).
 RULE = 5
+# The fields of a choice its words rest on (SpeedChoice.said): the probed rows and the verdict.
+SAID_FIELDS = (
+    "settings", "variants", "not_probed", "combined_ratio", "over_budget", "plain_over_budget",
+    "measured_on",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,11 @@ class SpeedChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def said(self) -> dict[str, Any]:
+        """What :meth:`summary` and :meth:`shared_note` read, and no more (no timings): the
+        trial's phase log keeps it, and the report's ``speed_choice`` record renders it."""
+        return {name: getattr(self, name) for name in SAID_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeedChoice:

@@ -69,6 +69,7 @@ class Settled:
     wait_s: float = 0.0  # wall seconds it waited for another trial's probes
     budget_s: float | None = None  # probe seconds it was allowed (None: unbounded, or none ran)
     cache_age_s: float | None = None  # of a verdict an earlier search measured
+    keys: tuple[str, ...] = ()  # the probe-cache keys the choice rests on (shared, config)
 
 
 def settle_speed(
@@ -90,6 +91,7 @@ def settle_speed(
         shared.wait_s + own.wait_s,
         sum_or_none(shared.budget_s, own.budget_s),
         shared.cache_age_s,
+        (*shared.keys, *own.keys),
     )
 
 
@@ -108,7 +110,7 @@ def _session(
     found, wait_s = _found_or_claimed(store, lookup, config)
     if found is not None and not found.choice.get("not_probed"):
         choice = SpeedChoice.from_dict(found.choice)
-        return Settled(choice, found.source, wait_s=wait_s, cache_age_s=found.age_s)
+        return Settled(choice, found.source, wait_s=wait_s, cache_age_s=found.age_s, keys=(key,))
     earlier = None if found is None else SpeedChoice.from_dict(found.choice)
     length = trial_length_s(config, None)
     granted = None if speed.share is None else store.draw(speed.share * (length or 0.0))
@@ -147,7 +149,8 @@ def _session(
     # claim as well).
     store.put(lookup, choice.to_dict())
     source = "probed" if budget.runs else (found.source if found else "probed")
-    return Settled(choice, source, time.perf_counter() - started, wait_s, choice.budget_s)
+    spent = time.perf_counter() - started
+    return Settled(choice, source, spent, wait_s, choice.budget_s, keys=(key,))
 
 
 def _found_or_claimed(

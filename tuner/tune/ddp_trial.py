@@ -181,6 +181,8 @@ class _GroupStore(NullStore):
     def tell(self, what: str) -> None:
         self.cache.tell(what)
 
+    def cache_key(self, key: str) -> str:
+        return json.dumps({**json.loads(key), "workers": self.world_size}, sort_keys=True)
+
     def _keyed(self, lookup: Lookup) -> Lookup:
-        key = json.dumps({**json.loads(lookup.key), "workers": self.world_size}, sort_keys=True)
-        return dataclasses.replace(lookup, key=key)
+        return dataclasses.replace(lookup, key=self.cache_key(lookup.key))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import error_line
-from tuner.experiment import PHASES_FILE
+from tuner.experiment import PHASES_FILE, read_phases
 
 __all__ = ["PhaseLog", "read_phases"]
 
@@ -35,10 +35,3 @@ class PhaseLog:
         except OSError as exc:
             _log.warning("could not write the phase log: %s", error_line(exc))
             self.path = None
-
-
-def read_phases(folder: Path) -> list[dict[str, Any]]:
-    try:
-        return [json.loads(line) for line in (folder / PHASES_FILE).read_text().splitlines()]
-    except (OSError, ValueError):
-        return []

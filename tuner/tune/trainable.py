@@ -323,8 +323,12 @@ class _TrialRun:
 
     def _choose_speed(self, base: TrainConfig, config: dict[str, Any]) -> tuple[SpeedChoice, str]:
         context = self.context
-        if context.speed_repeats < 1:
-            return SpeedChoice(settings={}), "not probed"
+        if context.speed_repeats < 1:  # probes off: the plain setting, resting on no key
+            choice = SpeedChoice(settings={})
+            self.phases.write(
+                "speed", source="not probed", keys=[], choice=choice.said(), config={}
+            )
+            return choice, "not probed"
         start = time.perf_counter()
         prepare(base)  # the process's one-time costs: the trial's setup, not its first probe
         self.counters.engine_time_s += time.perf_counter() - start
@@ -362,7 +366,17 @@ class _TrialRun:
             budget_s=settled.budget_s,
             settings=settled.choice.settings,
             not_probed=settled.choice.not_probed,
+            **self._speed_said(settled),
         )
+
+    def _speed_said(self, settled: Settled) -> dict[str, Any]:
+        """What the trial's ``speed_choice`` rests on, for the report's record of it: the
+        probe-cache keys (as the cache keeps them), the choice's words' fields, and the fields
+        of its config that :meth:`SpeedChoice.shared_note` compares with ``measured_on``."""
+        choice = settled.choice
+        fields = {k: getattr(self.config, k) for k in choice.measured_on if hasattr(self.config, k)}
+        keys = [self.store.cache_key(key) for key in settled.keys]
+        return {"keys": keys, "choice": choice.said(), "config": fields}
 
     def _on_probe_run(self, event: dict[str, Any]) -> None:
         if event["event"] == "end":

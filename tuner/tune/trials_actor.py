@@ -65,6 +65,9 @@ class TrialStore(Store, Protocol):
 
     def observe(self, cost: dict[str, Any]) -> None: ...
 
+    # The key a speed key is kept under in the experiment's probe cache (its phase log says it).
+    def cache_key(self, key: str) -> str: ...
+
 
 class NullStore:
     """Nothing remembered, every probe run unbounded and unclaimed, nothing told (the ranks)."""
@@ -92,6 +95,9 @@ class NullStore:
 
     def observe(self, cost: dict[str, Any]) -> None:
         return None
+
+    def cache_key(self, key: str) -> str:
+        return key
 
     def tell(self, what: str) -> None:
         return None
@@ -129,6 +135,9 @@ class ActorStore:
 
     def observe(self, cost: dict[str, Any]) -> None:
         self._call("observe", cost)
+
+    def cache_key(self, key: str) -> str:
+        return key
 
     def tell(self, what: str) -> None:
         if self.namespace and self.trial_id:
