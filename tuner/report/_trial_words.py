@@ -12,6 +12,7 @@ from tuner.units import duration_text, format_bytes, plural
 
 __all__ = [
     "PHASE_KEYS",
+    "busy_load",
     "front_text",
     "load_text",
     "no_pick_text",
@@ -134,10 +135,17 @@ def load_text(words: Mapping[str, Any]) -> str:
         if isinstance(again, int | float)
         else ", not measured during a re-measurement"
     )
-    busy = max(cores[0] if cores else 0, again if isinstance(again, int | float) else 0)
     caveat = ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier"
-    caveat = f"{caveat} than a quiet one's" if busy >= LOADED_CORES else ""
+    caveat = f"{caveat} than a quiet one's" if busy_load(words) else ""
     return f"**Machine load**: other processes {trials}{remeasure}{caveat}."
+
+
+def busy_load(words: Mapping[str, Any]) -> bool:
+    """Whether other work kept at least :data:`LOADED_CORES` busy during the trials (their
+    median) or the re-measurement: a load every speed stated beside it felt."""
+    cores, again = words["cores"], words["remeasure"]
+    busy = max(cores[0] if cores else 0, again if isinstance(again, int | float) else 0)
+    return busy >= LOADED_CORES
 
 
 def front_text(front: tuple[str, ...], words: Mapping[str, Any]) -> str:
