@@ -43,10 +43,10 @@ def test_the_first_screen_says_a_busy_machine_s_load(
     experiment = _experiment(cores, again)
     answer = decide(experiment)
     text = load_said(claims_for(experiment, answer))
-    assert (said in text) if said else text == ""
+    assert said in text if said else text == ""
     console = "\n".join(summary_lines(experiment, answer, state="finished", resumed=None))
-    assert (f"Machine load: {text[len('**Machine load**: ') :]}" in console) if said else (
-        "Machine load" not in console
-    )
-    if said:  # before the front's figures it qualifies
-        assert console.index("Machine load") < console.index("Pareto front")
+    if not said:
+        assert "Machine load" not in console
+        return
+    assert f"Machine load: {text.removeprefix('**Machine load**: ')}" in console
+    assert console.index("Machine load") < console.index("Pareto front")  # before the figures
