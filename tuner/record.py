@@ -218,7 +218,10 @@ SPEED_SETTINGS = _search_key(
     "speed_settings", TEXT, "the speed settings the run used on top of its parameters (JSON)"
 )
 SPEED_PROBE_TIME_S = _search_key(
-    "speed_probe_time_s", NUMBER, "wall seconds of this trial's speed probes (0 from the cache)"
+    "speed_probe_time_s",
+    NUMBER,
+    "wall seconds of this trial's speed probe runs, each from its start to its end (0 from the "
+    "cache)",
 )
 TRIAL_FIRST_STEP_UNIX_S = _search_key(
     "trial_first_step_unix_s", NUMBER, "when the trial's first training step began (probes too)"

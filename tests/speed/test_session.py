@@ -5,6 +5,7 @@ Ray actor: the same object a trial talks to)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from tuner.config import TrainConfig
 from tuner.speed.cache import Lookup, ProbeCache, Remembered
 from tuner.speed.machine_cache import this_machine
 from tuner.speed.session import TrialSpeed, settle_speed
+from tuner.techniques import accuracy_neutral_fields
 from tuner.workloads import MICRO_VIT
 
 TINY = TrainConfig(
@@ -130,3 +132,48 @@ def test_a_cold_search_s_first_trial_trains_unprobed_and_its_run_prices_the_next
     assert cache.prior_run_s(timed.to_dict(), 2) is not None
     second = settle_speed(timed.replace(lr=1e-3), _speed(0.2), _Trial(cache, "b"))
     assert second.probe_s > 0 and len(second.choice.not_probed) < len(first.choice.not_probed)
+
+
+_PINNED = frozenset(accuracy_neutral_fields()) - {"set_to_none", "fused_adamw"}
+
+
+@dataclass
+class _SlowTrial(_Trial):
+    """A trial whose every cache round trip takes ``delay_s``, as the trials' actor's did on a
+    busy machine (its first lookup took 16 s beside a CPU hog)."""
+
+    delay_s: float = 0.3
+
+    def get(self, lookup: Lookup) -> Remembered | None:
+        __import__("time").sleep(self.delay_s)
+        return super().get(lookup)
+
+    def put(self, lookup: Lookup, choice: dict[str, Any]) -> None:
+        __import__("time").sleep(self.delay_s)
+        super().put(lookup, choice)
+
+
+def test_a_trial_s_probe_seconds_are_its_runs_and_the_pool_s_not_the_cache_round_trips(
+    tmp_path: Path,
+) -> None:
+    """One probe figure (issue 48): a trial's probe seconds are its probe runs' wall time, each
+    run from its start to its end, as the pool was charged; its waits are only the seconds
+    another trial's claim held it. A slow cache made them 34.1 s against the pool's 32.5 s."""
+    cache = ProbeCache(str(tmp_path / "probe_cache.json"))
+    cache.earn("earlier", 60.0)  # an earlier trial's share: room for every run
+    runs: list[float] = []
+
+    def on_run(event: dict[str, Any]) -> None:
+        if event["event"] == "end":
+            runs.append(event["wall_s"])
+
+    # Two knobs left to probe (plain and set_to_none, then fused_adamw): few runs, still real.
+    speed = dataclasses.replace(_speed(0.5), pinned=_PINNED)
+    settled = settle_speed(TINY, speed, _SlowTrial(cache, "a"), on_run)
+    spent = cache.stats()["probe_budget"]["spent_s"]
+    assert len(runs) >= 2 and settled.source == "probed"
+    assert settled.probe_s == pytest.approx(spent)  # the console's total, the trial's figure
+    assert settled.probe_s == pytest.approx(sum(runs), abs=0.001 * len(runs))  # the phase log
+    stored = sum(choice["probe_seconds"] for choice in cache.entries.values())
+    assert stored == pytest.approx(spent)  # the report's per-key figures add up to it
+    assert settled.wait_s == 0.0  # nobody else probed: four lookups of 0.3 s are no wait

@@ -37,12 +37,13 @@ from tuner.report._build_claims import (
 from tuner.report._configs import describe, export_config, num_classes, train_command
 from tuner.report._seeds import seeds_text
 from tuner.report._status import EFFECTS_STEP, Progress
+from tuner.report._trial_words import busy_load
 from tuner.report.claims import Claims
 from tuner.report.document import Section, estimate_text, user
 from tuner.time_to_target import seconds_text
 from tuner.units import as_number, format_bytes, is_finite, plural
 
-__all__ = ["answer_section"]
+__all__ = ["answer_section", "load_said"]
 
 
 def answer_section(
@@ -54,7 +55,8 @@ def answer_section(
     claims: Claims,
 ) -> Section:
     if not answer.best:
-        return Section("The answer", [_no_pick(experiment, claims)], anchor="answer")
+        blocks = [_no_pick(experiment, claims), load_said(claims)]
+        return Section("The answer", [b for b in blocks if b], anchor="answer")
     recommended = answer.recommended
     config = answer.configs[str(recommended[TRIAL_ID])]
     lead = lead_lines(answer, claims)  # the rule's pick, the rule, the accuracy beside it
@@ -63,6 +65,7 @@ def answer_section(
         _bold_head(answer.noise_note()),  # before the pick: it could not be decided on speed
         _pick_line(recommended, config, answer, claims, lead[:1] if by_rule else ()),
         *(lead[1:] if by_rule else lead),
+        load_said(claims),  # the figures below were measured beside that load
         _chance_warning(recommended, config),
     ]
     picks = pick_rows(answer)
@@ -244,6 +247,14 @@ def _no_pick(experiment: Experiment, claims: Claims) -> str:
     """Why nothing can be recommended (the trials counted by kind), and the trials cut short."""
     starved = starved_said(experiment.trials, claims)
     return " ".join(filter(None, [claims.text("no_pick"), starved]))
+
+
+def load_said(claims: Claims) -> str:
+    """The machine load record's words, on the first screen when other work kept the machine
+    busy during the trials or the re-measurement (issue 48: a pick beside a CPU hog said
+    nothing of it); "" on a quiet machine (section 4 and Details state it anyway)."""
+    claim = claims.all.get(("machine_load", ()))
+    return claims.text("machine_load") if claim and busy_load(claim.words) else ""
 
 
 def _shown_path(path: Path) -> Path:

@@ -231,15 +231,15 @@ def _load_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, 
 
 
 def _probe_budget_words(trials: pd.DataFrame, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The probes' seconds (their own and their waits for another trial's), the trials' wall
-    time, the share allowed, how many trials ran with knobs unprobed."""
+    """The probe runs' seconds (each trial's ``speed_probe_time_s``, summed) and the trials'
+    waits for another trial's probes, apart; the trials' wall time, the share allowed, how many
+    trials ran with knobs unprobed."""
     share = (metadata.get("options") or {}).get("probe_share")
     unprobed = trials.get(SPEED_NOT_PROBED, pd.Series(dtype=str)).fillna("").astype(str)
     return {
         "share": share if isinstance(share, int | float) else None,
-        "probe_s": float(
-            _numbers(trials, SPEED_PROBE_TIME_S).sum() + _numbers(trials, SPEED_PROBE_WAIT_S).sum()
-        ),
+        "runs_s": float(_numbers(trials, SPEED_PROBE_TIME_S).sum()),
+        "wait_s": float(_numbers(trials, SPEED_PROBE_WAIT_S).sum()),
         "trials_s": float(_numbers(trials, TRIAL_TIME_S).sum()),
         "unprobed": int((unprobed != "").sum()),
     }

@@ -12,6 +12,7 @@ from tuner.units import duration_text, format_bytes, plural
 
 __all__ = [
     "PHASE_KEYS",
+    "busy_load",
     "front_text",
     "load_text",
     "no_pick_text",
@@ -19,6 +20,7 @@ __all__ = [
     "probe_budget_text",
     "wall_time_problem",
     "wall_time_text",
+    "words_as_recorded",
 ]
 
 # What a measuring phase's record in the metadata holds that its words read (measured_text):
@@ -52,7 +54,46 @@ def wall_time_problem(words: Mapping[str, Any]) -> str:
 
 
 def probe_budget_text(words: Mapping[str, Any]) -> str:
-    """What the speed probes cost the trials, and the budget they had."""
+    """What the speed probes cost the trials, and the budget they had: their runs' seconds (the
+    one probe figure: each run's start to its end) and the trials' waits, apart."""
+    if "runs_s" not in words:  # a record written before the two were told apart
+        return _probe_budget_text_before(words)
+    share, runs, whole = words["share"], float(words["runs_s"]), float(words["trials_s"])
+    limit = (
+        f"may take at most {share:.0%} of the trials' time"
+        if isinstance(share, int | float)
+        else "had no bound"
+    )
+    measured = (
+        f"{runs / whole:.0%} ({duration_text(runs)} of {duration_text(whole)})"
+        if whole
+        else "not timed"
+    )
+    wait = float(words["wait_s"])
+    waited = (
+        f"; trials waited {duration_text(wait)} more for another trial's probes" if wait else ""
+    )
+    short = int(words["unprobed"])
+    left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
+    return (
+        f"**Probe budget**: the speed probes {limit} (--probe-share); here their runs took "
+        f"{measured} of the trials' wall time, each run from its start to its end (the trials' "
+        f"probe seconds, speed_probe_time_s, summed){waited}{left}. A knob left unprobed keeps "
+        "its default: not probed is not tried and lost."
+    )
+
+
+def words_as_recorded(kind: str, built: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict:
+    """The words the data gives, in the form of the record checked: a ``probe_budget`` record
+    written before the runs and the waits were told apart holds their sum (``probe_s``)."""
+    if kind != "probe_budget" or "runs_s" in recorded or "runs_s" not in built:
+        return dict(built)
+    older = {k: v for k, v in built.items() if k not in ("runs_s", "wait_s")}
+    return {**older, "probe_s": float(built["runs_s"]) + float(built["wait_s"])}
+
+
+def _probe_budget_text_before(words: Mapping[str, Any]) -> str:
+    """The words of a record with the probes' and the waits' seconds together (``probe_s``)."""
     share, spent, whole = words["share"], float(words["probe_s"]), float(words["trials_s"])
     limit = (
         f"may take at most {share:.0%} of the trials' time"
@@ -94,10 +135,17 @@ def load_text(words: Mapping[str, Any]) -> str:
         if isinstance(again, int | float)
         else ", not measured during a re-measurement"
     )
-    busy = max(cores[0] if cores else 0, again if isinstance(again, int | float) else 0)
     caveat = ": a busy machine, whose speeds (the probes' and the trials') are lower and noisier"
-    caveat = f"{caveat} than a quiet one's" if busy >= LOADED_CORES else ""
+    caveat = f"{caveat} than a quiet one's" if busy_load(words) else ""
     return f"**Machine load**: other processes {trials}{remeasure}{caveat}."
+
+
+def busy_load(words: Mapping[str, Any]) -> bool:
+    """Whether other work kept at least :data:`LOADED_CORES` busy during the trials (their
+    median) or the re-measurement: a load every speed stated beside it felt."""
+    cores, again = words["cores"], words["remeasure"]
+    busy = max(cores[0] if cores else 0, again if isinstance(again, int | float) else 0)
+    return busy >= LOADED_CORES
 
 
 def front_text(front: tuple[str, ...], words: Mapping[str, Any]) -> str:

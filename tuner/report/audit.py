@@ -11,6 +11,8 @@ folders, the MLflow store the search was told, W&B offline runs), and checks:
   cover (older, an ablation's), each against its interval by the one rule
   (:attr:`tuner.stats.Change.verdict`), read from the words;
 - ``duration``: every stated duration inside a clock record's words (each record a ``claim``);
+  the probe seconds (each trial's, the console's, the metadata's pool) its probe runs' wall
+  time as the trials' phase logs have it;
 - ``kind``: each trials table row's kind, and the report's trials.csv, against the experiment's;
 - ``plot``: every trial in the plots present and told apart, every title count the marks drawn;
 - ``tracker``: every tracker's run of each trial ended, with its kind;
@@ -59,6 +61,7 @@ from tuner.report._audit_claims import (
     report_documents,
 )
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
+from tuner.report._audit_probes import check_console_probes, check_probe_seconds
 from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
     Finding,
@@ -133,12 +136,14 @@ def audit(path: Path, *, report_dir: Path | None = None, console: str | None = N
         result.findings += check_time_to_target(experiment, trials, where)
     else:
         result.findings += check_unmeasured(trials, "the experiment's trials")
+    result.findings += check_probe_seconds(path, trials, metadata, "trials.csv")
     options = metadata.get("options") or {}
     found, notes = check_trackers(path, trials, options.get("mlflow"))
     result.findings += found
     result.notes += notes
     if console is not None:
         result.findings += check_console(console, trials)
+        result.findings += check_console_probes(console, trials, metadata)
         records = claims_of(report_dir)[0] if report_dir is not None else None
         result.findings += check_console_claims(records or [], console)
     return result

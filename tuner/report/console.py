@@ -14,6 +14,7 @@ import pandas as pd
 from tuner.answer import Answer
 from tuner.experiment import PARAM_PREFIX, Experiment, speed_settings_of
 from tuner.record import KIND, SPEED_SETTINGS, TRIAL_ID
+from tuner.report._answer import load_said
 from tuner.report._build_claims import (
     claims_for,
     counts_said,
@@ -51,7 +52,8 @@ def summary_lines(
     starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)
-    return lines + _front_lines(answer, experiment, state, claims)
+    load = load_said(claims).replace("**", "")  # the busy machine the figures were measured on
+    return lines + ([load] if load else []) + _front_lines(answer, experiment, state, claims)
 
 
 def _unfinished_work(experiment: Experiment) -> list[str]:

@@ -178,7 +178,6 @@ def choose_speed(
     makes each knob probed once for memory (:func:`_fit_first`), the others then on top of the
     fastest that fits.
     """
-    started = time.perf_counter()
     # Two warm-up steps: the first builds the allocator's pools, the second runs at speed
     # (torch.compile keeps its own three, see tuner.engine.build).
     config = config.replace(warmup_steps=min(config.warmup_steps, 2))
@@ -202,16 +201,16 @@ def choose_speed(
         # Knobs that act on top of one that is on (prefetch_factor on workers) are probed on it.
         choice = probing.on_top(choice, parent)
     settings = {**base, **choice.settings} if scope == "all" else choice.settings
-    return _finished(choice, settings, meter, started, config)
+    return _finished(choice, settings, meter, config)
 
 
 def _finished(
-    choice: SpeedChoice, settings: dict[str, Any], meter: _Meter, started: float, config: Any
+    choice: SpeedChoice, settings: dict[str, Any], meter: _Meter, config: Any
 ) -> SpeedChoice:
     return dataclasses.replace(
         choice,
         settings=settings,
-        probe_seconds=time.perf_counter() - started,
+        probe_seconds=meter.budget.spent_s,  # its runs' own: the budget's (rule.SpeedChoice)
         probe_step_seconds=meter.step_seconds,
         first_step_unix_s=meter.first_step_unix_s,
         budget_s=meter.budget.allowed_s if meter.budget.granted_s is not None else None,

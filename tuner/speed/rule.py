@@ -56,7 +56,9 @@ class SpeedChoice:
     settings: dict[str, Any]  # the speed knobs switched on (empty: the plain setting)
     variants: list[dict[str, Any]] = field(default_factory=list)  # one row per probed change
     plain_images_per_second: float = math.nan
-    probe_seconds: float = 0.0  # wall time of the probes (their steps count as training)
+    # The probe runs' wall time, the clock's (each run from its start to its end: what the probe
+    # budget charges); their steps count as training. The lookups around them are no probe.
+    probe_seconds: float = 0.0
     probe_step_seconds: float = 0.0  # training seconds of that (the probes' train_time_s)
     repeats: int = 0
     first_step_unix_s: float | None = None  # wall clock when the first probe's first step began

@@ -65,8 +65,8 @@ class Settled:
 
     choice: SpeedChoice
     source: str  # probed | cache | machine cache
-    probe_s: float = 0.0  # wall seconds this trial spent in its own probes
-    wait_s: float = 0.0  # wall seconds it waited for another trial's probes
+    probe_s: float = 0.0  # wall seconds of this trial's own probe runs (the pool's charge)
+    wait_s: float = 0.0  # wall seconds it waited while another trial probed its key
     budget_s: float | None = None  # probe seconds it was allowed (None: unbounded, or none ran)
     cache_age_s: float | None = None  # of a verdict an earlier search measured
     keys: tuple[str, ...] = ()  # the probe-cache keys the choice rests on (shared, config)
@@ -123,7 +123,6 @@ def _session(
         prior_run_s=store.prior_run_s(config.to_dict(), speed.steps)
         or (earlier.slowest_run_s if earlier is not None else None),
     )
-    started = time.perf_counter()
     choice = choose_speed(
         config,
         cuda=speed.cuda,
@@ -149,20 +148,24 @@ def _session(
     # claim as well).
     store.put(lookup, choice.to_dict())
     source = "probed" if budget.runs else (found.source if found else "probed")
-    spent = time.perf_counter() - started
-    return Settled(choice, source, spent, wait_s, choice.budget_s, keys=(key,))
+    # Its runs' seconds, the clock's, as the pool was charged: the cache's round trips around
+    # them (the lookup, this put, the settling) are no probe (rule.SpeedChoice.probe_seconds).
+    return Settled(choice, source, budget.spent_s, wait_s, choice.budget_s, keys=(key,))
 
 
 def _found_or_claimed(
     store: Store, lookup: Lookup, config: TrainConfig
 ) -> tuple[Remembered | None, float]:
     """The remembered verdict, after waiting while another trial probes it (a claim lasts
-    twice its trial's length, at least a minute: a dead trial does not block others)."""
-    started = time.perf_counter()
+    twice its trial's length, at least a minute: a dead trial does not block others), and the
+    seconds waited: from the first refused claim on (the lookups' round trips are no wait; a
+    busy machine's first one took 16 s)."""
     found = store.get(lookup)
     claim_s = max(60.0, 2 * (trial_length_s(config, None) or 0.0))
+    waiting: float | None = None
     while found is None and not store.claim(lookup.key, claim_s):
+        waiting = time.perf_counter() if waiting is None else waiting
         store.tell("waiting for another trial's speed probes")
         time.sleep(_WAIT_POLL_S)
         found = store.get(lookup)
-    return found, time.perf_counter() - started
+    return found, 0.0 if waiting is None else time.perf_counter() - waiting

@@ -185,6 +185,7 @@ class _TrialRun:
         self.node = _node()
         self.last_checkpoint: float | None = None  # perf_counter of the run's latest one
         self.probe_steps_s = 0.0  # in the training steps of this trial's own probes
+        self.probe_runs = 0  # its probe runs this attempt (their "probe" lines in the phase log)
         self.starved_by = ""
         self.load = LoadMeter.start()  # other work on the machine while this trial runs
         self.machine_load_cores: float | None = None
@@ -362,6 +363,7 @@ class _TrialRun:
             "speed",
             source=settled.source,
             probe_s=round(settled.probe_s, 3),
+            runs=self.probe_runs,  # probe_s is their wall_s summed (report --check adds them)
             wait_s=round(settled.wait_s, 3),
             budget_s=settled.budget_s,
             settings=settled.choice.settings,
@@ -382,6 +384,7 @@ class _TrialRun:
         if event["event"] == "end":
             self.phases.write("probe", **{k: v for k, v in event.items() if k != "event"})
             self.probe_steps_s += event["steps_s"]
+            self.probe_runs += 1
             first = time.time() - event["steps_s"]  # its training loop began then
             self.counters.first_step_unix_s = self.counters.first_step_unix_s or first
         else:
