@@ -27,7 +27,7 @@ from tuner.report._audit_claims import (
     check_verdict_words,
 )
 from tuner.report._build_claims import build_claims, wall_time_words
-from tuner.report._trial_words import wall_time_problem
+from tuner.report._trial_words import no_pick_text, wall_time_problem
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
@@ -478,3 +478,11 @@ def test_a_value_shown_is_no_claim_in_a_report_its_records_cover() -> None:
     )
     clock = Claim("wall_time", (), (), {"seconds": 4.0, "trials": {}}).with_text()
     assert check_verdict_words(markdown, [clock]) == []
+
+
+def test_no_pick_names_the_memory_budget_only_where_a_trial_was_over_it() -> None:
+    starved = no_pick_text({"counts": {"starved": 8}, "total": 8, "limit_bytes": None})
+    assert "none of the 8 trials finished ok." in starved and "memory" not in starved
+    over = no_pick_text({"counts": {"over budget": 2}, "total": 2, "limit_bytes": 2**20})
+    assert "finished ok within the memory budget." in over
+    assert "2 trials measured more than the budget of 1.0 MiB" in over

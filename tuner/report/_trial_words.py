@@ -173,9 +173,12 @@ def no_pick_text(words: Mapping[str, Any]) -> str:
         "incomplete": "did not end before the search did (incomplete): give the search more "
         "time (--search-time-budget-s) or resume it.",
     }
+    # "within the memory budget" only where memory ended some: beside a CPU hog, 8 starved
+    # trials and none over it read as a memory problem.
+    budget = " within the memory budget" if counts.get("over budget") else ""
     lines = [
         f"**No configuration can be recommended**: none of the {plural(total, 'trial')} "
-        "finished ok within the memory budget.",
+        f"finished ok{budget}.",
         *(f"{plural(int(counts[k]), 'trial')} {said}" for k, said in why.items() if counts.get(k)),
     ]
     return " ".join(lines)
