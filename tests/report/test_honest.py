@@ -30,6 +30,10 @@ from tuner.report._answer import _pick_line, _train_line
 from tuner.report._build_claims import build_claims, probe_claim
 from tuner.report._configs import describe
 from tuner.report._effects import controlled_effects, not_tried, says_nothing
+from tuner.report.audit import audit
+from tuner.report.claims import Claim
+from tuner.report.console import summary_lines
+from tuner.report.document import inline_html, md_text
 from tuner.units import plural
 
 HOSTILE = "<script>alert(1)</script> **bold** |pipe| _under_ `tick` [link](x)"
@@ -163,7 +167,8 @@ def test_failed_re_measurements_are_counted_and_named(
     write_metadata(folder, {**read_metadata(folder), "remeasure_failures": [from_driver]})
     answer_text = _answer_section(_report(folder, tmp_path))
     tid = str(failed["trial_id"].iloc[0])
-    assert "**3 re-measurement runs failed** (2 trials)" in answer_text
+    said = f"3 re-measurement runs failed (2 trials: `{tid}` 2 runs, `ab12cd34` 1 run)"
+    assert said in answer_text  # its record's words (remeasure_failed)
     assert f"trial `{tid}`, 2 runs: cannot read image /data/broken.png: truncated" in answer_text
     assert "trial `ab12cd34`, 1 run: worker lost" in answer_text
 
@@ -402,3 +407,111 @@ def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
     claims = build_claims(answer, pd.DataFrame())
     assert "on 2 data-parallel workers" in _pick_line(row, config, answer, claims)
     assert "torchrun --nproc-per-node 2" in _train_line(row, path)
+
+
+# ---- 9. how far it got: records, checked (issue 48) -----------------------------------------
+
+# The records of how far an experiment got (tuner.report._status), each with its record made to
+# claim something else: (subjects, words) -> (subjects, words).
+STATUS_LIES = {
+    "unfinished": lambda s, w: (("stopped",), w),
+    "state": lambda s, w: (("finished",), w),
+    "trials_ended": lambda s, w: (s, {**w, "ended": w["ended"] + 1}),
+    "step_not_run": lambda s, w: (s, {"why": "nothing"}),
+    "stopped_during": lambda s, w: (("re-measurement",), w),
+    "remeasure_rows": lambda s, w: (s, {**w, "rows": w["rows"] + 1}),
+    "remeasure_failed": lambda s, w: (s, {"runs": [n + 1 for n in w["runs"]]}),
+    "skipped_images": lambda s, w: (s, {**w, "most": w["most"] + 2}),
+}
+
+
+@pytest.fixture
+def unfinished(smoke_experiment: Path, tmp_path: Path) -> dict[str, Any]:
+    """The smoke search as if Ctrl-C stopped it in its effects step, after a re-measurement the
+    driver lost, with a trial that skipped 3 unreadable image files: its folder, its report,
+    the console summary its search would have printed."""
+    lost = {"trial_id": "ab12cd34", "error": "worker lost"}
+    folder = _copy(
+        smoke_experiment, tmp_path, state="interrupted", interrupted_during="technique effects",
+        remeasure_failures=[lost],
+    )  # fmt: skip
+    (folder / "effects.csv").unlink()
+    result = sorted(folder.glob("*/result.json"))[0]
+    lines = [json.loads(line) for line in result.read_text().splitlines()]
+    lines[-1]["skipped_images"] = 3
+    result.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    experiment = load_experiment(folder)
+    said = summary_lines(experiment, decide(experiment), state="interrupted", resumed=None)
+    report = write_report(folder, out_dir=tmp_path / "report")
+    return {"folder": folder, "report": report, "console": "\n".join(said)}
+
+
+def _status_records(report: Path) -> list[dict[str, Any]]:
+    records = json.loads((report / "claims.json").read_text())["claims"]
+    return [r for r in records if r["kind"] in STATUS_LIES]
+
+
+def test_how_far_a_search_got_is_records_the_console_and_report_say(
+    unfinished: dict[str, Any],
+) -> None:
+    """Issue 48: the unfinished-search lines (the console's "Stopped during ...", "N
+    re-measurement runs failed", "Skipped N unreadable image file(s)"; the report's state, its
+    trials that ended, each step not run, the details' re-measurement rows) were prose nothing
+    checked. Each is a record, said by the console and report.md in its words, and checked."""
+    folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
+    records = {r["kind"]: r for r in _status_records(report)}
+    assert set(records) == set(STATUS_LIES), set(STATUS_LIES) - set(records)
+    assert records["trials_ended"]["words"] == {"ended": 3, "asked": 3, "cut": 0}
+    assert records["skipped_images"]["words"] == {"most": 3, "trials": 1}
+    assert "Stopped during the technique effects: it did not finish" in console
+    assert records["remeasure_failed"]["text"] in console
+    assert records["skipped_images"]["text"] in console
+    markdown = (report / "report.md").read_text()
+    assert markdown.count("Stopped during the technique effects") == 1  # said once
+    found = audit(folder, report_dir=report, console=console)
+    assert found.ok, found.lines()
+
+
+@pytest.mark.parametrize("how", ["record", "sentence", "record and sentence", "console"])
+def test_a_tampered_status_record_or_sentence_fails_naming_it(
+    unfinished: dict[str, Any], how: str
+) -> None:
+    folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
+    pristine = {
+        p.name: p.read_text() for p in report.iterdir() if p.suffix in (".md", ".json", ".html")
+    }
+    for record in _status_records(report):
+        claim = Claim(
+            record["kind"], tuple(record["subjects"]), (), record["words"], record["text"]
+        )
+        subjects, words = STATUS_LIES[claim.kind](claim.subjects, dict(claim.words))
+        lie = Claim(claim.kind, subjects, (), words).with_text()
+        assert lie.text != claim.text, claim.kind
+        documents = dict(pristine)
+        said = console
+        if how in ("record", "record and sentence"):
+            rows = json.loads(pristine["claims.json"])
+            row = next(r for r in rows["claims"] if r == record)
+            row.update(subjects=list(subjects), words=words)
+            row["text"] = lie.text if how == "record and sentence" else claim.text
+            documents["claims.json"] = json.dumps(rows)
+        if how in ("sentence", "record and sentence"):
+            documents["report.md"] = documents["report.md"].replace(
+                md_text(claim.text), md_text(lie.text)
+            )
+            documents["report.html"] = documents["report.html"].replace(
+                inline_html(claim.text), inline_html(lie.text)
+            )
+        if how == "console":
+            if claim.text not in console:
+                continue  # a record the console does not say
+            said = console.replace(claim.text, lie.text)
+        for name, text in documents.items():
+            (report / name).write_text(text)
+        found = audit(folder, report_dir=report, console=said).lines()
+        assert found, (how, claim.name())
+        named = {claim.name(), lie.name()}
+        assert all(any(f"'{n}'" in line for n in named) for line in found), found
+    for name, text in pristine.items():
+        (report / name).write_text(text)
+    assert audit(folder, report_dir=report, console=console).ok

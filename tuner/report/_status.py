@@ -140,24 +140,34 @@ def status_lead(experiment: Experiment, progress: Progress, claims: Claims) -> l
 
 
 def status_details(experiment: Experiment, progress: Progress, claims: Claims) -> list[str]:
-    """The details list's lines on how far it got: its state, the steps not run."""
+    """The details list's lines on how far it got: its state, and each record of it the
+    report has not said yet (the lead and section 1 say them first): each says its words once,
+    so that a sentence tampered in one place is not found intact in another."""
+    unsaid = [
+        claim
+        for claim in claims.all.values()
+        if claim.kind in ("step_not_run", *_STATUS_WORK) and claim.key not in claims.placed
+    ]
     return [
         f"- {claims.text('state', progress.state)}",
-        *(f"- {claims.text('step_not_run', step)}" for step in progress.steps),
+        *(f"- {claims.text(claim.kind, *claim.subjects)}" for claim in unsaid),
     ]
 
 
-def unfinished_work(experiment: Experiment, claims: Claims) -> list[str]:
-    """What did not run or was left out, in its records' words (the console's and the
-    report's): the step Ctrl-C stopped, failed re-measurements, image files skipped."""
-    step = experiment.metadata.get("interrupted_during")
-    failed = [c for c in claims.all.values() if c.kind == "remeasure_failed"]
-    said = [
-        claims.text("stopped_during", str(step)) if step else "",
-        *(claims.text(c.kind, *c.subjects) for c in failed),
-        claims.text("skipped_images"),
+# What did not run or was left out: the records the console says after the counts.
+_STATUS_WORK = ("stopped_during", "remeasure_failed", "skipped_images")
+
+
+def unfinished_work(claims: Claims) -> list[str]:
+    """What did not run or was left out, in its records' words (the console's; the report's
+    lead, section 1 and details): the step Ctrl-C stopped, failed re-measurements, image files
+    skipped."""
+    return [
+        claims.text(claim.kind, *claim.subjects)
+        for kind in _STATUS_WORK
+        for claim in claims.all.values()
+        if claim.kind == kind
     ]
-    return [line for line in said if line]
 
 
 def _not_run(experiment: Experiment, state: str) -> dict[str, dict[str, Any]]:

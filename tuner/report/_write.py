@@ -50,7 +50,6 @@ from tuner.report._status import (
     progress_of,
     status_details,
     status_lead,
-    unfinished_work,
 )
 from tuner.report.claims import Claims, write_claims
 from tuner.report.document import (
@@ -93,6 +92,7 @@ def write_report(
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     progress = progress_of(experiment)
     claims = claims_for(experiment, answer)
+    lead = status_lead(experiment, progress, claims)  # unfinished: said before anything else
     sections = [
         *_claim_sections(experiment, answer, progress, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
@@ -103,7 +103,6 @@ def write_report(
         _details(experiment, progress, claims),
     ]
     title = f"Tuning report: {user(experiment.name)}"
-    lead = status_lead(experiment, progress, claims)  # unfinished: said before anything else
     (out_dir / REPORT_FILE).write_text(render_markdown(title, sections, lead))
     (out_dir / REPORT_HTML_FILE).write_text(render_html(title, sections, lead))
     write_claims(claims, out_dir / CLAIMS_FILE)
@@ -136,13 +135,13 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     by the same sections (the auditor's: a record claims.json lacks is found), with no plot
     drawn. Their files (the recommended configs) go to a scratch folder, removed after."""
     claims = claims_for(experiment, answer)
+    progress = progress_of(experiment)
+    status_lead(experiment, progress, claims)  # how far it got, said first
     with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
-        progress = progress_of(experiment)
         _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
     batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
     _trials(experiment, answer, claims)  # the trials section says the trials' counts
     _summary(experiment, progress, claims)  # the details': the clock's, counts, the state
-    status_lead(experiment, progress, claims)  # how far it got, said first
     return claims
 
 
@@ -367,7 +366,6 @@ def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
             f"- {claims.text('machine_load')}",
             f"- searched parameters: {code(', '.join(experiment.searched_names) or 'unknown')}",
             f"- {claims.text('remeasure_rows')}",
-            *(f"- {line}" for line in unfinished_work(experiment, claims)),
             # --warm-start: how many of the study's trials came from which experiment
             *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
         ]

@@ -46,7 +46,7 @@ def summary_lines(
     if resumed:
         lines.append(_resume_line(resumed))
     lines += experiment.problem_lines()
-    lines += unfinished_work(experiment, claims)  # their records' words, as the report's
+    lines += unfinished_work(claims)  # their records' words, as the report's
     starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)
