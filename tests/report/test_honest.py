@@ -422,6 +422,8 @@ STATUS_LIES = {
     "remeasure_rows": lambda s, w: (s, {**w, "rows": w["rows"] + 1}),
     "remeasure_failed": lambda s, w: (s, {"runs": [n + 1 for n in w["runs"]]}),
     "skipped_images": lambda s, w: (s, {**w, "most": w["most"] + 2}),
+    "warm_start": lambda s, w: (s, {**w, "trials": w["trials"] + 1}),
+    "unread": lambda s, w: (s, {"problems": ["trial x: nothing wrong", *w["problems"][1:]]}),
 }
 
 
@@ -460,7 +462,8 @@ def test_how_far_a_search_got_is_records_the_console_and_report_say(
     checked. Each is a record, said by the console and report.md in its words, and checked."""
     folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
     records = {r["kind"]: r for r in _status_records(report)}
-    assert set(records) == set(STATUS_LIES), set(STATUS_LIES) - set(records)
+    folder_kinds = {"warm_start", "unread"}  # the details' test below
+    assert set(records) == set(STATUS_LIES) - folder_kinds, set(STATUS_LIES) - set(records)
     assert records["trials_ended"]["words"] == {"ended": 3, "asked": 3, "cut": 0}
     assert records["skipped_images"]["words"] == {"most": 3, "trials": 1}
     assert "Stopped during the technique effects: it did not finish" in console
@@ -477,41 +480,66 @@ def test_a_tampered_status_record_or_sentence_fails_naming_it(
     unfinished: dict[str, Any], how: str
 ) -> None:
     folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
-    pristine = {
-        p.name: p.read_text() for p in report.iterdir() if p.suffix in (".md", ".json", ".html")
-    }
     for record in _status_records(report):
-        claim = Claim(
-            record["kind"], tuple(record["subjects"]), (), record["words"], record["text"]
-        )
-        subjects, words = STATUS_LIES[claim.kind](claim.subjects, dict(claim.words))
-        lie = Claim(claim.kind, subjects, (), words).with_text()
-        assert lie.text != claim.text, claim.kind
-        documents = dict(pristine)
-        said = console
-        if how in ("record", "record and sentence"):
-            rows = json.loads(pristine["claims.json"])
-            row = next(r for r in rows["claims"] if r == record)
-            row.update(subjects=list(subjects), words=words)
-            row["text"] = lie.text if how == "record and sentence" else claim.text
-            documents["claims.json"] = json.dumps(rows)
-        if how in ("sentence", "record and sentence"):
-            documents["report.md"] = documents["report.md"].replace(
-                md_text(claim.text), md_text(lie.text)
-            )
-            documents["report.html"] = documents["report.html"].replace(
-                inline_html(claim.text), inline_html(lie.text)
-            )
-        if how == "console":
-            if claim.text not in console:
-                continue  # a record the console does not say
-            said = console.replace(claim.text, lie.text)
-        for name, text in documents.items():
-            (report / name).write_text(text)
-        found = audit(folder, report_dir=report, console=said).lines()
-        assert found, (how, claim.name())
-        named = {claim.name(), lie.name()}
-        assert all(any(f"'{n}'" in line for n in named) for line in found), found
+        _tampered_fails(folder, report, console, record, how)
+    assert audit(folder, report_dir=report, console=console).ok  # each put back
+
+
+def _tampered_fails(
+    folder: Path, report: Path, console: str | None, record: dict[str, Any], how: str
+) -> None:
+    """The record made to claim what STATUS_LIES says (in claims.json, its text, report.md and
+    report.html, the console: ``how``) fails ``report --check`` naming it; then put back."""
+    claim = Claim(record["kind"], tuple(record["subjects"]), (), record["words"], record["text"])
+    subjects, words = STATUS_LIES[claim.kind](claim.subjects, dict(claim.words))
+    lie = Claim(claim.kind, subjects, (), words).with_text()
+    assert lie.text != claim.text, claim.kind
+    kept = (".md", ".json", ".html")
+    pristine = {p.name: p.read_text() for p in report.iterdir() if p.suffix in kept}
+    documents, said = dict(pristine), console
+    if how in ("record", "record and sentence"):
+        rows = json.loads(pristine["claims.json"])
+        row = next(r for r in rows["claims"] if r == record)
+        row.update(subjects=list(subjects), words=words)
+        row["text"] = lie.text if how == "record and sentence" else claim.text
+        documents["claims.json"] = json.dumps(rows)
+    if how in ("sentence", "record and sentence"):
+        for name, form in (("report.md", md_text), ("report.html", inline_html)):
+            documents[name] = documents[name].replace(form(claim.text), form(lie.text))
+    if how == "console":
+        if console is None or claim.text not in console:
+            return  # a record the console does not say
+        said = console.replace(claim.text, lie.text)
+    for name, text in documents.items():
+        (report / name).write_text(text)
+    found = audit(folder, report_dir=report, console=said).lines()
     for name, text in pristine.items():
         (report / name).write_text(text)
-    assert audit(folder, report_dir=report, console=console).ok
+    assert found, (how, claim.name())
+    named = {claim.name(), lie.name()}
+    assert all(any(f"'{n}'" in line for n in named) for line in found), found
+
+
+def test_the_details_warm_start_and_unread_files_are_records(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    """Issue 48: section 10's last prose nothing checked: how many trials --warm-start took
+    from which experiment, and "Could not read everything" with what. Each is a record, its
+    words said in report.md and checked against the metadata and the folder; tampered, each
+    fails naming it."""
+    warm = {"experiment": "old", "path": "/x/old", "trials": 2, "from": {"old": 2},
+            "left_out": {"outside the space": 1}, "grid": False, "design_rows_covered": 0,
+            "summary": "(as the search printed it)"}  # fmt: skip
+    folder = _copy(smoke_experiment, tmp_path, warm_start=warm)
+    (folder / "study.db").write_bytes(b"not a database")  # damaged: a problem, said first
+    report = write_report(folder, out_dir=tmp_path / "report")
+    records = {r["kind"]: r for r in json.loads((report / "claims.json").read_text())["claims"]}
+    said = "warm start: 2 earlier trials (2 from old); 1 left out: outside the space"
+    assert md_text(records["warm_start"]["text"]) == said
+    assert "study.db could not be read" in records["unread"]["words"]["problems"][0]
+    details = (report / "report.md").read_text().split("## 10. Details", 1)[1]
+    assert details.index("**Could not read everything**") < details.index(said)
+    assert audit(folder, report_dir=report).ok
+    for kind in ("warm_start", "unread"):
+        for how in ("record", "sentence", "record and sentence"):
+            _tampered_fails(folder, report, None, records[kind], how)

@@ -19,7 +19,12 @@ import pandas as pd
 from tuner.experiment import Experiment
 from tuner.experiment.lock import holder
 from tuner.record import ERROR, KIND, STATUS, TRIAL_ID
-from tuner.report._status_words import EFFECTS_STEP, REMEASURE_STEP, why_not_run
+from tuner.report._status_words import (
+    EFFECTS_STEP,
+    REMEASURE_STEP,
+    WARM_START_KEYS,
+    why_not_run,
+)
 from tuner.report.claims import Claim, Claims
 from tuner.report.document import code
 
@@ -81,6 +86,20 @@ def status_claims(experiment: Experiment) -> list[Claim]:
     if step:
         claims.append(Claim("stopped_during", (str(step),)))
     claims += _failure_claims(progress.failures) + _skipped_claims(experiment.trials)
+    return claims + _folder_claims(experiment)
+
+
+def _folder_claims(experiment: Experiment) -> list[Claim]:
+    """What the folder held that could not be read (the loader's problems), and the trials
+    --warm-start took from an earlier experiment (its metadata's record: an older record
+    without every key is shown as it was written)."""
+    claims = []
+    if experiment.problems:
+        claims.append(Claim("unread", (), (), {"problems": list(map(str, experiment.problems))}))
+    warm = experiment.metadata.get("warm_start")
+    if isinstance(warm, dict) and all(key in warm for key in WARM_START_KEYS):
+        words = {key: warm[key] for key in WARM_START_KEYS}
+        claims.append(Claim("warm_start", (), (), words))
     return claims
 
 

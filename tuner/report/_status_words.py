@@ -11,9 +11,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tuner.experiment import EFFECTS_FILE, REMEASURE_FILE
+from tuner.report.document import user
 from tuner.units import plural
 
-__all__ = ["CONSOLE_KINDS", "EFFECTS_STEP", "REMEASURE_STEP", "RENDERERS", "why_not_run"]
+__all__ = [
+    "CONSOLE_KINDS",
+    "EFFECTS_STEP",
+    "REMEASURE_STEP",
+    "RENDERERS",
+    "WARM_START_KEYS",
+    "warm_start_text",
+    "why_not_run",
+]
 
 REMEASURE_STEP, EFFECTS_STEP = "re-measurement", "technique effects"
 # The records the console summary says too (tuner.report.console's unfinished work).
@@ -87,11 +96,38 @@ def _remeasure_rows(words: Mapping[str, Any]) -> str:
     )
 
 
+def _unread(words: Mapping[str, Any]) -> str:
+    """What the experiment folder held that could not be read (each problem, user text)."""
+    problems = "\n".join(f"- {user(problem)}" for problem in words["problems"])
+    return f"**Could not read everything** in the experiment folder:\n\n{problems}"
+
+
 def _skipped_images(words: Mapping[str, Any]) -> str:
     most, trials = int(words["most"]), int(words["trials"])
     return (
         f"Skipped {most} unreadable image file(s) (the most in one trial; {trials} trial(s) "
         "skipped some): the data folder holds non-images."
+    )
+
+
+# What --warm-start's record in the metadata holds that its words read.
+WARM_START_KEYS = ("trials", "from", "left_out", "grid")
+
+
+def warm_start_text(words: Mapping[str, Any], mark: Callable[[Any], str] = str) -> str:
+    """--warm-start's earlier trials: how many, from which experiment, those left out and why,
+    and, under --sampler grid, that they run again (``mark``: how a name or reason is shown;
+    the report's user text, the console's as it is)."""
+    origins = ", ".join(f"{n} from {mark(name)}" for name, n in words["from"].items()) or "none"
+    left = "; ".join(f"{n} left out: {mark(why)}" for why, n in words["left_out"].items())
+    grid = (
+        "; --sampler grid still runs its whole grid (Optuna's GridSampler does not count "
+        "trials added to the study): the warm-started points run again"
+    )
+    return (
+        f"warm start: {int(words['trials'])} earlier trials ({origins})"
+        + (f"; {left}" if left else "")
+        + (grid if words.get("grid") else "")
     )
 
 
@@ -106,4 +142,6 @@ RENDERERS: dict[str, Callable[[Any], str]] = {
     "remeasure_failed": lambda claim: _remeasure_failed(claim.subjects, claim.words),
     "remeasure_rows": lambda claim: _remeasure_rows(claim.words),
     "skipped_images": lambda claim: _skipped_images(claim.words),
+    "warm_start": lambda claim: warm_start_text(claim.words, user),
+    "unread": lambda claim: _unread(claim.words),
 }

@@ -142,6 +142,7 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
     _trials(experiment, answer, claims)  # the trials section says the trials' counts
     _summary(experiment, progress, claims)  # the details': the clock's, counts, the state
+    claims.text("unread")  # the details' first: what the folder held that could not be read
     return claims
 
 
@@ -343,11 +344,9 @@ def _details(experiment: Experiment, progress: Progress, claims: Claims) -> Sect
         [_OBSERVED, Table(_effects.observed_techniques(experiment.trials))],
     )
     column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
-    blocks = [_summary(experiment, progress, claims), metadata, observed, column_list]
-    if experiment.problems:  # what could not be read, shown first
-        unread = "\n".join(f"- {user(problem)}" for problem in experiment.problems)
-        blocks.insert(0, f"**Could not read everything** in the experiment folder:\n\n{unread}")
-    return Section("Details", blocks, anchor="details")
+    unread = claims.text("unread")  # what could not be read, shown first
+    blocks = [unread, _summary(experiment, progress, claims), metadata, observed, column_list]
+    return Section("Details", [block for block in blocks if block], anchor="details")
 
 
 def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
@@ -367,9 +366,18 @@ def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
             f"- searched parameters: {code(', '.join(experiment.searched_names) or 'unknown')}",
             f"- {claims.text('remeasure_rows')}",
             # --warm-start: how many of the study's trials came from which experiment
-            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
+            *_warm_start_line(meta, claims),
         ]
     )
+
+
+def _warm_start_line(meta: Mapping[str, Any], claims: Claims) -> list[str]:
+    """How many of the study's trials came from which experiment: its record's words (an
+    older experiment's metadata without every key it reads: its summary as written)."""
+    said = claims.text("warm_start")
+    if said:
+        return [f"- {said}"]
+    return [f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []
 
 
 _OBSERVED = (
