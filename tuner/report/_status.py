@@ -109,7 +109,7 @@ def _trials_words(experiment: Experiment) -> dict[str, Any]:
     asked = (experiment.metadata.get("options") or {}).get("num_samples")
     return {
         "ended": ended,
-        "asked": asked if isinstance(asked, int) else None,
+        "asked": asked if isinstance(asked, int) and asked > 0 else None,  # -1: until the budget
         "cut": len(trials) - ended,
     }
 
