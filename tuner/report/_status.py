@@ -193,6 +193,7 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, dict[str, Any]]:
     """Each step after the trials that has no rows, and why (step_not_run's words)."""
     options = experiment.metadata.get("options") or {}
     skipped = experiment.metadata.get("skipped_after_trials")
+    during = experiment.metadata.get("interrupted_during")  # the step a Ctrl-C stopped
     steps = (
         (REMEASURE_STEP, experiment.remeasure, "remeasure_top"),
         (EFFECTS_STEP, experiment.effects, "effects_repeats"),
@@ -205,8 +206,10 @@ def _not_run(experiment: Experiment, state: str) -> dict[str, dict[str, Any]]:
             found[step] = {"why": "off", "option": option}
         elif skipped:
             found[step] = {"why": "skipped", "because": str(skipped)}
+        elif state == "running":
+            found[step] = {"why": "running"}
         elif state != "finished":
-            found[step] = {"why": "running" if state == "running" else "interrupted"}
+            found[step] = {"why": "stopped" if during == step else "interrupted"}
         else:
             found[step] = {"why": "nothing"}
     return found

@@ -45,7 +45,7 @@ _HEADS = {
 
 def why_not_run(step: str, words: Mapping[str, Any]) -> str:
     """Why a step after the trials did not run (``why``: off, skipped, running, interrupted,
-    nothing), in the words the report and its sections use."""
+    stopped during it, nothing), in the words the report and its sections use."""
     why = words["why"]
     if why == "off":
         return f"turned off (--{str(words['option']).replace('_', '-')} 0)"
@@ -55,6 +55,8 @@ def why_not_run(step: str, words: Mapping[str, Any]) -> str:
         return "still running, not reached yet"
     if why == "interrupted":
         return "not run: the search was interrupted before it"
+    if why == "stopped":
+        return "not finished: the search was interrupted during it"
     return f"not run: {_NOTHING[step]}"
 
 
