@@ -485,7 +485,9 @@ def test_a_tampered_status_record_or_sentence_fails_naming_it(
 ) -> None:
     folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
     experiment = load_experiment(folder)
-    for record in _status_records(report):
+    records = _status_records(report)
+    assert {r["kind"] for r in records} == set(STATUS_LIES) - {"warm_start", "unread"}
+    for record in records:
         _tampered_fails(experiment, report, console, record, how)
 
 
