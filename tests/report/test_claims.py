@@ -27,7 +27,9 @@ from tuner.report._audit_claims import (
     check_verdict_words,
 )
 from tuner.report._build_claims import build_claims, wall_time_words
+from tuner.report._status import progress_of
 from tuner.report._trial_words import no_pick_text, wall_time_problem
+from tuner.report._write import _techniques
 from tuner.report.claims import (
     CELL_KINDS,
     Claim,
@@ -486,3 +488,47 @@ def test_no_pick_names_the_memory_budget_only_where_a_trial_was_over_it() -> Non
     over = no_pick_text({"counts": {"over budget": 2}, "total": 2, "limit_bytes": 2**20})
     assert "finished ok within the memory budget." in over
     assert "2 trials measured more than the budget of 1.0 MiB" in over
+
+
+def test_the_effects_step_s_time_is_said_by_its_clock_s_record_alone() -> None:
+    """Issue 48: the effects' "No information" record carried the effects phase's "measured"
+    words (its rounds, its time) beside the phase_time record stating the same duration: two
+    owners of one duration. The record now rests on the phase_time record for it: its words
+    name the trial alone, and section 3 says the clock record's words after it; a tampered
+    duration is the phase_time record's (checked against its clock). A record written before
+    (with its own ``measured``) still renders its own words."""
+    effects = pd.DataFrame(
+        {
+            "arm": [REFERENCE, "+fused_adamw"],
+            "images_per_second": [100.0, 130.0],
+            "throughput_ratio_vs_reference": [1.0, 1.3],
+            "throughput_ratio_vs_reference_low": [1.0, 0.2],
+            "throughput_ratio_vs_reference_high": [1.0, 9.0],
+            "throughput_ratio_vs_reference_n": [2, 2],
+        }
+    )
+    info = {"trial_id": "f", "repeats_done": 2, "method": "fresh runs", "stopped": "max",
+            "time_limit_s": 5.0, "seconds": 7.0,
+            "started_unix_s": 100.0, "ended_unix_s": 107.0}  # fmt: skip
+    base = _experiment("says nothing")
+    experiment = dataclasses.replace(
+        base, effects=effects, metadata={**base.metadata, "effects": info}
+    )
+    answer = decide(experiment)
+    claims = build_claims(answer, effects, {}, info)
+    claims.add(Claim("phase_time", ("effects",), (), info))
+    [nothing] = [c for c in claims.all.values() if c.kind == "effects_say_nothing"]
+    assert dict(nothing.words) == {"trial": "f"}  # no duration of its own
+    clock = claims.all[("phase_time", ("effects",))]
+    assert "took 7s: 2s over its 5s limit" in clock.text and "7s" not in nothing.text
+    section = _techniques(experiment, answer, effects, progress_of(experiment), None, claims)
+    [said] = section.blocks
+    assert said == f"{nothing.text} Measured {clock.text}."
+    markdown = "\n\n".join(section.blocks)
+    assert check_claims([nothing, clock], {"report.md": markdown}, None) == []
+    longer = dataclasses.replace(clock, words={**info, "seconds": 3.0}).with_text()  # a lie
+    tampered = markdown.replace(clock.text, longer.text)
+    [found] = check_claims([nothing, clock], {"report.md": tampered}, None)
+    assert found.claim == "phase_time effects" and "report.md does not say it" in found.why
+    older = dataclasses.replace(nothing, words={"trial": "f", "measured": "in 2 rounds"})
+    assert "(trial `f`) in 2 rounds, and no interval" in render(older)

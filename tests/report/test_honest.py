@@ -6,6 +6,7 @@ counts, probes and picks are written as they are. Each test reports a real exper
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import json
 import re
@@ -20,6 +21,7 @@ from built_experiment import built_experiment
 from tuner.answer import decide
 from tuner.config import TrainConfig
 from tuner.experiment import (
+    Experiment,
     load_experiment,
     read_metadata,
     write_metadata,
@@ -27,9 +29,14 @@ from tuner.experiment import (
 from tuner.experiment.lock import driver_lock
 from tuner.report import write_report
 from tuner.report._answer import _pick_line, _train_line
+from tuner.report._audit_claims import check_claims, check_console_claims
 from tuner.report._build_claims import build_claims, probe_claim
 from tuner.report._configs import describe
 from tuner.report._effects import controlled_effects, not_tried, says_nothing
+from tuner.report.audit import audit
+from tuner.report.claims import Claim, read_claims
+from tuner.report.console import summary_lines
+from tuner.report.document import inline_html, md_text
 from tuner.units import plural
 
 HOSTILE = "<script>alert(1)</script> **bold** |pipe| _under_ `tick` [link](x)"
@@ -163,7 +170,8 @@ def test_failed_re_measurements_are_counted_and_named(
     write_metadata(folder, {**read_metadata(folder), "remeasure_failures": [from_driver]})
     answer_text = _answer_section(_report(folder, tmp_path))
     tid = str(failed["trial_id"].iloc[0])
-    assert "**3 re-measurement runs failed** (2 trials)" in answer_text
+    said = f"3 re-measurement runs failed (2 trials: `{tid}` 2 runs, `ab12cd34` 1 run)"
+    assert said in answer_text  # its record's words (remeasure_failed)
     assert f"trial `{tid}`, 2 runs: cannot read image /data/broken.png: truncated" in answer_text
     assert "trial `ab12cd34`, 1 run: worker lost" in answer_text
 
@@ -402,3 +410,139 @@ def test_a_data_parallel_pick_carries_its_world_size_into_its_file_and_command(
     claims = build_claims(answer, pd.DataFrame())
     assert "on 2 data-parallel workers" in _pick_line(row, config, answer, claims)
     assert "torchrun --nproc-per-node 2" in _train_line(row, path)
+
+
+# ---- 9. how far it got: records, checked (issue 48) -----------------------------------------
+
+# The records of how far an experiment got (tuner.report._status), each with its record made to
+# claim something else: (subjects, words) -> (subjects, words).
+STATUS_LIES = {
+    "unfinished": lambda s, w: (("stopped",), w),
+    "state": lambda s, w: (("finished",), w),
+    "trials_ended": lambda s, w: (s, {**w, "ended": w["ended"] + 1}),
+    "step_not_run": lambda s, w: (s, {"why": "nothing"}),
+    "stopped_during": lambda s, w: (("re-measurement",), w),
+    "remeasure_rows": lambda s, w: (s, {**w, "rows": w["rows"] + 1}),
+    "remeasure_failed": lambda s, w: (s, {"runs": [n + 1 for n in w["runs"]]}),
+    "skipped_images": lambda s, w: (s, {**w, "most": w["most"] + 2}),
+    "warm_start": lambda s, w: (s, {**w, "trials": w["trials"] + 1}),
+    "unread": lambda s, w: (s, {"problems": ["trial x: nothing wrong", *w["problems"][1:]]}),
+}
+
+
+@pytest.fixture(scope="module")
+def unfinished(smoke_experiment: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The smoke search as if Ctrl-C stopped it in its effects step, after a re-measurement the
+    driver lost, with a trial that skipped 3 unreadable image files: its folder, its report,
+    the console summary its search would have printed."""
+    lost = {"trial_id": "ab12cd34", "error": "worker lost"}
+    tmp_path = tmp_path_factory.mktemp("unfinished")  # read only by its tests
+    folder = _copy(
+        smoke_experiment, tmp_path, state="interrupted", interrupted_during="technique effects",
+        remeasure_failures=[lost],
+    )  # fmt: skip
+    (folder / "effects.csv").unlink()
+    result = sorted(folder.glob("*/result.json"))[0]
+    lines = [json.loads(line) for line in result.read_text().splitlines()]
+    lines[-1]["skipped_images"] = 3
+    result.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    experiment = load_experiment(folder)
+    said = summary_lines(experiment, decide(experiment), state="interrupted", resumed=None)
+    report = write_report(folder, out_dir=tmp_path / "report")
+    return {"folder": folder, "report": report, "console": "\n".join(said)}
+
+
+def _status_records(report: Path) -> list[dict[str, Any]]:
+    records = json.loads((report / "claims.json").read_text())["claims"]
+    return [r for r in records if r["kind"] in STATUS_LIES]
+
+
+def test_how_far_a_search_got_is_records_the_console_and_report_say(
+    unfinished: dict[str, Any],
+) -> None:
+    """Issue 48: the unfinished-search lines (the console's "Stopped during ...", "N
+    re-measurement runs failed", "Skipped N unreadable image file(s)"; the report's state, its
+    trials that ended, each step not run, the details' re-measurement rows) were prose nothing
+    checked. Each is a record, said by the console and report.md in its words, and checked."""
+    folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
+    records = {r["kind"]: r for r in _status_records(report)}
+    folder_kinds = {"warm_start", "unread"}  # the details' test below
+    assert set(records) == set(STATUS_LIES) - folder_kinds, set(STATUS_LIES) - set(records)
+    assert records["trials_ended"]["words"] == {"ended": 3, "asked": 3, "cut": 0}
+    assert records["skipped_images"]["words"] == {"most": 3, "trials": 1}
+    assert "Stopped during the technique effects: it did not finish" in console
+    assert records["remeasure_failed"]["text"] in console
+    assert records["skipped_images"]["text"] in console
+    markdown = (report / "report.md").read_text()
+    assert markdown.count("Stopped during the technique effects") == 1  # said once
+    found = audit(folder, report_dir=report, console=console)
+    assert found.ok, found.lines()
+
+
+@pytest.mark.parametrize("how", ["record", "sentence", "record and sentence", "console"])
+def test_a_tampered_status_record_or_sentence_fails_naming_it(
+    unfinished: dict[str, Any], how: str
+) -> None:
+    folder, report, console = unfinished["folder"], unfinished["report"], unfinished["console"]
+    experiment = load_experiment(folder)
+    records = _status_records(report)
+    assert {r["kind"] for r in records} == set(STATUS_LIES) - {"warm_start", "unread"}
+    for record in records:
+        _tampered_fails(experiment, report, console, record, how)
+
+
+def _tampered_fails(
+    experiment: Experiment, report: Path, console: str | None, record: dict[str, Any], how: str
+) -> None:
+    """The record made to claim what STATUS_LIES says (in claims.json, its text, report.md and
+    report.html, the console: ``how``) fails the auditor's record checks (``report --check``'s,
+    against the experiment's data), naming it."""
+    records = read_claims(report / "claims.json")
+    claim = next(c for c in records if c.kind == record["kind"])
+    subjects, words = STATUS_LIES[claim.kind](claim.subjects, dict(claim.words))
+    lie = Claim(claim.kind, subjects, (), words).with_text()
+    assert lie.text != claim.text, claim.kind
+    documents = {name: (report / name).read_text() for name in ("report.md", "report.html")}
+    said = console
+    if how in ("record", "record and sentence"):
+        text = lie.text if how == "record and sentence" else claim.text
+        records = [dataclasses.replace(lie, text=text) if c is claim else c for c in records]
+    if how in ("sentence", "record and sentence"):
+        for name, form in (("report.md", md_text), ("report.html", inline_html)):
+            documents[name] = documents[name].replace(form(claim.text), form(lie.text))
+    if how == "console":
+        if console is None or claim.text not in console:
+            return  # a record the console does not say
+        said = console.replace(claim.text, lie.text)
+    found = check_claims(records, documents, experiment)
+    found += check_console_claims(records, said) if said is not None else []
+    lines = [f.line() for f in found]
+    assert lines, (how, claim.name())
+    named = {claim.name(), lie.name()}
+    assert all(any(f"'{n}'" in line for n in named) for line in lines), lines
+
+
+def test_the_details_warm_start_and_unread_files_are_records(
+    smoke_experiment: Path, tmp_path: Path
+) -> None:
+    """Issue 48: section 10's last prose nothing checked: how many trials --warm-start took
+    from which experiment, and "Could not read everything" with what. Each is a record, its
+    words said in report.md and checked against the metadata and the folder; tampered, each
+    fails naming it."""
+    warm = {"experiment": "old", "path": "/x/old", "trials": 2, "from": {"old": 2},
+            "left_out": {"outside the space": 1}, "grid": False, "design_rows_covered": 0,
+            "summary": "(as the search printed it)"}  # fmt: skip
+    folder = _copy(smoke_experiment, tmp_path, warm_start=warm)
+    (folder / "study.db").write_bytes(b"not a database")  # damaged: a problem, said first
+    report = write_report(folder, out_dir=tmp_path / "report")
+    records = {r["kind"]: r for r in json.loads((report / "claims.json").read_text())["claims"]}
+    said = "warm start: 2 earlier trials (2 from old); 1 left out: outside the space"
+    assert md_text(records["warm_start"]["text"]) == said
+    assert "study.db could not be read" in records["unread"]["words"]["problems"][0]
+    details = (report / "report.md").read_text().split("## 10. Details", 1)[1]
+    assert details.index("**Could not read everything**") < details.index(said)
+    assert audit(folder, report_dir=report).ok
+    experiment = load_experiment(folder)
+    for kind in ("warm_start", "unread"):
+        for how in ("record", "sentence", "record and sentence"):
+            _tampered_fails(experiment, report, None, records[kind], how)

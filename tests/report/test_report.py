@@ -480,6 +480,34 @@ def test_a_deleted_record_of_each_kind_fails_report_check_naming_it(
         assert any(line.startswith(said) and why in line for line in lines), (claim.kind, lines)
 
 
+def test_a_report_alone_whose_clock_records_were_deleted_fails_naming_them(
+    report: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 48: a report checked without its experiment whose four clock records were all
+    deleted read as one written before them, and got the older (regex) checks, which pass it.
+    claims.json says its format (the report writer's): such a report fails, naming each record
+    a report of that format always has and each duration no record states. Without a format
+    (a report from before it: reports/examples) it is checked as before."""
+    copy = tmp_path / "alone"
+    shutil.copytree(report, copy)
+    assert main(["report", "--check", str(copy)]) == 0
+    records = json.loads((copy / CLAIMS_FILE).read_text())
+    assert records["format"] == 1
+    clock = ("phase_time", "wall_time", "probe_budget", "machine_load")
+    records["claims"] = [r for r in records["claims"] if r["kind"] not in clock]
+    (copy / CLAIMS_FILE).write_text(json.dumps(records))
+    capsys.readouterr()
+    assert main(["report", "--check", str(copy)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    for kind in ("wall_time", "machine_load"):
+        said = f"claim: claims.json: {kind!r}: claims.json says format 1"
+        assert any(line.startswith(said) for line in lines), lines
+    assert any(line.startswith("duration: report.md: ") for line in lines), lines
+    del records["format"]  # what the format is for: read as older, the checks pass it
+    (copy / CLAIMS_FILE).write_text(json.dumps(records))
+    assert main(["report", "--check", str(copy)]) == 0
+
+
 @pytest.mark.parametrize("check", CHECKS)
 def test_each_check_of_the_auditor_fails_on_a_report_tampered_that_one_way(
     check: str, smoke_experiment: Path, report: Path, tmp_path: Path

@@ -78,7 +78,7 @@ def answer_section(
         blocks += _pick_text(picks[metrics[0]], answer, failed, claims.text("pick_title", trial))
     chosen = next(m for m, r in picks.items() if r[TRIAL_ID] == recommended[TRIAL_ID])
     blocks += [
-        _failures_text(progress.failures),
+        _failures_text(progress.failures, claims),
         claims.text("gain", str(recommended[TRIAL_ID])) or _gain_missing(effects, progress),
         seeds_text(experiment, answer),
         starved_said(experiment.trials, claims),
@@ -159,21 +159,16 @@ def _chance_warning(row: pd.Series, config: Any) -> str:
     )
 
 
-def _failures_text(failures: list[dict[str, Any]]) -> str:
-    """The re-measurements that failed, counted and named."""
-    if not failures:
+def _failures_text(failures: list[dict[str, Any]], claims: Claims) -> str:
+    """The re-measurements that failed: counted (their record's words), each error named."""
+    failed = [c for c in claims.all.values() if c.kind == "remeasure_failed"]
+    if not failures or not failed:
         return ""
-    runs = sum(int(f["runs"]) for f in failures)
-    trials = len({f[TRIAL_ID] for f in failures})
     named = "\n".join(
         f"- trial `{f[TRIAL_ID]}`, {plural(int(f['runs']), 'run')}: {user(f[ERROR])}"
         for f in failures
     )
-    return (
-        f"**{plural(runs, 're-measurement run')} failed** ({plural(trials, 'trial')}): a trial "
-        f"none of whose re-measurements finished keeps its figure as measured in the search."
-        f"\n\n{named}"
-    )
+    return f"{claims.text(failed[0].kind, *failed[0].subjects)}\n\n{named}"
 
 
 def _pick_text(row: pd.Series, answer: Answer, failed: set[str], title: str) -> list[str]:

@@ -23,6 +23,7 @@ from tuner.compare import PLAIN, PLAIN_LOADER
 from tuner.decision import accuracy_test, throughput_ratio
 from tuner.experiment import CLAIMS_FILE, REPORT_FILE, REPORT_HTML_FILE, Experiment
 from tuner.record import STARVED_BY, TRIAL_ID
+from tuner.report import _status_words
 from tuner.report._audit_text import Finding
 from tuner.report._batch import larger_sooner
 from tuner.report._batch_words import TIME_RATIO as BATCH_TIME_RATIO
@@ -78,6 +79,7 @@ _DURATION = re.compile(r"\b(?:\d+h\d\dm|\d+m\d\ds|\d+s)\b")
 # The claims the console summary says too (tuner.report.console: its counts line, the lead
 # and the sentence).
 CONSOLE_KINDS = frozenset({"counts", "picks", "one_pick", "accuracy_against_pick", "starved"})
+CONSOLE_KINDS |= _status_words.CONSOLE_KINDS  # what did not finish, said in its records' words
 
 
 def claims_of(report_dir: Path) -> tuple[list[Claim] | None, list[Finding]]:
@@ -137,13 +139,16 @@ def _cut(text: str, most: int = 80) -> str:
 _BESIDE_INTERVAL = re.compile(r"\[[-−]?[\d.,]+–[-−]?[\d.,]+\](?:(?!\. |;)[^\n])*$")
 
 
-def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
+def check_verdict_words(
+    markdown: str, claims: list[Claim], *, version: int | None = None
+) -> list[Finding]:
     """Every verdict word (:data:`VERDICT_WORDS`) of report.md's lead and of the sections of
     :data:`CHECKED_SECTIONS` lies in the words of a claim, whose record the data supports; a
     word said outside every claim is a verdict nothing checks. In a report its records cover
     (:func:`covers_every_section`), every section's, and every duration it states. A value
-    shown is no claim: a code span (a trial id, a name), a later section's table row."""
-    clocked = covers_every_section(claims)
+    shown is no claim: a code span (a trial id, a name), a later section's table row.
+    ``version``: the format claims.json says it is in (tuner.report._audit_status)."""
+    clocked = covers_every_section(claims, version)
     found = []
     for region, values in _checked_regions(markdown, every=clocked):
         spans = [
@@ -166,10 +171,11 @@ def check_verdict_words(markdown: str, claims: list[Claim]) -> list[Finding]:
     return found
 
 
-def covers_every_section(claims: list[Claim]) -> bool:
-    """Whether the records cover every section of their report (written since the clock's
-    records): then no regex re-reads its words."""
-    return any(claim.kind in CLOCK_KINDS for claim in claims)
+def covers_every_section(claims: list[Claim], version: int | None = None) -> bool:
+    """Whether the records cover every section of their report: claims.json says a format
+    (``version``: every report written since it), or, in one written before, it holds the
+    clock's records. Then no regex re-reads its words."""
+    return version is not None or any(claim.kind in CLOCK_KINDS for claim in claims)
 
 
 def _checked_regions(markdown: str, *, every: bool) -> list[tuple[str, list[tuple[int, int]]]]:

@@ -17,7 +17,6 @@ from tuner.decision import accuracy_test
 from tuner.engine.result import bound_of
 from tuner.experiment import Experiment, memory_limit, study_distributions
 from tuner.experiment.limits import down_time_s
-from tuner.measure import measured_text
 from tuner.record import (
     ENDED_AT,
     IMAGES_TO_TARGET,
@@ -41,6 +40,7 @@ from tuner.report import _effects
 from tuner.report._batch import batch_claims
 from tuner.report._input import loader_clear_arms, loader_rows
 from tuner.report._speed_claims import speed_choice_claims
+from tuner.report._status import status_claims
 from tuner.report._trial_words import PHASE_KEYS
 from tuner.report.claims import EFFECT_KEYS, TIME_TO_TARGET, Claim, Claims, Measure
 from tuner.speed.rule import probe_change
@@ -149,6 +149,7 @@ def claims_for(experiment: Experiment, answer: Answer) -> Claims:
     )
     made = [*batch_claims(answer, experiment.remeasure), *_clock_claims(experiment)]
     made += speed_choice_claims(experiment)  # trials.csv's speed_choice (_speed_claims)
+    made += status_claims(experiment)  # how far it got: its state, what did not run
     for claim in [*made, *_trial_claims(experiment, answer)]:
         claims.add(claim)
     return claims
@@ -267,7 +268,7 @@ def build_claims(
     if found and not any(m.change.informative for m in speeds):  # _effects.says_nothing
         measures = speeds
         info = effects_info or {}
-        words = {"trial": str(info.get(TRIAL_ID, "?")), "measured": measured_text(info)}
+        words = {"trial": str(info.get(TRIAL_ID, "?"))}  # its time: the phase_time record's
         found.append(Claim("effects_say_nothing", (), measures, words))
     pick = answer.recommended
     said = [

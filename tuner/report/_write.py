@@ -16,7 +16,6 @@ from tuner.experiment import (
     EFFECTS_FILE,
     METADATA_FILE,
     PARAM_PREFIX,
-    REMEASURE_FILE,
     REPORT_FILE,
     REPORT_HTML_FILE,
     Experiment,
@@ -46,7 +45,13 @@ from tuner.report._input import input_section
 from tuner.report._scaling import scaling_section
 from tuner.report._speed import speed_section
 from tuner.report._speed_claims import with_speed_choices
-from tuner.report._status import EFFECTS_STEP, Progress, progress_of
+from tuner.report._status import (
+    EFFECTS_STEP,
+    Progress,
+    progress_of,
+    status_details,
+    status_lead,
+)
 from tuner.report.claims import Claims, write_claims
 from tuner.report.document import (
     Details,
@@ -60,7 +65,7 @@ from tuner.report.document import (
 )
 from tuner.techniques import settings_text
 from tuner.time_to_target import with_time_to_target
-from tuner.units import MIB, as_number, format_bytes, plural
+from tuner.units import MIB, as_number, format_bytes
 
 __all__ = ["placed_claims", "write_report"]
 
@@ -89,6 +94,7 @@ def write_report(
     write_trials_csv(table, out_dir / "trials.csv")
     table.to_parquet(out_dir / "trials.parquet", index=False)  # keeps the dtypes
     progress = progress_of(experiment)
+    lead = status_lead(experiment, progress, claims)  # unfinished: said before anything else
     sections = [
         *_claim_sections(experiment, answer, progress, out_dir, claims),
         *filter(None, [scaling_section(experiment, recommended=answer.recommended)]),
@@ -99,7 +105,6 @@ def write_report(
         _details(experiment, progress, claims),
     ]
     title = f"Tuning report: {user(experiment.name)}"
-    lead = progress.lead  # unfinished: said before anything else
     (out_dir / REPORT_FILE).write_text(render_markdown(title, sections, lead))
     (out_dir / REPORT_HTML_FILE).write_text(render_html(title, sections, lead))
     write_claims(claims, out_dir / CLAIMS_FILE)
@@ -132,13 +137,15 @@ def placed_claims(experiment: Experiment, answer: Answer) -> Claims:
     by the same sections (the auditor's: a record claims.json lacks is found), with no plot
     drawn. Their files (the recommended configs) go to a scratch folder, removed after."""
     claims = claims_for(experiment, answer)
+    with_speed_choices(experiment.trials, claims)  # trials.csv's speed_choice column
+    progress = progress_of(experiment)
+    status_lead(experiment, progress, claims)  # how far it got, said first
     with tempfile.TemporaryDirectory(prefix="tuner-claims-") as scratch:
-        progress = progress_of(experiment)
         _claim_sections(experiment, answer, progress, Path(scratch), claims, plots=False)
     batch_section(experiment, answer, None, claims)  # its verdicts, no plot drawn
     _trials(experiment, answer, claims)  # the trials section says the trials' counts
-    with_speed_choices(experiment.trials, claims)  # trials.csv's speed_choice column
-    _summary(experiment, progress_of(experiment), claims)  # the details': the clock's, counts
+    _summary(experiment, progress, claims)  # the details': the clock's, counts, the state
+    claims.text("unread")  # the details' first: what the folder held that could not be read
     return claims
 
 
@@ -204,8 +211,8 @@ def _techniques(
     info = experiment.metadata.get("effects") or {}
     left = [*info.get("left_out", []), *info.get("dropped", [])]
     measured = claims.text("phase_time", "effects")  # its clock, a record
-    if _effects.says_nothing(effects):  # no table: its claim says why (measured, within)
-        said = claims.text("effects_say_nothing")
+    if _effects.says_nothing(effects):  # no table: its claim says why, its clock how long
+        said = claims.text("effects_say_nothing") + (f" Measured {measured}." if measured else "")
         return Section(title, [said, *_left_out(left)], anchor="techniques")
     blocks = [
         f"Each row is the recommended config (trial `{info.get(TRIAL_ID, '?')}`) with one "
@@ -340,23 +347,19 @@ def _details(experiment: Experiment, progress: Progress, claims: Claims) -> Sect
         [_OBSERVED, Table(_effects.observed_techniques(experiment.trials))],
     )
     column_list = Details("Columns of trials.csv / trials.parquet", [Table(columns), _COLUMNS_NOTE])
-    blocks = [_summary(experiment, progress, claims), metadata, observed, column_list]
-    if experiment.problems:  # what could not be read, shown first
-        unread = "\n".join(f"- {user(problem)}" for problem in experiment.problems)
-        blocks.insert(0, f"**Could not read everything** in the experiment folder:\n\n{unread}")
-    return Section("Details", blocks, anchor="details")
+    unread = claims.text("unread")  # what could not be read, shown first
+    blocks = [unread, _summary(experiment, progress, claims), metadata, observed, column_list]
+    return Section("Details", [block for block in blocks if block], anchor="details")
 
 
 def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
     """The details' list: what ran, and its counts, wall time and load (their records')."""
     meta = experiment.metadata
     limit = memory_limit(meta)
-    remeasured = 0 if experiment.remeasure is None else len(experiment.remeasure)
     return "\n".join(
         [
             f"- experiment: {code(experiment.name)} ({code(experiment.path)})",
-            f"- state: {progress.state}",
-            *(f"- {step}: {why}" for step, why in progress.not_run.items()),
+            *status_details(experiment, progress, claims),
             f"- space: {code(meta.get('space', 'unknown'))}, sampler "
             f"{code(meta.get('sampler', '?'))}, seed {code(meta.get('seed', '?'))}",
             f"- memory limit: {format_bytes(limit) if limit else 'none'}",
@@ -364,12 +367,20 @@ def _summary(experiment: Experiment, progress: Progress, claims: Claims) -> str:
             f"- {claims.text('wall_time')}",
             f"- {claims.text('machine_load')}",
             f"- searched parameters: {code(', '.join(experiment.searched_names) or 'unknown')}",
-            f"- re-measurements: {REMEASURE_FILE} ({plural(remeasured, 'row')}, "
-            f"{plural(sum(int(f['runs']) for f in progress.failures), 'failed run')})",
+            f"- {claims.text('remeasure_rows')}",
             # --warm-start: how many of the study's trials came from which experiment
-            *([f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []),
+            *_warm_start_line(meta, claims),
         ]
     )
+
+
+def _warm_start_line(meta: Mapping[str, Any], claims: Claims) -> list[str]:
+    """How many of the study's trials came from which experiment: its record's words (an
+    older experiment's metadata without every key it reads: its summary as written)."""
+    said = claims.text("warm_start")
+    if said:
+        return [f"- {said}"]
+    return [f"- {user(meta['warm_start']['summary'])}"] if meta.get("warm_start") else []
 
 
 _OBSERVED = (

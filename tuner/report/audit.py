@@ -62,6 +62,7 @@ from tuner.report._audit_claims import (
 )
 from tuner.report._audit_clients import check_plots, check_trackers, check_unmeasured
 from tuner.report._audit_probes import check_console_probes, check_probe_seconds
+from tuner.report._audit_status import check_format, read_format
 from tuner.report._audit_target import check_time_to_target
 from tuner.report._audit_text import (
     Finding,
@@ -154,7 +155,8 @@ def _report(report_dir: Path, trials: pd.DataFrame) -> list[Finding]:
     markdown = report_dir / REPORT_FILE
     if markdown.is_file():
         text, where = markdown.read_text(), REPORT_FILE
-        if not covers_every_section(claims_of(report_dir)[0] or []):  # words without records
+        version = read_format(report_dir / CLAIMS_FILE)
+        if not covers_every_section(claims_of(report_dir)[0] or [], version):  # no records
             found += check_intervals(text, where)
         found += check_kinds(text, where, trials)
     page = report_dir / REPORT_HTML_FILE
@@ -194,7 +196,9 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
             "(a record it lacks is found with its experiment, and by trials.csv's starved_by)"
         )
     documents = report_documents(report_dir)
-    found += check_verdict_words(documents[REPORT_FILE], claims)
+    version = read_format(report_dir / CLAIMS_FILE)  # its records cover every section
+    found += check_format(claims, version)
+    found += check_verdict_words(documents[REPORT_FILE], claims, version=version)
     if (report_dir / "trials.csv").is_file():
         rows = read_trials_csv(report_dir / "trials.csv")
         found += check_starved_by(claims, rows, f"{report_dir.name}/trials.csv")

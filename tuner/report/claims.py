@@ -35,7 +35,7 @@ from tuner.answer import (
 from tuner.engine.result import DATA_BOUND_WAIT, bound_of
 from tuner.measure import measured_text
 from tuner.record import KIND, STARVED_BY, TRIAL_ID
-from tuner.report import _batch_words, _effects, _speed_words, _trial_words
+from tuner.report import _batch_words, _effects, _speed_words, _status_words, _trial_words
 from tuner.report.document import change_text
 from tuner.speed.rule import probe_text
 from tuner.stats import INTERVAL_RULE, Change
@@ -46,6 +46,8 @@ __all__ = [
     "CELL_KINDS",
     "CSV_KINDS",
     "EFFECT_KEYS",
+    "FORMAT",
+    "FORMAT_KEY",
     "RENDERERS",
     "Claim",
     "Claims",
@@ -371,15 +373,18 @@ RULES = {
 
 def _effects_say_nothing(claim: Claim) -> str:
     """A starved or too noisy effects step: said, instead of a table of intervals that say
-    nothing (0.84x [0.02–29.27] is no measurement); every measure it rests on says nothing."""
+    nothing (0.84x [0.02–29.27] is no measurement); every measure it rests on says nothing.
+    How long the step measured is its clock's record (``phase_time`` of the effects), said
+    after these words; a record written before that carries it (``measured``)."""
     if any(m.change.informative for m in claim.measures):
         raise ValueError("an effect's interval says something")  # the record claims otherwise
+    measured = claim.words.get("measured")
+    said = f" {measured}" if measured is not None else ""  # an older record's own words
     return (
         "**No information**: each change was measured against the recommended config "
-        f"(trial `{claim.words['trial']}`) {claim.words['measured']}, and no interval it gave "
-        f"says anything (by the one rule, {INTERVAL_RULE}): so no table. To measure the "
-        "effects, give the step time (--trust-budget, --effects-repeats) on a machine with "
-        "nothing else running."
+        f"(trial `{claim.words['trial']}`){said}, and no interval it gave says anything (by the "
+        f"one rule, {INTERVAL_RULE}): so no table. To measure the effects, give the step time "
+        "(--trust-budget, --effects-repeats) on a machine with nothing else running."
     )
 
 
@@ -512,6 +517,8 @@ RENDERERS: dict[str, Callable[[Claim], str]] = {
     # a trial's speed_choice in trials.csv, in the words the trial wrote (speed/rule.py's)
     _speed_words.KIND: lambda claim: _speed_words.choice_text(claim.words),
     _batch_words.ANSWER: _batch_answer,
+    # how far the experiment got: its state, what did not run (their words: _status_words)
+    **_status_words.RENDERERS,
 }
 
 
@@ -523,11 +530,18 @@ def render(claim: Claim) -> str:
 # ---- claims.json ---------------------------------------------------------------------------
 
 
+# What claims.json says it is (its "format"): 1, records that cover every section of their
+# report; absent, a report from before it (tuner.report._audit_status reads it).
+FORMAT, FORMAT_KEY = 1, "format"
+
+
 def write_claims(claims: Claims, path: Path) -> None:
     """The records of the claims the report placed, as strict JSON (NaN written as null, an
-    unbounded end as the string "inf": JSON has neither, and strict parsers refuse Python's)."""
+    unbounded end as the string "inf": JSON has neither, and strict parsers refuse Python's),
+    under the format they are written in (:data:`FORMAT`)."""
     rows = [as_json(asdict(claim)) for claim in claims.placed.values()]
-    path.write_text(json.dumps({"claims": rows}, indent=1, allow_nan=False) + "\n")
+    document = {FORMAT_KEY: FORMAT, "claims": rows}
+    path.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
 
 
 def read_claims(path: Path) -> list[Claim]:

@@ -22,6 +22,7 @@ from tuner.report._build_claims import (
     sentence_text,
     starved_said,
 )
+from tuner.report._status import unfinished_work
 from tuner.report.claims import Claims
 from tuner.techniques import settings_text
 from tuner.units import format_bytes, interval_text, is_finite
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from tuner.tune.plan import SpaceProfile
 
 __all__ = ["print_start", "print_summary", "summary_lines"]
-
-SKIPPED_IMAGES = "skipped_images"  # tuner.engine.result.RunResult.skipped_images
 
 SHOWN = 5
 
@@ -48,35 +47,12 @@ def summary_lines(
     if resumed:
         lines.append(_resume_line(resumed))
     lines += experiment.problem_lines()
-    lines += _unfinished_work(experiment)
+    lines += unfinished_work(claims)  # their records' words, as the report's
     starved = starved_said(experiment.trials, claims)
     if starved:
         lines.append(starved)
     load = load_said(claims).replace("**", "")  # the busy machine the figures were measured on
     return lines + ([load] if load else []) + _front_lines(answer, experiment, state, claims)
-
-
-def _unfinished_work(experiment: Experiment) -> list[str]:
-    """What did not run or was left out: the step Ctrl-C stopped, failed re-measurements,
-    image files skipped as unreadable."""
-    lines = []
-    step = experiment.metadata.get("interrupted_during")
-    if step:
-        lines.append(f"Stopped during the {step}: it did not finish (--resume runs it).")
-    failures = experiment.metadata.get("remeasure_failures") or []
-    if failures:
-        named = ", ".join(str(f.get(TRIAL_ID)) for f in failures)
-        lines.append(
-            f"Re-measurement failed for {len(failures)} candidate(s) ({named}): their "
-            "throughput is as measured in the search."
-        )
-    skipped = experiment.trials.get(SKIPPED_IMAGES, pd.Series(dtype=float)).fillna(0)
-    if skipped.sum() > 0:
-        lines.append(
-            f"Skipped {int(skipped.max())} unreadable image file(s) (the most in one trial; "
-            f"{int((skipped > 0).sum())} trial(s) skipped some): the data folder holds non-images."
-        )
-    return lines
 
 
 def _front_lines(answer: Answer, experiment: Experiment, state: str, claims: Claims) -> list[str]:

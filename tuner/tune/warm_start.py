@@ -41,22 +41,23 @@ class WarmStart:
     def origins(self) -> dict[str, int]:
         return dict(Counter(str(t.user_attrs[WARM_START_ATTR]) for t in self.trials))
 
-    def summary(self) -> str:
-        origins = ", ".join(f"{n} from {name}" for name, n in self.origins().items()) or "none"
-        left = "; ".join(f"{n} left out: {why}" for why, n in self.left_out.items())
-        return f"warm start: {len(self.trials)} earlier trials ({origins})" + (
-            f"; {left}" if left else ""
-        )
+    def summary(self, *, grid: bool = False) -> str:
+        """Its trials in words, the report's (``grid``: --sampler grid runs them again)."""
+        from tuner.report._status_words import warm_start_text  # the report's words
 
-    def metadata(self, design_skipped: int) -> dict[str, Any]:
+        words = {"trials": len(self.trials), "from": self.origins(), "left_out": self.left_out}
+        return warm_start_text({**words, "grid": grid})
+
+    def metadata(self, design_skipped: int, *, grid: bool = False) -> dict[str, Any]:
         return {
             "experiment": self.source,
             "path": str(self.path),
             "trials": len(self.trials),
             "from": self.origins(),
             "left_out": dict(self.left_out),
+            "grid": grid,
             "design_rows_covered": design_skipped,
-            "summary": self.summary(),
+            "summary": self.summary(grid=grid),
         }
 
 
@@ -89,12 +90,8 @@ def warm_start(
         load_if_exists=True,
     )
     study.add_trials(warm.trials)  # before the searcher loads the study
-    metadata = warm.metadata(design_skipped=len(design) - len(left))
-    if options.sampler == "grid":  # measured: Optuna 5's GridSampler re-ran both added points
-        metadata["summary"] += (
-            "; --sampler grid still runs its whole grid (Optuna's GridSampler does not count "
-            "trials added to the study): the warm-started points run again"
-        )
+    # measured: Optuna 5's GridSampler re-ran both added points (the summary says so)
+    metadata = warm.metadata(len(design) - len(left), grid=options.sampler == "grid")
     return left, metadata
 
 
