@@ -98,6 +98,7 @@ def run(ctx: StageContext) -> StageResult:
         matmul_size=s["matmul_size"],
         log=ctx.log,
     )
+    report["unbuilt"] = unbuilt
     report["left_out"] += [
         f"{name}: its first build did not fit the stage's time (kept {_KEEP_FOR_REPEATS_S:.0f} s "
         "for the repeats), so it was not measured"
@@ -252,7 +253,7 @@ def _result(report: dict[str, Any]) -> StageResult:
     rows = report["rows"]
     finished = [r for r in rows if r["images_per_second"] is not None]
     ok = len(finished) == len(rows) and report["repeats"] >= 2  # one repeat has no interval
-    unbuilt = [line.split(":")[0] for line in report.get("left_out", []) if "first build" in line]
+    unbuilt = report.get("unbuilt") or []
     left = f" ({', '.join(unbuilt)} left out: no time to build)" if unbuilt else ""
     measured = f"{len(finished)}/{len(rows)} rungs measured{left}; "
     return StageResult(ok, measured + _goal_sentence(report))

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tuner.compare.seeds import SEEDS
 from tuner.config import TrainConfig
 from tuner.experiment import RAY_LOG_FILE, REPORT_FILE, TUNER_FILES
 from tuner.techniques import knob
@@ -31,22 +32,23 @@ _GPU: dict[str, Any] = {
     "workload": "gpu",
     "calibration": {"batch_size": 128, **knob("amp").settings("bf16")},
     "budget_factor": 1.5,  # batch 256 in bf16, or 128 in fp32, is over it
-    "flags": ["--images", "19200", "--speed-repeats", "1",
-              "--time-budget-s", "15", "--remeasure-repeats", "2",
+    "flags": ["--images", "12800", "--speed-repeats", "1",
+              "--time-budget-s", "10", "--remeasure-repeats", "2",
               "--remeasure-max-repeats", "3", "--effects-repeats", "0"],
     "trials": 10,  # --trials
     "remeasure_top": 2,  # --remeasure-top
     "search_time_budget_s": 300,  # --search-budget-s
 }  # fmt: skip
 # What the search command spends outside its --search-time-budget-s: Ray's start and the report,
-# each re-measured top trial (fresh builds, compiled ones included), and the seeds' retraining:
-# 3 seeds of the pick and of its plain loop, each run the trial's own budget (on an H200,
-# 2026-11-29, with 25 s trials: re-measuring 49 s, the seeds "about 47 s a round", which the
-# stage had not counted, so the command's timeout cut the search before its report).
+# each re-measured top trial (fresh builds, compiled ones included), the seeds' retraining
+# (SEEDS rounds of the picks and the pick's plain loop, each run at most a trial's time budget:
+# on an H200, 2026-11-29, with 25 s trials, re-measuring took 49 s and the seeds "about 47 s a
+# round", which the stage had not counted, so the command's timeout cut the search before its
+# report), and the grace a Ctrl-C at the stage's end gives the search to write what finished.
 _START_AND_REPORT_S = 50
 _PER_REMEASURED_S = 60
-_SEED_RUNS = 3 * 2
-_STOP_GRACE_S = 40  # after Ctrl-C, the search writes what finished (its report included)
+_SEED_ARMS = 3  # the rule's pick, the most accurate beside it, the pick's plain loop
+_STOP_GRACE_S = 40
 _DRY: dict[str, Any] = {
     "workload": "cpu",
     "calibration": {"batch_size": 64},
@@ -74,7 +76,7 @@ def run(ctx: StageContext) -> StageResult:
         "--max-memory", f"{budget}B", "--name", NAME, "--storage", str(storage),
         "--reports-dir", str(ctx.out_dir), *s["flags"], "--num-samples", str(s["trials"]),
         "--remeasure-top", str(s["remeasure_top"]),
-        *_time_budget(ctx, s["search_time_budget_s"], s["remeasure_top"]),
+        *_time_budget(ctx, s["search_time_budget_s"], s["remeasure_top"], _trial_s(s)),
     ]  # fmt: skip
     ctx.log("+ " + " ".join(command))
     code = _run_search(ctx, command)
@@ -96,18 +98,25 @@ def settings(ctx: StageContext) -> dict[str, Any]:
     return s
 
 
-def _time_budget(ctx: StageContext, most_s: int | None, remeasure_top: int = 2) -> list[str]:
+def _time_budget(
+    ctx: StageContext, most_s: int | None, remeasure_top: int = 2, trial_s: float = 10.0
+) -> list[str]:
     """``--search-time-budget-s``: at most ``most_s``, and what the stage's time leaves after the
     rest."""
     if most_s is None:
         return []
-    trial_s = float(_GPU["flags"][_GPU["flags"].index("--time-budget-s") + 1])
-    seeds_s = _SEED_RUNS * trial_s if remeasure_top else 0.0
-    after = _START_AND_REPORT_S + _PER_REMEASURED_S * remeasure_top + seeds_s
+    seeds_s = SEEDS * _SEED_ARMS * trial_s
+    after = _START_AND_REPORT_S + _PER_REMEASURED_S * remeasure_top + seeds_s + _STOP_GRACE_S
     return [
         "--search-time-budget-s",
         str(int(max(60, min(most_s, ctx.remaining_s() - after)))),
     ]
+
+
+def _trial_s(s: dict[str, Any]) -> float:
+    """Each trial's time budget, as the stage's flags give it."""
+    flags = s["flags"]
+    return float(flags[flags.index("--time-budget-s") + 1])
 
 
 def _run_search(ctx: StageContext, command: list[str]) -> int:

@@ -134,17 +134,16 @@ def test_the_search_gets_the_time_the_stage_has_left_and_the_ladder_needs_two_re
         ctx = StageContext("search", tmp_path, dry_run=False, cuda=True, time_limit_s=limit_s)
         return _search._time_budget(ctx, 300)
 
-    assert budget(600) == ["--search-time-budget-s", "300"]  # room for all of it
-    # 260 s kept: Ray's start and the report (50 s), re-measuring 2 (120 s), 6 seed runs of
-    # the trials' 15 s (90 s)
-    assert 138 <= int(budget(400)[1]) <= 140
+    assert budget(620) == ["--search-time-budget-s", "300"]  # room for all of it
+    # 300 s kept: Ray's start and the report (50 s), re-measuring 2 (120 s), 9 seed runs of
+    # the trials' 10 s (90 s), Ctrl-C's grace (40 s)
+    assert 98 <= int(budget(400)[1]) <= 100
     assert budget(100) == ["--search-time-budget-s", "60"]  # never below a minute
     row = {"arm": "plain", "images_per_second": 100.0}
     report = {"rows": [row], "best_mfu": 0.2, "best_rung": "plain", "mfu_reference": "bf16"}
     assert not _ladder._result({**report, "repeats": 1}).ok  # one repeat: no interval
     assert _ladder._result({**report, "repeats": 2}).ok
-    unbuilt = "+max-autotune: its first build did not fit the stage's time"
-    said = _ladder._result({**report, "repeats": 2, "left_out": [unbuilt]}).summary
+    said = _ladder._result({**report, "repeats": 2, "unbuilt": ["+max-autotune"]}).summary
     assert said.startswith("1/1 rungs measured (+max-autotune left out: no time to build)")
 
 

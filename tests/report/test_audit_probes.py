@@ -19,13 +19,18 @@ from tuner.report._trial_words import probe_budget_text, words_as_recorded
 RUNS = [3.214, 2.905, 3.377]  # one trial's probe runs, each its start to its end
 
 
-def _experiment(tmp_path: Path, row_s: float, *, runs_counted: bool = True) -> pd.DataFrame:
-    """One trial that probed RUNS and one whose verdict came from the cache."""
+def _experiment(
+    tmp_path: Path, row_s: float, *, runs_counted: bool = True, budget_s: float | None = 12.0
+) -> pd.DataFrame:
+    """One trial that probed RUNS and one whose verdict came from the cache (``budget_s``: the
+    probe seconds each session was allowed; None: --probe-share off, nothing charged)."""
     lines: list[dict[str, Any]] = [{"t": 100.0, "part": "setup", "seconds": 0.0}]
     lines += [{"t": 101.0 + i, "part": "probe", "wall_s": s} for i, s in enumerate(RUNS)]
     speed = {"t": 110.0, "part": "speed", "probe_s": round(row_s, 3), "wait_s": 0.0}
+    speed["budget_s"] = budget_s
     lines.append({**speed, "runs": len(RUNS)} if runs_counted else speed)
     cached = [{"t": 120.0, "part": "speed", "probe_s": 0.0, "wait_s": 0.0, "runs": 0}]
+    cached[0]["budget_s"] = budget_s and 4.0
     for folder, log in (("t_a", lines), ("t_b", cached)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / PHASES_FILE).write_text("".join(json.dumps(x) + "\n" for x in log))
@@ -53,7 +58,8 @@ def test_each_probe_figure_is_the_runs_wall_time_and_a_cache_round_trip_is_found
     (tmp_path / "x").mkdir()
     padded = _experiment(tmp_path / "x", 11.1)
     found = check_probe_seconds(tmp_path / "x", padded, _pool(sum(RUNS)), "trials.csv")
-    assert [f.claim for f in found] == ["trial a's probe seconds"]
+    # the trial's figure, and the pool its speed line claims it charged
+    assert [f.claim for f in found] == ["trial a's probe seconds", "the pool spent 9.496 s"]
     assert "3 probe runs 9.496 s" in found[0].why
     over = check_probe_seconds(tmp_path, trials, _pool(sum(RUNS) + 1.6), "trials.csv")
     assert len(over) == 1 and over[0].where == "metadata"
@@ -87,3 +93,17 @@ def test_the_report_states_the_runs_and_the_waits_apart() -> None:
     older = {"share": 0.2, "probe_s": 34.8, "trials_s": 650.0, "unprobed": 3}
     assert words_as_recorded("probe_budget", words, older) == {**older, "probe_s": 32.5 + 2.3}
     assert "waiting for another trial's probes included" in probe_budget_text(older)
+
+
+def test_the_pool_is_what_bounded_sessions_charged_and_nothing_else(tmp_path: Path) -> None:
+    """--probe-share off charges no pool (its runs still count for the trial), and a trial cut
+    during its probes settled nothing: neither is a pool that does not add up."""
+    off = _experiment(tmp_path, sum(RUNS), budget_s=None)
+    assert check_probe_seconds(tmp_path, off, _pool(0.0), "trials.csv") == []
+    (tmp_path / "t_cut").mkdir()  # two probe runs, then the search's end: no speed line
+    runs = [{"t": 130.0 + i, "part": "probe", "wall_s": 2.0} for i in range(2)]
+    (tmp_path / "t_cut" / PHASES_FILE).write_text("".join(json.dumps(x) + "\n" for x in runs))
+    cut = pd.concat([off, pd.DataFrame({TRIAL_ID: ["c"], TRIAL_DIR: ["t_cut"]})])
+    assert check_probe_seconds(tmp_path, cut, _pool(0.0), "trials.csv") == []
+    [found] = check_probe_seconds(tmp_path, cut, _pool(4.0), "trials.csv")
+    assert found.where == "metadata" and "0.000 s (0 speed lines" in found.why

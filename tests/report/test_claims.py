@@ -319,12 +319,9 @@ def test_the_trials_counted_by_kind_are_a_record_checked_against_the_rows(
     assert found.where == "console" and found.claim == counts.name()
 
 
-def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) -> None:
-    """The speed section's "No probe interval says anything" and the effects' "No information"
-    each rest on every interval they speak of: one that says something refutes the record."""
-    loose = {"ratio": 1.3, "low": 0.2, "high": 9.0, "pairs": 2, "kept": True}
-    cache = {PROBE_KEY: {"variants": [{"name": "fused_adamw", **loose}]}}
-    effects = pd.DataFrame(
+def _loose_effects() -> pd.DataFrame:
+    """One change against the recommended config whose interval says nothing (2 pairs)."""
+    return pd.DataFrame(
         {
             "arm": [REFERENCE, "+fused_adamw"],
             "images_per_second": [100.0, 130.0],
@@ -334,6 +331,14 @@ def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) 
             "throughput_ratio_vs_reference_n": [2, 2],
         }
     )
+
+
+def test_no_interval_says_anything_is_a_claim_on_every_interval(tmp_path: Path) -> None:
+    """The speed section's "No probe interval says anything" and the effects' "No information"
+    each rest on every interval they speak of: one that says something refutes the record."""
+    loose = {"ratio": 1.3, "low": 0.2, "high": 9.0, "pairs": 2, "kept": True}
+    cache = {PROBE_KEY: {"variants": [{"name": "fused_adamw", **loose}]}}
+    effects = _loose_effects()
     experiment = dataclasses.replace(_experiment("says nothing"), probe_cache=cache)
     claims = build_claims(decide(experiment), effects, cache, {"trial_id": "f"})
     for kind in ("probes_say_nothing", "effects_say_nothing"):
@@ -483,9 +488,12 @@ def test_a_value_shown_is_no_claim_in_a_report_its_records_cover() -> None:
 
 
 def test_no_pick_names_the_memory_budget_only_where_a_trial_was_over_it() -> None:
-    starved = no_pick_text({"counts": {"starved": 8}, "total": 8, "limit_bytes": None})
+    words = {"counts": {"starved": 8}, "total": 8, "limit_bytes": None}
+    starved = no_pick_text({**words, "memory_said": False})
     assert "none of the 8 trials finished ok." in starved and "memory" not in starved
-    over = no_pick_text({"counts": {"over budget": 2}, "total": 2, "limit_bytes": 2**20})
+    assert "within the memory budget" in no_pick_text(words)  # a record from before: its words
+    over = {"counts": {"over budget": 2}, "total": 2, "limit_bytes": 2**20, "memory_said": True}
+    over = no_pick_text(over)
     assert "finished ok within the memory budget." in over
     assert "2 trials measured more than the budget of 1.0 MiB" in over
 
@@ -497,16 +505,7 @@ def test_the_effects_step_s_time_is_said_by_its_clock_s_record_alone() -> None:
     name the trial alone, and section 3 says the clock record's words after it; a tampered
     duration is the phase_time record's (checked against its clock). A record written before
     (with its own ``measured``) still renders its own words."""
-    effects = pd.DataFrame(
-        {
-            "arm": [REFERENCE, "+fused_adamw"],
-            "images_per_second": [100.0, 130.0],
-            "throughput_ratio_vs_reference": [1.0, 1.3],
-            "throughput_ratio_vs_reference_low": [1.0, 0.2],
-            "throughput_ratio_vs_reference_high": [1.0, 9.0],
-            "throughput_ratio_vs_reference_n": [2, 2],
-        }
-    )
+    effects = _loose_effects()
     info = {"trial_id": "f", "repeats_done": 2, "method": "fresh runs", "stopped": "max",
             "time_limit_s": 5.0, "seconds": 7.0,
             "started_unix_s": 100.0, "ended_unix_s": 107.0}  # fmt: skip

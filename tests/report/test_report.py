@@ -36,7 +36,7 @@ from tuner.report._effects import (
 )
 from tuner.report._write import placed_claims
 from tuner.report.audit import CHECKS, audit
-from tuner.report.claims import CSV_KINDS, Claim, as_json, read_claims, render
+from tuner.report.claims import CSV_KINDS, SINCE_FORMAT_1, Claim, as_json, read_claims, render
 from tuner.report.document import md_text
 from tuner.techniques import settings_text, speed_knobs
 
@@ -506,6 +506,28 @@ def test_a_report_alone_whose_clock_records_were_deleted_fails_naming_them(
     del records["format"]  # what the format is for: read as older, the checks pass it
     (copy / CLAIMS_FILE).write_text(json.dumps(records))
     assert main(["report", "--check", str(copy)]) == 0
+
+
+def test_a_report_from_before_the_format_lacks_its_newer_records_and_passes(
+    smoke_experiment: Path, report: Path, tmp_path: Path
+) -> None:
+    """A claims.json without a format, checked with its experiment, was written before the
+    records of SINCE_FORMAT_1 (how far it got, speed_choice): their absence is its age, not a
+    deletion. With the format, each one deleted is named."""
+    experiment, copy = tmp_path / "smoke", tmp_path / "report"
+    shutil.copytree(smoke_experiment, experiment, ignore=shutil.ignore_patterns("checkpoint_*"))
+    shutil.copytree(report, copy)
+    records = json.loads((copy / CLAIMS_FILE).read_text())
+    newer = [r for r in records["claims"] if r["kind"] in SINCE_FORMAT_1]
+    assert {r["kind"] for r in newer} >= {"state", "speed_choice"}
+    records["claims"] = [r for r in records["claims"] if r["kind"] not in SINCE_FORMAT_1]
+    (copy / CLAIMS_FILE).write_text(json.dumps(records))
+    missing = [f for f in audit(experiment, report_dir=copy).findings if "no record" in f.why]
+    assert {f.claim.split()[0] for f in missing} >= {"state", "speed_choice"}
+    del records["format"]
+    (copy / CLAIMS_FILE).write_text(json.dumps(records))
+    found = audit(experiment, report_dir=copy).findings
+    assert not [f for f in found if "no record" in f.why], [f.why for f in found]
 
 
 @pytest.mark.parametrize("check", CHECKS)

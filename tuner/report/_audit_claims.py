@@ -34,7 +34,9 @@ from tuner.report._write import placed_claims
 from tuner.report.claims import (
     CELL_KINDS,
     CSV_KINDS,
+    FORMAT,
     RENDERERS,
+    SINCE_FORMAT_1,
     Claim,
     Measure,
     as_json,
@@ -109,13 +111,18 @@ def check_claims(
     return found
 
 
-def check_claims_kept(claims: list[Claim], experiment: Experiment) -> list[Finding]:
+def check_claims_kept(
+    claims: list[Claim], experiment: Experiment, version: int | None = FORMAT
+) -> list[Finding]:
     """claims.json holds a record of every claim the report makes, and no other: the report's
     claims made again in memory from the experiment (the same claims and the same sections that
     place them as :func:`tuner.report._write.write_report`), compared by kind and subjects (a
-    deleted record, or one of a claim the report does not make, is found naming it)."""
+    deleted record, or one of a claim the report does not make, is found naming it; a report
+    without a ``version``, written before the kinds of :data:`SINCE_FORMAT_1`, lacks those)."""
     made = placed_claims(experiment, decide(experiment))
     recorded = {claim.key for claim in claims}
+    if version is None:
+        recorded |= {key for key in made.placed if key[0] in SINCE_FORMAT_1}
     found = [
         Finding(CLAIM, CLAIMS_FILE, claim.name(), f"the report makes it ({_cut(claim.text)!r}), "
                 f"{CLAIMS_FILE} has no record of it")

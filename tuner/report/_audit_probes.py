@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from tuner.experiment import PHASES_FILE
 from tuner.experiment.limits import CLOCK
 from tuner.record import SPEED_PROBE_BUDGET_S, SPEED_PROBE_TIME_S, TRIAL_DIR, TRIAL_ID
 from tuner.report._audit_text import Finding
+from tuner.units import plural
 
 __all__ = ["DURATION", "check_console_probes", "check_probe_seconds", "pool_spent_s"]
 
@@ -37,7 +38,9 @@ def check_probe_seconds(
 ) -> list[Finding]:
     """Each trial's ``speed_probe_time_s`` is its probe runs' wall time summed, as its phase log
     has them (trials from before the log counted its runs are skipped); the metadata's pool
-    spent is every probe run since the search's last start."""
+    spent is what every settled, bounded probe session since the search's last start charged it
+    (its trial's speed line; none with --probe-share off, in a data-parallel trial, or for a
+    trial cut during its probes: nothing was charged)."""
     found = []
     logs = _phase_logs(path, trials)
     for trial_id, lines in logs.items():
@@ -46,11 +49,12 @@ def check_probe_seconds(
             found.append(Finding(DURATION, where, f"trial {trial_id}'s probe seconds", why))
     spent = pool_spent_s(metadata)
     if spent is not None:
-        runs = _runs_since(logs.values(), _last_start(metadata))
-        if abs(sum(runs) - spent) > _RUN_SLACK_S * len(runs) + 0.01:
+        charged = _charged_since(logs.values(), _last_start(metadata))
+        if abs(sum(charged) - spent) > _RUN_SLACK_S * len(charged) + 0.01:
             why = (
-                f"its probe runs since the search's last start add up to {sum(runs):.3f} s "
-                f"({len(runs)} runs in the trials' phase logs)"
+                f"the probe sessions it charged since the search's last start add up to "
+                f"{sum(charged):.3f} s ({plural(len(charged), 'speed line')} in the trials' "
+                "phase logs)"
             )
             found.append(Finding(DURATION, "metadata", f"the pool spent {spent:.3f} s", why))
     return found
@@ -143,10 +147,14 @@ def _last_start(metadata: Mapping[str, Any]) -> float:
     return max((float(end) for _, end in down or ()), default=0.0)
 
 
-def _runs_since(logs: Any, since: float) -> list[float]:
+def _charged_since(logs: Iterable[list[dict[str, Any]]], since: float) -> list[float]:
+    """The probe seconds of each speed line since ``since`` whose session had a budget (its
+    runs were charged to the pool: tuner.speed.session)."""
     return [
-        float(line["wall_s"])
+        float(line.get("probe_s") or 0.0)
         for lines in logs
         for line in lines
-        if line.get("part") == "probe" and float(line.get("t") or 0.0) >= since
+        if line.get("part") == "speed"
+        and line.get("budget_s") is not None
+        and float(line.get("t") or 0.0) >= since
     ]

@@ -160,8 +160,14 @@ def _trial_claims(experiment: Experiment, answer: Answer) -> list[Claim]:
     no trial ran ok with (each with the kinds its trials were)."""
     trials, meta = experiment.trials, experiment.metadata
     counts = {"counts": _counts_of(trials), "total": len(trials)}
+    memory_said = bool(counts["counts"].get("over budget"))  # memory ended some of them
     claims = [
-        Claim("no_pick", (), (), {**counts, "limit_bytes": memory_limit(meta)}),
+        Claim(
+            "no_pick",
+            (),
+            (),
+            {**counts, "limit_bytes": memory_limit(meta), "memory_said": memory_said},
+        ),
         Claim("rule", ("candidates",), (), {"name": "candidates"}),
     ]
     if not answer.front.empty:

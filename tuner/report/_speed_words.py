@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from tuner.record import SPEED_CHOICE
 from tuner.speed.rule import SAID_FIELDS, SpeedChoice
 
 __all__ = ["KIND", "choice_text", "record_words"]
 
-KIND = "speed_choice"  # the record's kind (its subject: the trial id)
+KIND = SPEED_CHOICE  # the record's kind, the column it fills (its subject: the trial id)
 
 
 def choice_text(words: Mapping[str, Any]) -> str:

@@ -58,17 +58,7 @@ def probe_budget_text(words: Mapping[str, Any]) -> str:
     one probe figure: each run's start to its end) and the trials' waits, apart."""
     if "runs_s" not in words:  # a record written before the two were told apart
         return _probe_budget_text_before(words)
-    share, runs, whole = words["share"], float(words["runs_s"]), float(words["trials_s"])
-    limit = (
-        f"may take at most {share:.0%} of the trials' time"
-        if isinstance(share, int | float)
-        else "had no bound"
-    )
-    measured = (
-        f"{runs / whole:.0%} ({duration_text(runs)} of {duration_text(whole)})"
-        if whole
-        else "not timed"
-    )
+    limit, measured = _budget_and_share(words, float(words["runs_s"]))
     wait = float(words["wait_s"])
     waited = (
         f"; trials waited {duration_text(wait)} more for another trial's probes" if wait else ""
@@ -83,9 +73,15 @@ def probe_budget_text(words: Mapping[str, Any]) -> str:
     )
 
 
-def words_as_recorded(kind: str, built: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict:
+def words_as_recorded(
+    kind: str, built: Mapping[str, Any], recorded: Mapping[str, Any]
+) -> dict[str, Any]:
     """The words the data gives, in the form of the record checked: a ``probe_budget`` record
-    written before the runs and the waits were told apart holds their sum (``probe_s``)."""
+    written before the runs and the waits were told apart holds their sum (``probe_s``); an
+    ``effects_say_nothing`` record written before the phase_time record owned its duration
+    holds it (``measured``: the phase_time record checks that duration against the clock)."""
+    if kind == "effects_say_nothing" and "measured" in recorded and "measured" not in built:
+        return {**built, "measured": recorded["measured"]}
     if kind != "probe_budget" or "runs_s" in recorded or "runs_s" not in built:
         return dict(built)
     older = {k: v for k, v in built.items() if k not in ("runs_s", "wait_s")}
@@ -94,17 +90,7 @@ def words_as_recorded(kind: str, built: Mapping[str, Any], recorded: Mapping[str
 
 def _probe_budget_text_before(words: Mapping[str, Any]) -> str:
     """The words of a record with the probes' and the waits' seconds together (``probe_s``)."""
-    share, spent, whole = words["share"], float(words["probe_s"]), float(words["trials_s"])
-    limit = (
-        f"may take at most {share:.0%} of the trials' time"
-        if isinstance(share, int | float)
-        else "had no bound"
-    )
-    measured = (
-        f"{spent / whole:.0%} ({duration_text(spent)} of {duration_text(whole)})"
-        if whole
-        else "not timed"
-    )
+    limit, measured = _budget_and_share(words, float(words["probe_s"]))
     short = int(words["unprobed"])
     left = f"; {plural(short, 'trial')} ran with knobs left unprobed" if short else ""
     return (
@@ -113,6 +99,19 @@ def _probe_budget_text_before(words: Mapping[str, Any]) -> str:
         f"for another trial's probes included{left}. A knob left unprobed keeps its default: not "
         "probed is not tried and lost."
     )
+
+
+def _budget_and_share(words: Mapping[str, Any], spent: float) -> tuple[str, str]:
+    """The probes' bound (``share``), and ``spent`` as a share of the trials' time."""
+    share, whole = words["share"], float(words["trials_s"])
+    limit = (
+        f"may take at most {share:.0%} of the trials' time"
+        if isinstance(share, int | float)
+        else "had no bound"
+    )
+    if not whole:
+        return limit, "not timed"
+    return limit, f"{spent / whole:.0%} ({duration_text(spent)} of {duration_text(whole)})"
 
 
 def load_text(words: Mapping[str, Any]) -> str:
@@ -174,8 +173,8 @@ def no_pick_text(words: Mapping[str, Any]) -> str:
         "time (--search-time-budget-s) or resume it.",
     }
     # "within the memory budget" only where memory ended some: beside a CPU hog, 8 starved
-    # trials and none over it read as a memory problem.
-    budget = " within the memory budget" if counts.get("over budget") else ""
+    # trials and none over it read as a memory problem (a record before it always said it).
+    budget = " within the memory budget" if words.get("memory_said", True) else ""
     lines = [
         f"**No configuration can be recommended**: none of the {plural(total, 'trial')} "
         f"finished ok{budget}.",

@@ -188,15 +188,15 @@ def _claims(report_dir: Path, experiment: Experiment | None, result: Audit) -> l
     if claims is None:
         result.notes.append(f"{report_dir.name}: no {CLAIMS_FILE}: its words checked alone")
         return []
+    version = read_format(report_dir / CLAIMS_FILE)  # its records cover every section
     if experiment is not None:
-        found += check_claims_kept(claims, experiment)
+        found += check_claims_kept(claims, experiment, version)
     else:  # nothing to make the claims again from: what is missing is found by its words
         result.notes.append(
             f"{report_dir.name}: a report alone: its {CLAIMS_FILE} records checked as written "
             "(a record it lacks is found with its experiment, and by trials.csv's starved_by)"
         )
     documents = report_documents(report_dir)
-    version = read_format(report_dir / CLAIMS_FILE)  # its records cover every section
     found += check_format(claims, version)
     found += check_verdict_words(documents[REPORT_FILE], claims, version=version)
     if (report_dir / "trials.csv").is_file():

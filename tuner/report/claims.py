@@ -49,6 +49,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_KEY",
     "RENDERERS",
+    "SINCE_FORMAT_1",
     "Claim",
     "Claims",
     "Measure",
@@ -533,6 +534,8 @@ def render(claim: Claim) -> str:
 # What claims.json says it is (its "format"): 1, records that cover every section of their
 # report; absent, a report from before it (tuner.report._audit_status reads it).
 FORMAT, FORMAT_KEY = 1, "format"
+# The kinds a report gets since FORMAT 1: a report without a format lacks them, not a deletion.
+SINCE_FORMAT_1 = frozenset({*_status_words.RENDERERS, _speed_words.KIND})
 
 
 def write_claims(claims: Claims, path: Path) -> None:
