@@ -7,7 +7,6 @@ start to its end as its ``probe`` line in the trial's phase log has it
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -16,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.experiment import PHASES_FILE
+from tuner.experiment import read_phases
 from tuner.experiment.limits import CLOCK
 from tuner.record import SPEED_PROBE_BUDGET_S, SPEED_PROBE_TIME_S, TRIAL_DIR, TRIAL_ID
 from tuner.report._audit_text import Finding
@@ -122,13 +121,9 @@ def _phase_logs(path: Path, trials: pd.DataFrame) -> dict[str, list[dict[str, An
     logs = {}
     for _, row in trials.iterrows():
         folder = row.get(TRIAL_DIR)
-        if not isinstance(folder, str) or not folder:
-            continue
-        try:
-            text = (path / folder / PHASES_FILE).read_text()
-            logs[str(row[TRIAL_ID])] = [json.loads(line) for line in text.splitlines() if line]
-        except (OSError, ValueError):
-            continue
+        lines = read_phases(path / folder) if isinstance(folder, str) and folder else []
+        if lines:
+            logs[str(row[TRIAL_ID])] = lines
     return logs
 
 
