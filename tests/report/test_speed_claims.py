@@ -121,6 +121,16 @@ def test_a_record_whose_probed_row_is_not_the_probe_cache_s_fails(
     assert code == 1
     assert any(line.startswith(said) and "probe_cache.json's under its keys (1.30x" in line
                for line in lines), lines  # fmt: skip
+    # A trial with probe runs of its own whose measured row the cache holds as not probed (a
+    # resumed search kept a later session's verdict): said as a note, not a finding.
+    run = {"t": 1.0, "part": "probe", "arm": row["name"], "wall_s": 0.5, "status": "ok"}
+    log.write_text(json.dumps(run) + "\n" + log.read_text())
+    cached.update({"probed": False, "ratio": None, "low": None, "high": None})
+    (experiment / PROBE_CACHE_FILE).write_text(json.dumps(cache))
+    found = audit(experiment, report_dir=out)
+    assert not any(line.startswith(said) for line in found.lines()), found.lines()
+    assert any(note.startswith(f"speed_choice {trial}: ") and "its own probe runs" in note
+               for note in found.notes), found.notes  # fmt: skip
 
 
 def test_an_experiment_from_before_the_record_passes_and_says_what_it_did_not_check(
@@ -149,8 +159,11 @@ def test_a_key_a_later_trial_completed_still_holds_the_record_s_rows() -> None:
     unprobed = {"name": "set_to_none", "ratio": None, "probed": False, "kept": False}
     words = {"keys": ["k"], "choice": {"variants": [probed, unprobed]}}
     later = {**unprobed, "ratio": 1.01, "low": 0.9, "high": 1.1, "pairs": 3, "probed": True}
-    assert _cache_problems(words, {"k": {"variants": [probed, later]}}) == []
+    assert _cache_problems(words, {"k": {"variants": [probed, later]}}) == ([], [])
     moved = {**probed, "kept": False}
-    [why] = _cache_problems(words, {"k": {"variants": [moved, later]}})
+    [why], [] = _cache_problems(words, {"k": {"variants": [moved, later]}})
     assert why.startswith("its fused_adamw (1.20x [1.10–1.30], kept True) is not")
-    assert _cache_problems(words, {}) == [f"{PROBE_CACHE_FILE} has no entry of its key k"]
+    missing = [f"{PROBE_CACHE_FILE} has no entry of its key k"]
+    assert _cache_problems(words, {}) == (missing, [])
+    unkept = {**probed, "ratio": None, "probed": False}  # the cache holds it as not probed
+    assert _cache_problems(words, {"k": {"variants": [unkept, later]}})[0] == []
